@@ -1,0 +1,74 @@
+//! Writing files so that an interrupted run never leaves a half-written file behind.
+//!
+//! Every file trtkit produces (models, engines, caches, reports) goes through [`write_atomic`]:
+//! the bytes land in a temporary file in the destination folder, are flushed to disk, and the
+//! temporary file is renamed over the destination in one step.
+
+use anyhow::{Context, Result};
+use std::io::Write;
+use std::path::Path;
+
+/// Writes `bytes` to `path` through a temporary sibling file and a rename.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    write_atomic_with(path, |w| w.write_all(bytes).map_err(Into::into))
+}
+
+/// Like [`write_atomic`], but lets `fill` stream the content into the temporary file.
+pub fn write_atomic_with(
+    path: &Path,
+    fill: impl FnOnce(&mut dyn Write) -> Result<()>,
+) -> Result<()> {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if !dir.is_dir() {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("{}: cannot create the folder", dir.display()))?;
+    }
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".trtkit-tmp-")
+        .tempfile_in(dir)
+        .with_context(|| format!("{}: cannot create a temporary file", dir.display()))?;
+    {
+        let mut w = std::io::BufWriter::new(tmp.as_file_mut());
+        fill(&mut w).with_context(|| format!("{}: write failed", path.display()))?;
+        w.flush()
+            .with_context(|| format!("{}: write failed", path.display()))?;
+    }
+    tmp.as_file()
+        .sync_all()
+        .with_context(|| format!("{}: sync failed", path.display()))?;
+    tmp.persist(path)
+        .map_err(|e| e.error)
+        .with_context(|| format!("{}: cannot rename the temporary file into place", path.display()))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_whole_file_and_leaves_no_temporary() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.bin");
+        write_atomic(&path, b"hello").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"hello");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn failed_fill_keeps_the_old_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.bin");
+        write_atomic(&path, b"old").unwrap();
+        let err = write_atomic_with(&path, |w| {
+            w.write_all(b"partial")?;
+            anyhow::bail!("interrupted")
+        });
+        assert!(err.is_err());
+        assert_eq!(std::fs::read(&path).unwrap(), b"old");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+}

@@ -1,0 +1,63 @@
+//! Execution backends: one trait, several implementations (tract CPU today; tract CUDA, ONNX
+//! Runtime and TensorRT plug into the same trait). Commands hold a `Box<dyn Backend>` and do
+//! not care which one it is.
+
+pub mod tensor;
+pub mod tract;
+
+use crate::onnx::tensor_info::Dim;
+use anyhow::Result;
+use serde::Serialize;
+use std::time::Duration;
+pub use tensor::{ElemType, HostTensor, TensorData};
+
+/// One input or output of a backend: name, element type and dims (symbolic batch allowed).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct IoSpec {
+    /// Tensor name.
+    pub name: String,
+    /// Element type.
+    pub elem_type: ElemType,
+    /// Dims as the backend will run them; `Dim::Symbol` for a dynamic axis.
+    pub dims: Vec<Dim>,
+}
+
+impl IoSpec {
+    /// Concrete dims for a batch size: axis 0 takes `batch` when it is not fixed; any other
+    /// non-fixed axis is an error naming the tensor.
+    pub fn concrete_shape(&self, batch: usize) -> Result<Vec<usize>> {
+        self.dims
+            .iter()
+            .enumerate()
+            .map(|(axis, d)| match d {
+                Dim::Fixed(n) => Ok(*n as usize),
+                _ if axis == 0 => Ok(batch),
+                other => anyhow::bail!(
+                    "tensor '{}': axis {axis} is '{other}', which is not fixed; give it with --input-shape",
+                    self.name
+                ),
+            })
+            .collect()
+    }
+}
+
+/// What one call to [`Backend::run`] returns.
+#[derive(Clone, Debug)]
+pub struct RunOutput {
+    /// Output tensors, in the backend's output order.
+    pub outputs: Vec<HostTensor>,
+    /// Wall-clock time of the inference itself (host tensors in → host tensors out).
+    pub elapsed: Duration,
+}
+
+/// An execution backend: reports its I/O and runs a batch of host tensors.
+pub trait Backend: Send {
+    /// Short name for reports, e.g. `tract-cpu`.
+    fn name(&self) -> String;
+    /// Inputs, in the order `run` takes them.
+    fn inputs(&self) -> &[IoSpec];
+    /// Outputs, in the order `run` returns them.
+    fn outputs(&self) -> &[IoSpec];
+    /// Runs one batch: `inputs` in the order of [`Backend::inputs`].
+    fn run(&mut self, inputs: &[HostTensor]) -> Result<RunOutput>;
+}

@@ -1,0 +1,194 @@
+//! Host tensors: what every backend takes as input and gives back as output.
+
+use anyhow::{bail, Result};
+use half::f16;
+use serde::Serialize;
+use std::fmt;
+
+/// Element type of a host tensor (the subset of ONNX types trtkit moves between backends).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ElemType {
+    /// IEEE float32.
+    F32,
+    /// IEEE float16.
+    F16,
+    /// float64.
+    F64,
+    /// int64.
+    I64,
+    /// int32.
+    I32,
+    /// int8.
+    I8,
+    /// uint8.
+    U8,
+    /// bool.
+    Bool,
+}
+
+impl ElemType {
+    /// From an ONNX element type code; `None` for types trtkit does not carry.
+    pub fn from_onnx(code: i32) -> Option<ElemType> {
+        use crate::onnx::pb::tensor_proto::DataType as D;
+        Some(match D::try_from(code).ok()? {
+            D::Float => ElemType::F32,
+            D::Float16 => ElemType::F16,
+            D::Double => ElemType::F64,
+            D::Int64 => ElemType::I64,
+            D::Int32 => ElemType::I32,
+            D::Int8 => ElemType::I8,
+            D::Uint8 => ElemType::U8,
+            D::Bool => ElemType::Bool,
+            _ => return None,
+        })
+    }
+
+    /// Bytes per element.
+    pub fn size(self) -> usize {
+        match self {
+            ElemType::F64 | ElemType::I64 => 8,
+            ElemType::F32 | ElemType::I32 => 4,
+            ElemType::F16 => 2,
+            ElemType::I8 | ElemType::U8 | ElemType::Bool => 1,
+        }
+    }
+
+    /// Whether this is a floating-point type.
+    pub fn is_float(self) -> bool {
+        matches!(self, ElemType::F32 | ElemType::F16 | ElemType::F64)
+    }
+}
+
+impl fmt::Display for ElemType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = match self {
+            ElemType::F32 => "float32",
+            ElemType::F16 => "float16",
+            ElemType::F64 => "float64",
+            ElemType::I64 => "int64",
+            ElemType::I32 => "int32",
+            ElemType::I8 => "int8",
+            ElemType::U8 => "uint8",
+            ElemType::Bool => "bool",
+        };
+        f.write_str(s)
+    }
+}
+
+/// The elements of a host tensor, in row-major order.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TensorData {
+    /// float32 elements.
+    F32(Vec<f32>),
+    /// float16 elements.
+    F16(Vec<f16>),
+    /// float64 elements.
+    F64(Vec<f64>),
+    /// int64 elements.
+    I64(Vec<i64>),
+    /// int32 elements.
+    I32(Vec<i32>),
+    /// int8 elements.
+    I8(Vec<i8>),
+    /// uint8 elements.
+    U8(Vec<u8>),
+    /// bool elements.
+    Bool(Vec<bool>),
+}
+
+impl TensorData {
+    /// The element type.
+    pub fn elem_type(&self) -> ElemType {
+        match self {
+            TensorData::F32(_) => ElemType::F32,
+            TensorData::F16(_) => ElemType::F16,
+            TensorData::F64(_) => ElemType::F64,
+            TensorData::I64(_) => ElemType::I64,
+            TensorData::I32(_) => ElemType::I32,
+            TensorData::I8(_) => ElemType::I8,
+            TensorData::U8(_) => ElemType::U8,
+            TensorData::Bool(_) => ElemType::Bool,
+        }
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        match self {
+            TensorData::F32(v) => v.len(),
+            TensorData::F16(v) => v.len(),
+            TensorData::F64(v) => v.len(),
+            TensorData::I64(v) => v.len(),
+            TensorData::I32(v) => v.len(),
+            TensorData::I8(v) => v.len(),
+            TensorData::U8(v) => v.len(),
+            TensorData::Bool(v) => v.len(),
+        }
+    }
+
+    /// Whether there are no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// All elements widened to f64 (for metrics that compare any two numeric outputs).
+    pub fn to_f64(&self) -> Vec<f64> {
+        match self {
+            TensorData::F32(v) => v.iter().map(|&x| x as f64).collect(),
+            TensorData::F16(v) => v.iter().map(|&x| x.to_f64()).collect(),
+            TensorData::F64(v) => v.clone(),
+            TensorData::I64(v) => v.iter().map(|&x| x as f64).collect(),
+            TensorData::I32(v) => v.iter().map(|&x| x as f64).collect(),
+            TensorData::I8(v) => v.iter().map(|&x| x as f64).collect(),
+            TensorData::U8(v) => v.iter().map(|&x| x as f64).collect(),
+            TensorData::Bool(v) => v.iter().map(|&x| x as u8 as f64).collect(),
+        }
+    }
+}
+
+/// A named tensor in host memory.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HostTensor {
+    /// Tensor name in the model.
+    pub name: String,
+    /// Concrete dims.
+    pub shape: Vec<usize>,
+    /// Elements, row-major.
+    pub data: TensorData,
+}
+
+impl HostTensor {
+    /// Builds a tensor, checking that the shape and the element count agree.
+    pub fn new(name: impl Into<String>, shape: Vec<usize>, data: TensorData) -> Result<Self> {
+        let name = name.into();
+        let expected: usize = shape.iter().product();
+        if expected != data.len() {
+            bail!("tensor '{name}': shape {shape:?} needs {expected} elements, got {}", data.len());
+        }
+        Ok(HostTensor { name, shape, data })
+    }
+
+    /// The element type.
+    pub fn elem_type(&self) -> ElemType {
+        self.data.elem_type()
+    }
+
+    /// Size of the data in bytes.
+    pub fn byte_len(&self) -> usize {
+        self.data.len() * self.elem_type().size()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shape_must_match_data() {
+        assert!(HostTensor::new("x", vec![2, 3], TensorData::F32(vec![0.0; 6])).is_ok());
+        let err = HostTensor::new("x", vec![2, 3], TensorData::F32(vec![0.0; 5])).unwrap_err();
+        assert!(err.to_string().contains("'x'"));
+        assert_eq!(ElemType::from_onnx(1), Some(ElemType::F32));
+        assert_eq!(ElemType::from_onnx(8), None);
+    }
+}

@@ -1,0 +1,90 @@
+//! `trtkit doctor`: what this machine offers for trtkit.
+
+use crate::cuda::info::{driver_info, DriverInfo};
+use crate::report::format::{bytes, json};
+use crate::trt::loader::{probe_tensorrt, LibraryProbe};
+use clap::Args;
+use serde::Serialize;
+
+/// Flags of `doctor`.
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Everything `doctor` found.
+#[derive(Debug, Serialize)]
+pub struct DoctorReport {
+    /// Version of this trtkit binary.
+    pub trtkit_version: String,
+    /// CUDA driver and GPUs.
+    pub cuda: DriverInfo,
+    /// TensorRT libraries.
+    pub tensorrt: Vec<LibraryProbe>,
+    /// Execution backends compiled into this binary.
+    pub backends: Vec<String>,
+}
+
+/// Execution backends compiled into this binary (grows as backends land).
+pub fn compiled_backends() -> Vec<String> {
+    Vec::new()
+}
+
+/// Collects the report.
+pub fn collect() -> DoctorReport {
+    DoctorReport {
+        trtkit_version: env!("CARGO_PKG_VERSION").into(),
+        cuda: driver_info(),
+        tensorrt: probe_tensorrt(),
+        backends: compiled_backends(),
+    }
+}
+
+/// Runs `doctor`; it succeeds on a machine with no GPU and says so.
+pub fn run(args: DoctorArgs) -> anyhow::Result<()> {
+    let report = collect();
+    let text = if args.json { json(&report)? } else { render(&report) };
+    print!("{text}");
+    Ok(())
+}
+
+/// The terminal rendering of the report.
+pub fn render(r: &DoctorReport) -> String {
+    let mut out = format!("trtkit {}\n\n", r.trtkit_version);
+    match (&r.cuda.driver_cuda_version, &r.cuda.error) {
+        (Some(v), _) => out += &format!("CUDA driver  found, supports CUDA {v}\n"),
+        (None, Some(e)) => out += &format!("CUDA driver  {e}\n"),
+        (None, None) => out += "CUDA driver  not found\n",
+    }
+    if r.cuda.gpus.is_empty() {
+        out += "GPUs         none: this machine has no usable NVIDIA GPU; GPU commands will fail, CPU backends work\n";
+    }
+    for g in &r.cuda.gpus {
+        out += &format!(
+            "GPU {}        {}, {}, compute capability {}\n",
+            g.index,
+            g.name,
+            bytes(g.memory_bytes),
+            g.compute_capability
+        );
+    }
+    for lib in &r.tensorrt {
+        let line = match (lib.found, &lib.version, &lib.path) {
+            (true, v, p) => format!(
+                "found{}{}",
+                v.as_ref().map(|v| format!(", version {v}")).unwrap_or_default(),
+                p.as_ref().map(|p| format!(", {p}")).unwrap_or_default()
+            ),
+            (false, _, _) => format!(
+                "not found (tried {}); install TensorRT and put its lib folder on LD_LIBRARY_PATH",
+                lib.tried.join(", ")
+            ),
+        };
+        out += &format!("{:<16} {line}\n", lib.library);
+    }
+    let backends = if r.backends.is_empty() { "none yet".to_string() } else { r.backends.join(", ") };
+    out += &format!("backends     {backends}\n");
+    out
+}

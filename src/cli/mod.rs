@@ -1,0 +1,79 @@
+//! The command line: global flags, one subcommand per file, and how errors become exit codes.
+
+pub mod doctor;
+pub mod inspect;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// trtkit: ONNX to validated TensorRT engines, and proof of how fast and accurate they are.
+#[derive(Debug, Parser)]
+#[command(name = "trtkit", version, about, propagate_version = true)]
+pub struct Cli {
+    /// More log output (-v info, -vv debug, -vvv trace). RUST_LOG overrides.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// Only errors.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+    /// The subcommand.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands that exist today.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Summarize an ONNX model: I/O, opsets, op counts, parameters, weight size.
+    Inspect(inspect::InspectArgs),
+    /// Report what this machine offers: CUDA driver, GPUs, TensorRT libraries, backends.
+    Doctor(doctor::DoctorArgs),
+}
+
+/// A mistake in how trtkit was called (exit code 2), as opposed to a failure (exit code 1).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+/// Sets up logging on stderr: warnings by default, more with `-v`, errors only with `-q`.
+pub fn init_logging(verbose: u8, quiet: bool) {
+    let level = match (quiet, verbose) {
+        (true, _) => "error",
+        (_, 0) => "warn",
+        (_, 1) => "info",
+        (_, 2) => "debug",
+        _ => "trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .without_time()
+        .try_init();
+}
+
+/// Runs one parsed command line.
+pub fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Inspect(args) => inspect::run(args),
+        Command::Doctor(args) => doctor::run(args),
+    }
+}
+
+/// Turns a command's outcome into one error line on stderr and an exit code (2 usage, 1 failure).
+pub fn exit_code(outcome: anyhow::Result<()>) -> ExitCode {
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            let line = format!("{err:#}").replace('\n', " ");
+            eprintln!("error: {line}");
+            if err.chain().any(|e| e.is::<UsageError>()) {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+    }
+}

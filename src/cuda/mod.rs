@@ -1,0 +1,4 @@
+//! CUDA through cudarc with dynamic loading: nothing here needs the CUDA toolkit at build time,
+//! and a machine without a driver gets an error value, never a panic.
+
+pub mod info;

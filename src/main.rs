@@ -1,0 +1,9 @@
+use clap::Parser;
+use std::process::ExitCode;
+use trtkit::cli;
+
+fn main() -> ExitCode {
+    let args = cli::Cli::parse();
+    cli::init_logging(args.verbose, args.quiet);
+    cli::exit_code(cli::run(args))
+}

@@ -1,0 +1,51 @@
+//! ONNX element types: names and sizes, so the rest of the crate never matches on raw `i32`s.
+
+use super::pb::tensor_proto::DataType;
+
+/// Short lower-case name of an ONNX element type (`float32`, `int64`, …), as users read it.
+pub fn dtype_name(code: i32) -> String {
+    match DataType::try_from(code) {
+        Ok(DataType::Float) => "float32".into(),
+        Ok(DataType::Float16) => "float16".into(),
+        Ok(DataType::Double) => "float64".into(),
+        Ok(DataType::Bfloat16) => "bfloat16".into(),
+        Ok(DataType::Undefined) => "undefined".into(),
+        Ok(other) => other.as_str_name().to_ascii_lowercase(),
+        Err(_) => format!("dtype#{code}"),
+    }
+}
+
+/// Size in bits of one element of an ONNX element type; `None` for strings and unknown codes.
+pub fn dtype_bits(code: i32) -> Option<u64> {
+    use DataType::*;
+    let bits = match DataType::try_from(code).ok()? {
+        Float | Int32 | Uint32 => 32,
+        Double | Int64 | Uint64 | Complex64 => 64,
+        Complex128 => 128,
+        Float16 | Bfloat16 | Int16 | Uint16 => 16,
+        Int8 | Uint8 | Bool | Float8e4m3fn | Float8e4m3fnuz | Float8e5m2 | Float8e5m2fnuz => 8,
+        Int4 | Uint4 | Float4e2m1 => 4,
+        String | Undefined => return None,
+    };
+    Some(bits)
+}
+
+/// Bytes taken by `count` elements of `code` when packed as ONNX raw data.
+pub fn packed_bytes(code: i32, count: u64) -> Option<u64> {
+    dtype_bits(code).map(|bits| (count * bits).div_ceil(8))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_sizes() {
+        assert_eq!(dtype_name(DataType::Float as i32), "float32");
+        assert_eq!(dtype_name(DataType::Int64 as i32), "int64");
+        assert_eq!(dtype_name(999), "dtype#999");
+        assert_eq!(packed_bytes(DataType::Float as i32, 10), Some(40));
+        assert_eq!(packed_bytes(DataType::Int4 as i32, 3), Some(2));
+        assert_eq!(packed_bytes(DataType::String as i32, 3), None);
+    }
+}

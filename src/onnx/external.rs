@@ -1,0 +1,172 @@
+//! Initializers whose bytes live in external data files, resolved relative to the model file.
+
+use super::dtype::packed_bytes;
+use super::model::OnnxModel;
+use super::pb::tensor_proto::DataLocation;
+use super::pb::TensorProto;
+use anyhow::{bail, Context, Result};
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Component, Path, PathBuf};
+
+/// Where one initializer's bytes are stored outside the model file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExternalRef {
+    /// The data file, relative to the model's folder, as written in the model.
+    pub location: String,
+    /// Byte offset of the tensor in that file.
+    pub offset: u64,
+    /// Number of bytes; computed from dims and dtype when the model does not say.
+    pub length: u64,
+}
+
+/// True when `tensor` keeps its data in an external file.
+pub fn is_external(tensor: &TensorProto) -> bool {
+    tensor.data_location == Some(DataLocation::External as i32)
+}
+
+/// Number of elements of a tensor, from its dims.
+pub fn element_count(tensor: &TensorProto) -> u64 {
+    tensor.dims.iter().map(|&d| d.max(0) as u64).product()
+}
+
+/// Parses the `external_data` key/value list of an external tensor.
+pub fn external_ref(tensor: &TensorProto) -> Result<ExternalRef> {
+    let mut location = None;
+    let mut offset = 0u64;
+    let mut length = None;
+    for entry in &tensor.external_data {
+        let parse = |v: &str| -> Result<u64> {
+            v.parse().with_context(|| {
+                format!("initializer '{}': external data {} '{v}' is not a number", tensor.name, entry.key)
+            })
+        };
+        match entry.key.as_str() {
+            "location" => location = Some(entry.value.clone()),
+            "offset" => offset = parse(&entry.value)?,
+            "length" => length = Some(parse(&entry.value)?),
+            _ => {}
+        }
+    }
+    let Some(location) = location else {
+        bail!("initializer '{}' is marked external but names no location", tensor.name);
+    };
+    let length = match length {
+        Some(l) => l,
+        None => packed_bytes(tensor.data_type, element_count(tensor)).with_context(|| {
+            format!("initializer '{}': external data without a length for a variable-size type", tensor.name)
+        })?,
+    };
+    Ok(ExternalRef { location, offset, length })
+}
+
+/// Resolves an external location against the model folder, refusing paths that escape it.
+fn resolve(base: &Path, tensor: &TensorProto, location: &str) -> Result<PathBuf> {
+    let rel = Path::new(location);
+    if rel.is_absolute() || rel.components().any(|c| matches!(c, Component::ParentDir)) {
+        bail!(
+            "initializer '{}': external data location '{location}' must be a relative path inside the model's folder",
+            tensor.name
+        );
+    }
+    Ok(base.join(rel))
+}
+
+/// Checks that every external data file exists and is long enough; reads nothing.
+pub fn check_external_data(model: &OnnxModel) -> Result<()> {
+    for tensor in model.graph().initializer.iter().filter(|t| is_external(t)) {
+        let r = external_ref(tensor)?;
+        let file = resolve(model.base_dir(), tensor, &r.location)?;
+        let size = match std::fs::metadata(&file) {
+            Ok(m) if m.is_file() => m.len(),
+            Ok(_) => bail!("initializer '{}': external data '{}' is not a file", tensor.name, file.display()),
+            Err(_) => bail!(
+                "initializer '{}': external data file '{}' is missing (it must sit beside the model)",
+                tensor.name,
+                file.display()
+            ),
+        };
+        if r.offset + r.length > size {
+            bail!(
+                "initializer '{}': external data file '{}' is too short: needs {} bytes at offset {}, the file has {size}",
+                tensor.name,
+                file.display(),
+                r.length,
+                r.offset
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Reads the bytes of one external initializer.
+pub fn read_external(model: &OnnxModel, tensor: &TensorProto) -> Result<Vec<u8>> {
+    let r = external_ref(tensor)?;
+    let path = resolve(model.base_dir(), tensor, &r.location)?;
+    let mut file = std::fs::File::open(&path).with_context(|| format!("{}: cannot open", path.display()))?;
+    file.seek(SeekFrom::Start(r.offset))?;
+    let mut buf = vec![0u8; r.length as usize];
+    file.read_exact(&mut buf)
+        .with_context(|| format!("{}: too short for initializer '{}'", path.display(), tensor.name))?;
+    Ok(buf)
+}
+
+impl OnnxModel {
+    /// Pulls every external initializer into the model as raw data (a pass: the model no longer
+    /// depends on files beside it, so it can be saved anywhere or handed to a backend in memory).
+    pub fn inline_external_data(&mut self) -> Result<()> {
+        let externals: Vec<(usize, Vec<u8>)> = self
+            .graph()
+            .initializer
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| is_external(t))
+            .map(|(i, t)| Ok((i, read_external(self, t)?)))
+            .collect::<Result<_>>()
+            .with_context(|| self.path.display().to_string())?;
+        let graph = self.graph_mut();
+        for (i, bytes) in externals {
+            let t = &mut graph.initializer[i];
+            t.raw_data = bytes;
+            t.external_data.clear();
+            t.data_location = None;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::onnx::pb::StringStringEntryProto;
+
+    fn ext_tensor(location: &str, len: Option<&str>) -> TensorProto {
+        let mut entries = vec![StringStringEntryProto { key: "location".into(), value: location.into() }];
+        if let Some(l) = len {
+            entries.push(StringStringEntryProto { key: "length".into(), value: l.into() });
+        }
+        TensorProto {
+            name: "w".into(),
+            dims: vec![2, 3],
+            data_type: 1,
+            data_location: Some(DataLocation::External as i32),
+            external_data: entries,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn length_defaults_to_dims_times_dtype() {
+        let r = external_ref(&ext_tensor("w.bin", None)).unwrap();
+        assert_eq!(r, ExternalRef { location: "w.bin".into(), offset: 0, length: 24 });
+        assert_eq!(external_ref(&ext_tensor("w.bin", Some("8"))).unwrap().length, 8);
+        assert!(external_ref(&ext_tensor("w.bin", Some("x"))).is_err());
+    }
+
+    #[test]
+    fn escaping_locations_are_refused() {
+        let t = ext_tensor("../w.bin", None);
+        assert!(resolve(Path::new("/models"), &t, "../w.bin").is_err());
+        assert!(resolve(Path::new("/models"), &t, "/etc/passwd").is_err());
+        assert!(resolve(Path::new("/models"), &t, "sub/w.bin").is_ok());
+    }
+}

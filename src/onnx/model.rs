@@ -1,0 +1,167 @@
+//! Loading and saving ONNX models, with clear errors for everything that is not one.
+
+use super::external::check_external_data;
+use super::pb::{GraphProto, ModelProto};
+use crate::atomic_file::write_atomic;
+use anyhow::{bail, Context, Result};
+use prost::Message;
+use std::path::{Path, PathBuf};
+
+/// An ONNX model in memory, with the path it came from (external data resolves against it).
+#[derive(Clone, Debug)]
+pub struct OnnxModel {
+    /// The decoded protobuf.
+    pub proto: ModelProto,
+    /// Where the model was read from, or where it will be saved.
+    pub path: PathBuf,
+}
+
+/// What a file turned out to be when it is not an ONNX model, judged by its first bytes.
+fn sniff_foreign_format(bytes: &[u8]) -> Option<&'static str> {
+    const SIGNATURES: &[(&[u8], &str)] = &[
+        (b"\x89PNG\r\n\x1a\n", "a PNG image"),
+        (b"\xff\xd8\xff", "a JPEG image"),
+        (b"ftrt", "a TensorRT engine (load it with a TensorRT command, not as ONNX)"),
+        (b"\x93NUMPY", "a NumPy .npy array"),
+        (b"PK\x03\x04", "a zip archive (an .npz file?)"),
+        (b"\x1f\x8b", "a gzip archive"),
+        (b"\x7fELF", "an ELF executable"),
+        (b"TRT-", "a TensorRT calibration cache"),
+    ];
+    SIGNATURES
+        .iter()
+        .find(|(magic, _)| bytes.starts_with(magic))
+        .map(|(_, what)| *what)
+}
+
+/// Decodes and sanity-checks ONNX protobuf bytes; errors say what is wrong, without the path.
+pub fn decode_model(bytes: &[u8]) -> Result<ModelProto> {
+    if bytes.is_empty() {
+        bail!("the file is empty");
+    }
+    if let Some(what) = sniff_foreign_format(bytes) {
+        bail!("not an ONNX model: it is {what}");
+    }
+    let proto = ModelProto::decode(bytes).map_err(|e| {
+        anyhow::anyhow!("not a valid ONNX model (protobuf decoding failed: {e}); the file may be truncated or corrupted")
+    })?;
+    if proto.ir_version <= 0 {
+        bail!("not a valid ONNX model: ir_version is missing (the file may be truncated, or not ONNX)");
+    }
+    if proto.opset_import.is_empty() {
+        bail!("not a valid ONNX model: it imports no opset (the file may be truncated)");
+    }
+    let Some(graph) = &proto.graph else {
+        bail!("not a valid ONNX model: it has no graph (the file may be truncated, or not ONNX)");
+    };
+    if graph.output.is_empty() {
+        bail!("not a valid ONNX model: the graph has no outputs (the file may be truncated)");
+    }
+    check_graph_references(graph)?;
+    Ok(proto)
+}
+
+/// Every node input must be produced by a graph input, an initializer or an earlier node.
+///
+/// Subgraphs (If/Loop bodies) may reference outer names, so only the top level is checked
+/// strictly; this catches truncation and bit flips that still decode as protobuf.
+fn check_graph_references(graph: &GraphProto) -> Result<()> {
+    use std::collections::HashSet;
+    let mut known: HashSet<&str> = graph.input.iter().map(|v| v.name.as_str()).collect();
+    known.extend(graph.initializer.iter().map(|t| t.name.as_str()));
+    known.extend(graph.sparse_initializer.iter().filter_map(|t| t.values.as_ref()).map(|t| t.name.as_str()));
+    for node in &graph.node {
+        known.extend(node.output.iter().map(String::as_str));
+    }
+    for node in &graph.node {
+        for input in &node.input {
+            if !input.is_empty() && !known.contains(input.as_str()) {
+                bail!(
+                    "not a valid ONNX model: node '{}' ({}) reads '{}', which nothing produces",
+                    node.name,
+                    node.op_type,
+                    input
+                );
+            }
+        }
+    }
+    for output in &graph.output {
+        if !known.contains(output.name.as_str()) {
+            bail!("not a valid ONNX model: graph output '{}' is produced by no node", output.name);
+        }
+    }
+    Ok(())
+}
+
+impl OnnxModel {
+    /// Reads, decodes and checks the model at `path`, including its external data files.
+    ///
+    /// Every error starts with the path, so the one-line message names the file.
+    pub fn load(path: &Path) -> Result<Self> {
+        let bytes = read_model_file(path)?;
+        let proto = decode_model(&bytes).with_context(|| path.display().to_string())?;
+        let model = OnnxModel { proto, path: path.to_path_buf() };
+        check_external_data(&model).with_context(|| path.display().to_string())?;
+        Ok(model)
+    }
+
+    /// Wraps an in-memory model; `path` is where it is meant to live (for external data and saving).
+    pub fn from_proto(proto: ModelProto, path: impl Into<PathBuf>) -> Self {
+        OnnxModel { proto, path: path.into() }
+    }
+
+    /// The main graph; a loaded model always has one.
+    pub fn graph(&self) -> &GraphProto {
+        self.proto.graph.as_ref().expect("OnnxModel always holds a graph")
+    }
+
+    /// The main graph, mutable.
+    pub fn graph_mut(&mut self) -> &mut GraphProto {
+        self.proto.graph.get_or_insert_with(Default::default)
+    }
+
+    /// The folder that external data locations are relative to.
+    pub fn base_dir(&self) -> &Path {
+        match self.path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        }
+    }
+
+    /// The default-domain opset version the model imports (0 if it declares none).
+    pub fn opset(&self) -> i64 {
+        self.proto
+            .opset_import
+            .iter()
+            .find(|o| o.domain.is_empty() || o.domain == "ai.onnx")
+            .map(|o| o.version)
+            .unwrap_or(0)
+    }
+
+    /// Encodes the model to protobuf bytes.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        self.proto.encode_to_vec()
+    }
+
+    /// Writes the model to `path` atomically (temporary file, then rename).
+    ///
+    /// External data references are written as they are: call
+    /// [`OnnxModel::inline_external_data`] first when saving into another folder.
+    pub fn save(&self, path: &Path) -> Result<()> {
+        write_atomic(path, &self.to_bytes())
+    }
+}
+
+/// Reads a model file, turning the common mistakes into messages that name the path.
+fn read_model_file(path: &Path) -> Result<Vec<u8>> {
+    let shown = path.display();
+    let meta = match std::fs::metadata(path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!("{shown}: no such file"),
+        Err(e) => bail!("{shown}: cannot read: {e}"),
+    };
+    if meta.is_dir() {
+        bail!("{shown}: is a directory, expected an .onnx file");
+    }
+    std::fs::read(path).with_context(|| format!("{shown}: cannot read"))
+}

@@ -1,0 +1,336 @@
+//! `--input-shape` overrides: parsing, validation against the model, and the batch pass.
+//!
+//! Accepted forms:
+//! - `-1 3 224 224` or `1x3x224x224` — the shape of the model's only input (`-1`: dynamic);
+//! - `input:1x3x224x224` (repeatable) — a shape per named input, for multi-input models.
+
+use super::model::OnnxModel;
+use super::tensor_info::{format_dims, set_dims, Dim, TensorInfo};
+use anyhow::{bail, Context, Result};
+use std::fmt;
+
+/// The name given to a dynamic batch axis when trtkit has to invent one.
+pub const BATCH_SYMBOL: &str = "batch";
+
+/// One requested dimension.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DimSpec {
+    /// `-1`: leave this axis dynamic.
+    Dynamic,
+    /// A fixed size.
+    Fixed(i64),
+}
+
+impl fmt::Display for DimSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DimSpec::Dynamic => write!(f, "-1"),
+            DimSpec::Fixed(n) => write!(f, "{n}"),
+        }
+    }
+}
+
+/// A requested shape for one input (`name` is `None` for the unnamed form).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InputShape {
+    /// Input name, when given as `name:dims`.
+    pub name: Option<String>,
+    /// Requested dims.
+    pub dims: Vec<DimSpec>,
+}
+
+impl fmt::Display for InputShape {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let dims: Vec<String> = self.dims.iter().map(DimSpec::to_string).collect();
+        match &self.name {
+            Some(n) => write!(f, "{n}:{}", dims.join("x")),
+            None => write!(f, "{}", dims.join("x")),
+        }
+    }
+}
+
+fn parse_dim(token: &str) -> Result<DimSpec> {
+    match token.trim().parse::<i64>() {
+        Ok(-1) => Ok(DimSpec::Dynamic),
+        Ok(n) if n > 0 => Ok(DimSpec::Fixed(n)),
+        _ => bail!("'{token}' is not a dimension (a positive integer, or -1 for dynamic)"),
+    }
+}
+
+fn parse_dims(text: &str) -> Result<Vec<DimSpec>> {
+    if text.is_empty() {
+        bail!("empty shape");
+    }
+    text.split(['x', 'X', ',']).map(parse_dim).collect()
+}
+
+/// Parses the values given to `--input-shape` (all occurrences, in order).
+pub fn parse_input_shapes(tokens: &[String]) -> Result<Vec<InputShape>> {
+    let parse = || -> Result<Vec<InputShape>> {
+        if tokens.is_empty() {
+            return Ok(vec![]);
+        }
+        if tokens.iter().any(|t| t.contains(':')) {
+            return tokens
+                .iter()
+                .map(|t| {
+                    let Some((name, dims)) = t.rsplit_once(':') else {
+                        bail!("'{t}': mix of named (name:1x3x224x224) and unnamed shapes");
+                    };
+                    if name.is_empty() {
+                        bail!("'{t}': the input name before ':' is empty");
+                    }
+                    Ok(InputShape { name: Some(name.to_string()), dims: parse_dims(dims)? })
+                })
+                .collect();
+        }
+        let dims = if tokens.len() == 1 {
+            parse_dims(&tokens[0])?
+        } else {
+            tokens.iter().map(|t| parse_dim(t)).collect::<Result<_>>()?
+        };
+        Ok(vec![InputShape { name: None, dims }])
+    };
+    parse().with_context(|| format!("--input-shape {}", tokens.join(" ")))
+}
+
+/// Checks requested shapes against the model; returns (input index, dims to set) pairs.
+fn resolve_shapes(model: &OnnxModel, shapes: &[InputShape]) -> Result<Vec<(usize, Vec<Dim>)>> {
+    let inputs = model_inputs(model);
+    let mut out = Vec::new();
+    for shape in shapes {
+        let index = match &shape.name {
+            Some(name) => inputs.iter().position(|i| &i.name == name).with_context(|| {
+                let names: Vec<_> = inputs.iter().map(|i| i.name.as_str()).collect();
+                format!("--input-shape {shape}: the model has no input '{name}' (inputs: {})", names.join(", "))
+            })?,
+            None if inputs.len() == 1 => 0,
+            None => {
+                let names: Vec<_> = inputs.iter().map(|i| format!("{}:…", i.name)).collect();
+                bail!(
+                    "--input-shape {shape}: the model has {} inputs; name each one ({})",
+                    inputs.len(),
+                    names.join(" ")
+                );
+            }
+        };
+        if out.iter().any(|(i, _)| *i == index) {
+            bail!("--input-shape: input '{}' is given twice", inputs[index].name);
+        }
+        let info = &inputs[index];
+        out.push((index, merge_dims(info, shape)?));
+    }
+    Ok(out)
+}
+
+/// Combines a requested shape with the model's declared one, refusing disagreements.
+fn merge_dims(info: &TensorInfo, shape: &InputShape) -> Result<Vec<Dim>> {
+    let requested: Vec<String> = shape.dims.iter().map(DimSpec::to_string).collect();
+    let mismatch = |why: String| {
+        anyhow::anyhow!(
+            "--input-shape: input '{}': requested {} but the model declares {}: {why}",
+            info.name,
+            requested.join("×"),
+            info.shape_string()
+        )
+    };
+    let Some(model_dims) = &info.dims else {
+        // The model declares no shape: take the request as it is.
+        return Ok(shape.dims.iter().enumerate().map(|(axis, d)| spec_to_dim(*d, axis, None)).collect());
+    };
+    if model_dims.len() != shape.dims.len() {
+        return Err(mismatch(format!("rank {} vs rank {}", shape.dims.len(), model_dims.len())));
+    }
+    let mut dims = Vec::with_capacity(model_dims.len());
+    for (axis, (spec, declared)) in shape.dims.iter().zip(model_dims).enumerate() {
+        match (spec, declared) {
+            (DimSpec::Fixed(n), Dim::Fixed(m)) if n != m => {
+                return Err(mismatch(format!("axis {axis} is fixed to {m} in the model")));
+            }
+            (DimSpec::Dynamic, Dim::Fixed(m)) => {
+                return Err(mismatch(format!(
+                    "axis {axis} is fixed to {m} in the model and cannot be made dynamic (re-export with a dynamic axis)"
+                )));
+            }
+            _ => dims.push(spec_to_dim(*spec, axis, Some(declared))),
+        }
+    }
+    Ok(dims)
+}
+
+fn spec_to_dim(spec: DimSpec, axis: usize, declared: Option<&Dim>) -> Dim {
+    match (spec, declared) {
+        (DimSpec::Fixed(n), _) => Dim::Fixed(n),
+        (DimSpec::Dynamic, Some(d @ Dim::Symbol(_))) => d.clone(),
+        (DimSpec::Dynamic, _) if axis == 0 => Dim::Symbol(BATCH_SYMBOL.into()),
+        (DimSpec::Dynamic, _) => Dim::Symbol(format!("dim{axis}")),
+    }
+}
+
+/// The real inputs of a model: graph inputs that are not initializers.
+pub fn model_inputs(model: &OnnxModel) -> Vec<TensorInfo> {
+    let graph = model.graph();
+    let inits: std::collections::HashSet<&str> = graph.initializer.iter().map(|t| t.name.as_str()).collect();
+    graph
+        .input
+        .iter()
+        .filter(|v| !inits.contains(v.name.as_str()))
+        .map(TensorInfo::from_value_info)
+        .collect()
+}
+
+/// The outputs of a model.
+pub fn model_outputs(model: &OnnxModel) -> Vec<TensorInfo> {
+    model.graph().output.iter().map(TensorInfo::from_value_info).collect()
+}
+
+/// Checks `shapes` against the model and writes them into its input declarations (a pass).
+///
+/// Symbols that become fixed (e.g. `batch` → 32) are substituted in outputs and value_info too.
+pub fn apply_input_shapes(model: &mut OnnxModel, shapes: &[InputShape]) -> Result<()> {
+    let resolved = resolve_shapes(model, shapes)?;
+    let inputs = model_inputs(model);
+    let mut fixed_symbols: Vec<(String, i64)> = Vec::new();
+    for (index, dims) in &resolved {
+        if let Some(declared) = &inputs[*index].dims {
+            for (d, new) in declared.iter().zip(dims) {
+                if let (Dim::Symbol(s), Dim::Fixed(n)) = (d, new) {
+                    if let Some((_, prev)) = fixed_symbols.iter().find(|(name, _)| name == s) {
+                        if prev != n {
+                            bail!("--input-shape: symbol '{s}' is given both {prev} and {n}");
+                        }
+                    } else {
+                        fixed_symbols.push((s.clone(), *n));
+                    }
+                }
+            }
+        }
+    }
+    let graph = model.graph_mut();
+    for (index, dims) in resolved {
+        let name = inputs[index].name.clone();
+        let v = graph.input.iter_mut().find(|v| v.name == name).expect("input exists");
+        set_dims(v, &dims);
+    }
+    for v in graph.output.iter_mut().chain(graph.value_info.iter_mut()) {
+        substitute_symbols(v, &fixed_symbols);
+    }
+    Ok(())
+}
+
+fn substitute_symbols(v: &mut super::pb::ValueInfoProto, fixed: &[(String, i64)]) {
+    let info = TensorInfo::from_value_info(v);
+    let Some(dims) = info.dims else { return };
+    let new: Vec<Dim> = dims
+        .into_iter()
+        .map(|d| match &d {
+            Dim::Symbol(s) => fixed.iter().find(|(n, _)| n == s).map(|(_, v)| Dim::Fixed(*v)).unwrap_or(d),
+            _ => d,
+        })
+        .collect();
+    set_dims(v, &new);
+}
+
+/// Batch size for the batch pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Batch {
+    /// Fix axis 0 of every input to this size.
+    Static(i64),
+    /// Make axis 0 of every input and output a symbolic `batch` axis.
+    Dynamic,
+}
+
+/// Makes a model static at batch N, or dynamic in batch (a pass on inputs, outputs, value_info).
+///
+/// Static: the symbol on axis 0 of the inputs is replaced by N everywhere it appears. Dynamic:
+/// axis 0 of inputs and outputs becomes `batch`, and value_info (optional shape hints) is dropped
+/// because it may pin the old batch; Reshape constants inside the graph are not rewritten.
+pub fn set_batch(model: &mut OnnxModel, batch: Batch) -> Result<()> {
+    let inputs = model_inputs(model);
+    if inputs.is_empty() {
+        bail!("the model has no inputs to set a batch size on");
+    }
+    for info in &inputs {
+        match info.dims.as_deref() {
+            Some([]) => bail!("input '{}' is a scalar and has no batch axis", info.name),
+            None => bail!("input '{}' declares no shape, so its batch axis is unknown", info.name),
+            _ => {}
+        }
+    }
+    match batch {
+        Batch::Static(n) => {
+            if n <= 0 {
+                bail!("batch size must be positive, got {n}");
+            }
+            let shapes: Vec<InputShape> = inputs
+                .iter()
+                .map(|info| {
+                    let dims = info.dims.as_ref().expect("checked above");
+                    if let Dim::Fixed(m) = dims[0] {
+                        if m != n {
+                            bail!(
+                                "input '{}' has a fixed batch of {m} ({}); it cannot run at batch {n} (re-export it with a dynamic batch axis)",
+                                info.name,
+                                format_dims(dims)
+                            );
+                        }
+                    }
+                    let mut spec: Vec<DimSpec> = dims
+                        .iter()
+                        .map(|d| match d {
+                            Dim::Fixed(m) => DimSpec::Fixed(*m),
+                            _ => DimSpec::Dynamic,
+                        })
+                        .collect();
+                    spec[0] = DimSpec::Fixed(n);
+                    Ok(InputShape { name: Some(info.name.clone()), dims: spec })
+                })
+                .collect::<Result<_>>()?;
+            apply_input_shapes(model, &shapes)
+        }
+        Batch::Dynamic => {
+            let graph = model.graph_mut();
+            let input_names: Vec<String> = inputs.iter().map(|i| i.name.clone()).collect();
+            for v in graph.input.iter_mut().filter(|v| input_names.contains(&v.name)).chain(graph.output.iter_mut()) {
+                let info = TensorInfo::from_value_info(v);
+                if let Some(mut dims) = info.dims.filter(|d| !d.is_empty()) {
+                    dims[0] = Dim::Symbol(BATCH_SYMBOL.into());
+                    set_dims(v, &dims);
+                }
+            }
+            graph.value_info.clear();
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn toks(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn parses_all_three_forms() {
+        let s = parse_input_shapes(&toks("-1 3 224 224")).unwrap();
+        assert_eq!(s[0].dims, vec![DimSpec::Dynamic, DimSpec::Fixed(3), DimSpec::Fixed(224), DimSpec::Fixed(224)]);
+        assert_eq!(s[0].name, None);
+        let s = parse_input_shapes(&toks("32x3x224x224")).unwrap();
+        assert_eq!(s[0].dims[0], DimSpec::Fixed(32));
+        let s = parse_input_shapes(&toks("a:1x3 b:-1x4")).unwrap();
+        assert_eq!(s.len(), 2);
+        assert_eq!(s[1].name.as_deref(), Some("b"));
+        assert_eq!(s[1].dims, vec![DimSpec::Dynamic, DimSpec::Fixed(4)]);
+        assert_eq!(s[1].to_string(), "b:-1x4");
+    }
+
+    #[test]
+    fn rejects_bad_dims() {
+        for bad in ["0 3", "-2 3", "a 3", "x:", ":1x3", "1x3 x:4"] {
+            let err = parse_input_shapes(&toks(bad)).unwrap_err();
+            assert!(format!("{err:#}").contains("--input-shape"), "{bad}: {err:#}");
+        }
+    }
+}

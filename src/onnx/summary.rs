@@ -1,0 +1,209 @@
+//! What `inspect` reports about a model: I/O, opsets, op counts, parameters and weight bytes.
+
+use super::dtype::{dtype_name, packed_bytes};
+use super::external::{element_count, external_ref, is_external};
+use super::model::OnnxModel;
+use super::pb::TensorProto;
+use super::shape::{model_inputs, model_outputs};
+use super::tensor_info::TensorInfo;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// How many initializers the summary lists as "largest".
+pub const LARGEST_SHOWN: usize = 10;
+
+/// One imported operator set.
+#[derive(Clone, Debug, Serialize)]
+pub struct Opset {
+    /// Domain; `ai.onnx` for the default one.
+    pub domain: String,
+    /// Version.
+    pub version: i64,
+}
+
+/// Count of nodes of one op type.
+#[derive(Clone, Debug, Serialize)]
+pub struct OpCount {
+    /// Op type, prefixed with its domain when not the default one.
+    pub op: String,
+    /// Number of nodes.
+    pub count: usize,
+}
+
+/// One initializer, for the "largest" list.
+#[derive(Clone, Debug, Serialize)]
+pub struct InitializerInfo {
+    /// Name.
+    pub name: String,
+    /// Element type.
+    pub dtype: String,
+    /// Dims.
+    pub dims: Vec<i64>,
+    /// Bytes of data.
+    pub bytes: u64,
+    /// Whether the data sits in an external file.
+    pub external: bool,
+}
+
+/// One node, for `--layers`.
+#[derive(Clone, Debug, Serialize)]
+pub struct Layer {
+    /// Node name (may be empty in the model).
+    pub name: String,
+    /// Op type.
+    pub op: String,
+    /// Input tensor names.
+    pub inputs: Vec<String>,
+    /// Output tensor names.
+    pub outputs: Vec<String>,
+}
+
+/// The whole summary of a model.
+#[derive(Clone, Debug, Serialize)]
+pub struct ModelSummary {
+    /// Path of the model file.
+    pub path: String,
+    /// Size of the model file in bytes (external data not included).
+    pub file_bytes: u64,
+    /// Producer name and version.
+    pub producer: String,
+    /// ONNX IR version.
+    pub ir_version: i64,
+    /// Imported opsets.
+    pub opsets: Vec<Opset>,
+    /// Graph name.
+    pub graph_name: String,
+    /// Real inputs (initializers listed as inputs are left out).
+    pub inputs: Vec<TensorInfo>,
+    /// Outputs.
+    pub outputs: Vec<TensorInfo>,
+    /// Number of nodes in the main graph.
+    pub node_count: usize,
+    /// Node count per op type, most frequent first.
+    pub ops: Vec<OpCount>,
+    /// Number of initializers.
+    pub initializer_count: usize,
+    /// Total elements over all initializers (the parameter count).
+    pub parameters: u64,
+    /// Total bytes of all initializers, external data included.
+    pub weight_bytes: u64,
+    /// Of which stored in external data files.
+    pub external_weight_bytes: u64,
+    /// The largest initializers, by bytes.
+    pub largest_initializers: Vec<InitializerInfo>,
+    /// Every node, when asked for (`--layers`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub layers: Option<Vec<Layer>>,
+}
+
+/// Bytes of one initializer's data, wherever it is stored.
+pub fn initializer_bytes(t: &TensorProto) -> u64 {
+    if is_external(t) {
+        return external_ref(t).map(|r| r.length).unwrap_or(0);
+    }
+    if !t.raw_data.is_empty() {
+        return t.raw_data.len() as u64;
+    }
+    if !t.string_data.is_empty() {
+        return t.string_data.iter().map(|s| s.len() as u64).sum();
+    }
+    packed_bytes(t.data_type, element_count(t)).unwrap_or(0)
+}
+
+/// Computes the summary of a loaded model; `layers` adds the per-node list.
+pub fn summarize(model: &OnnxModel, layers: bool) -> ModelSummary {
+    let graph = model.graph();
+    let p = &model.proto;
+    let mut ops: BTreeMap<String, usize> = BTreeMap::new();
+    for node in &graph.node {
+        let op = if node.domain.is_empty() || node.domain == "ai.onnx" {
+            node.op_type.clone()
+        } else {
+            format!("{}::{}", node.domain, node.op_type)
+        };
+        *ops.entry(op).or_default() += 1;
+    }
+    let mut ops: Vec<OpCount> = ops.into_iter().map(|(op, count)| OpCount { op, count }).collect();
+    ops.sort_by(|a, b| b.count.cmp(&a.count).then(a.op.cmp(&b.op)));
+
+    let mut inits: Vec<InitializerInfo> = graph
+        .initializer
+        .iter()
+        .map(|t| InitializerInfo {
+            name: t.name.clone(),
+            dtype: dtype_name(t.data_type),
+            dims: t.dims.clone(),
+            bytes: initializer_bytes(t),
+            external: is_external(t),
+        })
+        .collect();
+    let parameters = graph.initializer.iter().map(element_count).sum();
+    let weight_bytes = inits.iter().map(|i| i.bytes).sum();
+    let external_weight_bytes = inits.iter().filter(|i| i.external).map(|i| i.bytes).sum();
+    inits.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.name.cmp(&b.name)));
+    inits.truncate(LARGEST_SHOWN);
+
+    let producer = match (p.producer_name.as_str(), p.producer_version.as_str()) {
+        ("", _) => "(unknown)".to_string(),
+        (name, "") => name.to_string(),
+        (name, version) => format!("{name} {version}"),
+    };
+    ModelSummary {
+        path: model.path.display().to_string(),
+        file_bytes: std::fs::metadata(&model.path).map(|m| m.len()).unwrap_or(0),
+        producer,
+        ir_version: p.ir_version,
+        opsets: p
+            .opset_import
+            .iter()
+            .map(|o| Opset {
+                domain: if o.domain.is_empty() { "ai.onnx".into() } else { o.domain.clone() },
+                version: o.version,
+            })
+            .collect(),
+        graph_name: graph.name.clone(),
+        inputs: model_inputs(model),
+        outputs: model_outputs(model),
+        node_count: graph.node.len(),
+        ops,
+        initializer_count: graph.initializer.len(),
+        parameters,
+        weight_bytes,
+        external_weight_bytes,
+        largest_initializers: inits,
+        layers: layers.then(|| {
+            graph
+                .node
+                .iter()
+                .map(|n| Layer {
+                    name: n.name.clone(),
+                    op: n.op_type.clone(),
+                    inputs: n.input.clone(),
+                    outputs: n.output.clone(),
+                })
+                .collect()
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::onnx::test_models;
+
+    #[test]
+    fn classifier_summary_counts_ops_and_parameters() {
+        let model = OnnxModel::from_proto(test_models::classifier(None), "classifier.onnx");
+        let s = summarize(&model, true);
+        assert_eq!(s.node_count, 6);
+        assert_eq!(s.inputs.len(), 1);
+        assert_eq!(s.inputs[0].shape_string(), "batch×3×16×16");
+        assert_eq!(s.outputs[0].shape_string(), "batch×10");
+        // conv 8*3*9 + 8, bn 4*8, shape 2, fc 10*512 + 10
+        assert_eq!(s.parameters, 216 + 8 + 32 + 2 + 5120 + 10);
+        assert_eq!(s.weight_bytes, (216 + 8 + 32 + 5120 + 10) * 4 + 2 * 8);
+        assert_eq!(s.largest_initializers[0].name, "fc.weight");
+        assert_eq!(s.layers.as_ref().unwrap().len(), 6);
+        assert!(s.ops.iter().all(|o| o.count == 1));
+    }
+}

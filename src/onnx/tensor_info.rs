@@ -1,0 +1,146 @@
+//! Names, element types and dims of graph inputs/outputs, read from `ValueInfoProto`.
+
+use super::dtype::dtype_name;
+use super::pb::tensor_shape_proto::{dimension, Dimension};
+use super::pb::type_proto::{self, Tensor as TensorType};
+use super::pb::{TensorShapeProto, TypeProto, ValueInfoProto};
+use serde::Serialize;
+use std::fmt;
+
+/// One dimension of a tensor as the model declares it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum Dim {
+    /// A fixed size.
+    Fixed(i64),
+    /// A named symbolic size, e.g. `batch`.
+    Symbol(String),
+    /// Neither a size nor a name.
+    #[serde(serialize_with = "serialize_unknown")]
+    Unknown,
+}
+
+fn serialize_unknown<S: serde::Serializer>(s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str("?")
+}
+
+impl fmt::Display for Dim {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Dim::Fixed(n) => write!(f, "{n}"),
+            Dim::Symbol(s) => write!(f, "{s}"),
+            Dim::Unknown => write!(f, "?"),
+        }
+    }
+}
+
+impl Dim {
+    /// The proto form of this dim.
+    pub fn to_proto(&self) -> Dimension {
+        let value = match self {
+            Dim::Fixed(n) => Some(dimension::Value::DimValue(*n)),
+            Dim::Symbol(s) => Some(dimension::Value::DimParam(s.clone())),
+            Dim::Unknown => None,
+        };
+        Dimension { value, ..Default::default() }
+    }
+
+    /// Reads a proto dim; a negative or absent value is unknown.
+    pub fn from_proto(d: &Dimension) -> Dim {
+        match &d.value {
+            Some(dimension::Value::DimValue(n)) if *n >= 0 => Dim::Fixed(*n),
+            Some(dimension::Value::DimParam(s)) if !s.is_empty() => Dim::Symbol(s.clone()),
+            _ => Dim::Unknown,
+        }
+    }
+}
+
+/// Formats dims the way trtkit prints shapes: `batch×3×224×224`, `scalar` for rank 0.
+pub fn format_dims(dims: &[Dim]) -> String {
+    if dims.is_empty() {
+        return "scalar".into();
+    }
+    dims.iter().map(Dim::to_string).collect::<Vec<_>>().join("×")
+}
+
+/// A graph input or output: name, element type and (if declared) dims.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TensorInfo {
+    /// Tensor name in the graph.
+    pub name: String,
+    /// Element type, e.g. `float32`.
+    pub dtype: String,
+    /// ONNX element type code.
+    #[serde(skip)]
+    pub dtype_code: i32,
+    /// Dims, or `None` when the model does not declare a shape.
+    pub dims: Option<Vec<Dim>>,
+}
+
+impl TensorInfo {
+    /// Reads name, type and shape from a value info.
+    pub fn from_value_info(v: &ValueInfoProto) -> TensorInfo {
+        let tensor = tensor_type(v);
+        let dtype_code = tensor.map(|t| t.elem_type).unwrap_or(0);
+        let dims = tensor
+            .and_then(|t| t.shape.as_ref())
+            .map(|s| s.dim.iter().map(Dim::from_proto).collect());
+        TensorInfo { name: v.name.clone(), dtype: dtype_name(dtype_code), dtype_code, dims }
+    }
+
+    /// The dims formatted for people (`?` when the shape is not declared).
+    pub fn shape_string(&self) -> String {
+        self.dims.as_deref().map(format_dims).unwrap_or_else(|| "?".into())
+    }
+}
+
+/// The tensor type of a value info, if it is a tensor.
+pub fn tensor_type(v: &ValueInfoProto) -> Option<&TensorType> {
+    match v.r#type.as_ref()?.value.as_ref()? {
+        type_proto::Value::TensorType(t) => Some(t),
+    }
+}
+
+/// The tensor type of a value info, mutable, if it is a tensor.
+pub fn tensor_type_mut(v: &mut ValueInfoProto) -> Option<&mut TensorType> {
+    match v.r#type.as_mut()?.value.as_mut()? {
+        type_proto::Value::TensorType(t) => Some(t),
+    }
+}
+
+/// Builds a tensor value info with the given element type and dims.
+pub fn value_info(name: &str, elem_type: i32, dims: &[Dim]) -> ValueInfoProto {
+    ValueInfoProto {
+        name: name.into(),
+        r#type: Some(TypeProto {
+            value: Some(type_proto::Value::TensorType(TensorType {
+                elem_type,
+                shape: Some(TensorShapeProto { dim: dims.iter().map(Dim::to_proto).collect() }),
+            })),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// Replaces the dims of a tensor value info (no-op for non-tensor types).
+pub fn set_dims(v: &mut ValueInfoProto, dims: &[Dim]) {
+    if let Some(t) = tensor_type_mut(v) {
+        t.shape = Some(TensorShapeProto { dim: dims.iter().map(Dim::to_proto).collect() });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_symbolic_and_fixed_dims() {
+        let v = value_info("x", 1, &[Dim::Symbol("batch".into()), Dim::Fixed(3), Dim::Unknown]);
+        let info = TensorInfo::from_value_info(&v);
+        assert_eq!(info.shape_string(), "batch×3×?");
+        assert_eq!(info.dtype, "float32");
+        assert_eq!(format_dims(&[]), "scalar");
+        assert_eq!(serde_json::to_string(&info.dims).unwrap(), r#"["batch",3,"?"]"#);
+    }
+}

@@ -1,0 +1,47 @@
+//! Every model in ONNX's own backend test data loads and summarizes.
+//!
+//! Needs `scripts/fetch-onnx-test-data.sh` (CI runs it first).
+
+mod support;
+
+use std::path::PathBuf;
+use trtkit::cli::inspect::render;
+use trtkit::onnx::summary::summarize;
+use trtkit::onnx::OnnxModel;
+
+fn models_under(dir: &std::path::Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            models_under(&path, out);
+        } else if path.extension().is_some_and(|e| e == "onnx") {
+            out.push(path);
+        }
+    }
+}
+
+/// Models in the pinned onnx wheel's simple, pytorch-converted, pytorch-operator and light suites.
+const PEER_MODELS: usize = 149;
+
+#[test]
+fn every_peer_model_loads_and_summarizes() {
+    let root = support::onnx_test_data();
+    assert!(
+        root.is_dir(),
+        "{} is missing: run scripts/fetch-onnx-test-data.sh first",
+        root.display()
+    );
+    let mut paths = Vec::new();
+    models_under(&root, &mut paths);
+    paths.sort();
+    let mut handled = 0;
+    for path in &paths {
+        let model = OnnxModel::load(path).unwrap_or_else(|e| panic!("{}: {e:#}", path.display()));
+        let summary = summarize(&model, true);
+        assert!(!summary.outputs.is_empty(), "{}", path.display());
+        let text = render(&summary);
+        assert!(text.contains("opsets"), "{}", path.display());
+        handled += 1;
+    }
+    assert_eq!(handled, PEER_MODELS, "models handled under {}", root.display());
+}

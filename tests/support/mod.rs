@@ -1,0 +1,38 @@
+//! Helpers shared by the integration tests: writing test models and running the binary.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use trtkit::onnx::pb::ModelProto;
+use trtkit::onnx::OnnxModel;
+
+/// Saves a model proto under `dir` and returns its path.
+pub fn save(dir: &Path, name: &str, proto: ModelProto) -> PathBuf {
+    let path = dir.join(name);
+    OnnxModel::from_proto(proto, &path).save(&path).unwrap();
+    path
+}
+
+/// Runs the trtkit binary with `args`.
+pub fn trtkit(args: &[&str]) -> Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_trtkit")).args(args).output().unwrap()
+}
+
+/// Asserts a failed run: the exit code, one line on stderr that mentions every `needles`, no panic.
+pub fn assert_clean_error(out: &Output, code: i32, needles: &[&str]) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "stderr: {stderr}");
+    assert!(!stderr.contains("panicked"), "panic: {stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "expected one line, got: {stderr}");
+    for n in needles {
+        assert!(stderr.contains(n), "stderr lacks {n:?}: {stderr}");
+    }
+}
+
+/// Where the fetched ONNX backend test data lives.
+pub fn onnx_test_data() -> PathBuf {
+    std::env::var_os("TRTKIT_ONNX_TEST_DATA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache/onnx-test-data"))
+}
