@@ -39,9 +39,12 @@ pub fn write_atomic_with(
     tmp.as_file()
         .sync_all()
         .with_context(|| format!("{}: sync failed", path.display()))?;
-    tmp.persist(path)
-        .map_err(|e| e.error)
-        .with_context(|| format!("{}: cannot rename the temporary file into place", path.display()))?;
+    tmp.persist(path).map_err(|e| e.error).with_context(|| {
+        format!(
+            "{}: cannot rename the temporary file into place",
+            path.display()
+        )
+    })?;
     Ok(())
 }
 

@@ -17,7 +17,10 @@ fn inspect_prints_io_ops_and_parameters() {
     assert!(text.contains("batch×3×16×16"), "{text}");
     assert!(text.contains("batch×10"), "{text}");
     assert!(text.contains("5,388 in 9 initializers"), "{text}");
-    assert!(text.contains("conv_0  Conv  input, conv.weight, conv.bias → conv_out"), "{text}");
+    assert!(
+        text.contains("conv_0  Conv  input, conv.weight, conv.bias → conv_out"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -38,10 +41,17 @@ fn inspect_json_is_machine_readable() {
 fn write_external_model(dir: &std::path::Path, file_len: Option<usize>) -> std::path::PathBuf {
     let mut proto = test_models::classifier(Some(1));
     let graph = proto.graph.as_mut().unwrap();
-    let w = graph.initializer.iter_mut().find(|t| t.name == "fc.weight").unwrap();
+    let w = graph
+        .initializer
+        .iter_mut()
+        .find(|t| t.name == "fc.weight")
+        .unwrap();
     let mut data = std::mem::take(&mut w.raw_data);
     w.data_location = Some(DataLocation::External as i32);
-    w.external_data = vec![StringStringEntryProto { key: "location".into(), value: "weights.bin".into() }];
+    w.external_data = vec![StringStringEntryProto {
+        key: "location".into(),
+        value: "weights.bin".into(),
+    }];
     if let Some(len) = file_len {
         data.truncate(len);
         std::fs::write(dir.join("weights.bin"), &data).unwrap();
@@ -54,7 +64,11 @@ fn external_data_is_counted() {
     let dir = tempfile::tempdir().unwrap();
     let path = write_external_model(dir.path(), Some(usize::MAX));
     let out = trtkit(&["inspect", path.to_str().unwrap(), "--json"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["external_weight_bytes"], 10 * 512 * 4);
     assert_eq!(v["largest_initializers"][0]["external"], true);
@@ -65,7 +79,11 @@ fn missing_external_data_is_a_clean_error() {
     let dir = tempfile::tempdir().unwrap();
     let path = write_external_model(dir.path(), None);
     let out = trtkit(&["inspect", path.to_str().unwrap()]);
-    assert_clean_error(&out, 1, &["ext.onnx", "fc.weight", "weights.bin", "missing"]);
+    assert_clean_error(
+        &out,
+        1,
+        &["ext.onnx", "fc.weight", "weights.bin", "missing"],
+    );
 }
 
 #[test]
@@ -73,7 +91,11 @@ fn short_external_data_is_a_clean_error() {
     let dir = tempfile::tempdir().unwrap();
     let path = write_external_model(dir.path(), Some(100));
     let out = trtkit(&["inspect", path.to_str().unwrap()]);
-    assert_clean_error(&out, 1, &["ext.onnx", "weights.bin", "too short", "20480 bytes"]);
+    assert_clean_error(
+        &out,
+        1,
+        &["ext.onnx", "weights.bin", "too short", "20480 bytes"],
+    );
 }
 
 #[test]
@@ -83,10 +105,28 @@ fn bad_paths_and_foreign_files_are_clean_errors() {
     let model = trtkit::onnx::OnnxModel::from_proto(test_models::classifier(None), "x").to_bytes();
     let cases: Vec<(&str, Vec<u8>, &str)> = vec![
         ("empty.onnx", vec![], "empty"),
-        ("truncated.onnx", model[..model.len() / 2].to_vec(), "truncated"),
-        ("random.onnx", (0..4096u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect(), "not a valid ONNX model"),
-        ("model.engine", b"ftrt\x00\x00\x00\x00\xe8\x00\x00\x00rest of an engine".to_vec(), "TensorRT engine"),
-        ("image.png", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR".to_vec(), "PNG image"),
+        (
+            "truncated.onnx",
+            model[..model.len() / 2].to_vec(),
+            "truncated",
+        ),
+        (
+            "random.onnx",
+            (0..4096u32)
+                .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+                .collect(),
+            "not a valid ONNX model",
+        ),
+        (
+            "model.engine",
+            b"ftrt\x00\x00\x00\x00\xe8\x00\x00\x00rest of an engine".to_vec(),
+            "TensorRT engine",
+        ),
+        (
+            "image.png",
+            b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR".to_vec(),
+            "PNG image",
+        ),
     ];
     for (name, bytes, needle) in cases {
         let path = d.join(name);
@@ -111,7 +151,11 @@ fn usage_errors_exit_with_2() {
 #[test]
 fn doctor_runs_without_a_gpu_and_reports_json() {
     let out = trtkit(&["doctor", "--json"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["tensorrt"].as_array().unwrap().len(), 2);
     assert_eq!(v["tensorrt"][0]["library"], "libnvinfer");

@@ -17,7 +17,8 @@ proptest! {
         let bytes = classifier_bytes();
         let cut = cut % bytes.len();
         let err = decode_model(&bytes[..cut]).expect_err("a truncated model must not load");
-        prop_assert!(!format!("{err:#}").contains('\n'));
+        let text = format!("{err:#}");
+        prop_assert!(!text.contains('\n'), "multi-line error: {}", text);
     }
 
     #[test]
@@ -28,7 +29,8 @@ proptest! {
             bytes[pos % len] ^= 1 << bit;
         }
         if let Err(err) = decode_model(&bytes) {
-            prop_assert!(!format!("{err:#}").is_empty());
+            let text = format!("{err:#}");
+            prop_assert!(!text.is_empty());
         }
     }
 }

@@ -43,5 +43,10 @@ fn every_peer_model_loads_and_summarizes() {
         assert!(text.contains("opsets"), "{}", path.display());
         handled += 1;
     }
-    assert_eq!(handled, PEER_MODELS, "models handled under {}", root.display());
+    assert_eq!(
+        handled,
+        PEER_MODELS,
+        "models handled under {}",
+        root.display()
+    );
 }

@@ -163,7 +163,10 @@ impl HostTensor {
         let name = name.into();
         let expected: usize = shape.iter().product();
         if expected != data.len() {
-            bail!("tensor '{name}': shape {shape:?} needs {expected} elements, got {}", data.len());
+            bail!(
+                "tensor '{name}': shape {shape:?} needs {expected} elements, got {}",
+                data.len()
+            );
         }
         Ok(HostTensor { name, shape, data })
     }

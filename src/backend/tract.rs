@@ -49,7 +49,11 @@ fn spec_of(name: &str, fact: &TypedFact) -> Result<IoSpec> {
             Err(_) => Dim::Symbol(d.to_string()),
         })
         .collect();
-    Ok(IoSpec { name: name.to_string(), elem_type: elem_type_of(fact.datum_type, name)?, dims })
+    Ok(IoSpec {
+        name: name.to_string(),
+        elem_type: elem_type_of(fact.datum_type, name)?,
+        dims,
+    })
 }
 
 fn to_tract(t: &HostTensor) -> Result<Tensor> {
@@ -68,7 +72,9 @@ fn to_tract(t: &HostTensor) -> Result<Tensor> {
 
 fn from_tract(name: &str, t: &Tensor) -> Result<HostTensor> {
     let shape = t.shape().to_vec();
-    let plain = t.try_as_plain_ram().map_err(|e| anyhow::anyhow!("output '{name}': {e}"))?;
+    let plain = t
+        .try_as_plain_ram()
+        .map_err(|e| anyhow::anyhow!("output '{name}': {e}"))?;
     let data = match t.datum_type() {
         DatumType::F32 => TensorData::F32(plain.as_slice::<f32>()?.to_vec()),
         DatumType::F16 => TensorData::F16(plain.as_slice::<half::f16>()?.to_vec()),
@@ -106,7 +112,10 @@ impl TractBackend {
             .map_err(|e| anyhow::anyhow!("{e:#}"))
             .with_context(|| format!("{shown}: tract cannot analyse the model"))?;
         let names = |outlets: &[OutletId]| -> Vec<String> {
-            outlets.iter().map(|o| typed.node(o.node).name.clone()).collect()
+            outlets
+                .iter()
+                .map(|o| typed.node(o.node).name.clone())
+                .collect()
         };
         let input_names = names(&typed.inputs);
         let output_names: Vec<String> = typed
@@ -133,7 +142,11 @@ impl TractBackend {
             .into_runnable_with_options(&Default::default())
             .map_err(|e| anyhow::anyhow!("{e:#}"))
             .with_context(|| format!("{shown}: tract cannot prepare the model"))?;
-        Ok(TractBackend { plan, inputs, outputs })
+        Ok(TractBackend {
+            plan,
+            inputs,
+            outputs,
+        })
     }
 }
 
@@ -152,11 +165,22 @@ impl Backend for TractBackend {
 
     fn run(&mut self, inputs: &[HostTensor]) -> Result<RunOutput> {
         if inputs.len() != self.inputs.len() {
-            bail!("the model takes {} inputs, got {}", self.inputs.len(), inputs.len());
+            bail!(
+                "the model takes {} inputs, got {}",
+                self.inputs.len(),
+                inputs.len()
+            );
         }
-        let values: TVec<TValue> = inputs.iter().map(|t| Ok(to_tract(t)?.into())).collect::<Result<_>>()?;
+        let values: TVec<TValue> = inputs
+            .iter()
+            .map(|t| Ok(to_tract(t)?.into()))
+            .collect::<Result<_>>()?;
         let start = Instant::now();
-        let out = self.plan.run(values).map_err(|e| anyhow::anyhow!("{e:#}")).context("tract inference failed")?;
+        let out = self
+            .plan
+            .run(values)
+            .map_err(|e| anyhow::anyhow!("{e:#}"))
+            .context("tract inference failed")?;
         let elapsed = start.elapsed();
         let outputs = out
             .iter()
@@ -175,22 +199,52 @@ mod tests {
     #[test]
     fn runs_the_two_input_model() {
         let model = OnnxModel::from_proto(test_models::two_input(None), "two.onnx");
-        let mut b = TractBackend::load(&model, &TractOptions { batch: Some(2), ..Default::default() }).unwrap();
+        let mut b = TractBackend::load(
+            &model,
+            &TractOptions {
+                batch: Some(2),
+                ..Default::default()
+            },
+        )
+        .unwrap();
         assert_eq!(b.inputs().len(), 2);
         assert_eq!(b.inputs()[0].dims, vec![Dim::Fixed(2), Dim::Fixed(4)]);
-        let a = HostTensor::new("a", vec![2, 4], TensorData::F32(vec![1.0, -2.0, 3.0, -4.0, 0.5, 0.5, 0.5, 0.5])).unwrap();
+        let a = HostTensor::new(
+            "a",
+            vec![2, 4],
+            TensorData::F32(vec![1.0, -2.0, 3.0, -4.0, 0.5, 0.5, 0.5, 0.5]),
+        )
+        .unwrap();
         let bb = HostTensor::new("b", vec![2, 4], TensorData::F32(vec![1.0; 8])).unwrap();
         let out = b.run(&[a, bb]).unwrap();
         assert_eq!(out.outputs[0].name, "sum");
-        assert_eq!(out.outputs[0].data, TensorData::F32(vec![2.0, 0.0, 4.0, 0.0, 1.5, 1.5, 1.5, 1.5]));
-        assert_eq!(out.outputs[1].data, TensorData::F32(vec![1.0, -2.0, 3.0, -4.0, 0.5, 0.5, 0.5, 0.5]));
+        assert_eq!(
+            out.outputs[0].data,
+            TensorData::F32(vec![2.0, 0.0, 4.0, 0.0, 1.5, 1.5, 1.5, 1.5])
+        );
+        assert_eq!(
+            out.outputs[1].data,
+            TensorData::F32(vec![1.0, -2.0, 3.0, -4.0, 0.5, 0.5, 0.5, 0.5])
+        );
     }
 
     #[test]
     fn runs_the_classifier_at_batch_3() {
         let model = OnnxModel::from_proto(test_models::classifier(None), "c.onnx");
-        let mut b = TractBackend::load(&model, &TractOptions { batch: Some(3), ..Default::default() }).unwrap();
-        let x = HostTensor::new("input", vec![3, 3, 16, 16], TensorData::F32(test_models::deterministic_weights(9, 3 * 768, 1.0))).unwrap();
+        let mut b = TractBackend::load(
+            &model,
+            &TractOptions {
+                batch: Some(3),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let x = HostTensor::new(
+            "input",
+            vec![3, 3, 16, 16],
+            TensorData::F32(test_models::deterministic_weights(9, 3 * 768, 1.0)),
+        )
+        .unwrap();
         let out = b.run(&[x]).unwrap();
         assert_eq!(out.outputs[0].shape, vec![3, 10]);
     }

@@ -19,6 +19,8 @@ pub struct DoctorArgs {
 pub struct DoctorReport {
     /// Version of this trtkit binary.
     pub trtkit_version: String,
+    /// Git commit the binary was built from.
+    pub git_commit: String,
     /// CUDA driver and GPUs.
     pub cuda: DriverInfo,
     /// TensorRT libraries.
@@ -29,13 +31,14 @@ pub struct DoctorReport {
 
 /// Execution backends compiled into this binary (grows as backends land).
 pub fn compiled_backends() -> Vec<String> {
-    Vec::new()
+    vec!["tract-cpu".into()]
 }
 
 /// Collects the report.
 pub fn collect() -> DoctorReport {
     DoctorReport {
         trtkit_version: env!("CARGO_PKG_VERSION").into(),
+        git_commit: env!("TRTKIT_GIT_COMMIT").into(),
         cuda: driver_info(),
         tensorrt: probe_tensorrt(),
         backends: compiled_backends(),
@@ -45,14 +48,18 @@ pub fn collect() -> DoctorReport {
 /// Runs `doctor`; it succeeds on a machine with no GPU and says so.
 pub fn run(args: DoctorArgs) -> anyhow::Result<()> {
     let report = collect();
-    let text = if args.json { json(&report)? } else { render(&report) };
+    let text = if args.json {
+        json(&report)?
+    } else {
+        render(&report)
+    };
     print!("{text}");
     Ok(())
 }
 
 /// The terminal rendering of the report.
 pub fn render(r: &DoctorReport) -> String {
-    let mut out = format!("trtkit {}\n\n", r.trtkit_version);
+    let mut out = format!("trtkit {} (commit {})\n\n", r.trtkit_version, r.git_commit);
     match (&r.cuda.driver_cuda_version, &r.cuda.error) {
         (Some(v), _) => out += &format!("CUDA driver  found, supports CUDA {v}\n"),
         (None, Some(e)) => out += &format!("CUDA driver  {e}\n"),
@@ -74,7 +81,9 @@ pub fn render(r: &DoctorReport) -> String {
         let line = match (lib.found, &lib.version, &lib.path) {
             (true, v, p) => format!(
                 "found{}{}",
-                v.as_ref().map(|v| format!(", version {v}")).unwrap_or_default(),
+                v.as_ref()
+                    .map(|v| format!(", version {v}"))
+                    .unwrap_or_default(),
                 p.as_ref().map(|p| format!(", {p}")).unwrap_or_default()
             ),
             (false, _, _) => format!(
@@ -84,7 +93,11 @@ pub fn render(r: &DoctorReport) -> String {
         };
         out += &format!("{:<16} {line}\n", lib.library);
     }
-    let backends = if r.backends.is_empty() { "none yet".to_string() } else { r.backends.join(", ") };
+    let backends = if r.backends.is_empty() {
+        "none yet".to_string()
+    } else {
+        r.backends.join(", ")
+    };
     out += &format!("backends     {backends}\n");
     out
 }

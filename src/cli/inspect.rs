@@ -24,7 +24,11 @@ pub struct InspectArgs {
 pub fn run(args: InspectArgs) -> anyhow::Result<()> {
     let model = OnnxModel::load(&args.model)?;
     let summary = summarize(&model, args.layers);
-    let text = if args.json { json(&summary)? } else { render(&summary) };
+    let text = if args.json {
+        json(&summary)?
+    } else {
+        render(&summary)
+    };
     print!("{text}");
     Ok(())
 }
@@ -32,7 +36,11 @@ pub fn run(args: InspectArgs) -> anyhow::Result<()> {
 /// The terminal rendering of a model summary.
 pub fn render(s: &ModelSummary) -> String {
     let mut out = String::new();
-    let opsets: Vec<String> = s.opsets.iter().map(|o| format!("{} {}", o.domain, o.version)).collect();
+    let opsets: Vec<String> = s
+        .opsets
+        .iter()
+        .map(|o| format!("{} {}", o.domain, o.version))
+        .collect();
     out += &format!("model       {}\n", s.path);
     out += &format!("producer    {}\n", s.producer);
     out += &format!("ir version  {}\n", s.ir_version);
@@ -54,7 +62,12 @@ pub fn render(s: &ModelSummary) -> String {
     let mut io = Table::new(&["", "name", "dtype", "shape"]).with_align(&[Align::Left; 4]);
     for (kind, list) in [("input", &s.inputs), ("output", &s.outputs)] {
         for t in list {
-            io.row(vec![kind.into(), t.name.clone(), t.dtype.clone(), t.shape_string()]);
+            io.row(vec![
+                kind.into(),
+                t.name.clone(),
+                t.dtype.clone(),
+                t.shape_string(),
+            ]);
         }
     }
     out += &io.render();
@@ -68,12 +81,24 @@ pub fn render(s: &ModelSummary) -> String {
         out += &ops.render();
     }
 
-    let mut inits = Table::new(&["largest initializers", "dtype", "shape", "size"])
-        .with_align(&[Align::Left, Align::Left, Align::Left, Align::Right]);
+    let mut inits = Table::new(&["largest initializers", "dtype", "shape", "size"]).with_align(&[
+        Align::Left,
+        Align::Left,
+        Align::Left,
+        Align::Right,
+    ]);
     for i in &s.largest_initializers {
         let dims: Vec<String> = i.dims.iter().map(|d| d.to_string()).collect();
-        let shape = if dims.is_empty() { "scalar".into() } else { dims.join("×") };
-        let size = if i.external { format!("{} (external)", bytes(i.bytes)) } else { bytes(i.bytes) };
+        let shape = if dims.is_empty() {
+            "scalar".into()
+        } else {
+            dims.join("×")
+        };
+        let size = if i.external {
+            format!("{} (external)", bytes(i.bytes))
+        } else {
+            bytes(i.bytes)
+        };
         inits.row(vec![i.name.clone(), i.dtype.clone(), shape, size]);
     }
     if !inits.is_empty() {
@@ -84,8 +109,17 @@ pub fn render(s: &ModelSummary) -> String {
     if let Some(layers) = &s.layers {
         out += "\n";
         for (i, l) in layers.iter().enumerate() {
-            let name = if l.name.is_empty() { "(unnamed)" } else { &l.name };
-            out += &format!("{i:>5}  {name}  {}  {} → {}\n", l.op, l.inputs.join(", "), l.outputs.join(", "));
+            let name = if l.name.is_empty() {
+                "(unnamed)"
+            } else {
+                &l.name
+            };
+            out += &format!(
+                "{i:>5}  {name}  {}  {} → {}\n",
+                l.op,
+                l.inputs.join(", "),
+                l.outputs.join(", ")
+            );
         }
     }
     out

@@ -37,8 +37,14 @@ pub fn driver_present() -> bool {
 
 /// Formats a driver error as `NAME: description`.
 pub fn describe(e: &result::DriverError) -> String {
-    let name = e.error_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-    let text = e.error_string().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = e
+        .error_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let text = e
+        .error_string()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
     format!("{name}: {text}")
 }
 
@@ -50,7 +56,8 @@ fn query_gpus() -> Result<(String, Vec<GpuInfo>), String> {
         .result()
         .map_err(|e| format!("cuDriverGetVersion failed: {}", describe(&e)))?;
     let version = format!("{}.{}", version / 1000, (version % 1000) / 10);
-    let count = result::device::get_count().map_err(|e| format!("cuDeviceGetCount failed: {}", describe(&e)))?;
+    let count = result::device::get_count()
+        .map_err(|e| format!("cuDeviceGetCount failed: {}", describe(&e)))?;
     let mut gpus = Vec::new();
     for index in 0..count {
         let gpu = (|| -> Result<GpuInfo, result::DriverError> {
@@ -62,11 +69,22 @@ fn query_gpus() -> Result<(String, Vec<GpuInfo>), String> {
             // SAFETY: as above; the attributes are plain integer queries.
             let (major, minor) = unsafe {
                 (
-                    result::device::get_attribute(dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
-                    result::device::get_attribute(dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
+                    result::device::get_attribute(
+                        dev,
+                        CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+                    )?,
+                    result::device::get_attribute(
+                        dev,
+                        CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+                    )?,
                 )
             };
-            Ok(GpuInfo { index, name, memory_bytes, compute_capability: format!("{major}.{minor}") })
+            Ok(GpuInfo {
+                index,
+                name,
+                memory_bytes,
+                compute_capability: format!("{major}.{minor}"),
+            })
         })()
         .map_err(|e| format!("GPU {index}: {}", describe(&e)))?;
         gpus.push(gpu);
@@ -85,10 +103,21 @@ pub fn driver_info() -> DriverInfo {
             error: Some("no CUDA driver (libcuda.so) could be loaded".into()),
         };
     }
-    let outcome = std::panic::catch_unwind(query_gpus)
-        .unwrap_or_else(|_| Err("the CUDA driver lacks a function trtkit needs (driver too old?)".into()));
+    let outcome = std::panic::catch_unwind(query_gpus).unwrap_or_else(|_| {
+        Err("the CUDA driver lacks a function trtkit needs (driver too old?)".into())
+    });
     match outcome {
-        Ok((version, gpus)) => DriverInfo { driver_found: true, driver_cuda_version: Some(version), gpus, error: None },
-        Err(error) => DriverInfo { driver_found: true, driver_cuda_version: None, gpus: vec![], error: Some(error) },
+        Ok((version, gpus)) => DriverInfo {
+            driver_found: true,
+            driver_cuda_version: Some(version),
+            gpus,
+            error: None,
+        },
+        Err(error) => DriverInfo {
+            driver_found: true,
+            driver_cuda_version: None,
+            gpus: vec![],
+            error: Some(error),
+        },
     }
 }

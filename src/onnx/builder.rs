@@ -2,7 +2,9 @@
 
 use super::pb::attribute_proto::AttributeType;
 use super::pb::tensor_proto::DataType;
-use super::pb::{AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto};
+use super::pb::{
+    AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto,
+};
 use super::tensor_info::{value_info, Dim};
 
 /// Opset the builder declares unless told otherwise.
@@ -13,22 +15,41 @@ pub const IR_VERSION: i64 = 8;
 
 /// An integer-list attribute.
 pub fn attr_ints(name: &str, values: &[i64]) -> AttributeProto {
-    AttributeProto { name: name.into(), r#type: AttributeType::Ints as i32, ints: values.to_vec(), ..Default::default() }
+    AttributeProto {
+        name: name.into(),
+        r#type: AttributeType::Ints as i32,
+        ints: values.to_vec(),
+        ..Default::default()
+    }
 }
 
 /// An integer attribute.
 pub fn attr_int(name: &str, value: i64) -> AttributeProto {
-    AttributeProto { name: name.into(), r#type: AttributeType::Int as i32, i: value, ..Default::default() }
+    AttributeProto {
+        name: name.into(),
+        r#type: AttributeType::Int as i32,
+        i: value,
+        ..Default::default()
+    }
 }
 
 /// A float attribute.
 pub fn attr_float(name: &str, value: f32) -> AttributeProto {
-    AttributeProto { name: name.into(), r#type: AttributeType::Float as i32, f: value, ..Default::default() }
+    AttributeProto {
+        name: name.into(),
+        r#type: AttributeType::Float as i32,
+        f: value,
+        ..Default::default()
+    }
 }
 
 /// A float32 tensor stored as raw little-endian data.
 pub fn tensor_f32(name: &str, dims: &[i64], data: &[f32]) -> TensorProto {
-    assert_eq!(dims.iter().product::<i64>() as usize, data.len(), "tensor '{name}': dims and data disagree");
+    assert_eq!(
+        dims.iter().product::<i64>() as usize,
+        data.len(),
+        "tensor '{name}': dims and data disagree"
+    );
     TensorProto {
         name: name.into(),
         dims: dims.to_vec(),
@@ -58,18 +79,27 @@ pub struct GraphBuilder {
 impl GraphBuilder {
     /// An empty graph with the given name.
     pub fn new(name: &str) -> Self {
-        GraphBuilder { graph: GraphProto { name: name.into(), ..Default::default() } }
+        GraphBuilder {
+            graph: GraphProto {
+                name: name.into(),
+                ..Default::default()
+            },
+        }
     }
 
     /// Declares a graph input.
     pub fn input(&mut self, name: &str, elem_type: DataType, dims: &[Dim]) -> &mut Self {
-        self.graph.input.push(value_info(name, elem_type as i32, dims));
+        self.graph
+            .input
+            .push(value_info(name, elem_type as i32, dims));
         self
     }
 
     /// Declares a graph output.
     pub fn output(&mut self, name: &str, elem_type: DataType, dims: &[Dim]) -> &mut Self {
-        self.graph.output.push(value_info(name, elem_type as i32, dims));
+        self.graph
+            .output
+            .push(value_info(name, elem_type as i32, dims));
         self
     }
 
@@ -80,7 +110,13 @@ impl GraphBuilder {
     }
 
     /// Adds a node in the default domain; its name is `<op>_<index>`.
-    pub fn node(&mut self, op: &str, inputs: &[&str], outputs: &[&str], attrs: Vec<AttributeProto>) -> &mut Self {
+    pub fn node(
+        &mut self,
+        op: &str,
+        inputs: &[&str],
+        outputs: &[&str],
+        attrs: Vec<AttributeProto>,
+    ) -> &mut Self {
         let name = format!("{}_{}", op.to_ascii_lowercase(), self.graph.node.len());
         self.graph.node.push(NodeProto {
             name,
@@ -99,7 +135,10 @@ impl GraphBuilder {
             ir_version: IR_VERSION,
             producer_name: "trtkit".into(),
             producer_version: env!("CARGO_PKG_VERSION").into(),
-            opset_import: vec![OperatorSetIdProto { domain: String::new(), version: DEFAULT_OPSET }],
+            opset_import: vec![OperatorSetIdProto {
+                domain: String::new(),
+                version: DEFAULT_OPSET,
+            }],
             graph: Some(self.graph.clone()),
             ..Default::default()
         }

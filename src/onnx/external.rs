@@ -37,7 +37,10 @@ pub fn external_ref(tensor: &TensorProto) -> Result<ExternalRef> {
     for entry in &tensor.external_data {
         let parse = |v: &str| -> Result<u64> {
             v.parse().with_context(|| {
-                format!("initializer '{}': external data {} '{v}' is not a number", tensor.name, entry.key)
+                format!(
+                    "initializer '{}': external data {} '{v}' is not a number",
+                    tensor.name, entry.key
+                )
             })
         };
         match entry.key.as_str() {
@@ -48,15 +51,25 @@ pub fn external_ref(tensor: &TensorProto) -> Result<ExternalRef> {
         }
     }
     let Some(location) = location else {
-        bail!("initializer '{}' is marked external but names no location", tensor.name);
+        bail!(
+            "initializer '{}' is marked external but names no location",
+            tensor.name
+        );
     };
     let length = match length {
         Some(l) => l,
         None => packed_bytes(tensor.data_type, element_count(tensor)).with_context(|| {
-            format!("initializer '{}': external data without a length for a variable-size type", tensor.name)
+            format!(
+                "initializer '{}': external data without a length for a variable-size type",
+                tensor.name
+            )
         })?,
     };
-    Ok(ExternalRef { location, offset, length })
+    Ok(ExternalRef {
+        location,
+        offset,
+        length,
+    })
 }
 
 /// Resolves an external location against the model folder, refusing paths that escape it.
@@ -102,11 +115,17 @@ pub fn check_external_data(model: &OnnxModel) -> Result<()> {
 pub fn read_external(model: &OnnxModel, tensor: &TensorProto) -> Result<Vec<u8>> {
     let r = external_ref(tensor)?;
     let path = resolve(model.base_dir(), tensor, &r.location)?;
-    let mut file = std::fs::File::open(&path).with_context(|| format!("{}: cannot open", path.display()))?;
+    let mut file =
+        std::fs::File::open(&path).with_context(|| format!("{}: cannot open", path.display()))?;
     file.seek(SeekFrom::Start(r.offset))?;
     let mut buf = vec![0u8; r.length as usize];
-    file.read_exact(&mut buf)
-        .with_context(|| format!("{}: too short for initializer '{}'", path.display(), tensor.name))?;
+    file.read_exact(&mut buf).with_context(|| {
+        format!(
+            "{}: too short for initializer '{}'",
+            path.display(),
+            tensor.name
+        )
+    })?;
     Ok(buf)
 }
 
@@ -140,9 +159,15 @@ mod tests {
     use crate::onnx::pb::StringStringEntryProto;
 
     fn ext_tensor(location: &str, len: Option<&str>) -> TensorProto {
-        let mut entries = vec![StringStringEntryProto { key: "location".into(), value: location.into() }];
+        let mut entries = vec![StringStringEntryProto {
+            key: "location".into(),
+            value: location.into(),
+        }];
         if let Some(l) = len {
-            entries.push(StringStringEntryProto { key: "length".into(), value: l.into() });
+            entries.push(StringStringEntryProto {
+                key: "length".into(),
+                value: l.into(),
+            });
         }
         TensorProto {
             name: "w".into(),
@@ -157,8 +182,20 @@ mod tests {
     #[test]
     fn length_defaults_to_dims_times_dtype() {
         let r = external_ref(&ext_tensor("w.bin", None)).unwrap();
-        assert_eq!(r, ExternalRef { location: "w.bin".into(), offset: 0, length: 24 });
-        assert_eq!(external_ref(&ext_tensor("w.bin", Some("8"))).unwrap().length, 8);
+        assert_eq!(
+            r,
+            ExternalRef {
+                location: "w.bin".into(),
+                offset: 0,
+                length: 24
+            }
+        );
+        assert_eq!(
+            external_ref(&ext_tensor("w.bin", Some("8")))
+                .unwrap()
+                .length,
+            8
+        );
         assert!(external_ref(&ext_tensor("w.bin", Some("x"))).is_err());
     }
 

@@ -21,7 +21,10 @@ fn sniff_foreign_format(bytes: &[u8]) -> Option<&'static str> {
     const SIGNATURES: &[(&[u8], &str)] = &[
         (b"\x89PNG\r\n\x1a\n", "a PNG image"),
         (b"\xff\xd8\xff", "a JPEG image"),
-        (b"ftrt", "a TensorRT engine (load it with a TensorRT command, not as ONNX)"),
+        (
+            b"ftrt",
+            "a TensorRT engine (load it with a TensorRT command, not as ONNX)",
+        ),
         (b"\x93NUMPY", "a NumPy .npy array"),
         (b"PK\x03\x04", "a zip archive (an .npz file?)"),
         (b"\x1f\x8b", "a gzip archive"),
@@ -69,7 +72,13 @@ fn check_graph_references(graph: &GraphProto) -> Result<()> {
     use std::collections::HashSet;
     let mut known: HashSet<&str> = graph.input.iter().map(|v| v.name.as_str()).collect();
     known.extend(graph.initializer.iter().map(|t| t.name.as_str()));
-    known.extend(graph.sparse_initializer.iter().filter_map(|t| t.values.as_ref()).map(|t| t.name.as_str()));
+    known.extend(
+        graph
+            .sparse_initializer
+            .iter()
+            .filter_map(|t| t.values.as_ref())
+            .map(|t| t.name.as_str()),
+    );
     for node in &graph.node {
         known.extend(node.output.iter().map(String::as_str));
     }
@@ -87,7 +96,10 @@ fn check_graph_references(graph: &GraphProto) -> Result<()> {
     }
     for output in &graph.output {
         if !known.contains(output.name.as_str()) {
-            bail!("not a valid ONNX model: graph output '{}' is produced by no node", output.name);
+            bail!(
+                "not a valid ONNX model: graph output '{}' is produced by no node",
+                output.name
+            );
         }
     }
     Ok(())
@@ -100,19 +112,28 @@ impl OnnxModel {
     pub fn load(path: &Path) -> Result<Self> {
         let bytes = read_model_file(path)?;
         let proto = decode_model(&bytes).with_context(|| path.display().to_string())?;
-        let model = OnnxModel { proto, path: path.to_path_buf() };
+        let model = OnnxModel {
+            proto,
+            path: path.to_path_buf(),
+        };
         check_external_data(&model).with_context(|| path.display().to_string())?;
         Ok(model)
     }
 
     /// Wraps an in-memory model; `path` is where it is meant to live (for external data and saving).
     pub fn from_proto(proto: ModelProto, path: impl Into<PathBuf>) -> Self {
-        OnnxModel { proto, path: path.into() }
+        OnnxModel {
+            proto,
+            path: path.into(),
+        }
     }
 
     /// The main graph; a loaded model always has one.
     pub fn graph(&self) -> &GraphProto {
-        self.proto.graph.as_ref().expect("OnnxModel always holds a graph")
+        self.proto
+            .graph
+            .as_ref()
+            .expect("OnnxModel always holds a graph")
     }
 
     /// The main graph, mutable.

@@ -80,7 +80,10 @@ pub fn parse_input_shapes(tokens: &[String]) -> Result<Vec<InputShape>> {
                     if name.is_empty() {
                         bail!("'{t}': the input name before ':' is empty");
                     }
-                    Ok(InputShape { name: Some(name.to_string()), dims: parse_dims(dims)? })
+                    Ok(InputShape {
+                        name: Some(name.to_string()),
+                        dims: parse_dims(dims)?,
+                    })
                 })
                 .collect();
         }
@@ -100,10 +103,16 @@ fn resolve_shapes(model: &OnnxModel, shapes: &[InputShape]) -> Result<Vec<(usize
     let mut out = Vec::new();
     for shape in shapes {
         let index = match &shape.name {
-            Some(name) => inputs.iter().position(|i| &i.name == name).with_context(|| {
-                let names: Vec<_> = inputs.iter().map(|i| i.name.as_str()).collect();
-                format!("--input-shape {shape}: the model has no input '{name}' (inputs: {})", names.join(", "))
-            })?,
+            Some(name) => inputs
+                .iter()
+                .position(|i| &i.name == name)
+                .with_context(|| {
+                    let names: Vec<_> = inputs.iter().map(|i| i.name.as_str()).collect();
+                    format!(
+                        "--input-shape {shape}: the model has no input '{name}' (inputs: {})",
+                        names.join(", ")
+                    )
+                })?,
             None if inputs.len() == 1 => 0,
             None => {
                 let names: Vec<_> = inputs.iter().map(|i| format!("{}:…", i.name)).collect();
@@ -115,7 +124,10 @@ fn resolve_shapes(model: &OnnxModel, shapes: &[InputShape]) -> Result<Vec<(usize
             }
         };
         if out.iter().any(|(i, _)| *i == index) {
-            bail!("--input-shape: input '{}' is given twice", inputs[index].name);
+            bail!(
+                "--input-shape: input '{}' is given twice",
+                inputs[index].name
+            );
         }
         let info = &inputs[index];
         out.push((index, merge_dims(info, shape)?));
@@ -136,16 +148,27 @@ fn merge_dims(info: &TensorInfo, shape: &InputShape) -> Result<Vec<Dim>> {
     };
     let Some(model_dims) = &info.dims else {
         // The model declares no shape: take the request as it is.
-        return Ok(shape.dims.iter().enumerate().map(|(axis, d)| spec_to_dim(*d, axis, None)).collect());
+        return Ok(shape
+            .dims
+            .iter()
+            .enumerate()
+            .map(|(axis, d)| spec_to_dim(*d, axis, None))
+            .collect());
     };
     if model_dims.len() != shape.dims.len() {
-        return Err(mismatch(format!("rank {} vs rank {}", shape.dims.len(), model_dims.len())));
+        return Err(mismatch(format!(
+            "rank {} vs rank {}",
+            shape.dims.len(),
+            model_dims.len()
+        )));
     }
     let mut dims = Vec::with_capacity(model_dims.len());
     for (axis, (spec, declared)) in shape.dims.iter().zip(model_dims).enumerate() {
         match (spec, declared) {
             (DimSpec::Fixed(n), Dim::Fixed(m)) if n != m => {
-                return Err(mismatch(format!("axis {axis} is fixed to {m} in the model")));
+                return Err(mismatch(format!(
+                    "axis {axis} is fixed to {m} in the model"
+                )));
             }
             (DimSpec::Dynamic, Dim::Fixed(m)) => {
                 return Err(mismatch(format!(
@@ -170,7 +193,8 @@ fn spec_to_dim(spec: DimSpec, axis: usize, declared: Option<&Dim>) -> Dim {
 /// The real inputs of a model: graph inputs that are not initializers.
 pub fn model_inputs(model: &OnnxModel) -> Vec<TensorInfo> {
     let graph = model.graph();
-    let inits: std::collections::HashSet<&str> = graph.initializer.iter().map(|t| t.name.as_str()).collect();
+    let inits: std::collections::HashSet<&str> =
+        graph.initializer.iter().map(|t| t.name.as_str()).collect();
     graph
         .input
         .iter()
@@ -181,7 +205,12 @@ pub fn model_inputs(model: &OnnxModel) -> Vec<TensorInfo> {
 
 /// The outputs of a model.
 pub fn model_outputs(model: &OnnxModel) -> Vec<TensorInfo> {
-    model.graph().output.iter().map(TensorInfo::from_value_info).collect()
+    model
+        .graph()
+        .output
+        .iter()
+        .map(TensorInfo::from_value_info)
+        .collect()
 }
 
 /// Checks `shapes` against the model and writes them into its input declarations (a pass).
@@ -209,7 +238,11 @@ pub fn apply_input_shapes(model: &mut OnnxModel, shapes: &[InputShape]) -> Resul
     let graph = model.graph_mut();
     for (index, dims) in resolved {
         let name = inputs[index].name.clone();
-        let v = graph.input.iter_mut().find(|v| v.name == name).expect("input exists");
+        let v = graph
+            .input
+            .iter_mut()
+            .find(|v| v.name == name)
+            .expect("input exists");
         set_dims(v, &dims);
     }
     for v in graph.output.iter_mut().chain(graph.value_info.iter_mut()) {
@@ -224,7 +257,11 @@ fn substitute_symbols(v: &mut super::pb::ValueInfoProto, fixed: &[(String, i64)]
     let new: Vec<Dim> = dims
         .into_iter()
         .map(|d| match &d {
-            Dim::Symbol(s) => fixed.iter().find(|(n, _)| n == s).map(|(_, v)| Dim::Fixed(*v)).unwrap_or(d),
+            Dim::Symbol(s) => fixed
+                .iter()
+                .find(|(n, _)| n == s)
+                .map(|(_, v)| Dim::Fixed(*v))
+                .unwrap_or(d),
             _ => d,
         })
         .collect();
@@ -253,7 +290,10 @@ pub fn set_batch(model: &mut OnnxModel, batch: Batch) -> Result<()> {
     for info in &inputs {
         match info.dims.as_deref() {
             Some([]) => bail!("input '{}' is a scalar and has no batch axis", info.name),
-            None => bail!("input '{}' declares no shape, so its batch axis is unknown", info.name),
+            None => bail!(
+                "input '{}' declares no shape, so its batch axis is unknown",
+                info.name
+            ),
             _ => {}
         }
     }
@@ -291,7 +331,12 @@ pub fn set_batch(model: &mut OnnxModel, batch: Batch) -> Result<()> {
         Batch::Dynamic => {
             let graph = model.graph_mut();
             let input_names: Vec<String> = inputs.iter().map(|i| i.name.clone()).collect();
-            for v in graph.input.iter_mut().filter(|v| input_names.contains(&v.name)).chain(graph.output.iter_mut()) {
+            for v in graph
+                .input
+                .iter_mut()
+                .filter(|v| input_names.contains(&v.name))
+                .chain(graph.output.iter_mut())
+            {
                 let info = TensorInfo::from_value_info(v);
                 if let Some(mut dims) = info.dims.filter(|d| !d.is_empty()) {
                     dims[0] = Dim::Symbol(BATCH_SYMBOL.into());
@@ -315,7 +360,15 @@ mod tests {
     #[test]
     fn parses_all_three_forms() {
         let s = parse_input_shapes(&toks("-1 3 224 224")).unwrap();
-        assert_eq!(s[0].dims, vec![DimSpec::Dynamic, DimSpec::Fixed(3), DimSpec::Fixed(224), DimSpec::Fixed(224)]);
+        assert_eq!(
+            s[0].dims,
+            vec![
+                DimSpec::Dynamic,
+                DimSpec::Fixed(3),
+                DimSpec::Fixed(224),
+                DimSpec::Fixed(224)
+            ]
+        );
         assert_eq!(s[0].name, None);
         let s = parse_input_shapes(&toks("32x3x224x224")).unwrap();
         assert_eq!(s[0].dims[0], DimSpec::Fixed(32));
@@ -330,7 +383,10 @@ mod tests {
     fn rejects_bad_dims() {
         for bad in ["0 3", "-2 3", "a 3", "x:", ":1x3", "1x3 x:4"] {
             let err = parse_input_shapes(&toks(bad)).unwrap_err();
-            assert!(format!("{err:#}").contains("--input-shape"), "{bad}: {err:#}");
+            assert!(
+                format!("{err:#}").contains("--input-shape"),
+                "{bad}: {err:#}"
+            );
         }
     }
 }

@@ -123,7 +123,10 @@ pub fn summarize(model: &OnnxModel, layers: bool) -> ModelSummary {
         };
         *ops.entry(op).or_default() += 1;
     }
-    let mut ops: Vec<OpCount> = ops.into_iter().map(|(op, count)| OpCount { op, count }).collect();
+    let mut ops: Vec<OpCount> = ops
+        .into_iter()
+        .map(|(op, count)| OpCount { op, count })
+        .collect();
     ops.sort_by(|a, b| b.count.cmp(&a.count).then(a.op.cmp(&b.op)));
 
     let mut inits: Vec<InitializerInfo> = graph
@@ -157,7 +160,11 @@ pub fn summarize(model: &OnnxModel, layers: bool) -> ModelSummary {
             .opset_import
             .iter()
             .map(|o| Opset {
-                domain: if o.domain.is_empty() { "ai.onnx".into() } else { o.domain.clone() },
+                domain: if o.domain.is_empty() {
+                    "ai.onnx".into()
+                } else {
+                    o.domain.clone()
+                },
                 version: o.version,
             })
             .collect(),

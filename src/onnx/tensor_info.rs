@@ -42,7 +42,10 @@ impl Dim {
             Dim::Symbol(s) => Some(dimension::Value::DimParam(s.clone())),
             Dim::Unknown => None,
         };
-        Dimension { value, ..Default::default() }
+        Dimension {
+            value,
+            ..Default::default()
+        }
     }
 
     /// Reads a proto dim; a negative or absent value is unknown.
@@ -60,7 +63,10 @@ pub fn format_dims(dims: &[Dim]) -> String {
     if dims.is_empty() {
         return "scalar".into();
     }
-    dims.iter().map(Dim::to_string).collect::<Vec<_>>().join("×")
+    dims.iter()
+        .map(Dim::to_string)
+        .collect::<Vec<_>>()
+        .join("×")
 }
 
 /// A graph input or output: name, element type and (if declared) dims.
@@ -85,12 +91,20 @@ impl TensorInfo {
         let dims = tensor
             .and_then(|t| t.shape.as_ref())
             .map(|s| s.dim.iter().map(Dim::from_proto).collect());
-        TensorInfo { name: v.name.clone(), dtype: dtype_name(dtype_code), dtype_code, dims }
+        TensorInfo {
+            name: v.name.clone(),
+            dtype: dtype_name(dtype_code),
+            dtype_code,
+            dims,
+        }
     }
 
     /// The dims formatted for people (`?` when the shape is not declared).
     pub fn shape_string(&self) -> String {
-        self.dims.as_deref().map(format_dims).unwrap_or_else(|| "?".into())
+        self.dims
+            .as_deref()
+            .map(format_dims)
+            .unwrap_or_else(|| "?".into())
     }
 }
 
@@ -115,7 +129,9 @@ pub fn value_info(name: &str, elem_type: i32, dims: &[Dim]) -> ValueInfoProto {
         r#type: Some(TypeProto {
             value: Some(type_proto::Value::TensorType(TensorType {
                 elem_type,
-                shape: Some(TensorShapeProto { dim: dims.iter().map(Dim::to_proto).collect() }),
+                shape: Some(TensorShapeProto {
+                    dim: dims.iter().map(Dim::to_proto).collect(),
+                }),
             })),
             ..Default::default()
         }),
@@ -126,7 +142,9 @@ pub fn value_info(name: &str, elem_type: i32, dims: &[Dim]) -> ValueInfoProto {
 /// Replaces the dims of a tensor value info (no-op for non-tensor types).
 pub fn set_dims(v: &mut ValueInfoProto, dims: &[Dim]) {
     if let Some(t) = tensor_type_mut(v) {
-        t.shape = Some(TensorShapeProto { dim: dims.iter().map(Dim::to_proto).collect() });
+        t.shape = Some(TensorShapeProto {
+            dim: dims.iter().map(Dim::to_proto).collect(),
+        });
     }
 }
 
@@ -136,11 +154,18 @@ mod tests {
 
     #[test]
     fn formats_symbolic_and_fixed_dims() {
-        let v = value_info("x", 1, &[Dim::Symbol("batch".into()), Dim::Fixed(3), Dim::Unknown]);
+        let v = value_info(
+            "x",
+            1,
+            &[Dim::Symbol("batch".into()), Dim::Fixed(3), Dim::Unknown],
+        );
         let info = TensorInfo::from_value_info(&v);
         assert_eq!(info.shape_string(), "batch×3×?");
         assert_eq!(info.dtype, "float32");
         assert_eq!(format_dims(&[]), "scalar");
-        assert_eq!(serde_json::to_string(&info.dims).unwrap(), r#"["batch",3,"?"]"#);
+        assert_eq!(
+            serde_json::to_string(&info.dims).unwrap(),
+            r#"["batch",3,"?"]"#
+        );
     }
 }

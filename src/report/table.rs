@@ -20,8 +20,14 @@ pub struct Table {
 impl Table {
     /// A table with these headers; the first column is left-aligned, the rest right-aligned.
     pub fn new(headers: &[&str]) -> Self {
-        let align = (0..headers.len()).map(|i| if i == 0 { Align::Left } else { Align::Right }).collect();
-        Table { headers: headers.iter().map(|s| s.to_string()).collect(), align, rows: vec![] }
+        let align = (0..headers.len())
+            .map(|i| if i == 0 { Align::Left } else { Align::Right })
+            .collect();
+        Table {
+            headers: headers.iter().map(|s| s.to_string()).collect(),
+            align,
+            rows: vec![],
+        }
     }
 
     /// Overrides the alignment of every column.
@@ -33,7 +39,11 @@ impl Table {
 
     /// Appends a row; it must have one cell per header.
     pub fn row(&mut self, cells: Vec<String>) {
-        assert_eq!(cells.len(), self.headers.len(), "row width differs from header width");
+        assert_eq!(
+            cells.len(),
+            self.headers.len(),
+            "row width differs from header width"
+        );
         self.rows.push(cells);
     }
 
@@ -64,12 +74,20 @@ impl Table {
     pub fn render(&self) -> String {
         let w = self.widths();
         let line = |cells: &[String]| {
-            let padded: Vec<String> =
-                cells.iter().enumerate().map(|(i, c)| Self::pad(c, w[i], self.align[i])).collect();
+            let padded: Vec<String> = cells
+                .iter()
+                .enumerate()
+                .map(|(i, c)| Self::pad(c, w[i], self.align[i]))
+                .collect();
             padded.join("  ").trim_end().to_string()
         };
         let mut out = vec![line(&self.headers)];
-        out.push(w.iter().map(|n| "-".repeat(*n)).collect::<Vec<_>>().join("  "));
+        out.push(
+            w.iter()
+                .map(|n| "-".repeat(*n))
+                .collect::<Vec<_>>()
+                .join("  "),
+        );
         out.extend(self.rows.iter().map(|r| line(r)));
         out.join("\n") + "\n"
     }
@@ -77,11 +95,25 @@ impl Table {
     /// Renders as a GitHub-flavoured markdown table.
     pub fn render_markdown(&self) -> String {
         let esc = |s: &str| s.replace('|', "\\|");
-        let mut out = format!("| {} |\n", self.headers.iter().map(|h| esc(h)).collect::<Vec<_>>().join(" | "));
-        let rule: Vec<&str> = self.align.iter().map(|a| if *a == Align::Left { ":---" } else { "---:" }).collect();
+        let mut out = format!(
+            "| {} |\n",
+            self.headers
+                .iter()
+                .map(|h| esc(h))
+                .collect::<Vec<_>>()
+                .join(" | ")
+        );
+        let rule: Vec<&str> = self
+            .align
+            .iter()
+            .map(|a| if *a == Align::Left { ":---" } else { "---:" })
+            .collect();
         out += &format!("| {} |\n", rule.join(" | "));
         for row in &self.rows {
-            out += &format!("| {} |\n", row.iter().map(|c| esc(c)).collect::<Vec<_>>().join(" | "));
+            out += &format!(
+                "| {} |\n",
+                row.iter().map(|c| esc(c)).collect::<Vec<_>>().join(" | ")
+            );
         }
         out
     }
@@ -96,7 +128,13 @@ mod tests {
         let mut t = Table::new(&["name", "count"]);
         t.row(vec!["Conv".into(), "53".into()]);
         t.row(vec!["Relu|x".into(), "7".into()]);
-        assert_eq!(t.render(), "name    count\n------  -----\nConv       53\nRelu|x      7\n");
-        assert_eq!(t.render_markdown(), "| name | count |\n| :--- | ---: |\n| Conv | 53 |\n| Relu\\|x | 7 |\n");
+        assert_eq!(
+            t.render(),
+            "name    count\n------  -----\nConv       53\nRelu|x      7\n"
+        );
+        assert_eq!(
+            t.render_markdown(),
+            "| name | count |\n| :--- | ---: |\n| Conv | 53 |\n| Relu\\|x | 7 |\n"
+        );
     }
 }

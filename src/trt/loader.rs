@@ -6,8 +6,11 @@ use serde::Serialize;
 /// Names tried, newest first, for the TensorRT inference library.
 pub const NVINFER_NAMES: &[&str] = &["libnvinfer.so.11", "libnvinfer.so.10", "libnvinfer.so"];
 /// Names tried, newest first, for the TensorRT ONNX parser.
-pub const NVONNXPARSER_NAMES: &[&str] =
-    &["libnvonnxparser.so.11", "libnvonnxparser.so.10", "libnvonnxparser.so"];
+pub const NVONNXPARSER_NAMES: &[&str] = &[
+    "libnvonnxparser.so.11",
+    "libnvonnxparser.so.10",
+    "libnvonnxparser.so",
+];
 
 /// What was found for one TensorRT library.
 #[derive(Clone, Debug, Serialize)]
@@ -48,7 +51,9 @@ fn probe(library: &str, names: &[&str], version_symbol: &[u8]) -> LibraryProbe {
     for name in names {
         // SAFETY: loading a TensorRT library runs only its static initialisers, which have no
         // preconditions; the library stays loaded for the rest of the process.
-        let Ok(lib) = (unsafe { Library::new(name) }) else { continue };
+        let Ok(lib) = (unsafe { Library::new(name) }) else {
+            continue;
+        };
         // SAFETY: `getInferLibVersion` / `getNvOnnxParserVersion` are `extern "C" int32_t f()`
         // in NvInferRuntime.h / NvOnnxParser.h for TensorRT 8 through 11.
         let version = unsafe {
@@ -58,16 +63,32 @@ fn probe(library: &str, names: &[&str], version_symbol: &[u8]) -> LibraryProbe {
         };
         let path = loaded_path(library);
         std::mem::forget(lib);
-        return LibraryProbe { library: library.into(), found: true, path, version, tried };
+        return LibraryProbe {
+            library: library.into(),
+            found: true,
+            path,
+            version,
+            tried,
+        };
     }
-    LibraryProbe { library: library.into(), found: false, path: None, version: None, tried }
+    LibraryProbe {
+        library: library.into(),
+        found: false,
+        path: None,
+        version: None,
+        tried,
+    }
 }
 
 /// Looks for libnvinfer and libnvonnxparser and reports what it found.
 pub fn probe_tensorrt() -> Vec<LibraryProbe> {
     vec![
         probe("libnvinfer", NVINFER_NAMES, b"getInferLibVersion\0"),
-        probe("libnvonnxparser", NVONNXPARSER_NAMES, b"getNvOnnxParserVersion\0"),
+        probe(
+            "libnvonnxparser",
+            NVONNXPARSER_NAMES,
+            b"getNvOnnxParserVersion\0",
+        ),
     ]
 }
 

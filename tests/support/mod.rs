@@ -16,7 +16,10 @@ pub fn save(dir: &Path, name: &str, proto: ModelProto) -> PathBuf {
 
 /// Runs the trtkit binary with `args`.
 pub fn trtkit(args: &[&str]) -> Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_trtkit")).args(args).output().unwrap()
+    std::process::Command::new(env!("CARGO_BIN_EXE_trtkit"))
+        .args(args)
+        .output()
+        .unwrap()
 }
 
 /// Asserts a failed run: the exit code, one line on stderr that mentions every `needles`, no panic.
@@ -24,7 +27,11 @@ pub fn assert_clean_error(out: &Output, code: i32, needles: &[&str]) {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(code), "stderr: {stderr}");
     assert!(!stderr.contains("panicked"), "panic: {stderr}");
-    assert_eq!(stderr.trim_end().lines().count(), 1, "expected one line, got: {stderr}");
+    assert_eq!(
+        stderr.trim_end().lines().count(),
+        1,
+        "expected one line, got: {stderr}"
+    );
     for n in needles {
         assert!(stderr.contains(n), "stderr lacks {n:?}: {stderr}");
     }
