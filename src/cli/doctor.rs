@@ -61,7 +61,15 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<()> {
 pub fn render(r: &DoctorReport) -> String {
     let mut out = format!("trtkit {} (commit {})\n\n", r.trtkit_version, r.git_commit);
     match (&r.cuda.driver_cuda_version, &r.cuda.error) {
-        (Some(v), _) => out += &format!("CUDA driver  found, supports CUDA {v}\n"),
+        (Some(v), _) => {
+            let driver = r
+                .cuda
+                .driver_version
+                .as_deref()
+                .map(|d| format!("{d}, "))
+                .unwrap_or_default();
+            out += &format!("CUDA driver  found: {driver}supports CUDA {v}\n")
+        }
         (None, Some(e)) => out += &format!("CUDA driver  {e}\n"),
         (None, None) => out += "CUDA driver  not found\n",
     }

@@ -23,10 +23,25 @@ pub struct DriverInfo {
     pub driver_found: bool,
     /// CUDA version the driver supports, e.g. `13.0`.
     pub driver_cuda_version: Option<String>,
+    /// Kernel driver version, e.g. `580.159.04` (from `/proc/driver/nvidia/version` on Linux).
+    pub driver_version: Option<String>,
     /// GPUs visible to this process.
     pub gpus: Vec<GpuInfo>,
     /// Why the driver or the GPUs could not be read, when they could not.
     pub error: Option<String>,
+}
+
+/// The NVIDIA kernel driver version, parsed from the text the kernel module exposes.
+pub fn kernel_driver_version() -> Option<String> {
+    let text = std::fs::read_to_string("/proc/driver/nvidia/version").ok()?;
+    parse_kernel_driver_version(&text)
+}
+
+/// Finds the version in `/proc/driver/nvidia/version` text: the token after `Kernel Module`.
+pub fn parse_kernel_driver_version(text: &str) -> Option<String> {
+    let line = text.lines().find(|l| l.starts_with("NVRM version"))?;
+    let rest = line.split("Kernel Module").nth(1)?;
+    rest.split_whitespace().next().map(String::from)
 }
 
 /// True when the CUDA driver library can be loaded on this machine.
@@ -99,6 +114,7 @@ pub fn driver_info() -> DriverInfo {
         return DriverInfo {
             driver_found: false,
             driver_cuda_version: None,
+            driver_version: kernel_driver_version(),
             gpus: vec![],
             error: Some("no CUDA driver (libcuda.so) could be loaded".into()),
         };
@@ -110,14 +126,31 @@ pub fn driver_info() -> DriverInfo {
         Ok((version, gpus)) => DriverInfo {
             driver_found: true,
             driver_cuda_version: Some(version),
+            driver_version: kernel_driver_version(),
             gpus,
             error: None,
         },
         Err(error) => DriverInfo {
             driver_found: true,
             driver_cuda_version: None,
+            driver_version: kernel_driver_version(),
             gpus: vec![],
             error: Some(error),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_kernel_module_line() {
+        let text = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  Thu Oct 30 2025\nGCC version:  gcc 12\n";
+        assert_eq!(
+            parse_kernel_driver_version(text).as_deref(),
+            Some("580.159.04")
+        );
+        assert_eq!(parse_kernel_driver_version("garbage"), None);
     }
 }
