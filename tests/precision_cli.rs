@@ -52,16 +52,20 @@ fn cache_is_keyed_reused_and_recalibrated_with_reasons() {
     let model = save(dir.path(), "clf.onnx", test_models::classifier(None));
     let cdir = dir.path().join("cal");
     let base = |extra: &[&str]| {
+        let data = if extra.contains(&"synthetic:2") {
+            vec![]
+        } else {
+            vec!["--calib-data", "synthetic:1"]
+        };
         let mut a = vec![
             "calibrate",
             model.to_str().unwrap(),
-            "--calib-data",
-            "synthetic:1",
             "--cache-dir",
             cdir.to_str().unwrap(),
             "--num-images",
             "32",
         ];
+        a.extend(data);
         a.extend(extra);
         trtkit(&a)
     };

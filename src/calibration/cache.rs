@@ -145,6 +145,13 @@ impl CacheKey {
     /// Human-readable differences from `other` (`batch size: cache 8, now 16`); empty if equal.
     pub fn differences(&self, now: &CacheKey) -> Vec<String> {
         let mut out = Vec::new();
+        if self.dataset_fingerprint != now.dataset_fingerprint {
+            out.push(format!(
+                "dataset: cache {}, now {}",
+                short(&self.dataset_fingerprint),
+                short(&now.dataset_fingerprint)
+            ));
+        }
         let mut check = |what: &str, a: String, b: String| {
             if a != b {
                 out.push(format!("{what}: cache {a}, now {b}"));
@@ -155,11 +162,6 @@ impl CacheKey {
             "preprocessing",
             self.preprocessing.clone(),
             now.preprocessing.clone(),
-        );
-        check(
-            "dataset",
-            short(&self.dataset_fingerprint),
-            short(&now.dataset_fingerprint),
         );
         check(
             "image count",
@@ -181,8 +183,13 @@ impl CacheKey {
     }
 }
 
+/// A fingerprint for people: hex digests cut to 12 characters, descriptions kept whole.
 fn short(s: &str) -> String {
-    s.chars().take(16).collect()
+    if s.len() > 16 && s.chars().all(|c| c.is_ascii_hexdigit()) {
+        s[..12].to_string()
+    } else {
+        s.to_string()
+    }
 }
 
 /// `calibration/<model-stem>-<model-hash8>-<algo>-b<N>.cache` under `dir`.

@@ -158,7 +158,7 @@ pub fn run(args: QuantizeArgs) -> Result<()> {
 fn check_cache_model(cache: &std::path::Path, model: &std::path::Path) -> Result<()> {
     let side = sidecar_path(cache);
     let Ok(text) = std::fs::read_to_string(&side) else {
-        tracing::warn!(
+        tracing::info!(
             "{}: no key file; cannot check that the cache belongs to this model",
             cache.display()
         );

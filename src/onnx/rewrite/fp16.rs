@@ -120,6 +120,92 @@ fn to_f16_clamped(values: &[f32]) -> (Vec<f16>, bool) {
     (v, clamped)
 }
 
+fn attr_of<'a>(node: &'a NodeProto, name: &str) -> Option<&'a crate::onnx::pb::AttributeProto> {
+    node.attribute.iter().find(|a| a.name == name)
+}
+
+/// Replaces `Gemm(A, B, C)` with plain `alpha = beta = 1`, no transA and a float32 initializer
+/// `B` by `MatMul(A, Bᵀ or B)` + `Add(C)`: the same computation, which TensorRT fuses the same
+/// way, and which tract runs in float16 (its Gemm expansion yields float32 from float16
+/// inputs: "expected F16 got F32"). Other Gemms are left as they are.
+pub fn gemm_to_matmul(g: &mut crate::onnx::pb::GraphProto) -> Result<()> {
+    let inits: HashMap<String, usize> = g
+        .initializer
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.name.clone(), i))
+        .collect();
+    let old = std::mem::take(&mut g.node);
+    let mut nodes = Vec::with_capacity(old.len());
+    for node in old {
+        let plain = node.op_type == "Gemm"
+            && attr_of(&node, "transA").is_none_or(|a| a.i == 0)
+            && attr_of(&node, "alpha").is_none_or(|a| a.f == 1.0)
+            && attr_of(&node, "beta").is_none_or(|a| a.f == 1.0);
+        let b = node.input.get(1).and_then(|n| inits.get(n)).copied();
+        let (true, Some(bi)) = (plain, b) else {
+            nodes.push(node);
+            continue;
+        };
+        let weight = &g.initializer[bi];
+        if weight.data_type != FLOAT || weight.dims.len() != 2 {
+            nodes.push(node);
+            continue;
+        }
+        let trans_b = attr_of(&node, "transB").is_some_and(|a| a.i != 0);
+        let b_name = if trans_b {
+            let (rows, cols) = (weight.dims[0] as usize, weight.dims[1] as usize);
+            let v = read_f32(weight)?;
+            let mut t = vec![0f32; v.len()];
+            for r in 0..rows {
+                for c in 0..cols {
+                    t[c * rows + r] = v[r * cols + c];
+                }
+            }
+            let name = format!("{}_transposed", weight.name);
+            if !g.initializer.iter().any(|i| i.name == name) {
+                g.initializer.push(crate::onnx::builder::tensor_f32(
+                    &name,
+                    &[cols as i64, rows as i64],
+                    &t,
+                ));
+            }
+            name
+        } else {
+            weight.name.clone()
+        };
+        let out = node.output[0].clone();
+        let has_c = node.input.get(2).is_some_and(|c| !c.is_empty());
+        let mm_out = if has_c {
+            format!("{out}_matmul")
+        } else {
+            out.clone()
+        };
+        nodes.push(NodeProto {
+            name: format!("{}_matmul", node.name),
+            op_type: "MatMul".into(),
+            input: vec![node.input[0].clone(), b_name],
+            output: vec![mm_out.clone()],
+            ..Default::default()
+        });
+        if has_c {
+            nodes.push(NodeProto {
+                name: format!("{}_bias", node.name),
+                op_type: "Add".into(),
+                input: vec![mm_out, node.input[2].clone()],
+                output: vec![out],
+                ..Default::default()
+            });
+        }
+    }
+    g.node = nodes;
+    let read: HashSet<String> = g.node.iter().flat_map(|n| n.input.clone()).collect();
+    let inputs: HashSet<String> = g.input.iter().map(|v| v.name.clone()).collect();
+    g.initializer
+        .retain(|t| read.contains(&t.name) || inputs.contains(&t.name));
+    Ok(())
+}
+
 /// Rewrites `model` to float16. Errors if the model already holds float16 tensors.
 pub fn to_fp16(model: &OnnxModel, options: &Fp16Options) -> Result<(OnnxModel, Fp16Report)> {
     let graph = model.graph();
@@ -142,9 +228,11 @@ pub fn to_fp16(model: &OnnxModel, options: &Fp16Options) -> Result<(OnnxModel, F
         bail!("the model has no float32 tensors; nothing to convert to FP16");
     }
     let keep: HashSet<&str> = options.keep_fp32.iter().map(String::as_str).collect();
+    let mut out = model.clone();
+    gemm_to_matmul(out.graph_mut())?;
+    let types = infer_elem_types(out.graph());
     let is_float = |n: &str| types.get(n) == Some(&FLOAT);
     let mut report = Fp16Report::default();
-    let mut out = model.clone();
     let g = out.graph_mut();
 
     // Where each float tensor is made, and in which precision.
