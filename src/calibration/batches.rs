@@ -34,7 +34,7 @@ fn usable(source: &str, available: usize, limit: Option<usize>, batch: usize) ->
             "{source}: {n} calibration images, fewer than the batch size {batch}; give more images or a smaller --batch-size"
         );
     }
-    if n % batch != 0 {
+    if !n.is_multiple_of(batch) {
         tracing::warn!(
             "{source}: using {} of {n} images ({} whole batches of {batch})",
             n / batch * batch,

@@ -17,7 +17,7 @@ pub fn read_f32(t: &TensorProto) -> Result<Vec<f32>> {
         );
     }
     if !t.raw_data.is_empty() {
-        if t.raw_data.len() % 4 != 0 {
+        if !t.raw_data.len().is_multiple_of(4) {
             bail!(
                 "initializer '{}': raw data is not a whole number of float32",
                 t.name
