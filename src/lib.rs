@@ -5,6 +5,7 @@
 
 pub mod atomic_file;
 pub mod backend;
+pub mod calibration;
 pub mod cli;
 pub mod cuda;
 pub mod onnx;

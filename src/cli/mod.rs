@@ -1,7 +1,9 @@
 //! The command line: global flags, one subcommand per file, and how errors become exit codes.
 
+pub mod calibrate;
 pub mod doctor;
 pub mod inspect;
+pub mod quantize;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -28,6 +30,10 @@ pub enum Command {
     Inspect(inspect::InspectArgs),
     /// Report what this machine offers: CUDA driver, GPUs, TensorRT libraries, backends.
     Doctor(doctor::DoctorArgs),
+    /// INT8 calibration: activation ranges into a TensorRT-format cache keyed on the batch size.
+    Calibrate(calibrate::CalibrateArgs),
+    /// Precision rewrites: INT8 Q/DQ insertion from a calibration cache, or FP16 conversion.
+    Quantize(quantize::QuantizeArgs),
 }
 
 /// A mistake in how trtkit was called (exit code 2), as opposed to a failure (exit code 1).
@@ -59,6 +65,8 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Inspect(args) => inspect::run(args),
         Command::Doctor(args) => doctor::run(args),
+        Command::Calibrate(args) => calibrate::run(args, cli.verbose > 0),
+        Command::Quantize(args) => quantize::run(args),
     }
 }
 

@@ -5,6 +5,7 @@ pub mod builder;
 pub mod dtype;
 pub mod external;
 pub mod model;
+pub mod rewrite;
 pub mod shape;
 pub mod summary;
 pub mod tensor_info;

@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""INT8 calibration side by side: trtkit calibrate/quantize vs ONNX Runtime's quantize_static.
+
+Same models, same images, one machine, one run. For each model (exported with
+scripts/export_torchvision.py, random seeded weights) and N random-normal images at batch B:
+
+- trtkit calibrate --algo entropy --measure-plain: the calibration time (model runs with the
+  quantized tensors captured + histograms + KL search + cache) next to the plain model over the
+  same batches on the same backend (tract CPU);
+- trtkit quantize --int8 / --fp16, then top-1 agreement of each with FP32 (evaluated with
+  ONNX Runtime CPU) on the calibration images and on held-out images;
+- onnxruntime.quantization.quantize_static (QDQ, per-channel, MinMax and Entropy), timed end to
+  end, and the same agreement figures for its models.
+
+Writes <out>/results.json and prints a summary. Needs numpy, onnx, onnxruntime, torch.
+
+    python3 scripts/bench_calibration.py --trtkit ./trtkit --work /tmp/cal --out results/
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+
+def run(cmd, **kw):
+    t0 = time.time()
+    p = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if p.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({p.returncode}): {p.stderr.strip()[-2000:]}")
+    return p.stdout, time.time() - t0
+
+
+def top1(path, batches, threads):
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    s = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    name = s.get_inputs()[0].name
+    t0 = time.time()
+    out = [s.run(None, {name: b})[0].argmax(axis=1) for b in batches]
+    return np.concatenate(out), time.time() - t0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--trtkit", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--models", nargs="+", default=["mobilenet_v3_large", "resnet50"])
+    ap.add_argument("--ort-models", nargs="*", default=["resnet50", "mobilenet_v3_large"])
+    ap.add_argument("--images", type=int, default=512)
+    ap.add_argument("--heldout", type=int, default=128)
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--budget", type=float, default=540.0, help="seconds; later steps are skipped past it")
+    args = ap.parse_args()
+    start = time.time()
+    left = lambda: args.budget - (time.time() - start)
+    os.makedirs(args.out, exist_ok=True)
+    results = {"images": args.images, "heldout": args.heldout, "batch": args.batch, "threads": args.threads, "models": {}, "skipped": []}
+
+    def dump():
+        with open(os.path.join(args.out, "results.json.tmp"), "w") as f:
+            json.dump(results, f, indent=2)
+        os.replace(os.path.join(args.out, "results.json.tmp"), os.path.join(args.out, "results.json"))
+
+    mdir = os.path.join(args.work, "models")
+    _, t = run([sys.executable, "scripts/export_torchvision.py", *args.models, "--out", mdir])
+    results["export_s"] = t
+    calib_dir = os.path.join(args.work, "calib")
+    os.makedirs(calib_dir, exist_ok=True)
+    rng = np.random.default_rng(0)
+    calib = [rng.standard_normal((args.batch, 3, 224, 224), dtype=np.float32) for _ in range(args.images // args.batch)]
+    for i, b in enumerate(calib):
+        np.save(os.path.join(calib_dir, f"{i:03d}.npy"), b)
+    rng = np.random.default_rng(1)
+    held = [rng.standard_normal((args.batch, 3, 224, 224), dtype=np.float32) for _ in range(args.heldout // args.batch)]
+
+    for m in args.models:
+        model = os.path.join(mdir, f"{m}.onnx")
+        r = results["models"].setdefault(m, {})
+        ref_c, t_fp32 = top1(model, calib, args.threads)
+        ref_h, _ = top1(model, held, args.threads)
+        r["ort_fp32_inference_s"] = t_fp32
+
+        def agreement(path):
+            c, _ = top1(path, calib, args.threads)
+            h, _ = top1(path, held, args.threads)
+            return {"calib": float((c == ref_c).mean()), "heldout": float((h == ref_h).mean())}
+
+        cache_dir = os.path.join(args.work, "cal")
+        out, wall = run([args.trtkit, "calibrate", model, "--calib-data", calib_dir, "--batch-size", str(args.batch),
+                         "--cache-dir", cache_dir, "--measure-plain", "--json", "--recalibrate"])
+        rep = json.loads(out)
+        tm = rep["timing"]
+        r["trtkit_entropy"] = {"process_wall_s": wall, "tensors": len(rep["tensors"]), **tm,
+                               "overhead_vs_plain": tm["total_s"] / tm["plain_model_s"] - 1.0}
+        int8 = os.path.join(args.work, f"{m}-int8.onnx")
+        fp16 = os.path.join(args.work, f"{m}-fp16.onnx")
+        run([args.trtkit, "quantize", model, "--int8", "--calibration-cache", rep["cache"], "-o", int8, "--no-check"])
+        run([args.trtkit, "quantize", model, "--fp16", "-o", fp16, "--no-check"])
+        r["trtkit_entropy"]["top1_agreement"] = agreement(int8)
+        try:
+            r["trtkit_fp16_top1_agreement"] = agreement(fp16)
+        except Exception as e:  # noqa: BLE001 - report, do not stop the run
+            r["trtkit_fp16_top1_agreement"] = f"onnxruntime could not run it: {e}"[:300]
+        dump()
+        print(m, json.dumps(r), flush=True)
+
+    for m in args.ort_models:
+        if m not in args.models:
+            continue
+        from onnxruntime.quantization import CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType, quantize_static
+
+        class Reader(CalibrationDataReader):
+            def __init__(self):
+                self.it = iter(calib)
+
+            def get_next(self):
+                b = next(self.it, None)
+                return None if b is None else {"input": b}
+
+        model = os.path.join(mdir, f"{m}.onnx")
+        r = results["models"][m]
+        ref_c, _ = top1(model, calib, args.threads)
+        ref_h, _ = top1(model, held, args.threads)
+        for method, need in [("MinMax", 60), ("Entropy", 240)]:
+            if left() < need:
+                results["skipped"].append(f"ort {method} {m}: {left():.0f} s left")
+                continue
+            out = os.path.join(args.work, f"{m}-ort-{method}.onnx")
+            t0 = time.time()
+            quantize_static(model, out, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                            activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
+                            calibrate_method=getattr(CalibrationMethod, method),
+                            extra_options={"ActivationSymmetric": True, "WeightSymmetric": True})
+            t = time.time() - t0
+            c, _ = top1(out, calib, args.threads)
+            h, _ = top1(out, held, args.threads)
+            r[f"ort_{method.lower()}"] = {"quantize_static_s": t, "top1_agreement": {
+                "calib": float((c == ref_c).mean()), "heldout": float((h == ref_h).mean())}}
+            dump()
+            print(m, method, json.dumps(r[f"ort_{method.lower()}"]), flush=True)
+    results["total_s"] = time.time() - start
+    dump()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,320 @@
+//! Where calibration batches come from: a small seam any data source plugs into.
+//!
+//! Today: a folder of `.npy` files (or one `.npy`), each one sample `[C,H,W]` or a stack
+//! `[n,C,H,W]`, already preprocessed; and seeded synthetic data for tests and timing. The
+//! ImageFolder loader with the model's preprocessing implements the same trait.
+
+use super::npy;
+use crate::backend::{HostTensor, TensorData};
+use anyhow::{bail, Context, Result};
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+
+/// A finite sequence of input batches for calibration, with what identifies it for the cache.
+pub trait CalibrationBatches: Iterator<Item = Result<HostTensor>> + Send {
+    /// Batches the iterator will yield in all.
+    fn batch_count(&self) -> usize;
+    /// Samples (images) those batches hold.
+    fn image_count(&self) -> usize;
+    /// A fingerprint of the data (changes when any sample changes).
+    fn fingerprint(&self) -> String;
+    /// How the samples were made from the source (the preprocessing), for the cache key.
+    fn preprocessing(&self) -> String;
+}
+
+/// How many samples to use: all, or the first `limit`, in whole batches; errors when fewer
+/// samples than one batch are available.
+fn usable(source: &str, available: usize, limit: Option<usize>, batch: usize) -> Result<usize> {
+    if batch == 0 {
+        bail!("the batch size must be at least 1");
+    }
+    let n = limit.map_or(available, |k| k.min(available));
+    if n < batch {
+        bail!(
+            "{source}: {n} calibration images, fewer than the batch size {batch}; give more images or a smaller --batch-size"
+        );
+    }
+    if !n.is_multiple_of(batch) {
+        tracing::warn!(
+            "{source}: using {} of {n} images ({} whole batches of {batch})",
+            n / batch * batch,
+            n / batch
+        );
+    }
+    Ok(n / batch * batch)
+}
+
+/// Batches from `.npy` files: one folder (files in name order) or a single file.
+pub struct NpyBatches {
+    files: Vec<PathBuf>,
+    next_file: usize,
+    pending: Vec<f32>,
+    input: String,
+    sample_shape: Vec<usize>,
+    batch: usize,
+    batches_left: usize,
+    batches: usize,
+    fingerprint: String,
+}
+
+impl NpyBatches {
+    /// Opens `path` for input `input` whose samples have dims `sample_shape` (without batch).
+    pub fn open(
+        path: &Path,
+        input: &str,
+        sample_shape: &[usize],
+        batch: usize,
+        limit: Option<usize>,
+    ) -> Result<Self> {
+        let shown = path.display().to_string();
+        let files: Vec<PathBuf> = if path.is_dir() {
+            let mut f: Vec<PathBuf> = std::fs::read_dir(path)
+                .with_context(|| format!("{shown}: cannot list the folder"))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|e| e == "npy"))
+                .collect();
+            f.sort();
+            if f.is_empty() {
+                bail!("{shown}: no .npy files in the folder");
+            }
+            f
+        } else if path.is_file() {
+            vec![path.to_path_buf()]
+        } else {
+            bail!("{shown}: no such file or folder");
+        };
+        let mut available = 0usize;
+        let mut hasher = Sha256::new();
+        for f in &files {
+            let h = npy::read_header(f)?;
+            let n = if h.shape == sample_shape {
+                1
+            } else if h.shape.len() == sample_shape.len() + 1 && h.shape[1..] == *sample_shape {
+                h.shape[0]
+            } else {
+                bail!(
+                    "{}: array shape {:?} does not fit the model input '{input}' (one sample {:?} or a stack [n, ...] of them)",
+                    f.display(),
+                    h.shape,
+                    sample_shape
+                );
+            };
+            available += n;
+            hasher.update(f.file_name().unwrap_or_default().as_encoded_bytes());
+            hasher
+                .update(std::fs::read(f).with_context(|| format!("{}: cannot read", f.display()))?);
+        }
+        let used = usable(&shown, available, limit, batch)?;
+        if let Some(k) = limit {
+            hasher.update(format!("first {k}").as_bytes());
+        }
+        let batches = used / batch;
+        Ok(NpyBatches {
+            files,
+            next_file: 0,
+            pending: Vec::new(),
+            input: input.to_string(),
+            sample_shape: sample_shape.to_vec(),
+            batch,
+            batches_left: batches,
+            batches,
+            fingerprint: format!("{:x}", hasher.finalize()),
+        })
+    }
+}
+
+impl Iterator for NpyBatches {
+    type Item = Result<HostTensor>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.batches_left == 0 {
+            return None;
+        }
+        let need = self.batch * self.sample_shape.iter().product::<usize>();
+        while self.pending.len() < need && self.next_file < self.files.len() {
+            match npy::read_f32(&self.files[self.next_file]) {
+                Ok((_, v)) => self.pending.extend(v),
+                Err(e) => {
+                    self.batches_left = 0;
+                    return Some(Err(e));
+                }
+            }
+            self.next_file += 1;
+        }
+        if self.pending.len() < need {
+            self.batches_left = 0;
+            return Some(Err(anyhow::anyhow!(
+                "the .npy files changed while reading them"
+            )));
+        }
+        let rest = self.pending.split_off(need);
+        let data = std::mem::replace(&mut self.pending, rest);
+        self.batches_left -= 1;
+        let mut shape = vec![self.batch];
+        shape.extend(&self.sample_shape);
+        Some(HostTensor::new(
+            self.input.clone(),
+            shape,
+            TensorData::F32(data),
+        ))
+    }
+}
+
+impl CalibrationBatches for NpyBatches {
+    fn batch_count(&self) -> usize {
+        self.batches
+    }
+    fn image_count(&self) -> usize {
+        self.batches * self.batch
+    }
+    fn fingerprint(&self) -> String {
+        self.fingerprint.clone()
+    }
+    fn preprocessing(&self) -> String {
+        "none (.npy arrays fed as stored)".into()
+    }
+}
+
+/// Seeded samples from N(0, 1), for tests and timing runs.
+pub struct SyntheticBatches {
+    input: String,
+    sample_shape: Vec<usize>,
+    batch: usize,
+    batches: usize,
+    done: usize,
+    seed: u64,
+}
+
+impl SyntheticBatches {
+    /// `images` samples (whole batches) of `sample_shape` for input `input`, from `seed`.
+    pub fn new(
+        input: &str,
+        sample_shape: &[usize],
+        batch: usize,
+        images: usize,
+        seed: u64,
+    ) -> Result<Self> {
+        let used = usable(
+            &format!("synthetic data (seed {seed})"),
+            images,
+            None,
+            batch,
+        )?;
+        Ok(SyntheticBatches {
+            input: input.into(),
+            sample_shape: sample_shape.to_vec(),
+            batch,
+            batches: used / batch,
+            done: 0,
+            seed,
+        })
+    }
+}
+
+/// Seeded standard-normal values (Box–Muller over a 64-bit LCG), deterministic per stream.
+pub fn normal_values(seed: u64, n: usize) -> Vec<f32> {
+    let mut state = seed ^ 0x9E37_79B9_7F4A_7C15;
+    let mut unit = move || {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((state >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    };
+    (0..n)
+        .map(|_| {
+            let (u, v) = (unit(), unit());
+            ((-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()) as f32
+        })
+        .collect()
+}
+
+impl Iterator for SyntheticBatches {
+    type Item = Result<HostTensor>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done == self.batches {
+            return None;
+        }
+        let n = self.batch * self.sample_shape.iter().product::<usize>();
+        let data = normal_values(self.seed.wrapping_add(self.done as u64 * 7919), n);
+        self.done += 1;
+        let mut shape = vec![self.batch];
+        shape.extend(&self.sample_shape);
+        Some(HostTensor::new(
+            self.input.clone(),
+            shape,
+            TensorData::F32(data),
+        ))
+    }
+}
+
+impl CalibrationBatches for SyntheticBatches {
+    fn batch_count(&self) -> usize {
+        self.batches
+    }
+    fn image_count(&self) -> usize {
+        self.batches * self.batch
+    }
+    fn fingerprint(&self) -> String {
+        format!(
+            "synthetic-normal seed={} shape={:?}",
+            self.seed, self.sample_shape
+        )
+    }
+    fn preprocessing(&self) -> String {
+        "none (synthetic N(0,1))".into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn npy_folder_in_batches_across_files() {
+        let dir = tempfile::tempdir().unwrap();
+        // 3 samples in one stack + 2 single samples = 5 → 2 batches of 2, one dropped.
+        npy::write_f32(
+            &dir.path().join("a.npy"),
+            &[3, 2],
+            &[0., 1., 2., 3., 4., 5.],
+        )
+        .unwrap();
+        npy::write_f32(&dir.path().join("b.npy"), &[2], &[6., 7.]).unwrap();
+        npy::write_f32(&dir.path().join("c.npy"), &[2], &[8., 9.]).unwrap();
+        let b = NpyBatches::open(dir.path(), "x", &[2], 2, None).unwrap();
+        assert_eq!((b.batch_count(), b.image_count()), (2, 4));
+        let fp = b.fingerprint();
+        let all: Vec<HostTensor> = b.map(Result::unwrap).collect();
+        assert_eq!(all[1].data, TensorData::F32(vec![4., 5., 6., 7.]));
+        assert_eq!(all[1].shape, vec![2, 2]);
+        npy::write_f32(&dir.path().join("c.npy"), &[2], &[8., 9.5]).unwrap();
+        let b = NpyBatches::open(dir.path(), "x", &[2], 2, None).unwrap();
+        assert_ne!(b.fingerprint(), fp);
+        let err = NpyBatches::open(dir.path(), "x", &[2], 8, None)
+            .err()
+            .unwrap();
+        assert!(err
+            .to_string()
+            .contains("5 calibration images, fewer than the batch size 8"));
+        let err = NpyBatches::open(dir.path(), "x", &[3], 1, None)
+            .err()
+            .unwrap();
+        assert!(err.to_string().contains("a.npy"), "{err}");
+    }
+
+    #[test]
+    fn synthetic_is_seeded() {
+        let a: Vec<_> = SyntheticBatches::new("x", &[4], 2, 5, 1)
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        let b: Vec<_> = SyntheticBatches::new("x", &[4], 2, 5, 1)
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(a.len(), 2);
+        assert_eq!(a, b);
+        assert_ne!(a[0], a[1]);
+    }
+}

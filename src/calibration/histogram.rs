@@ -1,0 +1,234 @@
+//! Histograms of |x| over a growable range, merged exactly across batches and threads.
+//!
+//! The range is always a power of two (`2^k`), so growing it is an exact merge of adjacent
+//! bins (each doubling folds bins `2i` and `2i+1` into bin `i`) and two histograms with
+//! different ranges merge without interpolation, in any order: the result is the same as if
+//! every value had been counted into one histogram at the final range.
+
+use rayon::prelude::*;
+
+/// Bins of a calibration histogram (TensorRT's EntropyCalibration2 uses 2048).
+pub const DEFAULT_BINS: usize = 2048;
+
+/// Values per parallel chunk when one tensor is histogrammed on several threads.
+const CHUNK: usize = 1 << 16;
+
+/// A histogram of absolute values over `[0, range)` in equal bins, plus the exact maximum.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Histogram {
+    counts: Vec<u64>,
+    /// Upper edge of the last bin; a power of two, or 0 while only zeros were seen.
+    range: f32,
+    /// The largest |x| counted.
+    max_abs: f32,
+    /// Values counted (non-finite values are skipped and counted apart).
+    total: u64,
+    /// NaN or infinite values seen (not in `counts`).
+    non_finite: u64,
+}
+
+/// The smallest power of two that is strictly greater than `x` (for x > 0).
+fn pow2_above(x: f32) -> f32 {
+    let mut r = 2f32.powi(x.log2().floor() as i32);
+    while r <= x {
+        r *= 2.0;
+    }
+    while r / 2.0 > x {
+        r /= 2.0;
+    }
+    r
+}
+
+impl Histogram {
+    /// An empty histogram with `bins` bins (a power of two, at least 2).
+    pub fn new(bins: usize) -> Self {
+        assert!(
+            bins >= 2 && bins.is_power_of_two(),
+            "bins must be a power of two"
+        );
+        Histogram {
+            counts: vec![0; bins],
+            range: 0.0,
+            max_abs: 0.0,
+            total: 0,
+            non_finite: 0,
+        }
+    }
+
+    /// Counts of each bin, from 0 upward.
+    pub fn counts(&self) -> &[u64] {
+        &self.counts
+    }
+
+    /// Upper edge of the last bin.
+    pub fn range(&self) -> f32 {
+        self.range
+    }
+
+    /// Width of one bin (0 while the range is 0).
+    pub fn bin_width(&self) -> f32 {
+        self.range / self.counts.len() as f32
+    }
+
+    /// The largest |x| counted.
+    pub fn max_abs(&self) -> f32 {
+        self.max_abs
+    }
+
+    /// Number of finite values counted.
+    pub fn total(&self) -> u64 {
+        self.total
+    }
+
+    /// Number of NaN or infinite values seen and left out.
+    pub fn non_finite(&self) -> u64 {
+        self.non_finite
+    }
+
+    /// Widens the range to `new_range` (a power of two ≥ the current one) by folding bins.
+    fn grow_to(&mut self, new_range: f32) {
+        if new_range <= self.range {
+            return;
+        }
+        if self.range == 0.0 {
+            // Only zeros so far: they all stay in bin 0.
+            self.range = new_range;
+            return;
+        }
+        let bins = self.counts.len();
+        while self.range < new_range {
+            for i in 0..bins / 2 {
+                self.counts[i] = self.counts[2 * i] + self.counts[2 * i + 1];
+            }
+            self.counts[bins / 2..].iter_mut().for_each(|c| *c = 0);
+            self.range *= 2.0;
+        }
+    }
+
+    /// Counts `values` (|x| of each) into this histogram, growing the range when needed.
+    /// Large slices are split across rayon's threads.
+    pub fn add(&mut self, values: &[f32]) {
+        let (max_abs, non_finite) = values
+            .par_chunks(CHUNK)
+            .map(|c| {
+                c.iter().fold((0f32, 0u64), |(m, nf), v| {
+                    if v.is_finite() {
+                        (m.max(v.abs()), nf)
+                    } else {
+                        (m, nf + 1)
+                    }
+                })
+            })
+            .reduce(|| (0.0, 0), |a, b| (a.0.max(b.0), a.1 + b.1));
+        if max_abs > 0.0 {
+            self.grow_to(pow2_above(max_abs));
+        }
+        let bins = self.counts.len();
+        let scale = if self.range > 0.0 {
+            bins as f32 / self.range
+        } else {
+            0.0
+        };
+        let partial = values
+            .par_chunks(CHUNK)
+            .map(|c| {
+                let mut counts = vec![0u64; bins];
+                for v in c.iter().filter(|v| v.is_finite()) {
+                    let b = ((v.abs() * scale) as usize).min(bins - 1);
+                    counts[b] += 1;
+                }
+                counts
+            })
+            .reduce(
+                || vec![0u64; bins],
+                |mut a, b| {
+                    a.iter_mut().zip(&b).for_each(|(x, y)| *x += y);
+                    a
+                },
+            );
+        self.counts
+            .iter_mut()
+            .zip(&partial)
+            .for_each(|(x, y)| *x += y);
+        self.max_abs = self.max_abs.max(max_abs);
+        self.total += values.len() as u64 - non_finite;
+        self.non_finite += non_finite;
+    }
+
+    /// A histogram of `values` alone.
+    pub fn from_values(bins: usize, values: &[f32]) -> Self {
+        let mut h = Histogram::new(bins);
+        h.add(values);
+        h
+    }
+
+    /// Adds `other` into `self` exactly (both are brought to the larger range first).
+    pub fn merge(&mut self, other: &Histogram) {
+        assert_eq!(self.counts.len(), other.counts.len(), "bin counts differ");
+        let mut other = other.clone();
+        let range = self.range.max(other.range);
+        self.grow_to(range);
+        other.grow_to(range);
+        self.counts
+            .iter_mut()
+            .zip(&other.counts)
+            .for_each(|(x, y)| *x += y);
+        self.max_abs = self.max_abs.max(other.max_abs);
+        self.total += other.total;
+        self.non_finite += other.non_finite;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn counts_and_range() {
+        let h = Histogram::from_values(8, &[0.1, -0.2, 0.9, 3.0, f32::NAN]);
+        assert_eq!(h.range(), 4.0);
+        assert_eq!(h.max_abs(), 3.0);
+        assert_eq!(h.total(), 4);
+        assert_eq!(h.non_finite(), 1);
+        // bin width 0.5: 0.1, 0.2 → bin 0; 0.9 → bin 1; 3.0 → bin 6
+        assert_eq!(h.counts(), &[2, 1, 0, 0, 0, 0, 1, 0]);
+    }
+
+    #[test]
+    fn exact_power_of_two_goes_to_the_next_range() {
+        let h = Histogram::from_values(4, &[2.0]);
+        assert_eq!(h.range(), 4.0);
+        assert_eq!(h.counts(), &[0, 0, 1, 0]);
+    }
+
+    #[test]
+    fn zeros_then_values() {
+        let mut h = Histogram::from_values(4, &[0.0, 0.0]);
+        assert_eq!(h.range(), 0.0);
+        h.add(&[1.5]);
+        assert_eq!(h.range(), 2.0);
+        assert_eq!(h.counts(), &[2, 0, 0, 1]);
+    }
+
+    proptest! {
+        /// Growing and merging in any split gives the histogram of all values at once.
+        #[test]
+        fn merge_equals_one_pass(
+            a in proptest::collection::vec(-1000f32..1000.0, 0..200),
+            b in proptest::collection::vec(-0.01f32..0.01, 0..200),
+            c in proptest::collection::vec(-50f32..50.0, 0..200),
+        ) {
+            let all: Vec<f32> = a.iter().chain(&b).chain(&c).copied().collect();
+            let whole = Histogram::from_values(64, &all);
+            let mut seq = Histogram::from_values(64, &b);
+            seq.add(&c);
+            seq.add(&a);
+            let mut merged = Histogram::from_values(64, &c);
+            merged.merge(&Histogram::from_values(64, &a));
+            merged.merge(&Histogram::from_values(64, &b));
+            prop_assert_eq!(&seq, &whole);
+            prop_assert_eq!(&merged, &whole);
+        }
+    }
+}

@@ -1,0 +1,269 @@
+//! Range algorithms: from a histogram of |x| to the clipping threshold `amax` of a tensor.
+//!
+//! The INT8 scale is `amax / 127` (symmetric, zero point 0).
+
+use super::histogram::Histogram;
+use serde::Serialize;
+use std::fmt;
+
+/// Quantized levels on one side of zero for symmetric INT8 (TensorRT uses 128).
+pub const QUANTIZED_LEVELS: usize = 128;
+
+/// How a tensor's clipping threshold is chosen.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[serde(tag = "algo", rename_all = "lowercase")]
+pub enum Algorithm {
+    /// KL-divergence threshold search (TensorRT's EntropyCalibration2).
+    Entropy,
+    /// The largest |x| seen.
+    MinMax,
+    /// The given percentile of |x| (e.g. 99.99).
+    Percentile {
+        /// Percent of values that must fall below the threshold.
+        percent: f64,
+    },
+}
+
+impl Algorithm {
+    /// Short name used in cache file names: `entropy`, `minmax`, `percentile99.99`.
+    pub fn file_tag(&self) -> String {
+        match self {
+            Algorithm::Entropy => "entropy".into(),
+            Algorithm::MinMax => "minmax".into(),
+            Algorithm::Percentile { percent } => format!("percentile{percent}"),
+        }
+    }
+
+    /// The calibrator name TensorRT writes in a cache header for the nearest calibrator.
+    pub fn trt_calibrator(&self) -> &'static str {
+        match self {
+            Algorithm::Entropy => "EntropyCalibration2",
+            Algorithm::MinMax => "MinMaxCalibration",
+            Algorithm::Percentile { .. } => "LegacyCalibration",
+        }
+    }
+
+    /// The threshold for one tensor's histogram.
+    pub fn amax(&self, h: &Histogram) -> f32 {
+        match self {
+            Algorithm::Entropy => entropy_amax(h),
+            Algorithm::MinMax => h.max_abs(),
+            Algorithm::Percentile { percent } => percentile_amax(h, *percent),
+        }
+    }
+}
+
+impl fmt::Display for Algorithm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Algorithm::Entropy => f.write_str("entropy"),
+            Algorithm::MinMax => f.write_str("minmax"),
+            Algorithm::Percentile { percent } => write!(f, "percentile {percent}"),
+        }
+    }
+}
+
+/// The symmetric INT8 scale of a threshold; a zero threshold gets scale 1 (all values are 0).
+pub fn scale_of(amax: f32) -> f32 {
+    if amax > 0.0 && amax.is_finite() {
+        amax / 127.0
+    } else {
+        1.0
+    }
+}
+
+/// The upper edge of the bin where the cumulative count first reaches `percent`% of values,
+/// capped at the largest value seen.
+pub fn percentile_amax(h: &Histogram, percent: f64) -> f32 {
+    if h.total() == 0 {
+        return 0.0;
+    }
+    let target = (percent / 100.0 * h.total() as f64).ceil() as u64;
+    let mut seen = 0u64;
+    for (i, c) in h.counts().iter().enumerate() {
+        seen += c;
+        if seen >= target {
+            return ((i + 1) as f32 * h.bin_width()).min(h.max_abs());
+        }
+    }
+    h.max_abs()
+}
+
+/// KL divergence Σ p·ln(p/q) of two unnormalised distributions of the same length.
+///
+/// Where q is 0 but p is not, q is taken as a tiny mass so the divergence is large but finite.
+fn kl_divergence(p: &[f64], q: &[f64]) -> f64 {
+    let ps: f64 = p.iter().sum();
+    let qs: f64 = q.iter().sum();
+    if ps == 0.0 || qs == 0.0 {
+        return f64::INFINITY;
+    }
+    p.iter()
+        .zip(q)
+        .filter(|(p, _)| **p > 0.0)
+        .map(|(p, q)| {
+            let p = p / ps;
+            let q = (q / qs).max(1e-12);
+            p * (p / q).ln()
+        })
+        .sum()
+}
+
+/// The KL-divergence threshold search of NVIDIA's "8-bit Inference with TensorRT".
+///
+/// For every candidate threshold `i` bins wide (from 128 bins up to all of them): the
+/// reference distribution P is the first `i` bins with every count beyond them added to the
+/// last one (clipping); the candidate Q merges those `i` bins into 128 levels and spreads each
+/// level back uniformly over the bins of its group that were non-empty. The threshold whose Q
+/// is closest to P (least KL divergence) wins; `amax` is its upper edge.
+pub fn entropy_amax(h: &Histogram) -> f32 {
+    let counts = h.counts();
+    let bins = counts.len();
+    let levels = QUANTIZED_LEVELS.min(bins);
+    if h.total() == 0 || h.max_abs() == 0.0 {
+        return 0.0;
+    }
+    // Bins past the last non-empty one give the same P and Q as the last one; stop there.
+    let last = counts.iter().rposition(|&c| c > 0).unwrap_or(0) + 1;
+    let stop = last.max(levels);
+    let mut best = (f64::INFINITY, stop);
+    let mut tail: u64 = counts[levels..].iter().sum();
+    let mut p = Vec::with_capacity(bins);
+    let mut q = Vec::with_capacity(bins);
+    for i in levels..=stop {
+        // P: the first i bins, the clipped tail folded into the last one.
+        p.clear();
+        p.extend(counts[..i].iter().map(|&c| c as f64));
+        p[i - 1] += tail as f64;
+        if i < bins {
+            tail -= counts[i];
+        }
+        // Q: the first i bins quantized into `levels` groups, expanded back.
+        q.clear();
+        q.resize(i, 0.0);
+        for level in 0..levels {
+            let start = level * i / levels;
+            let end = ((level + 1) * i / levels).max(start + 1).min(i);
+            let group = &counts[start..end];
+            let sum: u64 = group.iter().sum();
+            let nonzero = group.iter().filter(|&&c| c > 0).count();
+            if nonzero > 0 {
+                let share = sum as f64 / nonzero as f64;
+                for (j, &c) in group.iter().enumerate() {
+                    if c > 0 {
+                        q[start + j] = share;
+                    }
+                }
+            }
+        }
+        let d = kl_divergence(&p, &q);
+        if d < best.0 {
+            best = (d, i);
+        }
+    }
+    (best.1 as f32 * h.bin_width()).min(h.max_abs())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::histogram::DEFAULT_BINS;
+    use super::*;
+
+    /// A seeded uniform in (0, 1).
+    struct Rng(u64);
+    impl Rng {
+        fn unit(&mut self) -> f64 {
+            self.0 = self
+                .0
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((self.0 >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+        }
+        fn normal(&mut self) -> f32 {
+            let (u, v) = (self.unit(), self.unit());
+            ((-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()) as f32
+        }
+        fn laplace(&mut self) -> f32 {
+            let u = self.unit() - 0.5;
+            (-u.signum() * (1.0 - 2.0 * u.abs()).ln()) as f32
+        }
+    }
+
+    /// Mean squared error of fake-quantizing `values` with threshold `amax`.
+    fn quant_mse(values: &[f32], amax: f32) -> f64 {
+        let s = scale_of(amax);
+        values
+            .iter()
+            .map(|&v| {
+                let q = (v / s).round().clamp(-127.0, 127.0) * s;
+                ((q - v) as f64).powi(2)
+            })
+            .sum::<f64>()
+            / values.len() as f64
+    }
+
+    #[test]
+    fn minmax_is_the_largest_value() {
+        let h = Histogram::from_values(DEFAULT_BINS, &[0.5, -7.25, 3.0]);
+        assert_eq!(Algorithm::MinMax.amax(&h), 7.25);
+    }
+
+    #[test]
+    fn percentile_of_a_gaussian_matches_the_normal_quantile() {
+        let mut rng = Rng(1);
+        let v: Vec<f32> = (0..400_000).map(|_| rng.normal()).collect();
+        let h = Histogram::from_values(DEFAULT_BINS, &v);
+        // P(|x| < 2.5758) = 99% for a standard normal; bins are 8/2048 wide.
+        let a = percentile_amax(&h, 99.0);
+        assert!((a - 2.5758).abs() < 0.03, "99th percentile of |x|: {a}");
+        let a = percentile_amax(&h, 100.0);
+        assert_eq!(a, h.max_abs());
+    }
+
+    #[test]
+    fn entropy_on_a_gaussian_keeps_the_bulk() {
+        let mut rng = Rng(2);
+        let v: Vec<f32> = (0..400_000).map(|_| rng.normal()).collect();
+        let h = Histogram::from_values(DEFAULT_BINS, &v);
+        let a = entropy_amax(&h);
+        // With no outliers the search must not clip the bulk (|x| < 2.5σ holds 98.8% of
+        // the values) and must do no worse than the maximum on quantization error.
+        assert!(
+            a > 2.5 && a <= h.max_abs(),
+            "entropy amax {a}, max {}",
+            h.max_abs()
+        );
+        assert!(quant_mse(&v, a) <= quant_mse(&v, h.max_abs()) * 1.0001);
+    }
+
+    #[test]
+    fn entropy_clips_rare_outliers_and_beats_minmax_on_the_bulk() {
+        let mut rng = Rng(3);
+        let mut v: Vec<f32> = (0..200_000).map(|_| rng.laplace()).collect();
+        // 20 outliers far out (0.01% of values).
+        for k in 0..20 {
+            v[k * 9973] = if k % 2 == 0 { 150.0 } else { -120.0 };
+        }
+        let bulk: Vec<f32> = v.iter().copied().filter(|x| x.abs() < 20.0).collect();
+        let h = Histogram::from_values(DEFAULT_BINS, &v);
+        let entropy = entropy_amax(&h);
+        let minmax = Algorithm::MinMax.amax(&h);
+        assert_eq!(minmax, 150.0);
+        assert!(entropy < 40.0, "entropy kept the outliers: {entropy}");
+        assert!(entropy > 5.0, "entropy clipped the bulk: {entropy}");
+        let (e, m) = (quant_mse(&bulk, entropy), quant_mse(&bulk, minmax));
+        assert!(e < m / 4.0, "bulk MSE entropy {e} vs minmax {m}");
+    }
+
+    #[test]
+    fn degenerate_histograms() {
+        let empty = Histogram::new(DEFAULT_BINS);
+        assert_eq!(entropy_amax(&empty), 0.0);
+        let zeros = Histogram::from_values(DEFAULT_BINS, &[0.0; 10]);
+        assert_eq!(entropy_amax(&zeros), 0.0);
+        assert_eq!(scale_of(0.0), 1.0);
+        let one = Histogram::from_values(DEFAULT_BINS, &[3.0; 10]);
+        let a = entropy_amax(&one);
+        assert!(a > 0.0 && a <= 3.0, "{a}");
+    }
+}

@@ -1,0 +1,409 @@
+//! `trtkit calibrate MODEL --calib-data SRC --batch-size N`: INT8 ranges into a keyed cache.
+
+use crate::calibration::batches::{CalibrationBatches, NpyBatches, SyntheticBatches};
+use crate::calibration::cache::{self, CacheKey, CalibrationTable, Lookup};
+use crate::calibration::collect::{collect, compute_ranges, TensorRange};
+use crate::calibration::range::Algorithm;
+use crate::cli::UsageError;
+use crate::onnx::rewrite::plan::plan_int8;
+use crate::onnx::shape::model_inputs;
+use crate::onnx::tensor_info::Dim;
+use crate::onnx::OnnxModel;
+use crate::report::format::json;
+use crate::report::table::{Align, Table};
+use anyhow::{bail, Context, Result};
+use clap::{Args, ValueEnum};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// Range algorithm names on the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum AlgoArg {
+    /// KL-divergence threshold search (TensorRT's EntropyCalibration2).
+    Entropy,
+    /// Largest |x| seen.
+    Minmax,
+    /// A percentile of |x| (see --percentile).
+    Percentile,
+}
+
+/// Flags of `calibrate`.
+#[derive(Debug, Args)]
+pub struct CalibrateArgs {
+    /// The FP32 ONNX model to calibrate.
+    pub model: PathBuf,
+    /// Calibration data: a folder of .npy files (each [C,H,W] or [n,C,H,W], preprocessed),
+    /// one .npy file, or `synthetic:SEED` for seeded N(0,1) inputs.
+    #[arg(long, value_name = "SRC")]
+    pub calib_data: String,
+    /// Batch size the model runs at; part of the cache key.
+    #[arg(long, value_name = "N")]
+    pub batch_size: usize,
+    /// Use at most this many images (default: all; 512 for synthetic data).
+    #[arg(long, value_name = "K")]
+    pub num_images: Option<usize>,
+    /// Range algorithm.
+    #[arg(long, value_enum, default_value = "entropy")]
+    pub algo: AlgoArg,
+    /// Percentile for --algo percentile.
+    #[arg(long, default_value_t = 99.99)]
+    pub percentile: f64,
+    /// Calibrate even if a cache with the same key exists.
+    #[arg(long)]
+    pub recalibrate: bool,
+    /// Folder of calibration caches.
+    #[arg(long, default_value = "calibration", value_name = "DIR")]
+    pub cache_dir: PathBuf,
+    /// Also time the plain model (no captured tensors) over the same batches.
+    #[arg(long)]
+    pub measure_plain: bool,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// What `calibrate` reports.
+#[derive(Debug, Serialize)]
+pub struct CalibrateReport {
+    /// The model.
+    pub model: String,
+    /// The cache file.
+    pub cache: String,
+    /// Whether an existing cache was reused.
+    pub reused: bool,
+    /// Why an existing cache was not reused (empty when there was none or it was reused).
+    pub recalibrated_because: Vec<String>,
+    /// The full key.
+    pub key: CacheKey,
+    /// Per-tensor ranges.
+    pub tensors: Vec<TensorRange>,
+    /// Timings in seconds (absent when the cache was reused).
+    pub timing: Option<Timing>,
+}
+
+/// Where calibration time went, in seconds.
+#[derive(Debug, Serialize)]
+pub struct Timing {
+    /// Batches run.
+    pub batches: usize,
+    /// Inside the backend running the capture model.
+    pub model_s: f64,
+    /// Histogram thread busy time (overlaps model runs).
+    pub histogram_s: f64,
+    /// Range search over all tensors.
+    pub search_s: f64,
+    /// Wall time of model runs + histograms (pipelined).
+    pub collect_wall_s: f64,
+    /// Total wall time of the calibration (collect + search + writing the cache).
+    pub total_s: f64,
+    /// The plain model over the same batches (with --measure-plain).
+    pub plain_model_s: Option<f64>,
+    /// Wall time of the plain run (with --measure-plain).
+    pub plain_wall_s: Option<f64>,
+}
+
+fn algorithm(args: &CalibrateArgs) -> Result<Algorithm> {
+    Ok(match args.algo {
+        AlgoArg::Entropy => Algorithm::Entropy,
+        AlgoArg::Minmax => Algorithm::MinMax,
+        AlgoArg::Percentile => {
+            if !(args.percentile > 0.0 && args.percentile <= 100.0) {
+                return Err(UsageError(format!(
+                    "--percentile {} is not in (0, 100]",
+                    args.percentile
+                ))
+                .into());
+            }
+            Algorithm::Percentile {
+                percent: args.percentile,
+            }
+        }
+    })
+}
+
+/// The SHA-256 of a file, hex.
+pub fn file_sha256(path: &Path) -> Result<String> {
+    let bytes = std::fs::read(path).with_context(|| format!("{}: cannot read", path.display()))?;
+    Ok(format!("{:x}", Sha256::digest(&bytes)))
+}
+
+/// The single float input of a calibration model and its per-sample dims.
+fn sample_input(model: &OnnxModel) -> Result<(String, Vec<usize>)> {
+    let inputs = model_inputs(model);
+    let shown = model.path.display();
+    let [input] = inputs.as_slice() else {
+        bail!(
+            "{shown}: calibration feeds one input, the model has {}",
+            inputs.len()
+        );
+    };
+    let dims = input.dims.clone().unwrap_or_default();
+    if dims.len() < 2 {
+        bail!(
+            "{shown}: input '{}' has no batch axis and sample dims",
+            input.name
+        );
+    }
+    let sample = dims[1..]
+        .iter()
+        .map(|d| match d {
+            Dim::Fixed(n) => Ok(*n as usize),
+            other => bail!(
+                "{shown}: input '{}' axis '{other}' is not fixed; calibration needs fixed sample dims",
+                input.name
+            ),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok((input.name.clone(), sample))
+}
+
+fn open_batches(
+    args: &CalibrateArgs,
+    input: &str,
+    sample: &[usize],
+) -> Result<Box<dyn CalibrationBatches>> {
+    if args.batch_size == 0 {
+        return Err(UsageError("--batch-size must be at least 1".into()).into());
+    }
+    if let Some(seed) = args.calib_data.strip_prefix("synthetic:") {
+        let seed: u64 = seed.parse().map_err(|_| {
+            UsageError(format!(
+                "--calib-data {}: the seed is not a number",
+                args.calib_data
+            ))
+        })?;
+        let n = args.num_images.unwrap_or(512);
+        return Ok(Box::new(SyntheticBatches::new(
+            input,
+            sample,
+            args.batch_size,
+            n,
+            seed,
+        )?));
+    }
+    Ok(Box::new(NpyBatches::open(
+        Path::new(&args.calib_data),
+        input,
+        sample,
+        args.batch_size,
+        args.num_images,
+    )?))
+}
+
+/// Runs `calibrate`; `verbose` prints every tensor's range.
+pub fn run(args: CalibrateArgs, verbose: bool) -> Result<()> {
+    let report = calibrate(&args)?;
+    if args.json {
+        print!("{}", json(&report)?);
+        return Ok(());
+    }
+    let t = &report.tensors;
+    if report.reused {
+        println!(
+            "reusing {} ({} tensors): its key matches (model {}, {} images, {}, batch {})",
+            report.cache,
+            t.len(),
+            report.key.model_hash8(),
+            report.key.image_count,
+            report.key.algorithm,
+            report.key.batch_size
+        );
+    } else {
+        for why in &report.recalibrated_because {
+            println!("recalibrating: {why}");
+        }
+        println!(
+            "calibrated {} tensors of {} over {} images at batch {} ({}) → {}",
+            t.len(),
+            report.model,
+            report.key.image_count,
+            report.key.batch_size,
+            report.key.algorithm,
+            report.cache
+        );
+    }
+    if let Some(tm) = &report.timing {
+        println!(
+            "time: model {:.2} s, histograms {:.2} s (overlapped), search {:.3} s, total {:.2} s",
+            tm.model_s, tm.histogram_s, tm.search_s, tm.total_s
+        );
+        if let Some(p) = tm.plain_model_s {
+            println!(
+                "plain model over the same batches: {p:.2} s; calibration overhead {:.1}%",
+                (tm.total_s / p - 1.0) * 100.0
+            );
+        }
+    }
+    if verbose {
+        let mut table =
+            Table::new(&["tensor", "amax", "scale", "max |x|", "values"]).with_align(&[
+                Align::Left,
+                Align::Right,
+                Align::Right,
+                Align::Right,
+                Align::Right,
+            ]);
+        for r in t {
+            table.row(vec![
+                r.tensor.clone(),
+                format!("{:.5}", r.amax),
+                format!("{:.6e}", r.scale),
+                if r.count > 0 {
+                    format!("{:.5}", r.max_abs)
+                } else {
+                    "-".into()
+                },
+                if r.count > 0 {
+                    r.count.to_string()
+                } else {
+                    "-".into()
+                },
+            ]);
+        }
+        print!("\n{}", table.render());
+    }
+    Ok(())
+}
+
+/// Calibrates (or reuses a cache) and returns what happened.
+pub fn calibrate(args: &CalibrateArgs) -> Result<CalibrateReport> {
+    let algo = algorithm(args)?;
+    let model = OnnxModel::load(&args.model)?;
+    let shown = args.model.display().to_string();
+    let plan = plan_int8(model.graph());
+    if plan.is_empty() {
+        bail!("{shown}: no quantizable ops (Conv, ConvTranspose, Gemm, MatMul, residual Add); nothing to calibrate, no cache written");
+    }
+    let (input, sample) = sample_input(&model)?;
+    let mut batches = open_batches(args, &input, &sample)?;
+    let key = CacheKey {
+        model_sha256: file_sha256(&args.model)?,
+        preprocessing: batches.preprocessing(),
+        dataset_fingerprint: batches.fingerprint(),
+        image_count: batches.image_count(),
+        algorithm: algo.to_string(),
+        batch_size: args.batch_size,
+        trtkit_version: env!("CARGO_PKG_VERSION").into(),
+    };
+    let stem = args
+        .model
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "model".into());
+    let path = cache::cache_path(&args.cache_dir, &stem, &key, &algo.file_tag());
+    let mut because = Vec::new();
+    if args.recalibrate {
+        if path.exists() {
+            because.push("--recalibrate given".to_string());
+        }
+    } else {
+        match cache::lookup(&path, &key) {
+            Lookup::Hit(table) => {
+                tracing::info!("{}: key matches, reusing", path.display());
+                return Ok(CalibrateReport {
+                    model: shown,
+                    cache: path.display().to_string(),
+                    reused: true,
+                    recalibrated_because: vec![],
+                    key,
+                    tensors: table
+                        .scales
+                        .iter()
+                        .map(|(n, &s)| TensorRange {
+                            tensor: n.clone(),
+                            amax: s * 127.0,
+                            scale: s,
+                            max_abs: f32::NAN,
+                            count: 0,
+                        })
+                        .collect(),
+                    timing: None,
+                });
+            }
+            Lookup::Missing => {}
+            Lookup::Stale(why) => {
+                because.extend(
+                    why.into_iter()
+                        .map(|w| format!("{} is stale ({w})", path.display())),
+                );
+            }
+        }
+    }
+    let total = Instant::now();
+    let bar = indicatif::ProgressBar::new(batches.batch_count() as u64);
+    if args.json {
+        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "calibrating {bar:30} {pos}/{len} batches {elapsed}",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let collected = collect(&model, &plan, batches.as_mut(), args.batch_size, &|| {
+        bar.inc(1)
+    })
+    .with_context(|| shown.clone())?;
+    bar.finish_and_clear();
+    let t_search = Instant::now();
+    let ranges = compute_ranges(&collected.histograms, algo);
+    let search_s = t_search.elapsed().as_secs_f64();
+    let table = CalibrationTable {
+        calibrator: algo.trt_calibrator().into(),
+        scales: ranges.iter().map(|r| (r.tensor.clone(), r.scale)).collect(),
+    };
+    cache::store(&path, &key, &table)?;
+    let total_s = total.elapsed().as_secs_f64();
+    let (plain_model_s, plain_wall_s) = if args.measure_plain {
+        let (m, w) = time_plain(&model, args, &input, &sample)?;
+        (Some(m), Some(w))
+    } else {
+        (None, None)
+    };
+    Ok(CalibrateReport {
+        model: shown,
+        cache: path.display().to_string(),
+        reused: false,
+        recalibrated_because: because,
+        key,
+        tensors: ranges,
+        timing: Some(Timing {
+            batches: collected.batches,
+            model_s: collected.model_time.as_secs_f64(),
+            histogram_s: collected.histogram_time.as_secs_f64(),
+            search_s,
+            collect_wall_s: collected.wall_time.as_secs_f64(),
+            total_s,
+            plain_model_s,
+            plain_wall_s,
+        }),
+    })
+}
+
+/// Runs the unmodified model over the same batches: the baseline calibration overhead is
+/// measured against.
+fn time_plain(
+    model: &OnnxModel,
+    args: &CalibrateArgs,
+    input: &str,
+    sample: &[usize],
+) -> Result<(f64, f64)> {
+    use crate::backend::tract::{TractBackend, TractOptions};
+    use crate::backend::Backend;
+    let mut backend = TractBackend::load(
+        model,
+        &TractOptions {
+            batch: Some(args.batch_size),
+            ..Default::default()
+        },
+    )?;
+    let batches = open_batches(args, input, sample)?;
+    let wall = Instant::now();
+    let mut model_s = 0.0;
+    for b in batches {
+        model_s += backend.run(&[b?])?.elapsed.as_secs_f64();
+    }
+    Ok((model_s, wall.elapsed().as_secs_f64()))
+}

@@ -1,0 +1,99 @@
+//! Exposing intermediate tensors as graph outputs, so one run of the model returns them.
+
+use super::types::FLOAT;
+use crate::onnx::tensor_info::value_info;
+use crate::onnx::OnnxModel;
+use anyhow::{bail, Result};
+
+/// Where a captured tensor comes from in a run of the capture model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// The graph input at this index (taken from the batch itself).
+    Input(usize),
+    /// The graph output at this index.
+    Output(usize),
+}
+
+/// The capture model and where each requested tensor appears in its run.
+#[derive(Clone, Debug)]
+pub struct Capture {
+    /// The model with the extra outputs.
+    pub model: OnnxModel,
+    /// `(tensor name, source)`, in the order requested.
+    pub sources: Vec<(String, Source)>,
+}
+
+/// Adds every tensor of `names` that is not already a graph input or output as an extra
+/// float32 graph output (no shape declared; the backend infers it).
+pub fn expose(model: &OnnxModel, names: &[String]) -> Result<Capture> {
+    let mut out = model.clone();
+    let produced: std::collections::HashSet<String> = model
+        .graph()
+        .node
+        .iter()
+        .flat_map(|n| n.output.iter().cloned())
+        .collect();
+    let mut sources = Vec::with_capacity(names.len());
+    for name in names {
+        let g = out.graph_mut();
+        let source = if let Some(i) = g.input.iter().position(|v| &v.name == name) {
+            Source::Input(i)
+        } else if let Some(i) = g.output.iter().position(|v| &v.name == name) {
+            Source::Output(i)
+        } else if produced.contains(name) {
+            g.output.push(value_info(name, FLOAT, &[]));
+            // A value info with an empty shape would declare a scalar: declare no shape.
+            if let Some(t) = g
+                .output
+                .last_mut()
+                .and_then(crate::onnx::tensor_info::tensor_type_mut)
+            {
+                t.shape = None;
+            }
+            Source::Output(g.output.len() - 1)
+        } else {
+            bail!("tensor '{name}' is neither a graph input nor produced by any node");
+        };
+        sources.push((name.clone(), source));
+    }
+    Ok(Capture {
+        model: out,
+        sources,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::tract::{TractBackend, TractOptions};
+    use crate::backend::{Backend, HostTensor, TensorData};
+    use crate::onnx::test_models;
+
+    #[test]
+    fn captured_tensors_come_out_of_a_tract_run() {
+        let m = OnnxModel::from_proto(test_models::classifier(None), "c.onnx");
+        let names = vec!["input".to_string(), "flat".into(), "logits".into()];
+        let cap = expose(&m, &names).unwrap();
+        assert_eq!(
+            cap.sources.iter().map(|s| s.1).collect::<Vec<_>>(),
+            vec![Source::Input(0), Source::Output(1), Source::Output(0)]
+        );
+        let mut b = TractBackend::load(
+            &cap.model,
+            &TractOptions {
+                batch: Some(2),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let x = HostTensor::new(
+            "input",
+            vec![2, 3, 16, 16],
+            TensorData::F32(test_models::deterministic_weights(1, 1536, 1.0)),
+        )
+        .unwrap();
+        let out = b.run(&[x]).unwrap();
+        assert_eq!(out.outputs[1].shape, vec![2, 512]);
+        assert!(expose(&m, &["nope".into()]).is_err());
+    }
+}

@@ -1,0 +1,492 @@
+//! The FP16 rewrite: float32 initializers and computation become float16; chosen ops stay in
+//! float32 behind Casts; graph inputs and outputs stay float32 unless asked otherwise.
+//!
+//! Every float tensor gets a precision where it is made (float16 unless a kept op makes it, or
+//! it is a float32 graph input) and every node input a precision it needs (float32 for kept
+//! ops and for the inputs ONNX requires in float32); a Cast is inserted wherever the two differ.
+
+use super::initializer::{read_f32, set_f16};
+use super::types::{infer_elem_types, FLOAT, FLOAT16};
+use crate::onnx::pb::NodeProto;
+use crate::onnx::tensor_info::tensor_type_mut;
+use crate::onnx::OnnxModel;
+use anyhow::{bail, Result};
+use half::f16;
+use std::collections::{HashMap, HashSet};
+
+/// Ops kept in float32 by default: those whose float16 result overflows or loses precision.
+///
+/// - `Exp`, `Pow`: overflow (float16 tops out at 65504; exp(11.1) is already past it).
+/// - `Log`, `Reciprocal`, `Sqrt`-free normalizations: lose precision near zero.
+/// - Reductions that accumulate (`ReduceSum`, `ReduceMean`, `ReduceProd`, `ReduceSumSquare`,
+///   `ReduceL1`, `ReduceL2`, `ReduceLogSum`, `ReduceLogSumExp`, `CumSum`): sums of many terms
+///   overflow or swamp small terms.
+/// - `Softmax`, `LogSoftmax`: exp and a sum over a whole axis.
+/// - `LayerNormalization`, `InstanceNormalization`, `GroupNormalization`: a variance over a
+///   whole axis (sum of squares) overflows in float16.
+///
+/// Convolutions, Gemm, BatchNormalization, pooling and activations are fine in float16 (TensorRT
+/// accumulates convolutions in float32 anyway).
+pub const DEFAULT_KEEP_FP32: &[&str] = &[
+    "Exp",
+    "Log",
+    "Pow",
+    "Reciprocal",
+    "ReduceSum",
+    "ReduceMean",
+    "ReduceProd",
+    "ReduceSumSquare",
+    "ReduceL1",
+    "ReduceL2",
+    "ReduceLogSum",
+    "ReduceLogSumExp",
+    "CumSum",
+    "Softmax",
+    "LogSoftmax",
+    "LayerNormalization",
+    "InstanceNormalization",
+    "GroupNormalization",
+];
+
+/// Options of the FP16 rewrite.
+#[derive(Clone, Debug)]
+pub struct Fp16Options {
+    /// Op types computed in float32.
+    pub keep_fp32: Vec<String>,
+    /// Make graph inputs and outputs float16 too (no Cast at the boundary).
+    pub fp16_io: bool,
+}
+
+impl Default for Fp16Options {
+    fn default() -> Self {
+        Fp16Options {
+            keep_fp32: DEFAULT_KEEP_FP32.iter().map(|s| s.to_string()).collect(),
+            fp16_io: false,
+        }
+    }
+}
+
+/// What the rewrite did, for the command's report.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct Fp16Report {
+    /// Initializers converted to float16.
+    pub converted_initializers: usize,
+    /// Initializers with values beyond ±65504, clamped (names).
+    pub clamped: Vec<String>,
+    /// Casts inserted.
+    pub casts: usize,
+    /// Nodes computed in float32 (kept ops).
+    pub kept_fp32_nodes: usize,
+}
+
+/// Whether an input slot of an op must be float32 whatever the graph's precision.
+fn needs_fp32_slot(op: &str, slot: usize) -> bool {
+    matches!(
+        (op, slot),
+        ("Resize", 1)
+            | ("Resize", 2)
+            | ("Upsample", 1)
+            | ("QuantizeLinear", 1)
+            | ("DequantizeLinear", 1)
+    )
+}
+
+fn cast_node(input: &str, output: &str, to: i32) -> NodeProto {
+    NodeProto {
+        name: format!("{output}_Cast"),
+        op_type: "Cast".into(),
+        input: vec![input.to_string()],
+        output: vec![output.to_string()],
+        attribute: vec![crate::onnx::builder::attr_int("to", to as i64)],
+        ..Default::default()
+    }
+}
+
+/// Converts `values` to float16, clamping to the float16 range; true if anything was clamped.
+fn to_f16_clamped(values: &[f32]) -> (Vec<f16>, bool) {
+    let max = f16::MAX.to_f32();
+    let mut clamped = false;
+    let v = values
+        .iter()
+        .map(|&x| {
+            if x.is_finite() && x.abs() > max {
+                clamped = true;
+                f16::from_f32(x.clamp(-max, max))
+            } else {
+                f16::from_f32(x)
+            }
+        })
+        .collect();
+    (v, clamped)
+}
+
+fn attr_of<'a>(node: &'a NodeProto, name: &str) -> Option<&'a crate::onnx::pb::AttributeProto> {
+    node.attribute.iter().find(|a| a.name == name)
+}
+
+/// Replaces `Gemm(A, B, C)` with plain `alpha = beta = 1`, no transA and a float32 initializer
+/// `B` by `MatMul(A, Bᵀ or B)` + `Add(C)`: the same computation, which TensorRT fuses the same
+/// way, and which tract runs in float16 (its Gemm expansion yields float32 from float16
+/// inputs: "expected F16 got F32"). Other Gemms are left as they are.
+pub fn gemm_to_matmul(g: &mut crate::onnx::pb::GraphProto) -> Result<()> {
+    let inits: HashMap<String, usize> = g
+        .initializer
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.name.clone(), i))
+        .collect();
+    let old = std::mem::take(&mut g.node);
+    let mut nodes = Vec::with_capacity(old.len());
+    for node in old {
+        let plain = node.op_type == "Gemm"
+            && attr_of(&node, "transA").is_none_or(|a| a.i == 0)
+            && attr_of(&node, "alpha").is_none_or(|a| a.f == 1.0)
+            && attr_of(&node, "beta").is_none_or(|a| a.f == 1.0);
+        let b = node.input.get(1).and_then(|n| inits.get(n)).copied();
+        let (true, Some(bi)) = (plain, b) else {
+            nodes.push(node);
+            continue;
+        };
+        let weight = &g.initializer[bi];
+        if weight.data_type != FLOAT || weight.dims.len() != 2 {
+            nodes.push(node);
+            continue;
+        }
+        let trans_b = attr_of(&node, "transB").is_some_and(|a| a.i != 0);
+        let b_name = if trans_b {
+            let (rows, cols) = (weight.dims[0] as usize, weight.dims[1] as usize);
+            let v = read_f32(weight)?;
+            let mut t = vec![0f32; v.len()];
+            for r in 0..rows {
+                for c in 0..cols {
+                    t[c * rows + r] = v[r * cols + c];
+                }
+            }
+            let name = format!("{}_transposed", weight.name);
+            if !g.initializer.iter().any(|i| i.name == name) {
+                g.initializer.push(crate::onnx::builder::tensor_f32(
+                    &name,
+                    &[cols as i64, rows as i64],
+                    &t,
+                ));
+            }
+            name
+        } else {
+            weight.name.clone()
+        };
+        let out = node.output[0].clone();
+        let has_c = node.input.get(2).is_some_and(|c| !c.is_empty());
+        let mm_out = if has_c {
+            format!("{out}_matmul")
+        } else {
+            out.clone()
+        };
+        nodes.push(NodeProto {
+            name: format!("{}_matmul", node.name),
+            op_type: "MatMul".into(),
+            input: vec![node.input[0].clone(), b_name],
+            output: vec![mm_out.clone()],
+            ..Default::default()
+        });
+        if has_c {
+            nodes.push(NodeProto {
+                name: format!("{}_bias", node.name),
+                op_type: "Add".into(),
+                input: vec![mm_out, node.input[2].clone()],
+                output: vec![out],
+                ..Default::default()
+            });
+        }
+    }
+    g.node = nodes;
+    let read: HashSet<String> = g.node.iter().flat_map(|n| n.input.clone()).collect();
+    let inputs: HashSet<String> = g.input.iter().map(|v| v.name.clone()).collect();
+    g.initializer
+        .retain(|t| read.contains(&t.name) || inputs.contains(&t.name));
+    Ok(())
+}
+
+/// Rewrites `model` to float16. Errors if the model already holds float16 tensors.
+pub fn to_fp16(model: &OnnxModel, options: &Fp16Options) -> Result<(OnnxModel, Fp16Report)> {
+    let graph = model.graph();
+    let types = infer_elem_types(graph);
+    let already: Vec<&String> = types
+        .iter()
+        .filter(|(_, &t)| t == FLOAT16)
+        .map(|(n, _)| n)
+        .collect();
+    if !already.is_empty() {
+        let mut names: Vec<&String> = already.clone();
+        names.sort();
+        bail!(
+            "the model is already FP16: {} tensors are float16 (e.g. '{}'); nothing to convert",
+            already.len(),
+            names[0]
+        );
+    }
+    if !types.values().any(|&t| t == FLOAT) {
+        bail!("the model has no float32 tensors; nothing to convert to FP16");
+    }
+    let keep: HashSet<&str> = options.keep_fp32.iter().map(String::as_str).collect();
+    let mut out = model.clone();
+    gemm_to_matmul(out.graph_mut())?;
+    let types = infer_elem_types(out.graph());
+    let is_float = |n: &str| types.get(n) == Some(&FLOAT);
+    let mut report = Fp16Report::default();
+    let g = out.graph_mut();
+
+    // Where each float tensor is made, and in which precision.
+    let mut home: HashMap<String, i32> = HashMap::new();
+    for v in &g.input {
+        if is_float(&v.name) {
+            home.insert(
+                v.name.clone(),
+                if options.fp16_io { FLOAT16 } else { FLOAT },
+            );
+        }
+    }
+    for node in &g.node {
+        let p = if keep.contains(node.op_type.as_str()) {
+            FLOAT
+        } else {
+            FLOAT16
+        };
+        for o in &node.output {
+            if is_float(o) {
+                home.insert(o.clone(), p);
+            }
+        }
+    }
+    // Initializers: float16 unless every reader needs float32.
+    let mut init_needs: HashMap<String, (bool, bool)> = HashMap::new(); // (needs16, needs32)
+    for node in &g.node {
+        let kept = keep.contains(node.op_type.as_str());
+        for (slot, i) in node.input.iter().enumerate() {
+            let e = init_needs.entry(i.clone()).or_default();
+            if kept || needs_fp32_slot(&node.op_type, slot) {
+                e.1 = true;
+            } else {
+                e.0 = true;
+            }
+        }
+    }
+    let graph_inputs: HashSet<String> = g.input.iter().map(|v| v.name.clone()).collect();
+    for init in g.initializer.iter_mut() {
+        if init.data_type != FLOAT || graph_inputs.contains(&init.name) {
+            continue;
+        }
+        let (n16, _) = init_needs.get(&init.name).copied().unwrap_or_default();
+        if !n16 {
+            home.insert(init.name.clone(), FLOAT);
+            continue;
+        }
+        let values = read_f32(init)?;
+        let (h, clamped) = to_f16_clamped(&values);
+        if clamped {
+            tracing::warn!(
+                "initializer '{}' has values beyond the float16 range (±65504); clamped",
+                init.name
+            );
+            report.clamped.push(init.name.clone());
+        }
+        set_f16(init, &h);
+        home.insert(init.name.clone(), FLOAT16);
+        report.converted_initializers += 1;
+    }
+    // Constants, Casts and ConstantOfShape made in float16 carry their type in attributes.
+    for node in g.node.iter_mut() {
+        if keep.contains(node.op_type.as_str()) {
+            report.kept_fp32_nodes += 1;
+            continue;
+        }
+        match node.op_type.as_str() {
+            "Constant" | "ConstantOfShape" => {
+                for a in node.attribute.iter_mut() {
+                    if let Some(t) = a.t.as_mut().filter(|t| t.data_type == FLOAT) {
+                        let (h, _) = to_f16_clamped(&read_f32(t)?);
+                        set_f16(t, &h);
+                    }
+                    if a.name == "value_float" || a.name == "value_floats" {
+                        let vals: Vec<f32> = if a.name == "value_float" {
+                            vec![a.f]
+                        } else {
+                            a.floats.clone()
+                        };
+                        let (h, _) = to_f16_clamped(&vals);
+                        let dims = if a.name == "value_float" {
+                            vec![]
+                        } else {
+                            vec![vals.len() as i64]
+                        };
+                        let mut t = crate::onnx::builder::tensor_f32("", &dims, &vals);
+                        set_f16(&mut t, &h);
+                        *a = crate::onnx::pb::AttributeProto {
+                            name: "value".into(),
+                            r#type: crate::onnx::pb::attribute_proto::AttributeType::Tensor as i32,
+                            t: Some(t),
+                            ..Default::default()
+                        };
+                    }
+                }
+            }
+            "Cast" => {
+                for a in node.attribute.iter_mut().filter(|a| a.name == "to") {
+                    if a.i == FLOAT as i64 {
+                        a.i = FLOAT16 as i64;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    // Casts where a reader needs another precision than the tensor has.
+    let mut casts: HashMap<(String, i32), String> = HashMap::new();
+    let mut cast_after: HashMap<String, Vec<NodeProto>> = HashMap::new();
+    let mut cast_at_start: Vec<NodeProto> = Vec::new();
+    let producers: HashSet<String> = g.node.iter().flat_map(|n| n.output.clone()).collect();
+    for node in g.node.iter_mut() {
+        let kept = keep.contains(node.op_type.as_str());
+        for slot in 0..node.input.len() {
+            let name = node.input[slot].clone();
+            let Some(&have) = home.get(&name) else {
+                continue;
+            };
+            let want = if kept || needs_fp32_slot(&node.op_type, slot) {
+                FLOAT
+            } else {
+                FLOAT16
+            };
+            if have == want {
+                continue;
+            }
+            let cast_name = casts
+                .entry((name.clone(), want))
+                .or_insert_with(|| {
+                    let suffix = if want == FLOAT { "fp32" } else { "fp16" };
+                    let out_name = format!("{name}_{suffix}");
+                    let c = cast_node(&name, &out_name, want);
+                    if producers.contains(&name) {
+                        cast_after.entry(name.clone()).or_default().push(c);
+                    } else {
+                        cast_at_start.push(c);
+                    }
+                    report.casts += 1;
+                    out_name
+                })
+                .clone();
+            node.input[slot] = cast_name;
+        }
+    }
+    // Graph outputs: float32 at the boundary unless fp16_io.
+    let want_out = if options.fp16_io { FLOAT16 } else { FLOAT };
+    let mut renames: HashMap<String, String> = HashMap::new();
+    for v in g.output.iter_mut() {
+        let Some(&have) = home.get(&v.name) else {
+            continue;
+        };
+        if let Some(t) = tensor_type_mut(v) {
+            t.elem_type = want_out;
+        }
+        if have != want_out {
+            let inner = format!(
+                "{}_{}",
+                v.name,
+                if have == FLOAT16 { "fp16" } else { "fp32" }
+            );
+            renames.insert(v.name.clone(), inner.clone());
+            cast_after
+                .entry(inner.clone())
+                .or_default()
+                .push(cast_node(&inner, &v.name, want_out));
+            report.casts += 1;
+        }
+    }
+    if options.fp16_io {
+        for v in g.input.iter_mut() {
+            if is_float(&v.name) {
+                if let Some(t) = tensor_type_mut(v) {
+                    t.elem_type = FLOAT16;
+                }
+            }
+        }
+    }
+    // The producer of a renamed output writes the inner name; readers of the old name too.
+    for node in g.node.iter_mut() {
+        for o in node.output.iter_mut() {
+            if let Some(r) = renames.get(o) {
+                *o = r.clone();
+            }
+        }
+        for i in node.input.iter_mut() {
+            if let Some(r) = renames.get(i) {
+                *i = r.clone();
+            }
+        }
+    }
+    for list in cast_after.values_mut() {
+        for c in list.iter_mut() {
+            if let Some(r) = renames.get(&c.input[0]) {
+                c.input[0] = r.clone();
+            }
+        }
+    }
+    let mut renamed_after: HashMap<String, Vec<NodeProto>> = HashMap::new();
+    for (k, v) in cast_after {
+        let k = renames.get(&k).cloned().unwrap_or(k);
+        renamed_after.entry(k).or_default().extend(v);
+    }
+    let mut cast_after = renamed_after;
+    let old = std::mem::take(&mut g.node);
+    let mut nodes = cast_at_start;
+    for n in old {
+        let outs = n.output.clone();
+        nodes.push(n);
+        for o in &outs {
+            if let Some(extra) = cast_after.remove(o) {
+                nodes.extend(extra);
+            }
+        }
+    }
+    g.node = nodes;
+    g.value_info.clear();
+    Ok((out, report))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::onnx::test_models;
+
+    #[test]
+    fn classifier_becomes_fp16_with_fp32_io() {
+        let m = OnnxModel::from_proto(test_models::classifier(None), "c.onnx");
+        let (f, r) = to_fp16(&m, &Fp16Options::default()).unwrap();
+        let types = infer_elem_types(f.graph());
+        assert_eq!(types["input"], FLOAT);
+        assert_eq!(types["logits"], FLOAT);
+        assert_eq!(types["conv_out"], FLOAT16);
+        assert_eq!(
+            types["flatten.shape"],
+            crate::onnx::pb::tensor_proto::DataType::Int64 as i32
+        );
+        assert_eq!(r.casts, 2);
+        assert_eq!(r.converted_initializers, 8);
+        let err = to_fp16(&f, &Fp16Options::default()).unwrap_err();
+        assert!(err.to_string().contains("already FP16"), "{err}");
+    }
+
+    #[test]
+    fn out_of_range_weights_are_clamped_and_named() {
+        let mut p = test_models::classifier(None);
+        let g = p.graph.as_mut().unwrap();
+        let w = g
+            .initializer
+            .iter_mut()
+            .find(|t| t.name == "fc.bias")
+            .unwrap();
+        w.raw_data[0..4].copy_from_slice(&1e6f32.to_le_bytes());
+        let m = OnnxModel::from_proto(p, "c.onnx");
+        let (_, r) = to_fp16(&m, &Fp16Options::default()).unwrap();
+        assert_eq!(r.clamped, vec!["fc.bias".to_string()]);
+    }
+}

@@ -1,0 +1,201 @@
+//! Where INT8 quantization goes, following TensorRT's Q/DQ placement guidance.
+//!
+//! Quantized (a Q/DQ pair on the input, so TensorRT runs the op in INT8):
+//! - the activation inputs of Conv, ConvTranspose, Gemm and MatMul (both MatMul operands
+//!   when neither is a weight), and their weights per output channel;
+//! - the residual input of an Add that joins a convolution branch with a skip branch: the
+//!   input *not* produced by Conv/BatchNormalization (if both are, input 1). TensorRT fuses
+//!   the Add into the convolution and reads the skip tensor in INT8 only when that input
+//!   carries a Q/DQ pair; the convolution's own output stays unquantized so the fusion holds.
+//!
+//! Not quantized: graph outputs, biases (left float; TensorRT folds them), non-float tensors.
+
+use super::types::{infer_elem_types, FLOAT};
+use crate::onnx::pb::GraphProto;
+use std::collections::{HashMap, HashSet};
+
+/// One activation tensor to quantize and the node inputs that will read its Q/DQ output.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ActivationSite {
+    /// Tensor name.
+    pub tensor: String,
+    /// `(node index, input index)` of every consumer that reads the dequantized tensor.
+    pub consumers: Vec<(usize, usize)>,
+}
+
+/// One weight initializer to quantize per channel.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WeightSite {
+    /// Initializer name.
+    pub tensor: String,
+    /// `(node index, input index)` of the consumer.
+    pub consumer: (usize, usize),
+    /// The output-channel axis (one scale per index along it).
+    pub axis: i64,
+}
+
+/// Everything the INT8 rewrite quantizes.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct QuantPlan {
+    /// Activations, in graph order.
+    pub activations: Vec<ActivationSite>,
+    /// Weights, in graph order.
+    pub weights: Vec<WeightSite>,
+}
+
+impl QuantPlan {
+    /// Whether the model has nothing to quantize.
+    pub fn is_empty(&self) -> bool {
+        self.activations.is_empty()
+    }
+
+    /// Names of the activation tensors, in graph order.
+    pub fn activation_names(&self) -> Vec<String> {
+        self.activations.iter().map(|a| a.tensor.clone()).collect()
+    }
+}
+
+fn attr_i(node: &crate::onnx::pb::NodeProto, name: &str, default: i64) -> i64 {
+    node.attribute
+        .iter()
+        .find(|a| a.name == name)
+        .map(|a| a.i)
+        .unwrap_or(default)
+}
+
+/// Decides what to quantize in `graph`.
+pub fn plan_int8(graph: &GraphProto) -> QuantPlan {
+    let types = infer_elem_types(graph);
+    let inits: HashMap<&str, usize> = graph
+        .initializer
+        .iter()
+        .map(|t| (t.name.as_str(), t.dims.len()))
+        .collect();
+    let constants: HashSet<&str> = graph
+        .node
+        .iter()
+        .filter(|n| n.op_type == "Constant")
+        .flat_map(|n| n.output.iter().map(String::as_str))
+        .collect();
+    let producer: HashMap<&str, &str> = graph
+        .node
+        .iter()
+        .flat_map(|n| {
+            n.output
+                .iter()
+                .map(move |o| (o.as_str(), n.op_type.as_str()))
+        })
+        .collect();
+    let is_float_activation = |name: &str| {
+        !name.is_empty()
+            && !inits.contains_key(name)
+            && !constants.contains(name)
+            && types.get(name).is_none_or(|&t| t == FLOAT)
+    };
+    let mut activations: Vec<ActivationSite> = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
+    let mut weights = Vec::new();
+    let mut add_act = |name: &str, site: (usize, usize)| {
+        let i = *index.entry(name.to_string()).or_insert_with(|| {
+            activations.push(ActivationSite {
+                tensor: name.to_string(),
+                consumers: vec![],
+            });
+            activations.len() - 1
+        });
+        activations[i].consumers.push(site);
+    };
+    for (ni, node) in graph.node.iter().enumerate() {
+        let inp = |i: usize| node.input.get(i).map(String::as_str).unwrap_or("");
+        let mut weight = |i: usize, axis: i64| {
+            let name = inp(i);
+            if let Some(&rank) = inits.get(name) {
+                if types.get(name) == Some(&FLOAT) && rank >= 2 {
+                    weights.push(WeightSite {
+                        tensor: name.to_string(),
+                        consumer: (ni, i),
+                        axis,
+                    });
+                }
+                true
+            } else {
+                false
+            }
+        };
+        match node.op_type.as_str() {
+            "Conv" | "ConvTranspose" => {
+                let axis = if node.op_type == "Conv" { 0 } else { 1 };
+                if is_float_activation(inp(0)) {
+                    add_act(inp(0), (ni, 0));
+                }
+                weight(1, axis);
+            }
+            "Gemm" => {
+                if is_float_activation(inp(0)) {
+                    add_act(inp(0), (ni, 0));
+                }
+                let axis = if attr_i(node, "transB", 0) != 0 { 0 } else { 1 };
+                if !weight(1, axis) && is_float_activation(inp(1)) {
+                    add_act(inp(1), (ni, 1));
+                }
+            }
+            "MatMul" => {
+                for i in 0..2 {
+                    let rank = inits.get(inp(i)).copied().unwrap_or(0) as i64;
+                    if i == 1 && weight(1, rank - 1) {
+                        continue;
+                    }
+                    if is_float_activation(inp(i)) {
+                        add_act(inp(i), (ni, i));
+                    }
+                }
+            }
+            "Add" => {
+                let (a, b) = (inp(0), inp(1));
+                if !(is_float_activation(a) && is_float_activation(b)) {
+                    continue;
+                }
+                let from_conv = |n: &str| {
+                    matches!(producer.get(n), Some(&"Conv") | Some(&"BatchNormalization"))
+                };
+                match (from_conv(a), from_conv(b)) {
+                    (true, false) => add_act(b, (ni, 1)),
+                    (false, true) => add_act(a, (ni, 0)),
+                    (true, true) => add_act(b, (ni, 1)),
+                    (false, false) => {}
+                }
+            }
+            _ => {}
+        }
+    }
+    QuantPlan {
+        activations,
+        weights,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::onnx::test_models;
+
+    #[test]
+    fn classifier_plan() {
+        let m = test_models::classifier(None);
+        let p = plan_int8(m.graph.as_ref().unwrap());
+        assert_eq!(p.activation_names(), vec!["input", "flat"]);
+        assert_eq!(p.activations[0].consumers, vec![(0, 0)]);
+        let w: Vec<_> = p
+            .weights
+            .iter()
+            .map(|w| (w.tensor.as_str(), w.axis))
+            .collect();
+        assert_eq!(w, vec![("conv.weight", 0), ("fc.weight", 0)]);
+    }
+
+    #[test]
+    fn two_input_model_has_nothing_to_quantize() {
+        let m = test_models::two_input(None);
+        assert!(plan_int8(m.graph.as_ref().unwrap()).is_empty());
+    }
+}

@@ -1,0 +1,233 @@
+//! The INT8 rewrite: QuantizeLinear/DequantizeLinear pairs with calibrated activation scales
+//! (per tensor, symmetric, zero point 0) and per-output-channel weight scales.
+//!
+//! Weights become int8 initializers followed by a DequantizeLinear (the form ONNX Runtime's
+//! QDQ quantizer writes and TensorRT's explicit quantization reads); biases stay float.
+
+use super::initializer::{read_f32, tensor_i8};
+use super::plan::QuantPlan;
+use crate::onnx::builder::{attr_int, tensor_f32};
+use crate::onnx::pb::NodeProto;
+use crate::onnx::OnnxModel;
+use anyhow::{bail, Result};
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+/// The lowest opset with per-axis QuantizeLinear/DequantizeLinear.
+pub const MIN_OPSET: i64 = 13;
+
+fn node(op: &str, name: String, inputs: &[&str], output: &str, axis: Option<i64>) -> NodeProto {
+    NodeProto {
+        name,
+        op_type: op.into(),
+        input: inputs.iter().map(|s| s.to_string()).collect(),
+        output: vec![output.to_string()],
+        attribute: axis.map(|a| vec![attr_int("axis", a)]).unwrap_or_default(),
+        ..Default::default()
+    }
+}
+
+/// Symmetric per-channel int8 quantization of `w` (dims `dims`) along `axis`.
+fn quantize_per_channel(w: &[f32], dims: &[i64], axis: usize) -> (Vec<i8>, Vec<f32>) {
+    let channels = dims[axis] as usize;
+    let inner: usize = dims[axis + 1..].iter().product::<i64>() as usize;
+    let channel_of = |i: usize| (i / inner) % channels;
+    let mut amax = vec![0f32; channels];
+    for (i, v) in w.iter().enumerate() {
+        let c = channel_of(i);
+        amax[c] = amax[c].max(v.abs());
+    }
+    let scales: Vec<f32> = amax
+        .iter()
+        .map(|&a| crate::calibration::range::scale_of(a))
+        .collect();
+    let q = w
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (v / scales[channel_of(i)]).round().clamp(-127.0, 127.0) as i8)
+        .collect();
+    (q, scales)
+}
+
+/// Inserts Q/DQ pairs into `model` as `plan` says, with `scales` (per activation tensor).
+///
+/// Every planned activation needs a scale; a scale for a tensor the model lacks is an error
+/// (the cache was made for another model).
+pub fn insert_qdq(
+    model: &OnnxModel,
+    plan: &QuantPlan,
+    scales: &BTreeMap<String, f32>,
+) -> Result<OnnxModel> {
+    if model.opset() < MIN_OPSET {
+        bail!(
+            "INT8 Q/DQ needs opset {MIN_OPSET} or newer, the model has opset {}; re-export it with a newer opset",
+            model.opset()
+        );
+    }
+    if model
+        .graph()
+        .node
+        .iter()
+        .any(|n| n.op_type == "QuantizeLinear" || n.op_type == "DequantizeLinear")
+    {
+        bail!("the model already has QuantizeLinear/DequantizeLinear nodes (already quantized)");
+    }
+    let planned: HashSet<&str> = plan.activations.iter().map(|a| a.tensor.as_str()).collect();
+    let known: HashSet<&str> = model
+        .graph()
+        .node
+        .iter()
+        .flat_map(|n| n.output.iter().chain(&n.input))
+        .chain(model.graph().input.iter().map(|v| &v.name))
+        .map(String::as_str)
+        .collect();
+    for name in scales.keys() {
+        if !known.contains(name.as_str()) {
+            bail!("tensor '{name}' named in the calibration cache is not in the model (was the cache made for another model?)");
+        }
+    }
+    for a in &plan.activations {
+        if !scales.contains_key(&a.tensor) {
+            bail!(
+                "the calibration cache has no scale for tensor '{}', which INT8 quantizes; recalibrate",
+                a.tensor
+            );
+        }
+    }
+    let _ = planned;
+
+    let mut out = model.clone();
+    let g = out.graph_mut();
+    // Rewire consumers first (indices refer to the original node list).
+    let mut after: HashMap<String, Vec<NodeProto>> = HashMap::new();
+    let mut at_start: Vec<NodeProto> = Vec::new();
+    let graph_inputs: HashSet<String> = g.input.iter().map(|v| v.name.clone()).collect();
+    for a in &plan.activations {
+        let t = &a.tensor;
+        let (s, zp, q, dq) = (
+            format!("{t}_scale"),
+            format!("{t}_zero_point"),
+            format!("{t}_quantized"),
+            format!("{t}_dequantized"),
+        );
+        g.initializer.push(tensor_f32(&s, &[], &[scales[t]]));
+        g.initializer.push(tensor_i8(&zp, &[], &[0]));
+        let pair = vec![
+            node(
+                "QuantizeLinear",
+                format!("{t}_QuantizeLinear"),
+                &[t, &s, &zp],
+                &q,
+                None,
+            ),
+            node(
+                "DequantizeLinear",
+                format!("{t}_DequantizeLinear"),
+                &[&q, &s, &zp],
+                &dq,
+                None,
+            ),
+        ];
+        if graph_inputs.contains(t) {
+            at_start.extend(pair);
+        } else {
+            after.entry(t.clone()).or_default().extend(pair);
+        }
+        for &(ni, ii) in &a.consumers {
+            g.node[ni].input[ii] = dq.clone();
+        }
+    }
+    let mut replaced_weights = HashSet::new();
+    for w in &plan.weights {
+        let Some(init) = g.initializer.iter().find(|t| t.name == w.tensor) else {
+            bail!("weight '{}' is not an initializer", w.tensor);
+        };
+        let dims = init.dims.clone();
+        let values = read_f32(init)?;
+        let axis = if w.axis < 0 {
+            w.axis + dims.len() as i64
+        } else {
+            w.axis
+        } as usize;
+        if axis >= dims.len() {
+            bail!(
+                "weight '{}': channel axis {} out of range",
+                w.tensor,
+                w.axis
+            );
+        }
+        let (q, wscales) = quantize_per_channel(&values, &dims, axis);
+        let t = &w.tensor;
+        let (qn, s, zp, dq) = (
+            format!("{t}_int8"),
+            format!("{t}_scale"),
+            format!("{t}_zero_point"),
+            format!("{t}_dequantized"),
+        );
+        if !replaced_weights.insert(t.clone()) {
+            g.node[w.consumer.0].input[w.consumer.1] = dq;
+            continue;
+        }
+        let channels = dims[axis];
+        g.initializer.push(tensor_i8(&qn, &dims, &q));
+        g.initializer.push(tensor_f32(&s, &[channels], &wscales));
+        g.initializer
+            .push(tensor_i8(&zp, &[channels], &vec![0; channels as usize]));
+        at_start.push(node(
+            "DequantizeLinear",
+            format!("{t}_DequantizeLinear"),
+            &[&qn, &s, &zp],
+            &dq,
+            Some(axis as i64),
+        ));
+        g.node[w.consumer.0].input[w.consumer.1] = dq;
+    }
+    // Drop float weights nothing reads any more.
+    let still_read: HashSet<String> = g
+        .node
+        .iter()
+        .flat_map(|n| n.input.iter().cloned())
+        .collect();
+    g.initializer
+        .retain(|t| !replaced_weights.contains(&t.name) || still_read.contains(&t.name));
+    g.input
+        .retain(|v| !replaced_weights.contains(&v.name) || still_read.contains(&v.name));
+    // Rebuild the node list in topological order: Q/DQ right after their producer.
+    let old = std::mem::take(&mut g.node);
+    let mut nodes = at_start;
+    for n in old {
+        let outs = n.output.clone();
+        nodes.push(n);
+        for o in &outs {
+            if let Some(extra) = after.remove(o) {
+                nodes.extend(extra);
+            }
+        }
+    }
+    if let Some(name) = after.keys().next() {
+        bail!("Q/DQ insertion: tensor '{name}' is produced by no node");
+    }
+    g.node = nodes;
+    g.value_info.clear();
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn per_channel_weights_round_trip_within_half_a_step() {
+        let dims = [2i64, 3];
+        let w = [0.5f32, -1.0, 0.25, 10.0, 5.0, -2.5];
+        let (q, s) = quantize_per_channel(&w, &dims, 0);
+        assert_eq!(s, vec![1.0 / 127.0, 10.0 / 127.0]);
+        assert_eq!(q[1], -127);
+        assert_eq!(q[3], 127);
+        for (i, (&qv, &wv)) in q.iter().zip(&w).enumerate() {
+            let back = qv as f32 * s[i / 3];
+            assert!((back - wv).abs() <= s[i / 3] / 2.0 + 1e-6);
+        }
+        let (_, s) = quantize_per_channel(&w, &dims, 1);
+        assert_eq!(s, vec![10.0 / 127.0, 5.0 / 127.0, 2.5 / 127.0]);
+    }
+}
