@@ -30,7 +30,7 @@ pub enum Command {
     /// Report what this machine offers: CUDA driver, GPUs, TensorRT libraries, backends.
     Doctor(doctor::DoctorArgs),
     /// Top-1/top-5 accuracy of a model on an ImageNet-style folder, with images/s and latency.
-    Validate(validate::ValidateArgs),
+    Validate(Box<validate::ValidateArgs>),
 }
 
 /// A mistake in how trtkit was called (exit code 2), as opposed to a failure (exit code 1).
@@ -62,7 +62,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Inspect(args) => inspect::run(args),
         Command::Doctor(args) => doctor::run(args),
-        Command::Validate(args) => validate::run(args),
+        Command::Validate(args) => validate::run(*args),
     }
 }
 

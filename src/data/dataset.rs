@@ -139,41 +139,35 @@ impl Dataset {
                     .into_owned()
             })
             .collect();
-        let index_of: Box<dyn Fn(&str) -> Result<usize> + '_> = match &class_map {
+        let labels: Vec<usize> = match &class_map {
             Some(map) => {
                 let lookup: HashMap<&str, usize> = map
                     .iter()
                     .enumerate()
                     .map(|(i, n)| (n.as_str(), i))
                     .collect();
-                Box::new(move |name: &str| {
-                    lookup.get(name).copied().with_context(|| {
-                        format!(
-                            "{}: class folder '{name}' is not in the class map",
-                            root.display()
-                        )
-                    })
-                })
-            }
-            None => {
-                let lookup: HashMap<String, usize> = names
+                names
                     .iter()
-                    .enumerate()
-                    .map(|(i, n)| (n.clone(), i))
-                    .collect();
-                Box::new(move |name: &str| Ok(lookup[name]))
+                    .map(|name| {
+                        lookup.get(name.as_str()).copied().with_context(|| {
+                            format!(
+                                "{}: class folder '{name}' is not in the class map",
+                                root.display()
+                            )
+                        })
+                    })
+                    .collect::<Result<_>>()?
             }
+            None => (0..names.len()).collect(),
         };
         let mut samples = Vec::new();
-        for (dir, name) in classes.iter().zip(&names) {
-            let label = index_of(name)?;
+        for (dir, &label) in classes.iter().zip(&labels) {
             samples.extend(
                 images_in(dir)?
                     .into_iter()
                     .map(|path| Sample { path, label }),
             );
         }
-        drop(index_of);
         if samples.is_empty() {
             bail!(
                 "{}: {} class folders but no images in them (looked for {})",
