@@ -8,6 +8,8 @@ pub mod backend;
 pub mod calibration;
 pub mod cli;
 pub mod cuda;
+pub mod data;
+pub mod metrics;
 pub mod onnx;
 pub mod report;
 pub mod trt;

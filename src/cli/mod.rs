@@ -4,6 +4,7 @@ pub mod calibrate;
 pub mod doctor;
 pub mod inspect;
 pub mod quantize;
+pub mod validate;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -34,6 +35,8 @@ pub enum Command {
     Calibrate(calibrate::CalibrateArgs),
     /// Precision rewrites: INT8 Q/DQ insertion from a calibration cache, or FP16 conversion.
     Quantize(quantize::QuantizeArgs),
+    /// Top-1/top-5 accuracy of a model on an ImageNet-style folder, with images/s and latency.
+    Validate(Box<validate::ValidateArgs>),
 }
 
 /// A mistake in how trtkit was called (exit code 2), as opposed to a failure (exit code 1).
@@ -67,6 +70,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Doctor(args) => doctor::run(args),
         Command::Calibrate(args) => calibrate::run(args, cli.verbose > 0),
         Command::Quantize(args) => quantize::run(args),
+        Command::Validate(args) => validate::run(*args),
     }
 }
 

@@ -1,0 +1,485 @@
+//! Labelled image datasets: the ImageFolder layout (one sub-folder per class, sorted names →
+//! class index, as torchvision's `ImageFolder`) or a flat folder with a labels file (`file,label`
+//! CSV, or one label per line in sorted file order, as ILSVRC ground-truth files). A class map
+//! (one class name per line) maps folder names or label names to the model's class indices.
+
+use anyhow::{bail, Context, Result};
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+/// File extensions taken as images (case-insensitive).
+pub const IMAGE_EXTENSIONS: &[&str] = &["jpg", "jpeg", "png"];
+
+/// One labelled image.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sample {
+    /// Path of the image file.
+    pub path: PathBuf,
+    /// Class index in the model's output.
+    pub label: usize,
+}
+
+/// A labelled dataset, in a fixed order.
+#[derive(Clone, Debug)]
+pub struct Dataset {
+    /// The folder it was read from.
+    pub root: PathBuf,
+    /// Samples, in order.
+    pub samples: Vec<Sample>,
+    /// Class names by index where known (folder names or the class map).
+    pub class_names: Vec<String>,
+}
+
+/// How labels are given.
+#[derive(Clone, Debug, Default)]
+pub struct DatasetOptions {
+    /// A labels file for a flat folder; `None` = ImageFolder layout.
+    pub labels: Option<PathBuf>,
+    /// One class name per line; line i is class index i.
+    pub class_map: Option<PathBuf>,
+}
+
+fn is_image(path: &Path) -> bool {
+    path.extension()
+        .and_then(|e| e.to_str())
+        .map(|e| IMAGE_EXTENSIONS.iter().any(|x| e.eq_ignore_ascii_case(x)))
+        .unwrap_or(false)
+}
+
+fn sorted_entries(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut v = std::fs::read_dir(dir)
+        .with_context(|| format!("{}: cannot read the folder", dir.display()))?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<std::io::Result<Vec<_>>>()
+        .with_context(|| format!("{}: cannot read the folder", dir.display()))?;
+    v.sort();
+    Ok(v)
+}
+
+fn images_in(dir: &Path) -> Result<Vec<PathBuf>> {
+    Ok(sorted_entries(dir)?
+        .into_iter()
+        .filter(|p| p.is_file() && is_image(p))
+        .collect())
+}
+
+/// Reads a class map: one class name per line (blank lines and surrounding space ignored;
+/// an ImageNet `synset_words.txt` line `n01440764 tench, Tinca tinca` maps by its first word).
+pub fn read_class_map(path: &Path) -> Result<Vec<String>> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("{}: cannot read the class map", path.display()))?;
+    let names: Vec<String> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(|l| l.split_whitespace().next().unwrap_or(l).to_string())
+        .collect();
+    if names.is_empty() {
+        bail!("{}: the class map has no class names", path.display());
+    }
+    let mut seen = HashMap::new();
+    for (i, n) in names.iter().enumerate() {
+        if let Some(j) = seen.insert(n.as_str(), i) {
+            bail!(
+                "{}: class '{n}' appears on lines {} and {}",
+                path.display(),
+                j + 1,
+                i + 1
+            );
+        }
+    }
+    Ok(names)
+}
+
+impl Dataset {
+    /// Reads the dataset at `root`.
+    pub fn open(root: &Path, options: &DatasetOptions) -> Result<Dataset> {
+        if !root.is_dir() {
+            bail!("{}: no such folder", root.display());
+        }
+        let class_map = options
+            .class_map
+            .as_deref()
+            .map(read_class_map)
+            .transpose()?;
+        let ds = match &options.labels {
+            Some(labels) => Self::flat(root, labels, class_map)?,
+            None => Self::image_folder(root, class_map)?,
+        };
+        if ds.samples.is_empty() {
+            bail!("{}: the dataset has no images", root.display());
+        }
+        Ok(ds)
+    }
+
+    fn image_folder(root: &Path, class_map: Option<Vec<String>>) -> Result<Dataset> {
+        let classes: Vec<PathBuf> = sorted_entries(root)?
+            .into_iter()
+            .filter(|p| p.is_dir())
+            .collect();
+        if classes.is_empty() {
+            let loose = images_in(root)?.len();
+            if loose > 0 {
+                bail!(
+                    "{}: no class sub-folders but {loose} images; give their labels with --labels FILE",
+                    root.display()
+                );
+            }
+            bail!(
+                "{}: the dataset is empty (no class sub-folders, no images)",
+                root.display()
+            );
+        }
+        let names: Vec<String> = classes
+            .iter()
+            .map(|p| {
+                p.file_name()
+                    .unwrap_or_default()
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .collect();
+        let labels: Vec<usize> = match &class_map {
+            Some(map) => {
+                let lookup: HashMap<&str, usize> = map
+                    .iter()
+                    .enumerate()
+                    .map(|(i, n)| (n.as_str(), i))
+                    .collect();
+                names
+                    .iter()
+                    .map(|name| {
+                        lookup.get(name.as_str()).copied().with_context(|| {
+                            format!(
+                                "{}: class folder '{name}' is not in the class map",
+                                root.display()
+                            )
+                        })
+                    })
+                    .collect::<Result<_>>()?
+            }
+            None => (0..names.len()).collect(),
+        };
+        let mut samples = Vec::new();
+        for (dir, &label) in classes.iter().zip(&labels) {
+            samples.extend(
+                images_in(dir)?
+                    .into_iter()
+                    .map(|path| Sample { path, label }),
+            );
+        }
+        if samples.is_empty() {
+            bail!(
+                "{}: {} class folders but no images in them (looked for {})",
+                root.display(),
+                classes.len(),
+                IMAGE_EXTENSIONS.join(", ")
+            );
+        }
+        Ok(Dataset {
+            root: root.to_path_buf(),
+            samples,
+            class_names: class_map.unwrap_or(names),
+        })
+    }
+
+    fn flat(root: &Path, labels: &Path, class_map: Option<Vec<String>>) -> Result<Dataset> {
+        let text = std::fs::read_to_string(labels)
+            .with_context(|| format!("{}: cannot read the labels file", labels.display()))?;
+        let lines: Vec<(usize, &str)> = text
+            .lines()
+            .enumerate()
+            .map(|(i, l)| (i + 1, l.trim()))
+            .filter(|(_, l)| !l.is_empty())
+            .collect();
+        let files = images_in(root)?;
+        if files.is_empty() {
+            bail!("{}: the folder has no images", root.display());
+        }
+        let lookup: Option<HashMap<&str, usize>> = class_map
+            .as_ref()
+            .map(|m| m.iter().enumerate().map(|(i, n)| (n.as_str(), i)).collect());
+        let parse_label = |line: usize, s: &str| -> Result<usize> {
+            let s = s.trim();
+            if let Ok(i) = s.parse::<usize>() {
+                return Ok(i);
+            }
+            match &lookup {
+                Some(l) => l.get(s).copied().with_context(|| {
+                    format!("{} line {line}: label '{s}' is not in the class map", labels.display())
+                }),
+                None => bail!(
+                    "{} line {line}: label '{s}' is not a class index (give --class-map to use names)",
+                    labels.display()
+                ),
+            }
+        };
+        let is_csv = lines.iter().any(|(_, l)| l.contains(','));
+        let samples = if is_csv {
+            let by_name: BTreeMap<String, &PathBuf> = files
+                .iter()
+                .map(|p| {
+                    (
+                        p.file_name()
+                            .unwrap_or_default()
+                            .to_string_lossy()
+                            .into_owned(),
+                        p,
+                    )
+                })
+                .collect();
+            let mut samples = Vec::new();
+            let mut listed = std::collections::HashSet::new();
+            for (k, (line, l)) in lines.iter().enumerate() {
+                let Some((file, label)) = l.rsplit_once(',') else {
+                    bail!("{} line {line}: expected 'file,label'", labels.display());
+                };
+                let file = file.trim().trim_matches('"');
+                if k == 0 && label.trim().parse::<usize>().is_err() && !by_name.contains_key(file) {
+                    continue; // a header line
+                }
+                let name = Path::new(file)
+                    .file_name()
+                    .unwrap_or_default()
+                    .to_string_lossy()
+                    .into_owned();
+                let path = by_name.get(&name).with_context(|| {
+                    format!(
+                        "{} line {line}: '{file}' is not an image in {}",
+                        labels.display(),
+                        root.display()
+                    )
+                })?;
+                if !listed.insert(name.clone()) {
+                    bail!("{} line {line}: '{file}' is listed twice", labels.display());
+                }
+                samples.push(Sample {
+                    path: (*path).clone(),
+                    label: parse_label(*line, label)?,
+                });
+            }
+            if let Some(missing) = by_name.keys().find(|n| !listed.contains(*n)) {
+                bail!(
+                    "{}: image '{missing}' has no line in the labels file",
+                    labels.display()
+                );
+            }
+            samples
+        } else {
+            if lines.len() != files.len() {
+                let first = if lines.len() < files.len() {
+                    format!(
+                        "image '{}' has no label",
+                        files[lines.len()]
+                            .file_name()
+                            .unwrap_or_default()
+                            .to_string_lossy()
+                    )
+                } else {
+                    format!("line {} has no image", lines[files.len()].0)
+                };
+                bail!(
+                    "{}: {} labels for {} images in sorted order; {first}",
+                    labels.display(),
+                    lines.len(),
+                    files.len()
+                );
+            }
+            files
+                .into_iter()
+                .zip(&lines)
+                .map(|(path, (line, l))| {
+                    Ok(Sample {
+                        path,
+                        label: parse_label(*line, l)?,
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?
+        };
+        Ok(Dataset {
+            root: root.to_path_buf(),
+            samples,
+            class_names: class_map.unwrap_or_default(),
+        })
+    }
+
+    /// Shuffles with a stable seed (the same seed gives the same order on every machine).
+    pub fn shuffle(&mut self, seed: u64) {
+        let mut state = seed ^ 0x9E37_79B9_7F4A_7C15;
+        let mut next = move || {
+            // splitmix64
+            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        };
+        for i in (1..self.samples.len()).rev() {
+            let j = (next() % (i as u64 + 1)) as usize;
+            self.samples.swap(i, j);
+        }
+    }
+
+    /// Keeps the first `n` samples.
+    pub fn limit(&mut self, n: usize) {
+        self.samples.truncate(n);
+    }
+
+    /// The largest label, for checking against the model's number of classes.
+    pub fn max_label(&self) -> Option<&Sample> {
+        self.samples.iter().max_by_key(|s| s.label)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn touch(p: &Path) {
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, b"x").unwrap();
+    }
+
+    #[test]
+    fn image_folder_sorts_classes_and_files() {
+        let d = tempfile::tempdir().unwrap();
+        for f in ["b/2.jpg", "b/1.PNG", "a/z.jpeg", "a/notes.txt", "c/.keep"] {
+            touch(&d.path().join(f));
+        }
+        let ds = Dataset::open(d.path(), &DatasetOptions::default()).unwrap();
+        let got: Vec<(String, usize)> = ds
+            .samples
+            .iter()
+            .map(|s| {
+                (
+                    s.path.strip_prefix(d.path()).unwrap().display().to_string(),
+                    s.label,
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("a/z.jpeg".into(), 0),
+                ("b/1.PNG".into(), 1),
+                ("b/2.jpg".into(), 1)
+            ]
+        );
+        assert_eq!(ds.class_names, vec!["a", "b", "c"]);
+    }
+
+    #[test]
+    fn class_map_renumbers_folders() {
+        let d = tempfile::tempdir().unwrap();
+        touch(&d.path().join("data/n02/x.jpg"));
+        touch(&d.path().join("data/n01/y.jpg"));
+        let map = d.path().join("map.txt");
+        std::fs::write(&map, "n00 something\nn01 tench, Tinca\nn02\n").unwrap();
+        let opts = DatasetOptions {
+            class_map: Some(map.clone()),
+            ..Default::default()
+        };
+        let ds = Dataset::open(&d.path().join("data"), &opts).unwrap();
+        assert_eq!(ds.samples[0].label, 1);
+        assert_eq!(ds.samples[1].label, 2);
+        std::fs::write(&map, "n00\nn01\n").unwrap();
+        let err = Dataset::open(&d.path().join("data"), &opts).unwrap_err();
+        assert!(format!("{err:#}").contains("'n02' is not in the class map"));
+    }
+
+    #[test]
+    fn flat_folder_with_csv_and_line_labels() {
+        let d = tempfile::tempdir().unwrap();
+        for f in ["img/b.jpg", "img/a.jpg", "img/c.png"] {
+            touch(&d.path().join(f));
+        }
+        let csv = d.path().join("labels.csv");
+        std::fs::write(&csv, "file,label\nc.png,2\na.jpg,0\nb.jpg,7\n").unwrap();
+        let ds = Dataset::open(
+            &d.path().join("img"),
+            &DatasetOptions {
+                labels: Some(csv.clone()),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let labels: Vec<usize> = ds.samples.iter().map(|s| s.label).collect();
+        assert_eq!(labels, vec![2, 0, 7]);
+
+        let lines = d.path().join("gt.txt");
+        std::fs::write(&lines, "5\n6\n7\n").unwrap();
+        let opts = DatasetOptions {
+            labels: Some(lines.clone()),
+            ..Default::default()
+        };
+        let ds = Dataset::open(&d.path().join("img"), &opts).unwrap();
+        assert_eq!(ds.samples[0].path.file_name().unwrap(), "a.jpg");
+        assert_eq!(
+            ds.samples.iter().map(|s| s.label).collect::<Vec<_>>(),
+            vec![5, 6, 7]
+        );
+
+        std::fs::write(&lines, "5\n6\n").unwrap();
+        let err = format!(
+            "{:#}",
+            Dataset::open(&d.path().join("img"), &opts).unwrap_err()
+        );
+        assert!(
+            err.contains("2 labels for 3 images") && err.contains("'c.png' has no label"),
+            "{err}"
+        );
+
+        std::fs::write(&csv, "a.jpg,0\nb.jpg,1\nd.jpg,2\n").unwrap();
+        let opts = DatasetOptions {
+            labels: Some(csv),
+            ..Default::default()
+        };
+        let err = format!(
+            "{:#}",
+            Dataset::open(&d.path().join("img"), &opts).unwrap_err()
+        );
+        assert!(err.contains("line 3: 'd.jpg' is not an image"), "{err}");
+    }
+
+    #[test]
+    fn empty_inputs_are_errors() {
+        let d = tempfile::tempdir().unwrap();
+        let err = format!(
+            "{:#}",
+            Dataset::open(d.path(), &DatasetOptions::default()).unwrap_err()
+        );
+        assert!(err.contains("the dataset is empty"), "{err}");
+        std::fs::create_dir(d.path().join("cls")).unwrap();
+        touch(&d.path().join("cls/readme.txt"));
+        let err = format!(
+            "{:#}",
+            Dataset::open(d.path(), &DatasetOptions::default()).unwrap_err()
+        );
+        assert!(err.contains("no images in them"), "{err}");
+    }
+
+    #[test]
+    fn shuffle_is_stable_and_a_permutation() {
+        let samples: Vec<Sample> = (0..50)
+            .map(|i| Sample {
+                path: PathBuf::from(format!("{i}.jpg")),
+                label: i,
+            })
+            .collect();
+        let mut a = Dataset {
+            root: PathBuf::new(),
+            samples: samples.clone(),
+            class_names: vec![],
+        };
+        let mut b = a.clone();
+        a.shuffle(7);
+        b.shuffle(7);
+        assert_eq!(a.samples, b.samples);
+        assert_ne!(a.samples, samples);
+        let mut labels: Vec<usize> = a.samples.iter().map(|s| s.label).collect();
+        labels.sort();
+        assert_eq!(labels, (0..50).collect::<Vec<_>>());
+        a.limit(5);
+        assert_eq!(a.samples.len(), 5);
+    }
+}

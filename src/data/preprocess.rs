@@ -1,0 +1,238 @@
+//! Preprocessing presets: resize the shorter side, center crop, scale to [0,1], normalize,
+//! lay out as NCHW or NHWC in RGB or BGR order. `imagenet` is torchvision's
+//! `Resize(256) + CenterCrop(224) + ToTensor() + Normalize(mean, std)`.
+
+use super::decode::RgbImage;
+use super::resize::{resize_crop, Interpolation, Window};
+use anyhow::{bail, Result};
+use serde::Serialize;
+
+/// Memory layout of one preprocessed image.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Layout {
+    /// Channels first: C×H×W (PyTorch models).
+    Nchw,
+    /// Channels last: H×W×C (TensorFlow models).
+    Nhwc,
+}
+
+/// Channel order of one preprocessed image.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum ChannelOrder {
+    /// Red, green, blue.
+    Rgb,
+    /// Blue, green, red (Caffe-style models).
+    Bgr,
+}
+
+/// Everything that turns a decoded image into model input.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Preprocess {
+    /// Resize the shorter side to this many pixels (aspect kept); `None` = no resize.
+    pub resize: Option<usize>,
+    /// Center crop to this height and width.
+    pub crop: (usize, usize),
+    /// Resampling kernel.
+    pub interpolation: Interpolation,
+    /// Per-channel mean subtracted after scaling to [0,1], in RGB order.
+    pub mean: [f32; 3],
+    /// Per-channel std divided by after the mean, in RGB order.
+    pub std: [f32; 3],
+    /// NCHW or NHWC.
+    pub layout: Layout,
+    /// RGB or BGR.
+    pub channel_order: ChannelOrder,
+}
+
+/// ImageNet mean (RGB) used by torchvision models.
+pub const IMAGENET_MEAN: [f32; 3] = [0.485, 0.456, 0.406];
+/// ImageNet std (RGB) used by torchvision models.
+pub const IMAGENET_STD: [f32; 3] = [0.229, 0.224, 0.225];
+
+impl Preprocess {
+    /// The `imagenet` preset: resize 256, crop 224, bilinear, ImageNet mean/std, NCHW RGB.
+    pub fn imagenet() -> Self {
+        Preprocess {
+            resize: Some(256),
+            crop: (224, 224),
+            interpolation: Interpolation::Bilinear,
+            mean: IMAGENET_MEAN,
+            std: IMAGENET_STD,
+            layout: Layout::Nchw,
+            channel_order: ChannelOrder::Rgb,
+        }
+    }
+
+    /// `ToTensor()` only: the same geometry, values in [0,1] (mean 0, std 1).
+    pub fn unnormalized(mut self) -> Self {
+        self.mean = [0.0; 3];
+        self.std = [1.0; 3];
+        self
+    }
+
+    /// Checks the settings themselves (not any image): sizes positive, std non-zero, crop
+    /// not larger than the resize.
+    pub fn check(&self) -> Result<()> {
+        let (ch, cw) = self.crop;
+        if ch == 0 || cw == 0 {
+            bail!("crop size {ch}×{cw} is empty");
+        }
+        if let Some(r) = self.resize {
+            if r == 0 {
+                bail!("resize size is 0");
+            }
+            if r < ch.min(cw) {
+                bail!("resize {r} is smaller than the crop {ch}×{cw}: the crop would fall outside the image");
+            }
+        }
+        if self.std.iter().any(|s| *s == 0.0 || !s.is_finite()) {
+            bail!("std {:?} has a zero or non-finite value", self.std);
+        }
+        Ok(())
+    }
+
+    /// Elements of one preprocessed image (3 × crop height × crop width).
+    pub fn elements(&self) -> usize {
+        3 * self.crop.0 * self.crop.1
+    }
+
+    /// The resize-then-crop geometry for an image of `w × h`, as torchvision computes it:
+    /// the shorter side becomes `resize`, the longer `int(resize * long / short)`; the crop is
+    /// centred with Python's `round` (half to even). An image smaller than the crop is an error.
+    pub fn window(&self, w: usize, h: usize) -> Result<Window> {
+        let (ch, cw) = self.crop;
+        let (rw, rh) = match self.resize {
+            Some(s) if w <= h => (s, (s as f64 * h as f64 / w as f64) as usize),
+            Some(s) => ((s as f64 * w as f64 / h as f64) as usize, s),
+            None => (w, h),
+        };
+        if rw < cw || rh < ch {
+            bail!("image is {w}×{h}, smaller than the {cw}×{ch} crop");
+        }
+        let centre =
+            |outer: usize, inner: usize| ((outer - inner) as f64 / 2.0).round_ties_even() as usize;
+        Ok(Window {
+            resized_w: rw,
+            resized_h: rh,
+            left: centre(rw, cw),
+            top: centre(rh, ch),
+            width: cw,
+            height: ch,
+        })
+    }
+
+    /// Resize and crop only: the 8-bit RGB crop, `crop.0 × crop.1 × 3` bytes.
+    pub fn crop_rgb(&self, img: &RgbImage) -> Result<Vec<u8>> {
+        let win = self.window(img.width, img.height)?;
+        Ok(resize_crop(img, &win, self.interpolation))
+    }
+
+    /// Preprocesses `img` into `out` (exactly [`Preprocess::elements`] floats).
+    pub fn apply(&self, img: &RgbImage, out: &mut [f32]) -> Result<()> {
+        assert_eq!(
+            out.len(),
+            self.elements(),
+            "output slice has the wrong size"
+        );
+        let crop = self.crop_rgb(img)?;
+        // One table per channel: byte → normalized float.
+        let mut lut = [[0f32; 256]; 3];
+        for (c, table) in lut.iter_mut().enumerate() {
+            for (v, t) in table.iter_mut().enumerate() {
+                *t = (v as f32 / 255.0 - self.mean[c]) / self.std[c];
+            }
+        }
+        let order = match self.channel_order {
+            ChannelOrder::Rgb => [0, 1, 2],
+            ChannelOrder::Bgr => [2, 1, 0],
+        };
+        let plane = self.crop.0 * self.crop.1;
+        match self.layout {
+            Layout::Nchw => {
+                for (dst_c, &src_c) in order.iter().enumerate() {
+                    let dst = &mut out[dst_c * plane..(dst_c + 1) * plane];
+                    let table = &lut[src_c];
+                    for (o, px) in dst.iter_mut().zip(crop.chunks_exact(3)) {
+                        *o = table[px[src_c] as usize];
+                    }
+                }
+            }
+            Layout::Nhwc => {
+                for (o, px) in out.chunks_exact_mut(3).zip(crop.chunks_exact(3)) {
+                    for (dst_c, &src_c) in order.iter().enumerate() {
+                        o[dst_c] = lut[src_c][px[src_c] as usize];
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn window_follows_torchvision() {
+        let p = Preprocess::imagenet();
+        // 500×375 → 341×256; (341-224)/2 = 58.5 rounds half to even → 58.
+        let w = p.window(500, 375).unwrap();
+        assert_eq!(
+            (w.resized_w, w.resized_h, w.left, w.top),
+            (341, 256, 58, 16)
+        );
+        let w = p.window(375, 500).unwrap();
+        assert_eq!(
+            (w.resized_w, w.resized_h, w.left, w.top),
+            (256, 341, 16, 58)
+        );
+        let mut raw = p.clone();
+        raw.resize = None;
+        let err = raw.window(100, 300).unwrap_err().to_string();
+        assert!(err.contains("smaller than the 224×224 crop"), "{err}");
+    }
+
+    #[test]
+    fn check_rejects_bad_settings() {
+        let mut p = Preprocess::imagenet();
+        p.resize = Some(100);
+        assert!(p
+            .check()
+            .unwrap_err()
+            .to_string()
+            .contains("smaller than the crop"));
+        let mut p = Preprocess::imagenet();
+        p.std[1] = 0.0;
+        assert!(p.check().is_err());
+        assert!(Preprocess::imagenet().check().is_ok());
+    }
+
+    #[test]
+    fn layouts_and_channel_orders() {
+        let img = RgbImage {
+            width: 2,
+            height: 2,
+            pixels: [[255u8, 0, 51]; 4].concat(),
+        };
+        let mut p = Preprocess {
+            resize: None,
+            crop: (2, 2),
+            ..Preprocess::imagenet().unnormalized()
+        };
+        let mut out = vec![0.0; 12];
+        p.apply(&img, &mut out).unwrap();
+        assert_eq!(out, [[1.0f32; 4], [0.0; 4], [0.2; 4]].concat());
+        p.layout = Layout::Nhwc;
+        p.channel_order = ChannelOrder::Bgr;
+        p.apply(&img, &mut out).unwrap();
+        assert_eq!(out, [[0.2f32, 0.0, 1.0]; 4].concat());
+        let mut q = Preprocess::imagenet();
+        q.resize = None;
+        q.crop = (2, 2);
+        q.apply(&img, &mut out).unwrap();
+        assert!((out[0] - (1.0 - 0.485) / 0.229).abs() < 1e-6);
+    }
+}

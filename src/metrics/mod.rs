@@ -1,0 +1,3 @@
+//! Metrics: top-k accuracy, closeness of two outputs, latency statistics.
+
+pub mod accuracy;

@@ -1,0 +1,342 @@
+//! `trtkit validate` end to end: a model whose answers are known (logits = normalized mean
+//! colour per channel, plus fixed biases for extra classes) on a generated labelled dataset.
+
+mod support;
+
+use std::path::Path;
+use support::{assert_clean_error, save, trtkit};
+use trtkit::onnx::builder::{attr_int, tensor_f32, GraphBuilder};
+use trtkit::onnx::pb::tensor_proto::DataType;
+use trtkit::onnx::pb::ModelProto;
+use trtkit::onnx::tensor_info::Dim;
+
+const CLASSES: usize = 8;
+
+/// `input` [N,3,32,32] → GlobalAveragePool → Flatten → Gemm → `logits` [N,8]. Classes 0-2 are
+/// the R, G, B channel means; classes 3-7 are constants 3:-1, 4:-2, 5:-50, 6:-3, 7:-4.
+fn colour_model() -> ModelProto {
+    let mut w = vec![0f32; 3 * CLASSES];
+    for c in 0..3 {
+        w[c * CLASSES + c] = 1.0;
+    }
+    let bias = [0.0, 0.0, 0.0, -1.0, -2.0, -50.0, -3.0, -4.0];
+    let n = Dim::Symbol("batch".into());
+    let mut g = GraphBuilder::new("colour");
+    g.input(
+        "input",
+        DataType::Float,
+        &[n.clone(), Dim::Fixed(3), Dim::Fixed(32), Dim::Fixed(32)],
+    )
+    .output("logits", DataType::Float, &[n, Dim::Fixed(CLASSES as i64)])
+    .initializer(tensor_f32("w", &[3, CLASSES as i64], &w))
+    .initializer(tensor_f32("b", &[CLASSES as i64], &bias))
+    .node("GlobalAveragePool", &["input"], &["pooled"], vec![])
+    .node("Flatten", &["pooled"], &["flat"], vec![attr_int("axis", 1)])
+    .node("Gemm", &["flat", "w", "b"], &["logits"], vec![]);
+    g.build()
+}
+
+/// A noisy solid colour: `rgb` ± 20 per sample, deterministic.
+fn noisy(w: usize, h: usize, rgb: [u8; 3], seed: u64) -> Vec<u8> {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..w * h * 3)
+        .map(|i| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let jitter = (state % 41) as i32 - 20;
+            (rgb[i % 3] as i32 + jitter).clamp(0, 255) as u8
+        })
+        .collect()
+}
+
+fn write_jpeg(path: &Path, w: usize, h: usize, rgb: [u8; 3], seed: u64) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    jpeg_encoder::Encoder::new_file(path, 90)
+        .unwrap()
+        .encode(
+            &noisy(w, h, rgb, seed),
+            w as u16,
+            h as u16,
+            jpeg_encoder::ColorType::Rgb,
+        )
+        .unwrap();
+}
+
+fn write_png(path: &Path, w: usize, h: usize, color: png::ColorType, data: &[u8]) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let file = std::fs::File::create(path).unwrap();
+    let mut enc = png::Encoder::new(std::io::BufWriter::new(file), w as u32, h as u32);
+    enc.set_color(color);
+    enc.set_depth(png::BitDepth::Eight);
+    enc.write_header().unwrap().write_image_data(data).unwrap();
+}
+
+const RED: [u8; 3] = [200, 30, 30];
+const GREEN: [u8; 3] = [30, 200, 30];
+const BLUE: [u8; 3] = [30, 30, 200];
+
+/// The dataset: 17 classifiable images, 14 top-1 hits, 16 top-5 hits, and one broken file.
+fn make_dataset(root: &Path) {
+    for i in 0..4u64 {
+        write_jpeg(
+            &root.join(format!("0_red/r{i}.jpg")),
+            48 + 8 * i as usize,
+            40,
+            RED,
+            i,
+        );
+        write_jpeg(
+            &root.join(format!("1_green/g{i}.jpg")),
+            40,
+            60,
+            GREEN,
+            10 + i,
+        );
+        write_jpeg(
+            &root.join(format!("2_blue/b{i}.JPEG")),
+            64,
+            64,
+            BLUE,
+            20 + i,
+        );
+    }
+    // A red RGBA PNG (alpha dropped) in its class: correct.
+    let rgba: Vec<u8> = (0..50 * 50).flat_map(|_| [210u8, 20, 40, 7]).collect();
+    write_png(
+        &root.join("0_red/r4.png"),
+        50,
+        50,
+        png::ColorType::Rgba,
+        &rgba,
+    );
+    // Two red images filed as green: wrong at top-1, but class 1 is in their top-5.
+    write_jpeg(&root.join("1_green/mislabelled_a.jpg"), 40, 40, RED, 30);
+    write_jpeg(&root.join("1_green/mislabelled_b.jpg"), 40, 40, RED, 31);
+    // Mid-gray PNG: after ImageNet normalization blue is largest, so class 2: correct.
+    write_png(
+        &root.join("2_blue/gray.png"),
+        36,
+        36,
+        png::ColorType::Grayscale,
+        &[128; 36 * 36],
+    );
+    // A corrupt file: skipped and reported.
+    std::fs::write(
+        root.join("2_blue/broken.jpg"),
+        b"\xFF\xD8\xFF\xE0 not really",
+    )
+    .unwrap();
+    // Classes 3 and 4 have no images; class 5 holds a red image, which misses even top-5.
+    std::fs::create_dir_all(root.join("3_a")).unwrap();
+    std::fs::create_dir_all(root.join("4_b")).unwrap();
+    write_jpeg(&root.join("5_purple/p0.jpg"), 40, 40, RED, 40);
+}
+
+fn json_of(out: &std::process::Output) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn validate_reports_the_known_accuracy() {
+    let d = tempfile::tempdir().unwrap();
+    let model = save(d.path(), "colour.onnx", colour_model());
+    let data = d.path().join("val");
+    make_dataset(&data);
+    let preds = d.path().join("out/preds.csv");
+    let m = model.to_str().unwrap();
+    let ds = data.to_str().unwrap();
+    let out = trtkit(&[
+        "validate",
+        m,
+        "--dataset",
+        ds,
+        "--batch-size",
+        "4",
+        "--json",
+        "--save-predictions",
+        preds.to_str().unwrap(),
+    ]);
+    let r = json_of(&out);
+    assert_eq!(r["images"], 17);
+    assert_eq!(r["counts"]["top1_hits"], 14);
+    assert_eq!(r["counts"]["top5_hits"], 16);
+    assert!((r["top1"].as_f64().unwrap() - 14.0 / 17.0).abs() < 1e-12);
+    assert!((r["top5"].as_f64().unwrap() - 16.0 / 17.0).abs() < 1e-12);
+    assert_eq!(r["skipped"], 1);
+    let skipped = &r["skipped_images"][0];
+    assert!(skipped["path"].as_str().unwrap().ends_with("broken.jpg"));
+    assert!(skipped["reason"].as_str().unwrap().contains("JPEG"));
+    // 18 files in 5 batches of 4; floor(10% of 5) = 0 warm-up batches.
+    assert_eq!(r["batches"], 5);
+    assert_eq!(r["latency_model"]["batches"], 5);
+    assert!(r["images_per_s"].as_f64().unwrap() > 0.0);
+    let all = r["latency_all"]["mean_ms"].as_f64().unwrap();
+    let model_only = r["latency_model"]["mean_ms"].as_f64().unwrap();
+    assert!(
+        all >= model_only && model_only > 0.0,
+        "{all} vs {model_only}"
+    );
+    assert_eq!(r["preprocess"]["crop"], serde_json::json!([32, 32]));
+    assert_eq!(r["preprocess"]["resize"], 36);
+
+    let csv = std::fs::read_to_string(&preds).unwrap();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines[0], "file,label,top1,top2,top3,top4,top5");
+    assert_eq!(lines.len(), 18);
+    let purple = lines.iter().find(|l| l.contains("p0.jpg")).unwrap();
+    assert!(purple.ends_with(",5,0,3,2,1,4"), "{purple}");
+    let gray = lines.iter().find(|l| l.contains("gray.png")).unwrap();
+    assert!(gray.contains(",2,2,"), "{gray}");
+}
+
+#[test]
+fn limit_shuffle_and_markdown() {
+    let d = tempfile::tempdir().unwrap();
+    let model = save(d.path(), "colour.onnx", colour_model());
+    let data = d.path().join("val");
+    make_dataset(&data);
+    let m = model.to_str().unwrap();
+    let ds = data.to_str().unwrap();
+    let args = |seed: &str, p: &str| {
+        vec![
+            "validate".to_string(),
+            m.into(),
+            "--dataset".into(),
+            ds.into(),
+            "--limit".into(),
+            "6".into(),
+            "--shuffle-seed".into(),
+            seed.into(),
+            "--save-predictions".into(),
+            p.into(),
+            "--json".into(),
+        ]
+    };
+    let run = |a: Vec<String>| {
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        trtkit(&a)
+    };
+    let p1 = d.path().join("a.csv");
+    let p2 = d.path().join("b.csv");
+    let p3 = d.path().join("c.csv");
+    let r1 = json_of(&run(args("7", p1.to_str().unwrap())));
+    json_of(&run(args("7", p2.to_str().unwrap())));
+    json_of(&run(args("8", p3.to_str().unwrap())));
+    assert_eq!(
+        r1["images"].as_u64().unwrap() + r1["skipped"].as_u64().unwrap(),
+        6
+    );
+    let a = std::fs::read_to_string(&p1).unwrap();
+    assert_eq!(a, std::fs::read_to_string(&p2).unwrap());
+    assert_ne!(a, std::fs::read_to_string(&p3).unwrap());
+
+    let out = trtkit(&["validate", m, "--dataset", ds, "--markdown"]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("| top-1"), "{text}");
+    assert!(text.contains("82.35%"), "{text}"); // 14/17
+    assert!(text.contains("broken.jpg"), "{text}");
+}
+
+#[test]
+fn bad_datasets_are_one_line_errors() {
+    let d = tempfile::tempdir().unwrap();
+    let model = save(d.path(), "colour.onnx", colour_model());
+    let m = model.to_str().unwrap();
+
+    let empty = d.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let out = trtkit(&["validate", m, "--dataset", empty.to_str().unwrap()]);
+    assert_clean_error(&out, 1, &["empty", "the dataset is empty"]);
+
+    let no_images = d.path().join("noimg");
+    std::fs::create_dir_all(no_images.join("cat")).unwrap();
+    std::fs::write(no_images.join("cat/readme.txt"), "x").unwrap();
+    let out = trtkit(&["validate", m, "--dataset", no_images.to_str().unwrap()]);
+    assert_clean_error(&out, 1, &["noimg", "no images in them"]);
+
+    let flat = d.path().join("flat");
+    write_jpeg(&flat.join("a.jpg"), 40, 40, RED, 1);
+    write_jpeg(&flat.join("b.jpg"), 40, 40, GREEN, 2);
+    let labels = d.path().join("labels.txt");
+    std::fs::write(&labels, "0\n").unwrap();
+    let out = trtkit(&[
+        "validate",
+        m,
+        "--dataset",
+        flat.to_str().unwrap(),
+        "--labels",
+        labels.to_str().unwrap(),
+    ]);
+    assert_clean_error(&out, 1, &["labels.txt", "'b.jpg' has no label"]);
+
+    let csv = d.path().join("labels.csv");
+    std::fs::write(&csv, "a.jpg,0\nb.jpg,1\n").unwrap();
+    let out = trtkit(&[
+        "validate",
+        m,
+        "--dataset",
+        flat.to_str().unwrap(),
+        "--labels",
+        csv.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(json_of(&out)["counts"]["top1_hits"], 2);
+
+    let beyond = d.path().join("beyond");
+    for k in 0..9 {
+        std::fs::create_dir_all(beyond.join(format!("c{k}"))).unwrap();
+    }
+    write_jpeg(&beyond.join("c8/x.jpg"), 40, 40, RED, 3);
+    let out = trtkit(&["validate", m, "--dataset", beyond.to_str().unwrap()]);
+    assert_clean_error(
+        &out,
+        1,
+        &["x.jpg", "label 8 is beyond the model's 8 classes"],
+    );
+
+    let out = trtkit(&[
+        "validate",
+        m,
+        "--dataset",
+        flat.to_str().unwrap(),
+        "--batch-size",
+        "0",
+    ]);
+    assert_clean_error(&out, 2, &["--batch-size"]);
+}
+
+#[test]
+fn image_smaller_than_the_crop_is_skipped_and_reported() {
+    let d = tempfile::tempdir().unwrap();
+    let model = save(d.path(), "colour.onnx", colour_model());
+    let data = d.path().join("val");
+    write_jpeg(&data.join("0_red/big.jpg"), 40, 40, RED, 1);
+    write_jpeg(&data.join("0_red/tiny.jpg"), 10, 12, RED, 2);
+    let out = trtkit(&[
+        "validate",
+        model.to_str().unwrap(),
+        "--dataset",
+        data.to_str().unwrap(),
+        "--resize",
+        "0",
+        "--json",
+    ]);
+    let r = json_of(&out);
+    assert_eq!(r["images"], 1);
+    assert_eq!(r["counts"]["top1_hits"], 1);
+    assert_eq!(r["skipped"], 1);
+    let reason = r["skipped_images"][0]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("10×12, smaller than the 32×32 crop"),
+        "{reason}"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("tiny.jpg"), "{stderr}");
+}
