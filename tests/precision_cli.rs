@@ -335,3 +335,40 @@ fn bad_caches_fail_with_the_line_or_the_tensor() {
     let out = trtkit(&["quantize", m, "-o", "never.onnx"]);
     assert_clean_error(&out, 2, &["--int8 or --fp16"]);
 }
+
+#[test]
+fn image_folder_calibrates_and_its_fingerprint_follows_the_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let clf = save(dir.path(), "clf.onnx", test_models::classifier(None));
+    let images = dir.path().join("images");
+    for i in 0..8u64 {
+        let class = if i % 2 == 0 { "a" } else { "b" };
+        let rgb = [(i * 30) as u8, 120, (255 - i * 30) as u8];
+        support::write_jpeg(&images.join(class).join(format!("{i}.jpg")), 40, 30, rgb, i);
+    }
+    let cache_dir = dir.path().join("cal");
+    let run = || {
+        stdout(&trtkit(&[
+            "calibrate",
+            clf.to_str().unwrap(),
+            "--calib-data",
+            images.to_str().unwrap(),
+            "--batch-size",
+            "4",
+            "--cache-dir",
+            cache_dir.to_str().unwrap(),
+        ]))
+    };
+    let first = run();
+    assert!(first.contains("over 8 images at batch 4"), "{first}");
+    let sidecar = files(&cache_dir)
+        .into_iter()
+        .find(|f| f.ends_with(".json"))
+        .unwrap();
+    let key = std::fs::read_to_string(cache_dir.join(&sidecar)).unwrap();
+    assert!(key.contains("\\\"crop\\\":[16,16]"), "{key}");
+    assert!(run().contains("reusing"));
+    support::write_jpeg(&images.join("a").join("0.jpg"), 40, 30, [1, 2, 3], 99);
+    let third = run();
+    assert!(third.contains("recalibrating"), "{third}");
+}

@@ -4,7 +4,7 @@
 mod support;
 
 use std::path::Path;
-use support::{assert_clean_error, save, trtkit};
+use support::{assert_clean_error, save, trtkit, write_jpeg};
 use trtkit::onnx::builder::{attr_int, tensor_f32, GraphBuilder};
 use trtkit::onnx::pb::tensor_proto::DataType;
 use trtkit::onnx::pb::ModelProto;
@@ -37,32 +37,6 @@ fn colour_model() -> ModelProto {
 }
 
 /// A noisy solid colour: `rgb` ± 20 per sample, deterministic.
-fn noisy(w: usize, h: usize, rgb: [u8; 3], seed: u64) -> Vec<u8> {
-    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..w * h * 3)
-        .map(|i| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            let jitter = (state % 41) as i32 - 20;
-            (rgb[i % 3] as i32 + jitter).clamp(0, 255) as u8
-        })
-        .collect()
-}
-
-fn write_jpeg(path: &Path, w: usize, h: usize, rgb: [u8; 3], seed: u64) {
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    jpeg_encoder::Encoder::new_file(path, 90)
-        .unwrap()
-        .encode(
-            &noisy(w, h, rgb, seed),
-            w as u16,
-            h as u16,
-            jpeg_encoder::ColorType::Rgb,
-        )
-        .unwrap();
-}
-
 fn write_png(path: &Path, w: usize, h: usize, color: png::ColorType, data: &[u8]) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     let file = std::fs::File::create(path).unwrap();

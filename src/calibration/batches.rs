@@ -24,7 +24,12 @@ pub trait CalibrationBatches: Iterator<Item = Result<HostTensor>> + Send {
 
 /// How many samples to use: all, or the first `limit`, in whole batches; errors when fewer
 /// samples than one batch are available.
-fn usable(source: &str, available: usize, limit: Option<usize>, batch: usize) -> Result<usize> {
+pub(crate) fn usable(
+    source: &str,
+    available: usize,
+    limit: Option<usize>,
+    batch: usize,
+) -> Result<usize> {
     if batch == 0 {
         bail!("the batch size must be at least 1");
     }

@@ -5,5 +5,6 @@ pub mod batches;
 pub mod cache;
 pub mod collect;
 pub mod histogram;
+pub mod image_batches;
 pub mod npy;
 pub mod range;

@@ -3,6 +3,7 @@
 use crate::calibration::batches::{CalibrationBatches, NpyBatches, SyntheticBatches};
 use crate::calibration::cache::{self, CacheKey, CalibrationTable, Lookup};
 use crate::calibration::collect::{collect, compute_ranges, TensorRange};
+use crate::calibration::image_batches::{has_images, ImageBatches};
 use crate::calibration::range::Algorithm;
 use crate::cli::UsageError;
 use crate::onnx::rewrite::plan::plan_int8;
@@ -34,8 +35,9 @@ pub enum AlgoArg {
 pub struct CalibrateArgs {
     /// The FP32 ONNX model to calibrate.
     pub model: PathBuf,
-    /// Calibration data: a folder of .npy files (each [C,H,W] or [n,C,H,W], preprocessed),
-    /// one .npy file, or `synthetic:SEED` for seeded N(0,1) inputs.
+    /// Calibration data: a folder of JPEG/PNG images (any layout; decoded with the ImageNet
+    /// evaluation preprocessing scaled to the model's input), a folder of .npy files (each
+    /// [C,H,W] or [n,C,H,W], preprocessed), one .npy file, or `synthetic:SEED` for N(0,1) inputs.
     #[arg(long, value_name = "SRC")]
     pub calib_data: String,
     /// Batch size the model runs at; part of the cache key.
@@ -183,8 +185,18 @@ fn open_batches(
             seed,
         )?));
     }
+    let source = Path::new(&args.calib_data);
+    if source.is_dir() && has_images(source) {
+        return Ok(Box::new(ImageBatches::open(
+            source,
+            input,
+            sample,
+            args.batch_size,
+            args.num_images,
+        )?));
+    }
     Ok(Box::new(NpyBatches::open(
-        Path::new(&args.calib_data),
+        source,
         input,
         sample,
         args.batch_size,

@@ -43,3 +43,31 @@ pub fn onnx_test_data() -> PathBuf {
         .map(PathBuf::from)
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache/onnx-test-data"))
 }
+
+/// Noisy solid-colour RGB pixels (xorshift jitter of ±20 around `rgb`).
+pub fn noisy(w: usize, h: usize, rgb: [u8; 3], seed: u64) -> Vec<u8> {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..w * h * 3)
+        .map(|i| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let jitter = (state % 41) as i32 - 20;
+            (rgb[i % 3] as i32 + jitter).clamp(0, 255) as u8
+        })
+        .collect()
+}
+
+/// Writes a noisy solid-colour JPEG (quality 90), creating its folder.
+pub fn write_jpeg(path: &Path, w: usize, h: usize, rgb: [u8; 3], seed: u64) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    jpeg_encoder::Encoder::new_file(path, 90)
+        .unwrap()
+        .encode(
+            &noisy(w, h, rgb, seed),
+            w as u16,
+            h as u16,
+            jpeg_encoder::ColorType::Rgb,
+        )
+        .unwrap();
+}

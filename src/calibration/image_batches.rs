@@ -1,0 +1,174 @@
+//! Calibration batches from a folder of images (JPEG/PNG, any sub-folder layout), decoded and
+//! preprocessed by the dataset loader with the model's preprocessing.
+
+use super::batches::{usable, CalibrationBatches};
+use crate::backend::{HostTensor, TensorData};
+use crate::data::dataset::{Sample, IMAGE_EXTENSIONS};
+use crate::data::loader::Loader;
+use crate::data::preprocess::{Layout, Preprocess};
+use anyhow::{bail, Context, Result};
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+
+/// Batches to keep decoded ahead of the model.
+const PREFETCH: usize = 2;
+
+/// True when `dir` holds at least one image file (at any depth).
+pub fn has_images(dir: &Path) -> bool {
+    image_files(dir).map(|f| !f.is_empty()).unwrap_or(false)
+}
+
+fn image_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d)
+            .with_context(|| format!("{}: cannot read the folder", d.display()))?
+        {
+            let path = entry?.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path
+                .extension()
+                .and_then(|e| e.to_str())
+                .is_some_and(|e| IMAGE_EXTENSIONS.iter().any(|x| e.eq_ignore_ascii_case(x)))
+            {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// The preprocessing calibration uses for a model input of `sample_shape` (`[3,H,W]` or
+/// `[H,W,3]`): torchvision's ImageNet evaluation transform scaled to the crop (resize the
+/// shorter side to crop/0.875, center crop, ImageNet mean/std).
+pub fn preprocess_for(sample_shape: &[usize]) -> Result<Preprocess> {
+    let (layout, h, w) = match sample_shape {
+        [3, h, w] => (Layout::Nchw, *h, *w),
+        [h, w, 3] => (Layout::Nhwc, *h, *w),
+        other => {
+            bail!("an image input must be [3,H,W] or [H,W,3] per sample, the model has {other:?}")
+        }
+    };
+    Ok(Preprocess {
+        resize: Some((h.min(w) as f64 / 0.875).floor() as usize),
+        crop: (h, w),
+        layout,
+        ..Preprocess::imagenet()
+    })
+}
+
+/// Batches of preprocessed images for one model input.
+pub struct ImageBatches {
+    loader: Loader,
+    pending: Vec<f32>,
+    input: String,
+    sample_shape: Vec<usize>,
+    batch: usize,
+    batches: usize,
+    done: usize,
+    fingerprint: String,
+    preprocessing: String,
+}
+
+impl ImageBatches {
+    /// Lists the images under `dir` (sorted), keeps the first `limit` in whole batches, and
+    /// starts decoding them for input `input` with samples of `sample_shape`.
+    pub fn open(
+        dir: &Path,
+        input: &str,
+        sample_shape: &[usize],
+        batch: usize,
+        limit: Option<usize>,
+    ) -> Result<Self> {
+        let shown = dir.display().to_string();
+        let pre = preprocess_for(sample_shape)
+            .with_context(|| format!("{shown}: cannot calibrate from images"))?;
+        let mut files = image_files(dir)?;
+        if files.is_empty() {
+            bail!("{shown}: no JPEG or PNG images in the folder");
+        }
+        let used = usable(&shown, files.len(), limit, batch)?;
+        files.truncate(used);
+        let mut hasher = Sha256::new();
+        for f in &files {
+            hasher.update(
+                f.strip_prefix(dir)
+                    .unwrap_or(f)
+                    .as_os_str()
+                    .as_encoded_bytes(),
+            );
+            hasher
+                .update(std::fs::read(f).with_context(|| format!("{}: cannot read", f.display()))?);
+        }
+        let preprocessing = serde_json::to_string(&pre)?;
+        let samples = files
+            .into_iter()
+            .map(|path| Sample { path, label: 0 })
+            .collect();
+        Ok(ImageBatches {
+            loader: Loader::spawn(samples, pre, batch, PREFETCH)?,
+            pending: Vec::new(),
+            input: input.into(),
+            sample_shape: sample_shape.to_vec(),
+            batch,
+            batches: used / batch,
+            done: 0,
+            fingerprint: format!("{:x}", hasher.finalize()),
+            preprocessing,
+        })
+    }
+}
+
+impl Iterator for ImageBatches {
+    type Item = Result<HostTensor>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done == self.batches {
+            return None;
+        }
+        let need = self.batch * self.sample_shape.iter().product::<usize>();
+        while self.pending.len() < need {
+            let Some(b) = self.loader.next() else {
+                tracing::warn!(
+                    "skipped images left {} of {} batches; calibrating on the images that decoded",
+                    self.done,
+                    self.batches
+                );
+                self.done = self.batches;
+                return None;
+            };
+            for f in &b.failures {
+                tracing::warn!("skipped {}: {}", f.path.display(), f.reason);
+            }
+            self.pending.extend(b.data);
+        }
+        let rest = self.pending.split_off(need);
+        let data = std::mem::replace(&mut self.pending, rest);
+        self.done += 1;
+        let mut shape = vec![self.batch];
+        shape.extend(&self.sample_shape);
+        Some(HostTensor::new(
+            self.input.clone(),
+            shape,
+            TensorData::F32(data),
+        ))
+    }
+}
+
+impl CalibrationBatches for ImageBatches {
+    fn batch_count(&self) -> usize {
+        self.batches
+    }
+    fn image_count(&self) -> usize {
+        self.batches * self.batch
+    }
+    fn fingerprint(&self) -> String {
+        self.fingerprint.clone()
+    }
+    fn preprocessing(&self) -> String {
+        self.preprocessing.clone()
+    }
+}
