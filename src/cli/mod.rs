@@ -2,6 +2,7 @@
 
 pub mod doctor;
 pub mod inspect;
+pub mod run;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -28,6 +29,8 @@ pub enum Command {
     Inspect(inspect::InspectArgs),
     /// Report what this machine offers: CUDA driver, GPUs, TensorRT libraries, backends.
     Doctor(doctor::DoctorArgs),
+    /// Measure latency (latency-all, latency-model), throughput and GPU memory per batch size.
+    Run(run::RunArgs),
 }
 
 /// A mistake in how trtkit was called (exit code 2), as opposed to a failure (exit code 1).
@@ -59,6 +62,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Inspect(args) => inspect::run(args),
         Command::Doctor(args) => doctor::run(args),
+        Command::Run(args) => run::run(args),
     }
 }
 
