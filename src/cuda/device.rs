@@ -226,6 +226,16 @@ impl Event {
             .map_err(|e| driver_err("cuEventSynchronize failed", e))
     }
 
+    /// Milliseconds from `start` to this event, both already complete (a later event on the
+    /// same stream was synchronized): no waiting, one driver call.
+    pub fn elapsed_since_completed(&self, start: &Event) -> Result<f64> {
+        // SAFETY: both handles are live events of the same context, which the caller bound;
+        // cuEventElapsedTime only reads them and reports an error if one is not complete.
+        unsafe { result::event::elapsed(start.inner.cu_event(), self.inner.cu_event()) }
+            .map(f64::from)
+            .map_err(|e| driver_err("cuEventElapsedTime failed", e))
+    }
+
     /// Milliseconds from this event to `end` on the GPU clock (waits for both).
     pub fn elapsed_ms(&self, end: &Event) -> Result<f64> {
         self.inner

@@ -179,7 +179,7 @@ impl Lane {
         Ok(lane)
     }
 
-    /// Queues one iteration; returns the host time it took, in ms.
+    /// Queues one iteration on backend slot `index` and remembers its host enqueue time.
     fn enqueue(
         &mut self,
         index: usize,
@@ -219,12 +219,13 @@ impl Lane {
             return Ok(None);
         };
         let ev = &self.events[slot];
+        // Events on one stream complete in order: once t3 is done, t0..t2 are too.
         ev[3].synchronize()?;
         let times = EventTimes {
             t0: 0.0,
-            t1: ev[0].elapsed_ms(&ev[1])?,
-            t2: ev[0].elapsed_ms(&ev[2])?,
-            t3: ev[0].elapsed_ms(&ev[3])?,
+            t1: ev[1].elapsed_since_completed(&ev[0])?,
+            t2: ev[2].elapsed_since_completed(&ev[0])?,
+            t3: ev[3].elapsed_since_completed(&ev[0])?,
         };
         IterationSpans::from_events(lane, times, host_ms)
             .map(Some)
