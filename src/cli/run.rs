@@ -507,7 +507,7 @@ mod tests {
         for bad in [
             &["m.onnx", "--batch-size", "0"][..],
             &["m.onnx", "--iterations", "0"],
-            &["m.onnx", "--duration", "-1"],
+            &["m.onnx", "--duration", "0"],
             &["m.onnx", "--streams", "0"],
         ] {
             let err = validate(&parse(bad).unwrap()).unwrap_err();
