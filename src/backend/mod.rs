@@ -60,4 +60,9 @@ pub trait Backend: Send {
     fn outputs(&self) -> &[IoSpec];
     /// Runs one batch: `inputs` in the order of [`Backend::inputs`].
     fn run(&mut self, inputs: &[HostTensor]) -> Result<RunOutput>;
+    /// The enqueue-on-a-stream side of a GPU backend, for the event-timed `run` harness;
+    /// `None` (the default) for backends that only run host tensors.
+    fn gpu(&mut self) -> Option<&mut dyn crate::cuda::enqueue::GpuEnqueue> {
+        None
+    }
 }

@@ -5,6 +5,7 @@ pub mod doctor;
 pub mod inspect;
 pub mod quantize;
 pub mod validate;
+pub mod run;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -37,6 +38,8 @@ pub enum Command {
     Quantize(quantize::QuantizeArgs),
     /// Top-1/top-5 accuracy of a model on an ImageNet-style folder, with images/s and latency.
     Validate(Box<validate::ValidateArgs>),
+    /// Measure latency (latency-all, latency-model), throughput and GPU memory per batch size.
+    Run(run::RunArgs),
 }
 
 /// A mistake in how trtkit was called (exit code 2), as opposed to a failure (exit code 1).
@@ -71,6 +74,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Calibrate(args) => calibrate::run(args, cli.verbose > 0),
         Command::Quantize(args) => quantize::run(args),
         Command::Validate(args) => validate::run(*args),
+        Command::Run(args) => run::run(args),
     }
 }
 

@@ -1,0 +1,256 @@
+//! The GPU test suite: drives the timing harness with NVRTC kernels of known cost and checks
+//! what it measures. Not run by CI (it needs a GPU). Build here, carry, run on the GPU machine:
+//!
+//! ```text
+//! cargo build --release --example gpu_suite
+//! target/release/examples/gpu_suite [--device-id N]
+//! ```
+//!
+//! Prints one line per check (PASS/FAIL with the figures) and exits 1 when a check fails.
+
+use anyhow::{Context, Result};
+use std::process::ExitCode;
+use trtkit::cuda::device::Gpu;
+use trtkit::cuda::harness::{self, Amount, HarnessOptions, HarnessReport};
+use trtkit::cuda::kernels::{KernelWorkload, Kernels, Work};
+use trtkit::cuda::memory::DeviceBuffer;
+use trtkit::metrics::latency::{IterationSpans, Stats};
+
+/// PyTorch pinned-tensor copies on the GPU machine at 64 MiB (GiB/s), the issue's anchor.
+const ANCHOR_COPY_GIBS: f64 = 51.0;
+
+struct Suite {
+    gpu: Gpu,
+    kernels: std::sync::Arc<Kernels>,
+    failed: usize,
+}
+
+fn opts(warmup: u64, iters: u64, transfers: bool, graph: bool, streams: usize) -> HarnessOptions {
+    HarnessOptions {
+        warmup: Amount::Iterations(warmup),
+        measure: Amount::Iterations(iters),
+        transfers,
+        cuda_graph: graph,
+        streams,
+    }
+}
+
+fn stat(r: &HarnessReport, f: fn(&IterationSpans) -> Option<f64>) -> Stats {
+    let v: Vec<f64> = r.iterations.iter().filter_map(f).collect();
+    Stats::from_samples(&v).expect("measured iterations")
+}
+
+impl Suite {
+    fn check(&mut self, name: &str, pass: bool, detail: String) {
+        println!("{} {name}: {detail}", if pass { "PASS" } else { "FAIL" });
+        if !pass {
+            self.failed += 1;
+        }
+    }
+
+    fn run(&self, work: Work, batch: usize, o: &HarnessOptions) -> Result<HarnessReport> {
+        let mut w = KernelWorkload::new(self.kernels.clone(), work);
+        let (i, out) = w.io();
+        harness::run(&self.gpu, &mut w, &i, &out, batch, o)
+    }
+
+    fn clock(&self) -> Result<f64> {
+        let s = self.gpu.new_stream()?;
+        self.kernels.measure_clock_ghz(&s, 20_000_000)?; // let the clock settle
+        self.kernels.measure_clock_ghz(&s, 100_000_000)
+    }
+
+    fn spin_accuracy(&mut self) -> Result<()> {
+        let ghz = self.clock()?;
+        let expected_ms = 5.0;
+        let cycles = (ghz * expected_ms * 1e6) as i64;
+        let r = self.run(Work::Spin { cycles }, 1, &opts(3, 30, false, false, 1))?;
+        let ghz_after = self.clock()?;
+        let c = stat(&r, |s| s.compute_ms);
+        let err = (c.mean - expected_ms) / expected_ms;
+        self.check(
+            "spin kernel event-timed within 2%",
+            err.abs() < 0.02,
+            format!(
+                "{cycles} cycles at {ghz:.4} GHz (after: {ghz_after:.4} GHz) expect {expected_ms:.3} ms, measured mean {:.4} ms (min {:.4}, max {:.4}), error {:+.2}%",
+                c.mean, c.min, c.max, err * 100.0
+            ),
+        );
+        Ok(())
+    }
+
+    fn all_covers_model(&mut self) -> Result<()> {
+        let mut worst = f64::INFINITY;
+        let mut n = 0;
+        for (streams, graph) in [(1, false), (2, false), (2, true)] {
+            let r = self.run(
+                Work::Copy { bytes: 1 << 20 },
+                4,
+                &opts(5, 200, true, graph, streams),
+            )?;
+            for s in &r.iterations {
+                worst = worst.min(s.all_ms - s.compute_ms.unwrap_or(f64::NAN));
+                n += 1;
+            }
+        }
+        self.check(
+            "latency-all >= latency-model in every iteration",
+            worst >= 0.0,
+            format!("{n} iterations (copy 4 MiB, 1-2 streams, with and without graphs), smallest all - model = {worst:.6} ms"),
+        );
+        Ok(())
+    }
+
+    fn bandwidth(&mut self) -> Result<()> {
+        let mib64 = 64usize << 20;
+        let r = self.run(Work::Copy { bytes: mib64 }, 1, &opts(3, 20, true, false, 1))?;
+        let gib = mib64 as f64 / (1u64 << 30) as f64;
+        type Pick = fn(&IterationSpans) -> Option<f64>;
+        let picks: [(&str, Pick); 2] = [("H2D", |s| s.h2d_ms), ("D2H", |s| s.d2h_ms)];
+        for (dir, f) in picks {
+            let st = stat(&r, f);
+            let bw = gib / (st.mean / 1e3);
+            let best = gib / (st.min / 1e3);
+            self.check(
+                &format!("pinned {dir} 64 MiB within 5% of {ANCHOR_COPY_GIBS} GiB/s"),
+                bw >= ANCHOR_COPY_GIBS * 0.95,
+                format!(
+                    "mean {bw:.2} GiB/s (best {best:.2}), ratio to anchor {:.3}",
+                    bw / ANCHOR_COPY_GIBS
+                ),
+            );
+        }
+        let c = stat(&r, |s| s.compute_ms);
+        println!(
+            "INFO copy kernel 64 MiB device-to-device: {:.3} ms, {:.1} GiB/s read+write",
+            c.mean,
+            2.0 * gib / (c.mean / 1e3)
+        );
+        Ok(())
+    }
+
+    fn overhead(&mut self) -> Result<()> {
+        let mut per_iter = vec![];
+        for graph in [false, true] {
+            let r = self.run(Work::Empty, 1, &opts(500, 20_000, false, graph, 1))?;
+            let us = r.wall_s * 1e6 / r.iterations.len() as f64;
+            let host = stat(&r, |s| Some(s.host_ms));
+            let model = stat(&r, |s| s.compute_ms);
+            let all = stat(&r, |s| Some(s.all_ms));
+            println!(
+                "INFO empty kernel, no transfers, cuda graph {graph}: {us:.2} us per iteration (wall / iterations), host enqueue mean {:.2} us, latency-model mean {:.2} us, latency-all mean {:.2} us",
+                host.mean * 1e3,
+                model.mean * 1e3,
+                all.mean * 1e3
+            );
+            per_iter.push(us);
+        }
+        self.check(
+            "harness overhead with CUDA graphs under 10 us per iteration",
+            per_iter[1] < 10.0,
+            format!(
+                "{:.2} us with graphs, {:.2} us without",
+                per_iter[1], per_iter[0]
+            ),
+        );
+        self.check(
+            "CUDA graph replay lowers the overhead",
+            per_iter[1] < per_iter[0],
+            format!("{:.2} us -> {:.2} us", per_iter[0], per_iter[1]),
+        );
+        Ok(())
+    }
+
+    fn streams(&mut self) -> Result<()> {
+        let ghz = self.clock()?;
+        let cycles = (ghz * 50_000.0) as i64; // 50 us of one thread
+        let mut tp = vec![];
+        for k in [1usize, 2, 4] {
+            let r = self.run(Work::Spin { cycles }, 1, &opts(100, 4000, false, false, k))?;
+            println!(
+                "INFO spin 50 us kernel, {k} stream(s): {:.0} inferences/s",
+                r.throughput
+            );
+            tp.push(r.throughput);
+        }
+        self.check(
+            "K streams raise throughput of a small kernel",
+            tp[2] > 2.0 * tp[0] && tp[1] > 1.5 * tp[0],
+            format!(
+                "x{:.2} with 2 streams, x{:.2} with 4",
+                tp[1] / tp[0],
+                tp[2] / tp[0]
+            ),
+        );
+        Ok(())
+    }
+
+    fn bad_input(&mut self) -> Result<()> {
+        let m = self.gpu.mem_info()?;
+        let err = DeviceBuffer::new(&self.gpu, (m.total + (1 << 30)) as usize)
+            .err()
+            .map(|e| format!("{e:#}"))
+            .unwrap_or_default();
+        self.check(
+            "out of memory says asked and free",
+            err.contains("out of GPU memory") && err.contains("asked for") && err.contains("free"),
+            err,
+        );
+        let err = Gpu::open(4096)
+            .err()
+            .map(|e| format!("{e:#}"))
+            .unwrap_or_default();
+        self.check(
+            "--device-id out of range",
+            err.contains("out of range"),
+            err,
+        );
+        Ok(())
+    }
+}
+
+fn main() -> ExitCode {
+    let device_id = std::env::args()
+        .skip_while(|a| a != "--device-id")
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let outcome = (|| -> Result<usize> {
+        let gpu = Gpu::open(device_id)?;
+        let kernels = Kernels::compile(&gpu).context("compiling the test kernels")?;
+        let m = gpu.mem_info()?;
+        println!(
+            "GPU {} ({}), {} free of {}",
+            gpu.id(),
+            gpu.name(),
+            trtkit::report::format::bytes(m.free),
+            trtkit::report::format::bytes(m.total)
+        );
+        let mut s = Suite {
+            gpu,
+            kernels,
+            failed: 0,
+        };
+        s.spin_accuracy()?;
+        s.all_covers_model()?;
+        s.bandwidth()?;
+        s.overhead()?;
+        s.streams()?;
+        s.bad_input()?;
+        Ok(s.failed)
+    })();
+    match outcome {
+        Ok(0) => {
+            println!("all checks passed");
+            ExitCode::SUCCESS
+        }
+        Ok(n) => {
+            println!("{n} check(s) failed");
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            println!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,45 @@
+//! The enqueue interface: what a GPU backend gives the timing harness.
+//!
+//! The harness owns everything that is timed: streams, events, device and pinned buffers.
+//! A backend only *queues one inference* on a stream the harness hands it, reading its inputs
+//! from and writing its outputs to device addresses the harness bound. This is exactly the
+//! shape of TensorRT's `IExecutionContext`: `setInputShape` + `setTensorAddress` per tensor,
+//! then `enqueueV3(stream)`; one execution context per concurrent stream (a *slot* here).
+
+use super::device::{Gpu, Stream};
+use anyhow::Result;
+use cudarc::driver::sys;
+
+/// One tensor bound to device memory for an inference.
+#[derive(Clone, Debug)]
+pub struct TensorBinding {
+    /// Tensor name, as in the backend's I/O specs.
+    pub name: String,
+    /// Concrete shape for this batch size.
+    pub shape: Vec<usize>,
+    /// Device address of the tensor's first byte.
+    pub ptr: sys::CUdeviceptr,
+    /// Size in bytes.
+    pub bytes: usize,
+}
+
+/// The device addresses of one inference, in the backend's input and output order.
+#[derive(Clone, Debug)]
+pub struct IoBindings {
+    /// Inputs, in the order of `Backend::inputs`.
+    pub inputs: Vec<TensorBinding>,
+    /// Outputs, in the order of `Backend::outputs`.
+    pub outputs: Vec<TensorBinding>,
+}
+
+/// A backend that can queue an inference on a caller's CUDA stream.
+pub trait GpuEnqueue {
+    /// Prepares `slots` independent execution slots on `gpu` for batch size `batch` (TensorRT:
+    /// one execution context per slot, input shapes set). Called once per batch size, before
+    /// any [`GpuEnqueue::enqueue`]; errors when the batch is outside what the model allows.
+    fn prepare(&mut self, gpu: &Gpu, batch: usize, slots: usize) -> Result<()>;
+
+    /// Queues one inference of slot `slot` on `stream` over `io`. Must not wait for the GPU
+    /// and must be capturable into a CUDA graph (no synchronizing calls, no allocation).
+    fn enqueue(&mut self, slot: usize, stream: &Stream, io: &IoBindings) -> Result<()>;
+}

@@ -1,0 +1,418 @@
+//! The timing harness: runs a [`GpuEnqueue`] backend on raw streams and times every iteration
+//! with events on the GPU clock.
+//!
+//! Per iteration, on one stream: event `t0`, host→device copies of every input, event `t1`,
+//! the inference, event `t2`, device→host copies of every output, event `t3`. latency-model is
+//! `t2 - t1`, latency-all is `t3 - t0`; the host time to queue all of it is measured too.
+//! Iterations go round-robin over `--streams K` streams, each with its own buffers and slot;
+//! event sets are reused from a small ring per stream so the host queues ahead of the GPU.
+//! GPU memory is polled with `cuMemGetInfo` from a side thread every
+//! [`MEMORY_POLL_INTERVAL`] while iterations run.
+
+use super::device::{Gpu, MemInfo, Stream};
+use super::enqueue::{GpuEnqueue, IoBindings, TensorBinding};
+use super::memory::{copy_d2h_async, copy_h2d_async, DeviceBuffer, PinnedBuffer};
+use crate::backend::{ElemType, IoSpec};
+use crate::metrics::latency::{throughput, EventTimes, IterationSpans};
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How often the side thread reads free GPU memory while the harness runs.
+pub const MEMORY_POLL_INTERVAL: Duration = Duration::from_millis(5);
+
+/// Event sets per stream: how far the host may queue ahead of the GPU.
+const RING: usize = 4;
+
+/// How much to run: a number of iterations or a wall-clock duration.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub enum Amount {
+    /// This many iterations (over all streams together).
+    Iterations(u64),
+    /// Iterations until this many seconds have passed.
+    Seconds(f64),
+}
+
+/// What the harness does.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct HarnessOptions {
+    /// Warm-up before measuring (not recorded).
+    pub warmup: Amount,
+    /// What is measured.
+    pub measure: Amount,
+    /// Copy inputs in and outputs out every iteration; `false` is `--no-transfers`
+    /// (device-resident inputs, compute only).
+    pub transfers: bool,
+    /// Capture each stream's inference into a CUDA graph once and replay it.
+    pub cuda_graph: bool,
+    /// Concurrent streams, each with its own buffers and execution slot.
+    pub streams: usize,
+}
+
+/// GPU memory around a harness run (device-wide figures from `cuMemGetInfo`).
+#[derive(Clone, Debug, Serialize)]
+pub struct MemoryReport {
+    /// Before the backend was prepared and buffers allocated.
+    pub before_setup: MemInfo,
+    /// After preparation and allocation.
+    pub after_setup: MemInfo,
+    /// Highest used bytes seen while iterations ran.
+    pub peak_used: u64,
+    /// How the peak was observed.
+    pub peak_method: String,
+}
+
+/// Everything one harness run measured.
+#[derive(Clone, Debug, Serialize)]
+pub struct HarnessReport {
+    /// Batch size.
+    pub batch: usize,
+    /// Every measured iteration, in completion order per stream.
+    pub iterations: Vec<IterationSpans>,
+    /// Wall time of the measured phase, first enqueue to last completion, in seconds.
+    pub wall_s: f64,
+    /// Samples processed in the measured phase (iterations × batch).
+    pub samples: u64,
+    /// Samples per second over the measured wall time.
+    pub throughput: f64,
+    /// GPU memory.
+    pub memory: MemoryReport,
+}
+
+struct Lane {
+    stream: Stream,
+    inputs_dev: Vec<DeviceBuffer>,
+    outputs_dev: Vec<DeviceBuffer>,
+    inputs_host: Vec<PinnedBuffer>,
+    outputs_host: Vec<PinnedBuffer>,
+    io: IoBindings,
+    graph: Option<super::device::Graph>,
+    events: Vec<[super::device::Event; 4]>,
+    pending: VecDeque<(usize, f64)>,
+    next: usize,
+}
+
+fn byte_len(spec: &IoSpec, batch: usize) -> Result<(Vec<usize>, usize)> {
+    let shape = spec.concrete_shape(batch)?;
+    let n = shape.iter().product::<usize>() * spec.elem_type.size();
+    Ok((shape, n))
+}
+
+/// Deterministic input bytes: floats uniform in [0, 1), everything else zero.
+fn fill_input(buf: &mut [u8], elem: ElemType, seed: u64) {
+    if elem != ElemType::F32 {
+        buf.fill(0);
+        return;
+    }
+    let mut state = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
+    for chunk in buf.chunks_exact_mut(4) {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let v = (state >> 40) as f32 / (1u64 << 24) as f32;
+        chunk.copy_from_slice(&v.to_le_bytes());
+    }
+}
+
+impl Lane {
+    fn new(gpu: &Gpu, inputs: &[IoSpec], outputs: &[IoSpec], batch: usize) -> Result<Lane> {
+        let stream = gpu.new_stream()?;
+        let mut lane = Lane {
+            stream,
+            inputs_dev: vec![],
+            outputs_dev: vec![],
+            inputs_host: vec![],
+            outputs_host: vec![],
+            io: IoBindings {
+                inputs: vec![],
+                outputs: vec![],
+            },
+            graph: None,
+            events: vec![],
+            pending: VecDeque::new(),
+            next: 0,
+        };
+        for (i, spec) in inputs.iter().enumerate() {
+            let (shape, n) = byte_len(spec, batch)?;
+            let dev = DeviceBuffer::new(gpu, n)
+                .with_context(|| format!("input '{}' at batch {batch}", spec.name))?;
+            let mut host = PinnedBuffer::new(gpu, n)?;
+            fill_input(host.as_mut_slice(), spec.elem_type, i as u64);
+            lane.io.inputs.push(TensorBinding {
+                name: spec.name.clone(),
+                shape,
+                ptr: dev.ptr(),
+                bytes: n,
+            });
+            lane.inputs_dev.push(dev);
+            lane.inputs_host.push(host);
+        }
+        for spec in outputs {
+            let (shape, n) = byte_len(spec, batch)?;
+            let dev = DeviceBuffer::new(gpu, n)
+                .with_context(|| format!("output '{}' at batch {batch}", spec.name))?;
+            lane.outputs_host.push(PinnedBuffer::new(gpu, n)?);
+            lane.io.outputs.push(TensorBinding {
+                name: spec.name.clone(),
+                shape,
+                ptr: dev.ptr(),
+                bytes: n,
+            });
+            lane.outputs_dev.push(dev);
+        }
+        for _ in 0..RING {
+            lane.events.push([
+                gpu.new_event()?,
+                gpu.new_event()?,
+                gpu.new_event()?,
+                gpu.new_event()?,
+            ]);
+        }
+        // Device-resident inputs for --no-transfers (and a defined state for the first run).
+        for (h, d) in lane.inputs_host.iter().zip(&lane.inputs_dev) {
+            copy_h2d_async(h, d, &lane.stream)?;
+        }
+        lane.stream.synchronize()?;
+        Ok(lane)
+    }
+
+    /// Queues one iteration on backend slot `index` and remembers its host enqueue time.
+    fn enqueue(
+        &mut self,
+        index: usize,
+        backend: &mut dyn GpuEnqueue,
+        transfers: bool,
+    ) -> Result<()> {
+        let slot = self.next;
+        let start = Instant::now();
+        let ev = &self.events[slot];
+        ev[0].record(&self.stream)?;
+        if transfers {
+            for (h, d) in self.inputs_host.iter().zip(&self.inputs_dev) {
+                copy_h2d_async(h, d, &self.stream)?;
+            }
+        }
+        ev[1].record(&self.stream)?;
+        match &self.graph {
+            Some(g) => g.launch()?,
+            None => backend.enqueue(index, &self.stream, &self.io)?,
+        }
+        ev[2].record(&self.stream)?;
+        if transfers {
+            for (d, h) in self.outputs_dev.iter().zip(self.outputs_host.iter_mut()) {
+                copy_d2h_async(d, h, &self.stream)?;
+            }
+        }
+        ev[3].record(&self.stream)?;
+        let host_ms = start.elapsed().as_secs_f64() * 1e3;
+        self.pending.push_back((slot, host_ms));
+        self.next = (slot + 1) % RING;
+        Ok(())
+    }
+
+    /// Waits for the oldest pending iteration and returns its spans.
+    fn complete_oldest(&mut self, lane: usize) -> Result<Option<IterationSpans>> {
+        let Some((slot, host_ms)) = self.pending.pop_front() else {
+            return Ok(None);
+        };
+        let ev = &self.events[slot];
+        // Events on one stream complete in order: once t3 is done, t0..t2 are too.
+        ev[3].synchronize()?;
+        let times = EventTimes {
+            t0: 0.0,
+            t1: ev[1].elapsed_since_completed(&ev[0])?,
+            t2: ev[2].elapsed_since_completed(&ev[0])?,
+            t3: ev[3].elapsed_since_completed(&ev[0])?,
+        };
+        IterationSpans::from_events(lane, times, host_ms)
+            .map(Some)
+            .map_err(|e| anyhow::anyhow!(e))
+    }
+}
+
+/// Polls free memory from a side thread until dropped; keeps the lowest free seen.
+struct MemoryPoller {
+    stop: Arc<AtomicBool>,
+    min_free: Arc<AtomicU64>,
+    handle: Option<std::thread::JoinHandle<()>>,
+}
+
+impl MemoryPoller {
+    fn start(gpu: &Gpu, start_free: u64) -> MemoryPoller {
+        let stop = Arc::new(AtomicBool::new(false));
+        let min_free = Arc::new(AtomicU64::new(start_free));
+        let (g, s, m) = (gpu.clone(), stop.clone(), min_free.clone());
+        let handle = std::thread::spawn(move || {
+            while !s.load(Ordering::Relaxed) {
+                if let Ok(info) = g.mem_info() {
+                    m.fetch_min(info.free, Ordering::Relaxed);
+                }
+                std::thread::sleep(MEMORY_POLL_INTERVAL);
+            }
+        });
+        MemoryPoller {
+            stop,
+            min_free,
+            handle: Some(handle),
+        }
+    }
+
+    fn finish(mut self) -> u64 {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+        self.min_free.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for MemoryPoller {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Runs `amount` of iterations round-robin over the lanes; returns the completed spans when
+/// `record` is set, and the wall time from the first enqueue to the last completion.
+fn drive(
+    lanes: &mut [Lane],
+    backend: &mut dyn GpuEnqueue,
+    amount: Amount,
+    transfers: bool,
+    record: bool,
+) -> Result<(Vec<IterationSpans>, f64)> {
+    let mut spans = Vec::new();
+    let start = Instant::now();
+    let mut i: u64 = 0;
+    loop {
+        let done = match amount {
+            Amount::Iterations(n) => i >= n,
+            Amount::Seconds(s) => start.elapsed().as_secs_f64() >= s,
+        };
+        if done {
+            break;
+        }
+        let k = (i % lanes.len() as u64) as usize;
+        let lane = &mut lanes[k];
+        if lane.pending.len() == RING {
+            if let Some(s) = lane.complete_oldest(k)? {
+                if record {
+                    spans.push(s);
+                }
+            }
+        }
+        lane.enqueue(k, backend, transfers)?;
+        i += 1;
+    }
+    for (k, lane) in lanes.iter_mut().enumerate() {
+        while let Some(s) = lane.complete_oldest(k)? {
+            if record {
+                spans.push(s);
+            }
+        }
+    }
+    Ok((spans, start.elapsed().as_secs_f64()))
+}
+
+/// Prepares `backend` for `batch`, allocates every buffer, warms up and measures.
+pub fn run(
+    gpu: &Gpu,
+    backend: &mut dyn GpuEnqueue,
+    inputs: &[IoSpec],
+    outputs: &[IoSpec],
+    batch: usize,
+    options: &HarnessOptions,
+) -> Result<HarnessReport> {
+    if options.streams == 0 {
+        bail!("--streams must be at least 1");
+    }
+    if let Amount::Iterations(0) = options.measure {
+        bail!("--iterations must be at least 1");
+    }
+    gpu.bind()?;
+    let before_setup = gpu.mem_info()?;
+    backend
+        .prepare(gpu, batch, options.streams)
+        .with_context(|| format!("batch {batch}"))?;
+    let mut lanes = (0..options.streams)
+        .map(|_| Lane::new(gpu, inputs, outputs, batch))
+        .collect::<Result<Vec<_>>>()?;
+    if options.cuda_graph {
+        for (k, lane) in lanes.iter_mut().enumerate() {
+            // One plain run first: some libraries (TensorRT among them) do lazy set-up on the
+            // first enqueue, which must not end up inside the graph.
+            backend.enqueue(k, &lane.stream, &lane.io)?;
+            lane.stream.synchronize()?;
+            lane.stream.begin_capture()?;
+            let queued = backend.enqueue(k, &lane.stream, &lane.io);
+            let graph = lane.stream.end_capture();
+            queued.context("queueing the inference during CUDA graph capture")?;
+            lane.graph = Some(graph.context("capturing the inference into a CUDA graph")?);
+        }
+    }
+    gpu.synchronize()?;
+    let after_setup = gpu.mem_info()?;
+    let poller = MemoryPoller::start(gpu, after_setup.free);
+    let outcome = (|| {
+        drive(
+            &mut lanes,
+            backend,
+            options.warmup,
+            options.transfers,
+            false,
+        )?;
+        drive(
+            &mut lanes,
+            backend,
+            options.measure,
+            options.transfers,
+            true,
+        )
+    })();
+    let min_free = poller.finish();
+    let (iterations, wall_s) = outcome?;
+    gpu.synchronize()?;
+    let samples = iterations.len() as u64 * batch as u64;
+    Ok(HarnessReport {
+        batch,
+        throughput: throughput(samples, wall_s),
+        iterations,
+        wall_s,
+        samples,
+        memory: MemoryReport {
+            before_setup,
+            after_setup,
+            peak_used: after_setup.total.saturating_sub(min_free),
+            peak_method: format!(
+                "cuMemGetInfo polled every {} ms from a side thread (device-wide)",
+                MEMORY_POLL_INTERVAL.as_millis()
+            ),
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn input_fill_is_deterministic_and_in_range() {
+        let mut a = vec![0u8; 64];
+        let mut b = vec![0u8; 64];
+        fill_input(&mut a, ElemType::F32, 3);
+        fill_input(&mut b, ElemType::F32, 3);
+        assert_eq!(a, b);
+        let vals: Vec<f32> = a
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        assert!(vals.iter().all(|v| (0.0..1.0).contains(v)));
+        assert!(vals.windows(2).any(|w| w[0] != w[1]));
+        let mut i = vec![7u8; 16];
+        fill_input(&mut i, ElemType::I64, 0);
+        assert!(i.iter().all(|&x| x == 0));
+    }
+}

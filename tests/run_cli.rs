@@ -1,0 +1,124 @@
+//! `trtkit run` end to end on the tract CPU backend, and its bad-input errors.
+
+mod support;
+
+use support::{assert_clean_error, save, trtkit};
+use trtkit::onnx::test_models;
+
+#[test]
+fn runs_two_batch_sizes_on_the_cpu_and_says_what_was_timed() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = save(dir.path(), "c.onnx", test_models::classifier(None));
+    let times = dir.path().join("times.csv");
+    let out = trtkit(&[
+        "run",
+        model.to_str().unwrap(),
+        "--batch-size",
+        "1,4",
+        "--warmup-iterations",
+        "1",
+        "--iterations",
+        "5",
+        "--export-times",
+        times.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("tract-cpu: wall clock"), "{stdout}");
+    let rows: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("1 ") || l.starts_with("4 "))
+        .collect();
+    assert_eq!(rows.len(), 2, "{stdout}");
+    let csv = std::fs::read_to_string(&times).unwrap();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 1 + 10, "{csv}");
+    assert!(lines[1].starts_with("1,0,0,,,,"), "{csv}");
+    assert!(lines[10].starts_with("4,4,0,,,,"), "{csv}");
+}
+
+#[test]
+fn json_report_has_statistics_per_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = save(dir.path(), "c.onnx", test_models::classifier(None));
+    let times = dir.path().join("times.json");
+    let out = trtkit(&[
+        "run",
+        model.to_str().unwrap(),
+        "--batch-size",
+        "2",
+        "--iterations",
+        "3",
+        "--warmup-iterations",
+        "0",
+        "--json",
+        "--export-times",
+        times.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = &v["results"][0];
+    assert_eq!(r["batch"], 2);
+    assert_eq!(r["iterations"], 3);
+    assert_eq!(r["timing"], "wall-clock");
+    let all = &r["latency_ms"]["all"];
+    assert!(all["min"].as_f64().unwrap() <= all["p50"].as_f64().unwrap());
+    assert!(all["p99"].as_f64().unwrap() <= all["max"].as_f64().unwrap());
+    assert!(r["latency_ms"]["compute"].is_null());
+    let thr = r["throughput"].as_f64().unwrap();
+    let mean = all["mean"].as_f64().unwrap();
+    assert!(
+        thr > 0.0 && thr <= 2.0 / (mean / 1e3) * 1.01,
+        "{thr} vs {mean}"
+    );
+    let t: serde_json::Value = serde_json::from_slice(&std::fs::read(&times).unwrap()).unwrap();
+    assert_eq!(t[0]["iterations"].as_array().unwrap().len(), 3);
+}
+
+#[test]
+fn engine_without_tensorrt_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = dir.path().join("m.engine");
+    std::fs::write(&engine, b"not an engine").unwrap();
+    let out = trtkit(&["run", engine.to_str().unwrap()]);
+    if trtkit::trt::loader::probe_tensorrt()[0].found {
+        return; // a machine with TensorRT gets the other message
+    }
+    assert_clean_error(&out, 1, &["m.engine", "requires TensorRT", "not found"]);
+}
+
+#[test]
+fn fixed_batch_model_refuses_another_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = save(dir.path(), "fixed.onnx", test_models::classifier(Some(1)));
+    let out = trtkit(&["run", model.to_str().unwrap(), "--batch-size", "8"]);
+    assert_clean_error(&out, 1, &["fixed.onnx", "batch 8", "fixed batch of 1"]);
+}
+
+#[test]
+fn gpu_flags_on_the_cpu_backend_are_usage_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = save(dir.path(), "c.onnx", test_models::classifier(None));
+    for flag in [
+        &["--cuda-graph"][..],
+        &["--device-id", "3"],
+        &["--streams", "2"],
+    ] {
+        let mut args = vec!["run", model.to_str().unwrap(), "--iterations", "1"];
+        args.extend_from_slice(flag);
+        let out = trtkit(&args);
+        assert_clean_error(&out, 2, &[flag[0], "needs a GPU backend", "tract-cpu"]);
+    }
+    let out = trtkit(&["run", model.to_str().unwrap(), "--batch-size", "0"]);
+    assert_clean_error(&out, 2, &["--batch-size"]);
+    let out = trtkit(&["run", dir.path().join("missing.onnx").to_str().unwrap()]);
+    assert_clean_error(&out, 1, &["missing.onnx"]);
+}
