@@ -4,8 +4,8 @@ pub mod calibrate;
 pub mod doctor;
 pub mod inspect;
 pub mod quantize;
-pub mod validate;
 pub mod run;
+pub mod validate;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
