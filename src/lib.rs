@@ -7,6 +7,8 @@ pub mod atomic_file;
 pub mod backend;
 pub mod cli;
 pub mod cuda;
+pub mod data;
+pub mod metrics;
 pub mod onnx;
 pub mod report;
 pub mod trt;

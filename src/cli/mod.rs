@@ -1,5 +1,6 @@
 //! The command line: global flags, one subcommand per file, and how errors become exit codes.
 
+pub mod compare;
 pub mod doctor;
 pub mod inspect;
 
@@ -28,6 +29,8 @@ pub enum Command {
     Inspect(inspect::InspectArgs),
     /// Report what this machine offers: CUDA driver, GPUs, TensorRT libraries, backends.
     Doctor(doctor::DoctorArgs),
+    /// Compare the outputs of A with the reference B: isclose %, errors, top-k rank agreement.
+    Compare(compare::CompareArgs),
 }
 
 /// A mistake in how trtkit was called (exit code 2), as opposed to a failure (exit code 1).
@@ -59,6 +62,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Inspect(args) => inspect::run(args),
         Command::Doctor(args) => doctor::run(args),
+        Command::Compare(args) => compare::run(args),
     }
 }
 
