@@ -60,7 +60,7 @@ pub fn locate_library() -> Result<PathBuf> {
         ])
         .stderr(std::process::Stdio::null())
         .output();
-    if let Ok(out) = probe.filter(|o| o.status.success()) {
+    if let Some(out) = probe.ok().filter(|o| o.status.success()) {
         let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
         if let Some(lib) = capi_library(&dir) {
             return Ok(lib);

@@ -368,8 +368,16 @@ fn run_plan(
         .iter()
         .map(|t| Ok(to_tract(t)?.into()))
         .collect::<Result<_>>()?;
-    let out = plan
-        .run(values)
+    // tract-cuda can panic on storage it cannot read back; turn that into an error.
+    let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| plan.run(values)))
+        .map_err(|p| {
+            let msg = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            anyhow::anyhow!("tract panicked: {msg}")
+        })?
         .map_err(|e| anyhow::anyhow!("{e:#}"))
         .context("tract inference failed")?;
     out.iter()
