@@ -28,7 +28,10 @@ fn runs_two_batch_sizes_on_the_cpu_and_says_what_was_timed() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(stdout.contains("tract-cpu: wall clock"), "{stdout}");
+    assert!(
+        stdout.contains("tract-cpu (") && stdout.contains("): wall clock"),
+        "{stdout}"
+    );
     let rows: Vec<&str> = stdout
         .lines()
         .filter(|l| l.starts_with("1 ") || l.starts_with("4 "))

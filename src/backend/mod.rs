@@ -2,6 +2,8 @@
 //! Runtime and TensorRT plug into the same trait). Commands hold a `Box<dyn Backend>` and do
 //! not care which one it is.
 
+pub mod ort;
+pub mod select;
 pub mod tensor;
 pub mod tract;
 
@@ -65,4 +67,26 @@ pub trait Backend: Send {
     fn gpu(&mut self) -> Option<&mut dyn crate::cuda::enqueue::GpuEnqueue> {
         None
     }
+
+    /// The batch size every input's axis 0 is fixed to, if they all agree on one; `None` when
+    /// the batch is dynamic (any size runs).
+    fn fixed_batch(&self) -> Option<usize> {
+        let mut sizes = self.inputs().iter().map(|s| match s.dims.first() {
+            Some(Dim::Fixed(n)) => Some(*n as usize),
+            _ => None,
+        });
+        let first = sizes.next()??;
+        sizes.all(|s| s == Some(first)).then_some(first)
+    }
+}
+
+/// Where a backend runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Device {
+    /// The host CPU.
+    #[default]
+    Cpu,
+    /// An NVIDIA GPU through CUDA.
+    Cuda,
 }

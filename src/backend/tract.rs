@@ -1,13 +1,17 @@
 //! The tract backend: pure-Rust ONNX inference, the reference every other backend is
-//! compared against. Always available on the CPU.
+//! compared against. Always available on the CPU, where it uses the cores two ways: a fixed
+//! batch is split into chunks run side by side, and each chunk's matrix products run on
+//! tract-linalg's multithreaded executor. `Device::Cuda` runs tract's CUDA runtime instead.
 
-use super::{Backend, ElemType, HostTensor, IoSpec, RunOutput, TensorData};
-use crate::onnx::shape::{apply_input_shapes, set_batch, Batch, InputShape};
+use super::{Backend, Device, ElemType, HostTensor, IoSpec, RunOutput, TensorData};
+use crate::data::batch::{concat, slice_padded, truncate};
+use crate::onnx::shape::{apply_input_shapes, model_inputs, set_batch, Batch, InputShape};
 use crate::onnx::tensor_info::Dim;
 use crate::onnx::OnnxModel;
 use anyhow::{bail, Context, Result};
-use std::sync::Arc;
+use rayon::prelude::*;
 use std::time::Instant;
+use tract_linalg::multithread::Executor;
 use tract_onnx::prelude::*;
 
 /// How to prepare a model for tract.
@@ -17,13 +21,70 @@ pub struct TractOptions {
     pub input_shapes: Vec<InputShape>,
     /// Fix the batch axis to this size (a dynamic model then runs as a static one).
     pub batch: Option<usize>,
+    /// CPU or CUDA (tract's CUDA runtime).
+    pub device: Device,
+    /// CPU threads; `None` uses every core. Ignored on CUDA.
+    pub threads: Option<usize>,
 }
 
-/// A model prepared for tract on the CPU.
+/// How the CPU threads are spent: `chunks` pieces of the batch side by side, each with
+/// `intra` threads for its matrix products.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ThreadPlan {
+    /// Pieces the batch is split into.
+    pub chunks: usize,
+    /// Samples per piece (the batch the plan is prepared for).
+    pub chunk_batch: usize,
+    /// Threads inside each piece.
+    pub intra: usize,
+}
+
+impl ThreadPlan {
+    /// The split for `threads` threads and a batch of `batch` (`None`: not fixed, no split).
+    pub fn new(threads: usize, batch: Option<usize>) -> ThreadPlan {
+        let threads = threads.max(1);
+        match batch {
+            Some(n) if n > 1 && threads > 1 => {
+                let chunks = threads.min(n);
+                let chunk_batch = n.div_ceil(chunks);
+                let chunks = n.div_ceil(chunk_batch);
+                ThreadPlan {
+                    chunks,
+                    chunk_batch,
+                    intra: (threads / chunks).max(1),
+                }
+            }
+            _ => ThreadPlan {
+                chunks: 1,
+                chunk_batch: batch.unwrap_or(0),
+                intra: threads,
+            },
+        }
+    }
+}
+
+/// A model prepared for tract on the CPU or on CUDA.
 pub struct TractBackend {
-    plan: Arc<TypedRunnableModel>,
+    plan: Box<dyn Runnable>,
     inputs: Vec<IoSpec>,
     outputs: Vec<IoSpec>,
+    device: Device,
+    threads: ThreadPlan,
+    pool: Option<rayon::ThreadPool>,
+    batch: Option<usize>,
+}
+
+/// Checks that tract's CUDA runtime can run here; the error says what is missing.
+pub fn cuda_runtime() -> Result<&'static dyn Runtime> {
+    let hint = "--device cuda needs an NVIDIA GPU with a CUDA 13 driver and the CUDA libraries (cudart, nvrtc, cublas, cudnn)";
+    tract_cuda::utils::ensure_cuda_runtime_dependencies("tract-cuda")
+        .map_err(|e| anyhow::anyhow!("{hint}: {e:#}; use --device cpu"))?;
+    let rt = runtime_for_name("cuda")
+        .map_err(|e| anyhow::anyhow!("{e:#}"))?
+        .context("tract's CUDA runtime is not compiled into this binary")?;
+    rt.check()
+        .map_err(|e| anyhow::anyhow!("{hint}: {e:#}; use --device cpu"))?;
+    Ok(rt)
 }
 
 fn elem_type_of(dt: DatumType, what: &str) -> Result<ElemType> {
@@ -96,8 +157,30 @@ impl TractBackend {
         if !options.input_shapes.is_empty() {
             apply_input_shapes(&mut model, &options.input_shapes)?;
         }
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        // Only a dynamic batch can be split into chunks: a fixed one runs as the model says.
+        let batch_is_dynamic = model_inputs(&model).iter().all(|i| {
+            !matches!(
+                i.dims.as_deref().and_then(|d| d.first()),
+                Some(Dim::Fixed(_))
+            )
+        });
+        let splittable = options.batch.filter(|_| batch_is_dynamic);
+        let threads = match options.device {
+            Device::Cpu => ThreadPlan::new(options.threads.unwrap_or(cores), splittable),
+            Device::Cuda => ThreadPlan::new(1, None),
+        };
+        let cuda = match options.device {
+            Device::Cuda => Some(cuda_runtime()?),
+            Device::Cpu => None,
+        };
         if let Some(n) = options.batch {
-            set_batch(&mut model, Batch::Static(n as i64))?;
+            let prepared = if threads.chunks > 1 {
+                threads.chunk_batch
+            } else {
+                n
+            };
+            set_batch(&mut model, Batch::Static(prepared as i64))?;
         }
         let shown = model.path.display().to_string();
         let dir = model.base_dir().to_string_lossy().into_owned();
@@ -138,21 +221,82 @@ impl TractBackend {
             .enumerate()
             .map(|(i, n)| spec_of(n, typed.output_fact(i)?))
             .collect::<Result<Vec<_>>>()?;
-        let plan = typed
-            .into_runnable_with_options(&Default::default())
-            .map_err(|e| anyhow::anyhow!("{e:#}"))
-            .with_context(|| format!("{shown}: tract cannot prepare the model"))?;
-        Ok(TractBackend {
+        let executor = if threads.intra > 1 {
+            Executor::multithread(threads.intra)
+        } else {
+            Executor::SingleThread
+        };
+        let run_options = RunOptions {
+            executor: Some(executor),
+            ..Default::default()
+        };
+        let plan: Box<dyn Runnable> = match cuda {
+            None => Box::new(
+                typed
+                    .into_runnable_with_options(&run_options)
+                    .map_err(|e| anyhow::anyhow!("{e:#}"))
+                    .with_context(|| format!("{shown}: tract cannot prepare the model"))?,
+            ),
+            Some(rt) => rt
+                .prepare_with_options(typed, &run_options)
+                .map_err(|e| anyhow::anyhow!("{e:#}"))
+                .with_context(|| format!("{shown}: tract cannot prepare the model for CUDA"))?,
+        };
+        let pool = if threads.chunks > 1 {
+            Some(
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads.chunks)
+                    .thread_name(|i| format!("trtkit-tract-{i}"))
+                    .build()
+                    .context("cannot start the tract worker threads")?,
+            )
+        } else {
+            None
+        };
+        tracing::info!(
+            "tract on {:?}: {} chunk(s) of batch {}, {} thread(s) each",
+            options.device,
+            threads.chunks,
+            threads.chunk_batch,
+            threads.intra
+        );
+        let mut backend = TractBackend {
             plan,
             inputs,
             outputs,
-        })
+            device: options.device,
+            threads,
+            pool,
+            batch: options.batch,
+        };
+        if let Some(n) = options.batch {
+            // The specs show the batch the caller asked for, not the chunk size.
+            for spec in backend.inputs.iter_mut().chain(backend.outputs.iter_mut()) {
+                if threads.chunks > 1
+                    && spec.dims.first() == Some(&Dim::Fixed(threads.chunk_batch as i64))
+                {
+                    spec.dims[0] = Dim::Fixed(n as i64);
+                }
+            }
+        }
+        Ok(backend)
     }
 }
 
 impl Backend for TractBackend {
     fn name(&self) -> String {
-        "tract-cpu".into()
+        match self.device {
+            Device::Cpu => format!(
+                "tract-cpu ({} thread{})",
+                self.threads.chunks * self.threads.intra,
+                if self.threads.chunks * self.threads.intra == 1 {
+                    ""
+                } else {
+                    "s"
+                }
+            ),
+            Device::Cuda => "tract-cuda".into(),
+        }
     }
 
     fn inputs(&self) -> &[IoSpec] {
@@ -171,24 +315,83 @@ impl Backend for TractBackend {
                 inputs.len()
             );
         }
-        let values: TVec<TValue> = inputs
-            .iter()
-            .map(|t| Ok(to_tract(t)?.into()))
-            .collect::<Result<_>>()?;
+        let (Some(pool), Some(n)) = (&self.pool, self.batch) else {
+            let start = Instant::now();
+            let outputs = run_plan(self.plan.as_ref(), inputs, &self.outputs)?;
+            return Ok(RunOutput {
+                outputs,
+                elapsed: start.elapsed(),
+            });
+        };
+        for t in inputs {
+            if t.shape.first() != Some(&n) {
+                bail!(
+                    "input '{}' has shape {:?}; this backend was prepared for batch {n}",
+                    t.name,
+                    t.shape
+                );
+            }
+        }
+        let step = self.threads.chunk_batch;
+        let chunks = (0..n)
+            .step_by(step)
+            .map(|s| {
+                inputs
+                    .iter()
+                    .map(|t| slice_padded(t, s, step))
+                    .collect::<Result<Vec<_>>>()
+            })
+            .collect::<Result<Vec<_>>>()?;
         let start = Instant::now();
-        let out = self
-            .plan
-            .run(values)
-            .map_err(|e| anyhow::anyhow!("{e:#}"))
-            .context("tract inference failed")?;
+        let plan = self.plan.as_ref();
+        let specs = &self.outputs;
+        let results: Vec<Vec<HostTensor>> = pool.install(|| {
+            chunks
+                .par_iter()
+                .map(|c| run_plan(plan, c, specs))
+                .collect::<Result<_>>()
+        })?;
         let elapsed = start.elapsed();
-        let outputs = out
-            .iter()
-            .zip(&self.outputs)
-            .map(|(t, spec)| from_tract(&spec.name, t))
-            .collect::<Result<_>>()?;
+        let mut outputs = Vec::with_capacity(specs.len());
+        for (i, spec) in specs.iter().enumerate() {
+            let parts = results.iter().map(|r| r[i].clone()).collect::<Vec<_>>();
+            if parts.iter().any(|p| p.shape.first() != Some(&step)) {
+                bail!(
+                    "output '{}' has no batch axis of {step}: run this model with --threads 1 or without --batch",
+                    spec.name
+                );
+            }
+            outputs.push(truncate(concat(parts)?, n)?);
+        }
         Ok(RunOutput { outputs, elapsed })
     }
+}
+
+fn run_plan(
+    plan: &dyn Runnable,
+    inputs: &[HostTensor],
+    specs: &[IoSpec],
+) -> Result<Vec<HostTensor>> {
+    let values: TVec<TValue> = inputs
+        .iter()
+        .map(|t| Ok(to_tract(t)?.into()))
+        .collect::<Result<_>>()?;
+    // tract-cuda can panic on storage it cannot read back; turn that into an error.
+    let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| plan.run(values)))
+        .map_err(|p| {
+            let msg = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            anyhow::anyhow!("tract panicked: {msg}")
+        })?
+        .map_err(|e| anyhow::anyhow!("{e:#}"))
+        .context("tract inference failed")?;
+    out.iter()
+        .zip(specs)
+        .map(|(t, spec)| from_tract(&spec.name, t))
+        .collect()
 }
 
 #[cfg(test)]

@@ -31,7 +31,7 @@ pub struct DoctorReport {
 
 /// Execution backends compiled into this binary (grows as backends land).
 pub fn compiled_backends() -> Vec<String> {
-    vec!["tract-cpu".into()]
+    vec!["tract-cpu".into(), "tract-cuda".into(), "ort-cpu".into()]
 }
 
 /// Collects the report.

@@ -1,6 +1,7 @@
 //! The command line: global flags, one subcommand per file, and how errors become exit codes.
 
 pub mod calibrate;
+pub mod compare;
 pub mod doctor;
 pub mod inspect;
 pub mod quantize;
@@ -40,6 +41,8 @@ pub enum Command {
     Validate(Box<validate::ValidateArgs>),
     /// Measure latency (latency-all, latency-model), throughput and GPU memory per batch size.
     Run(run::RunArgs),
+    /// Compare the outputs of A with the reference B: isclose %, errors, top-k rank agreement.
+    Compare(compare::CompareArgs),
 }
 
 /// A mistake in how trtkit was called (exit code 2), as opposed to a failure (exit code 1).
@@ -75,6 +78,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Quantize(args) => quantize::run(args),
         Command::Validate(args) => validate::run(*args),
         Command::Run(args) => run::run(args),
+        Command::Compare(args) => compare::run(args),
     }
 }
 

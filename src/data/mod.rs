@@ -1,8 +1,14 @@
-//! Image data for validation and calibration: datasets (ImageFolder, labels files), decoding,
-//! preprocessing presets and the parallel loader.
+//! Data that goes into backends: image datasets (ImageFolder, labels files), decoding,
+//! preprocessing presets and the parallel loader; `.npy`/`.npz` and ONNX `TensorProto` files,
+//! seeded random inputs, and batch slicing.
 
+pub mod batch;
 pub mod dataset;
 pub mod decode;
 pub mod loader;
+pub mod npy;
+pub mod npz;
 pub mod preprocess;
+pub mod proto;
 pub mod resize;
+pub mod synthetic;

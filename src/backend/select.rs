@@ -1,0 +1,63 @@
+//! Opening a backend by name: what the `--backend`/`--device`/`--threads` flags turn into.
+
+use super::ort::{OrtBackend, OrtOptions};
+use super::tract::{TractBackend, TractOptions};
+use super::{Backend, Device};
+use crate::onnx::shape::InputShape;
+use crate::onnx::OnnxModel;
+use anyhow::{bail, Result};
+use serde::Serialize;
+
+/// Which reference backend runs an ONNX model.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendKind {
+    /// tract, embedded (CPU, or CUDA with `--device cuda`).
+    #[default]
+    Tract,
+    /// ONNX Runtime, loaded at run time (CPU).
+    Ort,
+}
+
+/// Everything needed to open a backend on an ONNX model.
+#[derive(Clone, Debug, Default)]
+pub struct BackendOptions {
+    /// Which backend.
+    pub kind: BackendKind,
+    /// Where it runs.
+    pub device: Device,
+    /// CPU threads; `None` uses every core.
+    pub threads: Option<usize>,
+    /// `--input-shape` overrides.
+    pub input_shapes: Vec<InputShape>,
+    /// Fix the batch axis to this size.
+    pub batch: Option<usize>,
+}
+
+/// Opens `model` on the backend `options` names.
+pub fn open(model: &OnnxModel, options: &BackendOptions) -> Result<Box<dyn Backend>> {
+    Ok(match options.kind {
+        BackendKind::Tract => Box::new(TractBackend::load(
+            model,
+            &TractOptions {
+                input_shapes: options.input_shapes.clone(),
+                batch: options.batch,
+                device: options.device,
+                threads: options.threads,
+            },
+        )?),
+        BackendKind::Ort => {
+            if options.device != Device::Cpu {
+                bail!("--backend ort runs on the CPU only (the onnxruntime package is the CPU build); use --backend tract --device cuda");
+            }
+            Box::new(OrtBackend::load(
+                model,
+                &OrtOptions {
+                    input_shapes: options.input_shapes.clone(),
+                    batch: options.batch,
+                    threads: options.threads,
+                },
+            )?)
+        }
+    })
+}

@@ -1,0 +1,140 @@
+//! Seeded random inputs: the same seed gives the same tensors on every machine.
+
+use crate::backend::{ElemType, HostTensor, IoSpec, TensorData};
+use anyhow::{bail, Result};
+use half::f16;
+use rand::{Rng, SeedableRng};
+use rand_distr::{Distribution, Normal, Uniform};
+use serde::Serialize;
+
+/// How random inputs are drawn.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum InputDistribution {
+    /// Uniform in `[low, high)` (integers: `[low, high]` rounded).
+    Uniform {
+        /// Lower bound.
+        low: f64,
+        /// Upper bound.
+        high: f64,
+    },
+    /// Normal with this mean and standard deviation.
+    Normal {
+        /// Mean.
+        mean: f64,
+        /// Standard deviation.
+        std: f64,
+    },
+}
+
+/// Random input settings.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct RandomInputs {
+    /// The distribution.
+    pub dist: InputDistribution,
+    /// The seed; input `i` of the model uses `seed + i`.
+    pub seed: u64,
+}
+
+impl RandomInputs {
+    /// Draws `samples` samples for every input in `specs`: each tensor gets the spec's dims with
+    /// axis 0 (the batch) set to `samples`.
+    pub fn generate(&self, specs: &[IoSpec], samples: usize) -> Result<Vec<HostTensor>> {
+        specs
+            .iter()
+            .enumerate()
+            .map(|(i, spec)| {
+                let mut shape = spec.concrete_shape(samples)?;
+                if let Some(first) = shape.first_mut() {
+                    *first = samples;
+                }
+                let n = shape.iter().product();
+                let data = self.draw(spec.elem_type, n, self.seed.wrapping_add(i as u64))?;
+                HostTensor::new(spec.name.clone(), shape, data)
+            })
+            .collect()
+    }
+
+    fn draw(&self, t: ElemType, n: usize, seed: u64) -> Result<TensorData> {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let values: Vec<f64> = match self.dist {
+            InputDistribution::Uniform { low, high } => {
+                if low >= high || !low.is_finite() || !high.is_finite() {
+                    bail!("random inputs: the range [{low}, {high}) is empty or not finite");
+                }
+                let u = Uniform::new(low, high)?;
+                (0..n).map(|_| u.sample(&mut rng)).collect()
+            }
+            InputDistribution::Normal { mean, std } => {
+                let d = Normal::new(mean, std)
+                    .map_err(|e| anyhow::anyhow!("random inputs: normal({mean}, {std}): {e}"))?;
+                (0..n).map(|_| d.sample(&mut rng)).collect()
+            }
+        };
+        Ok(match t {
+            ElemType::F32 => TensorData::F32(values.iter().map(|&v| v as f32).collect()),
+            ElemType::F16 => TensorData::F16(values.iter().map(|&v| f16::from_f64(v)).collect()),
+            ElemType::F64 => TensorData::F64(values),
+            ElemType::I64 => TensorData::I64(values.iter().map(|v| v.round() as i64).collect()),
+            ElemType::I32 => TensorData::I32(values.iter().map(|v| v.round() as i32).collect()),
+            ElemType::I8 => TensorData::I8(values.iter().map(|v| v.round() as i8).collect()),
+            ElemType::U8 => TensorData::U8(values.iter().map(|v| v.round() as u8).collect()),
+            ElemType::Bool => TensorData::Bool((0..n).map(|_| rng.random_bool(0.5)).collect()),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::onnx::tensor_info::Dim;
+
+    fn spec(name: &str, t: ElemType) -> IoSpec {
+        IoSpec {
+            name: name.into(),
+            elem_type: t,
+            dims: vec![Dim::Symbol("N".into()), Dim::Fixed(3)],
+        }
+    }
+
+    #[test]
+    fn same_seed_same_tensors_within_range() {
+        let r = RandomInputs {
+            dist: InputDistribution::Uniform {
+                low: -1.0,
+                high: 2.0,
+            },
+            seed: 7,
+        };
+        let specs = [spec("x", ElemType::F32), spec("ids", ElemType::I64)];
+        let a = r.generate(&specs, 5).unwrap();
+        assert_eq!(a, r.generate(&specs, 5).unwrap());
+        assert_eq!(a[0].shape, vec![5, 3]);
+        let TensorData::F32(v) = &a[0].data else {
+            panic!("f32 expected")
+        };
+        assert!(v.iter().all(|&x| (-1.0..2.0).contains(&x)));
+        assert!(v.iter().any(|&x| x != v[0]));
+        let other = RandomInputs { seed: 8, ..r }.generate(&specs, 5).unwrap();
+        assert_ne!(a[0], other[0]);
+        let n = RandomInputs {
+            dist: InputDistribution::Normal {
+                mean: 10.0,
+                std: 0.1,
+            },
+            seed: 1,
+        }
+        .generate(&specs[..1], 1000)
+        .unwrap();
+        let mean = n[0].data.to_f64().iter().sum::<f64>() / 3000.0;
+        assert!((mean - 10.0).abs() < 0.02, "{mean}");
+        let bad = RandomInputs {
+            dist: InputDistribution::Uniform {
+                low: 1.0,
+                high: 1.0,
+            },
+            seed: 0,
+        };
+        assert!(bad.generate(&specs, 1).is_err());
+    }
+}

@@ -1,0 +1,230 @@
+//! Element-wise closeness of two outputs, numpy `isclose` semantics with B as the reference:
+//! `|a − b| <= atol + rtol·|b|`.
+
+use rayon::prelude::*;
+use serde::Serialize;
+
+/// Tolerances for `isclose`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Tolerance {
+    /// Relative tolerance (times `|b|`).
+    pub rtol: f64,
+    /// Absolute tolerance.
+    pub atol: f64,
+    /// Whether NaN equals NaN.
+    pub equal_nan: bool,
+}
+
+impl Default for Tolerance {
+    fn default() -> Self {
+        Tolerance {
+            rtol: 1e-3,
+            atol: 1e-8,
+            equal_nan: false,
+        }
+    }
+}
+
+/// numpy's `isclose(a, b)` for one pair of elements (B is the reference).
+pub fn isclose(a: f64, b: f64, tol: &Tolerance) -> bool {
+    if a.is_nan() || b.is_nan() {
+        return tol.equal_nan && a.is_nan() && b.is_nan();
+    }
+    if a.is_infinite() || b.is_infinite() {
+        return a == b;
+    }
+    (a - b).abs() <= tol.atol + tol.rtol * b.abs()
+}
+
+/// Closeness of one output tensor of A against the same tensor of B.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Closeness {
+    /// Number of elements compared.
+    pub elements: usize,
+    /// Elements where `isclose` holds, in percent.
+    pub equal_pct: f64,
+    /// Samples (rows along axis 0) compared.
+    pub samples: usize,
+    /// Samples whose elements are all close, in percent.
+    pub all_close_samples_pct: f64,
+    /// Largest `|a − b|` over elements finite on both sides.
+    pub max_abs_err: f64,
+    /// Largest `|a − b| / |b|` over finite elements with `b ≠ 0`.
+    pub max_rel_err: f64,
+    /// Mean `|a − b|` over elements finite on both sides.
+    pub mean_abs_err: f64,
+    /// Cosine similarity of the two flattened tensors (finite elements; 1 when both are zero).
+    pub cosine: f64,
+    /// NaN count in A.
+    pub nan_a: usize,
+    /// NaN count in B.
+    pub nan_b: usize,
+    /// ±Inf count in A.
+    pub inf_a: usize,
+    /// ±Inf count in B.
+    pub inf_b: usize,
+}
+
+#[derive(Clone, Copy, Default)]
+struct Acc {
+    close: usize,
+    all_close_samples: usize,
+    finite: usize,
+    max_abs: f64,
+    max_rel: f64,
+    sum_abs: f64,
+    dot: f64,
+    aa: f64,
+    bb: f64,
+    nan_a: usize,
+    nan_b: usize,
+    inf_a: usize,
+    inf_b: usize,
+}
+
+impl Acc {
+    fn sample(a: &[f64], b: &[f64], tol: &Tolerance) -> Acc {
+        let mut s = Acc::default();
+        for (&x, &y) in a.iter().zip(b) {
+            s.nan_a += x.is_nan() as usize;
+            s.nan_b += y.is_nan() as usize;
+            s.inf_a += x.is_infinite() as usize;
+            s.inf_b += y.is_infinite() as usize;
+            s.close += isclose(x, y, tol) as usize;
+            if x.is_finite() && y.is_finite() {
+                let d = (x - y).abs();
+                s.finite += 1;
+                s.sum_abs += d;
+                s.max_abs = s.max_abs.max(d);
+                if y != 0.0 {
+                    s.max_rel = s.max_rel.max(d / y.abs());
+                }
+                s.dot += x * y;
+                s.aa += x * x;
+                s.bb += y * y;
+            }
+        }
+        s.all_close_samples = (s.close == a.len()) as usize;
+        s
+    }
+
+    fn merge(mut self, o: Acc) -> Acc {
+        self.close += o.close;
+        self.all_close_samples += o.all_close_samples;
+        self.finite += o.finite;
+        self.max_abs = self.max_abs.max(o.max_abs);
+        self.max_rel = self.max_rel.max(o.max_rel);
+        self.sum_abs += o.sum_abs;
+        self.dot += o.dot;
+        self.aa += o.aa;
+        self.bb += o.bb;
+        self.nan_a += o.nan_a;
+        self.nan_b += o.nan_b;
+        self.inf_a += o.inf_a;
+        self.inf_b += o.inf_b;
+        self
+    }
+}
+
+fn pct(part: usize, whole: usize) -> f64 {
+    if whole == 0 {
+        100.0
+    } else {
+        100.0 * part as f64 / whole as f64
+    }
+}
+
+/// Compares `a` against the reference `b` (same length), seen as `samples` rows of equal size.
+/// `samples` of 0 or one that does not divide the length means one sample.
+pub fn closeness(a: &[f64], b: &[f64], samples: usize, tol: &Tolerance) -> Closeness {
+    assert_eq!(a.len(), b.len(), "closeness needs equal lengths");
+    let samples = if samples == 0 || !a.len().is_multiple_of(samples) {
+        1
+    } else {
+        samples
+    };
+    let row = (a.len() / samples).max(1);
+    let acc = a
+        .par_chunks(row)
+        .zip(b.par_chunks(row))
+        .map(|(x, y)| Acc::sample(x, y, tol))
+        .reduce(Acc::default, Acc::merge);
+    let norm = (acc.aa * acc.bb).sqrt();
+    let cosine = if norm > 0.0 {
+        acc.dot / norm
+    } else if acc.aa == acc.bb {
+        1.0
+    } else {
+        0.0
+    };
+    Closeness {
+        elements: a.len(),
+        equal_pct: pct(acc.close, a.len()),
+        samples,
+        all_close_samples_pct: pct(acc.all_close_samples, samples),
+        max_abs_err: acc.max_abs,
+        max_rel_err: acc.max_rel,
+        mean_abs_err: if acc.finite == 0 {
+            0.0
+        } else {
+            acc.sum_abs / acc.finite as f64
+        },
+        cosine,
+        nan_a: acc.nan_a,
+        nan_b: acc.nan_b,
+        inf_a: acc.inf_a,
+        inf_b: acc.inf_b,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn isclose_follows_numpy() {
+        let t = Tolerance::default();
+        assert!(isclose(1.0, 1.0005, &t));
+        assert!(!isclose(1.0, 1.002, &t));
+        // Asymmetric, as numpy: the tolerance scales with |b|.
+        let wide = Tolerance {
+            rtol: 0.5,
+            atol: 0.0,
+            equal_nan: false,
+        };
+        assert!(isclose(1.0, 2.0, &wide));
+        assert!(!isclose(2.0, 1.0, &wide));
+        assert!(!isclose(f64::NAN, f64::NAN, &t));
+        assert!(isclose(
+            f64::NAN,
+            f64::NAN,
+            &Tolerance {
+                equal_nan: true,
+                ..t
+            }
+        ));
+        assert!(isclose(f64::INFINITY, f64::INFINITY, &t));
+        assert!(!isclose(f64::INFINITY, f64::NEG_INFINITY, &t));
+        assert!(!isclose(1e300, f64::INFINITY, &t));
+        assert!(isclose(0.0, 1e-9, &t));
+    }
+
+    #[test]
+    fn summarizes_errors_per_tensor_and_sample() {
+        let b = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
+        let a = [1.0, 2.0, 3.0, 4.0, 5.5, f64::NAN];
+        let c = closeness(&a, &b, 2, &Tolerance::default());
+        assert_eq!(c.elements, 6);
+        assert!((c.equal_pct - 400.0 / 6.0).abs() < 1e-9);
+        assert_eq!(c.all_close_samples_pct, 50.0);
+        assert_eq!(c.max_abs_err, 0.5);
+        assert!((c.max_rel_err - 0.1).abs() < 1e-12);
+        assert!((c.mean_abs_err - 0.1).abs() < 1e-12);
+        assert_eq!((c.nan_a, c.nan_b, c.inf_a, c.inf_b), (1, 0, 0, 0));
+        let same = closeness(&b, &b, 3, &Tolerance::default());
+        assert_eq!(same.equal_pct, 100.0);
+        assert!((same.cosine - 1.0).abs() < 1e-12);
+        let neg: Vec<f64> = b.iter().map(|x| -x).collect();
+        assert!((closeness(&neg, &b, 1, &Tolerance::default()).cosine + 1.0).abs() < 1e-12);
+    }
+}
