@@ -118,7 +118,15 @@ fn gpu_flags_on_the_cpu_backend_are_usage_errors() {
         let mut args = vec!["run", model.to_str().unwrap(), "--iterations", "1"];
         args.extend_from_slice(flag);
         let out = trtkit(&args);
-        assert_clean_error(&out, 2, &[flag[0], "needs a GPU backend", "tract-cpu"]);
+        assert_clean_error(
+            &out,
+            2,
+            &[
+                flag[0],
+                "needs a backend that enqueues on trtkit's CUDA streams",
+                "tract-cpu",
+            ],
+        );
     }
     let out = trtkit(&["run", model.to_str().unwrap(), "--batch-size", "0"]);
     assert_clean_error(&out, 2, &["--batch-size"]);

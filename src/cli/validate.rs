@@ -3,7 +3,8 @@
 //! inference only), measured after a warm-up.
 
 use crate::atomic_file::write_atomic_with;
-use crate::backend::tract::{TractBackend, TractOptions};
+use crate::backend::select::{open, BackendKind, BackendOptions};
+use crate::backend::Device;
 use crate::backend::{Backend, ElemType, HostTensor, TensorData};
 use crate::cli::UsageError;
 use crate::data::dataset::{Dataset, DatasetOptions};
@@ -33,6 +34,15 @@ pub struct ValidateArgs {
     /// Images per batch.
     #[arg(long, default_value_t = 32)]
     pub batch_size: usize,
+    /// Backend that runs the model.
+    #[arg(long, value_enum, default_value = "tract")]
+    pub backend: BackendKind,
+    /// Where the backend runs: cpu, or cuda (tract's CUDA runtime).
+    #[arg(long, value_enum, default_value = "cpu")]
+    pub device: Device,
+    /// CPU threads for the backend (default: every core; the image loader uses rayon's pool).
+    #[arg(long)]
+    pub threads: Option<usize>,
     /// Labels for a flat folder: `file,label` CSV, or one label per line in sorted file order.
     #[arg(long)]
     pub labels: Option<PathBuf>,
@@ -155,16 +165,18 @@ pub struct ValidateReport {
 
 /// The backend that runs the model. The one place where a backend is chosen: new backends
 /// (ONNX Runtime, TensorRT engines) are added here.
-pub fn open_backend(model: &Path, batch: usize) -> Result<Box<dyn Backend>> {
-    let onnx = OnnxModel::load(model)?;
-    let backend = TractBackend::load(
+pub fn open_backend(args: &ValidateArgs) -> Result<Box<dyn Backend>> {
+    let onnx = OnnxModel::load(&args.model)?;
+    open(
         &onnx,
-        &TractOptions {
-            batch: Some(batch),
-            ..Default::default()
+        &BackendOptions {
+            kind: args.backend,
+            device: args.device,
+            threads: args.threads,
+            input_shapes: vec![],
+            batch: Some(args.batch_size),
         },
-    )?;
-    Ok(Box::new(backend))
+    )
 }
 
 /// What the model expects of its image input.
@@ -329,7 +341,7 @@ pub fn run(args: ValidateArgs) -> Result<()> {
         }
         dataset.limit(n);
     }
-    let mut backend = open_backend(&args.model, args.batch_size)?;
+    let mut backend = open_backend(&args)?;
     let plan = plan_input(backend.as_ref(), &args.model, args.batch_size)?;
     if let Some(s) = dataset.max_label() {
         if s.label >= plan.classes {
