@@ -189,11 +189,14 @@ impl TractBackend {
             .parse(&model.proto, Some(&dir))
             .map_err(|e| anyhow::anyhow!("{e:#}"))
             .with_context(|| format!("{shown}: tract cannot load the model"))?;
-        let typed = parsed
-            .model
-            .into_optimized()
-            .map_err(|e| anyhow::anyhow!("{e:#}"))
-            .with_context(|| format!("{shown}: tract cannot analyse the model"))?;
+        // The CPU plan is optimized for tract's CPU kernels (weights packed for them); the CUDA
+        // runtime needs the decluttered graph with plain constants and optimizes it itself.
+        let typed = match cuda {
+            None => parsed.model.into_optimized(),
+            Some(_) => parsed.model.into_typed().and_then(|m| m.into_decluttered()),
+        }
+        .map_err(|e| anyhow::anyhow!("{e:#}"))
+        .with_context(|| format!("{shown}: tract cannot analyse the model"))?;
         let names = |outlets: &[OutletId]| -> Vec<String> {
             outlets
                 .iter()

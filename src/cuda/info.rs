@@ -41,7 +41,9 @@ pub fn kernel_driver_version() -> Option<String> {
 pub fn parse_kernel_driver_version(text: &str) -> Option<String> {
     let line = text.lines().find(|l| l.starts_with("NVRM version"))?;
     let rest = line.split("Kernel Module").nth(1)?;
-    rest.split_whitespace().next().map(String::from)
+    rest.split_whitespace()
+        .find(|t| t.contains('.') && t.chars().all(|c| c.is_ascii_digit() || c == '.'))
+        .map(String::from)
 }
 
 /// True when the CUDA driver library can be loaded on this machine.
@@ -152,5 +154,10 @@ mod tests {
             Some("580.159.04")
         );
         assert_eq!(parse_kernel_driver_version("garbage"), None);
+        let open = "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (dvs-builder@U22)  Thu Oct 30 2025\n";
+        assert_eq!(
+            parse_kernel_driver_version(open).as_deref(),
+            Some("580.159.04")
+        );
     }
 }
