@@ -49,6 +49,24 @@ pub(crate) fn usable(
     Ok(n / batch * batch)
 }
 
+/// One batch of `sample_shape` samples for input `input`, from its flat values.
+pub(crate) fn batch_tensor(
+    input: &str,
+    batch: usize,
+    sample_shape: &[usize],
+    data: Vec<f32>,
+) -> Result<HostTensor> {
+    let mut shape = vec![batch];
+    shape.extend(sample_shape);
+    HostTensor::new(input, shape, TensorData::F32(data))
+}
+
+/// Splits the first `n` values off `pending` (which keeps the rest).
+pub(crate) fn take_front(pending: &mut Vec<f32>, n: usize) -> Vec<f32> {
+    let rest = pending.split_off(n);
+    std::mem::replace(pending, rest)
+}
+
 /// Batches from `.npy` files: one folder (files in name order) or a single file.
 pub struct NpyBatches {
     files: Vec<PathBuf>,
@@ -152,15 +170,13 @@ impl Iterator for NpyBatches {
                 "the .npy files changed while reading them"
             )));
         }
-        let rest = self.pending.split_off(need);
-        let data = std::mem::replace(&mut self.pending, rest);
+        let data = take_front(&mut self.pending, need);
         self.batches_left -= 1;
-        let mut shape = vec![self.batch];
-        shape.extend(&self.sample_shape);
-        Some(HostTensor::new(
-            self.input.clone(),
-            shape,
-            TensorData::F32(data),
+        Some(batch_tensor(
+            &self.input,
+            self.batch,
+            &self.sample_shape,
+            data,
         ))
     }
 }
@@ -243,12 +259,11 @@ impl Iterator for SyntheticBatches {
         let n = self.batch * self.sample_shape.iter().product::<usize>();
         let data = normal_values(self.seed.wrapping_add(self.done as u64 * 7919), n);
         self.done += 1;
-        let mut shape = vec![self.batch];
-        shape.extend(&self.sample_shape);
-        Some(HostTensor::new(
-            self.input.clone(),
-            shape,
-            TensorData::F32(data),
+        Some(batch_tensor(
+            &self.input,
+            self.batch,
+            &self.sample_shape,
+            data,
         ))
     }
 }

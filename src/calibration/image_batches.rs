@@ -1,8 +1,8 @@
 //! Calibration batches from a folder of images (JPEG/PNG, any sub-folder layout), decoded and
 //! preprocessed by the dataset loader with the model's preprocessing.
 
-use super::batches::{usable, CalibrationBatches};
-use crate::backend::{HostTensor, TensorData};
+use super::batches::{batch_tensor, take_front, usable, CalibrationBatches};
+use crate::backend::HostTensor;
 use crate::data::dataset::{Sample, IMAGE_EXTENSIONS};
 use crate::data::loader::Loader;
 use crate::data::preprocess::{Layout, Preprocess};
@@ -145,15 +145,13 @@ impl Iterator for ImageBatches {
             }
             self.pending.extend(b.data);
         }
-        let rest = self.pending.split_off(need);
-        let data = std::mem::replace(&mut self.pending, rest);
+        let data = take_front(&mut self.pending, need);
         self.done += 1;
-        let mut shape = vec![self.batch];
-        shape.extend(&self.sample_shape);
-        Some(HostTensor::new(
-            self.input.clone(),
-            shape,
-            TensorData::F32(data),
+        Some(batch_tensor(
+            &self.input,
+            self.batch,
+            &self.sample_shape,
+            data,
         ))
     }
 }

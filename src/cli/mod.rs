@@ -1,5 +1,6 @@
 //! The command line: global flags, one subcommand per file, and how errors become exit codes.
 
+pub mod backend_args;
 pub mod calibrate;
 pub mod compare;
 pub mod doctor;

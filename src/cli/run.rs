@@ -6,8 +6,9 @@
 //! CPU) are timed on the wall clock around `Backend::run`: latency-all only, said in the output.
 
 use crate::atomic_file::write_atomic;
-use crate::backend::select::{open, BackendKind, BackendOptions};
+use crate::backend::select::open;
 use crate::backend::{Backend, Device, ElemType, HostTensor, IoSpec, TensorData};
+use crate::cli::backend_args::BackendArgs;
 use crate::cli::UsageError;
 use crate::cuda::device::Gpu;
 use crate::cuda::harness::{self, Amount, HarnessOptions, MemoryReport};
@@ -29,15 +30,9 @@ pub struct RunArgs {
     /// Batch sizes to measure, comma separated.
     #[arg(long, value_delimiter = ',', default_value = "1")]
     pub batch_size: Vec<usize>,
-    /// Backend for an ONNX model.
-    #[arg(long, value_enum, default_value = "tract")]
-    pub backend: BackendKind,
-    /// Where the backend runs: cpu, or cuda (tract's CUDA runtime).
-    #[arg(long, value_enum, default_value = "cpu")]
-    pub device: Device,
-    /// CPU threads for CPU backends (default: every core).
-    #[arg(long)]
-    pub threads: Option<usize>,
+    /// Backend, device and threads for an ONNX model.
+    #[command(flatten)]
+    pub backend: BackendArgs,
     /// GPU to run on (GPU backends only).
     #[arg(long)]
     pub device_id: Option<usize>,
@@ -142,16 +137,7 @@ fn is_engine(path: &Path) -> bool {
 
 /// Opens the backend that runs `model` at `batch` (the TensorRT engine joins here).
 pub fn open_backend(model: &OnnxModel, args: &RunArgs, batch: usize) -> Result<Box<dyn Backend>> {
-    open(
-        model,
-        &BackendOptions {
-            kind: args.backend,
-            device: args.device,
-            threads: args.threads,
-            input_shapes: vec![],
-            batch: Some(batch),
-        },
-    )
+    open(model, &args.backend.options(batch))
 }
 
 fn harness_options(args: &RunArgs) -> HarnessOptions {
@@ -312,7 +298,7 @@ pub fn run(args: RunArgs) -> Result<()> {
             }
             None => {
                 check_cpu_flags(&args, &name)?;
-                let note = if args.device == Device::Cuda {
+                let note = if args.backend.device == Device::Cuda {
                     format!("{name}: wall clock around each inference (host tensors in → host tensors out, copies to and from the GPU included); tract's CUDA runtime runs on its own streams, so no event-timed spans: latency-all only")
                 } else {
                     format!("{name}: wall clock around each inference (host tensors in → host tensors out); latency-all only, no GPU spans")

@@ -3,9 +3,9 @@
 //! inference only), measured after a warm-up.
 
 use crate::atomic_file::write_atomic_with;
-use crate::backend::select::{open, BackendKind, BackendOptions};
-use crate::backend::Device;
+use crate::backend::select::open;
 use crate::backend::{Backend, ElemType, HostTensor, TensorData};
+use crate::cli::backend_args::BackendArgs;
 use crate::cli::UsageError;
 use crate::data::dataset::{Dataset, DatasetOptions};
 use crate::data::loader::{Failure, Loader};
@@ -34,15 +34,9 @@ pub struct ValidateArgs {
     /// Images per batch.
     #[arg(long, default_value_t = 32)]
     pub batch_size: usize,
-    /// Backend that runs the model.
-    #[arg(long, value_enum, default_value = "tract")]
-    pub backend: BackendKind,
-    /// Where the backend runs: cpu, or cuda (tract's CUDA runtime).
-    #[arg(long, value_enum, default_value = "cpu")]
-    pub device: Device,
-    /// CPU threads for the backend (default: every core; the image loader uses rayon's pool).
-    #[arg(long)]
-    pub threads: Option<usize>,
+    /// Backend, device and threads (the image loader uses rayon's pool besides).
+    #[command(flatten)]
+    pub backend: BackendArgs,
     /// Labels for a flat folder: `file,label` CSV, or one label per line in sorted file order.
     #[arg(long)]
     pub labels: Option<PathBuf>,
@@ -167,16 +161,7 @@ pub struct ValidateReport {
 /// (ONNX Runtime, TensorRT engines) are added here.
 pub fn open_backend(args: &ValidateArgs) -> Result<Box<dyn Backend>> {
     let onnx = OnnxModel::load(&args.model)?;
-    open(
-        &onnx,
-        &BackendOptions {
-            kind: args.backend,
-            device: args.device,
-            threads: args.threads,
-            input_shapes: vec![],
-            batch: Some(args.batch_size),
-        },
-    )
+    open(&onnx, &args.backend.options(args.batch_size))
 }
 
 /// What the model expects of its image input.
