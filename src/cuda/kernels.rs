@@ -164,10 +164,12 @@ impl GpuEnqueue for KernelWorkload {
         // the copy reads and writes `words` u32 inside buffers of at least that size, which
         // the harness keeps alive until the stream is synchronized.
         let launched = match self.work {
+            // SAFETY: `empty` takes no arguments.
             Work::Empty => unsafe {
                 s.launch_builder(&k.empty)
                     .launch(LaunchConfig::for_num_elems(1))
             },
+            // SAFETY: `spin` takes one u64 cycle count, passed by value.
             Work::Spin { cycles } => unsafe {
                 s.launch_builder(&k.spin)
                     .arg(&cycles)
@@ -181,6 +183,7 @@ impl GpuEnqueue for KernelWorkload {
                     block_dim: (256, 1, 1),
                     shared_mem_bytes: 0,
                 };
+                // SAFETY: `copy` takes (src, dst, words); both buffers hold at least `words` u32.
                 unsafe {
                     s.launch_builder(&k.copy)
                         .arg(&x.ptr)
