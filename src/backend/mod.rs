@@ -43,6 +43,18 @@ impl IoSpec {
     }
 }
 
+/// Refuses a call to [`Backend::run`] with another number of tensors than the backend takes.
+pub fn check_input_count(specs: &[IoSpec], inputs: &[HostTensor]) -> Result<()> {
+    if inputs.len() != specs.len() {
+        anyhow::bail!(
+            "the model takes {} inputs, got {}",
+            specs.len(),
+            inputs.len()
+        );
+    }
+    Ok(())
+}
+
 /// What one call to [`Backend::run`] returns.
 #[derive(Clone, Debug)]
 pub struct RunOutput {

@@ -2,7 +2,7 @@
 //! library is loaded at run time, never downloaded at build time: `ORT_DYLIB_PATH`, else the
 //! `libonnxruntime.so.*` shipped in the `onnxruntime` Python package's `capi/` folder.
 
-use super::{Backend, ElemType, HostTensor, IoSpec, RunOutput, TensorData};
+use super::{check_input_count, Backend, ElemType, HostTensor, IoSpec, RunOutput, TensorData};
 use crate::onnx::shape::{apply_input_shapes, set_batch, Batch, InputShape};
 use crate::onnx::tensor_info::Dim;
 use crate::onnx::OnnxModel;
@@ -244,13 +244,7 @@ impl Backend for OrtBackend {
     }
 
     fn run(&mut self, inputs: &[HostTensor]) -> Result<RunOutput> {
-        if inputs.len() != self.inputs.len() {
-            bail!(
-                "the model takes {} inputs, got {}",
-                self.inputs.len(),
-                inputs.len()
-            );
-        }
+        check_input_count(&self.inputs, inputs)?;
         let values: Vec<(String, SessionInputValue<'_>)> = inputs
             .iter()
             .zip(&self.inputs)

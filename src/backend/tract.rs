@@ -3,7 +3,9 @@
 //! batch is split into chunks run side by side, and each chunk's matrix products run on
 //! tract-linalg's multithreaded executor. `Device::Cuda` runs tract's CUDA runtime instead.
 
-use super::{Backend, Device, ElemType, HostTensor, IoSpec, RunOutput, TensorData};
+use super::{
+    check_input_count, Backend, Device, ElemType, HostTensor, IoSpec, RunOutput, TensorData,
+};
 use crate::data::batch::{concat, slice_padded, truncate};
 use crate::onnx::shape::{apply_input_shapes, model_inputs, set_batch, Batch, InputShape};
 use crate::onnx::tensor_info::Dim;
@@ -311,13 +313,7 @@ impl Backend for TractBackend {
     }
 
     fn run(&mut self, inputs: &[HostTensor]) -> Result<RunOutput> {
-        if inputs.len() != self.inputs.len() {
-            bail!(
-                "the model takes {} inputs, got {}",
-                self.inputs.len(),
-                inputs.len()
-            );
-        }
+        check_input_count(&self.inputs, inputs)?;
         let (Some(pool), Some(n)) = (&self.pool, self.batch) else {
             let start = Instant::now();
             let outputs = run_plan(self.plan.as_ref(), inputs, &self.outputs)?;
