@@ -4,11 +4,13 @@
 Same models, same images, one machine, one run. For each model (exported with
 scripts/export_torchvision.py, random seeded weights) and N random-normal images at batch B:
 
-- trtkit calibrate --algo entropy --measure-plain: the calibration time (model runs with the
-  quantized tensors captured + histograms + KL search + cache) next to the plain model over the
-  same batches on the same backend (tract CPU);
-- trtkit quantize --int8 / --fp16, then top-1 agreement of each with FP32 (evaluated with
-  ONNX Runtime CPU) on the calibration images and on held-out images;
+- trtkit calibrate --algo entropy,minmax,percentile --measure-plain, once per reference
+  backend (tract, ort): the calibration time (model runs with the quantized tensors captured +
+  histograms + the three range searches + caches) next to the plain model over the same
+  batches on the same backend; end to end = process wall minus the plain run;
+- trtkit quantize --int8 (each algorithm's cache from the tract run) / --fp16, then top-1
+  agreement of each with FP32 (evaluated with ONNX Runtime CPU) on the calibration images and
+  on held-out images;
 - onnxruntime.quantization.quantize_static (QDQ, per-channel, MinMax and Entropy), timed end to
   end, and the same agreement figures for its models.
 
@@ -57,6 +59,8 @@ def main() -> int:
     ap.add_argument("--heldout", type=int, default=128)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--backends", nargs="+", default=["tract", "ort"], help="trtkit reference backends to calibrate on")
+    ap.add_argument("--ort-methods", nargs="+", default=["MinMax", "Entropy"])
     ap.add_argument("--budget", type=float, default=540.0, help="seconds; later steps are skipped past it")
     args = ap.parse_args()
     start = time.time()
@@ -93,18 +97,27 @@ def main() -> int:
             h, _ = top1(path, held, args.threads)
             return {"calib": float((c == ref_c).mean()), "heldout": float((h == ref_h).mean())}
 
-        cache_dir = os.path.join(args.work, "cal")
-        out, wall = run([args.trtkit, "calibrate", model, "--calib-data", calib_dir, "--batch-size", str(args.batch),
-                         "--cache-dir", cache_dir, "--measure-plain", "--json", "--recalibrate"])
-        rep = json.loads(out)
-        tm = rep["timing"]
-        r["trtkit_entropy"] = {"process_wall_s": wall, "tensors": len(rep["tensors"]), **tm,
-                               "overhead_vs_plain": tm["total_s"] / tm["plain_model_s"] - 1.0}
-        int8 = os.path.join(args.work, f"{m}-int8.onnx")
+        caches = {}
+        for backend in args.backends:
+            cache_dir = os.path.join(args.work, f"cal-{backend}")
+            out, wall = run([args.trtkit, "calibrate", model, "--calib-data", calib_dir, "--batch-size", str(args.batch),
+                             "--cache-dir", cache_dir, "--measure-plain", "--json", "--recalibrate",
+                             "--algo", "entropy,minmax,percentile", "--backend", backend])
+            rep = json.loads(out)
+            tm = rep["timing"]
+            r[f"trtkit_{backend}"] = {"backend": rep["backend"], "process_wall_s": wall,
+                                      "end_to_end_s": wall - tm["plain_wall_s"],
+                                      "tensors": len(rep["caches"][0]["tensors"]), **tm}
+            caches[backend] = {c["algorithm"]: c["cache"] for c in rep["caches"]}
+            dump()
+            print(m, backend, json.dumps(r[f"trtkit_{backend}"]), flush=True)
         fp16 = os.path.join(args.work, f"{m}-fp16.onnx")
-        run([args.trtkit, "quantize", model, "--int8", "--calibration-cache", rep["cache"], "-o", int8, "--no-check"])
+        first = caches[args.backends[0]]
+        for algo, cache in first.items():
+            int8 = os.path.join(args.work, f"{m}-int8-{algo.split()[0]}.onnx")
+            run([args.trtkit, "quantize", model, "--int8", "--calibration-cache", cache, "-o", int8, "--no-check"])
+            r[f"trtkit_int8_{algo.split()[0]}_top1_agreement"] = agreement(int8)
         run([args.trtkit, "quantize", model, "--fp16", "-o", fp16, "--no-check"])
-        r["trtkit_entropy"]["top1_agreement"] = agreement(int8)
         try:
             r["trtkit_fp16_top1_agreement"] = agreement(fp16)
         except Exception as e:  # noqa: BLE001 - report, do not stop the run
@@ -130,6 +143,8 @@ def main() -> int:
         ref_c, _ = top1(model, calib, args.threads)
         ref_h, _ = top1(model, held, args.threads)
         for method, need in [("MinMax", 60), ("Entropy", 240)]:
+            if method not in args.ort_methods:
+                continue
             if left() < need:
                 results["skipped"].append(f"ort {method} {m}: {left():.0f} s left")
                 continue

@@ -110,9 +110,11 @@ fn cache_is_keyed_reused_and_recalibrated_with_reasons() {
     // JSON and per-tensor ranges.
     let json = stdout(&base(&["--batch-size", "8", "--json", "--algo", "minmax"]));
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
-    assert_eq!(v["reused"], false);
-    assert_eq!(v["tensors"].as_array().unwrap().len(), 2);
-    assert_eq!(v["key"]["batch_size"], 8);
+    let c = &v["caches"][0];
+    assert_eq!(c["reused"], false);
+    assert_eq!(c["algorithm"], "minmax");
+    assert_eq!(c["tensors"].as_array().unwrap().len(), 2);
+    assert_eq!(c["key"]["batch_size"], 8);
     let verbose = stdout(&base(&["--batch-size", "8", "-v", "--algo", "percentile"]));
     assert!(
         verbose.contains("amax") && verbose.contains("flat"),
@@ -139,7 +141,7 @@ fn int8_and_fp16_rewrites_run_and_agree_with_fp32() {
         "--json",
     ]));
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
-    let cache = v["cache"].as_str().unwrap().to_string();
+    let cache = v["caches"][0]["cache"].as_str().unwrap().to_string();
     let int8 = dir.path().join("int8.onnx");
     let fp16 = dir.path().join("fp16.onnx");
     let out = stdout(&trtkit(&[
@@ -327,7 +329,7 @@ fn bad_caches_fail_with_the_line_or_the_tensor() {
         m,
         "--int8",
         "--calibration-cache",
-        v["cache"].as_str().unwrap(),
+        v["caches"][0]["cache"].as_str().unwrap(),
         "-o",
         "never.onnx",
     ]);
@@ -371,4 +373,82 @@ fn image_folder_calibrates_and_its_fingerprint_follows_the_files() {
     support::write_jpeg(&images.join("a").join("0.jpg"), 40, 30, [1, 2, 3], 99);
     let third = run();
     assert!(third.contains("recalibrating"), "{third}");
+}
+
+/// The `amax` of every tensor in one cache entry of a `calibrate --json` report.
+fn amaxes(cache: &serde_json::Value) -> Vec<(String, f64)> {
+    cache["tensors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["tensor"].as_str().unwrap().to_string(),
+                t["amax"].as_f64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn three_algorithms_from_one_run_then_reused_and_ort_agrees() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = save(dir.path(), "clf.onnx", test_models::classifier(None));
+    let cdir = dir.path().join("cal");
+    let run = |extra: &[&str]| {
+        let mut a = vec![
+            "calibrate",
+            model.to_str().unwrap(),
+            "--calib-data",
+            "synthetic:3",
+            "--num-images",
+            "48",
+            "--batch-size",
+            "8",
+            "--cache-dir",
+            cdir.to_str().unwrap(),
+            "--json",
+        ];
+        a.extend_from_slice(extra);
+        let v: serde_json::Value = serde_json::from_str(&stdout(&trtkit(&a))).unwrap();
+        v
+    };
+    let v = run(&["--algo", "entropy,minmax,percentile", "--measure-plain"]);
+    let caches = v["caches"].as_array().unwrap();
+    let algos: Vec<&str> = caches
+        .iter()
+        .map(|c| c["algorithm"].as_str().unwrap())
+        .collect();
+    assert_eq!(algos, ["entropy", "minmax", "percentile 99.99"]);
+    assert!(caches.iter().all(|c| c["reused"] == false));
+    assert_eq!(v["timing"]["batches"], 6, "one run over the 6 batches");
+    assert!(v["timing"]["overhead_percent"].is_number());
+    // Three cache files and their key sidecars.
+    assert_eq!(files(&cdir).len(), 6, "{:?}", files(&cdir));
+    // minmax is the largest |x|, which no other threshold exceeds.
+    let (e, m, p) = (amaxes(&caches[0]), amaxes(&caches[1]), amaxes(&caches[2]));
+    for ((name, mm), ((_, en), (_, pc))) in m.iter().zip(e.iter().zip(&p)) {
+        assert!(
+            en <= mm && pc <= mm,
+            "{name}: entropy {en}, percentile {pc}, minmax {mm}"
+        );
+    }
+    // Every key matches now: nothing runs again.
+    let again = run(&["--algo", "minmax,entropy"]);
+    assert!(again["timing"].is_null());
+    assert!(again["caches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|c| c["reused"] == true));
+    // ONNX Runtime as the reference backend sees the same tensors: the same minmax ranges up
+    // to float rounding.
+    let ort = run(&["--algo", "minmax", "--recalibrate", "--backend", "ort"]);
+    assert_eq!(ort["backend"], "ort-cpu");
+    for ((name, a), (_, b)) in amaxes(&ort["caches"][0]).iter().zip(&m) {
+        assert!(
+            (a - b).abs() <= 1e-4 * b.abs().max(1.0),
+            "{name}: ort {a} vs tract {b}"
+        );
+    }
 }

@@ -64,6 +64,11 @@ pub struct RunOutput {
     pub elapsed: Duration,
 }
 
+/// Receives float32 outputs from [`Backend::run_visit`]: `(output index, values)`. It may be
+/// called several times for one output (once per piece of the batch a backend ran on its
+/// own) and from several threads at once.
+pub type OutputVisitor<'v> = dyn Fn(usize, &[f32]) -> Result<()> + Sync + 'v;
+
 /// An execution backend: reports its I/O and runs a batch of host tensors.
 pub trait Backend: Send {
     /// Short name for reports, e.g. `tract-cpu`.
@@ -74,6 +79,21 @@ pub trait Backend: Send {
     fn outputs(&self) -> &[IoSpec];
     /// Runs one batch: `inputs` in the order of [`Backend::inputs`].
     fn run(&mut self, inputs: &[HostTensor]) -> Result<RunOutput>;
+    /// Runs one batch and hands every float32 output to `visit` where it lies, without
+    /// copying it into host tensors first (outputs of other types are not visited). For
+    /// callers that only read the outputs, like calibration's histograms of captured tensors.
+    /// Returns the wall time of the run, visits included. The default runs [`Backend::run`].
+    fn run_visit(&mut self, inputs: &[HostTensor], visit: &OutputVisitor) -> Result<Duration> {
+        let start = std::time::Instant::now();
+        let out = self.run(inputs)?;
+        for (i, t) in out.outputs.iter().enumerate() {
+            if let TensorData::F32(values) = &t.data {
+                visit(i, values)?;
+            }
+        }
+        Ok(start.elapsed())
+    }
+
     /// The enqueue-on-a-stream side of a GPU backend, for the event-timed `run` harness;
     /// `None` (the default) for backends that only run host tensors.
     fn gpu(&mut self) -> Option<&mut dyn crate::cuda::enqueue::GpuEnqueue> {

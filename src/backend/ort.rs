@@ -2,16 +2,19 @@
 //! library is loaded at run time, never downloaded at build time: `ORT_DYLIB_PATH`, else the
 //! `libonnxruntime.so.*` shipped in the `onnxruntime` Python package's `capi/` folder.
 
-use super::{check_input_count, Backend, ElemType, HostTensor, IoSpec, RunOutput, TensorData};
+use super::{
+    check_input_count, Backend, ElemType, HostTensor, IoSpec, OutputVisitor, RunOutput, TensorData,
+};
 use crate::onnx::shape::{apply_input_shapes, set_batch, Batch, InputShape};
 use crate::onnx::tensor_info::Dim;
 use crate::onnx::OnnxModel;
 use anyhow::{anyhow, bail, Context, Result};
-use ort::session::{builder::GraphOptimizationLevel, Session, SessionInputValue};
+use ort::session::{builder::GraphOptimizationLevel, Session, SessionInputValue, SessionOutputs};
 use ort::value::{DynValue, Tensor, TensorElementType, ValueType};
+use rayon::prelude::*;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// How to prepare a model for ONNX Runtime.
 #[derive(Clone, Debug, Default)]
@@ -244,12 +247,7 @@ impl Backend for OrtBackend {
     }
 
     fn run(&mut self, inputs: &[HostTensor]) -> Result<RunOutput> {
-        check_input_count(&self.inputs, inputs)?;
-        let values: Vec<(String, SessionInputValue<'_>)> = inputs
-            .iter()
-            .zip(&self.inputs)
-            .map(|(t, spec)| Ok((spec.name.clone(), to_value(t)?.into())))
-            .collect::<Result<_>>()?;
+        let values = self.input_values(inputs)?;
         let start = Instant::now();
         let out = self
             .session
@@ -260,15 +258,56 @@ impl Backend for OrtBackend {
         let outputs = self
             .outputs
             .iter()
-            .map(|spec| {
-                let v = out
-                    .get(&spec.name)
-                    .with_context(|| format!("ONNX Runtime returned no output '{}'", spec.name))?;
-                from_value(&spec.name, v)
-            })
+            .map(|spec| from_value(&spec.name, output(&out, &spec.name)?))
             .collect::<Result<_>>()?;
         Ok(RunOutput { outputs, elapsed })
     }
+
+    /// Visits the float32 outputs where ONNX Runtime left them, in parallel across outputs.
+    fn run_visit(&mut self, inputs: &[HostTensor], visit: &OutputVisitor) -> Result<Duration> {
+        let values = self.input_values(inputs)?;
+        let start = Instant::now();
+        let out = self
+            .session
+            .run(values)
+            .map_err(|e| anyhow!("{e}"))
+            .context("ONNX Runtime inference failed")?;
+        let floats = self
+            .outputs
+            .iter()
+            .enumerate()
+            .filter(|(_, spec)| spec.elem_type == ElemType::F32)
+            .map(|(i, spec)| {
+                let (_, data) = output(&out, &spec.name)?.try_extract_tensor::<f32>()?;
+                Ok((i, data))
+            })
+            .collect::<Result<Vec<(usize, &[f32])>>>()?;
+        floats
+            .par_iter()
+            .try_for_each(|&(i, data)| visit(i, data))?;
+        Ok(start.elapsed())
+    }
+}
+
+impl OrtBackend {
+    /// The session's named input values for `inputs` (checked against the model's count).
+    fn input_values(
+        &self,
+        inputs: &[HostTensor],
+    ) -> Result<Vec<(String, SessionInputValue<'static>)>> {
+        check_input_count(&self.inputs, inputs)?;
+        inputs
+            .iter()
+            .zip(&self.inputs)
+            .map(|(t, spec)| Ok((spec.name.clone(), to_value(t)?.into())))
+            .collect()
+    }
+}
+
+/// One named output of a run, or an error saying ONNX Runtime did not return it.
+fn output<'a>(out: &'a SessionOutputs<'_>, name: &str) -> Result<&'a DynValue> {
+    out.get(name)
+        .with_context(|| format!("ONNX Runtime returned no output '{name}'"))
 }
 
 #[cfg(test)]

@@ -4,7 +4,8 @@
 //! tract-linalg's multithreaded executor. `Device::Cuda` runs tract's CUDA runtime instead.
 
 use super::{
-    check_input_count, Backend, Device, ElemType, HostTensor, IoSpec, RunOutput, TensorData,
+    check_input_count, Backend, Device, ElemType, HostTensor, IoSpec, OutputVisitor, RunOutput,
+    TensorData,
 };
 use crate::data::batch::{concat, slice_padded, truncate};
 use crate::onnx::shape::{apply_input_shapes, model_inputs, set_batch, Batch, InputShape};
@@ -12,7 +13,7 @@ use crate::onnx::tensor_info::Dim;
 use crate::onnx::OnnxModel;
 use anyhow::{bail, Context, Result};
 use rayon::prelude::*;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tract_linalg::multithread::Executor;
 use tract_onnx::prelude::*;
 
@@ -316,12 +317,65 @@ impl Backend for TractBackend {
         check_input_count(&self.inputs, inputs)?;
         let (Some(pool), Some(n)) = (&self.pool, self.batch) else {
             let start = Instant::now();
-            let outputs = run_plan(self.plan.as_ref(), inputs, &self.outputs)?;
+            let outputs = to_host(&run_plan(self.plan.as_ref(), inputs)?, &self.outputs)?;
             return Ok(RunOutput {
                 outputs,
                 elapsed: start.elapsed(),
             });
         };
+        let chunks = self.chunk_inputs(inputs, n)?;
+        let start = Instant::now();
+        let plan = self.plan.as_ref();
+        let specs = &self.outputs;
+        let results: Vec<Vec<HostTensor>> = pool.install(|| {
+            chunks
+                .par_iter()
+                .map(|c| to_host(&run_plan(plan, c)?, specs))
+                .collect::<Result<_>>()
+        })?;
+        let elapsed = start.elapsed();
+        let step = self.threads.chunk_batch;
+        let mut outputs = Vec::with_capacity(specs.len());
+        for (i, spec) in specs.iter().enumerate() {
+            let parts = results.iter().map(|r| r[i].clone()).collect::<Vec<_>>();
+            if parts.iter().any(|p| p.shape.first() != Some(&step)) {
+                bail!("{}", no_batch_axis(&spec.name, step));
+            }
+            outputs.push(truncate(concat(parts)?, n)?);
+        }
+        Ok(RunOutput { outputs, elapsed })
+    }
+
+    /// Visits each chunk's outputs inside the worker that ran it, so nothing is copied or
+    /// concatenated and the visits run side by side like the chunks.
+    fn run_visit(&mut self, inputs: &[HostTensor], visit: &OutputVisitor) -> Result<Duration> {
+        check_input_count(&self.inputs, inputs)?;
+        let (Some(pool), Some(n)) = (&self.pool, self.batch) else {
+            let start = Instant::now();
+            let out = run_plan(self.plan.as_ref(), inputs)?;
+            visit_f32(&out, &self.outputs, None, visit)?;
+            return Ok(start.elapsed());
+        };
+        let chunks = self.chunk_inputs(inputs, n)?;
+        let start = Instant::now();
+        let plan = self.plan.as_ref();
+        let specs = &self.outputs;
+        let step = self.threads.chunk_batch;
+        pool.install(|| {
+            chunks.par_iter().enumerate().try_for_each(|(c, chunk)| {
+                let out = run_plan(plan, chunk)?;
+                // The last chunk may be padded past the batch; its padding is not visited.
+                let real = (n - c * step).min(step);
+                visit_f32(&out, specs, Some((step, real)), visit)
+            })
+        })?;
+        Ok(start.elapsed())
+    }
+}
+
+impl TractBackend {
+    /// Splits a batch of `n` into the chunks the worker pool runs (the last one padded).
+    fn chunk_inputs(&self, inputs: &[HostTensor], n: usize) -> Result<Vec<Vec<HostTensor>>> {
         for t in inputs {
             if t.shape.first() != Some(&n) {
                 bail!(
@@ -332,7 +386,7 @@ impl Backend for TractBackend {
             }
         }
         let step = self.threads.chunk_batch;
-        let chunks = (0..n)
+        (0..n)
             .step_by(step)
             .map(|s| {
                 inputs
@@ -340,37 +394,46 @@ impl Backend for TractBackend {
                     .map(|t| slice_padded(t, s, step))
                     .collect::<Result<Vec<_>>>()
             })
-            .collect::<Result<Vec<_>>>()?;
-        let start = Instant::now();
-        let plan = self.plan.as_ref();
-        let specs = &self.outputs;
-        let results: Vec<Vec<HostTensor>> = pool.install(|| {
-            chunks
-                .par_iter()
-                .map(|c| run_plan(plan, c, specs))
-                .collect::<Result<_>>()
-        })?;
-        let elapsed = start.elapsed();
-        let mut outputs = Vec::with_capacity(specs.len());
-        for (i, spec) in specs.iter().enumerate() {
-            let parts = results.iter().map(|r| r[i].clone()).collect::<Vec<_>>();
-            if parts.iter().any(|p| p.shape.first() != Some(&step)) {
-                bail!(
-                    "output '{}' has no batch axis of {step}: run this model with --threads 1 or without --batch",
-                    spec.name
-                );
-            }
-            outputs.push(truncate(concat(parts)?, n)?);
-        }
-        Ok(RunOutput { outputs, elapsed })
+            .collect()
     }
 }
 
-fn run_plan(
-    plan: &dyn Runnable,
-    inputs: &[HostTensor],
+fn no_batch_axis(name: &str, step: usize) -> String {
+    format!("output '{name}' has no batch axis of {step}: run this model with --threads 1 or without --batch")
+}
+
+/// Hands the float32 outputs of one run to `visit`. With `chunk = Some((step, real))` the run
+/// was a chunk of `step` samples of which the first `real` are real; only those are visited.
+fn visit_f32(
+    out: &TVec<TValue>,
     specs: &[IoSpec],
-) -> Result<Vec<HostTensor>> {
+    chunk: Option<(usize, usize)>,
+    visit: &OutputVisitor,
+) -> Result<()> {
+    for (i, (t, spec)) in out.iter().zip(specs).enumerate() {
+        if t.datum_type() != DatumType::F32 {
+            continue;
+        }
+        let plain = t
+            .try_as_plain_ram()
+            .map_err(|e| anyhow::anyhow!("output '{}': {e}", spec.name))?;
+        let values = plain.as_slice::<f32>()?;
+        let values = match chunk {
+            None => values,
+            Some((step, real)) => {
+                if t.shape().first() != Some(&step) {
+                    bail!("{}", no_batch_axis(&spec.name, step));
+                }
+                &values[..values.len() / step * real]
+            }
+        };
+        visit(i, values)?;
+    }
+    Ok(())
+}
+
+/// Runs `plan` on host tensors and returns tract's values (no copy out).
+fn run_plan(plan: &dyn Runnable, inputs: &[HostTensor]) -> Result<TVec<TValue>> {
     let values: TVec<TValue> = inputs
         .iter()
         .map(|t| Ok(to_tract(t)?.into()))
@@ -387,6 +450,11 @@ fn run_plan(
         })?
         .map_err(|e| anyhow::anyhow!("{e:#}"))
         .context("tract inference failed")?;
+    Ok(out)
+}
+
+/// Copies tract's output values into host tensors named by `specs`.
+fn to_host(out: &TVec<TValue>, specs: &[IoSpec]) -> Result<Vec<HostTensor>> {
     out.iter()
         .zip(specs)
         .map(|(t, spec)| from_tract(&spec.name, t))
@@ -428,6 +496,53 @@ mod tests {
             out.outputs[1].data,
             TensorData::F32(vec![1.0, -2.0, 3.0, -4.0, 0.5, 0.5, 0.5, 0.5])
         );
+    }
+
+    /// Visiting a chunked run sees exactly the values `run` returns: every real sample once,
+    /// none of the last chunk's padding.
+    #[test]
+    fn visiting_a_chunked_run_sees_the_outputs_once() {
+        let model = OnnxModel::from_proto(test_models::classifier(None), "c.onnx");
+        let mut b = TractBackend::load(
+            &model,
+            &TractOptions {
+                batch: Some(5),
+                threads: Some(2),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            b.threads.chunks, 2,
+            "batch 5 on 2 threads: chunks of 3, one padded"
+        );
+        let x = HostTensor::new(
+            "input",
+            vec![5, 3, 16, 16],
+            TensorData::F32(test_models::deterministic_weights(4, 5 * 768, 1.0)),
+        )
+        .unwrap();
+        let TensorData::F32(expected) = b.run(std::slice::from_ref(&x)).unwrap().outputs[0]
+            .data
+            .clone()
+        else {
+            panic!("float logits expected");
+        };
+        let seen = std::sync::Mutex::new(Vec::new());
+        b.run_visit(&[x], &|i, values| {
+            assert_eq!(i, 0);
+            seen.lock().unwrap().push(values.to_vec());
+            Ok(())
+        })
+        .unwrap();
+        let mut seen = seen.into_inner().unwrap();
+        seen.sort_by_key(|v| v.len());
+        assert_eq!(seen.iter().map(Vec::len).collect::<Vec<_>>(), vec![20, 30]);
+        let mut got: Vec<f32> = seen.concat();
+        let mut want = expected;
+        got.sort_by(f32::total_cmp);
+        want.sort_by(f32::total_cmp);
+        assert_eq!(got, want);
     }
 
     #[test]

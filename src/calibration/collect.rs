@@ -1,19 +1,20 @@
 //! The calibration run: the model with its quantized tensors exposed runs batch after batch on
-//! the reference backend while another thread folds the captured tensors into histograms
-//! (in parallel across tensors and within large tensors), then the range search runs per
-//! tensor in parallel.
+//! a reference backend, and every captured tensor is folded into its histogram where the
+//! backend left it (no copy), inside the backend's own workers where it has them; then the
+//! range search runs per tensor in parallel.
 
 use super::batches::CalibrationBatches;
 use super::histogram::{Histogram, DEFAULT_BINS};
 use super::range::Algorithm;
-use crate::backend::tract::{TractBackend, TractOptions};
-use crate::backend::{Backend, HostTensor, TensorData};
+use crate::backend::select::{open, BackendOptions};
+use crate::backend::{HostTensor, TensorData};
 use crate::onnx::rewrite::capture::{expose, Source};
 use crate::onnx::rewrite::plan::QuantPlan;
 use crate::onnx::OnnxModel;
 use anyhow::{bail, Context, Result};
 use rayon::prelude::*;
 use serde::Serialize;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// Histograms of every quantized tensor and where the time went.
@@ -23,12 +24,139 @@ pub struct Collected {
     pub histograms: Vec<(String, Histogram)>,
     /// Batches run.
     pub batches: usize,
-    /// Time inside the backend's `run` calls (the capture model).
+    /// The backend that ran the model.
+    pub backend: String,
+    /// Time inside the backend's runs, histograms of the captured outputs included.
     pub model_time: Duration,
-    /// Time the histogram thread was busy (overlaps the model runs).
+    /// Thread-time spent counting histograms (summed over threads; overlaps the runs).
     pub histogram_time: Duration,
     /// Wall time of the whole run over the batches.
     pub wall_time: Duration,
+}
+
+fn f32_data<'a>(t: &'a HostTensor, name: &str) -> Result<&'a [f32]> {
+    match &t.data {
+        TensorData::F32(v) => Ok(v),
+        other => bail!(
+            "tensor '{name}' is {}, not float32; it cannot be calibrated",
+            other.elem_type()
+        ),
+    }
+}
+
+/// Histograms filled from several threads: one per captured tensor, plus a tally of the
+/// thread-time spent counting.
+struct SharedHistograms {
+    hists: Vec<Mutex<Histogram>>,
+    busy_ns: std::sync::atomic::AtomicU64,
+}
+
+impl SharedHistograms {
+    fn new(n: usize) -> Self {
+        SharedHistograms {
+            hists: (0..n)
+                .map(|_| Mutex::new(Histogram::new(DEFAULT_BINS)))
+                .collect(),
+            busy_ns: Default::default(),
+        }
+    }
+
+    /// Counts `values` into histogram `i`: a histogram of its own first, then one exact merge
+    /// under the lock, so threads only wait for the merge.
+    fn add(&self, i: usize, values: &[f32]) -> Result<()> {
+        let t0 = Instant::now();
+        let part = Histogram::from_values(DEFAULT_BINS, values);
+        self.hists[i]
+            .lock()
+            .map_err(|_| anyhow::anyhow!("a histogram thread panicked"))?
+            .merge(&part);
+        self.busy_ns.fetch_add(
+            t0.elapsed().as_nanos() as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        Ok(())
+    }
+
+    fn into_parts(self) -> Result<(Vec<Histogram>, Duration)> {
+        let busy = Duration::from_nanos(self.busy_ns.into_inner());
+        let hists = self
+            .hists
+            .into_iter()
+            .map(|m| {
+                m.into_inner()
+                    .map_err(|_| anyhow::anyhow!("a histogram thread panicked"))
+            })
+            .collect::<Result<_>>()?;
+        Ok((hists, busy))
+    }
+}
+
+/// Runs `model` over `batches` at batch size `batch` on the backend `backend` describes and
+/// histograms the plan's activations.
+///
+/// `on_batch` is called after each batch (for a progress bar).
+pub fn collect(
+    model: &OnnxModel,
+    plan: &QuantPlan,
+    batches: &mut dyn CalibrationBatches,
+    backend: &BackendOptions,
+    on_batch: &(dyn Fn() + Sync),
+) -> Result<Collected> {
+    let names = plan.activation_names();
+    let capture = expose(model, &names)?;
+    let mut backend = open(&capture.model, backend)?;
+    if backend.inputs().len() != 1 {
+        bail!(
+            "calibration feeds one input, the model has {}",
+            backend.inputs().len()
+        );
+    }
+    // Which histogram each backend output feeds, and which histograms read the input.
+    let mut of_output: Vec<Vec<usize>> = vec![vec![]; backend.outputs().len()];
+    let mut of_input = vec![];
+    for (h, (_, src)) in capture.sources.iter().enumerate() {
+        match src {
+            Source::Input(_) => of_input.push(h),
+            Source::Output(j) => of_output[*j].push(h),
+        }
+    }
+    let shared = SharedHistograms::new(names.len());
+    let visit = |j: usize, values: &[f32]| -> Result<()> {
+        of_output[j].iter().try_for_each(|&h| shared.add(h, values))
+    };
+    let started = Instant::now();
+    let mut model_time = Duration::ZERO;
+    let mut count = 0usize;
+    for (i, input) in std::iter::from_fn(|| batches.next()).enumerate() {
+        let input = input.with_context(|| format!("calibration batch {i}"))?;
+        model_time += backend
+            .run_visit(std::slice::from_ref(&input), &visit)
+            .with_context(|| format!("calibration batch {i}"))?;
+        of_input
+            .par_iter()
+            .try_for_each(|&h| shared.add(h, f32_data(&input, &names[h])?))?;
+        count += 1;
+        on_batch();
+    }
+    if count == 0 {
+        bail!("no calibration batches");
+    }
+    let (hists, busy) = shared.into_parts()?;
+    if let Some((name, _)) = names
+        .iter()
+        .zip(&hists)
+        .find(|(_, h)| h.total() == 0 && h.non_finite() == 0)
+    {
+        bail!("tensor '{name}' produced no float32 values; it cannot be calibrated");
+    }
+    Ok(Collected {
+        histograms: names.into_iter().zip(hists).collect(),
+        batches: count,
+        backend: backend.name(),
+        model_time,
+        histogram_time: busy,
+        wall_time: started.elapsed(),
+    })
 }
 
 /// The range found for one tensor.
@@ -44,121 +172,6 @@ pub struct TensorRange {
     pub max_abs: f32,
     /// Values seen.
     pub count: u64,
-}
-
-fn f32_data<'a>(t: &'a HostTensor, name: &str) -> Result<&'a [f32]> {
-    match &t.data {
-        TensorData::F32(v) => Ok(v),
-        other => bail!(
-            "tensor '{name}' is {}, not float32; it cannot be calibrated",
-            other.elem_type()
-        ),
-    }
-}
-
-/// Runs `model` over `batches` at batch size `batch` and histograms the plan's activations.
-///
-/// `on_batch` is called after each batch (for a progress bar).
-pub fn collect(
-    model: &OnnxModel,
-    plan: &QuantPlan,
-    batches: &mut dyn CalibrationBatches,
-    batch: usize,
-    on_batch: &(dyn Fn() + Sync),
-) -> Result<Collected> {
-    let names = plan.activation_names();
-    let capture = expose(model, &names)?;
-    let mut backend = TractBackend::load(
-        &capture.model,
-        &TractOptions {
-            batch: Some(batch),
-            ..Default::default()
-        },
-    )?;
-    if backend.inputs().len() != 1 {
-        bail!(
-            "calibration feeds one input, the model has {}",
-            backend.inputs().len()
-        );
-    }
-    let sources = capture.sources.clone();
-    let started = Instant::now();
-    let mut model_time = Duration::ZERO;
-    let mut count = 0usize;
-    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<HostTensor>>(2);
-    let names_ref = &names;
-    let collector = move || -> Result<(Vec<Histogram>, Duration)> {
-        let mut hists = vec![Histogram::new(DEFAULT_BINS); names_ref.len()];
-        let mut busy = Duration::ZERO;
-        for tensors in rx {
-            let t0 = Instant::now();
-            hists
-                .par_iter_mut()
-                .zip(tensors.par_iter())
-                .zip(names_ref.par_iter())
-                .try_for_each(|((h, t), name)| -> Result<()> {
-                    h.add(f32_data(t, name)?);
-                    Ok(())
-                })?;
-            busy += t0.elapsed();
-        }
-        Ok((hists, busy))
-    };
-    let (hists, busy) = std::thread::scope(|s| -> Result<(Vec<Histogram>, Duration)> {
-        let handle = s.spawn(collector);
-        let run = (|| -> Result<()> {
-            for (i, input) in std::iter::from_fn(|| batches.next()).enumerate() {
-                let input = input.with_context(|| format!("calibration batch {i}"))?;
-                let out = backend
-                    .run(std::slice::from_ref(&input))
-                    .with_context(|| format!("calibration batch {i}"))?;
-                model_time += out.elapsed;
-                let mut outputs: Vec<Option<HostTensor>> =
-                    out.outputs.into_iter().map(Some).collect();
-                let captured: Vec<HostTensor> = sources
-                    .iter()
-                    .map(|(_, src)| match src {
-                        Source::Input(_) => input.clone(),
-                        Source::Output(j) => {
-                            outputs[*j].take().unwrap_or_else(|| out_clone_missing(*j))
-                        }
-                    })
-                    .collect();
-                if tx.send(captured).is_err() {
-                    break;
-                }
-                count += 1;
-                on_batch();
-            }
-            Ok(())
-        })();
-        drop(tx);
-        let collected = handle
-            .join()
-            .map_err(|_| anyhow::anyhow!("the histogram thread panicked"))?;
-        run?;
-        collected
-    })?;
-    if count == 0 {
-        bail!("no calibration batches");
-    }
-    Ok(Collected {
-        histograms: names.into_iter().zip(hists).collect(),
-        batches: count,
-        model_time,
-        histogram_time: busy,
-        wall_time: started.elapsed(),
-    })
-}
-
-/// An output requested twice cannot happen (capture de-duplicates names); an empty tensor
-/// keeps the types simple if it ever does.
-fn out_clone_missing(j: usize) -> HostTensor {
-    HostTensor {
-        name: format!("output {j}"),
-        shape: vec![0],
-        data: TensorData::F32(vec![]),
-    }
 }
 
 /// The range of every tensor under `algo`, searched in parallel across tensors.
@@ -191,7 +204,11 @@ mod tests {
         let plan = plan_int8(m.graph());
         let mut b = SyntheticBatches::new("input", &[3, 16, 16], 4, 12, 7).unwrap();
         let calls = std::sync::atomic::AtomicUsize::new(0);
-        let c = collect(&m, &plan, &mut b, 4, &|| {
+        let options = BackendOptions {
+            batch: Some(4),
+            ..Default::default()
+        };
+        let c = collect(&m, &plan, &mut b, &options, &|| {
             calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         })
         .unwrap();

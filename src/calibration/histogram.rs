@@ -39,6 +39,89 @@ fn pow2_above(x: f32) -> f32 {
     r
 }
 
+/// One pass over a slice: the largest finite |x| and the NaNs and infinities in it.
+#[derive(Clone, Copy, Debug, Default)]
+struct Scan {
+    max_abs: f32,
+    nan: u64,
+    inf: u64,
+}
+
+/// Lanes of the scan and counting loops: independent accumulators the compiler can keep in
+/// vector registers (the scan) or that break the store-to-load chain when many values fall in
+/// one bin, as the zeros after a ReLU do (the counting).
+const LANES: usize = 8;
+
+impl Scan {
+    fn of(values: &[f32]) -> Scan {
+        let mut max = [0f32; LANES];
+        let mut nan = [0u32; LANES];
+        let mut inf = [0u32; LANES];
+        let mut lanes = values.chunks_exact(LANES);
+        for group in &mut lanes {
+            for k in 0..LANES {
+                let a = group[k].abs();
+                nan[k] += a.is_nan() as u32;
+                inf[k] += (a == f32::INFINITY) as u32;
+                // Non-finite values compare false and leave the maximum alone.
+                max[k] = if a > max[k] && a < f32::INFINITY {
+                    a
+                } else {
+                    max[k]
+                };
+            }
+        }
+        let mut scan = Scan {
+            max_abs: max.iter().copied().fold(0.0, f32::max),
+            nan: nan.iter().map(|&n| n as u64).sum(),
+            inf: inf.iter().map(|&n| n as u64).sum(),
+        };
+        for &v in lanes.remainder() {
+            let a = v.abs();
+            scan.nan += a.is_nan() as u64;
+            scan.inf += (a == f32::INFINITY) as u64;
+            if a.is_finite() {
+                scan.max_abs = scan.max_abs.max(a);
+            }
+        }
+        scan
+    }
+
+    fn join(a: Scan, b: Scan) -> Scan {
+        Scan {
+            max_abs: a.max_abs.max(b.max_abs),
+            nan: a.nan + b.nan,
+            inf: a.inf + b.inf,
+        }
+    }
+}
+
+/// Counts `|x| * scale` into `bins` bins (at most [`CHUNK`] values). A NaN lands in bin 0 and
+/// an infinity in the last bin (float-to-int casts saturate); the caller takes them out.
+fn count_bins(values: &[f32], scale: f32, bins: usize) -> Vec<u64> {
+    debug_assert!(values.len() <= CHUNK);
+    let last = bins - 1;
+    let mut lanes = vec![0u32; LANES * bins];
+    let mut groups = values.chunks_exact(LANES);
+    for group in &mut groups {
+        for (k, v) in group.iter().enumerate() {
+            let b = ((v.abs() * scale) as usize).min(last);
+            lanes[k * bins + b] += 1;
+        }
+    }
+    for v in groups.remainder() {
+        lanes[((v.abs() * scale) as usize).min(last)] += 1;
+    }
+    let mut counts = vec![0u64; bins];
+    for lane in lanes.chunks_exact(bins) {
+        counts
+            .iter_mut()
+            .zip(lane)
+            .for_each(|(c, &n)| *c += n as u64);
+    }
+    counts
+}
+
 impl Histogram {
     /// An empty histogram with `bins` bins (a power of two, at least 2).
     pub fn new(bins: usize) -> Self {
@@ -108,20 +191,12 @@ impl Histogram {
     /// Counts `values` (|x| of each) into this histogram, growing the range when needed.
     /// Large slices are split across rayon's threads.
     pub fn add(&mut self, values: &[f32]) {
-        let (max_abs, non_finite) = values
+        let scan = values
             .par_chunks(CHUNK)
-            .map(|c| {
-                c.iter().fold((0f32, 0u64), |(m, nf), v| {
-                    if v.is_finite() {
-                        (m.max(v.abs()), nf)
-                    } else {
-                        (m, nf + 1)
-                    }
-                })
-            })
-            .reduce(|| (0.0, 0), |a, b| (a.0.max(b.0), a.1 + b.1));
-        if max_abs > 0.0 {
-            self.grow_to(pow2_above(max_abs));
+            .map(Scan::of)
+            .reduce(Scan::default, Scan::join);
+        if scan.max_abs > 0.0 {
+            self.grow_to(pow2_above(scan.max_abs));
         }
         let bins = self.counts.len();
         let scale = if self.range > 0.0 {
@@ -131,14 +206,7 @@ impl Histogram {
         };
         let partial = values
             .par_chunks(CHUNK)
-            .map(|c| {
-                let mut counts = vec![0u64; bins];
-                for v in c.iter().filter(|v| v.is_finite()) {
-                    let b = ((v.abs() * scale) as usize).min(bins - 1);
-                    counts[b] += 1;
-                }
-                counts
-            })
+            .map(|c| count_bins(c, scale, bins))
             .reduce(
                 || vec![0u64; bins],
                 |mut a, b| {
@@ -150,7 +218,11 @@ impl Histogram {
             .iter_mut()
             .zip(&partial)
             .for_each(|(x, y)| *x += y);
-        self.max_abs = self.max_abs.max(max_abs);
+        // `count_bins` put each NaN in bin 0 and each infinity in the last bin; take them out.
+        self.counts[0] -= scan.nan;
+        self.counts[bins - 1] -= scan.inf;
+        let non_finite = scan.nan + scan.inf;
+        self.max_abs = self.max_abs.max(scan.max_abs);
         self.total += values.len() as u64 - non_finite;
         self.non_finite += non_finite;
     }
@@ -211,7 +283,53 @@ mod tests {
         assert_eq!(h.counts(), &[2, 0, 0, 1]);
     }
 
+    /// The histogram counted one value at a time, the obvious way.
+    fn naive(bins: usize, values: &[f32]) -> (Vec<u64>, f32, u64, u64) {
+        let finite: Vec<f32> = values
+            .iter()
+            .filter(|v| v.is_finite())
+            .map(|v| v.abs())
+            .collect();
+        let max = finite.iter().copied().fold(0f32, f32::max);
+        let range = if max > 0.0 { pow2_above(max) } else { 0.0 };
+        let mut counts = vec![0u64; bins];
+        for v in &finite {
+            let b = if range > 0.0 {
+                (v / range * bins as f32) as usize
+            } else {
+                0
+            };
+            counts[b.min(bins - 1)] += 1;
+        }
+        (
+            counts,
+            range,
+            finite.len() as u64,
+            (values.len() - finite.len()) as u64,
+        )
+    }
+
     proptest! {
+        /// The lane-split counting equals counting one value at a time, NaNs and infinities
+        /// included, across chunk and lane boundaries.
+        #[test]
+        fn fast_counting_equals_naive(
+            mut values in proptest::collection::vec(-100f32..100.0, 0..3000),
+            specials in proptest::collection::vec((0usize..3000, 0u8..4), 0..20),
+        ) {
+            for (at, kind) in specials {
+                if let Some(v) = values.get_mut(at) {
+                    *v = [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 0.0][kind as usize];
+                }
+            }
+            let h = Histogram::from_values(64, &values);
+            let (counts, range, total, non_finite) = naive(64, &values);
+            prop_assert_eq!(h.counts(), counts.as_slice());
+            prop_assert_eq!(h.range(), range);
+            prop_assert_eq!(h.total(), total);
+            prop_assert_eq!(h.non_finite(), non_finite);
+        }
+
         /// Growing and merging in any split gives the histogram of all values at once.
         #[test]
         fn merge_equals_one_pass(
