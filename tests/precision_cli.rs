@@ -194,6 +194,27 @@ fn int8_and_fp16_rewrites_run_and_agree_with_fp32() {
             "{}: top-1 agreement {agree}",
             path.display()
         );
+        // The same check through `trtkit compare`, rewritten model (A) against FP32 (B).
+        let v: serde_json::Value = serde_json::from_str(&stdout(&trtkit(&[
+            "compare",
+            path.to_str().unwrap(),
+            model.to_str().unwrap(),
+            "--num-inputs",
+            "64",
+            "--batch",
+            "16",
+            "--json",
+        ])))
+        .unwrap();
+        let o = &v["outputs"][0];
+        assert_eq!(o["closeness"]["samples"], 64);
+        let cmp_agree = o["topk"]["top1_agreement_pct"].as_f64().unwrap();
+        let cosine = o["closeness"]["cosine"].as_f64().unwrap();
+        assert!(
+            cmp_agree >= min_agree * 100.0 && cosine > 0.99,
+            "{}: compare says top-1 agreement {cmp_agree}%, cosine {cosine}",
+            path.display()
+        );
     }
     // FP16 of an FP16 graph.
     let out = trtkit(&["quantize", fp16.to_str().unwrap(), "--fp16", "-o", "x.onnx"]);
@@ -251,23 +272,34 @@ fn bad_calibration_inputs_fail_cleanly_and_write_nothing() {
         "--cache-dir",
         c,
     ]);
-    assert_clean_error(&out, 1, &["empty", "no .npy files"]);
+    assert_clean_error(&out, 1, &["empty", "no .npy or .npz files"]);
     assert!(files(&cdir).is_empty());
 }
 
 #[test]
-fn npy_folder_calibrates() {
+fn npy_and_npz_folder_calibrates() {
     let dir = tempfile::tempdir().unwrap();
     let clf = save(dir.path(), "clf.onnx", test_models::classifier(None));
     let data = dir.path().join("data");
-    for i in 0..3 {
-        trtkit::calibration::npy::write_f32(
-            &data.join(format!("{i}.npy")),
-            &[4, 3, 16, 16],
-            &normal_values(i, 4 * 768),
+    std::fs::create_dir(&data).unwrap();
+    let stack = |name: &str, i: u64| {
+        HostTensor::new(
+            name,
+            vec![4, 3, 16, 16],
+            TensorData::F32(normal_values(i, 4 * 768)),
         )
-        .unwrap();
+        .unwrap()
+    };
+    for i in 0..2 {
+        let npy = trtkit::data::npy::encode(&stack("x", i));
+        std::fs::write(data.join(format!("{i}.npy")), npy).unwrap();
     }
+    // An .npz beside them: its array named after the model input is used.
+    trtkit::data::npz::save(
+        &data.join("2.npz"),
+        &[stack("labels", 9), stack("input", 2)],
+    )
+    .unwrap();
     let out = stdout(&trtkit(&[
         "calibrate",
         clf.to_str().unwrap(),

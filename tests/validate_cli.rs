@@ -314,3 +314,61 @@ fn image_smaller_than_the_crop_is_skipped_and_reported() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("tiny.jpg"), "{stderr}");
 }
+
+/// The INT8 (calibrated on the dataset's own images) and FP16 rewrites of the colour model
+/// validate exactly like the FP32 model: its class margins are far above the rounding.
+#[test]
+fn int8_and_fp16_rewrites_validate_like_fp32() {
+    let d = tempfile::tempdir().unwrap();
+    let model = save(d.path(), "colour.onnx", colour_model());
+    let data = d.path().join("val");
+    make_dataset(&data);
+    let m = model.to_str().unwrap();
+    let ds = data.to_str().unwrap();
+    let cal = json_of(&trtkit(&[
+        "calibrate",
+        m,
+        "--calib-data",
+        ds,
+        "--batch-size",
+        "4",
+        "--cache-dir",
+        d.path().join("cal").to_str().unwrap(),
+        "--json",
+    ]));
+    let cache = cal["caches"][0]["cache"].as_str().unwrap();
+    let int8 = d.path().join("int8.onnx");
+    let fp16 = d.path().join("fp16.onnx");
+    let quantize = |extra: &[&str]| {
+        let mut a = vec!["quantize", m];
+        a.extend_from_slice(extra);
+        let out = trtkit(&a);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    quantize(&[
+        "--int8",
+        "--calibration-cache",
+        cache,
+        "-o",
+        int8.to_str().unwrap(),
+    ]);
+    quantize(&["--fp16", "-o", fp16.to_str().unwrap()]);
+    for rewritten in [&int8, &fp16] {
+        let r = json_of(&trtkit(&[
+            "validate",
+            rewritten.to_str().unwrap(),
+            "--dataset",
+            ds,
+            "--batch-size",
+            "4",
+            "--json",
+        ]));
+        assert_eq!(r["images"], 17, "{}", rewritten.display());
+        assert_eq!(r["counts"]["top1_hits"], 14, "{}", rewritten.display());
+        assert_eq!(r["counts"]["top5_hits"], 16, "{}", rewritten.display());
+    }
+}

@@ -1,11 +1,12 @@
 //! Where calibration batches come from: a small seam any data source plugs into.
 //!
-//! Today: a folder of `.npy` files (or one `.npy`), each one sample `[C,H,W]` or a stack
-//! `[n,C,H,W]`, already preprocessed; and seeded synthetic data for tests and timing. The
-//! ImageFolder loader with the model's preprocessing implements the same trait.
+//! Here: numpy arrays — a folder of `.npy`/`.npz` files, or one such file — each one sample
+//! `[C,H,W]` or a stack `[n,C,H,W]`, already preprocessed; and seeded synthetic data for
+//! tests and timing. The ImageFolder loader with the model's preprocessing
+//! (`image_batches`) implements the same trait.
 
-use super::npy;
 use crate::backend::{HostTensor, TensorData};
+use crate::data::npz;
 use anyhow::{bail, Context, Result};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -67,8 +68,9 @@ pub(crate) fn take_front(pending: &mut Vec<f32>, n: usize) -> Vec<f32> {
     std::mem::replace(pending, rest)
 }
 
-/// Batches from `.npy` files: one folder (files in name order) or a single file.
-pub struct NpyBatches {
+/// Batches from numpy files: a folder of `.npy`/`.npz` files (in name order) or a single one.
+/// An `.npz` gives the array named after the model input, or its only array.
+pub struct ArrayBatches {
     files: Vec<PathBuf>,
     next_file: usize,
     pending: Vec<f32>,
@@ -80,7 +82,40 @@ pub struct NpyBatches {
     fingerprint: String,
 }
 
-impl NpyBatches {
+fn is_array_file(p: &Path) -> bool {
+    p.extension().is_some_and(|e| e == "npy" || e == "npz")
+}
+
+/// The float values and shape of the array a numpy file holds for input `input`.
+fn read_array(path: &Path, input: &str) -> Result<(Vec<usize>, Vec<f32>)> {
+    let shown = path.display();
+    let mut arrays = npz::load(path)?;
+    let at = match arrays.iter().position(|a| a.name == input) {
+        Some(i) => i,
+        None if arrays.len() == 1 => 0,
+        None => {
+            let names: Vec<&str> = arrays.iter().map(|a| a.name.as_str()).collect();
+            bail!(
+                "{shown}: holds arrays {}; none is named after the model input '{input}'",
+                names.join(", ")
+            );
+        }
+    };
+    let a = arrays.swap_remove(at);
+    let values = match a.data {
+        TensorData::F32(v) => v,
+        TensorData::F64(v) => v.into_iter().map(|x| x as f32).collect(),
+        TensorData::F16(v) => v.into_iter().map(f32::from).collect(),
+        other => bail!(
+            "{shown}: array '{}' is {}, not floating point",
+            a.name,
+            other.elem_type()
+        ),
+    };
+    Ok((a.shape, values))
+}
+
+impl ArrayBatches {
     /// Opens `path` for input `input` whose samples have dims `sample_shape` (without batch).
     pub fn open(
         path: &Path,
@@ -94,11 +129,11 @@ impl NpyBatches {
             let mut f: Vec<PathBuf> = std::fs::read_dir(path)
                 .with_context(|| format!("{shown}: cannot list the folder"))?
                 .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|e| e == "npy"))
+                .filter(|p| is_array_file(p))
                 .collect();
             f.sort();
             if f.is_empty() {
-                bail!("{shown}: no .npy files in the folder");
+                bail!("{shown}: no .npy or .npz files in the folder");
             }
             f
         } else if path.is_file() {
@@ -109,30 +144,30 @@ impl NpyBatches {
         let mut available = 0usize;
         let mut hasher = Sha256::new();
         for f in &files {
-            let h = npy::read_header(f)?;
-            let n = if h.shape == sample_shape {
+            let (shape, values) = read_array(f, input)?;
+            let n = if shape == sample_shape {
                 1
-            } else if h.shape.len() == sample_shape.len() + 1 && h.shape[1..] == *sample_shape {
-                h.shape[0]
+            } else if shape.len() == sample_shape.len() + 1 && shape[1..] == *sample_shape {
+                shape[0]
             } else {
                 bail!(
                     "{}: array shape {:?} does not fit the model input '{input}' (one sample {:?} or a stack [n, ...] of them)",
                     f.display(),
-                    h.shape,
+                    shape,
                     sample_shape
                 );
             };
             available += n;
             hasher.update(f.file_name().unwrap_or_default().as_encoded_bytes());
-            hasher
-                .update(std::fs::read(f).with_context(|| format!("{}: cannot read", f.display()))?);
+            hasher.update(format!("{shape:?}").as_bytes());
+            values.iter().for_each(|v| hasher.update(v.to_le_bytes()));
         }
         let used = usable(&shown, available, limit, batch)?;
         if let Some(k) = limit {
             hasher.update(format!("first {k}").as_bytes());
         }
         let batches = used / batch;
-        Ok(NpyBatches {
+        Ok(ArrayBatches {
             files,
             next_file: 0,
             pending: Vec::new(),
@@ -146,7 +181,7 @@ impl NpyBatches {
     }
 }
 
-impl Iterator for NpyBatches {
+impl Iterator for ArrayBatches {
     type Item = Result<HostTensor>;
 
     fn next(&mut self) -> Option<Self::Item> {
@@ -155,7 +190,7 @@ impl Iterator for NpyBatches {
         }
         let need = self.batch * self.sample_shape.iter().product::<usize>();
         while self.pending.len() < need && self.next_file < self.files.len() {
-            match npy::read_f32(&self.files[self.next_file]) {
+            match read_array(&self.files[self.next_file], &self.input) {
                 Ok((_, v)) => self.pending.extend(v),
                 Err(e) => {
                     self.batches_left = 0;
@@ -167,7 +202,7 @@ impl Iterator for NpyBatches {
         if self.pending.len() < need {
             self.batches_left = 0;
             return Some(Err(anyhow::anyhow!(
-                "the .npy files changed while reading them"
+                "the calibration arrays changed while reading them"
             )));
         }
         let data = take_front(&mut self.pending, need);
@@ -181,7 +216,7 @@ impl Iterator for NpyBatches {
     }
 }
 
-impl CalibrationBatches for NpyBatches {
+impl CalibrationBatches for ArrayBatches {
     fn batch_count(&self) -> usize {
         self.batches
     }
@@ -192,7 +227,7 @@ impl CalibrationBatches for NpyBatches {
         self.fingerprint.clone()
     }
     fn preprocessing(&self) -> String {
-        "none (.npy arrays fed as stored)".into()
+        "none (numpy arrays fed as stored)".into()
     }
 }
 
@@ -290,37 +325,77 @@ impl CalibrationBatches for SyntheticBatches {
 mod tests {
     use super::*;
 
+    fn write(path: &Path, shape: &[usize], values: &[f32]) {
+        let t = HostTensor::new("x", shape.to_vec(), TensorData::F32(values.to_vec())).unwrap();
+        std::fs::write(path, crate::data::npy::encode(&t)).unwrap();
+    }
+
     #[test]
     fn npy_folder_in_batches_across_files() {
         let dir = tempfile::tempdir().unwrap();
         // 3 samples in one stack + 2 single samples = 5 → 2 batches of 2, one dropped.
-        npy::write_f32(
+        write(
             &dir.path().join("a.npy"),
             &[3, 2],
             &[0., 1., 2., 3., 4., 5.],
-        )
-        .unwrap();
-        npy::write_f32(&dir.path().join("b.npy"), &[2], &[6., 7.]).unwrap();
-        npy::write_f32(&dir.path().join("c.npy"), &[2], &[8., 9.]).unwrap();
-        let b = NpyBatches::open(dir.path(), "x", &[2], 2, None).unwrap();
+        );
+        write(&dir.path().join("b.npy"), &[2], &[6., 7.]);
+        write(&dir.path().join("c.npy"), &[2], &[8., 9.]);
+        let b = ArrayBatches::open(dir.path(), "x", &[2], 2, None).unwrap();
         assert_eq!((b.batch_count(), b.image_count()), (2, 4));
         let fp = b.fingerprint();
         let all: Vec<HostTensor> = b.map(Result::unwrap).collect();
         assert_eq!(all[1].data, TensorData::F32(vec![4., 5., 6., 7.]));
         assert_eq!(all[1].shape, vec![2, 2]);
-        npy::write_f32(&dir.path().join("c.npy"), &[2], &[8., 9.5]).unwrap();
-        let b = NpyBatches::open(dir.path(), "x", &[2], 2, None).unwrap();
+        write(&dir.path().join("c.npy"), &[2], &[8., 9.5]);
+        let b = ArrayBatches::open(dir.path(), "x", &[2], 2, None).unwrap();
         assert_ne!(b.fingerprint(), fp);
-        let err = NpyBatches::open(dir.path(), "x", &[2], 8, None)
+        let err = ArrayBatches::open(dir.path(), "x", &[2], 8, None)
             .err()
             .unwrap();
         assert!(err
             .to_string()
             .contains("5 calibration images, fewer than the batch size 8"));
-        let err = NpyBatches::open(dir.path(), "x", &[3], 1, None)
+        let err = ArrayBatches::open(dir.path(), "x", &[3], 1, None)
             .err()
             .unwrap();
         assert!(err.to_string().contains("a.npy"), "{err}");
+    }
+
+    #[test]
+    fn npz_gives_the_array_named_after_the_input() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = |name: &str, v: Vec<f32>| {
+            HostTensor::new(name, vec![v.len() / 2, 2], TensorData::F32(v)).unwrap()
+        };
+        let path = dir.path().join("calib.npz");
+        npz::save(
+            &path,
+            &[t("other", vec![9.; 4]), t("input", vec![1., 2., 3., 4.])],
+        )
+        .unwrap();
+        let all: Vec<HostTensor> = ArrayBatches::open(&path, "input", &[2], 2, None)
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(all, vec![t("input", vec![1., 2., 3., 4.])]);
+        let err = ArrayBatches::open(&path, "image", &[2], 1, None)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            err.contains("calib.npz") && err.contains("other, input") && err.contains("'image'"),
+            "{err}"
+        );
+        // A single-array archive needs no matching name; float64 is narrowed.
+        let one = dir.path().join("one.npz");
+        let f64s = HostTensor::new("arr_0", vec![2], TensorData::F64(vec![0.5, 1.5])).unwrap();
+        npz::save(&one, &[f64s]).unwrap();
+        let got: Vec<HostTensor> = ArrayBatches::open(&one, "input", &[2], 1, None)
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(got[0].data, TensorData::F32(vec![0.5, 1.5]));
     }
 
     #[test]

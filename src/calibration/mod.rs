@@ -6,5 +6,4 @@ pub mod cache;
 pub mod collect;
 pub mod histogram;
 pub mod image_batches;
-pub mod npy;
 pub mod range;

@@ -1,7 +1,7 @@
 //! `trtkit calibrate MODEL --calib-data SRC --batch-size N`: INT8 ranges into a keyed cache.
 
 use crate::backend::select::open;
-use crate::calibration::batches::{CalibrationBatches, NpyBatches, SyntheticBatches};
+use crate::calibration::batches::{ArrayBatches, CalibrationBatches, SyntheticBatches};
 use crate::calibration::cache::{self, CacheKey, CalibrationTable, Lookup};
 use crate::calibration::collect::{collect, compute_ranges, TensorRange};
 use crate::calibration::image_batches::{has_images, ImageBatches};
@@ -38,8 +38,9 @@ pub struct CalibrateArgs {
     /// The FP32 ONNX model to calibrate.
     pub model: PathBuf,
     /// Calibration data: a folder of JPEG/PNG images (any layout; decoded with the ImageNet
-    /// evaluation preprocessing scaled to the model's input), a folder of .npy files (each
-    /// [C,H,W] or [n,C,H,W], preprocessed), one .npy file, or `synthetic:SEED` for N(0,1) inputs.
+    /// evaluation preprocessing scaled to the model's input), a folder of .npy/.npz files (each
+    /// [C,H,W] or [n,C,H,W], preprocessed; an .npz gives the array named after the model input
+    /// or its only one), one such file, or `synthetic:SEED` for N(0,1) inputs.
     #[arg(long, value_name = "SRC")]
     pub calib_data: String,
     /// Batch size the model runs at; part of the cache key.
@@ -221,7 +222,7 @@ fn open_batches(
             args.num_images,
         )?));
     }
-    Ok(Box::new(NpyBatches::open(
+    Ok(Box::new(ArrayBatches::open(
         source,
         input,
         sample,
