@@ -40,20 +40,23 @@ fn pow2_above(x: f32) -> f32 {
 }
 
 /// One pass over a slice: the largest finite |x| and the NaNs and infinities in it.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 struct Scan {
     max_abs: f32,
     nan: u64,
     inf: u64,
 }
 
-/// Lanes of the scan: independent accumulators the compiler keeps in vector registers.
+/// Lanes of the block scan: independent accumulators the compiler keeps in vector registers.
 const LANES: usize = 8;
 
 /// Count arrays the counting loop rotates through: consecutive values that fall in one bin (as
 /// the zeros after a ReLU do) then update different memory, so the increments don't wait on
 /// each other; four arrays of 2048 `u32` still fit in the L1 cache.
 const COUNT_LANES: usize = 4;
+
+/// Values whose bin numbers are computed together before they are counted.
+const INDEX_BLOCK: usize = 1024;
 
 impl Scan {
     fn of(values: &[f32]) -> Scan {
@@ -89,58 +92,79 @@ impl Scan {
         }
         scan
     }
-
-    fn join(a: Scan, b: Scan) -> Scan {
-        Scan {
-            max_abs: a.max_abs.max(b.max_abs),
-            nan: a.nan + b.nan,
-            inf: a.inf + b.inf,
-        }
-    }
 }
 
-/// Counts `|x| * scale` into `bins` bins (at most [`CHUNK`] values). NaNs and infinities land
-/// in the last bin; the caller takes them out.
-fn count_bins(values: &[f32], scale: f32, bins: usize) -> Vec<u64> {
-    debug_assert!(values.len() <= CHUNK && bins <= i32::MAX as usize);
+/// The histogram of one piece of a tensor (at most [`CHUNK`] values), read once: block by
+/// block, the block's scan (maximum, NaNs, infinities) and its bin numbers are computed while
+/// it sits in the L1 cache, and the range grows (exactly, by doubling) when a block needs it.
+fn count_chunk(values: &[f32], bins: usize) -> Histogram {
+    debug_assert!(values.len() <= CHUNK && bins <= 1 << 16);
+    let mut h = Histogram::new(bins);
     let last = (bins - 1) as f32;
-    // `f < last` is false for NaN, so NaN and anything past the range land in the last bin; the
-    // comparison form compiles to one `minss`, and the cast from a value in [0, last] is cheap.
-    let bin = |v: f32| {
-        let f = v.abs() * scale;
-        (if f < last { f } else { last }) as i32 as usize
-    };
     let mut lanes = vec![0u32; COUNT_LANES * bins];
-    let (l0, rest) = lanes.split_at_mut(bins);
-    let (l1, rest) = rest.split_at_mut(bins);
-    let (l2, l3) = rest.split_at_mut(bins);
-    let mut groups = values.chunks_exact(COUNT_LANES);
-    for g in &mut groups {
-        let (b0, b1, b2, b3) = (bin(g[0]), bin(g[1]), bin(g[2]), bin(g[3]));
-        l0[b0] += 1;
-        l1[b1] += 1;
-        l2[b2] += 1;
-        l3[b3] += 1;
+    // NaNs and infinities counted in the last bin of `lanes` since the last flush.
+    let mut misplaced = 0u64;
+    let mut index = [0u16; INDEX_BLOCK];
+    for block in values.chunks(INDEX_BLOCK) {
+        let scan = Scan::of(block);
+        if scan.max_abs >= h.range && scan.max_abs > 0.0 {
+            flush(&mut h, &mut lanes, &mut misplaced);
+            h.grow_to(pow2_above(scan.max_abs));
+        }
+        let scale = if h.range > 0.0 {
+            bins as f32 / h.range
+        } else {
+            0.0
+        };
+        // `f < last` is false for NaN, so NaN and anything past the range land in the last
+        // bin; this loop vectorizes.
+        for (i, &v) in index.iter_mut().zip(block) {
+            let f = v.abs() * scale;
+            *i = (if f < last { f } else { last }) as u16;
+        }
+        let (l0, rest) = lanes.split_at_mut(bins);
+        let (l1, rest) = rest.split_at_mut(bins);
+        let (l2, l3) = rest.split_at_mut(bins);
+        let mut quads = index[..block.len()].chunks_exact(COUNT_LANES);
+        for q in &mut quads {
+            l0[q[0] as usize] += 1;
+            l1[q[1] as usize] += 1;
+            l2[q[2] as usize] += 1;
+            l3[q[3] as usize] += 1;
+        }
+        for &b in quads.remainder() {
+            l0[b as usize] += 1;
+        }
+        let non_finite = scan.nan + scan.inf;
+        misplaced += non_finite;
+        h.max_abs = h.max_abs.max(scan.max_abs);
+        h.total += block.len() as u64 - non_finite;
+        h.non_finite += non_finite;
     }
-    for &v in groups.remainder() {
-        l0[bin(v)] += 1;
+    flush(&mut h, &mut lanes, &mut misplaced);
+    h
+}
+
+/// Moves the lane counts into `h` (at its current range) and takes the misplaced NaNs and
+/// infinities back out of its last bin.
+fn flush(h: &mut Histogram, lanes: &mut [u32], misplaced: &mut u64) {
+    let bins = h.counts.len();
+    for lane in lanes.chunks_exact_mut(bins) {
+        h.counts.iter_mut().zip(lane.iter_mut()).for_each(|(c, n)| {
+            *c += *n as u64;
+            *n = 0;
+        });
     }
-    let mut counts = vec![0u64; bins];
-    for lane in lanes.chunks_exact(bins) {
-        counts
-            .iter_mut()
-            .zip(lane)
-            .for_each(|(c, &n)| *c += n as u64);
-    }
-    counts
+    h.counts[bins - 1] -= *misplaced;
+    *misplaced = 0;
 }
 
 impl Histogram {
-    /// An empty histogram with `bins` bins (a power of two, at least 2).
+    /// An empty histogram with `bins` bins (a power of two from 2 to 65536).
     pub fn new(bins: usize) -> Self {
         assert!(
-            bins >= 2 && bins.is_power_of_two(),
-            "bins must be a power of two"
+            bins >= 2 && bins.is_power_of_two() && bins <= 1 << 16,
+            "bins must be a power of two in [2, 65536]"
         );
         Histogram {
             counts: vec![0; bins],
@@ -202,41 +226,20 @@ impl Histogram {
     }
 
     /// Counts `values` (|x| of each) into this histogram, growing the range when needed.
-    /// Large slices are split across rayon's threads.
+    /// Large slices are split across rayon's threads; each piece is read from memory once.
     pub fn add(&mut self, values: &[f32]) {
-        let scan = values
-            .par_chunks(CHUNK)
-            .map(Scan::of)
-            .reduce(Scan::default, Scan::join);
-        if scan.max_abs > 0.0 {
-            self.grow_to(pow2_above(scan.max_abs));
-        }
         let bins = self.counts.len();
-        let scale = if self.range > 0.0 {
-            bins as f32 / self.range
-        } else {
-            0.0
-        };
-        let partial = values
+        let part = values
             .par_chunks(CHUNK)
-            .map(|c| count_bins(c, scale, bins))
+            .map(|c| count_chunk(c, bins))
             .reduce(
-                || vec![0u64; bins],
+                || Histogram::new(bins),
                 |mut a, b| {
-                    a.iter_mut().zip(&b).for_each(|(x, y)| *x += y);
+                    a.merge(&b);
                     a
                 },
             );
-        self.counts
-            .iter_mut()
-            .zip(&partial)
-            .for_each(|(x, y)| *x += y);
-        // `count_bins` put each NaN and infinity in the last bin; take them out.
-        self.counts[bins - 1] -= scan.nan + scan.inf;
-        let non_finite = scan.nan + scan.inf;
-        self.max_abs = self.max_abs.max(scan.max_abs);
-        self.total += values.len() as u64 - non_finite;
-        self.non_finite += non_finite;
+        self.merge(&part);
     }
 
     /// A histogram of `values` alone.
