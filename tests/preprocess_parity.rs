@@ -51,9 +51,14 @@ fn imagenet_preset_parity_with_torchvision() {
         }
         let (shape, reference) = read_npy_u8(&jpg.with_extension("npy"));
         assert_eq!(shape, vec![224, 224, 3]);
-        let img = decode_rgb(&std::fs::read(&jpg).unwrap()).unwrap();
+        let bytes = std::fs::read(&jpg).unwrap();
+        let img = decode_rgb(&bytes).unwrap();
         let mut ours = vec![0f32; 3 * 224 * 224];
         pre.apply(&img, &mut ours).unwrap();
+        // The loader's path (resizing rows as they are decoded) gives the same floats.
+        let mut streamed = vec![0f32; 3 * 224 * 224];
+        pre.apply_encoded(&bytes, &mut streamed).unwrap();
+        assert!(ours == streamed, "{}: apply_encoded differs", jpg.display());
         let plane = 224 * 224;
         let mut max_err = 0f32;
         let mut sum_err = 0f64;
