@@ -3,8 +3,9 @@
 //!
 //! Why libjpeg-turbo: it is the decoder PIL uses, so with its defaults (accurate integer IDCT,
 //! "fancy" triangle chroma upsampling, its YCbCr→RGB tables) trtkit sees the same pixels as
-//! torchvision's PIL path, and its SIMD (built when `nasm` is present) makes it as fast as any
-//! JPEG decoder on crates.io. The `mozjpeg` crate wraps the C library without `unsafe` on our
+//! torchvision's PIL path, byte for byte (zune-jpeg, used before, differed by up to 3/255), and
+//! its SIMD code (built when `nasm` is present) keeps it fast. The `mozjpeg` crate (rather
+//! than `turbojpeg`, which needs cmake) wraps the C library without `unsafe` on our
 //! side; its fatal errors unwind to [`decode_rows`], which turns them into `Err`. Without
 //! `nasm` the same C code is built without SIMD: slower, same pixels.
 //!
@@ -145,8 +146,11 @@ fn decode_jpeg(bytes: &[u8], sink: &mut impl RowSink) -> Result<()> {
 }
 
 fn decode_jpeg_unwinding(source: Source<'_>, sink: &mut impl RowSink) -> Result<()> {
-    let header =
+    let mut header =
         mozjpeg::Decompress::new_reader(source).map_err(|e| anyhow!("JPEG decode failed: {e}"))?;
+    // libjpeg's defaults, which PIL keeps; set here so that the parity does not hang on them.
+    header.dct_method(mozjpeg::DctMethod::IntegerSlow);
+    header.do_fancy_upsampling(true);
     let (width, height) = header.size();
     if width == 0 || height == 0 {
         bail!("JPEG image is {width}×{height}");
@@ -345,6 +349,18 @@ mod tests {
 
     fn noisy_rgb(w: usize, h: usize) -> Vec<u8> {
         (0..w * h * 3).map(|i| ((i * 7919) % 251) as u8).collect()
+    }
+
+    #[test]
+    fn libjpeg_errors_come_back_as_errors() {
+        // A frame header with an impossible length: libjpeg's error_exit unwinds through C
+        // into decode_rows, which must turn it into an Err carrying libjpeg's message.
+        let mut bytes = vec![0xFF, 0xD8, 0xFF, 0xC0, 0x00, 0x01];
+        bytes.extend_from_slice(&[0u8; 64]);
+        let err = decode_rgb(&bytes).unwrap_err().to_string();
+        assert!(err.starts_with("JPEG decode failed: "), "{err}");
+        assert!(err.len() > "JPEG decode failed: ".len() + 5, "{err}");
+        assert!(!err.contains("truncated"), "{err}");
     }
 
     #[test]
