@@ -4,12 +4,17 @@
 Makes ImageNet-sized photo-like JPEGs (about 500x375, quality 90), then times
   - torchvision: Image.open(f).convert("RGB") -> Resize(256) -> CenterCrop(224) -> ToTensor()
     -> Normalize(mean, std), one process per core (as DataLoader workers), torch threads = 1;
-  - trtkit: the same pipeline in Rust (examples/bench_preprocess.rs), rayon threads.
-Both at 1 core and at --cores cores. Prints images/s, the per-core ratio and the scaling.
+  - trtkit: the same pipeline in Rust (examples/bench_preprocess.rs), as rayon threads in one
+    process (what `trtkit validate` does) and as one single-threaded process per core;
+  - a control: a pure integer loop (Rust threads) and a pure Python loop (processes) on 1 and
+    on N cores, which says how far this machine scales at all (SMT siblings, clock drop).
+Both at 1 core and at --cores cores; every worker does the whole folder --rounds times (weak
+scaling). Prints images/s, the per-core ratio and the scaling.
 Without torchvision (e.g. no torch installed) PIL + numpy stands in for it, and says so.
 
 Usage: python3 scripts/bench_preprocess.py --bin target/release/examples/bench_preprocess \
-           [--images 96] [--cores N] [--rounds 3] [--dir /tmp/trtkit-bench-jpegs] [--json OUT]
+           [--images 96] [--cores N] [--rounds 3] [--trtkit-rounds 12] [--dir /tmp/trtkit-bench-jpegs]
+           [--json OUT]
 """
 import argparse
 import importlib.util
@@ -81,14 +86,48 @@ def _work(args):
 
 
 def bench_python(files, rounds, procs):
+    """Every one of `procs` worker processes does all `files`, `rounds` times."""
     _work((files[:8], 1))  # warm-up: imports, page cache
-    chunks = [files[i::procs] for i in range(procs)]
     with mp.get_context("fork").Pool(procs) as pool:
-        pool.map(_work, [(c[:1], 1) for c in chunks])  # start the workers
+        pool.map(_work, [(files[:2], 1)] * procs, chunksize=1)  # start the workers
         start = time.perf_counter()
-        n = sum(pool.map(_work, [(c, rounds) for c in chunks]))
+        n = sum(pool.map(_work, [(files, rounds)] * procs, chunksize=1))
         secs = time.perf_counter() - start
     return n / secs
+
+
+def _py_alu(seconds):
+    x, n, end = 1, 0, time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        for _ in range(10000):
+            x = (x * 1103515245 + 12345) & 0xFFFFFFFF
+        n += 10000
+    return n
+
+
+def bench_py_alu(procs, seconds=2.0):
+    with mp.get_context("fork").Pool(procs) as pool:
+        pool.map(_py_alu, [0.05] * procs, chunksize=1)
+        return sum(pool.map(_py_alu, [seconds] * procs, chunksize=1)) / seconds
+
+
+def run_json(cmd):
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return [json.loads(line) for line in out.splitlines()]
+
+
+def bench_trtkit_procs(binary, directory, rounds, procs):
+    """`procs` single-threaded trtkit processes, all timed from the same instant."""
+    start_ms = int(time.time() * 1000) + 3000
+    children = [subprocess.Popen([binary, "--process", directory, str(rounds), str(start_ms)],
+                                 stdout=subprocess.PIPE, text=True) for _ in range(procs)]
+    results = []
+    for child in children:
+        out, _ = child.communicate()
+        if child.returncode != 0:
+            raise SystemExit(f"{binary} --process failed")
+        results.append(json.loads(out))
+    return sum(r["images"] for r in results) / max(r["seconds"] for r in results)
 
 
 def main():
@@ -96,6 +135,7 @@ def main():
     ap.add_argument("--bin", required=True, help="the bench_preprocess binary")
     ap.add_argument("--images", type=int, default=96)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--trtkit-rounds", type=int, help="rounds for trtkit (default: 4 x --rounds, as it is faster)")
     ap.add_argument("--cores", type=int, default=os.cpu_count())
     ap.add_argument("--dir", default="/tmp/trtkit-bench-jpegs")
     ap.add_argument("--json", help="also write the figures here")
@@ -105,26 +145,37 @@ def main():
     sizes = sorted({Image.open(f).size for f in files})
     print(f"{len(files)} JPEGs (sizes {sizes}, quality 90) in {args.dir}; {os.cpu_count()} CPUs visible")
     core_counts = [1] if args.cores == 1 else [1, args.cores]
-    rust = {}
-    out = subprocess.run([args.bin, args.dir, str(args.rounds)] + [str(c) for c in core_counts],
-                         check=True, capture_output=True, text=True).stdout
-    for line in out.splitlines():
-        r = json.loads(line)
-        rust[r["threads"]] = r["images_per_s"]
+    counts = [str(c) for c in core_counts]
+    trounds = args.trtkit_rounds or 4 * args.rounds
+    rust = {r["threads"]: r["images_per_s"] for r in run_json([args.bin, args.dir, str(trounds)] + counts)}
+    rust_procs = {c: bench_trtkit_procs(args.bin, args.dir, trounds, c) for c in core_counts}
     py = {c: bench_python(files, args.rounds, c) for c in core_counts}
+    alu = {r["threads"]: r["gsteps_per_s"] for r in run_json([args.bin, "--alu", "2"] + counts)}
+    py_alu = {c: bench_py_alu(c) for c in core_counts}
     rows = []
-    print(f"\n{'cores':>5}  {'trtkit img/s':>12}  {name + ' img/s':>34}  {'ratio':>6}  {'trtkit/core':>11}  {'python/core':>11}")
+    print(f"\n{'cores':>5}  {'trtkit threads':>14}  {'trtkit procs':>12}  {name + ' img/s':>34}  "
+          f"{'ratio thr':>9}  {'ratio proc':>10}  {'trtkit/core':>11}  {'python/core':>11}")
     for c in core_counts:
-        rows.append({"cores": c, "trtkit": rust[c], "python": py[c], "python_impl": name,
-                     "ratio": rust[c] / py[c]})
-        print(f"{c:>5}  {rust[c]:>12.1f}  {py[c]:>34.1f}  {rust[c] / py[c]:>5.2f}x  {rust[c] / c:>11.1f}  {py[c] / c:>11.1f}")
+        best = max(rust[c], rust_procs[c])
+        rows.append({"cores": c, "trtkit_threads": rust[c], "trtkit_processes": rust_procs[c],
+                     "python": py[c], "python_impl": name, "ratio_threads": rust[c] / py[c],
+                     "ratio_processes": rust_procs[c] / py[c],
+                     "alu_rust_gsteps_per_s": alu[c], "alu_python_steps_per_s": py_alu[c]})
+        print(f"{c:>5}  {rust[c]:>14.1f}  {rust_procs[c]:>12.1f}  {py[c]:>34.1f}  {rust[c] / py[c]:>8.2f}x  "
+              f"{rust_procs[c] / py[c]:>9.2f}x  {best / c:>11.1f}  {py[c] / c:>11.1f}")
     if len(core_counts) > 1:
         c = core_counts[-1]
-        print(f"\nscaling 1 -> {c} cores: trtkit {rust[c] / rust[1]:.2f}x ({rust[c] / rust[1] / c * 100:.0f}% of linear), "
-              f"python {py[c] / py[1]:.2f}x ({py[c] / py[1] / c * 100:.0f}% of linear)")
+
+        def scale(d):
+            return f"{d[c] / d[1]:.2f}x ({d[c] / d[1] / c * 100:.0f}% of linear)"
+
+        print(f"\nscaling 1 -> {c} cores: trtkit threads {scale(rust)}, trtkit processes {scale(rust_procs)}, "
+              f"python {scale(py)}")
+        print(f"control (pure ALU loop) 1 -> {c} cores: Rust threads {scale(alu)}, Python processes {scale(py_alu)}")
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump({"python_impl": name, "images": len(files), "rounds": args.rounds, "rows": rows}, fh, indent=1)
+            json.dump({"python_impl": name, "images": len(files), "rounds": args.rounds,
+                       "trtkit_rounds": trounds, "rows": rows}, fh, indent=1)
     return 0
 
 

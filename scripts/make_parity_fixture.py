@@ -56,15 +56,20 @@ def main():
     ap.add_argument("--out", default="tests/fixtures/parity")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
+    # name, size, seed, PIL mode, extra save options. Besides baseline 4:2:0 colour and
+    # grayscale: CMYK (Adobe-inverted, as PIL writes and reads it) and a progressive file with
+    # 4:2:2 chroma (horizontal-only upsampling).
     images = [
-        ("landscape_500x375.jpg", 500, 375, 1, False),
-        ("portrait_375x500.jpg", 375, 500, 2, False),
-        ("wide_640x427.jpg", 640, 427, 3, False),
-        ("gray_333x250.jpg", 333, 250, 4, True),
+        ("landscape_500x375.jpg", 500, 375, 1, "RGB", {}),
+        ("portrait_375x500.jpg", 375, 500, 2, "RGB", {}),
+        ("wide_640x427.jpg", 640, 427, 3, "RGB", {}),
+        ("gray_333x250.jpg", 333, 250, 4, "L", {}),
+        ("cmyk_300x260.jpg", 300, 260, 5, "CMYK", {}),
+        ("progressive422_420x300.jpg", 420, 300, 6, "RGB", {"progressive": True, "subsampling": "4:2:2"}),
     ]
-    for name, w, h, seed, gray in images:
+    for name, w, h, seed, mode, options in images:
         path = os.path.join(args.out, name)
-        photo_like(w, h, seed, gray).save(path, quality=90)
+        photo_like(w, h, seed).convert(mode).save(path, quality=90, **options)
         ref = reference(path)
         np.save(os.path.join(args.out, name.rsplit(".", 1)[0] + ".npy"), ref)
         print(f"{path}: {os.path.getsize(path)} bytes, reference {ref.shape} {ref.dtype}")

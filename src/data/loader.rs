@@ -3,7 +3,6 @@
 //! inference. An image that cannot be read or decoded is reported and skipped; the run goes on.
 
 use super::dataset::Sample;
-use super::decode::decode_rgb;
 use super::preprocess::Preprocess;
 use anyhow::{Context, Result};
 use rayon::prelude::*;
@@ -34,8 +33,7 @@ pub struct Batch {
 /// Reads, decodes and preprocesses one image into `out`.
 pub fn load_one(path: &std::path::Path, pre: &Preprocess, out: &mut [f32]) -> Result<()> {
     let bytes = std::fs::read(path).context("cannot read the file")?;
-    let img = decode_rgb(&bytes)?;
-    pre.apply(&img, out)
+    pre.apply_encoded(&bytes, out)
 }
 
 fn load_group(samples: &[Sample], pre: &Preprocess) -> (Vec<f32>, Vec<Option<Failure>>) {

@@ -2,9 +2,9 @@
 //! lay out as NCHW or NHWC in RGB or BGR order. `imagenet` is torchvision's
 //! `Resize(256) + CenterCrop(224) + ToTensor() + Normalize(mean, std)`.
 
-use super::decode::RgbImage;
-use super::resize::{resize_crop, Interpolation, Window};
-use anyhow::{bail, Result};
+use super::decode::{decode_rows, RgbImage, RowSink};
+use super::resize::{resize_crop, Interpolation, Resampler, Window};
+use anyhow::{anyhow, bail, Result};
 use serde::Serialize;
 
 /// Memory layout of one preprocessed image.
@@ -131,13 +131,39 @@ impl Preprocess {
 
     /// Preprocesses `img` into `out` (exactly [`Preprocess::elements`] floats).
     pub fn apply(&self, img: &RgbImage, out: &mut [f32]) -> Result<()> {
+        let crop = self.crop_rgb(img)?;
+        self.normalize(&crop, out);
+        Ok(())
+    }
+
+    /// Decodes a JPEG or PNG held in memory and preprocesses it into `out` (exactly
+    /// [`Preprocess::elements`] floats). Same result as [`decode_rgb`](super::decode::decode_rgb)
+    /// then [`Preprocess::apply`], but the rows are resized as they are decoded and a JPEG is
+    /// decoded only down to the last row the crop needs.
+    pub fn apply_encoded(&self, bytes: &[u8], out: &mut [f32]) -> Result<()> {
+        let mut sink = ResampleSink {
+            pre: self,
+            resampler: None,
+        };
+        decode_rows(bytes, &mut sink)?;
+        let resampler = sink
+            .resampler
+            .ok_or_else(|| anyhow!("decoder gave no image"))?;
+        let mut crop = vec![0u8; self.elements()];
+        resampler.finish(&mut crop);
+        self.normalize(&crop, out);
+        Ok(())
+    }
+
+    /// Scales, normalizes and lays out an 8-bit RGB crop into `out`.
+    fn normalize(&self, crop: &[u8], out: &mut [f32]) {
         assert_eq!(
             out.len(),
             self.elements(),
             "output slice has the wrong size"
         );
-        let crop = self.crop_rgb(img)?;
-        // One table per channel: byte → normalized float.
+        // One table per channel: byte → normalized float, computed as torchvision does
+        // (divide by 255, subtract the mean, divide by the std, in f32).
         let mut lut = [[0f32; 256]; 3];
         for (c, table) in lut.iter_mut().enumerate() {
             for (v, t) in table.iter_mut().enumerate() {
@@ -151,12 +177,18 @@ impl Preprocess {
         let plane = self.crop.0 * self.crop.1;
         match self.layout {
             Layout::Nchw => {
-                for (dst_c, &src_c) in order.iter().enumerate() {
-                    let dst = &mut out[dst_c * plane..(dst_c + 1) * plane];
-                    let table = &lut[src_c];
-                    for (o, px) in dst.iter_mut().zip(crop.chunks_exact(3)) {
-                        *o = table[px[src_c] as usize];
-                    }
+                let (c0, rest) = out.split_at_mut(plane);
+                let (c1, c2) = rest.split_at_mut(plane);
+                let (l0, l1, l2) = (&lut[order[0]], &lut[order[1]], &lut[order[2]]);
+                for (((px, o0), o1), o2) in crop
+                    .chunks_exact(3)
+                    .zip(c0.iter_mut())
+                    .zip(c1.iter_mut())
+                    .zip(c2.iter_mut())
+                {
+                    *o0 = l0[px[order[0]] as usize];
+                    *o1 = l1[px[order[1]] as usize];
+                    *o2 = l2[px[order[2]] as usize];
                 }
             }
             Layout::Nhwc => {
@@ -167,7 +199,28 @@ impl Preprocess {
                 }
             }
         }
-        Ok(())
+    }
+}
+
+/// Feeds decoded rows straight into the resampler of the image's crop window.
+struct ResampleSink<'a> {
+    pre: &'a Preprocess,
+    resampler: Option<Resampler>,
+}
+
+impl RowSink for ResampleSink<'_> {
+    fn begin(&mut self, width: usize, height: usize) -> Result<usize> {
+        let win = self.pre.window(width, height)?;
+        let rs = Resampler::new(width, height, &win, self.pre.interpolation);
+        let rows = rs.rows_needed();
+        self.resampler = Some(rs);
+        Ok(rows)
+    }
+
+    fn row(&mut self, y: usize, rgb: &[u8]) {
+        if let Some(rs) = &mut self.resampler {
+            rs.push_row(y, rgb);
+        }
     }
 }
 

@@ -121,64 +121,189 @@ pub struct Window {
     pub height: usize,
 }
 
+/// Resize-then-crop fed one input row at a time, top to bottom (so that decoding and the
+/// horizontal pass share the cache, and rows below the crop need not be decoded at all).
+pub struct Resampler {
+    hw: AxisWeights,
+    vw: AxisWeights,
+    in_w: usize,
+    in_h: usize,
+    out_w: usize,
+    out_h: usize,
+    /// First input row the vertical pass reads.
+    row_lo: usize,
+    /// One past the last input row the vertical pass reads.
+    row_hi: usize,
+    /// Scratch for the end of a row, zero-padded so that every tap window is in bounds.
+    padded: Vec<u8>,
+    /// Horizontal-pass output for rows `row_lo..row_hi`, `out_w * 3` bytes each.
+    mid: Vec<u8>,
+}
+
+impl Resampler {
+    /// Plans the resize of an `in_w × in_h` image to the crop window `win`.
+    pub fn new(in_w: usize, in_h: usize, win: &Window, kind: Interpolation) -> Self {
+        let hw = axis_weights(kind, in_w, win.resized_w, win.left, win.width);
+        let vw = axis_weights(kind, in_h, win.resized_h, win.top, win.height);
+        let row_lo = vw.starts.iter().copied().min().unwrap_or(0);
+        let row_hi = vw
+            .starts
+            .iter()
+            .map(|&s| (s + vw.taps).min(in_h))
+            .max()
+            .unwrap_or(0)
+            .max(row_lo);
+        Resampler {
+            padded: vec![0u8; (in_w + hw.taps) * 3],
+            mid: vec![0u8; (row_hi - row_lo) * win.width * 3],
+            hw,
+            vw,
+            in_w,
+            in_h,
+            out_w: win.width,
+            out_h: win.height,
+            row_lo,
+            row_hi,
+        }
+    }
+
+    /// How many input rows from the top the resize reads; rows past them are never needed.
+    pub fn rows_needed(&self) -> usize {
+        self.row_hi
+    }
+
+    /// Takes input row `y` (`in_w * 3` bytes, RGB); rows outside the window are ignored.
+    pub fn push_row(&mut self, y: usize, row: &[u8]) {
+        if y < self.row_lo || y >= self.row_hi {
+            return;
+        }
+        let stride = self.out_w * 3;
+        let out = &mut self.mid[(y - self.row_lo) * stride..(y - self.row_lo + 1) * stride];
+        let row = &row[..self.in_w * 3];
+        let taps = self.hw.taps;
+        // Outputs whose tap window fits in the row read it in place; the last few, whose
+        // window runs past the right edge, read a zero-padded copy of the row's end (their
+        // weights past the edge are zero).
+        let inside = self.hw.starts.partition_point(|&s| s + taps <= self.in_w);
+        let (out_in, out_edge) = out.split_at_mut(inside * 3);
+        let (w_in, w_edge) = self.hw.weights.split_at(inside * taps);
+        let starts = &self.hw.starts;
+        match taps {
+            3 => horizontal::<3>(row, &starts[..inside], w_in, 0, out_in),
+            5 => horizontal::<5>(row, &starts[..inside], w_in, 0, out_in),
+            7 => horizontal::<7>(row, &starts[..inside], w_in, 0, out_in),
+            9 => horizontal::<9>(row, &starts[..inside], w_in, 0, out_in),
+            _ => horizontal_any(row, &starts[..inside], w_in, taps, 0, out_in),
+        }
+        if inside < starts.len() {
+            let first = starts[inside];
+            let tail = &mut self.padded[..(self.in_w - first + taps) * 3];
+            tail.fill(0);
+            tail[..(self.in_w - first) * 3].copy_from_slice(&row[first * 3..]);
+            horizontal_any(tail, &starts[inside..], w_edge, taps, first, out_edge);
+        }
+    }
+
+    /// Runs the vertical pass over the rows pushed so far into `out` (`crop w × h × 3` bytes).
+    pub fn finish(&self, out: &mut [u8]) {
+        let stride = self.out_w * 3;
+        assert_eq!(out.len(), stride * self.out_h, "output has the wrong size");
+        let half = 1i32 << (PRECISION_BITS - 1);
+        let mut acc = vec![0i32; stride];
+        for (y, out_row) in out.chunks_exact_mut(stride).enumerate() {
+            let start = self.vw.starts[y];
+            let n = self.vw.taps.min(self.in_h - start);
+            let k = &self.vw.weights[y * self.vw.taps..y * self.vw.taps + n];
+            acc.fill(half);
+            for (j, &kk) in k.iter().enumerate() {
+                if kk == 0 {
+                    continue;
+                }
+                let r = start + j - self.row_lo;
+                let src = &self.mid[r * stride..(r + 1) * stride];
+                for (a, &s) in acc.iter_mut().zip(src) {
+                    *a += s as i32 * kk;
+                }
+            }
+            for (o, &a) in out_row.iter_mut().zip(&acc) {
+                *o = clip8(a);
+            }
+        }
+    }
+}
+
+/// The horizontal pass with a tap count known at compile time: output `i` reads the `N`
+/// pixels from `starts[i] - offset` of `src` (weights past a window's end are zero).
+fn horizontal<const N: usize>(
+    src: &[u8],
+    starts: &[usize],
+    weights: &[i32],
+    offset: usize,
+    out: &mut [u8],
+) {
+    let half = 1i32 << (PRECISION_BITS - 1);
+    for ((o, &start), k) in out
+        .chunks_exact_mut(3)
+        .zip(starts)
+        .zip(weights.chunks_exact(N))
+    {
+        let at = (start - offset) * 3;
+        let px = &src[at..at + N * 3];
+        let (mut r, mut g, mut b) = (half, half, half);
+        for t in 0..N {
+            r += px[3 * t] as i32 * k[t];
+            g += px[3 * t + 1] as i32 * k[t];
+            b += px[3 * t + 2] as i32 * k[t];
+        }
+        o[0] = clip8(r);
+        o[1] = clip8(g);
+        o[2] = clip8(b);
+    }
+}
+
+/// [`horizontal`] for any tap count.
+fn horizontal_any(
+    src: &[u8],
+    starts: &[usize],
+    weights: &[i32],
+    taps: usize,
+    offset: usize,
+    out: &mut [u8],
+) {
+    let half = 1i32 << (PRECISION_BITS - 1);
+    for ((o, &start), k) in out
+        .chunks_exact_mut(3)
+        .zip(starts)
+        .zip(weights.chunks_exact(taps))
+    {
+        let at = (start - offset) * 3;
+        let px = &src[at..at + taps * 3];
+        let (mut r, mut g, mut b) = (half, half, half);
+        for (kk, p) in k.iter().zip(px.chunks_exact(3)) {
+            r += p[0] as i32 * kk;
+            g += p[1] as i32 * kk;
+            b += p[2] as i32 * kk;
+        }
+        o[0] = clip8(r);
+        o[1] = clip8(g);
+        o[2] = clip8(b);
+    }
+}
+
 /// Resizes `img` to `win.resized_w × win.resized_h` and returns only the crop window, RGB.
 pub fn resize_crop(img: &RgbImage, win: &Window, kind: Interpolation) -> Vec<u8> {
-    let (w, h) = (img.width, img.height);
-    let hw = axis_weights(kind, w, win.resized_w, win.left, win.width);
-    let vw = axis_weights(kind, h, win.resized_h, win.top, win.height);
-    // Input rows the vertical pass reads.
-    let row_lo = vw.starts.iter().copied().min().unwrap_or(0);
-    let row_hi = vw
-        .starts
-        .iter()
-        .map(|&s| (s + vw.taps).min(h))
-        .max()
-        .unwrap_or(0);
-    // Horizontal pass over the needed rows, to 8 bits as PIL does.
-    let mid_w = win.width;
-    let mut mid = vec![0u8; (row_hi - row_lo) * mid_w * 3];
-    let half = 1i32 << (PRECISION_BITS - 1);
-    for (y, out_row) in (row_lo..row_hi).zip(mid.chunks_exact_mut(mid_w * 3)) {
-        let in_row = &img.pixels[y * w * 3..(y + 1) * w * 3];
-        for (x, out_px) in out_row.chunks_exact_mut(3).enumerate() {
-            let start = hw.starts[x];
-            let n = hw.taps.min(w - start);
-            let k = &hw.weights[x * hw.taps..x * hw.taps + n];
-            let src = &in_row[start * 3..(start + n) * 3];
-            let (mut r, mut g, mut b) = (half, half, half);
-            for (kk, px) in k.iter().zip(src.chunks_exact(3)) {
-                r += px[0] as i32 * kk;
-                g += px[1] as i32 * kk;
-                b += px[2] as i32 * kk;
-            }
-            out_px[0] = clip8(r);
-            out_px[1] = clip8(g);
-            out_px[2] = clip8(b);
-        }
+    let mut rs = Resampler::new(img.width, img.height, win, kind);
+    let rows = rs.rows_needed();
+    for (y, row) in img
+        .pixels
+        .chunks_exact(img.width * 3)
+        .take(rows)
+        .enumerate()
+    {
+        rs.push_row(y, row);
     }
-    // Vertical pass.
-    let stride = mid_w * 3;
     let mut out = vec![0u8; win.width * win.height * 3];
-    let mut acc = vec![0i32; stride];
-    for (y, out_row) in out.chunks_exact_mut(stride).enumerate() {
-        let start = vw.starts[y];
-        let n = vw.taps.min(h - start);
-        let k = &vw.weights[y * vw.taps..y * vw.taps + n];
-        acc.fill(half);
-        for (j, &kk) in k.iter().enumerate() {
-            if kk == 0 {
-                continue;
-            }
-            let r = start + j - row_lo;
-            let src = &mid[r * stride..(r + 1) * stride];
-            for (a, &s) in acc.iter_mut().zip(src) {
-                *a += s as i32 * kk;
-            }
-        }
-        for (o, &a) in out_row.iter_mut().zip(&acc) {
-            *o = clip8(a);
-        }
-    }
+    rs.finish(&mut out);
     out
 }
 
@@ -256,6 +381,62 @@ mod tests {
         for y in 0..18 {
             let a = &whole[((y + 3) * 34 + 5) * 3..((y + 3) * 34 + 25) * 3];
             assert_eq!(&part[y * 60..(y + 1) * 60], a);
+        }
+    }
+
+    /// PIL's two passes written plainly: full 32-bit weights, one pixel at a time.
+    fn reference(img: &RgbImage, win: &Window, kind: Interpolation) -> Vec<u8> {
+        let hw = axis_weights(kind, img.width, win.resized_w, win.left, win.width);
+        let vw = axis_weights(kind, img.height, win.resized_h, win.top, win.height);
+        let half = 1i32 << (PRECISION_BITS - 1);
+        let mut mid = vec![0u8; img.height * win.width * 3];
+        for y in 0..img.height {
+            for x in 0..win.width {
+                for c in 0..3 {
+                    let mut acc = half;
+                    for t in 0..hw.taps.min(img.width - hw.starts[x]) {
+                        let px = img.pixels[(y * img.width + hw.starts[x] + t) * 3 + c];
+                        acc += px as i32 * hw.weights[x * hw.taps + t];
+                    }
+                    mid[(y * win.width + x) * 3 + c] = clip8(acc);
+                }
+            }
+        }
+        let mut out = vec![0u8; win.width * win.height * 3];
+        for y in 0..win.height {
+            for i in 0..win.width * 3 {
+                let mut acc = half;
+                for t in 0..vw.taps.min(img.height - vw.starts[y]) {
+                    let px = mid[(vw.starts[y] + t) * win.width * 3 + i];
+                    acc += px as i32 * vw.weights[y * vw.taps + t];
+                }
+                out[y * win.width * 3 + i] = clip8(acc);
+            }
+        }
+        out
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+        /// The streaming resampler gives PIL's bytes for any sizes (shrinking by up to 8×,
+        /// which takes the any-tap-count path, and enlarging), either kernel.
+        #[test]
+        fn blocked_resampler_matches_the_plain_arithmetic(
+            w in 1usize..90, h in 1usize..90, rw in 1usize..60, rh in 1usize..60,
+            seed in 0usize..1000, bicubic: bool,
+        ) {
+            let img = image(w, h, |x, y, c| ((x * 37 + y * 101 + c * 53 + seed) % 256) as u8);
+            let win = Window {
+                resized_w: rw,
+                resized_h: rh,
+                left: rw / 4,
+                top: rh / 3,
+                width: rw - rw / 4 - rw / 5,
+                height: rh - rh / 3,
+            };
+            let kind = if bicubic { Interpolation::Bicubic } else { Interpolation::Bilinear };
+            proptest::prop_assert_eq!(resize_crop(&img, &win, kind), reference(&img, &win, kind));
         }
     }
 }
