@@ -25,6 +25,8 @@ pub struct Histogram {
     total: u64,
     /// NaN or infinite values seen (not in `counts`).
     non_finite: u64,
+    /// Values exactly zero (counted in bin 0 too).
+    zeros: u64,
 }
 
 /// The smallest power of two that is strictly greater than `x` (for x > 0).
@@ -39,12 +41,13 @@ fn pow2_above(x: f32) -> f32 {
     r
 }
 
-/// One pass over a slice: the largest finite |x| and the NaNs and infinities in it.
+/// One pass over a slice: the largest finite |x|, and the NaNs, infinities and zeros in it.
 #[derive(Clone, Copy, Debug)]
 struct Scan {
     max_abs: f32,
     nan: u64,
     inf: u64,
+    zeros: u64,
 }
 
 /// Lanes of the block scan: independent accumulators the compiler keeps in vector registers.
@@ -63,12 +66,14 @@ impl Scan {
         let mut max = [0f32; LANES];
         let mut nan = [0u32; LANES];
         let mut inf = [0u32; LANES];
+        let mut zeros = [0u32; LANES];
         let mut lanes = values.chunks_exact(LANES);
         for group in &mut lanes {
             for k in 0..LANES {
                 let a = group[k].abs();
                 nan[k] += a.is_nan() as u32;
                 inf[k] += (a == f32::INFINITY) as u32;
+                zeros[k] += (a == 0.0) as u32;
                 // Non-finite values compare false and leave the maximum alone.
                 max[k] = if a > max[k] && a < f32::INFINITY {
                     a
@@ -81,11 +86,13 @@ impl Scan {
             max_abs: max.iter().copied().fold(0.0, f32::max),
             nan: nan.iter().map(|&n| n as u64).sum(),
             inf: inf.iter().map(|&n| n as u64).sum(),
+            zeros: zeros.iter().map(|&n| n as u64).sum(),
         };
         for &v in lanes.remainder() {
             let a = v.abs();
             scan.nan += a.is_nan() as u64;
             scan.inf += (a == f32::INFINITY) as u64;
+            scan.zeros += (a == 0.0) as u64;
             if a.is_finite() {
                 scan.max_abs = scan.max_abs.max(a);
             }
@@ -140,6 +147,7 @@ fn count_chunk(values: &[f32], bins: usize) -> Histogram {
         h.max_abs = h.max_abs.max(scan.max_abs);
         h.total += block.len() as u64 - non_finite;
         h.non_finite += non_finite;
+        h.zeros += scan.zeros;
     }
     flush(&mut h, &mut lanes, &mut misplaced);
     h
@@ -172,6 +180,7 @@ impl Histogram {
             max_abs: 0.0,
             total: 0,
             non_finite: 0,
+            zeros: 0,
         }
     }
 
@@ -198,6 +207,12 @@ impl Histogram {
     /// Number of finite values counted.
     pub fn total(&self) -> u64 {
         self.total
+    }
+
+    /// Number of values exactly zero (they are also in bin 0). After a ReLU they are about
+    /// half of all values: one spike that every threshold quantizes exactly.
+    pub fn zeros(&self) -> u64 {
+        self.zeros
     }
 
     /// Number of NaN or infinite values seen and left out.
@@ -263,6 +278,7 @@ impl Histogram {
         self.max_abs = self.max_abs.max(other.max_abs);
         self.total += other.total;
         self.non_finite += other.non_finite;
+        self.zeros += other.zeros;
     }
 }
 
@@ -343,6 +359,7 @@ mod tests {
             prop_assert_eq!(h.range(), range);
             prop_assert_eq!(h.total(), total);
             prop_assert_eq!(h.non_finite(), non_finite);
+            prop_assert_eq!(h.zeros(), values.iter().filter(|v| **v == 0.0).count() as u64);
         }
 
         /// Growing and merging in any split gives the histogram of all values at once.
