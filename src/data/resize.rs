@@ -7,6 +7,7 @@
 //! the vertical pass. Doing the same arithmetic gives the same bytes as PIL on the same pixels.
 
 use super::decode::RgbImage;
+use multiversion::multiversion;
 
 /// Fixed-point precision of the weights (PIL: 32 - 8 - 2 bits).
 const PRECISION_BITS: u32 = 22;
@@ -134,7 +135,8 @@ pub struct Resampler {
     row_lo: usize,
     /// One past the last input row the vertical pass reads.
     row_hi: usize,
-    /// Scratch for the end of a row, zero-padded so that every tap window is in bounds.
+    /// Scratch for the end of a row, zero-padded so that every tap window (plus the one byte
+    /// past it that the kernels read) is in bounds.
     padded: Vec<u8>,
     /// Horizontal-pass output for rows `row_lo..row_hi`, `out_w * 3` bytes each.
     mid: Vec<u8>,
@@ -154,7 +156,7 @@ impl Resampler {
             .unwrap_or(0)
             .max(row_lo);
         Resampler {
-            padded: vec![0u8; (in_w + hw.taps) * 3],
+            padded: vec![0u8; (in_w + hw.taps) * 3 + 1],
             mid: vec![0u8; (row_hi - row_lo) * win.width * 3],
             hw,
             vw,
@@ -181,26 +183,21 @@ impl Resampler {
         let out = &mut self.mid[(y - self.row_lo) * stride..(y - self.row_lo + 1) * stride];
         let row = &row[..self.in_w * 3];
         let taps = self.hw.taps;
-        // Outputs whose tap window fits in the row read it in place; the last few, whose
-        // window runs past the right edge, read a zero-padded copy of the row's end (their
-        // weights past the edge are zero).
-        let inside = self.hw.starts.partition_point(|&s| s + taps <= self.in_w);
+        // Outputs whose tap window (and the byte after it, which the kernels read and
+        // ignore) fits in the row read it in place; the last few, whose window runs past the
+        // right edge, read a zero-padded copy of the row's end (their weights past the edge
+        // are zero).
+        let inside = self.hw.starts.partition_point(|&s| s + taps < self.in_w);
         let (out_in, out_edge) = out.split_at_mut(inside * 3);
         let (w_in, w_edge) = self.hw.weights.split_at(inside * taps);
         let starts = &self.hw.starts;
-        match taps {
-            3 => horizontal::<3>(row, &starts[..inside], w_in, 0, out_in),
-            5 => horizontal::<5>(row, &starts[..inside], w_in, 0, out_in),
-            7 => horizontal::<7>(row, &starts[..inside], w_in, 0, out_in),
-            9 => horizontal::<9>(row, &starts[..inside], w_in, 0, out_in),
-            _ => horizontal_any(row, &starts[..inside], w_in, taps, 0, out_in),
-        }
+        horizontal_row(row, &starts[..inside], w_in, taps, 0, out_in);
         if inside < starts.len() {
             let first = starts[inside];
-            let tail = &mut self.padded[..(self.in_w - first + taps) * 3];
+            let tail = &mut self.padded[..(self.in_w - first + taps) * 3 + 1];
             tail.fill(0);
             tail[..(self.in_w - first) * 3].copy_from_slice(&row[first * 3..]);
-            horizontal_any(tail, &starts[inside..], w_edge, taps, first, out_edge);
+            horizontal_row(tail, &starts[inside..], w_edge, taps, first, out_edge);
         }
     }
 
@@ -208,61 +205,41 @@ impl Resampler {
     pub fn finish(&self, out: &mut [u8]) {
         let stride = self.out_w * 3;
         assert_eq!(out.len(), stride * self.out_h, "output has the wrong size");
-        let half = 1i32 << (PRECISION_BITS - 1);
         let mut acc = vec![0i32; stride];
         for (y, out_row) in out.chunks_exact_mut(stride).enumerate() {
             let start = self.vw.starts[y];
             let n = self.vw.taps.min(self.in_h - start);
             let k = &self.vw.weights[y * self.vw.taps..y * self.vw.taps + n];
-            acc.fill(half);
-            for (j, &kk) in k.iter().enumerate() {
-                if kk == 0 {
-                    continue;
-                }
-                let r = start + j - self.row_lo;
-                let src = &self.mid[r * stride..(r + 1) * stride];
-                for (a, &s) in acc.iter_mut().zip(src) {
-                    *a += s as i32 * kk;
-                }
-            }
-            for (o, &a) in out_row.iter_mut().zip(&acc) {
-                *o = clip8(a);
-            }
+            let first = (start - self.row_lo) * stride;
+            vertical_row(&self.mid[first..first + n * stride], k, &mut acc, out_row);
         }
     }
 }
 
-/// The horizontal pass with a tap count known at compile time: output `i` reads the `N`
-/// pixels from `starts[i] - offset` of `src` (weights past a window's end are zero).
-fn horizontal<const N: usize>(
-    src: &[u8],
-    starts: &[usize],
-    weights: &[i32],
-    offset: usize,
-    out: &mut [u8],
-) {
+/// One output row of the vertical pass: `rows` holds `k.len()` consecutive input rows of
+/// `out.len()` bytes each; `acc` is scratch of the same length. Compiled for several
+/// instruction sets and picked at run time (AVX2 doubles the vector width).
+#[multiversion(targets("x86_64+avx2+fma", "x86_64+sse4.1"))]
+fn vertical_row(rows: &[u8], k: &[i32], acc: &mut [i32], out: &mut [u8]) {
     let half = 1i32 << (PRECISION_BITS - 1);
-    for ((o, &start), k) in out
-        .chunks_exact_mut(3)
-        .zip(starts)
-        .zip(weights.chunks_exact(N))
-    {
-        let at = (start - offset) * 3;
-        let px = &src[at..at + N * 3];
-        let (mut r, mut g, mut b) = (half, half, half);
-        for t in 0..N {
-            r += px[3 * t] as i32 * k[t];
-            g += px[3 * t + 1] as i32 * k[t];
-            b += px[3 * t + 2] as i32 * k[t];
+    acc.fill(half);
+    for (src, &kk) in rows.chunks_exact(out.len()).zip(k) {
+        if kk == 0 {
+            continue;
         }
-        o[0] = clip8(r);
-        o[1] = clip8(g);
-        o[2] = clip8(b);
+        for (a, &s) in acc.iter_mut().zip(src) {
+            *a += s as i32 * kk;
+        }
+    }
+    for (o, &a) in out.iter_mut().zip(acc.iter()) {
+        *o = clip8(a);
     }
 }
 
-/// [`horizontal`] for any tap count.
-fn horizontal_any(
+/// The horizontal pass over one row, dispatched on the tap count (unrolled kernels for the
+/// common ones). Compiled for several instruction sets and picked at run time.
+#[multiversion(targets("x86_64+avx2+fma", "x86_64+sse4.1"))]
+fn horizontal_row(
     src: &[u8],
     starts: &[usize],
     weights: &[i32],
@@ -270,24 +247,71 @@ fn horizontal_any(
     offset: usize,
     out: &mut [u8],
 ) {
-    let half = 1i32 << (PRECISION_BITS - 1);
-    for ((o, &start), k) in out
-        .chunks_exact_mut(3)
-        .zip(starts)
-        .zip(weights.chunks_exact(taps))
-    {
-        let at = (start - offset) * 3;
-        let px = &src[at..at + taps * 3];
-        let (mut r, mut g, mut b) = (half, half, half);
-        for (kk, p) in k.iter().zip(px.chunks_exact(3)) {
-            r += p[0] as i32 * kk;
-            g += p[1] as i32 * kk;
-            b += p[2] as i32 * kk;
-        }
-        o[0] = clip8(r);
-        o[1] = clip8(g);
-        o[2] = clip8(b);
+    match taps {
+        3 => horizontal::<3>(src, starts, weights, offset, out),
+        5 => horizontal::<5>(src, starts, weights, offset, out),
+        7 => horizontal::<7>(src, starts, weights, offset, out),
+        9 => horizontal::<9>(src, starts, weights, offset, out),
+        _ => horizontal_taps(src, starts, weights, taps, offset, out),
     }
+}
+
+/// The horizontal pass with a tap count known at compile time: output `i` reads the `N`
+/// pixels from `starts[i] - offset` of `src` (weights past a window's end are zero).
+#[inline(always)]
+fn horizontal<const N: usize>(
+    src: &[u8],
+    starts: &[usize],
+    weights: &[i32],
+    offset: usize,
+    out: &mut [u8],
+) {
+    horizontal_taps(src, starts, weights, N, offset, out);
+}
+
+/// [`horizontal`] for any tap count. Each pixel is taken as four lanes (R, G, B and the next
+/// pixel's R, one byte past the window) and each output is written as four bytes (the fourth
+/// is overwritten by the next output), so that every lane is live and the compiler turns a
+/// tap into one vector multiply-add; the last output is written as three bytes.
+#[inline(always)]
+fn horizontal_taps(
+    src: &[u8],
+    starts: &[usize],
+    weights: &[i32],
+    taps: usize,
+    offset: usize,
+    out: &mut [u8],
+) {
+    let n = starts.len();
+    if n == 0 {
+        return;
+    }
+    let k = |i: usize| &weights[i * taps..(i + 1) * taps];
+    for i in 0..n - 1 {
+        let px = tap_pixels(src, starts[i] - offset, taps);
+        out[3 * i..3 * i + 4].copy_from_slice(&convolve(px, k(i)));
+    }
+    let px = tap_pixels(src, starts[n - 1] - offset, taps);
+    out[3 * (n - 1)..3 * n].copy_from_slice(&convolve(px, k(n - 1))[..3]);
+}
+
+/// The `taps` pixels from pixel `start` of `src`, and one byte more.
+#[inline(always)]
+fn tap_pixels(src: &[u8], start: usize, taps: usize) -> &[u8] {
+    &src[start * 3..(start + taps) * 3 + 1]
+}
+
+/// One output pixel of the horizontal pass, as four lanes (the fourth is not a channel).
+#[inline(always)]
+fn convolve(px: &[u8], k: &[i32]) -> [u8; 4] {
+    let mut acc = [1i32 << (PRECISION_BITS - 1); 4];
+    for (t, &kt) in k.iter().enumerate() {
+        let p = &px[3 * t..3 * t + 4];
+        for (a, &v) in acc.iter_mut().zip(p) {
+            *a += v as i32 * kt;
+        }
+    }
+    acc.map(clip8)
 }
 
 /// Resizes `img` to `win.resized_w × win.resized_h` and returns only the crop window, RGB.
