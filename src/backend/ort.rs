@@ -249,11 +249,7 @@ impl Backend for OrtBackend {
     fn run(&mut self, inputs: &[HostTensor]) -> Result<RunOutput> {
         let values = self.input_values(inputs)?;
         let start = Instant::now();
-        let out = self
-            .session
-            .run(values)
-            .map_err(|e| anyhow!("{e}"))
-            .context("ONNX Runtime inference failed")?;
+        let out = infer(&mut self.session, values)?;
         let elapsed = start.elapsed();
         let outputs = self
             .outputs
@@ -267,11 +263,7 @@ impl Backend for OrtBackend {
     fn run_visit(&mut self, inputs: &[HostTensor], visit: &OutputVisitor) -> Result<Duration> {
         let values = self.input_values(inputs)?;
         let start = Instant::now();
-        let out = self
-            .session
-            .run(values)
-            .map_err(|e| anyhow!("{e}"))
-            .context("ONNX Runtime inference failed")?;
+        let out = infer(&mut self.session, values)?;
         let floats = self
             .outputs
             .iter()
@@ -302,6 +294,17 @@ impl OrtBackend {
             .map(|(t, spec)| Ok((spec.name.clone(), to_value(t)?.into())))
             .collect()
     }
+}
+
+/// Runs the session on named input values.
+fn infer<'s>(
+    session: &'s mut Session,
+    values: Vec<(String, SessionInputValue<'static>)>,
+) -> Result<SessionOutputs<'s>> {
+    session
+        .run(values)
+        .map_err(|e| anyhow!("{e}"))
+        .context("ONNX Runtime inference failed")
 }
 
 /// One named output of a run, or an error saying ONNX Runtime did not return it.
