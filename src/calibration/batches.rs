@@ -86,10 +86,15 @@ fn is_array_file(p: &Path) -> bool {
     p.extension().is_some_and(|e| e == "npy" || e == "npz")
 }
 
-/// The float values and shape of the array a numpy file holds for input `input`.
-fn read_array(path: &Path, input: &str) -> Result<(Vec<usize>, Vec<f32>)> {
+/// Reads a numpy file's bytes, naming the file when it cannot.
+fn read_file(path: &Path) -> Result<Vec<u8>> {
+    std::fs::read(path).with_context(|| format!("{}: cannot read", path.display()))
+}
+
+/// The float values and shape of the array a numpy file (its `bytes`) holds for `input`.
+fn array_for(path: &Path, bytes: &[u8], input: &str) -> Result<(Vec<usize>, Vec<f32>)> {
     let shown = path.display();
-    let mut arrays = npz::load(path)?;
+    let mut arrays = npz::load_bytes(path, bytes)?;
     let at = match arrays.iter().position(|a| a.name == input) {
         Some(i) => i,
         None if arrays.len() == 1 => 0,
@@ -144,7 +149,8 @@ impl ArrayBatches {
         let mut available = 0usize;
         let mut hasher = Sha256::new();
         for f in &files {
-            let (shape, values) = read_array(f, input)?;
+            let bytes = read_file(f)?;
+            let (shape, _) = array_for(f, &bytes, input)?;
             let n = if shape == sample_shape {
                 1
             } else if shape.len() == sample_shape.len() + 1 && shape[1..] == *sample_shape {
@@ -159,8 +165,7 @@ impl ArrayBatches {
             };
             available += n;
             hasher.update(f.file_name().unwrap_or_default().as_encoded_bytes());
-            hasher.update(format!("{shape:?}").as_bytes());
-            values.iter().for_each(|v| hasher.update(v.to_le_bytes()));
+            hasher.update(&bytes);
         }
         let used = usable(&shown, available, limit, batch)?;
         if let Some(k) = limit {
@@ -190,7 +195,8 @@ impl Iterator for ArrayBatches {
         }
         let need = self.batch * self.sample_shape.iter().product::<usize>();
         while self.pending.len() < need && self.next_file < self.files.len() {
-            match read_array(&self.files[self.next_file], &self.input) {
+            let path = &self.files[self.next_file];
+            match read_file(path).and_then(|bytes| array_for(path, &bytes, &self.input)) {
                 Ok((_, v)) => self.pending.extend(v),
                 Err(e) => {
                     self.batches_left = 0;

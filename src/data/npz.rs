@@ -52,15 +52,21 @@ pub fn decode(bytes: &[u8], what: &str) -> Result<Vec<HostTensor>> {
 /// Reads a `.npz` file, or a single `.npy` file (its array named after the file stem).
 pub fn load(path: &Path) -> Result<Vec<HostTensor>> {
     let bytes = std::fs::read(path).with_context(|| format!("{}: cannot read", path.display()))?;
+    load_bytes(path, &bytes)
+}
+
+/// [`load`] for a file's bytes already in memory (`path` tells `.npy` from `.npz` and names
+/// the source in errors).
+pub fn load_bytes(path: &Path, bytes: &[u8]) -> Result<Vec<HostTensor>> {
     let what = path.display().to_string();
     if path.extension().is_some_and(|e| e == "npy") {
         let stem = path
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
-        return Ok(vec![npy::decode(&stem, &bytes, &what)?]);
+        return Ok(vec![npy::decode(&stem, bytes, &what)?]);
     }
-    decode(&bytes, &what)
+    decode(bytes, &what)
 }
 
 #[cfg(test)]
