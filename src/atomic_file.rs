@@ -36,6 +36,14 @@ pub fn write_atomic_with(
         w.flush()
             .with_context(|| format!("{}: write failed", path.display()))?;
     }
+    // A temporary file is private (0600); what trtkit writes is an ordinary file.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        tmp.as_file()
+            .set_permissions(std::fs::Permissions::from_mode(0o644))
+            .with_context(|| format!("{}: cannot set permissions", path.display()))?;
+    }
     tmp.as_file()
         .sync_all()
         .with_context(|| format!("{}: sync failed", path.display()))?;

@@ -255,6 +255,31 @@ pub fn store(path: &Path, key: &CacheKey, table: &CalibrationTable) -> Result<()
     write_atomic(&sidecar_path(path), json.as_bytes())
 }
 
+/// When `cache` has a trtkit key file, its model hash must be `model_sha256` (the hash of
+/// `model`): a cache calibrated for another model is refused, naming both.
+pub fn check_cache_model(cache: &Path, model: &Path, model_sha256: &str) -> Result<()> {
+    let side = sidecar_path(cache);
+    let Ok(text) = std::fs::read_to_string(&side) else {
+        tracing::info!(
+            "{}: no key file; cannot check that the cache belongs to this model",
+            cache.display()
+        );
+        return Ok(());
+    };
+    let key: CacheKey = serde_json::from_str(&text)
+        .with_context(|| format!("{}: not a valid cache key file", side.display()))?;
+    if key.model_sha256 != model_sha256 {
+        bail!(
+            "{}: calibrated for another model (hash {}, {} is {}); run trtkit calibrate on this model",
+            cache.display(),
+            key.model_hash8(),
+            model.display(),
+            &model_sha256[..8.min(model_sha256.len())]
+        );
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -160,7 +160,7 @@ pub fn collect(
 }
 
 /// The range found for one tensor.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct TensorRange {
     /// Tensor name.
     pub tensor: String,
@@ -168,10 +168,16 @@ pub struct TensorRange {
     pub amax: f32,
     /// INT8 scale, `amax / 127`.
     pub scale: f32,
-    /// Largest |x| seen.
+    /// Largest |x| seen (NaN, written as null, when the range came from a reused cache).
+    #[serde(deserialize_with = "nan_when_null")]
     pub max_abs: f32,
     /// Values seen.
     pub count: u64,
+}
+
+/// Reads a float that JSON may hold as `null` (serde_json writes NaN so) back as NaN.
+fn nan_when_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f32, D::Error> {
+    Ok(<Option<f32> as serde::Deserialize>::deserialize(d)?.unwrap_or(f32::NAN))
 }
 
 /// The range of every tensor under `algo`, searched in parallel across tensors.

@@ -5,7 +5,7 @@ use super::batches::{batch_tensor, take_front, usable, CalibrationBatches};
 use crate::backend::HostTensor;
 use crate::data::dataset::{Sample, IMAGE_EXTENSIONS};
 use crate::data::loader::Loader;
-use crate::data::preprocess::{Layout, Preprocess};
+use crate::data::preprocess::PreprocessRequest;
 use anyhow::{bail, Context, Result};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -41,25 +41,6 @@ fn image_files(dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(out)
 }
 
-/// The preprocessing calibration uses for a model input of `sample_shape` (`[3,H,W]` or
-/// `[H,W,3]`): torchvision's ImageNet evaluation transform scaled to the crop (resize the
-/// shorter side to crop/0.875, center crop, ImageNet mean/std).
-pub fn preprocess_for(sample_shape: &[usize]) -> Result<Preprocess> {
-    let (layout, h, w) = match sample_shape {
-        [3, h, w] => (Layout::Nchw, *h, *w),
-        [h, w, 3] => (Layout::Nhwc, *h, *w),
-        other => {
-            bail!("an image input must be [3,H,W] or [H,W,3] per sample, the model has {other:?}")
-        }
-    };
-    Ok(Preprocess {
-        resize: Some((h.min(w) as f64 / 0.875).floor() as usize),
-        crop: (h, w),
-        layout,
-        ..Preprocess::imagenet()
-    })
-}
-
 /// Batches of preprocessed images for one model input.
 pub struct ImageBatches {
     loader: Loader,
@@ -75,16 +56,20 @@ pub struct ImageBatches {
 
 impl ImageBatches {
     /// Lists the images under `dir` (sorted), keeps the first `limit` in whole batches, and
-    /// starts decoding them for input `input` with samples of `sample_shape`.
+    /// starts decoding them for input `input` with samples of `sample_shape`, preprocessed as
+    /// `request` says (resolved against the input; defaults: the ImageNet evaluation
+    /// transform scaled to the crop).
     pub fn open(
         dir: &Path,
         input: &str,
         sample_shape: &[usize],
         batch: usize,
         limit: Option<usize>,
+        request: &PreprocessRequest,
     ) -> Result<Self> {
         let shown = dir.display().to_string();
-        let pre = preprocess_for(sample_shape)
+        let pre = request
+            .resolve_for_sample(input, sample_shape)
             .with_context(|| format!("{shown}: cannot calibrate from images"))?;
         let mut files = image_files(dir)?;
         if files.is_empty() {

@@ -6,4 +6,5 @@ pub mod cache;
 pub mod collect;
 pub mod histogram;
 pub mod image_batches;
+pub mod job;
 pub mod range;

@@ -2,7 +2,7 @@
 
 use crate::cuda::info::{driver_info, DriverInfo};
 use crate::report::format::{bytes, json};
-use crate::trt::loader::{probe_tensorrt, LibraryProbe};
+use crate::trt::loader::{can_run_on, probe_tensorrt, LibraryProbe};
 use clap::Args;
 use serde::Serialize;
 
@@ -25,8 +25,23 @@ pub struct DoctorReport {
     pub cuda: DriverInfo,
     /// TensorRT libraries.
     pub tensorrt: Vec<LibraryProbe>,
+    /// Per found TensorRT flavour and GPU: whether its engines run there, and why not.
+    pub engine_support: Vec<EngineSupport>,
     /// Execution backends compiled into this binary.
     pub backends: Vec<String>,
+}
+
+/// Whether one TensorRT flavour's engines run on one GPU.
+#[derive(Debug, Serialize)]
+pub struct EngineSupport {
+    /// The flavour.
+    pub flavour: String,
+    /// The GPU's index.
+    pub gpu: i32,
+    /// Whether its engines run there.
+    pub runs: bool,
+    /// The sentence saying so (and what to do when not).
+    pub reason: String,
 }
 
 /// Execution backends compiled into this binary (grows as backends land).
@@ -36,11 +51,32 @@ pub fn compiled_backends() -> Vec<String> {
 
 /// Collects the report.
 pub fn collect() -> DoctorReport {
+    let cuda = driver_info();
+    let tensorrt = probe_tensorrt();
+    let mut engine_support = Vec::new();
+    for lib in tensorrt.iter().filter(|l| l.found) {
+        if engine_support
+            .iter()
+            .any(|e: &EngineSupport| e.flavour == lib.flavour.to_string())
+        {
+            continue;
+        }
+        for g in &cuda.gpus {
+            let (runs, reason) = can_run_on(lib.flavour, &g.name, &g.compute_capability);
+            engine_support.push(EngineSupport {
+                flavour: lib.flavour.to_string(),
+                gpu: g.index,
+                runs,
+                reason,
+            });
+        }
+    }
     DoctorReport {
         trtkit_version: env!("CARGO_PKG_VERSION").into(),
         git_commit: env!("TRTKIT_GIT_COMMIT").into(),
-        cuda: driver_info(),
-        tensorrt: probe_tensorrt(),
+        cuda,
+        tensorrt,
+        engine_support,
         backends: compiled_backends(),
     }
 }
@@ -88,11 +124,19 @@ pub fn render(r: &DoctorReport) -> String {
     for lib in &r.tensorrt {
         let line = match (lib.found, &lib.version, &lib.path) {
             (true, v, p) => format!(
-                "found{}{}",
-                v.as_ref()
-                    .map(|v| format!(", version {v}"))
-                    .unwrap_or_default(),
-                p.as_ref().map(|p| format!(", {p}")).unwrap_or_default()
+                "{} {}{}{}",
+                lib.flavour,
+                v.as_deref().unwrap_or("(version unknown)"),
+                p.as_ref().map(|p| format!(", {p}")).unwrap_or_default(),
+                lib.source
+                    .as_ref()
+                    .map(|s| format!(" (from {s})"))
+                    .unwrap_or_default()
+            ),
+            (false, _, _) if lib.library == "libtensorrt_rtx" => format!(
+                "not found (tried {}); `trtkit build` needs it: {}",
+                lib.tried.join(", "),
+                crate::trt::loader::RTX_PIP
             ),
             (false, _, _) => format!(
                 "not found (tried {}); install TensorRT and put its lib folder on LD_LIBRARY_PATH",
@@ -100,6 +144,14 @@ pub fn render(r: &DoctorReport) -> String {
             ),
         };
         out += &format!("{:<16} {line}\n", lib.library);
+    }
+    for e in &r.engine_support {
+        out += &format!(
+            "engines on GPU {}  {}: {}\n",
+            e.gpu,
+            if e.runs { "yes" } else { "no" },
+            e.reason
+        );
     }
     let backends = if r.backends.is_empty() {
         "none yet".to_string()

@@ -1,20 +1,28 @@
-//! `trtkit inspect MODEL.onnx`: the summary of an ONNX model.
+//! `trtkit inspect MODEL.onnx|ENGINE`: the summary of an ONNX model, or of an engine file
+//! (recognised by its magic, whatever its name).
 
 use crate::onnx::summary::{summarize, ModelSummary};
 use crate::onnx::OnnxModel;
 use crate::report::format::{bytes, count, json};
 use crate::report::table::{Align, Table};
+use crate::trt::engine_file::file_flavour;
+use crate::trt::inspect::{inspect_engine, EngineInspection};
+use crate::trt::loader::DIR_ENV;
 use clap::Args;
 use std::path::PathBuf;
 
 /// Flags of `inspect`.
 #[derive(Debug, Args)]
 pub struct InspectArgs {
-    /// The ONNX model to summarize.
+    /// The ONNX model or engine to summarize.
     pub model: PathBuf,
-    /// Also list every node: name, op, inputs → outputs.
+    /// Also list every node (ONNX: name, op, inputs → outputs; engine: the engine
+    /// inspector's layers, where this machine's GPU can deserialize it).
     #[arg(long)]
     pub layers: bool,
+    /// Folder holding the TensorRT-RTX libraries (engines with --layers).
+    #[arg(long, value_name = "DIR", env = DIR_ENV)]
+    pub tensorrt_dir: Option<PathBuf>,
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
@@ -22,6 +30,16 @@ pub struct InspectArgs {
 
 /// Runs `inspect`.
 pub fn run(args: InspectArgs) -> anyhow::Result<()> {
+    if args.model.is_file() && file_flavour(&args.model)?.is_some() {
+        let found = inspect_engine(&args.model, args.layers, args.tensorrt_dir.as_deref())?;
+        let text = if args.json {
+            json(&found)?
+        } else {
+            render_engine(&found)
+        };
+        print!("{text}");
+        return Ok(());
+    }
     let model = OnnxModel::load(&args.model)?;
     let summary = summarize(&model, args.layers);
     let text = if args.json {
@@ -121,6 +139,98 @@ pub fn render(s: &ModelSummary) -> String {
                 l.outputs.join(", ")
             );
         }
+    }
+    out
+}
+
+/// The terminal rendering of an engine's description.
+pub fn render_engine(e: &EngineInspection) -> String {
+    let mut out = format!(
+        "engine      {}
+",
+        e.path
+    );
+    out += &format!(
+        "flavour     {}
+",
+        e.flavour
+    );
+    out += &format!(
+        "file size   {}
+",
+        bytes(e.file_bytes)
+    );
+    match &e.sidecar {
+        Some(s) => {
+            let k = &s.key;
+            let f = &s.facts;
+            out += &format!(
+                "built from  {} (sha256 {}…)
+",
+                f.source_model,
+                k.model_hash8()
+            );
+            out += &format!(
+                "built with  {} {}, trtkit {}, in {:.2} s
+",
+                k.tensorrt_flavour, k.tensorrt_version, k.trtkit_version, f.build_s
+            );
+            out += &format!(
+                "precision   {}
+",
+                k.precision
+            );
+            if let Some(c) = &k.calibration {
+                out += &format!(
+                    "calibration key {}…
+",
+                    &c[..8.min(c.len())]
+                );
+            }
+            out += &format!(
+                "network     {} layers from {} ONNX nodes, {} parameters
+\n",
+                f.network_layers,
+                count(f.onnx_nodes as u64),
+                count(f.parameters)
+            );
+            let mut io = Table::new(&["", "name", "dtype", "shape", "min", "opt", "max"])
+                .with_align(&[Align::Left; 7]);
+            let dims = |d: &[i64]| {
+                d.iter()
+                    .map(|v| if *v < 0 { "?".into() } else { v.to_string() })
+                    .collect::<Vec<_>>()
+                    .join("×")
+            };
+            for t in &f.io {
+                let p = k.profile.inputs.iter().find(|p| p.name == t.name);
+                io.row(vec![
+                    t.io.clone(),
+                    t.name.clone(),
+                    t.dtype.clone(),
+                    dims(&t.dims),
+                    p.map(|p| dims(&p.min)).unwrap_or_default(),
+                    p.map(|p| dims(&p.opt)).unwrap_or_default(),
+                    p.map(|p| dims(&p.max)).unwrap_or_default(),
+                ]);
+            }
+            out += &io.render();
+        }
+        None => {
+            out += &format!(
+                "sidecar     {}\n",
+                e.sidecar_problem.as_deref().unwrap_or("none")
+            );
+        }
+    }
+    if let Some(layers) = &e.layers {
+        out += "\n";
+        for (i, l) in layers.iter().enumerate() {
+            out += &format!("{i:>5}  {l}\n");
+        }
+    }
+    if let Some(why) = &e.layers_unavailable {
+        out += &format!("\nlayers: not listed: {why}\n");
     }
     out
 }

@@ -1,10 +1,12 @@
 //! The command line: global flags, one subcommand per file, and how errors become exit codes.
 
 pub mod backend_args;
+pub mod build;
 pub mod calibrate;
 pub mod compare;
 pub mod doctor;
 pub mod inspect;
+pub mod preprocess_args;
 pub mod quantize;
 pub mod run;
 pub mod validate;
@@ -30,6 +32,8 @@ pub struct Cli {
 /// The subcommands that exist today.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Build a TensorRT engine from an ONNX model: static or dynamic batch, fp32/fp16/int8.
+    Build(Box<build::BuildArgs>),
     /// Summarize an ONNX model: I/O, opsets, op counts, parameters, weight size.
     Inspect(inspect::InspectArgs),
     /// Report what this machine offers: CUDA driver, GPUs, TensorRT libraries, backends.
@@ -73,6 +77,7 @@ pub fn init_logging(verbose: u8, quiet: bool) {
 /// Runs one parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
+        Command::Build(args) => build::run(*args),
         Command::Inspect(args) => inspect::run(args),
         Command::Doctor(args) => doctor::run(args),
         Command::Calibrate(args) => calibrate::run(args, cli.verbose > 0),

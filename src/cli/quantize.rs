@@ -2,9 +2,9 @@
 //! `trtkit quantize MODEL --fp16 -o OUT.onnx`: the precision rewrites as ONNX in, ONNX out.
 
 use crate::backend::tract::{TractBackend, TractOptions};
-use crate::calibration::cache::{sidecar_path, CacheKey, CalibrationTable};
-use crate::cli::calibrate::file_sha256;
+use crate::calibration::cache::{check_cache_model, CalibrationTable};
 use crate::cli::UsageError;
+use crate::onnx::model::file_sha256;
 use crate::onnx::rewrite::fp16::{to_fp16, Fp16Options, Fp16Report, DEFAULT_KEEP_FP32};
 use crate::onnx::rewrite::plan::plan_int8;
 use crate::onnx::rewrite::qdq::insert_qdq;
@@ -92,7 +92,7 @@ pub fn run(args: QuantizeArgs) -> Result<()> {
             .as_ref()
             .ok_or_else(|| UsageError("--int8 needs --calibration-cache FILE".into()))?;
         let table = CalibrationTable::load(cache_path)?;
-        check_cache_model(cache_path, &args.model)?;
+        check_cache_model(cache_path, &args.model, &file_sha256(&args.model)?)?;
         let plan = plan_int8(model.graph());
         if plan.is_empty() {
             bail!("{shown}: no quantizable ops (Conv, ConvTranspose, Gemm, MatMul); nothing to quantize");
@@ -149,31 +149,6 @@ pub fn run(args: QuantizeArgs) -> Result<()> {
             report.output,
             report.quantized_activations.unwrap_or(0),
             report.quantized_weights.unwrap_or(0)
-        );
-    }
-    Ok(())
-}
-
-/// When the cache has a trtkit key file, its model hash must be this model's.
-fn check_cache_model(cache: &std::path::Path, model: &std::path::Path) -> Result<()> {
-    let side = sidecar_path(cache);
-    let Ok(text) = std::fs::read_to_string(&side) else {
-        tracing::info!(
-            "{}: no key file; cannot check that the cache belongs to this model",
-            cache.display()
-        );
-        return Ok(());
-    };
-    let key: CacheKey = serde_json::from_str(&text)
-        .with_context(|| format!("{}: not a valid cache key file", side.display()))?;
-    let hash = file_sha256(model)?;
-    if key.model_sha256 != hash {
-        bail!(
-            "{}: calibrated for another model (hash {}, {} is {}); run trtkit calibrate on this model",
-            cache.display(),
-            key.model_hash8(),
-            model.display(),
-            &hash[..8]
         );
     }
     Ok(())

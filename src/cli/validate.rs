@@ -6,11 +6,11 @@ use crate::atomic_file::write_atomic_with;
 use crate::backend::select::open;
 use crate::backend::{Backend, ElemType, HostTensor, TensorData};
 use crate::cli::backend_args::BackendArgs;
+use crate::cli::preprocess_args::PreprocessArgs;
 use crate::cli::UsageError;
 use crate::data::dataset::{Dataset, DatasetOptions};
 use crate::data::loader::{Failure, Loader};
-use crate::data::preprocess::{ChannelOrder, Layout, Preprocess, IMAGENET_MEAN, IMAGENET_STD};
-use crate::data::resize::Interpolation;
+use crate::data::preprocess::{Layout, Preprocess};
 use crate::metrics::accuracy::TopKAccuracy;
 use crate::onnx::tensor_info::Dim;
 use crate::onnx::OnnxModel;
@@ -52,33 +52,9 @@ pub struct ValidateArgs {
     /// Fraction of batches excluded from latency figures as warm-up.
     #[arg(long, default_value_t = 0.1)]
     pub warmup: f64,
-    /// Resize the shorter side to this (default: crop / 0.875, i.e. 256 for a 224 crop);
-    /// 0 = no resize.
-    #[arg(long)]
-    pub resize: Option<usize>,
-    /// Center-crop size (default: the model's input height and width).
-    #[arg(long)]
-    pub crop: Option<usize>,
-    /// Resampling kernel of the resize (antialiased, as PIL).
-    #[arg(long, value_enum, default_value = "bilinear")]
-    pub interpolation: Interpolation,
-    /// Per-channel mean in RGB order, after scaling to [0,1].
-    #[arg(
-        long,
-        num_args = 3,
-        value_delimiter = ',',
-        allow_negative_numbers = true
-    )]
-    pub mean: Option<Vec<f32>>,
-    /// Per-channel std in RGB order.
-    #[arg(long, num_args = 3, value_delimiter = ',')]
-    pub std: Option<Vec<f32>>,
-    /// Input layout (default: from the model's input shape).
-    #[arg(long, value_enum)]
-    pub layout: Option<Layout>,
-    /// Channel order fed to the model.
-    #[arg(long, value_enum, default_value = "rgb")]
-    pub channel_order: ChannelOrder,
+    /// How images become model input.
+    #[command(flatten)]
+    pub preprocess: PreprocessArgs,
     /// Batches kept ready ahead of inference.
     #[arg(long, default_value_t = 4)]
     pub prefetch: usize,
@@ -237,46 +213,10 @@ fn plan_input(backend: &dyn Backend, model: &Path, batch: usize) -> Result<Input
 }
 
 fn preprocess_for(args: &ValidateArgs, plan: &InputPlan) -> Result<Preprocess> {
-    let crop = match args.crop {
-        Some(c) => {
-            if (c, c) != (plan.height, plan.width) {
-                return Err(UsageError(format!(
-                    "--crop {c} does not match the model's input {}×{}",
-                    plan.height, plan.width
-                ))
-                .into());
-            }
-            (c, c)
-        }
-        None => (plan.height, plan.width),
-    };
-    let resize = match args.resize {
-        Some(0) => None,
-        Some(r) => Some(r),
-        None => Some((crop.0.min(crop.1) as f64 / 0.875).floor() as usize),
-    };
-    let three = |v: &Option<Vec<f32>>, default: [f32; 3]| -> [f32; 3] {
-        v.as_ref().map(|v| [v[0], v[1], v[2]]).unwrap_or(default)
-    };
-    let layout = args.layout.unwrap_or(plan.layout);
-    if layout != plan.layout {
-        return Err(UsageError(format!(
-            "--layout {layout:?} does not match the model's input '{}', which is {:?}",
-            plan.name, plan.layout
-        ))
-        .into());
-    }
-    let pre = Preprocess {
-        resize,
-        crop,
-        interpolation: args.interpolation,
-        mean: three(&args.mean, IMAGENET_MEAN),
-        std: three(&args.std, IMAGENET_STD),
-        layout,
-        channel_order: args.channel_order,
-    };
-    pre.check().map_err(|e| UsageError(format!("{e:#}")))?;
-    Ok(pre)
+    args.preprocess
+        .request()
+        .resolve(&plan.name, plan.layout, plan.height, plan.width)
+        .map_err(|e| UsageError(format!("{e:#}")).into())
 }
 
 /// One batch's input tensor, padded with zeros to the model's fixed batch.

@@ -51,6 +51,77 @@ pub const IMAGENET_MEAN: [f32; 3] = [0.485, 0.456, 0.406];
 /// ImageNet std (RGB) used by torchvision models.
 pub const IMAGENET_STD: [f32; 3] = [0.229, 0.224, 0.225];
 
+/// What the user asked for: each field left `None` takes the default for the model's input
+/// (resize to crop/0.875, crop to the input's height and width, ImageNet mean/std, the input's
+/// layout). One value shared by every command that preprocesses images (`validate`,
+/// `calibrate`, `build --int8`), resolved against each model by [`PreprocessRequest::resolve`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct PreprocessRequest {
+    /// Shorter side after resizing; `Some(0)` = no resize.
+    pub resize: Option<usize>,
+    /// Square center crop; must match the model's input.
+    pub crop: Option<usize>,
+    /// Resampling kernel (default bilinear).
+    pub interpolation: Option<Interpolation>,
+    /// Per-channel mean, RGB order, after scaling to [0,1].
+    pub mean: Option<[f32; 3]>,
+    /// Per-channel std, RGB order.
+    pub std: Option<[f32; 3]>,
+    /// Layout; must match the model's input.
+    pub layout: Option<Layout>,
+    /// Channel order (default RGB).
+    pub channel_order: Option<ChannelOrder>,
+}
+
+impl PreprocessRequest {
+    /// The preprocessing for a model input `input` of `layout` and `height × width`.
+    pub fn resolve(
+        &self,
+        input: &str,
+        layout: Layout,
+        height: usize,
+        width: usize,
+    ) -> Result<Preprocess> {
+        let crop = match self.crop {
+            Some(c) if (c, c) != (height, width) => {
+                bail!("--crop {c} does not match the model's input '{input}', which is {height}×{width}")
+            }
+            _ => (height, width),
+        };
+        let resize = match self.resize {
+            Some(0) => None,
+            Some(r) => Some(r),
+            None => Some((crop.0.min(crop.1) as f64 / 0.875).floor() as usize),
+        };
+        if let Some(l) = self.layout.filter(|l| *l != layout) {
+            bail!("--layout {l:?} does not match the model's input '{input}', which is {layout:?}");
+        }
+        let pre = Preprocess {
+            resize,
+            crop,
+            interpolation: self.interpolation.unwrap_or(Interpolation::Bilinear),
+            mean: self.mean.unwrap_or(IMAGENET_MEAN),
+            std: self.std.unwrap_or(IMAGENET_STD),
+            layout,
+            channel_order: self.channel_order.unwrap_or(ChannelOrder::Rgb),
+        };
+        pre.check()?;
+        Ok(pre)
+    }
+
+    /// Resolves against one sample's shape, `[3,H,W]` (NCHW) or `[H,W,3]` (NHWC).
+    pub fn resolve_for_sample(&self, input: &str, sample_shape: &[usize]) -> Result<Preprocess> {
+        let (layout, h, w) = match sample_shape {
+            [3, h, w] => (Layout::Nchw, *h, *w),
+            [h, w, 3] => (Layout::Nhwc, *h, *w),
+            other => bail!(
+                "input '{input}' is {other:?} per sample; an image input must be [3,H,W] or [H,W,3]"
+            ),
+        };
+        self.resolve(input, layout, h, w)
+    }
+}
+
 impl Preprocess {
     /// The `imagenet` preset: resize 256, crop 224, bilinear, ImageNet mean/std, NCHW RGB.
     pub fn imagenet() -> Self {

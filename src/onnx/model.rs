@@ -16,6 +16,18 @@ pub struct OnnxModel {
     pub path: PathBuf,
 }
 
+/// The SHA-256 of some bytes, hex.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    format!("{:x}", Sha256::digest(bytes))
+}
+
+/// The SHA-256 of a file, hex: the identity of a model (or engine) in every key trtkit writes.
+pub fn file_sha256(path: &Path) -> Result<String> {
+    let bytes = std::fs::read(path).with_context(|| format!("{}: cannot read", path.display()))?;
+    Ok(sha256_hex(&bytes))
+}
+
 /// What a file turned out to be when it is not an ONNX model, judged by its first bytes.
 fn sniff_foreign_format(bytes: &[u8]) -> Option<&'static str> {
     const SIGNATURES: &[(&[u8], &str)] = &[
@@ -24,6 +36,10 @@ fn sniff_foreign_format(bytes: &[u8]) -> Option<&'static str> {
         (
             b"ftrt",
             "a TensorRT engine (load it with a TensorRT command, not as ONNX)",
+        ),
+        (
+            b"vtrt",
+            "a TensorRT-RTX engine (load it with a TensorRT command, not as ONNX)",
         ),
         (b"\x93NUMPY", "a NumPy .npy array"),
         (b"PK\x03\x04", "a zip archive (an .npz file?)"),
@@ -110,6 +126,12 @@ impl OnnxModel {
     ///
     /// Every error starts with the path, so the one-line message names the file.
     pub fn load(path: &Path) -> Result<Self> {
+        Self::load_with_bytes(path).map(|(model, _)| model)
+    }
+
+    /// Like [`OnnxModel::load`], and also returns the file's bytes (to hash them, or to hand
+    /// them on unchanged without serializing the model again).
+    pub fn load_with_bytes(path: &Path) -> Result<(Self, Vec<u8>)> {
         let bytes = read_model_file(path)?;
         let proto = decode_model(&bytes).with_context(|| path.display().to_string())?;
         let model = OnnxModel {
@@ -117,7 +139,7 @@ impl OnnxModel {
             path: path.to_path_buf(),
         };
         check_external_data(&model).with_context(|| path.display().to_string())?;
-        Ok(model)
+        Ok((model, bytes))
     }
 
     /// Wraps an in-memory model; `path` is where it is meant to live (for external data and saving).

@@ -1,7 +1,15 @@
 //! Finding the TensorRT libraries at run time (dlopen) and reading their versions.
+//!
+//! Two flavours exist: NVIDIA's TensorRT (`libnvinfer`, engines start with `ftrt`) and
+//! TensorRT-RTX (`libtensorrt_rtx`, engines start with `vtrt`). trtkit binds TensorRT-RTX 1.7
+//! through the `trtx` crate; TensorRT itself is only reported. TensorRT-RTX is looked for, in
+//! order: `--tensorrt-dir DIR` or `TRTKIT_TENSORRT_DIR`, then `LD_LIBRARY_PATH` and the
+//! system's library path, then the `tensorrt_rtx_libs` Python package of `python3`.
 
+use anyhow::{bail, Context, Result};
 use libloading::Library;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
 
 /// Names tried, newest first, for the TensorRT inference library.
 pub const NVINFER_NAMES: &[&str] = &["libnvinfer.so.11", "libnvinfer.so.10", "libnvinfer.so"];
@@ -11,19 +19,52 @@ pub const NVONNXPARSER_NAMES: &[&str] = &[
     "libnvonnxparser.so.10",
     "libnvonnxparser.so",
 ];
+/// File name of the TensorRT-RTX runtime and builder library (as the PyPI wheel ships it).
+pub const RTX_RUNTIME: &str = "libtensorrt_rtx.so.1";
+/// File name of the TensorRT-RTX ONNX parser library.
+pub const RTX_PARSER: &str = "libtensorrt_onnxparser_rtx.so.1";
+/// The TensorRT-RTX version this binary's headers (through `trtx`) were written for.
+pub const RTX_BOUND_VERSION: (u32, u32) = (1, 7);
+/// What to install when TensorRT-RTX is missing.
+pub const RTX_PIP: &str = "python3 -m pip install tensorrt-rtx-cu13-libs==1.7.1.116";
+/// The environment variable naming a folder that holds the TensorRT libraries.
+pub const DIR_ENV: &str = "TRTKIT_TENSORRT_DIR";
+
+/// Which TensorRT a library or an engine belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Flavour {
+    /// NVIDIA TensorRT (`libnvinfer`).
+    TensorRt,
+    /// NVIDIA TensorRT for RTX (`libtensorrt_rtx`).
+    TensorRtRtx,
+}
+
+impl std::fmt::Display for Flavour {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Flavour::TensorRt => "TensorRT",
+            Flavour::TensorRtRtx => "TensorRT-RTX",
+        })
+    }
+}
 
 /// What was found for one TensorRT library.
 #[derive(Clone, Debug, Serialize)]
 pub struct LibraryProbe {
     /// Library being looked for, e.g. `libnvinfer`.
     pub library: String,
+    /// Which TensorRT it belongs to.
+    pub flavour: Flavour,
     /// Whether one of the candidate names loaded.
     pub found: bool,
-    /// Full path of the loaded file, from the process's memory map.
+    /// Full path of the loaded file.
     pub path: Option<String>,
-    /// Version reported by the library, e.g. `10.13.3`.
+    /// Version reported by the library, e.g. `10.13.3` or `1.7.1.116`.
     pub version: Option<String>,
-    /// Names that were tried.
+    /// Where it was found (`TRTKIT_TENSORRT_DIR`, `system`, `python package`…).
+    pub source: Option<String>,
+    /// Names or places that were tried.
     pub tried: Vec<String>,
 }
 
@@ -46,50 +87,244 @@ fn loaded_path(stem: &str) -> Option<String> {
         .map(String::from)
 }
 
-fn probe(library: &str, names: &[&str], version_symbol: &[u8]) -> LibraryProbe {
+/// Opens a library for the life of the process.
+fn open_forever(name: &std::ffi::OsStr) -> Option<Library> {
+    // SAFETY: loading a TensorRT library runs only its static initialisers, which have no
+    // preconditions; the caller leaks the handle so the library stays loaded.
+    unsafe { Library::new(name) }.ok()
+}
+
+/// Reads an `extern "C" int32_t f()` version symbol, when the library has it.
+fn read_i32(lib: &Library, symbol: &[u8]) -> Option<i32> {
+    // SAFETY: every symbol passed here is declared `int32_t f() noexcept` in NvInferRuntime.h /
+    // NvOnnxParser.h of TensorRT 8–11 and TensorRT-RTX 1.x; it takes no arguments.
+    unsafe {
+        lib.get::<unsafe extern "C" fn() -> i32>(symbol)
+            .ok()
+            .map(|f| f())
+    }
+}
+
+/// The version of a loaded TensorRT-RTX runtime library: `major.minor.patch.build`.
+fn rtx_version(lib: &Library) -> Option<String> {
+    let major = read_i32(lib, b"getInferLibMajorVersion\0")?;
+    let minor = read_i32(lib, b"getInferLibMinorVersion\0")?;
+    let patch = read_i32(lib, b"getInferLibPatchVersion\0")?;
+    let build = read_i32(lib, b"getInferLibBuildVersion\0");
+    Some(match build {
+        Some(b) => format!("{major}.{minor}.{patch}.{b}"),
+        None => format!("{major}.{minor}.{patch}"),
+    })
+}
+
+fn probe_names(library: &str, names: &[&str], version_symbol: &[u8]) -> LibraryProbe {
     let tried: Vec<String> = names.iter().map(|s| s.to_string()).collect();
     for name in names {
-        // SAFETY: loading a TensorRT library runs only its static initialisers, which have no
-        // preconditions; the library stays loaded for the rest of the process.
-        let Ok(lib) = (unsafe { Library::new(name) }) else {
+        let Some(lib) = open_forever(name.as_ref()) else {
             continue;
         };
-        // SAFETY: `getInferLibVersion` / `getNvOnnxParserVersion` are `extern "C" int32_t f()`
-        // in NvInferRuntime.h / NvOnnxParser.h for TensorRT 8 through 11.
-        let version = unsafe {
-            lib.get::<unsafe extern "C" fn() -> i32>(version_symbol)
-                .ok()
-                .map(|f| decode_version(f()))
-        };
-        let path = loaded_path(library);
+        let version = read_i32(&lib, version_symbol).map(decode_version);
         std::mem::forget(lib);
         return LibraryProbe {
             library: library.into(),
+            flavour: Flavour::TensorRt,
             found: true,
-            path,
+            path: loaded_path(library),
             version,
+            source: Some("system".into()),
             tried,
         };
     }
     LibraryProbe {
         library: library.into(),
+        flavour: Flavour::TensorRt,
         found: false,
         path: None,
         version: None,
+        source: None,
         tried,
     }
 }
 
-/// Looks for libnvinfer and libnvonnxparser and reports what it found.
+/// TensorRT-RTX's two libraries, found and opened.
+#[derive(Clone, Debug, Serialize)]
+pub struct RtxLibraries {
+    /// `libtensorrt_rtx.so.1`.
+    pub runtime: PathBuf,
+    /// `libtensorrt_onnxparser_rtx.so.1`.
+    pub parser: PathBuf,
+    /// `major.minor.patch.build` as the library reports it.
+    pub version: String,
+    /// Where they were found.
+    pub source: String,
+}
+
+/// The folder of the `tensorrt_rtx_libs` Python package of `python3`, found without importing
+/// it (importing would load the libraries into Python for nothing).
+fn python_package_dir(package: &str) -> Option<PathBuf> {
+    let code = format!(
+        "import importlib.util as u; s = u.find_spec('{package}'); print(list(s.submodule_search_locations)[0] if s else '')"
+    );
+    let out = std::process::Command::new("python3")
+        .args(["-c", &code])
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())?;
+    let dir = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    (!dir.is_empty()).then(|| PathBuf::from(dir))
+}
+
+/// Opens TensorRT-RTX from a folder holding both libraries.
+fn open_rtx_in(dir: &Path, source: &str) -> Result<RtxLibraries> {
+    let runtime = dir.join(RTX_RUNTIME);
+    let parser = dir.join(RTX_PARSER);
+    for lib in [&runtime, &parser] {
+        if !lib.is_file() {
+            bail!(
+                "{}: no {} there ({source}); install TensorRT-RTX with `{RTX_PIP}` or point {DIR_ENV} / --tensorrt-dir at the folder that holds {RTX_RUNTIME} and {RTX_PARSER}",
+                dir.display(),
+                lib.file_name().unwrap_or_default().to_string_lossy(),
+            );
+        }
+    }
+    let lib = open_forever(runtime.as_os_str()).with_context(|| {
+        format!(
+            "{}: cannot be loaded (a damaged or foreign library?)",
+            runtime.display()
+        )
+    })?;
+    let version = rtx_version(&lib).unwrap_or_else(|| "unknown".into());
+    std::mem::forget(lib);
+    Ok(RtxLibraries {
+        runtime,
+        parser,
+        version,
+        source: source.into(),
+    })
+}
+
+/// Finds TensorRT-RTX: `dir` (from `--tensorrt-dir`), `TRTKIT_TENSORRT_DIR`, the system's
+/// library path, then `python3`'s `tensorrt_rtx_libs` package. A folder given explicitly must
+/// hold the libraries; the error names it.
+pub fn locate_rtx(dir: Option<&Path>) -> Result<RtxLibraries> {
+    if let Some(d) = dir {
+        return open_rtx_in(d, "--tensorrt-dir");
+    }
+    if let Some(d) = std::env::var_os(DIR_ENV).filter(|d| !d.is_empty()) {
+        return open_rtx_in(Path::new(&d), DIR_ENV);
+    }
+    if let Some(lib) = open_forever(RTX_RUNTIME.as_ref()) {
+        let version = rtx_version(&lib).unwrap_or_else(|| "unknown".into());
+        std::mem::forget(lib);
+        if let Some(path) = loaded_path("libtensorrt_rtx.so") {
+            let runtime = PathBuf::from(path);
+            let beside = runtime.with_file_name(RTX_PARSER);
+            return Ok(RtxLibraries {
+                parser: if beside.is_file() {
+                    beside
+                } else {
+                    PathBuf::from(RTX_PARSER)
+                },
+                runtime,
+                version,
+                source: "system library path".into(),
+            });
+        }
+    }
+    if let Some(d) = python_package_dir("tensorrt_rtx_libs") {
+        return open_rtx_in(&d, "python3's tensorrt_rtx_libs package");
+    }
+    bail!(
+        "TensorRT-RTX not found (looked in {DIR_ENV}, LD_LIBRARY_PATH and the system's library path, and python3's tensorrt_rtx_libs package); install it with `{RTX_PIP}`, or pass --tensorrt-dir DIR"
+    )
+}
+
+/// Checks that a found TensorRT-RTX is the version this binary's bindings were written for.
+pub fn check_rtx_version(libs: &RtxLibraries) -> Result<()> {
+    let mut parts = libs.version.split('.').map(|p| p.parse::<u32>().ok());
+    let (major, minor) = (parts.next().flatten(), parts.next().flatten());
+    if (major, minor) != (Some(RTX_BOUND_VERSION.0), Some(RTX_BOUND_VERSION.1)) {
+        bail!(
+            "{}: TensorRT-RTX {} found, but this trtkit is built for TensorRT-RTX {}.{}; install it with `{RTX_PIP}` or point --tensorrt-dir at a 1.7 installation",
+            libs.runtime.display(),
+            libs.version,
+            RTX_BOUND_VERSION.0,
+            RTX_BOUND_VERSION.1
+        );
+    }
+    Ok(())
+}
+
+/// Looks for every TensorRT library trtkit knows and reports what it found (for `doctor`).
 pub fn probe_tensorrt() -> Vec<LibraryProbe> {
-    vec![
-        probe("libnvinfer", NVINFER_NAMES, b"getInferLibVersion\0"),
-        probe(
-            "libnvonnxparser",
-            NVONNXPARSER_NAMES,
-            b"getNvOnnxParserVersion\0",
+    let rtx = locate_rtx(None);
+    let rtx_tried = vec![
+        DIR_ENV.to_string(),
+        RTX_RUNTIME.to_string(),
+        "python3: tensorrt_rtx_libs".to_string(),
+    ];
+    let mut out = vec![match rtx {
+        Ok(l) => LibraryProbe {
+            library: "libtensorrt_rtx".into(),
+            flavour: Flavour::TensorRtRtx,
+            found: true,
+            path: Some(l.runtime.display().to_string()),
+            version: Some(l.version),
+            source: Some(l.source),
+            tried: rtx_tried,
+        },
+        Err(_) => LibraryProbe {
+            library: "libtensorrt_rtx".into(),
+            flavour: Flavour::TensorRtRtx,
+            found: false,
+            path: None,
+            version: None,
+            source: None,
+            tried: rtx_tried,
+        },
+    }];
+    out.push(probe_names(
+        "libnvinfer",
+        NVINFER_NAMES,
+        b"getInferLibVersion\0",
+    ));
+    out.push(probe_names(
+        "libnvonnxparser",
+        NVONNXPARSER_NAMES,
+        b"getNvOnnxParserVersion\0",
+    ));
+    out
+}
+
+/// Compute capabilities whose GPUs run TensorRT-RTX engines (NVIDIA's TensorRT-RTX support
+/// matrix: Ampere 8.0/8.6, Ada 8.9, Blackwell 12.x; Hopper 9.0 and Blackwell data-center 10.x
+/// are refused at deserialization).
+pub fn rtx_runs_on(compute_capability: &str) -> bool {
+    let mut it = compute_capability.split('.');
+    let major: u32 = it.next().and_then(|m| m.parse().ok()).unwrap_or(0);
+    let minor: u32 = it.next().and_then(|m| m.parse().ok()).unwrap_or(0);
+    matches!((major, minor), (8, 0) | (8, 6) | (8, 7) | (8, 9)) || major == 12
+}
+
+/// One sentence on whether a flavour's engines run on a GPU of this compute capability.
+pub fn can_run_on(flavour: Flavour, gpu: &str, compute_capability: &str) -> (bool, String) {
+    match flavour {
+        Flavour::TensorRtRtx if rtx_runs_on(compute_capability) => (
+            true,
+            format!("TensorRT-RTX engines run on {gpu} (compute capability {compute_capability})"),
         ),
-    ]
+        Flavour::TensorRtRtx => (
+            false,
+            format!(
+                "TensorRT-RTX engines cannot run on {gpu}: it has compute capability {compute_capability}, and TensorRT-RTX runs on 8.0, 8.6, 8.9 and 12.x (A100, RTX 30/40/50, L4-class Ada); build with NVIDIA TensorRT for this GPU, or run the engine on one of those"
+            ),
+        ),
+        Flavour::TensorRt => (
+            true,
+            format!("TensorRT engines built on {gpu} run there (compute capability {compute_capability})"),
+        ),
+    }
 }
 
 #[cfg(test)]
@@ -101,5 +336,43 @@ mod tests {
         assert_eq!(decode_version(101303), "10.13.3");
         assert_eq!(decode_version(110002), "11.0.2");
         assert_eq!(decode_version(8601), "8.6.1");
+    }
+
+    #[test]
+    fn rtx_refuses_hopper_and_accepts_ampere_ada_blackwell() {
+        assert!(!rtx_runs_on("9.0"));
+        assert!(!rtx_runs_on("10.0"));
+        assert!(!rtx_runs_on("7.5"));
+        for cc in ["8.0", "8.6", "8.9", "12.0"] {
+            assert!(rtx_runs_on(cc), "{cc}");
+        }
+        let (ok, why) = can_run_on(Flavour::TensorRtRtx, "NVIDIA H200", "9.0");
+        assert!(!ok);
+        assert!(why.contains("9.0") && why.contains("NVIDIA H200"), "{why}");
+    }
+
+    #[test]
+    fn an_explicit_folder_without_the_libraries_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = locate_rtx(Some(dir.path())).unwrap_err().to_string();
+        assert!(err.contains(&dir.path().display().to_string()), "{err}");
+        assert!(err.contains(RTX_PIP), "{err}");
+    }
+
+    #[test]
+    fn version_check_names_what_was_found() {
+        let libs = RtxLibraries {
+            runtime: PathBuf::from("/x/libtensorrt_rtx.so.1"),
+            parser: PathBuf::from("/x/p"),
+            version: "1.6.0.1".into(),
+            source: "test".into(),
+        };
+        let err = check_rtx_version(&libs).unwrap_err().to_string();
+        assert!(err.contains("1.6.0.1") && err.contains("1.7"), "{err}");
+        let ok = RtxLibraries {
+            version: "1.7.1.116".into(),
+            ..libs
+        };
+        check_rtx_version(&ok).unwrap();
     }
 }

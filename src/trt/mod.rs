@@ -1,4 +1,14 @@
-//! TensorRT, loaded at run time: the binary never links against libnvinfer, so it builds and
-//! runs everywhere and TensorRT commands fail with a clear message where it is missing.
+//! TensorRT, loaded at run time: the binary never links against TensorRT, so it builds and runs
+//! everywhere and TensorRT commands fail with a clear message where it is missing.
+//!
+//! `loader` finds the libraries; `profile` turns shape flags into an optimization profile;
+//! `builder` drives TensorRT-RTX's parser and builder (through the `trtx` crate);
+//! `engine_file` names, keys, checks and writes engines; `build` is the `build` job that chains
+//! them; `inspect` describes an engine file.
 
+pub mod build;
+pub mod builder;
+pub mod engine_file;
+pub mod inspect;
 pub mod loader;
+pub mod profile;

@@ -67,7 +67,7 @@ impl Default for Fp16Options {
 }
 
 /// What the rewrite did, for the command's report.
-#[derive(Clone, Debug, Default, serde::Serialize)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct Fp16Report {
     /// Initializers converted to float16.
     pub converted_initializers: usize,

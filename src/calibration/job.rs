@@ -1,0 +1,390 @@
+//! The calibration job: a model and a source of batches in, one keyed cache per range
+//! algorithm out (reused when its key matches, rewritten with the reasons when it does not).
+//! `trtkit calibrate` and `trtkit build --int8` both run it.
+
+use super::batches::{ArrayBatches, CalibrationBatches, SyntheticBatches};
+use super::cache::{self, CacheKey, CalibrationTable, Lookup};
+use super::collect::{collect, compute_ranges, TensorRange};
+use super::image_batches::{has_images, ImageBatches};
+use super::range::Algorithm;
+use crate::backend::select::{open, BackendOptions};
+use crate::data::preprocess::PreprocessRequest;
+use crate::onnx::model::file_sha256;
+use crate::onnx::rewrite::plan::plan_int8;
+use crate::onnx::shape::model_inputs;
+use crate::onnx::tensor_info::Dim;
+use crate::onnx::OnnxModel;
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// Told how a run over calibration batches advances (a progress bar in the CLI).
+pub trait BatchProgress: Sync {
+    /// The run starts over `batches` batches.
+    fn start(&self, batches: usize);
+    /// One more batch went through the model.
+    fn advance(&self);
+    /// The run is over.
+    fn finish(&self);
+}
+
+/// No progress shown.
+pub struct NoProgress;
+
+impl BatchProgress for NoProgress {
+    fn start(&self, _: usize) {}
+    fn advance(&self) {}
+    fn finish(&self) {}
+}
+
+/// Everything a calibration run needs; no flag names here.
+#[derive(Clone, Debug)]
+pub struct CalibrateConfig {
+    /// The FP32 ONNX model.
+    pub model: PathBuf,
+    /// A folder of images, a folder of .npy/.npz, one such file, or `synthetic:SEED`.
+    pub calib_data: String,
+    /// Batch size the model runs at; part of the cache key.
+    pub batch_size: usize,
+    /// Use at most this many images (default: all; 512 for synthetic data).
+    pub num_images: Option<usize>,
+    /// Range algorithms, each once; one cache each.
+    pub algorithms: Vec<Algorithm>,
+    /// Calibrate even if a cache with the same key exists.
+    pub recalibrate: bool,
+    /// Folder of calibration caches.
+    pub cache_dir: PathBuf,
+    /// Also time the plain model over the same batches (the overhead baseline).
+    pub measure_plain: bool,
+    /// The reference backend that runs the model (its batch is set to `batch_size`).
+    pub backend: BackendOptions,
+    /// How images are preprocessed (image folders only).
+    pub preprocess: PreprocessRequest,
+}
+
+/// What `calibrate` reports.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CalibrateReport {
+    /// The model.
+    pub model: String,
+    /// One entry per requested algorithm, in the order given.
+    pub caches: Vec<CacheReport>,
+    /// The backend that ran the model (absent when every cache was reused).
+    pub backend: Option<String>,
+    /// Timings in seconds (absent when every cache was reused).
+    pub timing: Option<Timing>,
+}
+
+/// One algorithm's cache: reused or written by this run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CacheReport {
+    /// The range algorithm.
+    pub algorithm: String,
+    /// The cache file.
+    pub cache: String,
+    /// Whether an existing cache was reused.
+    pub reused: bool,
+    /// Why an existing cache was not reused (empty when there was none or it was reused).
+    pub recalibrated_because: Vec<String>,
+    /// The full key.
+    pub key: CacheKey,
+    /// Per-tensor ranges.
+    pub tensors: Vec<TensorRange>,
+}
+
+/// Where calibration time went, in seconds.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Timing {
+    /// Batches run.
+    pub batches: usize,
+    /// Inside the backend running the capture model, histograms of its outputs included.
+    pub model_s: f64,
+    /// Thread-time spent counting histograms, summed over threads (runs inside `model_s`).
+    pub histogram_cpu_s: f64,
+    /// Range search over all tensors, every algorithm.
+    pub search_s: f64,
+    /// Wall time of the run over the batches (loading, model, histograms).
+    pub collect_wall_s: f64,
+    /// Total wall time of the calibration (collect + search + writing the caches).
+    pub total_s: f64,
+    /// Wall time of the plain model over the same batches (with --measure-plain).
+    pub plain_wall_s: Option<f64>,
+    /// Of which inside the backend (with --measure-plain).
+    pub plain_model_s: Option<f64>,
+    /// `(collect_wall_s + search_s) / plain_wall_s - 1`, in percent: what the histograms and
+    /// the range search add to running the model over the same batches (neither side counts
+    /// preparing its model).
+    pub overhead_percent: Option<f64>,
+}
+
+/// The single float input of a calibration model and its per-sample dims.
+fn sample_input(model: &OnnxModel) -> Result<(String, Vec<usize>)> {
+    let inputs = model_inputs(model);
+    let shown = model.path.display();
+    let [input] = inputs.as_slice() else {
+        bail!(
+            "{shown}: calibration feeds one input, the model has {}",
+            inputs.len()
+        );
+    };
+    let dims = input.dims.clone().unwrap_or_default();
+    if dims.len() < 2 {
+        bail!(
+            "{shown}: input '{}' has no batch axis and sample dims",
+            input.name
+        );
+    }
+    let sample = dims[1..]
+        .iter()
+        .map(|d| match d {
+            Dim::Fixed(n) => Ok(*n as usize),
+            other => bail!(
+                "{shown}: input '{}' axis '{other}' is not fixed; calibration needs fixed sample dims",
+                input.name
+            ),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok((input.name.clone(), sample))
+}
+
+fn open_batches(
+    args: &CalibrateConfig,
+    input: &str,
+    sample: &[usize],
+) -> Result<Box<dyn CalibrationBatches>> {
+    if args.batch_size == 0 {
+        bail!("the calibration batch size must be at least 1");
+    }
+    if let Some(seed) = args.calib_data.strip_prefix("synthetic:") {
+        let seed: u64 = seed.parse().map_err(|_| {
+            anyhow::anyhow!(
+                "--calib-data {}: the seed after 'synthetic:' is not a number",
+                args.calib_data
+            )
+        })?;
+        let n = args.num_images.unwrap_or(512);
+        return Ok(Box::new(SyntheticBatches::new(
+            input,
+            sample,
+            args.batch_size,
+            n,
+            seed,
+        )?));
+    }
+    let source = Path::new(&args.calib_data);
+    if source.is_dir() && has_images(source) {
+        return Ok(Box::new(ImageBatches::open(
+            source,
+            input,
+            sample,
+            args.batch_size,
+            args.num_images,
+            &args.preprocess,
+        )?));
+    }
+    Ok(Box::new(ArrayBatches::open(
+        source,
+        input,
+        sample,
+        args.batch_size,
+        args.num_images,
+    )?))
+}
+
+/// One requested algorithm: its key, its cache file and what the lookup found.
+struct Pending {
+    algo: Algorithm,
+    key: CacheKey,
+    path: PathBuf,
+    found: Option<CalibrationTable>,
+    because: Vec<String>,
+}
+
+/// Calibrates (or reuses caches) and returns what happened, telling `progress` how far the
+/// run over the batches has got.
+pub fn calibrate(args: &CalibrateConfig, progress: &dyn BatchProgress) -> Result<CalibrateReport> {
+    let algos = &args.algorithms;
+    if algos.is_empty() {
+        bail!("no range algorithm given");
+    }
+    let model = OnnxModel::load(&args.model)?;
+    let shown = args.model.display().to_string();
+    let plan = plan_int8(model.graph());
+    if plan.is_empty() {
+        bail!("{shown}: no quantizable ops (Conv, ConvTranspose, Gemm, MatMul, residual Add); nothing to calibrate, no cache written");
+    }
+    let (input, sample) = sample_input(&model)?;
+    let mut batches = open_batches(args, &input, &sample)?;
+    let model_sha256 = file_sha256(&args.model)?;
+    let stem = args
+        .model
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "model".into());
+    let pending: Vec<Pending> = algos
+        .iter()
+        .map(|&algo| {
+            let key = CacheKey {
+                model_sha256: model_sha256.clone(),
+                preprocessing: batches.preprocessing(),
+                dataset_fingerprint: batches.fingerprint(),
+                image_count: batches.image_count(),
+                algorithm: algo.to_string(),
+                batch_size: args.batch_size,
+                trtkit_version: env!("CARGO_PKG_VERSION").into(),
+            };
+            let path = cache::cache_path(&args.cache_dir, &stem, &key, &algo.file_tag());
+            let (found, because) = look_up(&path, &key, args.recalibrate);
+            Pending {
+                algo,
+                key,
+                path,
+                found,
+                because,
+            }
+        })
+        .collect();
+    if pending.iter().all(|p| p.found.is_some()) {
+        return Ok(CalibrateReport {
+            model: shown,
+            caches: pending
+                .into_iter()
+                .filter_map(|mut p| p.found.take().map(|t| reused(p, t)))
+                .collect(),
+            backend: None,
+            timing: None,
+        });
+    }
+    let total = Instant::now();
+    progress.start(batches.batch_count());
+    let options = BackendOptions {
+        batch: Some(args.batch_size),
+        ..args.backend.clone()
+    };
+    let collected = collect(&model, &plan, batches.as_mut(), &options, &|| {
+        progress.advance()
+    })
+    .with_context(|| shown.clone())?;
+    progress.finish();
+    let t_search = Instant::now();
+    let mut caches = Vec::with_capacity(pending.len());
+    for mut p in pending {
+        if let Some(table) = p.found.take() {
+            caches.push(reused(p, table));
+            continue;
+        }
+        let ranges = compute_ranges(&collected.histograms, p.algo);
+        let table = CalibrationTable {
+            calibrator: p.algo.trt_calibrator().into(),
+            scales: ranges.iter().map(|r| (r.tensor.clone(), r.scale)).collect(),
+        };
+        cache::store(&p.path, &p.key, &table)?;
+        caches.push(CacheReport {
+            algorithm: p.algo.to_string(),
+            cache: p.path.display().to_string(),
+            reused: false,
+            recalibrated_because: p.because,
+            key: p.key,
+            tensors: ranges,
+        });
+    }
+    let search_s = t_search.elapsed().as_secs_f64();
+    let total_s = total.elapsed().as_secs_f64();
+    let plain = if args.measure_plain {
+        Some(time_plain(&model, args, &input, &sample)?)
+    } else {
+        None
+    };
+    Ok(CalibrateReport {
+        model: shown,
+        caches,
+        backend: Some(collected.backend.clone()),
+        timing: Some(Timing {
+            batches: collected.batches,
+            model_s: collected.model_time.as_secs_f64(),
+            histogram_cpu_s: collected.histogram_time.as_secs_f64(),
+            search_s,
+            collect_wall_s: collected.wall_time.as_secs_f64(),
+            total_s,
+            plain_wall_s: plain.map(|p| p.1),
+            plain_model_s: plain.map(|p| p.0),
+            overhead_percent: plain
+                .map(|p| ((collected.wall_time.as_secs_f64() + search_s) / p.1 - 1.0) * 100.0),
+        }),
+    })
+}
+
+/// Looks a cache up: the table when its key matches (and `--recalibrate` was not given),
+/// else the reasons it will be rewritten.
+fn look_up(
+    path: &Path,
+    key: &CacheKey,
+    recalibrate: bool,
+) -> (Option<CalibrationTable>, Vec<String>) {
+    if recalibrate {
+        let why = path
+            .exists()
+            .then(|| "--recalibrate given".to_string())
+            .into_iter()
+            .collect();
+        return (None, why);
+    }
+    match cache::lookup(path, key) {
+        Lookup::Hit(table) => {
+            tracing::info!("{}: key matches, reusing", path.display());
+            (Some(table), vec![])
+        }
+        Lookup::Missing => (None, vec![]),
+        Lookup::Stale(why) => (
+            None,
+            why.into_iter()
+                .map(|w| format!("{} is stale ({w})", path.display()))
+                .collect(),
+        ),
+    }
+}
+
+/// The report of a cache whose key matched.
+fn reused(p: Pending, table: CalibrationTable) -> CacheReport {
+    CacheReport {
+        algorithm: p.algo.to_string(),
+        cache: p.path.display().to_string(),
+        reused: true,
+        recalibrated_because: vec![],
+        key: p.key,
+        tensors: table
+            .scales
+            .iter()
+            .map(|(n, &s)| TensorRange {
+                tensor: n.clone(),
+                amax: s * 127.0,
+                scale: s,
+                max_abs: f32::NAN,
+                count: 0,
+            })
+            .collect(),
+    }
+}
+
+/// Runs the unmodified model over the same batches on the same backend: the baseline the
+/// calibration overhead is measured against. Returns (seconds inside the backend, wall).
+fn time_plain(
+    model: &OnnxModel,
+    args: &CalibrateConfig,
+    input: &str,
+    sample: &[usize],
+) -> Result<(f64, f64)> {
+    let options = BackendOptions {
+        batch: Some(args.batch_size),
+        ..args.backend.clone()
+    };
+    let mut backend = open(model, &options)?;
+    let batches = open_batches(args, input, sample)?;
+    let wall = Instant::now();
+    let mut model_s = 0.0;
+    for b in batches {
+        model_s += backend.run(&[b?])?.elapsed.as_secs_f64();
+    }
+    Ok((model_s, wall.elapsed().as_secs_f64()))
+}

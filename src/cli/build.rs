@@ -1,0 +1,351 @@
+//! `trtkit build MODEL.onnx [--fp16 | --int8 …] [--input-shape -1 3 224 224]`: flags into a
+//! [`BuildConfig`], a progress bar for TensorRT's phases, and the rendering of the report.
+
+use crate::calibration::job::CalibrateConfig;
+use crate::cli::backend_args::BackendArgs;
+use crate::cli::calibrate::{algorithms, AlgoArg, CalibrationBar};
+use crate::cli::preprocess_args::PreprocessArgs;
+use crate::cli::UsageError;
+use crate::onnx::rewrite::fp16::{Fp16Options, DEFAULT_KEEP_FP32};
+use crate::onnx::shape::parse_input_shapes;
+use crate::report::format::{bytes, json};
+use crate::trt::build::{build, BuildConfig, BuildObservers, BuildReport, Int8Source};
+use crate::trt::builder::BuildProgress;
+use crate::trt::engine_file::{BuilderSettings, Precision};
+use crate::trt::loader::DIR_ENV;
+use crate::trt::profile::{parse_named_shapes, BatchRequest, ExplicitShapes};
+use anyhow::Result;
+use clap::Args;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Flags of `build`.
+#[derive(Debug, Args)]
+pub struct BuildArgs {
+    /// The ONNX model.
+    pub model: PathBuf,
+    /// Input shape: `-1 3 224 224` (dynamic batch), `32 3 224 224` (static), or
+    /// `name:1x3x224x224` per input. A fixed-batch model given -1 becomes dynamic.
+    #[arg(long = "input-shape", num_args = 1.., allow_negative_numbers = true, value_name = "DIMS")]
+    pub input_shape: Vec<String>,
+    /// Smallest batch of a dynamic-batch engine (default 1).
+    #[arg(long, value_name = "N")]
+    pub min_batch: Option<i64>,
+    /// Batch the engine is tuned for (default 32, within min..max).
+    #[arg(long, value_name = "N")]
+    pub opt_batch: Option<i64>,
+    /// Largest batch of a dynamic-batch engine (default 64).
+    #[arg(long, value_name = "N")]
+    pub max_batch: Option<i64>,
+    /// trtexec-style minimum shapes: `name:1x3x224x224[,name2:…]`.
+    #[arg(long, value_name = "SHAPES")]
+    pub min_shapes: Vec<String>,
+    /// trtexec-style optimum shapes.
+    #[arg(long, value_name = "SHAPES")]
+    pub opt_shapes: Vec<String>,
+    /// trtexec-style maximum shapes.
+    #[arg(long, value_name = "SHAPES")]
+    pub max_shapes: Vec<String>,
+    /// FP16: trtkit's FP16 rewrite, then a strongly typed build.
+    #[arg(long, conflicts_with = "int8")]
+    pub fp16: bool,
+    /// With --fp16: graph inputs and outputs in float16 too (default: float32 with Casts).
+    #[arg(long, requires = "fp16")]
+    pub fp16_io: bool,
+    /// With --fp16: ops kept in float32, comma-separated (replaces the default list; `none`
+    /// for none).
+    #[arg(long, value_delimiter = ',', requires = "fp16", value_name = "OPS")]
+    pub keep_fp32: Option<Vec<String>>,
+    /// INT8: calibrate (keyed cache, reused when its key matches), insert Q/DQ, then build.
+    #[arg(long)]
+    pub int8: bool,
+    /// INT8 calibration data: a folder of images, of .npy/.npz arrays, one such file, or
+    /// `synthetic:SEED`.
+    #[arg(
+        long,
+        value_name = "SRC",
+        requires = "int8",
+        conflicts_with = "calibration_cache"
+    )]
+    pub calib_data: Option<String>,
+    /// INT8: use this calibration cache (TensorRT's text format) instead of calibrating.
+    #[arg(long, value_name = "FILE", requires = "int8")]
+    pub calibration_cache: Option<PathBuf>,
+    /// INT8: batch size the calibration runs at (part of the cache key).
+    #[arg(long, value_name = "N", default_value_t = 32)]
+    pub batch_size: usize,
+    /// INT8: use at most this many calibration images (default: all; 512 for synthetic).
+    #[arg(long, value_name = "K")]
+    pub num_images: Option<usize>,
+    /// INT8: the range algorithm.
+    #[arg(long, value_enum, default_value = "entropy")]
+    pub algo: AlgoArg,
+    /// INT8: the percentile for --algo percentile.
+    #[arg(long, default_value_t = 99.99)]
+    pub percentile: f64,
+    /// INT8: calibrate even if a cache with the same key exists.
+    #[arg(long)]
+    pub recalibrate: bool,
+    /// Folder of calibration caches.
+    #[arg(long, default_value = "calibration", value_name = "DIR")]
+    pub cache_dir: PathBuf,
+    /// INT8: the reference backend that runs the calibration.
+    #[command(flatten)]
+    pub backend: BackendArgs,
+    /// INT8: how calibration images are preprocessed (as `validate`).
+    #[command(flatten)]
+    pub preprocess: PreprocessArgs,
+    /// Builder workspace memory limit in MiB (default: TensorRT's).
+    #[arg(long, value_name = "MiB")]
+    pub workspace: Option<u64>,
+    /// Builder optimization level 0–5 (default: TensorRT's, 3).
+    #[arg(long, value_name = "LEVEL", value_parser = clap::value_parser!(i32).range(0..=5))]
+    pub builder_optimization_level: Option<i32>,
+    /// Engine file to write (default: a keyed name in --engine-dir).
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Folder of keyed engines.
+    #[arg(long, default_value = "engines", value_name = "DIR")]
+    pub engine_dir: PathBuf,
+    /// Build even if an engine with the same key exists.
+    #[arg(long)]
+    pub rebuild: bool,
+    /// Folder holding libtensorrt_rtx.so.1 and libtensorrt_onnxparser_rtx.so.1.
+    #[arg(long, value_name = "DIR", env = DIR_ENV)]
+    pub tensorrt_dir: Option<PathBuf>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn usage(e: anyhow::Error) -> anyhow::Error {
+    UsageError(format!("{e:#}")).into()
+}
+
+/// The build job these flags describe.
+pub fn config(args: &BuildArgs) -> Result<BuildConfig> {
+    let precision = match (args.fp16, args.int8) {
+        (true, _) => Precision::Fp16,
+        (_, true) => Precision::Int8,
+        _ => Precision::Fp32,
+    };
+    let int8 = match (&args.calib_data, &args.calibration_cache) {
+        _ if !args.int8 => None,
+        (Some(src), _) => {
+            if args.batch_size == 0 {
+                return Err(UsageError("--batch-size must be at least 1".into()).into());
+            }
+            Some(Int8Source::Calibrate(CalibrateConfig {
+                model: args.model.clone(),
+                calib_data: src.clone(),
+                batch_size: args.batch_size,
+                num_images: args.num_images,
+                algorithms: algorithms(&[args.algo], args.percentile)?,
+                recalibrate: args.recalibrate,
+                cache_dir: args.cache_dir.clone(),
+                measure_plain: false,
+                backend: args.backend.options(args.batch_size),
+                preprocess: args.preprocess.request(),
+            }))
+        }
+        (None, Some(cache)) => Some(Int8Source::Cache(cache.clone())),
+        (None, None) => {
+            return Err(UsageError(
+                "--int8 needs calibration data (--calib-data DIR, a folder of images or .npy/.npz, or synthetic:SEED) or an existing cache (--calibration-cache FILE)".into(),
+            )
+            .into())
+        }
+    };
+    let keep_fp32 = match &args.keep_fp32 {
+        Some(list) if list.len() == 1 && list[0] == "none" => vec![],
+        Some(list) => list.iter().map(|s| s.trim().to_string()).collect(),
+        None => DEFAULT_KEEP_FP32.iter().map(|s| s.to_string()).collect(),
+    };
+    Ok(BuildConfig {
+        model: args.model.clone(),
+        input_shapes: parse_input_shapes(&args.input_shape).map_err(usage)?,
+        batch: BatchRequest {
+            min: args.min_batch,
+            opt: args.opt_batch,
+            max: args.max_batch,
+        },
+        explicit_shapes: ExplicitShapes {
+            min: parse_named_shapes("--min-shapes", &args.min_shapes).map_err(usage)?,
+            opt: parse_named_shapes("--opt-shapes", &args.opt_shapes).map_err(usage)?,
+            max: parse_named_shapes("--max-shapes", &args.max_shapes).map_err(usage)?,
+        },
+        precision,
+        fp16: Fp16Options {
+            keep_fp32,
+            fp16_io: args.fp16_io,
+        },
+        int8,
+        builder: BuilderSettings {
+            workspace_mib: args.workspace,
+            optimization_level: args.builder_optimization_level,
+        },
+        output: args.output.clone(),
+        engine_dir: args.engine_dir.clone(),
+        rebuild: args.rebuild,
+        tensorrt_dir: args.tensorrt_dir.clone(),
+    })
+}
+
+/// TensorRT's builder phases on a bar: the outermost phase's steps, the innermost's name.
+struct BuildBar {
+    bar: ProgressBar,
+}
+
+impl BuildBar {
+    fn new(hidden: bool) -> Self {
+        let bar = ProgressBar::new(0);
+        if hidden {
+            bar.set_draw_target(ProgressDrawTarget::hidden());
+        }
+        bar.set_style(
+            ProgressStyle::with_template("building {bar:30} {pos}/{len} {elapsed} {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        BuildBar { bar }
+    }
+}
+
+impl BuildProgress for BuildBar {
+    fn phase_start(&self, name: &str, depth: usize, steps: i32) {
+        if depth == 0 {
+            self.bar.set_length(steps.max(0) as u64);
+            self.bar.set_position(0);
+        }
+        self.bar.set_message(name.to_string());
+    }
+    fn step(&self, name: &str, depth: usize, step: i32) {
+        if depth == 0 {
+            self.bar.set_position(step.max(0) as u64 + 1);
+        }
+        self.bar.set_message(name.to_string());
+    }
+    fn phase_finish(&self, _: &str, depth: usize) {
+        if depth == 0 {
+            self.bar.finish_and_clear();
+        }
+    }
+}
+
+/// Runs `build`.
+pub fn run(args: BuildArgs) -> Result<()> {
+    let config = config(&args)?;
+    let bar = Arc::new(BuildBar::new(args.json));
+    let calibration = CalibrationBar::new(args.json);
+    let quiet = args.json;
+    let note = move |line: &str| {
+        if !quiet {
+            println!("{line}");
+        }
+    };
+    let report = build(
+        &config,
+        &BuildObservers {
+            calibration: &calibration,
+            builder: bar.clone(),
+            note: &note,
+        },
+    );
+    bar.bar.finish_and_clear();
+    let report = report?;
+    if args.json {
+        print!("{}", json(&report)?);
+    } else {
+        print!("{}", render(&report));
+    }
+    Ok(())
+}
+
+fn dims(d: &[i64]) -> String {
+    d.iter()
+        .map(|v| {
+            if *v < 0 {
+                "?".to_string()
+            } else {
+                v.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("×")
+}
+
+/// The terminal rendering of a build report.
+pub fn render(r: &BuildReport) -> String {
+    let mut out = String::new();
+    let k = &r.key;
+    if r.reused {
+        out += &format!(
+            "reusing {} ({}): its key matches (model {}, {}, {}, {} {}); --rebuild builds it again\n",
+            r.engine,
+            bytes(r.engine_bytes),
+            k.model_hash8(),
+            k.precision,
+            k.profile.file_tag(),
+            r.tensorrt.flavour,
+            k.tensorrt_version
+        );
+    } else {
+        for why in &r.rebuilt_because {
+            out += &format!("rebuilding: {why}\n");
+        }
+        out += &format!(
+            "built {} ({}) with {} {} in {:.2} s\n",
+            r.engine,
+            bytes(r.engine_bytes),
+            r.tensorrt.flavour,
+            r.tensorrt.version,
+            r.timing.total_s
+        );
+    }
+    for (i, line) in k.profile.describe().iter().enumerate() {
+        let label = if i == 0 { "profile" } else { "" };
+        out += &format!("  {label:<10}{line}\n");
+    }
+    if r.default_batch_range {
+        out += &format!(
+            "  {:<10}default batch range; set --min-batch/--opt-batch/--max-batch\n",
+            ""
+        );
+    }
+    let precision = match (&r.fp16, &r.int8) {
+        (Some(f), _) => format!(
+            "fp16: {} initializers converted, {} casts, {} nodes kept in float32",
+            f.converted_initializers, f.casts, f.kept_fp32_nodes
+        ),
+        (_, Some(i)) => format!(
+            "int8: scales from {}{}",
+            i.cache,
+            match (i.quantized_activations, i.quantized_weights) {
+                (Some(a), Some(w)) => format!(", {a} activations and {w} weights quantized"),
+                _ => String::new(),
+            }
+        ),
+        _ => k.precision.to_string(),
+    };
+    out += &format!("  {:<10}{precision}\n", "precision");
+    let io: Vec<String> = r
+        .facts
+        .io
+        .iter()
+        .map(|t| format!("{} {} {} {}", t.io, t.name, t.dtype, dims(&t.dims)))
+        .collect();
+    out += &format!(
+        "  {:<10}{} layers; {}\n",
+        "network",
+        r.facts.network_layers,
+        io.join("; ")
+    );
+    if !r.reused {
+        let t = &r.timing;
+        out += &format!(
+            "  {:<10}load {:.2} s, calibrate {:.2} s, rewrite {:.2} s, parse {:.2} s, build {:.2} s, write {:.2} s\n",
+            "time", t.load_s, t.calibrate_s, t.rewrite_s, t.parse_s, t.build_s, t.write_s
+        );
+    }
+    out
+}

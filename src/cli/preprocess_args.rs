@@ -1,0 +1,55 @@
+//! The preprocessing flags shared by every command that feeds images to a model (`validate`,
+//! `calibrate`, `build --int8`): defined once here, handed to the library as one
+//! [`PreprocessRequest`].
+
+use crate::data::preprocess::{ChannelOrder, Layout, PreprocessRequest};
+use crate::data::resize::Interpolation;
+use clap::Args;
+
+/// How images become model input; unset flags follow the model's input.
+#[derive(Clone, Debug, Default, Args)]
+pub struct PreprocessArgs {
+    /// Resize the shorter side to this (default: crop / 0.875, i.e. 256 for a 224 crop);
+    /// 0 = no resize.
+    #[arg(long)]
+    pub resize: Option<usize>,
+    /// Center-crop size (default: the model's input height and width).
+    #[arg(long)]
+    pub crop: Option<usize>,
+    /// Resampling kernel of the resize (antialiased, as PIL). Default: bilinear.
+    #[arg(long, value_enum)]
+    pub interpolation: Option<Interpolation>,
+    /// Per-channel mean in RGB order, after scaling to [0,1]. Default: ImageNet's.
+    #[arg(
+        long,
+        num_args = 3,
+        value_delimiter = ',',
+        allow_negative_numbers = true
+    )]
+    pub mean: Option<Vec<f32>>,
+    /// Per-channel std in RGB order. Default: ImageNet's.
+    #[arg(long, num_args = 3, value_delimiter = ',')]
+    pub std: Option<Vec<f32>>,
+    /// Input layout (default: from the model's input shape).
+    #[arg(long, value_enum)]
+    pub layout: Option<Layout>,
+    /// Channel order fed to the model. Default: rgb.
+    #[arg(long, value_enum)]
+    pub channel_order: Option<ChannelOrder>,
+}
+
+impl PreprocessArgs {
+    /// The request these flags make.
+    pub fn request(&self) -> PreprocessRequest {
+        let three = |v: &Option<Vec<f32>>| v.as_ref().map(|v| [v[0], v[1], v[2]]);
+        PreprocessRequest {
+            resize: self.resize,
+            crop: self.crop,
+            interpolation: self.interpolation,
+            mean: three(&self.mean),
+            std: three(&self.std),
+            layout: self.layout,
+            channel_order: self.channel_order,
+        }
+    }
+}

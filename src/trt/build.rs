@@ -1,0 +1,454 @@
+//! The build job: an ONNX model and trtkit's options in, a keyed engine on disk out.
+//!
+//! The pipeline is a chain of passes: load and hash the model; apply `--input-shape`; resolve
+//! the optimization profile; for INT8, calibrate (or reuse the keyed cache); look the engine up
+//! by its key (reuse it, or say why not); rewrite the graph for the precision (FP16 autocast or
+//! Q/DQ, since TensorRT 11 and TensorRT-RTX have no precision flags); parse and build with
+//! TensorRT-RTX; write the engine and its sidecar atomically.
+
+use super::builder::{build_engine, load, BuildProgress};
+use super::engine_file::{
+    engine_path, lookup, store, BuilderSettings, EngineFacts, EngineKey, EngineSidecar, Lookup,
+    Precision,
+};
+use super::loader::{check_rtx_version, locate_rtx, Flavour, RtxLibraries};
+use super::profile::{resolve_profile, BatchRequest, ExplicitShapes, ShapeProfile};
+use crate::calibration::cache::CalibrationTable;
+use crate::calibration::cache::{check_cache_model, sidecar_path as cache_key_path};
+use crate::calibration::job::{calibrate, BatchProgress, CalibrateConfig, CalibrateReport};
+use crate::onnx::external::is_external;
+use crate::onnx::model::sha256_hex;
+use crate::onnx::rewrite::fp16::{to_fp16, Fp16Options, Fp16Report};
+use crate::onnx::rewrite::plan::plan_int8;
+use crate::onnx::rewrite::qdq::insert_qdq;
+use crate::onnx::shape::{apply_input_shapes, model_inputs, set_batch, Batch, DimSpec, InputShape};
+use crate::onnx::summary::summarize;
+use crate::onnx::tensor_info::Dim;
+use crate::onnx::OnnxModel;
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Where INT8 scales come from.
+#[derive(Clone, Debug)]
+pub enum Int8Source {
+    /// Calibrate (or reuse the keyed cache of an earlier calibration with the same key).
+    Calibrate(CalibrateConfig),
+    /// A calibration cache given by hand (TensorRT's text format).
+    Cache(PathBuf),
+}
+
+/// Everything a build needs; no flag names here.
+#[derive(Clone, Debug)]
+pub struct BuildConfig {
+    /// The ONNX model.
+    pub model: PathBuf,
+    /// `--input-shape` overrides applied to the model before anything else (`-1` = dynamic).
+    pub input_shapes: Vec<InputShape>,
+    /// Batch range for a dynamic batch axis.
+    pub batch: BatchRequest,
+    /// Explicit min/opt/max shapes per input (win over the batch range).
+    pub explicit_shapes: ExplicitShapes,
+    /// The precision rewrite.
+    pub precision: Precision,
+    /// FP16 rewrite settings.
+    pub fp16: Fp16Options,
+    /// INT8 scales (required for [`Precision::Int8`]).
+    pub int8: Option<Int8Source>,
+    /// Builder settings.
+    pub builder: BuilderSettings,
+    /// Where to write the engine (default: a keyed name in `engine_dir`).
+    pub output: Option<PathBuf>,
+    /// Folder of keyed engines.
+    pub engine_dir: PathBuf,
+    /// Build even if an engine with the same key exists.
+    pub rebuild: bool,
+    /// Folder holding the TensorRT-RTX libraries (else `TRTKIT_TENSORRT_DIR`, the system, the
+    /// Python package).
+    pub tensorrt_dir: Option<PathBuf>,
+}
+
+/// The TensorRT that built (or would have built) the engine.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TensorRtUsed {
+    /// Flavour.
+    pub flavour: Flavour,
+    /// Version.
+    pub version: String,
+    /// The runtime library's path.
+    pub library: String,
+}
+
+/// INT8: the calibration behind the scales.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Int8Summary {
+    /// The calibration cache used.
+    pub cache: String,
+    /// The calibration run (absent for a cache given by hand).
+    pub calibration: Option<CalibrateReport>,
+    /// Activation tensors given a Q/DQ pair (absent when the engine was reused).
+    pub quantized_activations: Option<usize>,
+    /// Weights quantized per channel (absent when the engine was reused).
+    pub quantized_weights: Option<usize>,
+}
+
+/// Where the time went, in seconds.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct BuildTiming {
+    /// Finding TensorRT, reading, hashing and decoding the model, the shape pass.
+    pub load_s: f64,
+    /// INT8 calibration (or the cache lookup).
+    pub calibrate_s: f64,
+    /// The precision rewrite and serializing the model handed to TensorRT.
+    pub rewrite_s: f64,
+    /// TensorRT's ONNX parser.
+    pub parse_s: f64,
+    /// TensorRT's builder.
+    pub build_s: f64,
+    /// Writing the engine and its sidecar (or checking the existing one).
+    pub write_s: f64,
+    /// Everything, from the job's start.
+    pub total_s: f64,
+}
+
+/// What `build` reports.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct BuildReport {
+    /// The source model.
+    pub model: String,
+    /// The engine file.
+    pub engine: String,
+    /// Its sidecar.
+    pub sidecar: String,
+    /// Size of the engine in bytes.
+    pub engine_bytes: u64,
+    /// Whether an existing engine with the same key was reused.
+    pub reused: bool,
+    /// Why an existing engine at that path was not reused (empty when there was none).
+    pub rebuilt_because: Vec<String>,
+    /// Whether the batch range came from the defaults.
+    pub default_batch_range: bool,
+    /// The key the engine is stored under.
+    pub key: EngineKey,
+    /// The facts of the build (from the sidecar when reused).
+    pub facts: EngineFacts,
+    /// The TensorRT used.
+    pub tensorrt: TensorRtUsed,
+    /// FP16: what the rewrite did (absent when reused).
+    pub fp16: Option<Fp16Report>,
+    /// INT8: the scales and what the rewrite did.
+    pub int8: Option<Int8Summary>,
+    /// Where the time went.
+    pub timing: BuildTiming,
+}
+
+/// What a build needs to tell as it goes.
+pub struct BuildObservers<'a> {
+    /// The calibration run over batches.
+    pub calibration: &'a dyn BatchProgress,
+    /// TensorRT's builder phases.
+    pub builder: Arc<dyn BuildProgress>,
+    /// One-line notes as they happen (reusing a cache, recalibrating and why, …).
+    pub note: &'a dyn Fn(&str),
+}
+
+/// INT8 scales and where they came from.
+struct Scales {
+    table: CalibrationTable,
+    key_hash: String,
+    summary: Int8Summary,
+}
+
+fn int8_scales(
+    config: &BuildConfig,
+    model_sha256: &str,
+    observers: &BuildObservers,
+) -> Result<Scales> {
+    match &config.int8 {
+        None => bail!("--int8 needs calibration data (--calib-data SRC) or a cache (--calibration-cache FILE)"),
+        Some(Int8Source::Cache(path)) => {
+            let table = CalibrationTable::load(path)?;
+            check_cache_model(path, &config.model, model_sha256)?;
+            let bytes = std::fs::read(path)
+                .with_context(|| format!("{}: cannot read", path.display()))?;
+            Ok(Scales {
+                table,
+                key_hash: sha256_hex(&bytes),
+                summary: Int8Summary {
+                    cache: path.display().to_string(),
+                    calibration: None,
+                    quantized_activations: None,
+                    quantized_weights: None,
+                },
+            })
+        }
+        Some(Int8Source::Calibrate(cal)) => {
+            let cal = CalibrateConfig {
+                model: config.model.clone(),
+                ..cal.clone()
+            };
+            if cal.algorithms.len() != 1 {
+                bail!("an INT8 build takes one range algorithm, {} were given", cal.algorithms.len());
+            }
+            let report = calibrate(&cal, observers.calibration)?;
+            let cache = &report.caches[0];
+            if cache.reused {
+                (observers.note)(&format!(
+                    "reusing calibration {} (its key matches: model {}, {} images, {}, batch {})",
+                    cache.cache,
+                    cache.key.model_hash8(),
+                    cache.key.image_count,
+                    cache.key.algorithm,
+                    cache.key.batch_size
+                ));
+            } else {
+                for why in &cache.recalibrated_because {
+                    (observers.note)(&format!("recalibrating: {why}"));
+                }
+                (observers.note)(&format!(
+                    "calibrated {} tensors over {} images at batch {} ({}) → {}",
+                    cache.tensors.len(),
+                    cache.key.image_count,
+                    cache.key.batch_size,
+                    cache.key.algorithm,
+                    cache.cache
+                ));
+            }
+            let path = PathBuf::from(&cache.cache);
+            let table = CalibrationTable::load(&path)?;
+            let key_text = std::fs::read(cache_key_path(&path)).unwrap_or_default();
+            Ok(Scales {
+                table,
+                key_hash: sha256_hex(&key_text),
+                summary: Int8Summary {
+                    cache: cache.cache.clone(),
+                    calibration: Some(report),
+                    quantized_activations: None,
+                    quantized_weights: None,
+                },
+            })
+        }
+    }
+}
+
+fn rewrite_tag(config: &BuildConfig) -> Option<String> {
+    match config.precision {
+        Precision::Fp16 => Some(format!(
+            "keep_fp32={} fp16_io={}",
+            config.fp16.keep_fp32.join(","),
+            config.fp16.fp16_io
+        )),
+        _ => None,
+    }
+}
+
+/// The input whose fixed batch axis a `-1` in `shapes` asks to make dynamic, if any.
+fn fixed_batch_made_dynamic(model: &OnnxModel, shapes: &[InputShape]) -> Option<String> {
+    let inputs = model_inputs(model);
+    shapes.iter().find_map(|s| {
+        let input = match &s.name {
+            Some(n) => inputs.iter().find(|i| &i.name == n)?,
+            None if inputs.len() == 1 => &inputs[0],
+            None => return None,
+        };
+        let fixed = matches!(input.dims.as_deref(), Some([Dim::Fixed(_), ..]));
+        (fixed && s.dims.first() == Some(&DimSpec::Dynamic)).then(|| input.name.clone())
+    })
+}
+
+fn found_tensorrt(config: &BuildConfig) -> Result<RtxLibraries> {
+    let libs = locate_rtx(config.tensorrt_dir.as_deref())?;
+    check_rtx_version(&libs)?;
+    Ok(libs)
+}
+
+/// Runs the build (or reuses the engine whose key matches).
+pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildReport> {
+    let start = Instant::now();
+    let shown = config.model.display().to_string();
+    if config.precision != Precision::Int8 && config.int8.is_some() {
+        bail!("calibration data or a calibration cache was given without --int8");
+    }
+    let libs = found_tensorrt(config)?;
+    let tensorrt = TensorRtUsed {
+        flavour: Flavour::TensorRtRtx,
+        version: libs.version.clone(),
+        library: libs.runtime.display().to_string(),
+    };
+    let (mut model, file_bytes) = OnnxModel::load_with_bytes(&config.model)?;
+    let model_sha256 = sha256_hex(&file_bytes);
+    let mut changed = false;
+    if !config.input_shapes.is_empty() {
+        if let Some(fixed) = fixed_batch_made_dynamic(&model, &config.input_shapes) {
+            set_batch(&mut model, Batch::Dynamic).with_context(|| shown.clone())?;
+            (observers.note)(&format!(
+                "{shown}: input '{fixed}' was exported with a fixed batch; its batch axis is made dynamic"
+            ));
+        }
+        apply_input_shapes(&mut model, &config.input_shapes).with_context(|| shown.clone())?;
+        changed = true;
+    }
+    let profile: ShapeProfile = resolve_profile(
+        &model_inputs(&model),
+        &config.batch,
+        &config.explicit_shapes,
+    )
+    .with_context(|| shown.clone())?;
+    let default_batch_range =
+        !config.batch.is_set() && !config.explicit_shapes.is_set() && !profile.is_static();
+    let load_s = start.elapsed().as_secs_f64();
+
+    let t_cal = Instant::now();
+    let scales = match config.precision {
+        Precision::Int8 => Some(int8_scales(config, &model_sha256, observers)?),
+        _ => None,
+    };
+    let calibrate_s = t_cal.elapsed().as_secs_f64();
+
+    let key = EngineKey {
+        model_sha256: model_sha256.clone(),
+        precision: config.precision,
+        rewrite: rewrite_tag(config),
+        calibration: scales.as_ref().map(|s| s.key_hash.clone()),
+        profile,
+        builder: config.builder.clone(),
+        tensorrt_flavour: Flavour::TensorRtRtx,
+        tensorrt_version: libs.version.clone(),
+        trtkit_version: env!("CARGO_PKG_VERSION").into(),
+    };
+    let stem = config
+        .model
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "model".into());
+    let path = config
+        .output
+        .clone()
+        .unwrap_or_else(|| engine_path(&config.engine_dir, &stem, &key));
+    let sidecar = super::engine_file::sidecar_path(&path);
+    let mut report = BuildReport {
+        model: shown.clone(),
+        engine: path.display().to_string(),
+        sidecar: sidecar.display().to_string(),
+        engine_bytes: 0,
+        reused: false,
+        rebuilt_because: vec![],
+        default_batch_range,
+        key: key.clone(),
+        facts: EngineFacts {
+            source_model: shown.clone(),
+            build_s: 0.0,
+            engine_bytes: 0,
+            engine_sha256: String::new(),
+            onnx_nodes: 0,
+            parameters: 0,
+            network_layers: 0,
+            io: vec![],
+        },
+        tensorrt,
+        fp16: None,
+        int8: scales.as_ref().map(|s| s.summary.clone()),
+        timing: BuildTiming {
+            load_s,
+            calibrate_s,
+            ..Default::default()
+        },
+    };
+
+    let t_look = Instant::now();
+    if config.rebuild {
+        if path.exists() {
+            report.rebuilt_because.push("--rebuild given".into());
+        }
+    } else {
+        match lookup(&path, &key) {
+            Lookup::Hit(found) => {
+                report.reused = true;
+                report.engine_bytes = found.facts.engine_bytes;
+                report.facts = found.facts;
+                report.timing.write_s = t_look.elapsed().as_secs_f64();
+                report.timing.total_s = start.elapsed().as_secs_f64();
+                return Ok(report);
+            }
+            Lookup::Missing => {}
+            Lookup::Stale(why) => report.rebuilt_because = why,
+        }
+    }
+    let lookup_s = t_look.elapsed().as_secs_f64();
+
+    let t_rewrite = Instant::now();
+    let parameters = summarize(&model, false).parameters;
+    match config.precision {
+        Precision::Fp32 => {}
+        Precision::Fp16 => {
+            let (m, r) = to_fp16(&model, &config.fp16).with_context(|| shown.clone())?;
+            model = m;
+            report.fp16 = Some(r);
+            changed = true;
+        }
+        Precision::Int8 => {
+            let scales = scales.as_ref().expect("INT8 scales were computed above");
+            let plan = plan_int8(model.graph());
+            if plan.is_empty() {
+                bail!("{shown}: no quantizable ops (Conv, ConvTranspose, Gemm, MatMul); an INT8 build would be the FP32 one");
+            }
+            let out = insert_qdq(&model, &plan, &scales.table.scales)
+                .with_context(|| format!("{shown} with {}", scales.summary.cache))?;
+            model = OnnxModel::from_proto(out.proto, &config.model);
+            if let Some(s) = report.int8.as_mut() {
+                s.quantized_activations = Some(plan.activations.len());
+                s.quantized_weights = Some(plan.weights.len());
+            }
+            changed = true;
+        }
+    }
+    let has_external = model.graph().initializer.iter().any(is_external);
+    let onnx_bytes = if changed || has_external {
+        model
+            .inline_external_data()
+            .with_context(|| shown.clone())?;
+        model.to_bytes()
+    } else {
+        file_bytes
+    };
+    report.timing.rewrite_s = t_rewrite.elapsed().as_secs_f64();
+
+    load(&libs)?;
+    let built = build_engine(
+        &onnx_bytes,
+        model.graph(),
+        &key.profile,
+        &config.builder,
+        observers.builder.clone(),
+    )
+    .with_context(|| shown.clone())?;
+    report.timing.parse_s = built.parse_s;
+    report.timing.build_s = built.build_s;
+
+    let t_write = Instant::now();
+    let facts = EngineFacts {
+        source_model: shown.clone(),
+        build_s: built.build_s,
+        engine_bytes: built.bytes.len() as u64,
+        engine_sha256: sha256_hex(&built.bytes),
+        onnx_nodes: model.graph().node.len(),
+        parameters,
+        network_layers: built.layers,
+        io: built.io,
+    };
+    store(
+        &path,
+        &built.bytes,
+        &EngineSidecar {
+            key,
+            facts: facts.clone(),
+        },
+    )?;
+    report.engine_bytes = facts.engine_bytes;
+    report.facts = facts;
+    report.timing.write_s = lookup_s + t_write.elapsed().as_secs_f64();
+    report.timing.total_s = start.elapsed().as_secs_f64();
+    Ok(report)
+}

@@ -1,0 +1,363 @@
+//! The TensorRT-RTX builder in trtkit's terms: ONNX bytes, a shape profile and builder
+//! settings in; a serialized engine and what the network looked like out. Parser errors name
+//! the ONNX node and op; TensorRT's own log goes to `tracing` (warnings at `-v`).
+
+use super::engine_file::{BuilderSettings, EngineTensor};
+use super::loader::RtxLibraries;
+use super::profile::ShapeProfile;
+use crate::onnx::pb::GraphProto;
+use anyhow::{anyhow, bail, Context, Result};
+use std::ops::ControlFlow;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+use trtx::interfaces::MonitorProgress;
+use trtx::trtx_sys::Dims64;
+use trtx::{Builder, DataType, LogHandler, Logger, OnnxParser, OptProfileSelector, Severity};
+
+/// Told how the build advances: TensorRT's phases, nested, each with a number of steps.
+pub trait BuildProgress: Send + Sync {
+    /// A phase starts; `depth` 0 is the outermost.
+    fn phase_start(&self, name: &str, depth: usize, steps: i32);
+    /// A step of the phase `name` completed.
+    fn step(&self, name: &str, depth: usize, step: i32);
+    /// The phase `name` finished.
+    fn phase_finish(&self, name: &str, depth: usize);
+}
+
+/// No progress shown.
+pub struct Silent;
+
+impl BuildProgress for Silent {
+    fn phase_start(&self, _: &str, _: usize, _: i32) {}
+    fn step(&self, _: &str, _: usize, _: i32) {}
+    fn phase_finish(&self, _: &str, _: usize) {}
+}
+
+/// A serialized engine and the network it came from.
+pub struct BuiltEngine {
+    /// The engine file's bytes.
+    pub bytes: Vec<u8>,
+    /// Network inputs, then outputs.
+    pub io: Vec<EngineTensor>,
+    /// Layers of the parsed network.
+    pub layers: usize,
+    /// Seconds in the ONNX parser.
+    pub parse_s: f64,
+    /// Seconds in `buildSerializedNetwork`.
+    pub build_s: f64,
+}
+
+/// Makes TensorRT-RTX callable: loads both libraries once per process (later calls with other
+/// paths keep the first ones).
+pub fn load(libs: &RtxLibraries) -> Result<()> {
+    trtx::dynamically_load_tensorrt(Some(&libs.runtime))
+        .map_err(|e| anyhow!("{}: cannot load TensorRT-RTX: {e}", libs.runtime.display()))?;
+    trtx::dynamically_load_tensorrt_onnxparser(Some(&libs.parser)).map_err(|e| {
+        anyhow!(
+            "{}: cannot load TensorRT-RTX's ONNX parser: {e}",
+            libs.parser.display()
+        )
+    })?;
+    Ok(())
+}
+
+/// Collects TensorRT's errors (for the error message) and forwards the rest to `tracing`.
+#[derive(Clone, Default)]
+struct LogCollector {
+    errors: Arc<Mutex<Vec<String>>>,
+}
+
+impl LogHandler for LogCollector {
+    fn log(&self, severity: Severity, message: &str) {
+        match severity {
+            Severity::InternalError | Severity::Error => {
+                tracing::debug!("TensorRT: {message}");
+                if let Ok(mut e) = self.errors.lock() {
+                    e.push(message.trim().to_string());
+                }
+            }
+            Severity::Warning => tracing::info!("TensorRT: {message}"),
+            Severity::Info => tracing::debug!("TensorRT: {message}"),
+            Severity::Verbose => tracing::trace!("TensorRT: {message}"),
+        }
+    }
+}
+
+impl LogCollector {
+    fn take(&self) -> Vec<String> {
+        self.errors
+            .lock()
+            .map(|mut e| std::mem::take(&mut *e))
+            .unwrap_or_default()
+    }
+}
+
+/// Adapts [`BuildProgress`] to TensorRT's progress monitor, keeping the phase nesting.
+struct Monitor {
+    inner: Arc<dyn BuildProgress>,
+    stack: Mutex<Vec<String>>,
+}
+
+impl MonitorProgress for Monitor {
+    fn phase_start(&self, phase_name: &str, _parent: Option<&str>, num_steps: i32) {
+        let depth = self.stack.lock().map(|mut s| {
+            s.push(phase_name.to_string());
+            s.len() - 1
+        });
+        self.inner
+            .phase_start(phase_name, depth.unwrap_or(0), num_steps);
+    }
+    fn step_complete(&self, phase_name: &str, step: i32) -> ControlFlow<()> {
+        let depth = self
+            .stack
+            .lock()
+            .ok()
+            .and_then(|s| s.iter().rposition(|p| p == phase_name))
+            .unwrap_or(0);
+        self.inner.step(phase_name, depth, step);
+        ControlFlow::Continue(())
+    }
+    fn phase_finish(&self, phase_name: &str) {
+        let depth = self.stack.lock().ok().and_then(|mut s| {
+            let at = s.iter().rposition(|p| p == phase_name)?;
+            s.truncate(at);
+            Some(at)
+        });
+        self.inner.phase_finish(phase_name, depth.unwrap_or(0));
+    }
+}
+
+/// The node a parser error points at: TensorRT logs "While parsing node number N [Op -> ...]".
+fn failing_node(errors: &[String]) -> Option<usize> {
+    errors.iter().find_map(|e| {
+        let at = e.find("node number ")? + "node number ".len();
+        let digits: String = e[at..].chars().take_while(char::is_ascii_digit).collect();
+        digits.parse().ok()
+    })
+}
+
+/// The parser's own explanation: the last error line that is not node bookkeeping.
+fn parser_reason(desc: &str, errors: &[String]) -> String {
+    let from_log = errors
+        .iter()
+        .rev()
+        .find(|e| !e.contains("While parsing node") && !e.contains("--- ") && !e.is_empty())
+        .map(|e| {
+            // "ModelImporter.cpp:151: ERROR: onnxOpCheckers.cpp:998 In function f:\n[6] reason"
+            e.lines().last().unwrap_or(e).trim().to_string()
+        });
+    let text = from_log.unwrap_or_else(|| desc.to_string());
+    text.trim_start_matches(|c: char| c == '[' || c.is_ascii_digit() || c == ']' || c == ' ')
+        .to_string()
+}
+
+/// One line describing why the parser refused the model.
+pub fn parse_error_message(graph: &GraphProto, desc: &str, errors: &[String]) -> String {
+    let reason = parser_reason(desc, errors);
+    let hint = if reason.contains("Plugin not found") {
+        " (TensorRT has no importer for this op)"
+    } else {
+        ""
+    };
+    match failing_node(errors).and_then(|i| graph.node.get(i).map(|n| (i, n))) {
+        Some((i, node)) => format!(
+            "TensorRT-RTX's ONNX parser cannot import node {i} '{}' (op {}): {reason}{hint}",
+            node.name, node.op_type
+        ),
+        None => format!("TensorRT-RTX's ONNX parser refused the model: {reason}"),
+    }
+}
+
+fn dtype_name(t: DataType) -> &'static str {
+    match t {
+        DataType::kFLOAT => "float32",
+        DataType::kHALF => "float16",
+        DataType::kBF16 => "bfloat16",
+        DataType::kINT8 => "int8",
+        DataType::kINT32 => "int32",
+        DataType::kINT64 => "int64",
+        DataType::kBOOL => "bool",
+        DataType::kUINT8 => "uint8",
+        DataType::kFP8 => "fp8",
+        _ => "other",
+    }
+}
+
+/// Parses `onnx` (whose graph is `graph`, for naming failing nodes) and builds a serialized
+/// engine with one optimization profile.
+pub fn build_engine(
+    onnx: &[u8],
+    graph: &GraphProto,
+    profile: &ShapeProfile,
+    settings: &BuilderSettings,
+    progress: Arc<dyn BuildProgress>,
+) -> Result<BuiltEngine> {
+    let collector = LogCollector::default();
+    let logger = Logger::new(collector.clone()).map_err(|e| anyhow!("TensorRT logger: {e}"))?;
+    let mut builder = Builder::new(&logger).map_err(|e| anyhow!("TensorRT builder: {e}"))?;
+    let network = builder
+        .create_network(0)
+        .map_err(|e| anyhow!("TensorRT network: {e}"))?;
+    let mut parser =
+        OnnxParser::new(network, &logger).map_err(|e| anyhow!("TensorRT ONNX parser: {e}"))?;
+    let t_parse = Instant::now();
+    if let Err(e) = parser.parse(onnx) {
+        let errors = collector.take();
+        bail!("{}", parse_error_message(graph, &e.to_string(), &errors));
+    }
+    let parse_s = t_parse.elapsed().as_secs_f64();
+
+    let mut io = Vec::new();
+    let mut trt_profile = builder
+        .creata_optimization_profile()
+        .map_err(|e| anyhow!("TensorRT optimization profile: {e}"))?;
+    {
+        let net = parser.network();
+        for (kind, count) in [("input", net.nb_inputs()), ("output", net.nb_outputs())] {
+            for i in 0..count {
+                let t = if kind == "input" {
+                    net.input(i)
+                } else {
+                    net.output(i)
+                }
+                .map_err(|e| anyhow!("network {kind} {i}: {e}"))?;
+                io.push(EngineTensor {
+                    name: t
+                        .name(net)
+                        .map_err(|e| anyhow!("network {kind} {i}: {e}"))?,
+                    io: kind.into(),
+                    dtype: dtype_name(t.data_type(net)).into(),
+                    dims: t.dimensions(net).unwrap_or_default(),
+                });
+            }
+        }
+    }
+    for input in io.iter().filter(|t| t.io == "input") {
+        let p = profile
+            .inputs
+            .iter()
+            .find(|p| p.name == input.name)
+            .with_context(|| {
+                format!(
+                    "the parsed network has an input '{}' the profile does not cover",
+                    input.name
+                )
+            })?;
+        for (selector, dims, which) in [
+            (OptProfileSelector::kMIN, &p.min, "min"),
+            (OptProfileSelector::kOPT, &p.opt, "opt"),
+            (OptProfileSelector::kMAX, &p.max, "max"),
+        ] {
+            if dims.len() != input.dims.len() {
+                bail!(
+                    "profile {which} of input '{}' has rank {}, the network's input has rank {}",
+                    input.name,
+                    dims.len(),
+                    input.dims.len()
+                );
+            }
+            trt_profile
+                .set_dimensions(&input.name, selector, &Dims64::from_slice(dims))
+                .map_err(|e| {
+                    anyhow!(
+                        "TensorRT refused the {which} shape {dims:?} of input '{}': {e}",
+                        input.name
+                    )
+                })?;
+        }
+    }
+    let mut config = builder
+        .create_config()
+        .map_err(|e| anyhow!("TensorRT builder config: {e}"))?;
+    config
+        .add_optimization_profile(&mut trt_profile)
+        .map_err(|e| anyhow!("TensorRT refused the optimization profile: {e}"))?;
+    if let Some(mib) = settings.workspace_mib {
+        config.set_memory_pool_limit(trtx::MemoryPoolType::kWORKSPACE, (mib as usize) << 20);
+    }
+    if let Some(level) = settings.optimization_level {
+        config.set_builder_optimization_level(level);
+    }
+    config
+        .set_progress_monitor(Box::new(Monitor {
+            inner: progress,
+            stack: Mutex::new(Vec::new()),
+        }))
+        .map_err(|e| anyhow!("TensorRT progress monitor: {e}"))?;
+    let layers = parser.network().nb_layers().max(0) as usize;
+    let t_build = Instant::now();
+    let network = parser.network_mut();
+    let built = builder.build_serialized_network(network, &mut config);
+    let build_s = t_build.elapsed().as_secs_f64();
+    let bytes = match built {
+        Ok(mem) => mem.to_vec(),
+        Err(e) => {
+            let errors = collector.take();
+            let detail = errors
+                .iter()
+                .rev()
+                .take(3)
+                .rev()
+                .map(|e| e.replace('\n', " "))
+                .collect::<Vec<_>>()
+                .join("; ");
+            bail!(
+                "TensorRT-RTX could not build the engine: {}",
+                if detail.is_empty() {
+                    e.to_string()
+                } else {
+                    detail
+                }
+            );
+        }
+    };
+    Ok(BuiltEngine {
+        bytes,
+        io,
+        layers,
+        parse_s,
+        build_s,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::onnx::pb::NodeProto;
+
+    #[test]
+    fn parser_errors_name_the_node_and_op() {
+        let graph = GraphProto {
+            node: vec![
+                NodeProto {
+                    name: "first_relu".into(),
+                    op_type: "Relu".into(),
+                    ..Default::default()
+                },
+                NodeProto {
+                    name: "the_fancy_node".into(),
+                    op_type: "FancyOp".into(),
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        };
+        // What TensorRT-RTX 1.7 logs for an op it has no importer for.
+        let errors = vec![
+            "ModelImporter.cpp:140: While parsing node number 1 [FancyOp -> \"y\"]:".to_string(),
+            "ModelImporter.cpp:142: --- Begin node ---\nNode name: the_fancy_node".to_string(),
+            "ModelImporter.cpp:143: --- End node ---".to_string(),
+            "ModelImporter.cpp:151: ERROR: onnxOpCheckers.cpp:998 In function checkFallbackPluginImporter:\n[6] creator && \"Plugin not found, are the plugin name, version, and namespace correct?\"".to_string(),
+        ];
+        let msg = parse_error_message(&graph, "creator && ...", &errors);
+        assert!(
+            msg.contains("node 1 'the_fancy_node' (op FancyOp)"),
+            "{msg}"
+        );
+        assert!(msg.contains("Plugin not found"), "{msg}");
+        assert!(msg.contains("no importer"), "{msg}");
+        assert!(!msg.contains('\n'));
+        let msg = parse_error_message(&graph, "bad protobuf", &[]);
+        assert!(msg.ends_with("bad protobuf"), "{msg}");
+    }
+}

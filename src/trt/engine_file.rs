@@ -1,0 +1,362 @@
+//! Engine files and their keys: the name trtkit gives an engine, the JSON sidecar beside it
+//! (the key it was built under and the facts of the build), the lookup that reuses an engine
+//! only when its key matches and its bytes are the ones the sidecar describes, and the atomic
+//! write of both.
+
+use super::loader::Flavour;
+use super::profile::ShapeProfile;
+use crate::atomic_file::write_atomic;
+use crate::onnx::model::sha256_hex;
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// The first four bytes of an engine file and the flavour they mean.
+pub const MAGICS: &[(&[u8; 4], Flavour)] = &[
+    (b"ftrt", Flavour::TensorRt),
+    (b"vtrt", Flavour::TensorRtRtx),
+];
+
+/// The flavour of an engine, from its first bytes; `None` when it is not an engine.
+pub fn engine_flavour(bytes: &[u8]) -> Option<Flavour> {
+    MAGICS
+        .iter()
+        .find(|(m, _)| bytes.starts_with(*m))
+        .map(|(_, f)| *f)
+}
+
+/// Reads the flavour of the engine file at `path` (its first four bytes).
+pub fn file_flavour(path: &Path) -> Result<Option<Flavour>> {
+    use std::io::Read;
+    let mut head = [0u8; 4];
+    let mut f =
+        std::fs::File::open(path).with_context(|| format!("{}: cannot open", path.display()))?;
+    let n = f
+        .read(&mut head)
+        .with_context(|| format!("{}: cannot read", path.display()))?;
+    Ok(engine_flavour(&head[..n]))
+}
+
+/// The precision an engine was built at (the rewrite applied before the build).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    /// The model as it is.
+    Fp32,
+    /// trtkit's FP16 rewrite (float16 weights and computation).
+    Fp16,
+    /// trtkit's Q/DQ rewrite with calibrated scales.
+    Int8,
+}
+
+impl std::fmt::Display for Precision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Precision::Fp32 => "fp32",
+            Precision::Fp16 => "fp16",
+            Precision::Int8 => "int8",
+        })
+    }
+}
+
+/// Builder settings that change the engine.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BuilderSettings {
+    /// Workspace memory pool limit in MiB (`None`: TensorRT's default).
+    pub workspace_mib: Option<u64>,
+    /// Builder optimization level 0–5 (`None`: TensorRT's default, 3).
+    pub optimization_level: Option<i32>,
+}
+
+/// Everything an engine depends on: equal keys mean the same engine.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EngineKey {
+    /// SHA-256 of the source ONNX file.
+    pub model_sha256: String,
+    /// The precision rewrite applied.
+    pub precision: Precision,
+    /// Settings of that rewrite (FP16: the ops kept in float32 and the I/O type), as text.
+    pub rewrite: Option<String>,
+    /// INT8: SHA-256 of the calibration cache's key file (model, data, preprocessing,
+    /// algorithm, batch) or, for a cache given by hand, of the cache itself.
+    pub calibration: Option<String>,
+    /// The optimization profile.
+    pub profile: ShapeProfile,
+    /// Builder settings.
+    pub builder: BuilderSettings,
+    /// TensorRT flavour that built the engine.
+    pub tensorrt_flavour: Flavour,
+    /// Its version.
+    pub tensorrt_version: String,
+    /// trtkit's version.
+    pub trtkit_version: String,
+}
+
+impl EngineKey {
+    /// The first 8 hex digits of the model hash (what engine names carry).
+    pub fn model_hash8(&self) -> &str {
+        &self.model_sha256[..8.min(self.model_sha256.len())]
+    }
+
+    /// One phrase per field that differs from `now`: what the old engine was built with.
+    pub fn differences(&self, now: &EngineKey) -> Vec<String> {
+        let old = serde_json::to_value(self).unwrap_or_default();
+        let new = serde_json::to_value(now).unwrap_or_default();
+        let (Some(old), Some(new)) = (old.as_object(), new.as_object()) else {
+            return vec!["the key cannot be compared".into()];
+        };
+        let short = |v: Option<&serde_json::Value>| {
+            let text = v.map(|v| v.to_string()).unwrap_or_else(|| "none".into());
+            if text.len() > 60 {
+                format!(
+                    "{}…",
+                    &text[..text.char_indices().nth(57).map_or(0, |c| c.0)]
+                )
+            } else {
+                text
+            }
+        };
+        new.keys()
+            .filter(|k| old.get(*k) != new.get(*k))
+            .map(|k| format!("{k} was {}, now {}", short(old.get(k)), short(new.get(k))))
+            .collect()
+    }
+}
+
+/// One engine input or output as the network declares it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EngineTensor {
+    /// Tensor name.
+    pub name: String,
+    /// `input` or `output`.
+    pub io: String,
+    /// Element type, e.g. `float32`.
+    pub dtype: String,
+    /// Dims, `-1` where dynamic.
+    pub dims: Vec<i64>,
+}
+
+/// What the build found and produced.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EngineFacts {
+    /// The source model as given.
+    pub source_model: String,
+    /// Seconds spent in TensorRT's builder.
+    pub build_s: f64,
+    /// Size of the engine file.
+    pub engine_bytes: u64,
+    /// SHA-256 of the engine file: the sidecar describes exactly these bytes.
+    pub engine_sha256: String,
+    /// Nodes of the ONNX graph that was built (after the rewrite).
+    pub onnx_nodes: usize,
+    /// Parameters of the source model (initializer elements).
+    pub parameters: u64,
+    /// Layers of the parsed TensorRT network.
+    pub network_layers: usize,
+    /// Inputs and outputs of the network.
+    pub io: Vec<EngineTensor>,
+}
+
+/// The JSON beside an engine: its key and the facts of its build.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EngineSidecar {
+    /// What the engine depends on.
+    pub key: EngineKey,
+    /// What the build found.
+    pub facts: EngineFacts,
+}
+
+/// The default path of an engine: `DIR/<stem>-<hash8>-<precision>-<shapes>.engine`.
+pub fn engine_path(dir: &Path, model_stem: &str, key: &EngineKey) -> PathBuf {
+    dir.join(format!(
+        "{model_stem}-{}-{}-{}.engine",
+        key.model_hash8(),
+        key.precision,
+        key.profile.file_tag()
+    ))
+}
+
+/// The sidecar of an engine: `<engine>.json`.
+pub fn sidecar_path(engine: &Path) -> PathBuf {
+    let mut name = engine.as_os_str().to_owned();
+    name.push(".json");
+    PathBuf::from(name)
+}
+
+/// Reads an engine's sidecar.
+pub fn read_sidecar(engine: &Path) -> Result<EngineSidecar> {
+    let path = sidecar_path(engine);
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("{}: cannot read", path.display()))?;
+    serde_json::from_str(&text)
+        .with_context(|| format!("{}: not a trtkit engine sidecar", path.display()))
+}
+
+/// What a lookup found at an engine path.
+#[derive(Debug)]
+pub enum Lookup {
+    /// The engine is there, its key matches and its bytes are the ones described.
+    Hit(Box<EngineSidecar>),
+    /// No engine there.
+    Missing,
+    /// An engine or sidecar is there but cannot be reused; the reasons.
+    Stale(Vec<String>),
+}
+
+/// Looks up the engine at `path` for `key`.
+pub fn lookup(path: &Path, key: &EngineKey) -> Lookup {
+    let side = sidecar_path(path);
+    if !path.exists() && !side.exists() {
+        return Lookup::Missing;
+    }
+    if !path.exists() {
+        return Lookup::Stale(vec![format!(
+            "{} is there without its engine",
+            side.display()
+        )]);
+    }
+    let sidecar = match read_sidecar(path) {
+        Ok(s) => s,
+        Err(e) => {
+            return Lookup::Stale(vec![format!(
+                "the engine has no valid sidecar ({})",
+                format!("{e:#}").replace('\n', " ")
+            )])
+        }
+    };
+    let why = sidecar.key.differences(key);
+    if !why.is_empty() {
+        return Lookup::Stale(why);
+    }
+    match std::fs::read(path) {
+        Ok(bytes) if sha256_hex(&bytes) == sidecar.facts.engine_sha256 => {
+            Lookup::Hit(Box::new(sidecar))
+        }
+        Ok(_) => Lookup::Stale(vec![
+            "the engine's bytes are not the ones its sidecar describes".into(),
+        ]),
+        Err(e) => Lookup::Stale(vec![format!("the engine cannot be read: {e}")]),
+    }
+}
+
+/// Writes an engine and its sidecar so that no interruption leaves a pair a later run trusts:
+/// the old sidecar goes first, then the engine lands atomically, then the new sidecar (which
+/// holds the engine's hash, checked on every reuse).
+pub fn store(path: &Path, bytes: &[u8], sidecar: &EngineSidecar) -> Result<()> {
+    if engine_flavour(bytes).is_none() {
+        bail!(
+            "{}: TensorRT returned bytes that do not start with an engine magic; nothing written",
+            path.display()
+        );
+    }
+    let side = sidecar_path(path);
+    match std::fs::remove_file(&side) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => {
+            return Err(e).with_context(|| format!("{}: cannot replace", side.display()));
+        }
+    }
+    write_atomic(path, bytes)?;
+    let json = serde_json::to_string_pretty(sidecar)?;
+    write_atomic(&side, json.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::profile::InputProfile;
+    use super::*;
+
+    fn key() -> EngineKey {
+        EngineKey {
+            model_sha256: "d36510bbaaaa".into(),
+            precision: Precision::Fp16,
+            rewrite: None,
+            calibration: None,
+            profile: ShapeProfile {
+                inputs: vec![InputProfile {
+                    name: "x".into(),
+                    min: vec![1, 3],
+                    opt: vec![8, 3],
+                    max: vec![16, 3],
+                }],
+            },
+            builder: BuilderSettings::default(),
+            tensorrt_flavour: Flavour::TensorRtRtx,
+            tensorrt_version: "1.7.1.116".into(),
+            trtkit_version: "0.1.0".into(),
+        }
+    }
+
+    fn sidecar(bytes: &[u8]) -> EngineSidecar {
+        EngineSidecar {
+            key: key(),
+            facts: EngineFacts {
+                source_model: "m.onnx".into(),
+                build_s: 0.1,
+                engine_bytes: bytes.len() as u64,
+                engine_sha256: sha256_hex(bytes),
+                onnx_nodes: 3,
+                parameters: 10,
+                network_layers: 2,
+                io: vec![],
+            },
+        }
+    }
+
+    #[test]
+    fn names_carry_model_precision_and_shapes() {
+        let p = engine_path(Path::new("engines"), "resnet50", &key());
+        assert_eq!(
+            p,
+            Path::new("engines/resnet50-d36510bb-fp16-b1_8_16.engine")
+        );
+        assert_eq!(
+            sidecar_path(&p),
+            Path::new("engines/resnet50-d36510bb-fp16-b1_8_16.engine.json")
+        );
+    }
+
+    #[test]
+    fn magic_tells_the_flavour() {
+        assert_eq!(engine_flavour(b"vtrt\0\0"), Some(Flavour::TensorRtRtx));
+        assert_eq!(engine_flavour(b"ftrt\0\0"), Some(Flavour::TensorRt));
+        assert_eq!(engine_flavour(b"\x08\x07"), None);
+    }
+
+    #[test]
+    fn lookup_reuses_only_matching_intact_engines() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.engine");
+        assert!(matches!(lookup(&path, &key()), Lookup::Missing));
+        let bytes = b"vtrt engine bytes".to_vec();
+        store(&path, &bytes, &sidecar(&bytes)).unwrap();
+        assert!(matches!(lookup(&path, &key()), Lookup::Hit(_)));
+
+        let mut other = key();
+        other.profile.inputs[0].max[0] = 32;
+        let Lookup::Stale(why) = lookup(&path, &other) else {
+            panic!("a changed profile must not be reused")
+        };
+        assert_eq!(why.len(), 1);
+        assert!(why[0].starts_with("profile was"), "{why:?}");
+
+        std::fs::write(&path, b"vtrt other bytes").unwrap();
+        let Lookup::Stale(why) = lookup(&path, &key()) else {
+            panic!("changed bytes must not be reused")
+        };
+        assert!(why[0].contains("not the ones"), "{why:?}");
+
+        std::fs::remove_file(&path).unwrap();
+        assert!(matches!(lookup(&path, &key()), Lookup::Stale(_)));
+    }
+
+    #[test]
+    fn store_refuses_bytes_that_are_not_an_engine() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.engine");
+        let err = store(&path, b"junk", &sidecar(b"junk")).unwrap_err();
+        assert!(err.to_string().contains("magic"), "{err}");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+}

@@ -1,0 +1,495 @@
+//! The optimization profile of a build: min/opt/max dims per input, from trtkit's shape flags
+//! (`--input-shape` with `-1`, `--min-batch/--opt-batch/--max-batch`) or trtexec's
+//! (`--min-shapes/--opt-shapes/--max-shapes name:1x3x224x224`), checked against the model.
+
+use crate::onnx::tensor_info::{Dim, TensorInfo};
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+
+/// Batch range used for a dynamic batch axis when no flag says otherwise.
+pub const DEFAULT_BATCH: BatchRange = BatchRange {
+    min: 1,
+    opt: 32,
+    max: 64,
+};
+
+/// min/opt/max of a dynamic batch axis.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchRange {
+    /// Smallest batch the engine accepts.
+    pub min: i64,
+    /// Batch the kernels are tuned for.
+    pub opt: i64,
+    /// Largest batch the engine accepts.
+    pub max: i64,
+}
+
+/// What the user gave for the batch range; unset fields follow [`DEFAULT_BATCH`], with opt
+/// and max kept consistent with what was given (`--max-batch 8` alone gives opt 8).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BatchRequest {
+    /// `--min-batch`.
+    pub min: Option<i64>,
+    /// `--opt-batch`.
+    pub opt: Option<i64>,
+    /// `--max-batch`.
+    pub max: Option<i64>,
+}
+
+impl BatchRequest {
+    /// Whether any of the three was given.
+    pub fn is_set(&self) -> bool {
+        self.min.is_some() || self.opt.is_some() || self.max.is_some()
+    }
+
+    /// The range, checked (positive, min ≤ opt ≤ max).
+    pub fn resolve(&self) -> Result<BatchRange> {
+        let min = self.min.unwrap_or(DEFAULT_BATCH.min);
+        let max = self
+            .max
+            .unwrap_or_else(|| DEFAULT_BATCH.max.max(self.opt.unwrap_or(0)).max(min));
+        let opt = self
+            .opt
+            .unwrap_or_else(|| DEFAULT_BATCH.opt.clamp(min, max));
+        for (flag, v) in [
+            ("--min-batch", min),
+            ("--opt-batch", opt),
+            ("--max-batch", max),
+        ] {
+            if v < 1 {
+                bail!("{flag} {v}: a batch size must be at least 1");
+            }
+        }
+        if !(min <= opt && opt <= max) {
+            bail!("batch profile min {min}, opt {opt}, max {max}: needs min ≤ opt ≤ max (--min-batch/--opt-batch/--max-batch)");
+        }
+        Ok(BatchRange { min, opt, max })
+    }
+}
+
+/// One named shape from `--min-shapes`/`--opt-shapes`/`--max-shapes`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NamedShape {
+    /// Input name.
+    pub name: String,
+    /// Dims (all fixed).
+    pub dims: Vec<i64>,
+}
+
+/// Parses trtexec's `name:1x3x224x224[,name2:…]` (occurrences may also be repeated).
+pub fn parse_named_shapes(flag: &str, values: &[String]) -> Result<Vec<NamedShape>> {
+    let mut out = Vec::new();
+    for item in values.iter().flat_map(|v| v.split(',')) {
+        let item = item.trim();
+        let Some((name, dims)) = item.rsplit_once(':') else {
+            bail!("{flag} {item}: expected name:dims, e.g. input:1x3x224x224");
+        };
+        if name.is_empty() {
+            bail!("{flag} {item}: the input name before ':' is empty");
+        }
+        let dims = dims
+            .split(['x', 'X'])
+            .map(|d| match d.trim().parse::<i64>() {
+                Ok(n) if n >= 1 => Ok(n),
+                _ => bail!("{flag} {item}: '{d}' is not a dimension (a positive integer)"),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        out.push(NamedShape {
+            name: name.trim_matches('\'').to_string(),
+            dims,
+        });
+    }
+    Ok(out)
+}
+
+/// trtexec-style explicit shapes for the profile.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ExplicitShapes {
+    /// `--min-shapes`.
+    pub min: Vec<NamedShape>,
+    /// `--opt-shapes`.
+    pub opt: Vec<NamedShape>,
+    /// `--max-shapes`.
+    pub max: Vec<NamedShape>,
+}
+
+impl ExplicitShapes {
+    /// Whether any was given.
+    pub fn is_set(&self) -> bool {
+        !(self.min.is_empty() && self.opt.is_empty() && self.max.is_empty())
+    }
+}
+
+/// min/opt/max dims of one engine input.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InputProfile {
+    /// Input name.
+    pub name: String,
+    /// Smallest shape.
+    pub min: Vec<i64>,
+    /// Shape the kernels are tuned for.
+    pub opt: Vec<i64>,
+    /// Largest shape.
+    pub max: Vec<i64>,
+}
+
+impl InputProfile {
+    /// Whether the input has one shape only.
+    pub fn is_static(&self) -> bool {
+        self.min == self.opt && self.opt == self.max
+    }
+}
+
+/// The one optimization profile of an engine, an entry per model input.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShapeProfile {
+    /// Per input, in the model's order.
+    pub inputs: Vec<InputProfile>,
+}
+
+impl ShapeProfile {
+    /// Whether every input has one shape only.
+    pub fn is_static(&self) -> bool {
+        self.inputs.iter().all(InputProfile::is_static)
+    }
+
+    /// The batch range, when every input varies (if at all) on axis 0 only, with the same
+    /// range: the common case, named `b1_32_64` (or `b32` when static) in engine file names.
+    pub fn batch_range(&self) -> Option<BatchRange> {
+        let first = self.inputs.first()?;
+        let range = BatchRange {
+            min: *first.min.first()?,
+            opt: *first.opt.first()?,
+            max: *first.max.first()?,
+        };
+        self.inputs
+            .iter()
+            .all(|i| {
+                !i.min.is_empty()
+                    && (i.min[0], i.opt[0], i.max[0]) == (range.min, range.opt, range.max)
+                    && i.min[1..] == i.opt[1..]
+                    && i.opt[1..] == i.max[1..]
+            })
+            .then_some(range)
+    }
+
+    /// The part of an engine file name that says which shapes it takes: `b1_32_64`, `b32`, or
+    /// `p` and a hash of the whole profile when the inputs vary beyond the batch axis.
+    pub fn file_tag(&self) -> String {
+        match self.batch_range() {
+            Some(r) if r.min == r.max => format!("b{}", r.min),
+            Some(r) => format!("b{}_{}_{}", r.min, r.opt, r.max),
+            None => {
+                let text = serde_json::to_string(self).unwrap_or_default();
+                format!("p{}", &crate::onnx::model::sha256_hex(text.as_bytes())[..8])
+            }
+        }
+    }
+
+    /// One line per input: `input  1×3×224×224 … 64×3×224×224 (opt 32×3×224×224)`.
+    pub fn describe(&self) -> Vec<String> {
+        let dims = |d: &[i64]| d.iter().map(i64::to_string).collect::<Vec<_>>().join("×");
+        self.inputs
+            .iter()
+            .map(|i| {
+                if i.is_static() {
+                    format!("{}  {} (static)", i.name, dims(&i.min))
+                } else {
+                    format!(
+                        "{}  min {}, opt {}, max {}",
+                        i.name,
+                        dims(&i.min),
+                        dims(&i.opt),
+                        dims(&i.max)
+                    )
+                }
+            })
+            .collect()
+    }
+}
+
+fn find<'a>(shapes: &'a [NamedShape], name: &str) -> Option<&'a NamedShape> {
+    shapes.iter().find(|s| s.name == name)
+}
+
+/// Checks an explicit shape against the model's declared dims: same rank, fixed dims equal.
+fn check_against(flag: &str, shape: &NamedShape, declared: &[Dim]) -> Result<()> {
+    if shape.dims.len() != declared.len() {
+        bail!(
+            "{flag} {}: rank {}, but the model's input '{}' has rank {} ({})",
+            shape.name,
+            shape.dims.len(),
+            shape.name,
+            declared.len(),
+            crate::onnx::tensor_info::format_dims(declared)
+        );
+    }
+    for (axis, (got, d)) in shape.dims.iter().zip(declared).enumerate() {
+        if let Dim::Fixed(n) = d {
+            if n != got {
+                bail!(
+                    "{flag} {}: axis {axis} is {got}, but the model fixes it to {n} ({})",
+                    shape.name,
+                    crate::onnx::tensor_info::format_dims(declared)
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The profile for a model whose inputs (after any `--input-shape` pass) are `inputs`.
+///
+/// Explicit shapes win for the inputs they name; otherwise a dynamic axis 0 takes the batch
+/// range, and any other dynamic axis is an error that says which flag to give.
+pub fn resolve_profile(
+    inputs: &[TensorInfo],
+    batch: &BatchRequest,
+    explicit: &ExplicitShapes,
+) -> Result<ShapeProfile> {
+    for (flag, list) in [
+        ("--min-shapes", &explicit.min),
+        ("--opt-shapes", &explicit.opt),
+        ("--max-shapes", &explicit.max),
+    ] {
+        for s in list {
+            if !inputs.iter().any(|i| i.name == s.name) {
+                let names: Vec<_> = inputs.iter().map(|i| i.name.as_str()).collect();
+                bail!(
+                    "{flag} {}: the model has no input '{}' (inputs: {})",
+                    s.name,
+                    s.name,
+                    names.join(", ")
+                );
+            }
+        }
+    }
+    let mut out = Vec::with_capacity(inputs.len());
+    for input in inputs {
+        let declared = input.dims.clone().with_context(|| {
+            format!(
+                "input '{}' declares no shape; give it with --input-shape {}:…",
+                input.name, input.name
+            )
+        })?;
+        let named = [
+            find(&explicit.min, &input.name),
+            find(&explicit.opt, &input.name),
+            find(&explicit.max, &input.name),
+        ];
+        let profile = match named {
+            [Some(min), Some(opt), Some(max)] => {
+                check_against("--min-shapes", min, &declared)?;
+                check_against("--opt-shapes", opt, &declared)?;
+                check_against("--max-shapes", max, &declared)?;
+                for axis in 0..declared.len() {
+                    let (a, b, c) = (min.dims[axis], opt.dims[axis], max.dims[axis]);
+                    if !(a <= b && b <= c) {
+                        bail!(
+                            "profile of input '{}' axis {axis}: min {a}, opt {b}, max {c}; needs min ≤ opt ≤ max (--min-shapes/--opt-shapes/--max-shapes)",
+                            input.name
+                        );
+                    }
+                }
+                InputProfile {
+                    name: input.name.clone(),
+                    min: min.dims.clone(),
+                    opt: opt.dims.clone(),
+                    max: max.dims.clone(),
+                }
+            }
+            [None, None, None] => from_batch(input, &declared, batch)?,
+            _ => bail!(
+                "input '{}': give all three of --min-shapes, --opt-shapes and --max-shapes for it, or none",
+                input.name
+            ),
+        };
+        out.push(profile);
+    }
+    Ok(ShapeProfile { inputs: out })
+}
+
+fn from_batch(input: &TensorInfo, declared: &[Dim], batch: &BatchRequest) -> Result<InputProfile> {
+    let mut min = Vec::with_capacity(declared.len());
+    let mut opt = Vec::with_capacity(declared.len());
+    let mut max = Vec::with_capacity(declared.len());
+    for (axis, d) in declared.iter().enumerate() {
+        match d {
+            Dim::Fixed(n) => {
+                min.push(*n);
+                opt.push(*n);
+                max.push(*n);
+            }
+            _ if axis == 0 => {
+                let r = batch.resolve()?;
+                min.push(r.min);
+                opt.push(r.opt);
+                max.push(r.max);
+            }
+            other => bail!(
+                "input '{}' axis {axis} ('{other}') is dynamic; fix it with --input-shape or give its range with --min-shapes/--opt-shapes/--max-shapes {}:…",
+                input.name,
+                input.name
+            ),
+        }
+    }
+    Ok(InputProfile {
+        name: input.name.clone(),
+        min,
+        opt,
+        max,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn input(name: &str, dims: Vec<Dim>) -> TensorInfo {
+        TensorInfo {
+            name: name.into(),
+            dtype: "float32".into(),
+            dtype_code: 1,
+            dims: Some(dims),
+        }
+    }
+
+    fn image(batch: Dim) -> TensorInfo {
+        input(
+            "x",
+            vec![batch, Dim::Fixed(3), Dim::Fixed(224), Dim::Fixed(224)],
+        )
+    }
+
+    #[test]
+    fn batch_defaults_follow_what_was_given() {
+        assert_eq!(BatchRequest::default().resolve().unwrap(), DEFAULT_BATCH);
+        let r = BatchRequest {
+            max: Some(8),
+            ..Default::default()
+        };
+        assert_eq!(
+            r.resolve().unwrap(),
+            BatchRange {
+                min: 1,
+                opt: 8,
+                max: 8
+            }
+        );
+        let r = BatchRequest {
+            opt: Some(128),
+            ..Default::default()
+        };
+        assert_eq!(r.resolve().unwrap().max, 128);
+        let r = BatchRequest {
+            min: Some(16),
+            opt: Some(4),
+            max: None,
+        };
+        let err = r.resolve().unwrap_err().to_string();
+        assert!(err.contains("min 16, opt 4"), "{err}");
+    }
+
+    #[test]
+    fn dynamic_batch_takes_the_range_and_names_the_file() {
+        let p = resolve_profile(
+            &[image(Dim::Symbol("batch".into()))],
+            &BatchRequest::default(),
+            &ExplicitShapes::default(),
+        )
+        .unwrap();
+        assert_eq!(p.inputs[0].min, vec![1, 3, 224, 224]);
+        assert_eq!(p.inputs[0].max, vec![64, 3, 224, 224]);
+        assert_eq!(p.file_tag(), "b1_32_64");
+        let s = resolve_profile(
+            &[image(Dim::Fixed(32))],
+            &BatchRequest::default(),
+            &ExplicitShapes::default(),
+        )
+        .unwrap();
+        assert!(s.is_static());
+        assert_eq!(s.file_tag(), "b32");
+    }
+
+    #[test]
+    fn explicit_shapes_are_checked() {
+        let inputs = [image(Dim::Symbol("batch".into()))];
+        let shapes = |min: &str, opt: &str, max: &str| ExplicitShapes {
+            min: parse_named_shapes("--min-shapes", &[min.into()]).unwrap(),
+            opt: parse_named_shapes("--opt-shapes", &[opt.into()]).unwrap(),
+            max: parse_named_shapes("--max-shapes", &[max.into()]).unwrap(),
+        };
+        let ok = resolve_profile(
+            &inputs,
+            &BatchRequest::default(),
+            &shapes("x:1x3x224x224", "x:8x3x224x224", "x:16x3x224x224"),
+        )
+        .unwrap();
+        assert_eq!(ok.file_tag(), "b1_8_16");
+        let err = resolve_profile(
+            &inputs,
+            &BatchRequest::default(),
+            &shapes("x:8x3x224x224", "x:4x3x224x224", "x:16x3x224x224"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("min 8, opt 4"), "{err}");
+        let err = resolve_profile(
+            &inputs,
+            &BatchRequest::default(),
+            &shapes("x:1x3x224", "x:4x3x224", "x:16x3x224"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("rank 3") && err.contains("rank 4"), "{err}");
+        let err = resolve_profile(
+            &inputs,
+            &BatchRequest::default(),
+            &shapes("y:1x3x224x224", "x:4x3x224x224", "x:16x3x224x224"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("no input 'y'"), "{err}");
+    }
+
+    #[test]
+    fn a_dynamic_axis_beyond_the_batch_needs_a_range() {
+        let seq = input(
+            "ids",
+            vec![Dim::Symbol("batch".into()), Dim::Symbol("seq".into())],
+        );
+        let err = resolve_profile(&[seq], &BatchRequest::default(), &ExplicitShapes::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("'seq'") && err.contains("--min-shapes"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_profile_beyond_the_batch_is_named_by_hash() {
+        let p = ShapeProfile {
+            inputs: vec![InputProfile {
+                name: "ids".into(),
+                min: vec![1, 16],
+                opt: vec![1, 128],
+                max: vec![1, 512],
+            }],
+        };
+        assert!(p.file_tag().starts_with('p') && p.file_tag().len() == 9);
+    }
+
+    #[test]
+    fn named_shapes_parse_lists_and_refuse_garbage() {
+        let s = parse_named_shapes("--min-shapes", &["a:1x3,b:2x4".into()]).unwrap();
+        assert_eq!(s.len(), 2);
+        assert_eq!(s[1].dims, vec![2, 4]);
+        for bad in ["1x3", "a:0x3", "a:1xq", ":1x3"] {
+            assert!(
+                parse_named_shapes("--min-shapes", &[bad.into()]).is_err(),
+                "{bad}"
+            );
+        }
+    }
+}
