@@ -258,6 +258,40 @@ fn fixed_batch_made_dynamic(model: &OnnxModel, shapes: &[InputShape]) -> Option<
     })
 }
 
+/// Fails early (before a long build) when the engine's folder cannot be written: its nearest
+/// existing ancestor must be a folder we can create files in. Nothing is created here.
+fn check_writable(engine: &std::path::Path) -> Result<()> {
+    let mut dir = match engine.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    while !dir.exists() {
+        match dir.parent() {
+            Some(p) if !p.as_os_str().is_empty() => dir = p.to_path_buf(),
+            _ => {
+                dir = PathBuf::from(".");
+                break;
+            }
+        }
+    }
+    if !dir.is_dir() {
+        bail!(
+            "{}: cannot write the engine there: {} is not a folder",
+            engine.display(),
+            dir.display()
+        );
+    }
+    let meta = std::fs::metadata(&dir)?;
+    if meta.permissions().readonly() {
+        bail!(
+            "{}: cannot write the engine there: {} is read-only",
+            engine.display(),
+            dir.display()
+        );
+    }
+    Ok(())
+}
+
 fn found_tensorrt(config: &BuildConfig) -> Result<RtxLibraries> {
     let libs = locate_rtx(config.tensorrt_dir.as_deref())?;
     check_rtx_version(&libs)?;
@@ -415,6 +449,7 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
     };
     report.timing.rewrite_s = t_rewrite.elapsed().as_secs_f64();
 
+    check_writable(&path)?;
     load(&libs)?;
     let built = build_engine(
         &onnx_bytes,

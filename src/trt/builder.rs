@@ -136,19 +136,32 @@ fn failing_node(errors: &[String]) -> Option<usize> {
     })
 }
 
-/// The parser's own explanation: the last error line that is not node bookkeeping.
+/// The parser's own explanation of the first failing node: the first `ERROR:` entry after
+/// the first "While parsing node", its last line ("[6] reason"), or the function that refused
+/// the node when the reason is a bare `false`.
 fn parser_reason(desc: &str, errors: &[String]) -> String {
-    let from_log = errors
+    let start = errors
         .iter()
-        .rev()
-        .find(|e| !e.contains("While parsing node") && !e.contains("--- ") && !e.is_empty())
-        .map(|e| {
-            // "ModelImporter.cpp:151: ERROR: onnxOpCheckers.cpp:998 In function f:\n[6] reason"
-            e.lines().last().unwrap_or(e).trim().to_string()
-        });
-    let text = from_log.unwrap_or_else(|| desc.to_string());
-    text.trim_start_matches(|c: char| c == '[' || c.is_ascii_digit() || c == ']' || c == ' ')
-        .to_string()
+        .position(|e| e.contains("While parsing node"))
+        .unwrap_or(0);
+    let entry = errors[start.min(errors.len())..]
+        .iter()
+        .find(|e| e.contains("ERROR:"));
+    let Some(entry) = entry else {
+        return desc.to_string();
+    };
+    let last = entry.lines().last().unwrap_or(entry).trim();
+    let reason = last
+        .trim_start_matches(|c: char| c == '[' || c.is_ascii_digit() || c == ']' || c == ' ')
+        .to_string();
+    let function = entry
+        .split("In function ")
+        .nth(1)
+        .map(|f| f.split([':', '\n']).next().unwrap_or(f).trim().to_string());
+    match function {
+        Some(f) if reason.len() < 8 => format!("refused by the parser's {f} ({reason})"),
+        _ => reason,
+    }
 }
 
 /// One line describing why the parser refused the model.
@@ -357,6 +370,18 @@ mod tests {
         assert!(msg.contains("Plugin not found"), "{msg}");
         assert!(msg.contains("no importer"), "{msg}");
         assert!(!msg.contains('\n'));
+        let msg = parse_error_message(
+            &graph,
+            "false",
+            &[
+                "ModelImporter.cpp:140: While parsing node number 0 [Relu -> \"h\"]:".into(),
+                "ModelImporter.cpp:151: ERROR: onnxOpCheckers.cpp:1213 In function checkRelu:\n[8] false".into(),
+                "ModelImporter.cpp:140: While parsing node number 1 [FancyOp -> \"y\"]:".into(),
+                "ModelImporter.cpp:151: ERROR: x.cpp:1 In function other:\n[8] something else".into(),
+            ],
+        );
+        assert!(msg.contains("node 0 'first_relu' (op Relu)"), "{msg}");
+        assert!(msg.contains("checkRelu"), "{msg}");
         let msg = parse_error_message(&graph, "bad protobuf", &[]);
         assert!(msg.ends_with("bad protobuf"), "{msg}");
     }
