@@ -17,9 +17,8 @@ use trtkit::trt::engine_file::{lookup, Lookup};
 
 /// The folder holding TensorRT-RTX, found once the way trtkit finds it.
 fn tensorrt_dir() -> PathBuf {
-    let libs = trtkit::trt::loader::locate_rtx(None).expect(
-        "TensorRT-RTX is needed: python3 -m pip install tensorrt-rtx-cu13-libs==1.7.1.116",
-    );
+    let libs = trtkit::trt::loader::locate_rtx(None)
+        .expect("TensorRT-RTX is needed: python3 -m pip install tensorrt-rtx-cu13-libs==1.7.1.116");
     libs.runtime.parent().unwrap().to_path_buf()
 }
 
@@ -40,12 +39,8 @@ fn json_of(out: &Output) -> Value {
         "build failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "not JSON ({e}): {}",
-            String::from_utf8_lossy(&out.stdout)
-        )
-    })
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
 }
 
 fn files(dir: &Path) -> Vec<String> {
@@ -98,10 +93,19 @@ fn every_precision_static_and_dynamic_is_built_keyed_and_reused() {
         "16",
     ];
     for (model, shape, min, max) in [
-        ("dyn.onnx", vec!["--input-shape", "-1", "3", "16", "16", "--max-batch", "8"], 1, 8),
+        (
+            "dyn.onnx",
+            vec!["--input-shape", "-1", "3", "16", "16", "--max-batch", "8"],
+            1,
+            8,
+        ),
         ("static.onnx", vec![], 4, 4),
     ] {
-        for (precision, extra) in [("fp32", vec![]), ("fp16", vec!["--fp16"]), ("int8", int8.to_vec())] {
+        for (precision, extra) in [
+            ("fp32", vec![]),
+            ("fp16", vec!["--fp16"]),
+            ("int8", int8.to_vec()),
+        ] {
             let mut args = vec![model];
             args.extend(&shape);
             args.extend(&extra);
@@ -112,11 +116,18 @@ fn every_precision_static_and_dynamic_is_built_keyed_and_reused() {
             let name = engine.file_name().unwrap().to_string_lossy().into_owned();
             assert!(name.contains(&format!("-{precision}-")), "{name}");
             assert!(
-                name.ends_with(if min == max { "-b4.engine" } else { "-b1_8_8.engine" }),
+                name.ends_with(if min == max {
+                    "-b4.engine"
+                } else {
+                    "-b1_8_8.engine"
+                }),
                 "{name}"
             );
             let again = json_of(&build_in(d, &args));
-            assert_eq!(again["reused"], true, "{model} {precision}: second build must reuse");
+            assert_eq!(
+                again["reused"], true,
+                "{model} {precision}: second build must reuse"
+            );
             assert_eq!(again["engine"], first["engine"]);
             if precision == "int8" {
                 let cal = &again["int8"]["calibration"]["caches"][0];
@@ -127,7 +138,17 @@ fn every_precision_static_and_dynamic_is_built_keyed_and_reused() {
     // A changed --max-batch is another engine, under another name…
     let wider = json_of(&build_in(
         d,
-        &["dyn.onnx", "--input-shape", "-1", "3", "16", "16", "--max-batch", "16", "--json"],
+        &[
+            "dyn.onnx",
+            "--input-shape",
+            "-1",
+            "3",
+            "16",
+            "16",
+            "--max-batch",
+            "16",
+            "--json",
+        ],
     ));
     assert_eq!(wider["reused"], false);
     check_engine(d, &wider, "fp32", 1, 16);
@@ -135,7 +156,19 @@ fn every_precision_static_and_dynamic_is_built_keyed_and_reused() {
     let fixed = |max: &str| {
         build_in(
             d,
-            &["dyn.onnx", "--input-shape", "-1", "3", "16", "16", "--max-batch", max, "-o", "out/m.engine", "--json"],
+            &[
+                "dyn.onnx",
+                "--input-shape",
+                "-1",
+                "3",
+                "16",
+                "16",
+                "--max-batch",
+                max,
+                "-o",
+                "out/m.engine",
+                "--json",
+            ],
         )
     };
     assert_eq!(json_of(&fixed("8"))["reused"], false);
@@ -144,7 +177,8 @@ fn every_precision_static_and_dynamic_is_built_keyed_and_reused() {
     assert_eq!(rebuilt["reused"], false);
     let why = rebuilt["rebuilt_because"].as_array().unwrap();
     assert!(
-        why.iter().any(|w| w.as_str().unwrap().starts_with("profile was")),
+        why.iter()
+            .any(|w| w.as_str().unwrap().starts_with("profile was")),
         "{why:?}"
     );
     check_engine(d, &rebuilt, "fp32", 1, 16);
@@ -158,10 +192,17 @@ fn text_output_says_what_was_built_and_reused() {
     let args = ["clf.onnx", "--fp16", "--input-shape", "-1", "3", "16", "16"];
     let out = build_in(d, &args);
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(text.starts_with("built engines/clf-"), "{text}");
     assert!(text.contains("-fp16-b1_32_64.engine"), "{text}");
-    assert!(text.contains("min 1×3×16×16, opt 32×3×16×16, max 64×3×16×16"), "{text}");
+    assert!(
+        text.contains("min 1×3×16×16, opt 32×3×16×16, max 64×3×16×16"),
+        "{text}"
+    );
     assert!(text.contains("default batch range"), "{text}");
     let again = String::from_utf8_lossy(&build_in(d, &args).stdout).into_owned();
     assert!(again.starts_with("reusing engines/clf-"), "{again}");
@@ -197,14 +238,23 @@ fn bad_input_is_one_line_and_writes_nothing() {
     let shape = ["--input-shape", "-1", "3", "16", "16"];
     let cases: Vec<(Vec<&str>, i32, Vec<&str>)> = vec![
         (vec!["picture.onnx"], 1, vec!["picture.onnx", "PNG"]),
-        (vec!["missing.onnx"], 1, vec!["missing.onnx", "no such file"]),
+        (
+            vec!["missing.onnx"],
+            1,
+            vec!["missing.onnx", "no such file"],
+        ),
         (
             vec!["fancy.onnx"],
             1,
             vec!["fancy.onnx", "'the_fancy_node'", "op FancyOp"],
         ),
         (
-            [&["clf.onnx"][..], &shape, &["--min-batch", "8", "--opt-batch", "4"]].concat(),
+            [
+                &["clf.onnx"][..],
+                &shape,
+                &["--min-batch", "8", "--opt-batch", "4"],
+            ]
+            .concat(),
             1,
             vec!["clf.onnx", "min 8, opt 4"],
         ),
@@ -221,13 +271,21 @@ fn bad_input_is_one_line_and_writes_nothing() {
             1,
             vec!["clf.onnx", "rank 3", "rank 4"],
         ),
-        (vec!["clf.onnx", "--int8"], 2, vec!["--int8 needs calibration data"]),
+        (
+            vec!["clf.onnx", "--int8"],
+            2,
+            vec!["--int8 needs calibration data"],
+        ),
         (
             [&["clf.onnx"][..], &shape, &["-o", "a_file/m.engine"]].concat(),
             1,
             vec!["a_file"],
         ),
-        (vec!["clf.onnx", "--input-shape", "-1", "3"], 1, vec!["clf.onnx", "rank"]),
+        (
+            vec!["clf.onnx", "--input-shape", "-1", "3"],
+            1,
+            vec!["clf.onnx", "rank"],
+        ),
     ];
     for (args, code, needles) in cases {
         let out = build_in(d, &args);
@@ -268,7 +326,10 @@ fn missing_tensorrt_says_what_to_install() {
     assert_clean_error(
         &out,
         1,
-        &["TensorRT-RTX not found", "python3 -m pip install tensorrt-rtx-cu13-libs==1.7.1.116"],
+        &[
+            "TensorRT-RTX not found",
+            "python3 -m pip install tensorrt-rtx-cu13-libs==1.7.1.116",
+        ],
     );
 }
 
@@ -277,7 +338,16 @@ fn a_killed_build_never_leaves_an_engine_that_is_trusted() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     save(d, "clf.onnx", test_models::classifier(None));
-    let args = ["clf.onnx", "--fp16", "--input-shape", "-1", "3", "16", "16", "--rebuild"];
+    let args = [
+        "clf.onnx",
+        "--fp16",
+        "--input-shape",
+        "-1",
+        "3",
+        "16",
+        "16",
+        "--rebuild",
+    ];
     let full = json_of(&build_in(d, &[&args[..], &["--json"]].concat()));
     let engine = d.join(full["engine"].as_str().unwrap());
     let key: trtkit::trt::engine_file::EngineSidecar =
@@ -294,7 +364,9 @@ fn a_killed_build_never_leaves_an_engine_that_is_trusted() {
             .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(step * (build_ms + 100) / 6));
+        std::thread::sleep(std::time::Duration::from_millis(
+            step * (build_ms + 100) / 6,
+        ));
         let _ = child.kill();
         let _ = child.wait();
         // Whatever moment it died at: an engine is either absent, or intact and described by
@@ -305,7 +377,19 @@ fn a_killed_build_never_leaves_an_engine_that_is_trusted() {
                 assert_eq!(found.facts.engine_bytes, bytes.len() as u64);
             }
             Lookup::Missing | Lookup::Stale(_) => {
-                let next = json_of(&build_in(d, &["clf.onnx", "--fp16", "--input-shape", "-1", "3", "16", "16", "--json"]));
+                let next = json_of(&build_in(
+                    d,
+                    &[
+                        "clf.onnx",
+                        "--fp16",
+                        "--input-shape",
+                        "-1",
+                        "3",
+                        "16",
+                        "16",
+                        "--json",
+                    ],
+                ));
                 assert_eq!(next["reused"], false, "a half-written engine was reused");
             }
         }
@@ -333,7 +417,11 @@ fn peer_models_build_or_say_why() {
     use trtkit::trt::build::{build, BuildConfig, BuildObservers};
     use trtkit::trt::engine_file::{BuilderSettings, Precision};
     let root = support::onnx_test_data();
-    assert!(root.is_dir(), "{}: run scripts/fetch-onnx-test-data.sh", root.display());
+    assert!(
+        root.is_dir(),
+        "{}: run scripts/fetch-onnx-test-data.sh",
+        root.display()
+    );
     let mut paths = Vec::new();
     models_under(&root, &mut paths);
     paths.sort();
@@ -377,7 +465,11 @@ fn peer_models_build_or_say_why() {
         eprintln!("{f}");
     }
     eprintln!("built {built} of {} peer models", paths.len());
-    assert!(built >= PEER_BUILD_FLOOR, "built {built} of {}", paths.len());
+    assert!(
+        built >= PEER_BUILD_FLOOR,
+        "built {built} of {}",
+        paths.len()
+    );
     assert_eq!(built + failures.len(), paths.len());
 }
 
@@ -386,13 +478,33 @@ fn inspect_reads_an_engine_and_its_sidecar() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     save(d, "clf.onnx", test_models::classifier(None));
-    let r = json_of(&build_in(d, &["clf.onnx", "--input-shape", "-1", "3", "16", "16", "--max-batch", "8", "--json"]));
+    let r = json_of(&build_in(
+        d,
+        &[
+            "clf.onnx",
+            "--input-shape",
+            "-1",
+            "3",
+            "16",
+            "16",
+            "--max-batch",
+            "8",
+            "--json",
+        ],
+    ));
     let engine = d.join(r["engine"].as_str().unwrap());
     let out = trtkit(&["inspect", engine.to_str().unwrap()]);
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(text.contains("TensorRT-RTX"), "{text}");
-    assert!(text.contains("1×3×16×16") && text.contains("8×3×16×16"), "{text}");
+    assert!(
+        text.contains("1×3×16×16") && text.contains("8×3×16×16"),
+        "{text}"
+    );
     let out = trtkit(&["inspect", engine.to_str().unwrap(), "--layers", "--json"]);
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["flavour"], "tensor-rt-rtx");

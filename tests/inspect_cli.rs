@@ -118,11 +118,6 @@ fn bad_paths_and_foreign_files_are_clean_errors() {
             "not a valid ONNX model",
         ),
         (
-            "model.engine",
-            b"ftrt\x00\x00\x00\x00\xe8\x00\x00\x00rest of an engine".to_vec(),
-            "TensorRT engine",
-        ),
-        (
             "image.png",
             b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR".to_vec(),
             "PNG image",
@@ -134,6 +129,24 @@ fn bad_paths_and_foreign_files_are_clean_errors() {
         let out = trtkit(&["inspect", path.to_str().unwrap()]);
         assert_clean_error(&out, 1, &[name, needle]);
     }
+    // An engine (recognised by its magic, whatever its name) is described, not refused.
+    let engine = d.join("model.onnx");
+    std::fs::write(
+        &engine,
+        b"ftrt\x00\x00\x00\x00\xe8\x00\x00\x00rest of an engine",
+    )
+    .unwrap();
+    let out = trtkit(&["inspect", engine.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("flavour     TensorRT\n") && text.contains("no sidecar"),
+        "{text}"
+    );
     let out = trtkit(&["inspect", d.join("nope.onnx").to_str().unwrap()]);
     assert_clean_error(&out, 1, &["nope.onnx", "no such file"]);
     let out = trtkit(&["inspect", d.to_str().unwrap()]);
@@ -157,8 +170,14 @@ fn doctor_runs_without_a_gpu_and_reports_json() {
         String::from_utf8_lossy(&out.stderr)
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["tensorrt"].as_array().unwrap().len(), 2);
-    assert_eq!(v["tensorrt"][0]["library"], "libnvinfer");
+    let libs: Vec<&str> = v["tensorrt"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["library"].as_str().unwrap())
+        .collect();
+    assert_eq!(libs, ["libtensorrt_rtx", "libnvinfer", "libnvonnxparser"]);
+    assert_eq!(v["tensorrt"][0]["flavour"], "tensor-rt-rtx");
     // Whatever the machine, the GPU list and the driver flag must agree.
     if v["cuda"]["driver_found"] == false {
         assert!(v["cuda"]["gpus"].as_array().unwrap().is_empty());

@@ -136,7 +136,7 @@ pub fn config(args: &BuildArgs) -> Result<BuildConfig> {
             if args.batch_size == 0 {
                 return Err(UsageError("--batch-size must be at least 1".into()).into());
             }
-            Some(Int8Source::Calibrate(CalibrateConfig {
+            Some(Int8Source::Calibrate(Box::new(CalibrateConfig {
                 model: args.model.clone(),
                 calib_data: src.clone(),
                 batch_size: args.batch_size,
@@ -147,7 +147,7 @@ pub fn config(args: &BuildArgs) -> Result<BuildConfig> {
                 measure_plain: false,
                 backend: args.backend.options(args.batch_size),
                 preprocess: args.preprocess.request(),
-            }))
+            })))
         }
         (None, Some(cache)) => Some(Int8Source::Cache(cache.clone())),
         (None, None) => {

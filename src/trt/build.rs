@@ -35,7 +35,7 @@ use std::time::Instant;
 #[derive(Clone, Debug)]
 pub enum Int8Source {
     /// Calibrate (or reuse the keyed cache of an earlier calibration with the same key).
-    Calibrate(CalibrateConfig),
+    Calibrate(Box<CalibrateConfig>),
     /// A calibration cache given by hand (TensorRT's text format).
     Cache(PathBuf),
 }
@@ -187,7 +187,7 @@ fn int8_scales(
         Some(Int8Source::Calibrate(cal)) => {
             let cal = CalibrateConfig {
                 model: config.model.clone(),
-                ..cal.clone()
+                ..(**cal).clone()
             };
             if cal.algorithms.len() != 1 {
                 bail!("an INT8 build takes one range algorithm, {} were given", cal.algorithms.len());
@@ -314,8 +314,10 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
     let (mut model, file_bytes) = OnnxModel::load_with_bytes(&config.model)?;
     let model_sha256 = sha256_hex(&file_bytes);
     let mut changed = false;
+    let mut released_batch = None;
     if !config.input_shapes.is_empty() {
         if let Some(fixed) = fixed_batch_made_dynamic(&model, &config.input_shapes) {
+            released_batch = Some(fixed.clone());
             set_batch(&mut model, Batch::Dynamic).with_context(|| shown.clone())?;
             (observers.note)(&format!(
                 "{shown}: input '{fixed}' was exported with a fixed batch; its batch axis is made dynamic"
@@ -458,6 +460,12 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
         &config.builder,
         observers.builder.clone(),
     )
+    .map_err(|e| match &released_batch {
+        Some(input) if format!("{e:#}").contains("reshape would change volume") => e.context(format!(
+            "input '{input}' was exported with a fixed batch and a Reshape in the graph still pins it: re-export the model with a dynamic batch axis, or build it static (--input-shape with the batch it was exported with)"
+        )),
+        _ => e,
+    })
     .with_context(|| shown.clone())?;
     report.timing.parse_s = built.parse_s;
     report.timing.build_s = built.build_s;
