@@ -13,9 +13,25 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     write_atomic_with(path, |w| w.write_all(bytes).map_err(Into::into))
 }
 
+/// Like [`write_atomic`], without flushing the file to disk before the rename: for files whose
+/// reader verifies them (an engine is checked against the SHA-256 in its sidecar before any
+/// reuse), so that a power loss can at worst leave bytes that fail that check. A killed process
+/// still never leaves a half file under `path`.
+pub fn write_atomic_unsynced(path: &Path, bytes: &[u8]) -> Result<()> {
+    write_atomic_inner(path, false, |w| w.write_all(bytes).map_err(Into::into))
+}
+
 /// Like [`write_atomic`], but lets `fill` stream the content into the temporary file.
 pub fn write_atomic_with(
     path: &Path,
+    fill: impl FnOnce(&mut dyn Write) -> Result<()>,
+) -> Result<()> {
+    write_atomic_inner(path, true, fill)
+}
+
+fn write_atomic_inner(
+    path: &Path,
+    sync: bool,
     fill: impl FnOnce(&mut dyn Write) -> Result<()>,
 ) -> Result<()> {
     let dir = match path.parent() {
@@ -44,9 +60,11 @@ pub fn write_atomic_with(
             .set_permissions(std::fs::Permissions::from_mode(0o644))
             .with_context(|| format!("{}: cannot set permissions", path.display()))?;
     }
-    tmp.as_file()
-        .sync_all()
-        .with_context(|| format!("{}: sync failed", path.display()))?;
+    if sync {
+        tmp.as_file()
+            .sync_all()
+            .with_context(|| format!("{}: sync failed", path.display()))?;
+    }
     tmp.persist(path).map_err(|e| e.error).with_context(|| {
         format!(
             "{}: cannot rename the temporary file into place",

@@ -16,13 +16,12 @@ use super::profile::{resolve_profile, BatchRequest, ExplicitShapes, ShapeProfile
 use crate::calibration::cache::CalibrationTable;
 use crate::calibration::cache::{check_cache_model, sidecar_path as cache_key_path};
 use crate::calibration::job::{calibrate, BatchProgress, CalibrateConfig, CalibrateReport};
-use crate::onnx::external::is_external;
+use crate::onnx::external::{element_count, is_external};
 use crate::onnx::model::sha256_hex;
 use crate::onnx::rewrite::fp16::{to_fp16, Fp16Options, Fp16Report};
 use crate::onnx::rewrite::plan::plan_int8;
 use crate::onnx::rewrite::qdq::insert_qdq;
 use crate::onnx::shape::{apply_input_shapes, model_inputs, set_batch, Batch, DimSpec, InputShape};
-use crate::onnx::summary::summarize;
 use crate::onnx::tensor_info::Dim;
 use crate::onnx::OnnxModel;
 use anyhow::{bail, Context, Result};
@@ -415,7 +414,7 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
     let lookup_s = t_look.elapsed().as_secs_f64();
 
     let t_rewrite = Instant::now();
-    let parameters = summarize(&model, false).parameters;
+    let parameters: u64 = model.graph().initializer.iter().map(element_count).sum();
     match config.precision {
         Precision::Fp32 => {}
         Precision::Fp16 => {

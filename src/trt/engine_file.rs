@@ -5,7 +5,7 @@
 
 use super::loader::Flavour;
 use super::profile::ShapeProfile;
-use crate::atomic_file::write_atomic;
+use crate::atomic_file::{write_atomic, write_atomic_unsynced};
 use crate::onnx::model::sha256_hex;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
@@ -241,7 +241,9 @@ pub fn lookup(path: &Path, key: &EngineKey) -> Lookup {
 
 /// Writes an engine and its sidecar so that no interruption leaves a pair a later run trusts:
 /// the old sidecar goes first, then the engine lands atomically, then the new sidecar (which
-/// holds the engine's hash, checked on every reuse).
+/// holds the engine's hash, checked on every reuse). The engine is not flushed to disk before
+/// its rename (a large engine's fsync costs more than the build of a small one); the hash
+/// check is what makes that safe.
 pub fn store(path: &Path, bytes: &[u8], sidecar: &EngineSidecar) -> Result<()> {
     if engine_flavour(bytes).is_none() {
         bail!(
@@ -257,7 +259,7 @@ pub fn store(path: &Path, bytes: &[u8], sidecar: &EngineSidecar) -> Result<()> {
             return Err(e).with_context(|| format!("{}: cannot replace", side.display()));
         }
     }
-    write_atomic(path, bytes)?;
+    write_atomic_unsynced(path, bytes)?;
     let json = serde_json::to_string_pretty(sidecar)?;
     write_atomic(&side, json.as_bytes())
 }
