@@ -10,7 +10,7 @@ mod support;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use support::{assert_clean_error, save, trtkit};
+use support::{assert_clean_error, files, models_under, save, trtkit};
 use trtkit::onnx::pb::{ModelProto, NodeProto};
 use trtkit::onnx::test_models;
 use trtkit::trt::engine_file::{lookup, Lookup};
@@ -41,17 +41,6 @@ fn json_of(out: &Output) -> Value {
     );
     serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
-}
-
-fn files(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .map(|r| {
-            r.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort();
-    v
 }
 
 /// Checks a fresh engine on disk: TensorRT-RTX magic, sidecar with the expected key.
@@ -392,17 +381,6 @@ fn a_killed_build_never_leaves_an_engine_that_is_trusted() {
                 ));
                 assert_eq!(next["reused"], false, "a half-written engine was reused");
             }
-        }
-    }
-}
-
-fn models_under(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            models_under(&path, out);
-        } else if path.extension().is_some_and(|e| e == "onnx") {
-            out.push(path);
         }
     }
 }

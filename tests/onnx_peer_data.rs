@@ -4,21 +4,12 @@
 
 mod support;
 
+use support::models_under;
+
 use std::path::PathBuf;
 use trtkit::cli::inspect::render;
 use trtkit::onnx::summary::summarize;
 use trtkit::onnx::OnnxModel;
-
-fn models_under(dir: &std::path::Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            models_under(&path, out);
-        } else if path.extension().is_some_and(|e| e == "onnx") {
-            out.push(path);
-        }
-    }
-}
 
 /// Models in the pinned onnx wheel's simple, pytorch-converted, pytorch-operator and light suites.
 const PEER_MODELS: usize = 149;

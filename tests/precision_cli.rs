@@ -2,7 +2,7 @@
 
 mod support;
 
-use support::{assert_clean_error, save, trtkit};
+use support::{assert_clean_error, files, save, trtkit};
 use trtkit::backend::tract::{TractBackend, TractOptions};
 use trtkit::backend::{Backend, HostTensor, TensorData};
 use trtkit::calibration::batches::normal_values;
@@ -16,17 +16,6 @@ fn stdout(out: &std::process::Output) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn files(dir: &std::path::Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .map(|r| {
-            r.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort();
-    v
 }
 
 fn logits(path: &std::path::Path, x: &[f32], batch: usize) -> Vec<f32> {

@@ -37,6 +37,30 @@ pub fn assert_clean_error(out: &Output, code: i32, needles: &[&str]) {
     }
 }
 
+/// The sorted names of the entries of `dir` (empty when it does not exist).
+pub fn files(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .map(|r| {
+            r.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// Every `.onnx` file under `dir`, at any depth, appended to `out`.
+pub fn models_under(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            models_under(&path, out);
+        } else if path.extension().is_some_and(|e| e == "onnx") {
+            out.push(path);
+        }
+    }
+}
+
 /// Where the fetched ONNX backend test data lives.
 pub fn onnx_test_data() -> PathBuf {
     std::env::var_os("TRTKIT_ONNX_TEST_DATA")
