@@ -129,17 +129,35 @@ impl OnnxModel {
         Self::load_with_bytes(path).map(|(model, _)| model)
     }
 
-    /// Like [`OnnxModel::load`], and also returns the file's bytes (to hash them, or to hand
-    /// them on unchanged without serializing the model again).
+    /// Like [`OnnxModel::load`], and also returns the file's bytes (to hand them on unchanged
+    /// without serializing the model again) and their SHA-256, computed on a second thread
+    /// while the protobuf is decoded.
+    pub fn load_hashed(path: &Path) -> Result<(Self, Vec<u8>, String)> {
+        let bytes = read_model_file(path)?;
+        let (model, hash) = std::thread::scope(|s| {
+            let hash = s.spawn(|| sha256_hex(&bytes));
+            let model = Self::from_bytes(path, &bytes);
+            (model, hash.join().expect("hashing does not panic"))
+        });
+        Ok((model?, bytes, hash))
+    }
+
+    /// Like [`OnnxModel::load`], and also returns the file's bytes.
     pub fn load_with_bytes(path: &Path) -> Result<(Self, Vec<u8>)> {
         let bytes = read_model_file(path)?;
-        let proto = decode_model(&bytes).with_context(|| path.display().to_string())?;
+        let model = Self::from_bytes(path, &bytes)?;
+        Ok((model, bytes))
+    }
+
+    /// Decodes and checks the bytes of the model file at `path`.
+    fn from_bytes(path: &Path, bytes: &[u8]) -> Result<Self> {
+        let proto = decode_model(bytes).with_context(|| path.display().to_string())?;
         let model = OnnxModel {
             proto,
             path: path.to_path_buf(),
         };
         check_external_data(&model).with_context(|| path.display().to_string())?;
-        Ok((model, bytes))
+        Ok(model)
     }
 
     /// Wraps an in-memory model; `path` is where it is meant to live (for external data and saving).

@@ -310,8 +310,7 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
         version: libs.version.clone(),
         library: libs.runtime.display().to_string(),
     };
-    let (mut model, file_bytes) = OnnxModel::load_with_bytes(&config.model)?;
-    let model_sha256 = sha256_hex(&file_bytes);
+    let (mut model, file_bytes, model_sha256) = OnnxModel::load_hashed(&config.model)?;
     let mut changed = false;
     let mut released_batch = None;
     if !config.input_shapes.is_empty() {
@@ -322,8 +321,11 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
                 "{shown}: input '{fixed}' was exported with a fixed batch; its batch axis is made dynamic"
             ));
         }
+        let declared = model.graph().input.clone();
         apply_input_shapes(&mut model, &config.input_shapes).with_context(|| shown.clone())?;
-        changed = true;
+        // `-1 3 224 224` on a model that is already dynamic in batch changes nothing: the
+        // file's own bytes go to TensorRT then, without serializing the model again.
+        changed = released_batch.is_some() || model.graph().input != declared;
     }
     let profile: ShapeProfile = resolve_profile(
         &model_inputs(&model),
@@ -473,23 +475,16 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
     let facts = EngineFacts {
         source_model: shown.clone(),
         build_s: built.build_s,
-        engine_bytes: built.bytes.len() as u64,
-        engine_sha256: sha256_hex(&built.bytes),
+        engine_bytes: 0,
+        engine_sha256: String::new(),
         onnx_nodes: model.graph().node.len(),
         parameters,
         network_layers: built.layers,
         io: built.io,
     };
-    store(
-        &path,
-        &built.bytes,
-        &EngineSidecar {
-            key,
-            facts: facts.clone(),
-        },
-    )?;
-    report.engine_bytes = facts.engine_bytes;
-    report.facts = facts;
+    let written = store(&path, &built.bytes, EngineSidecar { key, facts })?;
+    report.engine_bytes = written.facts.engine_bytes;
+    report.facts = written.facts;
     report.timing.write_s = lookup_s + t_write.elapsed().as_secs_f64();
     report.timing.total_s = start.elapsed().as_secs_f64();
     Ok(report)

@@ -240,11 +240,12 @@ pub fn lookup(path: &Path, key: &EngineKey) -> Lookup {
 }
 
 /// Writes an engine and its sidecar so that no interruption leaves a pair a later run trusts:
-/// the old sidecar goes first, then the engine lands atomically, then the new sidecar (which
-/// holds the engine's hash, checked on every reuse). The engine is not flushed to disk before
-/// its rename (a large engine's fsync costs more than the build of a small one); the hash
-/// check is what makes that safe.
-pub fn store(path: &Path, bytes: &[u8], sidecar: &EngineSidecar) -> Result<()> {
+/// the old sidecar goes first, then the engine lands atomically, then the new sidecar, which
+/// holds the engine's SHA-256 (computed here, on a second thread while the engine is written,
+/// and checked on every reuse). The engine is not flushed to disk before its rename (a large
+/// engine's fsync costs more than the build of a small one); the hash check is what makes that
+/// safe. Returns the sidecar as written.
+pub fn store(path: &Path, bytes: &[u8], mut sidecar: EngineSidecar) -> Result<EngineSidecar> {
     if engine_flavour(bytes).is_none() {
         bail!(
             "{}: TensorRT returned bytes that do not start with an engine magic; nothing written",
@@ -259,9 +260,16 @@ pub fn store(path: &Path, bytes: &[u8], sidecar: &EngineSidecar) -> Result<()> {
             return Err(e).with_context(|| format!("{}: cannot replace", side.display()));
         }
     }
-    write_atomic_unsynced(path, bytes)?;
-    let json = serde_json::to_string_pretty(sidecar)?;
-    write_atomic(&side, json.as_bytes())
+    let hash = std::thread::scope(|s| {
+        let hash = s.spawn(|| sha256_hex(bytes));
+        let written = write_atomic_unsynced(path, bytes);
+        written.map(|()| hash.join().expect("hashing does not panic"))
+    })?;
+    sidecar.facts.engine_bytes = bytes.len() as u64;
+    sidecar.facts.engine_sha256 = hash;
+    let json = serde_json::to_string_pretty(&sidecar)?;
+    write_atomic(&side, json.as_bytes())?;
+    Ok(sidecar)
 }
 
 #[cfg(test)]
@@ -332,7 +340,7 @@ mod tests {
         let path = dir.path().join("m.engine");
         assert!(matches!(lookup(&path, &key()), Lookup::Missing));
         let bytes = b"vtrt engine bytes".to_vec();
-        store(&path, &bytes, &sidecar(&bytes)).unwrap();
+        store(&path, &bytes, sidecar(b"ignored")).unwrap();
         assert!(matches!(lookup(&path, &key()), Lookup::Hit(_)));
 
         let mut other = key();
@@ -357,7 +365,7 @@ mod tests {
     fn store_refuses_bytes_that_are_not_an_engine() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("m.engine");
-        let err = store(&path, b"junk", &sidecar(b"junk")).unwrap_err();
+        let err = store(&path, b"junk", sidecar(b"junk")).unwrap_err();
         assert!(err.to_string().contains("magic"), "{err}");
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     }
