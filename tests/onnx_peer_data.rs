@@ -6,7 +6,6 @@ mod support;
 
 use support::models_under;
 
-use std::path::PathBuf;
 use trtkit::cli::inspect::render;
 use trtkit::onnx::summary::summarize;
 use trtkit::onnx::OnnxModel;
