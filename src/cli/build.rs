@@ -5,15 +5,16 @@ use crate::calibration::job::CalibrateConfig;
 use crate::cli::backend_args::BackendArgs;
 use crate::cli::calibrate::{algorithms, AlgoArg, CalibrationBar};
 use crate::cli::preprocess_args::PreprocessArgs;
+use crate::cli::quantize::keep_fp32_list;
 use crate::cli::UsageError;
-use crate::onnx::rewrite::fp16::{Fp16Options, DEFAULT_KEEP_FP32};
+use crate::onnx::rewrite::fp16::Fp16Options;
 use crate::onnx::shape::parse_input_shapes;
 use crate::report::format::{bytes, json};
 use crate::trt::build::{build, BuildConfig, BuildObservers, BuildReport, Int8Source};
 use crate::trt::builder::BuildProgress;
 use crate::trt::engine_file::{BuilderSettings, Precision};
 use crate::trt::loader::DIR_ENV;
-use crate::trt::profile::{parse_named_shapes, BatchRequest, ExplicitShapes};
+use crate::trt::profile::{format_shape, parse_named_shapes, BatchRequest, ExplicitShapes};
 use anyhow::Result;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -157,11 +158,7 @@ pub fn config(args: &BuildArgs) -> Result<BuildConfig> {
             .into())
         }
     };
-    let keep_fp32 = match &args.keep_fp32 {
-        Some(list) if list.len() == 1 && list[0] == "none" => vec![],
-        Some(list) => list.iter().map(|s| s.trim().to_string()).collect(),
-        None => DEFAULT_KEEP_FP32.iter().map(|s| s.to_string()).collect(),
-    };
+    let keep_fp32 = keep_fp32_list(args.keep_fp32.as_deref());
     Ok(BuildConfig {
         model: args.model.clone(),
         input_shapes: parse_input_shapes(&args.input_shape).map_err(usage)?,
@@ -261,19 +258,6 @@ pub fn run(args: BuildArgs) -> Result<()> {
     Ok(())
 }
 
-fn dims(d: &[i64]) -> String {
-    d.iter()
-        .map(|v| {
-            if *v < 0 {
-                "?".to_string()
-            } else {
-                v.to_string()
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("×")
-}
-
 /// The terminal rendering of a build report.
 pub fn render(r: &BuildReport) -> String {
     let mut out = String::new();
@@ -332,7 +316,7 @@ pub fn render(r: &BuildReport) -> String {
         .facts
         .io
         .iter()
-        .map(|t| format!("{} {} {} {}", t.io, t.name, t.dtype, dims(&t.dims)))
+        .map(|t| format!("{} {} {} {}", t.io, t.name, t.dtype, format_shape(&t.dims)))
         .collect();
     out += &format!(
         "  {:<10}{} layers; {}\n",

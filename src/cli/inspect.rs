@@ -8,6 +8,7 @@ use crate::report::table::{Align, Table};
 use crate::trt::engine_file::file_flavour;
 use crate::trt::inspect::{inspect_engine, EngineInspection};
 use crate::trt::loader::DIR_ENV;
+use crate::trt::profile::format_shape;
 use clap::Args;
 use std::path::PathBuf;
 
@@ -196,12 +197,7 @@ pub fn render_engine(e: &EngineInspection) -> String {
             );
             let mut io = Table::new(&["", "name", "dtype", "shape", "min", "opt", "max"])
                 .with_align(&[Align::Left; 7]);
-            let dims = |d: &[i64]| {
-                d.iter()
-                    .map(|v| if *v < 0 { "?".into() } else { v.to_string() })
-                    .collect::<Vec<_>>()
-                    .join("×")
-            };
+            let dims = format_shape;
             for t in &f.io {
                 let p = k.profile.inputs.iter().find(|p| p.name == t.name);
                 io.row(vec![

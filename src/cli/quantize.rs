@@ -102,11 +102,7 @@ pub fn run(args: QuantizeArgs) -> Result<()> {
         insert_qdq(&model, &plan, &table.scales)
             .with_context(|| format!("{shown} with {}", cache_path.display()))?
     } else {
-        let keep = match &args.keep_fp32 {
-            Some(list) if list.len() == 1 && list[0] == "none" => vec![],
-            Some(list) => list.iter().map(|s| s.trim().to_string()).collect(),
-            None => DEFAULT_KEEP_FP32.iter().map(|s| s.to_string()).collect(),
-        };
+        let keep = keep_fp32_list(args.keep_fp32.as_deref());
         let options = Fp16Options {
             keep_fp32: keep.clone(),
             fp16_io: args.fp16_io,
@@ -152,4 +148,13 @@ pub fn run(args: QuantizeArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// The ops `--keep-fp32` keeps in float32: the list given, none for `none`, else the defaults.
+pub fn keep_fp32_list(flag: Option<&[String]>) -> Vec<String> {
+    match flag {
+        Some([only]) if only == "none" => vec![],
+        Some(list) => list.iter().map(|s| s.trim().to_string()).collect(),
+        None => DEFAULT_KEEP_FP32.iter().map(|s| s.to_string()).collect(),
+    }
 }

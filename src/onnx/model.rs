@@ -126,7 +126,7 @@ impl OnnxModel {
     ///
     /// Every error starts with the path, so the one-line message names the file.
     pub fn load(path: &Path) -> Result<Self> {
-        Self::load_with_bytes(path).map(|(model, _)| model)
+        Self::from_bytes(path, &read_model_file(path)?)
     }
 
     /// Like [`OnnxModel::load`], and also returns the file's bytes (to hand them on unchanged
@@ -140,13 +140,6 @@ impl OnnxModel {
             (model, hash.join().expect("hashing does not panic"))
         });
         Ok((model?, bytes, hash))
-    }
-
-    /// Like [`OnnxModel::load`], and also returns the file's bytes.
-    pub fn load_with_bytes(path: &Path) -> Result<(Self, Vec<u8>)> {
-        let bytes = read_model_file(path)?;
-        let model = Self::from_bytes(path, &bytes)?;
-        Ok((model, bytes))
     }
 
     /// Decodes and checks the bytes of the model file at `path`.

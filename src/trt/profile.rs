@@ -67,6 +67,20 @@ impl BatchRequest {
     }
 }
 
+/// Dims as `1×3×224×224`, a dynamic axis (negative) as `?`.
+pub fn format_shape(dims: &[i64]) -> String {
+    dims.iter()
+        .map(|v| {
+            if *v < 0 {
+                "?".to_string()
+            } else {
+                v.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("×")
+}
+
 /// One named shape from `--min-shapes`/`--opt-shapes`/`--max-shapes`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NamedShape {
@@ -188,7 +202,7 @@ impl ShapeProfile {
 
     /// One line per input: `input  1×3×224×224 … 64×3×224×224 (opt 32×3×224×224)`.
     pub fn describe(&self) -> Vec<String> {
-        let dims = |d: &[i64]| d.iter().map(i64::to_string).collect::<Vec<_>>().join("×");
+        let dims = format_shape;
         self.inputs
             .iter()
             .map(|i| {
