@@ -3,7 +3,7 @@
 
 use crate::calibration::job::CalibrateConfig;
 use crate::cli::backend_args::BackendArgs;
-use crate::cli::calibrate::{algorithms, AlgoArg, CalibrationBar};
+use crate::cli::calibrate::{algorithms, cache_lines, AlgoArg, CalibrationBar};
 use crate::cli::preprocess_args::PreprocessArgs;
 use crate::cli::quantize::keep_fp32_list;
 use crate::cli::UsageError;
@@ -261,6 +261,11 @@ pub fn run(args: BuildArgs) -> Result<()> {
 /// The terminal rendering of a build report.
 pub fn render(r: &BuildReport) -> String {
     let mut out = String::new();
+    if let Some(cal) = r.int8.as_ref().and_then(|i| i.calibration.as_ref()) {
+        for line in cache_lines(cal) {
+            out += &format!("{line}\n");
+        }
+    }
     let k = &r.key;
     if r.reused {
         out += &format!(

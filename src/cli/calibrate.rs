@@ -97,7 +97,9 @@ pub fn run(args: CalibrateArgs, verbose: bool) -> Result<()> {
         print!("{}", json(&report)?);
         return Ok(());
     }
-    render_caches(&report);
+    for line in cache_lines(&report) {
+        println!("{line}");
+    }
     if let (Some(tm), Some(backend)) = (&report.timing, &report.backend) {
         println!(
             "time on {backend}: model with histograms {:.2} s ({:.2} s of histogram thread-time inside), search {:.3} s, total {:.2} s",
@@ -135,12 +137,13 @@ pub fn config(args: &CalibrateArgs) -> Result<CalibrateConfig> {
     })
 }
 
-/// Prints one line per cache: reused (and why it could be), or calibrated (and why it was).
-pub fn render_caches(report: &CalibrateReport) {
+/// One line per cache: reused (and why it could be), or calibrated (and why it was).
+pub fn cache_lines(report: &CalibrateReport) -> Vec<String> {
+    let mut lines = Vec::new();
     for c in &report.caches {
         let k = &c.key;
         if c.reused {
-            println!(
+            lines.push(format!(
                 "reusing {} ({} tensors): its key matches (model {}, {} images, {}, batch {})",
                 c.cache,
                 c.tensors.len(),
@@ -148,13 +151,13 @@ pub fn render_caches(report: &CalibrateReport) {
                 k.image_count,
                 k.algorithm,
                 k.batch_size
-            );
+            ));
             continue;
         }
         for why in &c.recalibrated_because {
-            println!("recalibrating: {why}");
+            lines.push(format!("recalibrating: {why}"));
         }
-        println!(
+        lines.push(format!(
             "calibrated {} tensors of {} over {} images at batch {} ({}) → {}",
             c.tensors.len(),
             report.model,
@@ -162,8 +165,9 @@ pub fn render_caches(report: &CalibrateReport) {
             k.batch_size,
             k.algorithm,
             c.cache
-        );
+        ));
     }
+    lines
 }
 
 fn ranges_table(ranges: &[TensorRange]) -> Table {

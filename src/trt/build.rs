@@ -11,10 +11,10 @@ use super::engine_file::{
     engine_path, lookup, store, BuilderSettings, EngineFacts, EngineKey, EngineSidecar, Lookup,
     Precision,
 };
-use super::loader::{check_rtx_version, locate_rtx, Flavour, RtxLibraries};
+use super::loader::{locate_usable_rtx, Flavour};
 use super::profile::{resolve_profile, BatchRequest, ExplicitShapes, ShapeProfile};
+use crate::calibration::cache::check_cache_model;
 use crate::calibration::cache::CalibrationTable;
-use crate::calibration::cache::{check_cache_model, sidecar_path as cache_key_path};
 use crate::calibration::job::{calibrate, BatchProgress, CalibrateConfig, CalibrateReport};
 use crate::onnx::external::{element_count, is_external};
 use crate::onnx::model::sha256_hex;
@@ -192,37 +192,19 @@ fn int8_scales(
                 bail!("an INT8 build takes one range algorithm, {} were given", cal.algorithms.len());
             }
             let report = calibrate(&cal, observers.calibration)?;
+            // The scales and the key are in the report, whether the cache was reused or written.
             let cache = &report.caches[0];
-            if cache.reused {
-                (observers.note)(&format!(
-                    "reusing calibration {} (its key matches: model {}, {} images, {}, batch {})",
-                    cache.cache,
-                    cache.key.model_hash8(),
-                    cache.key.image_count,
-                    cache.key.algorithm,
-                    cache.key.batch_size
-                ));
-            } else {
-                for why in &cache.recalibrated_because {
-                    (observers.note)(&format!("recalibrating: {why}"));
-                }
-                (observers.note)(&format!(
-                    "calibrated {} tensors over {} images at batch {} ({}) → {}",
-                    cache.tensors.len(),
-                    cache.key.image_count,
-                    cache.key.batch_size,
-                    cache.key.algorithm,
-                    cache.cache
-                ));
-            }
-            let path = PathBuf::from(&cache.cache);
-            let table = CalibrationTable::load(&path)?;
-            let key_text = std::fs::read(cache_key_path(&path)).unwrap_or_default();
+            let table = CalibrationTable {
+                calibrator: String::new(),
+                scales: cache.tensors.iter().map(|t| (t.tensor.clone(), t.scale)).collect(),
+            };
+            let key_hash = sha256_hex(serde_json::to_string(&cache.key)?.as_bytes());
+            let cache = cache.cache.clone();
             Ok(Scales {
                 table,
-                key_hash: sha256_hex(&key_text),
+                key_hash,
                 summary: Int8Summary {
-                    cache: cache.cache.clone(),
+                    cache,
                     calibration: Some(report),
                     quantized_activations: None,
                     quantized_weights: None,
@@ -291,12 +273,6 @@ fn check_writable(engine: &std::path::Path) -> Result<()> {
     Ok(())
 }
 
-fn found_tensorrt(config: &BuildConfig) -> Result<RtxLibraries> {
-    let libs = locate_rtx(config.tensorrt_dir.as_deref())?;
-    check_rtx_version(&libs)?;
-    Ok(libs)
-}
-
 /// Runs the build (or reuses the engine whose key matches).
 pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildReport> {
     let start = Instant::now();
@@ -304,7 +280,7 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
     if config.precision != Precision::Int8 && config.int8.is_some() {
         bail!("calibration data or a calibration cache was given without --int8");
     }
-    let libs = found_tensorrt(config)?;
+    let libs = locate_usable_rtx(config.tensorrt_dir.as_deref())?;
     let tensorrt = TensorRtUsed {
         flavour: Flavour::TensorRtRtx,
         version: libs.version.clone(),

@@ -63,7 +63,7 @@ pub fn load(libs: &RtxLibraries) -> Result<()> {
 
 /// Collects TensorRT's errors (for the error message) and forwards the rest to `tracing`.
 #[derive(Clone, Default)]
-struct LogCollector {
+pub(super) struct LogCollector {
     errors: Arc<Mutex<Vec<String>>>,
 }
 
@@ -84,7 +84,8 @@ impl LogHandler for LogCollector {
 }
 
 impl LogCollector {
-    fn take(&self) -> Vec<String> {
+    /// The errors collected so far, leaving none.
+    pub(super) fn take(&self) -> Vec<String> {
         self.errors
             .lock()
             .map(|mut e| std::mem::take(&mut *e))

@@ -2,13 +2,14 @@
 //! it (key, build facts, I/O, profile), and — where this machine's GPU can deserialize it —
 //! the layer list from TensorRT's engine inspector.
 
+use super::builder::LogCollector;
 use super::engine_file::{file_flavour, read_sidecar, sidecar_path, EngineSidecar};
-use super::loader::{can_run_on, check_rtx_version, locate_rtx, Flavour};
+use super::loader::{can_run_on, locate_usable_rtx, Flavour};
 use crate::cuda::info::driver_info;
 use anyhow::{anyhow, bail, Result};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
-use trtx::{LayerInformationFormat, LogHandler, Logger, Runtime, Severity};
+use trtx::{LayerInformationFormat, Logger, Runtime};
 
 /// What `inspect` says about an engine.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -66,22 +67,6 @@ pub fn inspect_engine(
     Ok(out)
 }
 
-/// Collects TensorRT's error lines.
-#[derive(Clone, Default)]
-struct Errors(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
-
-impl LogHandler for Errors {
-    fn log(&self, severity: Severity, message: &str) {
-        if severity <= Severity::Error {
-            if let Ok(mut e) = self.0.lock() {
-                e.push(message.replace('\n', " "));
-            }
-        } else {
-            tracing::debug!("TensorRT: {message}");
-        }
-    }
-}
-
 fn layer_list(path: &Path, flavour: Flavour, tensorrt_dir: Option<&Path>) -> Result<Vec<String>> {
     if flavour == Flavour::TensorRt {
         bail!("a TensorRT (libnvinfer) engine; this trtkit binds TensorRT-RTX and cannot deserialize it");
@@ -97,15 +82,14 @@ fn layer_list(path: &Path, flavour: Flavour, tensorrt_dir: Option<&Path>) -> Res
     if !ok {
         bail!("{why}");
     }
-    let libs = locate_rtx(tensorrt_dir)?;
-    check_rtx_version(&libs)?;
+    let libs = locate_usable_rtx(tensorrt_dir)?;
     super::builder::load(&libs)?;
     let bytes = std::fs::read(path)?;
-    let errors = Errors::default();
+    let errors = LogCollector::default();
     let logger = Logger::new(errors.clone()).map_err(|e| anyhow!("TensorRT logger: {e}"))?;
     let mut runtime = Runtime::new(&logger).map_err(|e| anyhow!("TensorRT runtime: {e}"))?;
     let engine = runtime.deserialize_cuda_engine(&bytes).map_err(|e| {
-        let said = errors.0.lock().map(|e| e.join("; ")).unwrap_or_default();
+        let said = errors.take().join("; ").replace('\n', " ");
         anyhow!(
             "TensorRT-RTX could not deserialize it on {} (compute capability {}): {}",
             gpu.name,

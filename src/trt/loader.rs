@@ -256,6 +256,13 @@ pub fn check_rtx_version(libs: &RtxLibraries) -> Result<()> {
     Ok(())
 }
 
+/// [`locate_rtx`], then [`check_rtx_version`]: the TensorRT-RTX this binary can drive.
+pub fn locate_usable_rtx(dir: Option<&Path>) -> Result<RtxLibraries> {
+    let libs = locate_rtx(dir)?;
+    check_rtx_version(&libs)?;
+    Ok(libs)
+}
+
 /// Looks for every TensorRT library trtkit knows and reports what it found (for `doctor`).
 pub fn probe_tensorrt() -> Vec<LibraryProbe> {
     let rtx = locate_rtx(None);
