@@ -3,10 +3,10 @@
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use std::hint::black_box;
-use trtkit::backend::{HostTensor, TensorData};
 use trtkit::metrics::closeness::{closeness, Tolerance};
 use trtkit::metrics::compare::compare_outputs;
 use trtkit::metrics::topk::topk;
+use trtkit::tensor::{HostTensor, TensorData};
 
 const SAMPLES: usize = 5_000;
 const CLASSES: usize = 1_000;

@@ -12,4 +12,5 @@ pub mod data;
 pub mod metrics;
 pub mod onnx;
 pub mod report;
+pub mod tensor;
 pub mod trt;

@@ -3,12 +3,12 @@
 mod support;
 
 use support::{assert_clean_error, save, trtkit};
-use trtkit::backend::{HostTensor, TensorData};
 use trtkit::data::npz;
 use trtkit::onnx::builder::GraphBuilder;
 use trtkit::onnx::pb::tensor_proto::DataType;
-use trtkit::onnx::tensor_info::Dim;
 use trtkit::onnx::test_models::classifier;
+use trtkit::tensor::Dim;
+use trtkit::tensor::{HostTensor, TensorData};
 
 fn json(out: &std::process::Output) -> serde_json::Value {
     assert!(

@@ -10,11 +10,11 @@ mod support;
 
 use std::path::{Path, PathBuf};
 use trtkit::backend::select::{open, BackendKind, BackendOptions};
-use trtkit::backend::HostTensor;
 use trtkit::data::proto;
 use trtkit::metrics::closeness::Tolerance;
 use trtkit::metrics::compare::compare_outputs;
 use trtkit::onnx::OnnxModel;
+use trtkit::tensor::HostTensor;
 
 /// Cases with inputs and expected outputs in the pinned onnx wheel's test data.
 const CASES: usize = 140;

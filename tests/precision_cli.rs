@@ -4,10 +4,11 @@ mod support;
 
 use support::{assert_clean_error, files, save, trtkit};
 use trtkit::backend::tract::{TractBackend, TractOptions};
-use trtkit::backend::{Backend, HostTensor, TensorData};
+use trtkit::backend::Backend;
 use trtkit::calibration::batches::normal_values;
 use trtkit::onnx::test_models;
 use trtkit::onnx::OnnxModel;
+use trtkit::tensor::{HostTensor, TensorData};
 
 fn stdout(out: &std::process::Output) -> String {
     assert!(

@@ -8,7 +8,7 @@ use support::{assert_clean_error, save, trtkit, write_jpeg};
 use trtkit::onnx::builder::{attr_int, tensor_f32, GraphBuilder};
 use trtkit::onnx::pb::tensor_proto::DataType;
 use trtkit::onnx::pb::ModelProto;
-use trtkit::onnx::tensor_info::Dim;
+use trtkit::tensor::Dim;
 
 const CLASSES: usize = 8;
 

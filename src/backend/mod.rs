@@ -4,56 +4,12 @@
 
 pub mod ort;
 pub mod select;
-pub mod tensor;
 pub mod tract;
 
-use crate::onnx::tensor_info::Dim;
+use crate::tensor::{Dim, HostTensor, IoSpec, TensorData};
 use anyhow::Result;
 use serde::Serialize;
 use std::time::Duration;
-pub use tensor::{ElemType, HostTensor, TensorData};
-
-/// One input or output of a backend: name, element type and dims (symbolic batch allowed).
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct IoSpec {
-    /// Tensor name.
-    pub name: String,
-    /// Element type.
-    pub elem_type: ElemType,
-    /// Dims as the backend will run them; `Dim::Symbol` for a dynamic axis.
-    pub dims: Vec<Dim>,
-}
-
-impl IoSpec {
-    /// Concrete dims for a batch size: axis 0 takes `batch` when it is not fixed; any other
-    /// non-fixed axis is an error naming the tensor.
-    pub fn concrete_shape(&self, batch: usize) -> Result<Vec<usize>> {
-        self.dims
-            .iter()
-            .enumerate()
-            .map(|(axis, d)| match d {
-                Dim::Fixed(n) => Ok(*n as usize),
-                _ if axis == 0 => Ok(batch),
-                other => anyhow::bail!(
-                    "tensor '{}': axis {axis} is '{other}', which is not fixed; give it with --input-shape",
-                    self.name
-                ),
-            })
-            .collect()
-    }
-}
-
-/// Refuses a call to [`Backend::run`] with another number of tensors than the backend takes.
-pub fn check_input_count(specs: &[IoSpec], inputs: &[HostTensor]) -> Result<()> {
-    if inputs.len() != specs.len() {
-        anyhow::bail!(
-            "the model takes {} inputs, got {}",
-            specs.len(),
-            inputs.len()
-        );
-    }
-    Ok(())
-}
 
 /// What one call to [`Backend::run`] returns.
 #[derive(Clone, Debug)]

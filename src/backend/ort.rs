@@ -2,12 +2,11 @@
 //! library is loaded at run time, never downloaded at build time: `ORT_DYLIB_PATH`, else the
 //! `libonnxruntime.so.*` shipped in the `onnxruntime` Python package's `capi/` folder.
 
-use super::{
-    check_input_count, Backend, ElemType, HostTensor, IoSpec, OutputVisitor, RunOutput, TensorData,
-};
+use super::{Backend, OutputVisitor, RunOutput};
 use crate::onnx::shape::{apply_input_shapes, set_batch, Batch, InputShape};
-use crate::onnx::tensor_info::Dim;
 use crate::onnx::OnnxModel;
+use crate::tensor::Dim;
+use crate::tensor::{check_input_count, ElemType, HostTensor, IoSpec, TensorData};
 use anyhow::{anyhow, bail, Context, Result};
 use ort::session::{builder::GraphOptimizationLevel, Session, SessionInputValue, SessionOutputs};
 use ort::value::{DynValue, Tensor, TensorElementType, ValueType};

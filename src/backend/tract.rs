@@ -3,14 +3,12 @@
 //! batch is split into chunks run side by side, and each chunk's matrix products run on
 //! tract-linalg's multithreaded executor. `Device::Cuda` runs tract's CUDA runtime instead.
 
-use super::{
-    check_input_count, Backend, Device, ElemType, HostTensor, IoSpec, OutputVisitor, RunOutput,
-    TensorData,
-};
+use super::{Backend, Device, OutputVisitor, RunOutput};
 use crate::data::batch::{concat, slice_padded, truncate};
 use crate::onnx::shape::{apply_input_shapes, model_inputs, set_batch, Batch, InputShape};
-use crate::onnx::tensor_info::Dim;
 use crate::onnx::OnnxModel;
+use crate::tensor::Dim;
+use crate::tensor::{check_input_count, ElemType, HostTensor, IoSpec, TensorData};
 use anyhow::{bail, Context, Result};
 use rayon::prelude::*;
 use std::time::{Duration, Instant};

@@ -5,8 +5,8 @@
 //! tests and timing. The ImageFolder loader with the model's preprocessing
 //! (`image_batches`) implements the same trait.
 
-use crate::backend::{HostTensor, TensorData};
 use crate::data::npz;
+use crate::tensor::{HostTensor, TensorData};
 use anyhow::{bail, Context, Result};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};

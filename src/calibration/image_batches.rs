@@ -2,10 +2,10 @@
 //! preprocessed by the dataset loader with the model's preprocessing.
 
 use super::batches::{batch_tensor, take_front, usable, CalibrationBatches};
-use crate::backend::HostTensor;
 use crate::data::dataset::{Sample, IMAGE_EXTENSIONS};
 use crate::data::loader::Loader;
 use crate::data::preprocess::PreprocessRequest;
+use crate::tensor::HostTensor;
 use anyhow::{bail, Context, Result};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};

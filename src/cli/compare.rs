@@ -4,17 +4,18 @@
 
 use super::UsageError;
 use crate::backend::select::{open, BackendKind, BackendOptions};
-use crate::backend::{Device, HostTensor, IoSpec};
+use crate::backend::Device;
 use crate::data::batch::{concat, slice_padded, truncate};
 use crate::data::npz;
 use crate::data::synthetic::{InputDistribution, RandomInputs};
 use crate::metrics::closeness::Tolerance;
 use crate::metrics::compare::{compare_outputs, OutputComparison};
 use crate::onnx::shape::{apply_input_shapes, model_inputs, parse_input_shapes};
-use crate::onnx::tensor_info::Dim;
 use crate::onnx::OnnxModel;
 use crate::report::format::json;
 use crate::report::table::Table;
+use crate::tensor::Dim;
+use crate::tensor::{HostTensor, IoSpec};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use serde::Serialize;
@@ -436,15 +437,14 @@ fn declared_inputs(model: &OnnxModel) -> Result<Vec<IoSpec>> {
     model_inputs(model)
         .into_iter()
         .map(|i| {
-            let elem_type =
-                crate::backend::ElemType::from_onnx(i.dtype_code).with_context(|| {
-                    format!(
-                        "{}: input '{}' is {}, which trtkit cannot feed",
-                        model.path.display(),
-                        i.name,
-                        i.dtype
-                    )
-                })?;
+            let elem_type = crate::onnx::dtype::elem_type(i.dtype_code).with_context(|| {
+                format!(
+                    "{}: input '{}' is {}, which trtkit cannot feed",
+                    model.path.display(),
+                    i.name,
+                    i.dtype
+                )
+            })?;
             let dims = i.dims.with_context(|| {
                 format!(
                     "{}: input '{}' declares no shape; give it with --input-shape",

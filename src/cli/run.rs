@@ -7,7 +7,7 @@
 
 use crate::atomic_file::write_atomic;
 use crate::backend::select::open;
-use crate::backend::{Backend, Device, ElemType, HostTensor, IoSpec, TensorData};
+use crate::backend::{Backend, Device};
 use crate::cli::backend_args::BackendArgs;
 use crate::cli::UsageError;
 use crate::cuda::device::Gpu;
@@ -16,6 +16,7 @@ use crate::metrics::latency::{throughput, IterationSpans, SpanStats, Stats};
 use crate::onnx::OnnxModel;
 use crate::report::format::{bytes, json};
 use crate::report::table::Table;
+use crate::tensor::{ElemType, HostTensor, IoSpec, TensorData};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use serde::Serialize;

@@ -4,7 +4,7 @@
 
 use crate::atomic_file::write_atomic_with;
 use crate::backend::select::open;
-use crate::backend::{Backend, ElemType, HostTensor, TensorData};
+use crate::backend::Backend;
 use crate::cli::backend_args::BackendArgs;
 use crate::cli::preprocess_args::PreprocessArgs;
 use crate::cli::UsageError;
@@ -12,10 +12,11 @@ use crate::data::dataset::{Dataset, DatasetOptions};
 use crate::data::loader::{Failure, Loader};
 use crate::data::preprocess::{Layout, Preprocess};
 use crate::metrics::accuracy::TopKAccuracy;
-use crate::onnx::tensor_info::Dim;
 use crate::onnx::OnnxModel;
 use crate::report::format::json;
 use crate::report::table::{Align, Table};
+use crate::tensor::Dim;
+use crate::tensor::{ElemType, HostTensor, TensorData};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};

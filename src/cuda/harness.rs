@@ -12,8 +12,8 @@
 use super::device::{Gpu, MemInfo, Stream};
 use super::enqueue::{GpuEnqueue, IoBindings, TensorBinding};
 use super::memory::{copy_d2h_async, copy_h2d_async, DeviceBuffer, PinnedBuffer};
-use crate::backend::{ElemType, IoSpec};
 use crate::metrics::latency::{throughput, EventTimes, IterationSpans};
+use crate::tensor::{ElemType, IoSpec};
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use std::collections::VecDeque;

@@ -5,8 +5,8 @@
 use super::device::{driver_err, Gpu, Stream};
 use super::enqueue::{GpuEnqueue, IoBindings};
 use super::memory::DeviceBuffer;
-use crate::backend::{ElemType, IoSpec};
-use crate::onnx::tensor_info::Dim;
+use crate::tensor::Dim;
+use crate::tensor::{ElemType, IoSpec};
 use anyhow::{bail, Result};
 use cudarc::driver::{safe, LaunchConfig, PushKernelArg};
 use std::sync::Arc;

@@ -1,6 +1,6 @@
 //! Splitting host tensors along the batch axis and joining them back.
 
-use crate::backend::{HostTensor, TensorData};
+use crate::tensor::{HostTensor, TensorData};
 use anyhow::{bail, Result};
 
 fn slice_data(data: &TensorData, from: usize, to: usize) -> TensorData {

@@ -1,7 +1,7 @@
 //! A small reader and writer for numpy's `.npy` format (versions 1.0 to 3.0, C order,
 //! little-endian), enough to move host tensors to and from Python.
 
-use crate::backend::{ElemType, HostTensor, TensorData};
+use crate::tensor::{ElemType, HostTensor, TensorData};
 use anyhow::{bail, Context, Result};
 use half::f16;
 

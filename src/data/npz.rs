@@ -3,7 +3,7 @@
 
 use super::npy;
 use crate::atomic_file::write_atomic;
-use crate::backend::HostTensor;
+use crate::tensor::HostTensor;
 use anyhow::{bail, Context, Result};
 use std::io::{Cursor, Read, Write};
 use std::path::Path;
@@ -72,7 +72,7 @@ pub fn load_bytes(path: &Path, bytes: &[u8]) -> Result<Vec<HostTensor>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::TensorData;
+    use crate::tensor::TensorData;
 
     #[test]
     fn saves_and_loads_named_arrays() {

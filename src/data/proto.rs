@@ -2,8 +2,8 @@
 //! tensors.
 
 use super::npy::data_from_bytes;
-use crate::backend::{ElemType, HostTensor, TensorData};
 use crate::onnx::pb::TensorProto;
+use crate::tensor::{ElemType, HostTensor, TensorData};
 use anyhow::{bail, Context, Result};
 use half::f16;
 use prost::Message;
@@ -11,7 +11,7 @@ use std::path::Path;
 
 /// Converts a decoded `TensorProto` (raw or typed fields) to a host tensor.
 pub fn to_host(t: &TensorProto, what: &str) -> Result<HostTensor> {
-    let elem = ElemType::from_onnx(t.data_type).with_context(|| {
+    let elem = crate::onnx::dtype::elem_type(t.data_type).with_context(|| {
         format!(
             "{what}: element type code {} is not supported by trtkit",
             t.data_type

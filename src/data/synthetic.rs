@@ -1,6 +1,6 @@
 //! Seeded random inputs: the same seed gives the same tensors on every machine.
 
-use crate::backend::{ElemType, HostTensor, IoSpec, TensorData};
+use crate::tensor::{ElemType, HostTensor, IoSpec, TensorData};
 use anyhow::{bail, Result};
 use half::f16;
 use rand::{Rng, SeedableRng};
@@ -87,7 +87,7 @@ impl RandomInputs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::onnx::tensor_info::Dim;
+    use crate::tensor::Dim;
 
     fn spec(name: &str, t: ElemType) -> IoSpec {
         IoSpec {

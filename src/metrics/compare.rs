@@ -3,7 +3,7 @@
 
 use super::closeness::{closeness, Closeness, Tolerance};
 use super::topk::{topk, TopK};
-use crate::backend::HostTensor;
+use crate::tensor::HostTensor;
 use anyhow::{bail, Result};
 use serde::Serialize;
 
@@ -110,7 +110,7 @@ pub fn compare_outputs(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::TensorData;
+    use crate::tensor::TensorData;
 
     fn t(name: &str, shape: Vec<usize>, v: Vec<f32>) -> HostTensor {
         HostTensor::new(name, shape, TensorData::F32(v)).unwrap()

@@ -5,7 +5,8 @@ use super::pb::tensor_proto::DataType;
 use super::pb::{
     AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto,
 };
-use super::tensor_info::{value_info, Dim};
+use super::tensor_info::value_info;
+use crate::tensor::Dim;
 
 /// Opset the builder declares unless told otherwise.
 pub const DEFAULT_OPSET: i64 = 17;

@@ -1,6 +1,7 @@
 //! ONNX element types: names and sizes, so the rest of the crate never matches on raw `i32`s.
 
 use super::pb::tensor_proto::DataType;
+use crate::tensor::ElemType;
 
 /// Short lower-case name of an ONNX element type (`float32`, `int64`, …), as users read it.
 pub fn dtype_name(code: i32) -> String {
@@ -13,6 +14,21 @@ pub fn dtype_name(code: i32) -> String {
         Ok(other) => other.as_str_name().to_ascii_lowercase(),
         Err(_) => format!("dtype#{code}"),
     }
+}
+
+/// The host element type of an ONNX element type code; `None` for types trtkit does not carry.
+pub fn elem_type(code: i32) -> Option<ElemType> {
+    Some(match DataType::try_from(code).ok()? {
+        DataType::Float => ElemType::F32,
+        DataType::Float16 => ElemType::F16,
+        DataType::Double => ElemType::F64,
+        DataType::Int64 => ElemType::I64,
+        DataType::Int32 => ElemType::I32,
+        DataType::Int8 => ElemType::I8,
+        DataType::Uint8 => ElemType::U8,
+        DataType::Bool => ElemType::Bool,
+        _ => return None,
+    })
 }
 
 /// Size in bits of one element of an ONNX element type; `None` for strings and unknown codes.
@@ -44,6 +60,8 @@ mod tests {
         assert_eq!(dtype_name(DataType::Float as i32), "float32");
         assert_eq!(dtype_name(DataType::Int64 as i32), "int64");
         assert_eq!(dtype_name(999), "dtype#999");
+        assert_eq!(elem_type(DataType::Float as i32), Some(ElemType::F32));
+        assert_eq!(elem_type(DataType::String as i32), None);
         assert_eq!(packed_bytes(DataType::Float as i32, 10), Some(40));
         assert_eq!(packed_bytes(DataType::Int4 as i32, 3), Some(2));
         assert_eq!(packed_bytes(DataType::String as i32, 3), None);

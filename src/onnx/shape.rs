@@ -5,7 +5,8 @@
 //! - `input:1x3x224x224` (repeatable) — a shape per named input, for multi-input models.
 
 use super::model::OnnxModel;
-use super::tensor_info::{format_dims, set_dims, Dim, TensorInfo};
+use super::tensor_info::{set_dims, TensorInfo};
+use crate::tensor::{format_dims, Dim};
 use anyhow::{bail, Context, Result};
 use std::fmt;
 

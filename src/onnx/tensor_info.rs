@@ -4,73 +4,33 @@ use super::dtype::dtype_name;
 use super::pb::tensor_shape_proto::{dimension, Dimension};
 use super::pb::type_proto::{self, Tensor as TensorType};
 use super::pb::{TensorShapeProto, TypeProto, ValueInfoProto};
-use serde::Serialize;
-use std::fmt;
+use crate::tensor::{format_dims, Dim};
+use serde::{Deserialize, Serialize};
 
-/// One dimension of a tensor as the model declares it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(untagged)]
-pub enum Dim {
-    /// A fixed size.
-    Fixed(i64),
-    /// A named symbolic size, e.g. `batch`.
-    Symbol(String),
-    /// Neither a size nor a name.
-    #[serde(serialize_with = "serialize_unknown")]
-    Unknown,
-}
-
-fn serialize_unknown<S: serde::Serializer>(s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str("?")
-}
-
-impl fmt::Display for Dim {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Dim::Fixed(n) => write!(f, "{n}"),
-            Dim::Symbol(s) => write!(f, "{s}"),
-            Dim::Unknown => write!(f, "?"),
-        }
+/// The proto form of a dim.
+pub fn dim_to_proto(dim: &Dim) -> Dimension {
+    let value = match dim {
+        Dim::Fixed(n) => Some(dimension::Value::DimValue(*n)),
+        Dim::Symbol(s) => Some(dimension::Value::DimParam(s.clone())),
+        Dim::Unknown => None,
+    };
+    Dimension {
+        value,
+        ..Default::default()
     }
 }
 
-impl Dim {
-    /// The proto form of this dim.
-    pub fn to_proto(&self) -> Dimension {
-        let value = match self {
-            Dim::Fixed(n) => Some(dimension::Value::DimValue(*n)),
-            Dim::Symbol(s) => Some(dimension::Value::DimParam(s.clone())),
-            Dim::Unknown => None,
-        };
-        Dimension {
-            value,
-            ..Default::default()
-        }
+/// Reads a proto dim; a negative or absent value is unknown.
+pub fn dim_from_proto(d: &Dimension) -> Dim {
+    match &d.value {
+        Some(dimension::Value::DimValue(n)) if *n >= 0 => Dim::Fixed(*n),
+        Some(dimension::Value::DimParam(s)) if !s.is_empty() => Dim::Symbol(s.clone()),
+        _ => Dim::Unknown,
     }
-
-    /// Reads a proto dim; a negative or absent value is unknown.
-    pub fn from_proto(d: &Dimension) -> Dim {
-        match &d.value {
-            Some(dimension::Value::DimValue(n)) if *n >= 0 => Dim::Fixed(*n),
-            Some(dimension::Value::DimParam(s)) if !s.is_empty() => Dim::Symbol(s.clone()),
-            _ => Dim::Unknown,
-        }
-    }
-}
-
-/// Formats dims the way trtkit prints shapes: `batch×3×224×224`, `scalar` for rank 0.
-pub fn format_dims(dims: &[Dim]) -> String {
-    if dims.is_empty() {
-        return "scalar".into();
-    }
-    dims.iter()
-        .map(Dim::to_string)
-        .collect::<Vec<_>>()
-        .join("×")
 }
 
 /// A graph input or output: name, element type and (if declared) dims.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TensorInfo {
     /// Tensor name in the graph.
     pub name: String,
@@ -90,7 +50,7 @@ impl TensorInfo {
         let dtype_code = tensor.map(|t| t.elem_type).unwrap_or(0);
         let dims = tensor
             .and_then(|t| t.shape.as_ref())
-            .map(|s| s.dim.iter().map(Dim::from_proto).collect());
+            .map(|s| s.dim.iter().map(dim_from_proto).collect());
         TensorInfo {
             name: v.name.clone(),
             dtype: dtype_name(dtype_code),
@@ -130,7 +90,7 @@ pub fn value_info(name: &str, elem_type: i32, dims: &[Dim]) -> ValueInfoProto {
             value: Some(type_proto::Value::TensorType(TensorType {
                 elem_type,
                 shape: Some(TensorShapeProto {
-                    dim: dims.iter().map(Dim::to_proto).collect(),
+                    dim: dims.iter().map(dim_to_proto).collect(),
                 }),
             })),
             ..Default::default()
@@ -143,7 +103,7 @@ pub fn value_info(name: &str, elem_type: i32, dims: &[Dim]) -> ValueInfoProto {
 pub fn set_dims(v: &mut ValueInfoProto, dims: &[Dim]) {
     if let Some(t) = tensor_type_mut(v) {
         t.shape = Some(TensorShapeProto {
-            dim: dims.iter().map(Dim::to_proto).collect(),
+            dim: dims.iter().map(dim_to_proto).collect(),
         });
     }
 }
@@ -162,7 +122,6 @@ mod tests {
         let info = TensorInfo::from_value_info(&v);
         assert_eq!(info.shape_string(), "batch×3×?");
         assert_eq!(info.dtype, "float32");
-        assert_eq!(format_dims(&[]), "scalar");
         assert_eq!(
             serde_json::to_string(&info.dims).unwrap(),
             r#"["batch",3,"?"]"#

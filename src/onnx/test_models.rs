@@ -5,7 +5,7 @@
 use super::builder::{attr_float, attr_int, attr_ints, tensor_f32, tensor_i64, GraphBuilder};
 use super::pb::tensor_proto::DataType;
 use super::pb::ModelProto;
-use super::tensor_info::Dim;
+use crate::tensor::Dim;
 
 /// Number of classes of the test classifier.
 pub const CLASSIFIER_CLASSES: i64 = 10;

@@ -2,7 +2,8 @@
 //! (`--input-shape` with `-1`, `--min-batch/--opt-batch/--max-batch`) or trtexec's
 //! (`--min-shapes/--opt-shapes/--max-shapes name:1x3x224x224`), checked against the model.
 
-use crate::onnx::tensor_info::{Dim, TensorInfo};
+use crate::onnx::tensor_info::TensorInfo;
+use crate::tensor::Dim;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
@@ -235,7 +236,7 @@ fn check_against(flag: &str, shape: &NamedShape, declared: &[Dim]) -> Result<()>
             shape.dims.len(),
             shape.name,
             declared.len(),
-            crate::onnx::tensor_info::format_dims(declared)
+            crate::tensor::format_dims(declared)
         );
     }
     for (axis, (got, d)) in shape.dims.iter().zip(declared).enumerate() {
@@ -244,7 +245,7 @@ fn check_against(flag: &str, shape: &NamedShape, declared: &[Dim]) -> Result<()>
                 bail!(
                     "{flag} {}: axis {axis} is {got}, but the model fixes it to {n} ({})",
                     shape.name,
-                    crate::onnx::tensor_info::format_dims(declared)
+                    crate::tensor::format_dims(declared)
                 );
             }
         }

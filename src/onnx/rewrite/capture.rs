@@ -66,8 +66,9 @@ pub fn expose(model: &OnnxModel, names: &[String]) -> Result<Capture> {
 mod tests {
     use super::*;
     use crate::backend::tract::{TractBackend, TractOptions};
-    use crate::backend::{Backend, HostTensor, TensorData};
+    use crate::backend::Backend;
     use crate::onnx::test_models;
+    use crate::tensor::{HostTensor, TensorData};
 
     #[test]
     fn captured_tensors_come_out_of_a_tract_run() {

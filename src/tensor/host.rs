@@ -1,12 +1,12 @@
-//! Host tensors: what every backend takes as input and gives back as output.
+//! Element types and host tensors: what every backend takes as input and gives back as output.
 
 use anyhow::{bail, Result};
 use half::f16;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// Element type of a host tensor (the subset of ONNX types trtkit moves between backends).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ElemType {
     /// IEEE float32.
@@ -28,22 +28,6 @@ pub enum ElemType {
 }
 
 impl ElemType {
-    /// From an ONNX element type code; `None` for types trtkit does not carry.
-    pub fn from_onnx(code: i32) -> Option<ElemType> {
-        use crate::onnx::pb::tensor_proto::DataType as D;
-        Some(match D::try_from(code).ok()? {
-            D::Float => ElemType::F32,
-            D::Float16 => ElemType::F16,
-            D::Double => ElemType::F64,
-            D::Int64 => ElemType::I64,
-            D::Int32 => ElemType::I32,
-            D::Int8 => ElemType::I8,
-            D::Uint8 => ElemType::U8,
-            D::Bool => ElemType::Bool,
-            _ => return None,
-        })
-    }
-
     /// Bytes per element.
     pub fn size(self) -> usize {
         match self {
@@ -191,7 +175,5 @@ mod tests {
         assert!(HostTensor::new("x", vec![2, 3], TensorData::F32(vec![0.0; 6])).is_ok());
         let err = HostTensor::new("x", vec![2, 3], TensorData::F32(vec![0.0; 5])).unwrap_err();
         assert!(err.to_string().contains("'x'"));
-        assert_eq!(ElemType::from_onnx(1), Some(ElemType::F32));
-        assert_eq!(ElemType::from_onnx(8), None);
     }
 }

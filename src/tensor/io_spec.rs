@@ -1,0 +1,80 @@
+//! The inputs and outputs a backend declares: name, element type and dims.
+
+use super::{Dim, ElemType, HostTensor};
+use serde::{Deserialize, Serialize};
+
+/// One input or output of a backend: name, element type and dims (symbolic batch allowed).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct IoSpec {
+    /// Tensor name.
+    pub name: String,
+    /// Element type.
+    pub elem_type: ElemType,
+    /// Dims as the backend will run them; `Dim::Symbol` for a dynamic axis.
+    pub dims: Vec<Dim>,
+}
+
+/// A tensor axis other than the batch that is not fixed, so no concrete shape can be made.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("tensor '{tensor}': axis {axis} is '{dim}', which is not fixed")]
+pub struct UnfixedAxis {
+    /// The tensor.
+    pub tensor: String,
+    /// The axis.
+    pub axis: usize,
+    /// What the axis is instead of a size.
+    pub dim: Dim,
+}
+
+impl IoSpec {
+    /// Concrete dims for a batch size: axis 0 takes `batch` when it is not fixed; any other
+    /// non-fixed axis is an [`UnfixedAxis`] error.
+    pub fn concrete_shape(&self, batch: usize) -> Result<Vec<usize>, UnfixedAxis> {
+        self.dims
+            .iter()
+            .enumerate()
+            .map(|(axis, d)| match d {
+                Dim::Fixed(n) => Ok(*n as usize),
+                _ if axis == 0 => Ok(batch),
+                other => Err(UnfixedAxis {
+                    tensor: self.name.clone(),
+                    axis,
+                    dim: other.clone(),
+                }),
+            })
+            .collect()
+    }
+}
+
+/// Refuses a run with another number of tensors than the backend takes.
+pub fn check_input_count(specs: &[IoSpec], inputs: &[HostTensor]) -> anyhow::Result<()> {
+    if inputs.len() != specs.len() {
+        anyhow::bail!(
+            "the model takes {} inputs, got {}",
+            specs.len(),
+            inputs.len()
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batch_axis_takes_the_batch_other_axes_must_be_fixed() {
+        let spec = IoSpec {
+            name: "x".into(),
+            elem_type: ElemType::F32,
+            dims: vec![Dim::Symbol("N".into()), Dim::Fixed(3)],
+        };
+        assert_eq!(spec.concrete_shape(4).unwrap(), vec![4, 3]);
+        let seq = IoSpec {
+            dims: vec![Dim::Fixed(1), Dim::Symbol("seq".into())],
+            ..spec
+        };
+        let err = seq.concrete_shape(1).unwrap_err();
+        assert_eq!((err.axis, err.dim.to_string()), (1, "seq".to_string()));
+    }
+}
