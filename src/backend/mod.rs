@@ -8,7 +8,7 @@ pub mod tract;
 
 use crate::tensor::{Dim, HostTensor, IoSpec, TensorData};
 use anyhow::Result;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 /// What one call to [`Backend::run`] returns.
@@ -69,7 +69,7 @@ pub trait Backend: Send {
 }
 
 /// Where a backend runs.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Device {
     /// The host CPU.

@@ -6,10 +6,10 @@ use super::{Backend, Device};
 use crate::onnx::shape::InputShape;
 use crate::onnx::OnnxModel;
 use anyhow::{bail, Result};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Which reference backend runs an ONNX model.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum BackendKind {
     /// tract, embedded (CPU, or CUDA with `--device cuda`).

@@ -3,14 +3,14 @@
 //! The INT8 scale is `amax / 127` (symmetric, zero point 0).
 
 use super::histogram::Histogram;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// Quantized levels on one side of zero for symmetric INT8 (TensorRT uses 128).
 pub const QUANTIZED_LEVELS: usize = 128;
 
 /// How a tensor's clipping threshold is chosen.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "algo", rename_all = "lowercase")]
 pub enum Algorithm {
     /// KL-divergence threshold search (TensorRT's EntropyCalibration2).

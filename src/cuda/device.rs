@@ -7,12 +7,12 @@
 use super::info::{describe, driver_present};
 use anyhow::{bail, Context, Result};
 use cudarc::driver::{result, safe, sys};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
 /// Free and total device memory in bytes, as `cuMemGetInfo` reports it (device-wide: other
 /// processes' allocations count as used).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MemInfo {
     /// Free bytes.
     pub free: u64,

@@ -15,7 +15,7 @@ use super::memory::{copy_d2h_async, copy_h2d_async, DeviceBuffer, PinnedBuffer};
 use crate::metrics::latency::{throughput, EventTimes, IterationSpans};
 use crate::tensor::{ElemType, IoSpec};
 use anyhow::{bail, Context, Result};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -28,7 +28,7 @@ pub const MEMORY_POLL_INTERVAL: Duration = Duration::from_millis(5);
 const RING: usize = 4;
 
 /// How much to run: a number of iterations or a wall-clock duration.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Amount {
     /// This many iterations (over all streams together).
     Iterations(u64),
@@ -37,7 +37,7 @@ pub enum Amount {
 }
 
 /// What the harness does.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct HarnessOptions {
     /// Warm-up before measuring (not recorded).
     pub warmup: Amount,
@@ -53,7 +53,7 @@ pub struct HarnessOptions {
 }
 
 /// GPU memory around a harness run (device-wide figures from `cuMemGetInfo`).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct MemoryReport {
     /// Before the backend was prepared and buffers allocated.
     pub before_setup: MemInfo,
@@ -66,7 +66,7 @@ pub struct MemoryReport {
 }
 
 /// Everything one harness run measured.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct HarnessReport {
     /// Batch size.
     pub batch: usize,

@@ -1,10 +1,10 @@
 //! What the CUDA driver reports: its version and the GPUs it sees (for `doctor`).
 
 use cudarc::driver::{result, sys};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// One GPU as the driver describes it.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct GpuInfo {
     /// Device ordinal (what `--device-id` takes).
     pub index: i32,
@@ -17,7 +17,7 @@ pub struct GpuInfo {
 }
 
 /// The driver and its GPUs, or why they could not be read.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct DriverInfo {
     /// Whether libcuda could be loaded.
     pub driver_found: bool,

@@ -5,10 +5,10 @@
 use super::decode::{decode_rows, RgbImage, RowSink};
 use super::resize::{resize_crop, Interpolation, Resampler, Window};
 use anyhow::{anyhow, bail, Result};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Memory layout of one preprocessed image.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Layout {
     /// Channels first: C×H×W (PyTorch models).
@@ -18,7 +18,7 @@ pub enum Layout {
 }
 
 /// Channel order of one preprocessed image.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum ChannelOrder {
     /// Red, green, blue.
@@ -28,7 +28,7 @@ pub enum ChannelOrder {
 }
 
 /// Everything that turns a decoded image into model input.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Preprocess {
     /// Resize the shorter side to this many pixels (aspect kept); `None` = no resize.
     pub resize: Option<usize>,
@@ -55,7 +55,7 @@ pub const IMAGENET_STD: [f32; 3] = [0.229, 0.224, 0.225];
 /// (resize to crop/0.875, crop to the input's height and width, ImageNet mean/std, the input's
 /// layout). One value shared by every command that preprocesses images (`validate`,
 /// `calibrate`, `build --int8`), resolved against each model by [`PreprocessRequest::resolve`].
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct PreprocessRequest {
     /// Shorter side after resizing; `Some(0)` = no resize.
     pub resize: Option<usize>,

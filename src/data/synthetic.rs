@@ -5,10 +5,10 @@ use anyhow::{bail, Result};
 use half::f16;
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Normal, Uniform};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// How random inputs are drawn.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum InputDistribution {
     /// Uniform in `[low, high)` (integers: `[low, high]` rounded).
@@ -28,7 +28,7 @@ pub enum InputDistribution {
 }
 
 /// Random input settings.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RandomInputs {
     /// The distribution.
     pub dist: InputDistribution,

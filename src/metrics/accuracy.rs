@@ -1,6 +1,6 @@
 //! Top-k accuracy over a stream of (logits, label) pairs.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The `k` highest-scoring class indices of `scores`, best first. Ties go to the lower index;
 /// NaN ranks below every number. `k` larger than the number of classes gives them all.
@@ -27,7 +27,7 @@ pub fn top_k(scores: &[f32], k: usize) -> Vec<usize> {
 }
 
 /// Counts top-1 and top-5 hits.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TopKAccuracy {
     /// Samples seen.
     pub total: u64,

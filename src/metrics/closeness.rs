@@ -2,10 +2,10 @@
 //! `|a − b| <= atol + rtol·|b|`.
 
 use rayon::prelude::*;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Tolerances for `isclose`.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Tolerance {
     /// Relative tolerance (times `|b|`).
     pub rtol: f64,
@@ -37,7 +37,7 @@ pub fn isclose(a: f64, b: f64, tol: &Tolerance) -> bool {
 }
 
 /// Closeness of one output tensor of A against the same tensor of B.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Closeness {
     /// Number of elements compared.
     pub elements: usize,

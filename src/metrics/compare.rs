@@ -5,10 +5,10 @@ use super::closeness::{closeness, Closeness, Tolerance};
 use super::topk::{topk, TopK};
 use crate::tensor::HostTensor;
 use anyhow::{bail, Result};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The comparison of one output tensor.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct OutputComparison {
     /// Output name (B's name when the two differ).
     pub name: String,

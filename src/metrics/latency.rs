@@ -5,10 +5,10 @@
 //! inference (`t2`) and after the device→host copies (`t3`). Then `h2d = t1 - t0`,
 //! `compute = t2 - t1` (latency-model), `d2h = t3 - t2` and `all = t3 - t0` (latency-all).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Summary statistics of a set of samples, in the samples' unit (milliseconds in trtkit).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Stats {
     /// Number of samples.
     pub count: usize,
@@ -81,7 +81,7 @@ pub struct EventTimes {
 }
 
 /// The spans of one iteration, in milliseconds.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct IterationSpans {
     /// Index of the stream that ran it.
     pub stream: usize,
@@ -134,7 +134,7 @@ impl IterationSpans {
 }
 
 /// Statistics of every span over a run.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SpanStats {
     /// latency-all.
     pub all: Stats,

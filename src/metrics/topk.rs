@@ -3,10 +3,10 @@
 //! different label at that rank (ArtTRT's "TOP-k MAE / disagreement" table).
 
 use rayon::prelude::*;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// One rank of the table.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RankRow {
     /// Rank, 1-based.
     pub rank: usize,
@@ -17,7 +17,7 @@ pub struct RankRow {
 }
 
 /// The rank table of one output.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TopK {
     /// Samples compared.
     pub samples: usize,

@@ -6,14 +6,14 @@ use super::model::OnnxModel;
 use super::pb::TensorProto;
 use super::shape::{model_inputs, model_outputs};
 use super::tensor_info::TensorInfo;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// How many initializers the summary lists as "largest".
 pub const LARGEST_SHOWN: usize = 10;
 
 /// One imported operator set.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Opset {
     /// Domain; `ai.onnx` for the default one.
     pub domain: String,
@@ -22,7 +22,7 @@ pub struct Opset {
 }
 
 /// Count of nodes of one op type.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct OpCount {
     /// Op type, prefixed with its domain when not the default one.
     pub op: String,
@@ -31,7 +31,7 @@ pub struct OpCount {
 }
 
 /// One initializer, for the "largest" list.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct InitializerInfo {
     /// Name.
     pub name: String,
@@ -46,7 +46,7 @@ pub struct InitializerInfo {
 }
 
 /// One node, for `--layers`.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Layer {
     /// Node name (may be empty in the model).
     pub name: String,
@@ -59,7 +59,7 @@ pub struct Layer {
 }
 
 /// The whole summary of a model.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ModelSummary {
     /// Path of the model file.
     pub path: String,

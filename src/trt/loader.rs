@@ -50,7 +50,7 @@ impl std::fmt::Display for Flavour {
 }
 
 /// What was found for one TensorRT library.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct LibraryProbe {
     /// Library being looked for, e.g. `libnvinfer`.
     pub library: String,
@@ -147,7 +147,7 @@ fn probe_names(library: &str, names: &[&str], version_symbol: &[u8]) -> LibraryP
 }
 
 /// TensorRT-RTX's two libraries, found and opened.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RtxLibraries {
     /// `libtensorrt_rtx.so.1`.
     pub runtime: PathBuf,
