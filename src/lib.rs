@@ -9,6 +9,7 @@ pub mod calibration;
 pub mod cli;
 pub mod cuda;
 pub mod data;
+pub mod measure;
 pub mod metrics;
 pub mod onnx;
 pub mod report;

@@ -9,7 +9,7 @@ use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 
 /// Which reference backend runs an ONNX model.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum BackendKind {
     /// tract, embedded (CPU, or CUDA with `--device cuda`).

@@ -2,9 +2,9 @@
 //! [`BuildConfig`], a progress bar for TensorRT's phases, and the rendering of the report.
 
 use crate::calibration::job::CalibrateConfig;
-use crate::cli::backend_args::BackendArgs;
+use crate::cli::args::backend::BackendArgs;
+use crate::cli::args::preprocess::PreprocessArgs;
 use crate::cli::calibrate::{algorithms, cache_lines, AlgoArg, CalibrationBar};
-use crate::cli::preprocess_args::PreprocessArgs;
 use crate::cli::quantize::keep_fp32_list;
 use crate::cli::UsageError;
 use crate::onnx::rewrite::fp16::Fp16Options;
@@ -146,7 +146,7 @@ pub fn config(args: &BuildArgs) -> Result<BuildConfig> {
                 recalibrate: args.recalibrate,
                 cache_dir: args.cache_dir.clone(),
                 measure_plain: false,
-                backend: args.backend.options(args.batch_size),
+                backend: args.backend.options(Some(args.batch_size)),
                 preprocess: args.preprocess.request(),
             })))
         }

@@ -3,8 +3,8 @@
 use crate::calibration::collect::TensorRange;
 use crate::calibration::job::{calibrate, BatchProgress, CalibrateConfig, CalibrateReport};
 use crate::calibration::range::Algorithm;
-use crate::cli::backend_args::BackendArgs;
-use crate::cli::preprocess_args::PreprocessArgs;
+use crate::cli::args::backend::BackendArgs;
+use crate::cli::args::preprocess::PreprocessArgs;
 use crate::cli::UsageError;
 use crate::report::format::json;
 use crate::report::table::{Align, Table};
@@ -132,7 +132,7 @@ pub fn config(args: &CalibrateArgs) -> Result<CalibrateConfig> {
         recalibrate: args.recalibrate,
         cache_dir: args.cache_dir.clone(),
         measure_plain: args.measure_plain,
-        backend: args.backend.options(args.batch_size),
+        backend: args.backend.options(Some(args.batch_size)),
         preprocess: args.preprocess.request(),
     })
 }

@@ -1,12 +1,15 @@
-//! The command line: global flags, one subcommand per file, and how errors become exit codes.
+//! The command line: global flags, one subcommand per file (its flags, the one function that
+//! turns them into the library job's config, and the rendering of the job's report), the flag
+//! groups the commands share, and how errors become exit codes.
 
-pub mod backend_args;
+pub mod args;
 pub mod build;
 pub mod calibrate;
 pub mod compare;
 pub mod doctor;
+pub mod hints;
 pub mod inspect;
-pub mod preprocess_args;
+pub mod progress;
 pub mod quantize;
 pub mod run;
 pub mod validate;
@@ -93,6 +96,7 @@ pub fn exit_code(outcome: anyhow::Result<()>) -> ExitCode {
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
+            let err = hints::with_hint(err);
             let line = format!("{err:#}").replace('\n', " ");
             eprintln!("error: {line}");
             if err.chain().any(|e| e.is::<UsageError>()) {

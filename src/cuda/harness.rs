@@ -12,8 +12,9 @@
 use super::device::{Gpu, MemInfo, Stream};
 use super::enqueue::{GpuEnqueue, IoBindings, TensorBinding};
 use super::memory::{copy_d2h_async, copy_h2d_async, DeviceBuffer, PinnedBuffer};
+use crate::data::synthetic::timing_inputs;
 use crate::metrics::latency::{throughput, EventTimes, IterationSpans};
-use crate::tensor::{ElemType, IoSpec};
+use crate::tensor::{HostTensor, IoSpec};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
@@ -101,24 +102,23 @@ fn byte_len(spec: &IoSpec, batch: usize) -> Result<(Vec<usize>, usize)> {
     Ok((shape, n))
 }
 
-/// Deterministic input bytes: floats uniform in [0, 1), everything else zero.
-fn fill_input(buf: &mut [u8], elem: ElemType, seed: u64) {
-    if elem != ElemType::F32 {
-        buf.fill(0);
-        return;
-    }
-    let mut state = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
-    for chunk in buf.chunks_exact_mut(4) {
-        state = state
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        let v = (state >> 40) as f32 / (1u64 << 24) as f32;
-        chunk.copy_from_slice(&v.to_le_bytes());
-    }
+/// The bytes copied into each input's buffers: [`timing_inputs`], the inputs the CPU
+/// measurement feeds too, so both paths run the same data for the same model.
+pub fn input_bytes(inputs: &[IoSpec], batch: usize) -> Result<Vec<Vec<u8>>> {
+    Ok(timing_inputs(inputs, batch)?
+        .iter()
+        .map(HostTensor::to_le_bytes)
+        .collect())
 }
 
 impl Lane {
-    fn new(gpu: &Gpu, inputs: &[IoSpec], outputs: &[IoSpec], batch: usize) -> Result<Lane> {
+    fn new(
+        gpu: &Gpu,
+        inputs: &[IoSpec],
+        input_data: &[Vec<u8>],
+        outputs: &[IoSpec],
+        batch: usize,
+    ) -> Result<Lane> {
         let stream = gpu.new_stream()?;
         let mut lane = Lane {
             stream,
@@ -135,12 +135,19 @@ impl Lane {
             pending: VecDeque::new(),
             next: 0,
         };
-        for (i, spec) in inputs.iter().enumerate() {
+        for (spec, data) in inputs.iter().zip(input_data) {
             let (shape, n) = byte_len(spec, batch)?;
             let dev = DeviceBuffer::new(gpu, n)
                 .with_context(|| format!("input '{}' at batch {batch}", spec.name))?;
             let mut host = PinnedBuffer::new(gpu, n)?;
-            fill_input(host.as_mut_slice(), spec.elem_type, i as u64);
+            if data.len() != n {
+                bail!(
+                    "input '{}': {} bytes of data for a {n}-byte buffer",
+                    spec.name,
+                    data.len()
+                );
+            }
+            host.as_mut_slice().copy_from_slice(data);
             lane.io.inputs.push(TensorBinding {
                 name: spec.name.clone(),
                 shape,
@@ -327,18 +334,19 @@ pub fn run(
     options: &HarnessOptions,
 ) -> Result<HarnessReport> {
     if options.streams == 0 {
-        bail!("--streams must be at least 1");
+        bail!("the harness needs at least one stream");
     }
     if let Amount::Iterations(0) = options.measure {
-        bail!("--iterations must be at least 1");
+        bail!("the harness needs at least one measured iteration");
     }
     gpu.bind()?;
     let before_setup = gpu.mem_info()?;
     backend
         .prepare(gpu, batch, options.streams)
         .with_context(|| format!("batch {batch}"))?;
+    let input_data = input_bytes(inputs, batch)?;
     let mut lanes = (0..options.streams)
-        .map(|_| Lane::new(gpu, inputs, outputs, batch))
+        .map(|_| Lane::new(gpu, inputs, &input_data, outputs, batch))
         .collect::<Result<Vec<_>>>()?;
     if options.cuda_graph {
         for (k, lane) in lanes.iter_mut().enumerate() {
@@ -392,27 +400,4 @@ pub fn run(
             ),
         },
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn input_fill_is_deterministic_and_in_range() {
-        let mut a = vec![0u8; 64];
-        let mut b = vec![0u8; 64];
-        fill_input(&mut a, ElemType::F32, 3);
-        fill_input(&mut b, ElemType::F32, 3);
-        assert_eq!(a, b);
-        let vals: Vec<f32> = a
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-            .collect();
-        assert!(vals.iter().all(|v| (0.0..1.0).contains(v)));
-        assert!(vals.windows(2).any(|w| w[0] != w[1]));
-        let mut i = vec![7u8; 16];
-        fill_input(&mut i, ElemType::I64, 0);
-        assert!(i.iter().all(|&x| x == 0));
-    }
 }

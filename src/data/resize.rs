@@ -13,7 +13,7 @@ use multiversion::multiversion;
 const PRECISION_BITS: u32 = 22;
 
 /// The resampling kernel.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Interpolation {
     /// Triangle kernel, support 1 (PIL BILINEAR, torchvision's default).

@@ -27,6 +27,23 @@ pub enum InputDistribution {
     },
 }
 
+/// The seed of the inputs every latency measurement feeds ([`timing_inputs`]).
+pub const TIMING_SEED: u64 = 0;
+
+/// The inputs a latency measurement feeds at batch `batch`, the same on the CPU and on the GPU:
+/// every element type drawn uniformly from `[0, 1)` (integers round to 0 or 1) with
+/// [`TIMING_SEED`].
+pub fn timing_inputs(specs: &[IoSpec], batch: usize) -> Result<Vec<HostTensor>> {
+    RandomInputs {
+        dist: InputDistribution::Uniform {
+            low: 0.0,
+            high: 1.0,
+        },
+        seed: TIMING_SEED,
+    }
+    .generate(specs, batch)
+}
+
 /// Random input settings.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RandomInputs {

@@ -67,6 +67,30 @@ impl Stats {
     }
 }
 
+/// Mean and max of per-batch times, in milliseconds (what `validate` reports per batch).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct BatchLatency {
+    /// Batches measured.
+    pub batches: usize,
+    /// Mean, ms.
+    pub mean_ms: f64,
+    /// Max, ms.
+    pub max_ms: f64,
+}
+
+impl BatchLatency {
+    /// Mean and max of `samples` (milliseconds); all zero when there are none.
+    pub fn of_ms(samples: &[f64]) -> BatchLatency {
+        Stats::from_samples(samples)
+            .map(|s| BatchLatency {
+                batches: s.count,
+                mean_ms: s.mean,
+                max_ms: s.max,
+            })
+            .unwrap_or_default()
+    }
+}
+
 /// The four event times of one iteration, in milliseconds from a common origin.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct EventTimes {

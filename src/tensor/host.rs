@@ -164,6 +164,23 @@ impl HostTensor {
     pub fn byte_len(&self) -> usize {
         self.data.len() * self.elem_type().size()
     }
+
+    /// The elements as little-endian bytes, the layout a device buffer takes.
+    pub fn to_le_bytes(&self) -> Vec<u8> {
+        fn bytes<T, const N: usize>(v: &[T], f: impl Fn(&T) -> [u8; N]) -> Vec<u8> {
+            v.iter().flat_map(f).collect()
+        }
+        match &self.data {
+            TensorData::F32(v) => bytes(v, |x| x.to_le_bytes()),
+            TensorData::F16(v) => bytes(v, |x| x.to_le_bytes()),
+            TensorData::F64(v) => bytes(v, |x| x.to_le_bytes()),
+            TensorData::I64(v) => bytes(v, |x| x.to_le_bytes()),
+            TensorData::I32(v) => bytes(v, |x| x.to_le_bytes()),
+            TensorData::I8(v) => bytes(v, |x| x.to_le_bytes()),
+            TensorData::U8(v) => v.clone(),
+            TensorData::Bool(v) => v.iter().map(|&b| u8::from(b)).collect(),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -175,5 +192,8 @@ mod tests {
         assert!(HostTensor::new("x", vec![2, 3], TensorData::F32(vec![0.0; 6])).is_ok());
         let err = HostTensor::new("x", vec![2, 3], TensorData::F32(vec![0.0; 5])).unwrap_err();
         assert!(err.to_string().contains("'x'"));
+        let t = HostTensor::new("h", vec![2], TensorData::F16(vec![f16::ONE, f16::ZERO])).unwrap();
+        assert_eq!(t.to_le_bytes(), vec![0x00, 0x3c, 0, 0]);
+        assert_eq!(t.to_le_bytes().len(), t.byte_len());
     }
 }

@@ -1,0 +1,9 @@
+//! The flag groups several commands share (backend, output format, timing, preprocessing), the
+//! shared sample-count flag, and the command-line names of library enums.
+
+pub mod backend;
+pub mod output;
+pub mod preprocess;
+pub mod samples;
+pub mod timing;
+pub mod values;

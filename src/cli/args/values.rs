@@ -1,0 +1,66 @@
+//! The command-line names of library enums. The library stays free of clap: each enum a flag
+//! takes gets its `ValueEnum` here, with the value names and help users see.
+
+use crate::backend::select::BackendKind;
+use crate::backend::Device;
+use crate::data::preprocess::{ChannelOrder, Layout};
+use crate::data::resize::Interpolation;
+use clap::builder::PossibleValue;
+
+/// Implements `clap::ValueEnum` for a library enum: each variant with its name and help.
+macro_rules! flag_values {
+    ($ty:ty { $($variant:path => $name:literal, $help:literal;)+ }) => {
+        impl clap::ValueEnum for $ty {
+            fn value_variants<'a>() -> &'a [Self] {
+                &[$($variant),+]
+            }
+            fn to_possible_value(&self) -> Option<PossibleValue> {
+                Some(match self {
+                    $($variant => PossibleValue::new($name).help($help),)+
+                })
+            }
+        }
+    };
+}
+
+flag_values!(BackendKind {
+    BackendKind::Tract => "tract", "tract, embedded (CPU, or CUDA with --device cuda)";
+    BackendKind::Ort => "ort", "ONNX Runtime, loaded at run time (CPU)";
+});
+
+flag_values!(Device {
+    Device::Cpu => "cpu", "The host CPU";
+    Device::Cuda => "cuda", "An NVIDIA GPU through CUDA";
+});
+
+flag_values!(Interpolation {
+    Interpolation::Bilinear => "bilinear", "Triangle kernel, support 1 (PIL BILINEAR, torchvision's default)";
+    Interpolation::Bicubic => "bicubic", "Cubic kernel with a = -0.5, support 2 (PIL BICUBIC)";
+});
+
+flag_values!(Layout {
+    Layout::Nchw => "nchw", "Channels first: C×H×W (PyTorch models)";
+    Layout::Nhwc => "nhwc", "Channels last: H×W×C (TensorFlow models)";
+});
+
+flag_values!(ChannelOrder {
+    ChannelOrder::Rgb => "rgb", "Red, green, blue";
+    ChannelOrder::Bgr => "bgr", "Blue, green, red (Caffe-style models)";
+});
+
+#[cfg(test)]
+mod tests {
+    use clap::ValueEnum;
+
+    #[test]
+    fn names_parse_back_to_their_variants() {
+        for v in super::BackendKind::value_variants() {
+            let name = v.to_possible_value().unwrap().get_name().to_string();
+            assert_eq!(super::BackendKind::from_str(&name, false).unwrap(), *v);
+        }
+        assert_eq!(
+            super::Layout::from_str("NHWC", true).unwrap(),
+            super::Layout::Nhwc
+        );
+    }
+}

@@ -1,0 +1,79 @@
+//! The flag hints the command line adds to typed library errors: the library says what is
+//! wrong in its own terms, the command line says which flag fixes it.
+
+use crate::cli::UsageError;
+use crate::measure::accuracy::BadPreprocess;
+use crate::measure::compare::{NotComparable, UndeclaredShape, Verdict};
+use crate::measure::latency::{GpuSetting, NeedsGpuBackend};
+use crate::tensor::UnfixedAxis;
+
+/// The flag that asks for a GPU-only setting.
+pub fn gpu_setting_flag(setting: GpuSetting) -> &'static str {
+    match setting {
+        GpuSetting::DeviceId => "--device-id",
+        GpuSetting::NoTransfers => "--no-transfers",
+        GpuSetting::CudaGraph => "--cuda-graph",
+        GpuSetting::Streams => "--streams",
+    }
+}
+
+/// `err` with the hint that names the flag to use, and as a usage error (exit 2) where the
+/// mistake is in the command line; other errors come back unchanged.
+pub fn with_hint(err: anyhow::Error) -> anyhow::Error {
+    let line = format!("{err:#}");
+    for cause in err.chain() {
+        if cause.is::<UnfixedAxis>() || cause.is::<UndeclaredShape>() {
+            return anyhow::anyhow!("{line}; give it with --input-shape");
+        }
+        if let Some(e) = cause.downcast_ref::<NeedsGpuBackend>() {
+            let flag = gpu_setting_flag(e.setting);
+            return UsageError(format!(
+                "{flag} needs a backend that enqueues on trtkit's CUDA streams; {} does not (it is timed on the wall clock)",
+                e.backend
+            ))
+            .into();
+        }
+        if let Some(Verdict::Below { threshold, .. }) = cause.downcast_ref::<Verdict>() {
+            let from = format!("below {threshold}");
+            return anyhow::anyhow!(
+                "{}",
+                line.replace(&from, &format!("below --fail-below {threshold}"))
+            );
+        }
+        if cause.is::<NotComparable>() || cause.is::<BadPreprocess>() {
+            return UsageError(line).into();
+        }
+    }
+    err
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tensor::Dim;
+
+    #[test]
+    fn typed_errors_get_their_flag() {
+        let e: anyhow::Error = UnfixedAxis {
+            tensor: "x".into(),
+            axis: 1,
+            dim: Dim::Symbol("width".into()),
+        }
+        .into();
+        let hinted = with_hint(e.context("m.onnx"));
+        assert!(
+            format!("{hinted:#}").ends_with("give it with --input-shape"),
+            "{hinted:#}"
+        );
+        let e: anyhow::Error = NeedsGpuBackend {
+            setting: GpuSetting::Streams,
+            backend: "tract-cpu".into(),
+        }
+        .into();
+        let hinted = with_hint(e);
+        assert!(hinted.is::<UsageError>());
+        assert!(hinted.to_string().starts_with("--streams needs"));
+        let plain = with_hint(anyhow::anyhow!("disk full"));
+        assert_eq!(plain.to_string(), "disk full");
+    }
+}

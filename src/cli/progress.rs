@@ -1,0 +1,74 @@
+//! The terminal side of [`Progress`]: an indicatif bar (or spinner, when the amount is a
+//! duration), hidden when the output is for a program.
+
+use crate::measure::progress::Progress;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::sync::Mutex;
+
+/// A progress bar on stderr for one phase at a time.
+pub struct Bar {
+    unit: &'static str,
+    hidden: bool,
+    bar: Mutex<Option<ProgressBar>>,
+}
+
+impl Bar {
+    /// A bar counting `unit`s (`samples`, `images`, `iterations`); `hidden` draws nothing.
+    pub fn new(unit: &'static str, hidden: bool) -> Bar {
+        Bar {
+            unit,
+            hidden,
+            bar: Mutex::new(None),
+        }
+    }
+
+    fn with(&self, f: impl FnOnce(&ProgressBar)) {
+        if let Some(bar) = self.bar.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            f(bar);
+        }
+    }
+}
+
+impl Progress for Bar {
+    fn start(&self, what: &str, total: Option<u64>) {
+        let bar = match total {
+            Some(n) => {
+                let template = format!(
+                    "{{prefix}} [{{bar:30}}] {{pos}}/{{len}} {}  {{per_sec}}  {{msg}}  eta {{eta}}",
+                    self.unit
+                );
+                let bar = ProgressBar::new(n);
+                bar.set_style(
+                    ProgressStyle::with_template(&template)
+                        .unwrap_or_else(|_| ProgressStyle::default_bar())
+                        .progress_chars("=> "),
+                );
+                bar
+            }
+            None => ProgressBar::new_spinner(),
+        };
+        if self.hidden {
+            bar.set_draw_target(ProgressDrawTarget::hidden());
+        }
+        bar.set_prefix(what.to_string());
+        bar.set_message(String::new());
+        if total.is_none() {
+            bar.set_message(what.to_string());
+        }
+        *self.bar.lock().unwrap_or_else(|e| e.into_inner()) = Some(bar);
+    }
+
+    fn advance(&self, n: u64) {
+        self.with(|b| b.inc(n));
+    }
+
+    fn status(&self, text: String) {
+        self.with(|b| b.set_message(text));
+    }
+
+    fn finish(&self) {
+        if let Some(bar) = self.bar.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            bar.finish_and_clear();
+        }
+    }
+}

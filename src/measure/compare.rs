@@ -1,0 +1,410 @@
+//! The comparator behind `compare`: the same inputs through two sides (an ONNX model on a
+//! reference backend, or an `.npz` of saved outputs), and how close A is to the reference B.
+
+use super::batches::{run_batched, samples_of};
+use super::open::open_model;
+use super::progress::Progress;
+use crate::backend::select::BackendOptions;
+use crate::data::npz;
+use crate::data::synthetic::{InputDistribution, RandomInputs};
+use crate::metrics::closeness::Tolerance;
+use crate::metrics::compare::{compare_outputs, OutputComparison};
+use crate::onnx::shape::{apply_input_shapes, model_inputs, InputShape};
+use crate::onnx::OnnxModel;
+use crate::tensor::{Dim, HostTensor, IoSpec};
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// One side of a comparison: the file and, for a model, the backend that runs it.
+#[derive(Clone, Debug)]
+pub struct SideConfig {
+    /// An `.onnx` model, or an `.npz`/`.npy` of saved outputs.
+    pub path: PathBuf,
+    /// The backend for a model (its batch is decided by the comparator).
+    pub backend: BackendOptions,
+}
+
+/// Where the inputs come from.
+#[derive(Clone, Debug)]
+pub enum InputSource {
+    /// An `.npz` with one array per model input (or an `.npy` for a one-input model).
+    File(PathBuf),
+    /// `samples` random samples.
+    Random {
+        /// The distribution and seed.
+        random: RandomInputs,
+        /// How many samples.
+        samples: usize,
+    },
+}
+
+/// Everything a comparison needs.
+#[derive(Clone, Debug)]
+pub struct CompareConfig {
+    /// The side under test.
+    pub a: SideConfig,
+    /// The reference.
+    pub b: SideConfig,
+    /// Input shape overrides applied to both models.
+    pub input_shapes: Vec<InputShape>,
+    /// Samples per inference; `None`: the model's fixed batch, else up to 32.
+    pub batch_size: Option<usize>,
+    /// The inputs.
+    pub inputs: InputSource,
+    /// isclose tolerances.
+    pub tolerance: Tolerance,
+    /// Ranks in the top-k table of `[batch, classes]` outputs.
+    pub topk: usize,
+}
+
+/// One side of the comparison, as reported.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SideReport {
+    /// `A` or `B`.
+    pub label: String,
+    /// The file.
+    pub source: String,
+    /// Backend name, or `saved outputs`.
+    pub backend: String,
+    /// Samples run (0 for saved outputs).
+    pub samples: usize,
+    /// Batch size per inference (0 for saved outputs).
+    pub batch: usize,
+    /// Inference time summed over batches, seconds.
+    pub inference_s: f64,
+    /// Samples per second of inference time.
+    pub samples_per_s: f64,
+}
+
+/// Everything the comparison found.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CompareReport {
+    /// A (under test) and B (reference).
+    pub sides: Vec<SideReport>,
+    /// Where the inputs came from.
+    pub inputs: String,
+    /// Tolerances used.
+    pub tolerance: Tolerance,
+    /// One entry per output.
+    pub outputs: Vec<OutputComparison>,
+}
+
+/// The tensors a comparison used and produced, for saving beside the report.
+#[derive(Clone, Debug, Default)]
+pub struct CompareTensors {
+    /// The inputs fed to the models (none when both sides are saved outputs).
+    pub inputs: Option<Vec<HostTensor>>,
+    /// A's outputs.
+    pub a: Vec<HostTensor>,
+    /// B's outputs.
+    pub b: Vec<HostTensor>,
+}
+
+/// A file that is neither an ONNX model nor saved outputs.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}: expected an .onnx model or an .npz of saved outputs")]
+pub struct NotComparable(pub String);
+
+enum Source {
+    Model(Box<(OnnxModel, BackendOptions)>),
+    Saved(Vec<HostTensor>),
+}
+
+/// Whether `path` is a model (as opposed to saved outputs).
+pub fn is_model(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "onnx")
+}
+
+fn source(side: &SideConfig) -> Result<Source> {
+    match side.path.extension().and_then(|e| e.to_str()) {
+        Some("onnx") => Ok(Source::Model(Box::new((
+            OnnxModel::load(&side.path)?,
+            side.backend.clone(),
+        )))),
+        Some("npz") | Some("npy") => Ok(Source::Saved(npz::load(&side.path)?)),
+        _ => Err(NotComparable(side.path.display().to_string()).into()),
+    }
+}
+
+/// The batch every input of `model` is fixed to, if any.
+fn fixed_batch(model: &OnnxModel) -> Option<usize> {
+    let inputs = model_inputs(model);
+    let mut sizes = inputs.iter().map(|i| match i.dims.as_ref()?.first()? {
+        Dim::Fixed(n) => Some(*n as usize),
+        _ => None,
+    });
+    let first = sizes.next()??;
+    sizes.all(|s| s == Some(first)).then_some(first)
+}
+
+fn load_inputs(path: &Path, specs: &[IoSpec]) -> Result<Vec<HostTensor>> {
+    let mut arrays = npz::load(path)?;
+    if arrays.len() == 1 && specs.len() == 1 && path.extension().is_some_and(|e| e == "npy") {
+        arrays[0].name = specs[0].name.clone();
+    }
+    specs
+        .iter()
+        .map(|s| {
+            let t = arrays.iter().find(|t| t.name == s.name).with_context(|| {
+                let names: Vec<&str> = arrays.iter().map(|t| t.name.as_str()).collect();
+                format!(
+                    "{}: has no array for input '{}' (it has: {})",
+                    path.display(),
+                    s.name,
+                    names.join(", ")
+                )
+            })?;
+            if t.elem_type() != s.elem_type {
+                bail!(
+                    "{}: input '{}' is {}, the model takes {}",
+                    path.display(),
+                    s.name,
+                    t.elem_type(),
+                    s.elem_type
+                );
+            }
+            Ok(t.clone())
+        })
+        .collect()
+}
+
+/// An input whose shape the model does not declare, so no inputs can be made for it.
+#[derive(Debug, thiserror::Error)]
+#[error("{model}: input '{input}' declares no shape")]
+pub struct UndeclaredShape {
+    /// The model file.
+    pub model: String,
+    /// The input.
+    pub input: String,
+}
+
+/// The inputs `model` declares (names, dtypes, dims), read without preparing it.
+fn declared_inputs(model: &OnnxModel) -> Result<Vec<IoSpec>> {
+    model_inputs(model)
+        .into_iter()
+        .map(|i| {
+            let elem_type = crate::onnx::dtype::elem_type(i.dtype_code).with_context(|| {
+                format!(
+                    "{}: input '{}' is {}, which trtkit cannot feed",
+                    model.path.display(),
+                    i.name,
+                    i.dtype
+                )
+            })?;
+            let dims = i.dims.ok_or_else(|| UndeclaredShape {
+                model: model.path.display().to_string(),
+                input: i.name.clone(),
+            })?;
+            Ok(IoSpec {
+                name: i.name,
+                elem_type,
+                dims,
+            })
+        })
+        .collect()
+}
+
+/// How the random inputs are described in the report.
+fn describe(r: &RandomInputs, n: usize) -> String {
+    match r.dist {
+        InputDistribution::Uniform { low, high } => {
+            format!(
+                "{n} random samples, uniform [{low}, {high}), seed {}",
+                r.seed
+            )
+        }
+        InputDistribution::Normal { mean, std } => {
+            format!(
+                "{n} random samples, normal(mean {mean}, std {std}), seed {}",
+                r.seed
+            )
+        }
+    }
+}
+
+fn make_inputs(config: &CompareConfig, model: &OnnxModel) -> Result<(Vec<HostTensor>, String)> {
+    let probe = declared_inputs(model)?;
+    Ok(match &config.inputs {
+        InputSource::File(p) => (load_inputs(p, &probe)?, p.display().to_string()),
+        InputSource::Random { random, samples } => {
+            if *samples == 0 {
+                bail!("at least one random sample is needed");
+            }
+            let made = random
+                .generate(&probe, *samples)
+                .with_context(|| format!("{}: cannot make inputs", model.path.display()))?;
+            (made, describe(random, *samples))
+        }
+    })
+}
+
+fn saved_side(label: &str, path: &Path) -> SideReport {
+    SideReport {
+        label: label.into(),
+        source: path.display().to_string(),
+        backend: "saved outputs".into(),
+        samples: 0,
+        batch: 0,
+        inference_s: 0.0,
+        samples_per_s: 0.0,
+    }
+}
+
+/// Runs the comparison: the report, and the tensors for whoever wants to save them.
+/// `progress` gets one phase per side that runs a model, advancing by samples.
+pub fn compare(
+    config: &CompareConfig,
+    progress: &dyn Progress,
+) -> Result<(CompareReport, CompareTensors)> {
+    if config.batch_size == Some(0) {
+        bail!("the batch size must be at least 1");
+    }
+    let sides = [&config.a, &config.b];
+    let mut sources = [source(sides[0])?, source(sides[1])?];
+    // Shape overrides and the batch, decided once from the first model and used on both.
+    let mut batch = config.batch_size;
+    let mut dynamic = [false; 2];
+    for (i, src) in sources.iter_mut().enumerate() {
+        if let Source::Model(boxed) = src {
+            let model = &mut boxed.0;
+            if !config.input_shapes.is_empty() {
+                apply_input_shapes(model, &config.input_shapes)?;
+            }
+            match (fixed_batch(model), batch) {
+                (Some(f), Some(b)) if f != b => bail!(
+                    "{}: the model's batch is fixed to {f}, a batch size of {b} cannot apply (make the batch axis dynamic with an input shape of -1 ...)",
+                    sides[i].path.display()
+                ),
+                (Some(f), _) => batch = Some(f),
+                (None, _) => dynamic[i] = true,
+            }
+        }
+    }
+    let mut tensors = CompareTensors::default();
+    let mut input_note = "none (both sides are saved outputs)".to_string();
+    let mut reports = Vec::new();
+    for (i, src) in sources.iter_mut().enumerate() {
+        let label = ["A", "B"][i];
+        let path = &sides[i].path;
+        let (outputs, side) = match src {
+            Source::Saved(saved) => (std::mem::take(saved), saved_side(label, path)),
+            Source::Model(boxed) => {
+                let (model, options) = &mut **boxed;
+                if tensors.inputs.is_none() {
+                    // Inputs first: their count decides the batch of a dynamic model.
+                    let (made, note) = make_inputs(config, model)?;
+                    batch = Some(batch.unwrap_or(samples_of(&made)?.min(32)));
+                    input_note = note;
+                    tensors.inputs = Some(made);
+                }
+                let batch = batch.expect("decided above");
+                if dynamic[i] {
+                    options.batch = Some(batch);
+                }
+                let mut backend = open_model(model, options)?;
+                let inputs = tensors.inputs.as_deref().expect("made above");
+                progress.start(
+                    &format!("{label}: {}", backend.name()),
+                    Some(samples_of(inputs)? as u64),
+                );
+                let ran = run_batched(backend.as_mut(), inputs, batch, progress)
+                    .with_context(|| path.display().to_string());
+                progress.finish();
+                let ran = ran?;
+                let secs = ran.inference.as_secs_f64();
+                let side = SideReport {
+                    label: label.into(),
+                    source: path.display().to_string(),
+                    backend: backend.name(),
+                    samples: ran.samples,
+                    batch,
+                    inference_s: secs,
+                    samples_per_s: if secs > 0.0 {
+                        ran.samples as f64 / secs
+                    } else {
+                        0.0
+                    },
+                };
+                (ran.outputs, side)
+            }
+        };
+        if i == 0 {
+            tensors.a = outputs;
+        } else {
+            tensors.b = outputs;
+        }
+        reports.push(side);
+    }
+    let compared = compare_outputs(&tensors.a, &tensors.b, &config.tolerance, config.topk)
+        .with_context(|| format!("{} vs {}", config.a.path.display(), config.b.path.display()))?;
+    Ok((
+        CompareReport {
+            sides: reports,
+            inputs: input_note,
+            tolerance: config.tolerance,
+            outputs: compared,
+        },
+        tensors,
+    ))
+}
+
+/// A comparison that must fail the run after its report is shown.
+#[derive(Debug, thiserror::Error)]
+pub enum Verdict {
+    /// An output of one side is all NaN: that run is broken.
+    #[error("output '{output}' of {side} is all NaN: that run is broken")]
+    AllNan {
+        /// The output.
+        output: String,
+        /// `A` or `B`.
+        side: &'static str,
+    },
+    /// An output's equality or top-1 agreement is below the threshold asked for.
+    #[error("output '{output}': {what} {pct:.2}% is below {threshold}")]
+    Below {
+        /// The output.
+        output: String,
+        /// `equality` or `top-1 agreement`.
+        what: &'static str,
+        /// The measured percentage.
+        pct: f64,
+        /// The threshold, percent.
+        threshold: f64,
+    },
+}
+
+/// What makes a comparison fail: all-NaN outputs, and (with `fail_below`) any output's
+/// equality % or top-1 agreement % below it.
+pub fn verdict(r: &CompareReport, fail_below: Option<f64>) -> Result<(), Verdict> {
+    for o in &r.outputs {
+        for (side, a) in [("A", true), ("B", false)] {
+            if o.all_nan(a) {
+                return Err(Verdict::AllNan {
+                    output: o.name.clone(),
+                    side,
+                });
+            }
+        }
+    }
+    let Some(threshold) = fail_below else {
+        return Ok(());
+    };
+    for o in &r.outputs {
+        let below = |what, pct: f64| {
+            (pct < threshold).then(|| Verdict::Below {
+                output: o.name.clone(),
+                what,
+                pct,
+                threshold,
+            })
+        };
+        let topk = o.topk.as_ref().map(|k| k.top1_agreement_pct);
+        if let Some(v) = below("equality", o.closeness.equal_pct)
+            .or_else(|| topk.and_then(|pct| below("top-1 agreement", pct)))
+        {
+            return Err(v);
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,297 @@
+//! The `run` job: latency, throughput and GPU memory of one model at several batch sizes.
+//!
+//! GPU backends (those whose [`Backend::gpu`] is `Some`) go through the event-timed harness in
+//! `cuda::harness`: H2D, compute (latency-model) and D2H spans on the GPU clock, latency-all from
+//! the first copy in to the last copy out. Backends without it (tract on the CPU) are timed here,
+//! on the wall clock around `Backend::run`: latency-all only, and the report says so. Both feed
+//! the same inputs ([`timing_inputs`]) and share the statistics of `metrics::latency`.
+
+use super::open::open_backend;
+use super::progress::Progress;
+use crate::backend::select::BackendOptions;
+use crate::backend::{Backend, Device};
+use crate::cuda::device::Gpu;
+use crate::cuda::harness::{self, Amount, HarnessOptions, MemoryReport};
+use crate::data::synthetic::timing_inputs;
+use crate::metrics::latency::{throughput, IterationSpans, SpanStats};
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// Everything a `run` measurement needs.
+#[derive(Clone, Debug)]
+pub struct RunConfig {
+    /// The model (ONNX) or engine file.
+    pub model: PathBuf,
+    /// Batch sizes to measure, in order.
+    pub batch_sizes: Vec<usize>,
+    /// The backend that runs an ONNX model (its batch is set per batch size).
+    pub backend: BackendOptions,
+    /// Warm-up, measured amount, transfers, CUDA graphs and streams.
+    pub harness: HarnessOptions,
+    /// GPU index for GPU backends; `None` is GPU 0.
+    pub device_id: Option<usize>,
+    /// Whether any setting that only GPU backends honour was asked for explicitly (a device id,
+    /// no transfers, CUDA graphs, a stream count): a CPU backend then refuses to run.
+    pub gpu_settings: Vec<GpuSetting>,
+}
+
+/// A setting only a backend that enqueues on trtkit's CUDA streams can honour.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GpuSetting {
+    /// Which GPU to use.
+    DeviceId,
+    /// Compute only, inputs resident on the device.
+    NoTransfers,
+    /// Replaying a captured CUDA graph.
+    CudaGraph,
+    /// Several concurrent streams.
+    Streams,
+}
+
+/// A GPU-only setting asked of a backend that runs host tensors.
+#[derive(Clone, Debug, thiserror::Error)]
+#[error("{setting:?} needs a backend that enqueues on trtkit's CUDA streams; {backend} does not (it is timed on the wall clock)")]
+pub struct NeedsGpuBackend {
+    /// The setting.
+    pub setting: GpuSetting,
+    /// The backend that cannot honour it.
+    pub backend: String,
+}
+
+/// Results for one batch size.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct BatchResult {
+    /// Batch size.
+    pub batch: usize,
+    /// Backend name.
+    pub backend: String,
+    /// `cuda-events` (GPU clock, full span breakdown) or `wall-clock` (latency-all only).
+    pub timing: String,
+    /// Measured iterations.
+    pub iterations: usize,
+    /// Statistics of every span, milliseconds.
+    pub latency_ms: SpanStats,
+    /// Samples per second over the measured wall time.
+    pub throughput: f64,
+    /// Wall time of the measured phase, seconds.
+    pub wall_s: f64,
+    /// GPU memory (GPU backends only).
+    pub memory: Option<MemoryReport>,
+    /// Every measured iteration (exported on request, not printed).
+    #[serde(skip)]
+    pub spans: Vec<IterationSpans>,
+}
+
+/// The whole report of `run`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RunReport {
+    /// Model or engine path.
+    pub model: String,
+    /// GPU name when a GPU backend ran.
+    pub gpu: Option<String>,
+    /// What each number covers.
+    pub notes: Vec<String>,
+    /// One entry per batch size.
+    pub results: Vec<BatchResult>,
+}
+
+/// Measures `config.model` at every batch size.
+pub fn measure_latency(config: &RunConfig, progress: &dyn Progress) -> Result<RunReport> {
+    let shown = config.model.display().to_string();
+    let options = &config.harness;
+    let mut gpu: Option<Gpu> = None;
+    let mut results = vec![];
+    let mut notes = vec![];
+    for &batch in &config.batch_sizes {
+        let backend_options = BackendOptions {
+            batch: Some(batch),
+            ..config.backend.clone()
+        };
+        let mut backend = open_backend(&config.model, &backend_options)
+            .with_context(|| format!("{shown}: batch {batch}"))?;
+        let name = backend.name();
+        let inputs = backend.inputs().to_vec();
+        let outputs = backend.outputs().to_vec();
+        let (result, note) = match backend.gpu() {
+            Some(enqueue) => {
+                let g = match &gpu {
+                    Some(g) => g.clone(),
+                    None => gpu
+                        .insert(Gpu::open(config.device_id.unwrap_or(0))?)
+                        .clone(),
+                };
+                progress.start(&format!("{name} batch {batch}"), None);
+                let r = harness::run(&g, enqueue, &inputs, &outputs, batch, options)
+                    .with_context(|| format!("{shown}: {name}"));
+                progress.finish();
+                let r = r?;
+                let note = format!("{name}: CUDA events on the GPU clock; latency-model = inference only, latency-all = first H2D start to last D2H end{}", if options.transfers { "" } else { " (no transfers: no copies)" });
+                let result = BatchResult {
+                    batch,
+                    backend: name,
+                    timing: "cuda-events".into(),
+                    iterations: r.iterations.len(),
+                    latency_ms: SpanStats::of(&r.iterations)
+                        .context("no iteration was measured")?,
+                    throughput: r.throughput,
+                    wall_s: r.wall_s,
+                    memory: Some(r.memory),
+                    spans: r.iterations,
+                };
+                (result, note)
+            }
+            None => {
+                if let Some(&setting) = config.gpu_settings.first() {
+                    return Err(NeedsGpuBackend {
+                        setting,
+                        backend: name,
+                    }
+                    .into());
+                }
+                let note = if config.backend.device == Device::Cuda {
+                    format!("{name}: wall clock around each inference (host tensors in → host tensors out, copies to and from the GPU included); tract's CUDA runtime runs on its own streams, so no event-timed spans: latency-all only")
+                } else {
+                    format!("{name}: wall clock around each inference (host tensors in → host tensors out); latency-all only, no GPU spans")
+                };
+                let result = measure_wall_clock(backend.as_mut(), batch, options, progress)
+                    .with_context(|| format!("{shown}: {name} at batch {batch}"))?;
+                (result, note)
+            }
+        };
+        if !notes.contains(&note) {
+            notes.push(note);
+        }
+        results.push(result);
+    }
+    Ok(RunReport {
+        model: shown,
+        gpu: gpu.map(|g| format!("{} (GPU {})", g.name(), g.id())),
+        notes,
+        results,
+    })
+}
+
+/// Times a backend that runs host tensors on the wall clock: warm-up, then the measured
+/// iterations, each from host tensors in to host tensors out.
+pub fn measure_wall_clock(
+    backend: &mut dyn Backend,
+    batch: usize,
+    options: &HarnessOptions,
+    progress: &dyn Progress,
+) -> Result<BatchResult> {
+    let inputs = timing_inputs(backend.inputs(), batch)?;
+    progress.start(&format!("{} batch {batch}", backend.name()), None);
+    let mut phase = |amount: Amount, record: bool| -> Result<(Vec<IterationSpans>, f64)> {
+        let start = Instant::now();
+        let mut spans = vec![];
+        let mut i = 0u64;
+        while match amount {
+            Amount::Iterations(n) => i < n,
+            Amount::Seconds(s) => start.elapsed().as_secs_f64() < s,
+        } {
+            let t = Instant::now();
+            backend.run(&inputs)?;
+            if record {
+                spans.push(IterationSpans::wall_only(t.elapsed().as_secs_f64() * 1e3));
+            }
+            progress.advance(1);
+            i += 1;
+        }
+        Ok((spans, start.elapsed().as_secs_f64()))
+    };
+    let measured = phase(options.warmup, false).and_then(|_| phase(options.measure, true));
+    progress.finish();
+    let (spans, wall_s) = measured?;
+    let samples = spans.len() as u64 * batch as u64;
+    Ok(BatchResult {
+        batch,
+        backend: backend.name(),
+        timing: "wall-clock".into(),
+        iterations: spans.len(),
+        latency_ms: SpanStats::of(&spans).context("no iteration was measured")?,
+        throughput: throughput(samples, wall_s),
+        wall_s,
+        memory: None,
+        spans,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::progress::NoProgress;
+    use crate::onnx::test_models;
+    use crate::tensor::{Dim, ElemType, IoSpec, TensorData};
+
+    fn spec(name: &str, elem_type: ElemType) -> IoSpec {
+        IoSpec {
+            name: name.into(),
+            elem_type,
+            dims: vec![Dim::Symbol("N".into()), Dim::Fixed(3), Dim::Fixed(5)],
+        }
+    }
+
+    #[test]
+    fn cpu_and_gpu_paths_get_the_same_input_bytes() {
+        let specs = [
+            spec("x", ElemType::F32),
+            spec("h", ElemType::F16),
+            spec("ids", ElemType::I64),
+        ];
+        let cpu = timing_inputs(&specs, 4).unwrap();
+        let gpu = harness::input_bytes(&specs, 4).unwrap();
+        assert_eq!(gpu.len(), 3);
+        for (t, bytes) in cpu.iter().zip(&gpu) {
+            assert_eq!(&t.to_le_bytes(), bytes, "{}", t.name);
+        }
+        // float16 inputs carry data, not zeros, and the same seed gives the same bytes.
+        let TensorData::F16(h) = &cpu[1].data else {
+            panic!("float16 expected")
+        };
+        assert!(h.iter().any(|v| v.to_f32() > 0.0));
+        assert!(h.iter().all(|v| (0.0..=1.0).contains(&v.to_f32())));
+        assert_eq!(gpu, harness::input_bytes(&specs, 4).unwrap());
+    }
+
+    #[test]
+    fn run_report_round_trips_through_json() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.onnx");
+        crate::onnx::OnnxModel::from_proto(test_models::classifier(None), &path)
+            .save(&path)
+            .unwrap();
+        let config = RunConfig {
+            model: path,
+            batch_sizes: vec![1, 2],
+            backend: BackendOptions {
+                threads: Some(1),
+                ..Default::default()
+            },
+            harness: HarnessOptions {
+                warmup: Amount::Iterations(1),
+                measure: Amount::Iterations(3),
+                transfers: true,
+                cuda_graph: false,
+                streams: 1,
+            },
+            device_id: None,
+            gpu_settings: vec![],
+        };
+        let report = measure_latency(&config, &NoProgress).unwrap();
+        assert_eq!(report.results.len(), 2);
+        assert_eq!(report.results[1].iterations, 3);
+        assert_eq!(report.results[1].timing, "wall-clock");
+        let text = serde_json::to_string(&report).unwrap();
+        let back: RunReport = serde_json::from_str(&text).unwrap();
+        assert_eq!(serde_json::to_string(&back).unwrap(), text);
+        let refused = RunConfig {
+            gpu_settings: vec![GpuSetting::CudaGraph],
+            ..config
+        };
+        let err = measure_latency(&refused, &NoProgress).unwrap_err();
+        assert!(err.is::<NeedsGpuBackend>(), "{err:#}");
+    }
+}
