@@ -10,7 +10,8 @@ use crate::data::npz;
 use crate::data::synthetic::{InputDistribution, RandomInputs};
 use crate::metrics::closeness::Tolerance;
 use crate::metrics::compare::{compare_outputs, OutputComparison};
-use crate::onnx::shape::{apply_input_shapes, model_inputs, parse_input_shapes};
+use crate::onnx::rewrite::pass::Pass;
+use crate::onnx::shape::{model_inputs, parse_input_shapes, InputShapes};
 use crate::onnx::OnnxModel;
 use crate::report::format::json;
 use crate::report::table::Table;
@@ -334,7 +335,7 @@ pub fn compare(args: &CompareArgs) -> Result<CompareReport> {
         if let Source::Model(boxed) = src {
             let model = &mut boxed.0;
             if !shapes.is_empty() {
-                apply_input_shapes(model, &shapes)?;
+                *model = InputShapes(shapes.clone()).run(model.clone())?.0;
             }
             match (fixed_batch(model), batch) {
                 (Some(f), Some(b)) if f != b => bail!(
