@@ -3,7 +3,8 @@
 //! `libonnxruntime.so.*` shipped in the `onnxruntime` Python package's `capi/` folder.
 
 use super::{Backend, OutputVisitor, RunOutput};
-use crate::onnx::shape::{apply_input_shapes, set_batch, Batch, InputShape};
+use crate::onnx::rewrite::pass::Pass;
+use crate::onnx::shape::{Batch, FixBatch, InputShape, InputShapes};
 use crate::onnx::OnnxModel;
 use crate::tensor::Dim;
 use crate::tensor::{check_input_count, ElemType, HostTensor, IoSpec, TensorData};
@@ -193,10 +194,10 @@ impl OrtBackend {
         ensure_loaded()?;
         let mut model = model.clone();
         if !options.input_shapes.is_empty() {
-            apply_input_shapes(&mut model, &options.input_shapes)?;
+            model = InputShapes(options.input_shapes.clone()).run(model)?.0;
         }
         if let Some(n) = options.batch {
-            set_batch(&mut model, Batch::Static(n as i64))?;
+            model = FixBatch(Batch::Static(n as i64)).run(model)?.0;
         }
         model.inline_external_data()?;
         let shown = model.path.display().to_string();

@@ -5,7 +5,8 @@
 
 use super::{Backend, Device, OutputVisitor, RunOutput};
 use crate::data::batch::{concat, slice_padded, truncate};
-use crate::onnx::shape::{apply_input_shapes, model_inputs, set_batch, Batch, InputShape};
+use crate::onnx::rewrite::pass::Pass;
+use crate::onnx::shape::{model_inputs, Batch, FixBatch, InputShape, InputShapes};
 use crate::onnx::OnnxModel;
 use crate::tensor::Dim;
 use crate::tensor::{check_input_count, ElemType, HostTensor, IoSpec, TensorData};
@@ -156,7 +157,7 @@ impl TractBackend {
     pub fn load(model: &OnnxModel, options: &TractOptions) -> Result<Self> {
         let mut model = model.clone();
         if !options.input_shapes.is_empty() {
-            apply_input_shapes(&mut model, &options.input_shapes)?;
+            model = InputShapes(options.input_shapes.clone()).run(model)?.0;
         }
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         // Only a dynamic batch can be split into chunks: a fixed one runs as the model says.
@@ -181,7 +182,7 @@ impl TractBackend {
             } else {
                 n
             };
-            set_batch(&mut model, Batch::Static(prepared as i64))?;
+            model = FixBatch(Batch::Static(prepared as i64)).run(model)?.0;
         }
         let shown = model.path.display().to_string();
         let dir = model.base_dir().to_string_lossy().into_owned();

@@ -7,7 +7,8 @@ use super::batches::CalibrationBatches;
 use super::histogram::{Histogram, DEFAULT_BINS};
 use super::range::Algorithm;
 use crate::backend::select::{open, BackendOptions};
-use crate::onnx::rewrite::capture::{expose, Source};
+use crate::onnx::rewrite::capture::{Capture, Source};
+use crate::onnx::rewrite::pass::{Pass, PassReport};
 use crate::onnx::rewrite::plan::QuantPlan;
 use crate::onnx::OnnxModel;
 use crate::tensor::{HostTensor, TensorData};
@@ -103,8 +104,14 @@ pub fn collect(
     on_batch: &(dyn Fn() + Sync),
 ) -> Result<Collected> {
     let names = plan.activation_names();
-    let capture = expose(model, &names)?;
-    let mut backend = open(&capture.model, backend)?;
+    let capture = Capture {
+        names: names.clone(),
+    };
+    let (capture_model, report) = capture.run(model.clone())?;
+    let PassReport::Capture { sources } = report else {
+        bail!("the capture pass reported no tensor sources");
+    };
+    let mut backend = open(&capture_model, backend)?;
     if backend.inputs().len() != 1 {
         bail!(
             "calibration feeds one input, the model has {}",
@@ -114,7 +121,7 @@ pub fn collect(
     // Which histogram each backend output feeds, and which histograms read the input.
     let mut of_output: Vec<Vec<usize>> = vec![vec![]; backend.outputs().len()];
     let mut of_input = vec![];
-    for (h, (_, src)) in capture.sources.iter().enumerate() {
+    for (h, (_, src)) in sources.iter().enumerate() {
         match src {
             Source::Input(_) => of_input.push(h),
             Source::Output(j) => of_output[*j].push(h),
@@ -189,7 +196,7 @@ pub fn compute_ranges(histograms: &[(String, Histogram)], algo: Algorithm) -> Ve
             TensorRange {
                 tensor: name.clone(),
                 amax,
-                scale: super::range::scale_of(amax),
+                scale: crate::onnx::rewrite::qdq::scale_of(amax),
                 max_abs: h.max_abs(),
                 count: h.total(),
             }

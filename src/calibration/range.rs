@@ -1,6 +1,6 @@
 //! Range algorithms: from a histogram of |x| to the clipping threshold `amax` of a tensor.
 //!
-//! The INT8 scale is `amax / 127` (symmetric, zero point 0).
+//! The INT8 scale is `amax / 127` (symmetric, zero point 0; `onnx::rewrite::qdq::scale_of`).
 
 use super::histogram::Histogram;
 use serde::{Deserialize, Serialize};
@@ -60,15 +60,6 @@ impl fmt::Display for Algorithm {
             Algorithm::MinMax => f.write_str("minmax"),
             Algorithm::Percentile { percent } => write!(f, "percentile {percent}"),
         }
-    }
-}
-
-/// The symmetric INT8 scale of a threshold; a zero threshold gets scale 1 (all values are 0).
-pub fn scale_of(amax: f32) -> f32 {
-    if amax > 0.0 && amax.is_finite() {
-        amax / 127.0
-    } else {
-        1.0
     }
 }
 
@@ -176,6 +167,7 @@ pub fn entropy_amax(h: &Histogram) -> f32 {
 mod tests {
     use super::super::histogram::DEFAULT_BINS;
     use super::*;
+    use crate::onnx::rewrite::qdq::scale_of;
 
     /// A seeded uniform in (0, 1).
     struct Rng(u64);

@@ -5,9 +5,10 @@ use crate::backend::tract::{TractBackend, TractOptions};
 use crate::calibration::cache::{check_cache_model, CalibrationTable};
 use crate::cli::UsageError;
 use crate::onnx::model::file_sha256;
-use crate::onnx::rewrite::fp16::{to_fp16, Fp16Options, Fp16Report, DEFAULT_KEEP_FP32};
+use crate::onnx::rewrite::fp16::{Fp16, Fp16Options, Fp16Report, DEFAULT_KEEP_FP32};
+use crate::onnx::rewrite::pass::{Pass, PassReport};
 use crate::onnx::rewrite::plan::plan_int8;
-use crate::onnx::rewrite::qdq::insert_qdq;
+use crate::onnx::rewrite::qdq::Qdq;
 use crate::onnx::OnnxModel;
 use crate::report::format::json;
 use anyhow::{bail, Context, Result};
@@ -99,16 +100,24 @@ pub fn run(args: QuantizeArgs) -> Result<()> {
         }
         report.quantized_activations = Some(plan.activations.len());
         report.quantized_weights = Some(plan.weights.len());
-        insert_qdq(&model, &plan, &table.scales)
+        let qdq = Qdq {
+            plan,
+            scales: table.scales,
+        };
+        qdq.run(model)
             .with_context(|| format!("{shown} with {}", cache_path.display()))?
+            .0
     } else {
         let keep = keep_fp32_list(args.keep_fp32.as_deref());
         let options = Fp16Options {
             keep_fp32: keep.clone(),
             fp16_io: args.fp16_io,
         };
-        let (m, r) = to_fp16(&model, &options).with_context(|| shown.clone())?;
-        report.fp16 = Some(r);
+        let (m, r) = Fp16(options).run(model).with_context(|| shown.clone())?;
+        report.fp16 = match r {
+            PassReport::Fp16(r) => Some(r),
+            _ => None,
+        };
         report.keep_fp32 = Some(keep);
         m
     };

@@ -9,7 +9,8 @@ use crate::data::npz;
 use crate::data::synthetic::{InputDistribution, RandomInputs};
 use crate::metrics::closeness::Tolerance;
 use crate::metrics::compare::{compare_outputs, OutputComparison};
-use crate::onnx::shape::{apply_input_shapes, model_inputs, InputShape};
+use crate::onnx::rewrite::pass::Pass;
+use crate::onnx::shape::{model_inputs, InputShape, InputShapes};
 use crate::onnx::OnnxModel;
 use crate::tensor::{Dim, HostTensor, IoSpec};
 use anyhow::{bail, Context, Result};
@@ -116,12 +117,16 @@ pub fn is_model(path: &Path) -> bool {
     path.extension().is_some_and(|e| e == "onnx")
 }
 
-fn source(side: &SideConfig) -> Result<Source> {
+/// Loads one side; a model gets the input shape overrides applied.
+fn source(side: &SideConfig, shapes: &[InputShape]) -> Result<Source> {
     match side.path.extension().and_then(|e| e.to_str()) {
-        Some("onnx") => Ok(Source::Model(Box::new((
-            OnnxModel::load(&side.path)?,
-            side.backend.clone(),
-        )))),
+        Some("onnx") => {
+            let mut model = OnnxModel::load(&side.path)?;
+            if !shapes.is_empty() {
+                model = InputShapes(shapes.to_vec()).run(model)?.0;
+            }
+            Ok(Source::Model(Box::new((model, side.backend.clone()))))
+        }
         Some("npz") | Some("npy") => Ok(Source::Saved(npz::load(&side.path)?)),
         _ => Err(NotComparable(side.path.display().to_string()).into()),
     }
@@ -261,17 +266,14 @@ pub fn compare(
         bail!("the batch size must be at least 1");
     }
     let sides = [&config.a, &config.b];
-    let mut sources = [source(sides[0])?, source(sides[1])?];
-    // Shape overrides and the batch, decided once from the first model and used on both.
+    let shapes = &config.input_shapes;
+    let mut sources = [source(sides[0], shapes)?, source(sides[1], shapes)?];
+    // The batch, decided once from the first model and used on both.
     let mut batch = config.batch_size;
     let mut dynamic = [false; 2];
     for (i, src) in sources.iter_mut().enumerate() {
         if let Source::Model(boxed) = src {
-            let model = &mut boxed.0;
-            if !config.input_shapes.is_empty() {
-                apply_input_shapes(model, &config.input_shapes)?;
-            }
-            match (fixed_batch(model), batch) {
+            match (fixed_batch(&boxed.0), batch) {
                 (Some(f), Some(b)) if f != b => bail!(
                     "{}: the model's batch is fixed to {f}, a batch size of {b} cannot apply (make the batch axis dynamic with an input shape of -1 ...)",
                     sides[i].path.display()

@@ -3,6 +3,18 @@
 use super::pb::tensor_proto::DataType;
 use crate::tensor::ElemType;
 
+/// The element type a proto's `i32` code stands for; `None` for codes this ONNX version lacks.
+///
+/// Proto fields stay `i32`; code that decides on a type converts here and matches on the enum.
+pub fn data_type(code: i32) -> Option<DataType> {
+    DataType::try_from(code).ok()
+}
+
+/// The element type an `i64` attribute (a Cast's `to`, a random op's `dtype`) stands for.
+pub fn data_type_attr(code: i64) -> Option<DataType> {
+    i32::try_from(code).ok().and_then(data_type)
+}
+
 /// Short lower-case name of an ONNX element type (`float32`, `int64`, …), as users read it.
 pub fn dtype_name(code: i32) -> String {
     match DataType::try_from(code) {
@@ -65,5 +77,9 @@ mod tests {
         assert_eq!(packed_bytes(DataType::Float as i32, 10), Some(40));
         assert_eq!(packed_bytes(DataType::Int4 as i32, 3), Some(2));
         assert_eq!(packed_bytes(DataType::String as i32, 3), None);
+        assert_eq!(data_type(1), Some(DataType::Float));
+        assert_eq!(data_type(999), None);
+        assert_eq!(data_type_attr(10), Some(DataType::Float16));
+        assert_eq!(data_type_attr(1 << 40), None);
     }
 }

@@ -1,9 +1,11 @@
 //! Initializers whose bytes live in external data files, resolved relative to the model file.
+//!
+//! Everything here works on protobuf tensors and the model's folder, not on
+//! [`OnnxModel`](super::OnnxModel): the model layer calls in, never the other way.
 
 use super::dtype::packed_bytes;
-use super::model::OnnxModel;
 use super::pb::tensor_proto::DataLocation;
-use super::pb::TensorProto;
+use super::pb::{GraphProto, TensorProto};
 use anyhow::{bail, Context, Result};
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Component, Path, PathBuf};
@@ -84,11 +86,12 @@ fn resolve(base: &Path, tensor: &TensorProto, location: &str) -> Result<PathBuf>
     Ok(base.join(rel))
 }
 
-/// Checks that every external data file exists and is long enough; reads nothing.
-pub fn check_external_data(model: &OnnxModel) -> Result<()> {
-    for tensor in model.graph().initializer.iter().filter(|t| is_external(t)) {
+/// Checks that every external data file of `graph` exists in `base` (the model's folder) and
+/// is long enough; reads nothing.
+pub fn check_external_data(graph: &GraphProto, base: &Path) -> Result<()> {
+    for tensor in graph.initializer.iter().filter(|t| is_external(t)) {
         let r = external_ref(tensor)?;
-        let file = resolve(model.base_dir(), tensor, &r.location)?;
+        let file = resolve(base, tensor, &r.location)?;
         let size = match std::fs::metadata(&file) {
             Ok(m) if m.is_file() => m.len(),
             Ok(_) => bail!("initializer '{}': external data '{}' is not a file", tensor.name, file.display()),
@@ -111,10 +114,11 @@ pub fn check_external_data(model: &OnnxModel) -> Result<()> {
     Ok(())
 }
 
-/// Reads the bytes of one external initializer.
-pub fn read_external(model: &OnnxModel, tensor: &TensorProto) -> Result<Vec<u8>> {
+/// Reads the bytes of one external initializer, its location resolved against `base` (the
+/// model's folder).
+pub fn read_external(base: &Path, tensor: &TensorProto) -> Result<Vec<u8>> {
     let r = external_ref(tensor)?;
-    let path = resolve(model.base_dir(), tensor, &r.location)?;
+    let path = resolve(base, tensor, &r.location)?;
     let mut file =
         std::fs::File::open(&path).with_context(|| format!("{}: cannot open", path.display()))?;
     file.seek(SeekFrom::Start(r.offset))?;
@@ -127,30 +131,6 @@ pub fn read_external(model: &OnnxModel, tensor: &TensorProto) -> Result<Vec<u8>>
         )
     })?;
     Ok(buf)
-}
-
-impl OnnxModel {
-    /// Pulls every external initializer into the model as raw data (a pass: the model no longer
-    /// depends on files beside it, so it can be saved anywhere or handed to a backend in memory).
-    pub fn inline_external_data(&mut self) -> Result<()> {
-        let externals: Vec<(usize, Vec<u8>)> = self
-            .graph()
-            .initializer
-            .iter()
-            .enumerate()
-            .filter(|(_, t)| is_external(t))
-            .map(|(i, t)| Ok((i, read_external(self, t)?)))
-            .collect::<Result<_>>()
-            .with_context(|| self.path.display().to_string())?;
-        let graph = self.graph_mut();
-        for (i, bytes) in externals {
-            let t = &mut graph.initializer[i];
-            t.raw_data = bytes;
-            t.external_data.clear();
-            t.data_location = None;
-        }
-        Ok(())
-    }
 }
 
 #[cfg(test)]

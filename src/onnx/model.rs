@@ -1,6 +1,6 @@
 //! Loading and saving ONNX models, with clear errors for everything that is not one.
 
-use super::external::check_external_data;
+use super::external::{check_external_data, is_external, read_external};
 use super::pb::{GraphProto, ModelProto};
 use crate::atomic_file::write_atomic;
 use anyhow::{bail, Context, Result};
@@ -149,7 +149,8 @@ impl OnnxModel {
             proto,
             path: path.to_path_buf(),
         };
-        check_external_data(&model).with_context(|| path.display().to_string())?;
+        check_external_data(model.graph(), model.base_dir())
+            .with_context(|| path.display().to_string())?;
         Ok(model)
     }
 
@@ -195,6 +196,29 @@ impl OnnxModel {
     /// Encodes the model to protobuf bytes.
     pub fn to_bytes(&self) -> Vec<u8> {
         self.proto.encode_to_vec()
+    }
+
+    /// Pulls every external initializer into the model as raw data: the model no longer
+    /// depends on files beside it, so it can be saved anywhere or handed to a backend in memory.
+    pub fn inline_external_data(&mut self) -> Result<()> {
+        let base = self.base_dir().to_path_buf();
+        let externals: Vec<(usize, Vec<u8>)> = self
+            .graph()
+            .initializer
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| is_external(t))
+            .map(|(i, t)| Ok((i, read_external(&base, t)?)))
+            .collect::<Result<_>>()
+            .with_context(|| self.path.display().to_string())?;
+        let graph = self.graph_mut();
+        for (i, bytes) in externals {
+            let t = &mut graph.initializer[i];
+            t.raw_data = bytes;
+            t.external_data.clear();
+            t.data_location = None;
+        }
+        Ok(())
     }
 
     /// Writes the model to `path` atomically (temporary file, then rename).

@@ -1,10 +1,12 @@
-//! `--input-shape` overrides: parsing, validation against the model, and the batch pass.
+//! Input-shape overrides (`--input-shape` on the command line): parsing, validation against
+//! the model, and the two passes on input declarations, [`InputShapes`] and [`FixBatch`].
 //!
 //! Accepted forms:
 //! - `-1 3 224 224` or `1x3x224x224` — the shape of the model's only input (`-1`: dynamic);
 //! - `input:1x3x224x224` (repeatable) — a shape per named input, for multi-input models.
 
 use super::model::OnnxModel;
+use super::rewrite::pass::{Pass, PassReport};
 use super::tensor_info::{set_dims, TensorInfo};
 use crate::tensor::{format_dims, Dim};
 use anyhow::{bail, Context, Result};
@@ -110,7 +112,7 @@ fn resolve_shapes(model: &OnnxModel, shapes: &[InputShape]) -> Result<Vec<(usize
                 .with_context(|| {
                     let names: Vec<_> = inputs.iter().map(|i| i.name.as_str()).collect();
                     format!(
-                        "--input-shape {shape}: the model has no input '{name}' (inputs: {})",
+                        "input shape {shape}: the model has no input '{name}' (inputs: {})",
                         names.join(", ")
                     )
                 })?,
@@ -118,17 +120,14 @@ fn resolve_shapes(model: &OnnxModel, shapes: &[InputShape]) -> Result<Vec<(usize
             None => {
                 let names: Vec<_> = inputs.iter().map(|i| format!("{}:…", i.name)).collect();
                 bail!(
-                    "--input-shape {shape}: the model has {} inputs; name each one ({})",
+                    "input shape {shape}: the model has {} inputs; name each one ({})",
                     inputs.len(),
                     names.join(" ")
                 );
             }
         };
         if out.iter().any(|(i, _)| *i == index) {
-            bail!(
-                "--input-shape: input '{}' is given twice",
-                inputs[index].name
-            );
+            bail!("input '{}' is given two shapes", inputs[index].name);
         }
         let info = &inputs[index];
         out.push((index, merge_dims(info, shape)?));
@@ -141,7 +140,7 @@ fn merge_dims(info: &TensorInfo, shape: &InputShape) -> Result<Vec<Dim>> {
     let requested: Vec<String> = shape.dims.iter().map(DimSpec::to_string).collect();
     let mismatch = |why: String| {
         anyhow::anyhow!(
-            "--input-shape: input '{}': requested {} but the model declares {}: {why}",
+            "input '{}': requested shape {} but the model declares {}: {why}",
             info.name,
             requested.join("×"),
             info.shape_string()
@@ -214,10 +213,46 @@ pub fn model_outputs(model: &OnnxModel) -> Vec<TensorInfo> {
         .collect()
 }
 
-/// Checks `shapes` against the model and writes them into its input declarations (a pass).
+/// The input-shapes pass: checks the shapes against the model and writes them into its input
+/// declarations.
 ///
 /// Symbols that become fixed (e.g. `batch` → 32) are substituted in outputs and value_info too.
-pub fn apply_input_shapes(model: &mut OnnxModel, shapes: &[InputShape]) -> Result<()> {
+/// An empty list changes nothing.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct InputShapes(pub Vec<InputShape>);
+
+impl Pass for InputShapes {
+    fn name(&self) -> &'static str {
+        "input-shapes"
+    }
+
+    fn run(&self, mut model: OnnxModel) -> Result<(OnnxModel, PassReport)> {
+        let changed = apply_input_shapes(&mut model, &self.0)?;
+        Ok((model, PassReport::InputShapes { changed }))
+    }
+}
+
+/// The batch pass: axis 0 of every input fixed to a size, or made dynamic (see [`Batch`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FixBatch(pub Batch);
+
+impl Pass for FixBatch {
+    fn name(&self) -> &'static str {
+        "fix-batch"
+    }
+
+    fn run(&self, mut model: OnnxModel) -> Result<(OnnxModel, PassReport)> {
+        let changed = set_batch(&mut model, self.0)?;
+        let batch = match self.0 {
+            Batch::Static(n) => Some(n),
+            Batch::Dynamic => None,
+        };
+        Ok((model, PassReport::FixBatch { batch, changed }))
+    }
+}
+
+/// Writes `shapes` into the input declarations; returns the inputs whose declaration changed.
+fn apply_input_shapes(model: &mut OnnxModel, shapes: &[InputShape]) -> Result<Vec<String>> {
     let resolved = resolve_shapes(model, shapes)?;
     let inputs = model_inputs(model);
     let mut fixed_symbols: Vec<(String, i64)> = Vec::new();
@@ -227,7 +262,7 @@ pub fn apply_input_shapes(model: &mut OnnxModel, shapes: &[InputShape]) -> Resul
                 if let (Dim::Symbol(s), Dim::Fixed(n)) = (d, new) {
                     if let Some((_, prev)) = fixed_symbols.iter().find(|(name, _)| name == s) {
                         if prev != n {
-                            bail!("--input-shape: symbol '{s}' is given both {prev} and {n}");
+                            bail!("shape symbol '{s}' is given both {prev} and {n}");
                         }
                     } else {
                         fixed_symbols.push((s.clone(), *n));
@@ -237,6 +272,7 @@ pub fn apply_input_shapes(model: &mut OnnxModel, shapes: &[InputShape]) -> Resul
         }
     }
     let graph = model.graph_mut();
+    let mut changed = Vec::new();
     for (index, dims) in resolved {
         let name = inputs[index].name.clone();
         let v = graph
@@ -244,12 +280,16 @@ pub fn apply_input_shapes(model: &mut OnnxModel, shapes: &[InputShape]) -> Resul
             .iter_mut()
             .find(|v| v.name == name)
             .expect("input exists");
+        let before = v.clone();
         set_dims(v, &dims);
+        if *v != before {
+            changed.push(name);
+        }
     }
     for v in graph.output.iter_mut().chain(graph.value_info.iter_mut()) {
         substitute_symbols(v, &fixed_symbols);
     }
-    Ok(())
+    Ok(changed)
 }
 
 fn substitute_symbols(v: &mut super::pb::ValueInfoProto, fixed: &[(String, i64)]) {
@@ -278,12 +318,13 @@ pub enum Batch {
     Dynamic,
 }
 
-/// Makes a model static at batch N, or dynamic in batch (a pass on inputs, outputs, value_info).
+/// Makes a model static at batch N, or dynamic in batch (inputs, outputs, value_info); returns
+/// the inputs whose declaration changed.
 ///
 /// Static: the symbol on axis 0 of the inputs is replaced by N everywhere it appears. Dynamic:
 /// axis 0 of inputs and outputs becomes `batch`, and value_info (optional shape hints) is dropped
 /// because it may pin the old batch; Reshape constants inside the graph are not rewritten.
-pub fn set_batch(model: &mut OnnxModel, batch: Batch) -> Result<()> {
+fn set_batch(model: &mut OnnxModel, batch: Batch) -> Result<Vec<String>> {
     let inputs = model_inputs(model);
     if inputs.is_empty() {
         bail!("the model has no inputs to set a batch size on");
@@ -332,6 +373,7 @@ pub fn set_batch(model: &mut OnnxModel, batch: Batch) -> Result<()> {
         Batch::Dynamic => {
             let graph = model.graph_mut();
             let input_names: Vec<String> = inputs.iter().map(|i| i.name.clone()).collect();
+            let mut changed = Vec::new();
             for v in graph
                 .input
                 .iter_mut()
@@ -340,12 +382,17 @@ pub fn set_batch(model: &mut OnnxModel, batch: Batch) -> Result<()> {
             {
                 let info = TensorInfo::from_value_info(v);
                 if let Some(mut dims) = info.dims.filter(|d| !d.is_empty()) {
+                    let is_input = input_names.contains(&v.name);
+                    let before = v.clone();
                     dims[0] = Dim::Symbol(BATCH_SYMBOL.into());
                     set_dims(v, &dims);
+                    if is_input && *v != before {
+                        changed.push(v.name.clone());
+                    }
                 }
             }
             graph.value_info.clear();
-            Ok(())
+            Ok(changed)
         }
     }
 }
@@ -378,6 +425,83 @@ mod tests {
         assert_eq!(s[1].name.as_deref(), Some("b"));
         assert_eq!(s[1].dims, vec![DimSpec::Dynamic, DimSpec::Fixed(4)]);
         assert_eq!(s[1].to_string(), "b:-1x4");
+    }
+
+    fn model(batch: Option<i64>) -> OnnxModel {
+        OnnxModel::from_proto(crate::onnx::test_models::classifier(batch), "c.onnx")
+    }
+
+    fn dims_of(m: &OnnxModel, name: &str) -> String {
+        let all = model_inputs(m).into_iter().chain(model_outputs(m));
+        all.filter(|i| i.name == name)
+            .map(|i| i.shape_string())
+            .next()
+            .unwrap()
+    }
+
+    #[test]
+    fn input_shapes_pass_fixes_symbols_everywhere() {
+        let shapes = InputShapes(parse_input_shapes(&toks("8x3x16x16")).unwrap());
+        assert_eq!(shapes.name(), "input-shapes");
+        let (m, report) = shapes.run(model(None)).unwrap();
+        assert_eq!(
+            report,
+            PassReport::InputShapes {
+                changed: vec!["input".into()]
+            }
+        );
+        assert_eq!(dims_of(&m, "input"), "8×3×16×16");
+        assert_eq!(dims_of(&m, "logits").split('×').next(), Some("8"));
+        // Running it again changes nothing; an empty list changes nothing either.
+        let (m, report) = shapes.run(m).unwrap();
+        assert_eq!(report, PassReport::InputShapes { changed: vec![] });
+        let (_, report) = InputShapes::default().run(m).unwrap();
+        assert_eq!(report, PassReport::InputShapes { changed: vec![] });
+    }
+
+    #[test]
+    fn input_shapes_pass_refuses_what_the_model_contradicts() {
+        for (bad, needle) in [
+            ("8x3x16", "rank"),
+            ("8x4x16x16", "axis 1 is fixed to 3"),
+            ("nope:8x3x16x16", "no input 'nope'"),
+            ("input:1x3x16x16 input:2x3x16x16", "given two shapes"),
+        ] {
+            let shapes = InputShapes(parse_input_shapes(&toks(bad)).unwrap());
+            let err = format!("{:#}", shapes.run(model(None)).unwrap_err());
+            assert!(err.contains(needle), "{bad}: {err}");
+            assert!(
+                !err.contains("--"),
+                "{bad}: a library message names no flag: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn fix_batch_pass_static_and_dynamic() {
+        assert_eq!(FixBatch(Batch::Dynamic).name(), "fix-batch");
+        let (m, report) = FixBatch(Batch::Static(4)).run(model(None)).unwrap();
+        assert_eq!(
+            report,
+            PassReport::FixBatch {
+                batch: Some(4),
+                changed: vec!["input".into()]
+            }
+        );
+        assert!(dims_of(&m, "input").starts_with("4×"));
+        let (m, report) = FixBatch(Batch::Dynamic).run(m).unwrap();
+        assert_eq!(
+            report,
+            PassReport::FixBatch {
+                batch: None,
+                changed: vec!["input".into()]
+            }
+        );
+        assert!(dims_of(&m, "input").starts_with(BATCH_SYMBOL));
+        assert!(dims_of(&m, "logits").starts_with(BATCH_SYMBOL));
+        let err = FixBatch(Batch::Static(2)).run(model(Some(1))).unwrap_err();
+        assert!(err.to_string().contains("fixed batch of 1"), "{err}");
+        assert!(FixBatch(Batch::Static(0)).run(model(None)).is_err());
     }
 
     #[test]

@@ -18,10 +18,11 @@ use crate::calibration::cache::CalibrationTable;
 use crate::calibration::job::{calibrate, BatchProgress, CalibrateConfig, CalibrateReport};
 use crate::onnx::external::{element_count, is_external};
 use crate::onnx::model::sha256_hex;
-use crate::onnx::rewrite::fp16::{to_fp16, Fp16Options, Fp16Report};
+use crate::onnx::rewrite::fp16::{Fp16, Fp16Options, Fp16Report};
+use crate::onnx::rewrite::pass::{run_passes, Pass, PassReport};
 use crate::onnx::rewrite::plan::plan_int8;
-use crate::onnx::rewrite::qdq::insert_qdq;
-use crate::onnx::shape::{apply_input_shapes, model_inputs, set_batch, Batch, DimSpec, InputShape};
+use crate::onnx::rewrite::qdq::Qdq;
+use crate::onnx::shape::{model_inputs, Batch, DimSpec, FixBatch, InputShape, InputShapes};
 use crate::onnx::OnnxModel;
 use crate::tensor::Dim;
 use anyhow::{bail, Context, Result};
@@ -239,6 +240,47 @@ fn fixed_batch_made_dynamic(model: &OnnxModel, shapes: &[InputShape]) -> Option<
     })
 }
 
+/// The passes on the input declarations, run at load (the profile and the engine key are read
+/// from their result): release a fixed batch that `-1` asks to make dynamic, then the input
+/// shapes.
+fn shape_passes(config: &BuildConfig, released_batch: bool) -> Vec<Box<dyn Pass>> {
+    let mut passes: Vec<Box<dyn Pass>> = Vec::new();
+    if released_batch {
+        passes.push(Box::new(FixBatch(Batch::Dynamic)));
+    }
+    if !config.input_shapes.is_empty() {
+        passes.push(Box::new(InputShapes(config.input_shapes.clone())));
+    }
+    passes
+}
+
+/// The precision pass, run only when no engine can be reused: FP16 autocast, or Q/DQ with the
+/// calibrated `scales` where the INT8 plan of `model` says; none for FP32.
+fn precision_passes(
+    config: &BuildConfig,
+    model: &OnnxModel,
+    scales: Option<&Scales>,
+) -> Result<Vec<Box<dyn Pass>>> {
+    Ok(match config.precision {
+        Precision::Fp32 => vec![],
+        Precision::Fp16 => vec![Box::new(Fp16(config.fp16.clone()))],
+        Precision::Int8 => {
+            let scales = scales.expect("INT8 scales were computed above");
+            let plan = plan_int8(model.graph());
+            if plan.is_empty() {
+                bail!(
+                    "{}: no quantizable ops (Conv, ConvTranspose, Gemm, MatMul); an INT8 build would be the FP32 one",
+                    config.model.display()
+                );
+            }
+            vec![Box::new(Qdq {
+                plan,
+                scales: scales.table.scales.clone(),
+            })]
+        }
+    })
+}
+
 /// Fails early (before a long build) when the engine's folder cannot be written: its nearest
 /// existing ancestor must be a folder we can create files in. Nothing is created here.
 fn check_writable(engine: &std::path::Path) -> Result<()> {
@@ -287,22 +329,24 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
         library: libs.runtime.display().to_string(),
     };
     let (mut model, file_bytes, model_sha256) = OnnxModel::load_hashed(&config.model)?;
-    let mut changed = false;
-    let mut released_batch = None;
-    if !config.input_shapes.is_empty() {
-        if let Some(fixed) = fixed_batch_made_dynamic(&model, &config.input_shapes) {
-            released_batch = Some(fixed.clone());
-            set_batch(&mut model, Batch::Dynamic).with_context(|| shown.clone())?;
-            (observers.note)(&format!(
-                "{shown}: input '{fixed}' was exported with a fixed batch; its batch axis is made dynamic"
-            ));
-        }
-        let declared = model.graph().input.clone();
-        apply_input_shapes(&mut model, &config.input_shapes).with_context(|| shown.clone())?;
-        // `-1 3 224 224` on a model that is already dynamic in batch changes nothing: the
-        // file's own bytes go to TensorRT then, without serializing the model again.
-        changed = released_batch.is_some() || model.graph().input != declared;
+    let released_batch = fixed_batch_made_dynamic(&model, &config.input_shapes);
+    if let Some(fixed) = &released_batch {
+        (observers.note)(&format!(
+            "{shown}: input '{fixed}' was exported with a fixed batch; its batch axis is made dynamic"
+        ));
     }
+    let passes = shape_passes(config, released_batch.is_some());
+    let (shaped, reports) =
+        run_passes(model, &passes.iter().map(AsRef::as_ref).collect::<Vec<_>>())
+            .with_context(|| shown.clone())?;
+    model = shaped;
+    // `-1 3 224 224` on a model that is already dynamic in batch changes nothing: the
+    // file's own bytes go to TensorRT then, without serializing the model again.
+    let mut changed = reports.iter().any(|r| match r {
+        PassReport::FixBatch { .. } => true,
+        PassReport::InputShapes { changed } => !changed.is_empty(),
+        _ => false,
+    });
     let profile: ShapeProfile = resolve_profile(
         &model_inputs(&model),
         &config.batch,
@@ -393,28 +437,29 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
 
     let t_rewrite = Instant::now();
     let parameters: u64 = model.graph().initializer.iter().map(element_count).sum();
-    match config.precision {
-        Precision::Fp32 => {}
-        Precision::Fp16 => {
-            let (m, r) = to_fp16(&model, &config.fp16).with_context(|| shown.clone())?;
-            model = m;
-            report.fp16 = Some(r);
-            changed = true;
-        }
-        Precision::Int8 => {
-            let scales = scales.as_ref().expect("INT8 scales were computed above");
-            let plan = plan_int8(model.graph());
-            if plan.is_empty() {
-                bail!("{shown}: no quantizable ops (Conv, ConvTranspose, Gemm, MatMul); an INT8 build would be the FP32 one");
+    let passes = precision_passes(config, &model, scales.as_ref())?;
+    let (rewritten, reports) =
+        run_passes(model, &passes.iter().map(AsRef::as_ref).collect::<Vec<_>>()).with_context(
+            || match &scales {
+                Some(s) => format!("{shown} with {}", s.summary.cache),
+                None => shown.clone(),
+            },
+        )?;
+    model = rewritten;
+    for r in reports {
+        changed = true;
+        match r {
+            PassReport::Fp16(r) => report.fp16 = Some(r),
+            PassReport::Qdq {
+                activations,
+                weights,
+            } => {
+                if let Some(s) = report.int8.as_mut() {
+                    s.quantized_activations = Some(activations);
+                    s.quantized_weights = Some(weights);
+                }
             }
-            let out = insert_qdq(&model, &plan, &scales.table.scales)
-                .with_context(|| format!("{shown} with {}", scales.summary.cache))?;
-            model = OnnxModel::from_proto(out.proto, &config.model);
-            if let Some(s) = report.int8.as_mut() {
-                s.quantized_activations = Some(plan.activations.len());
-                s.quantized_weights = Some(plan.weights.len());
-            }
-            changed = true;
+            _ => {}
         }
     }
     let has_external = model.graph().initializer.iter().any(is_external);

@@ -1,12 +1,15 @@
 //! Exposing intermediate tensors as graph outputs, so one run of the model returns them.
 
-use super::types::FLOAT;
+use super::pass::{Pass, PassReport};
+use crate::onnx::pb::tensor_proto::DataType;
 use crate::onnx::tensor_info::value_info;
 use crate::onnx::OnnxModel;
 use anyhow::{bail, Result};
+use serde::{Deserialize, Serialize};
 
 /// Where a captured tensor comes from in a run of the capture model.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Source {
     /// The graph input at this index (taken from the batch itself).
     Input(usize),
@@ -14,20 +17,31 @@ pub enum Source {
     Output(usize),
 }
 
-/// The capture model and where each requested tensor appears in its run.
+/// The capture pass: every tensor of `names` that is not already a graph input or output
+/// becomes an extra float32 graph output (no shape declared; the backend infers it).
+///
+/// Its report ([`PassReport::Capture`]) says where each tensor appears in a run.
 #[derive(Clone, Debug)]
 pub struct Capture {
-    /// The model with the extra outputs.
-    pub model: OnnxModel,
-    /// `(tensor name, source)`, in the order requested.
-    pub sources: Vec<(String, Source)>,
+    /// The tensors to capture, in the order their sources are reported.
+    pub names: Vec<String>,
 }
 
-/// Adds every tensor of `names` that is not already a graph input or output as an extra
-/// float32 graph output (no shape declared; the backend infers it).
-pub fn expose(model: &OnnxModel, names: &[String]) -> Result<Capture> {
-    let mut out = model.clone();
-    let produced: std::collections::HashSet<String> = model
+impl Pass for Capture {
+    fn name(&self) -> &'static str {
+        "capture"
+    }
+
+    fn run(&self, model: OnnxModel) -> Result<(OnnxModel, PassReport)> {
+        let (model, sources) = expose(model, &self.names)?;
+        Ok((model, PassReport::Capture { sources }))
+    }
+}
+
+/// Adds the tensors of `names` as outputs; returns the model and each tensor's source.
+fn expose(model: OnnxModel, names: &[String]) -> Result<(OnnxModel, Vec<(String, Source)>)> {
+    let mut out = model;
+    let produced: std::collections::HashSet<String> = out
         .graph()
         .node
         .iter()
@@ -41,7 +55,7 @@ pub fn expose(model: &OnnxModel, names: &[String]) -> Result<Capture> {
         } else if let Some(i) = g.output.iter().position(|v| &v.name == name) {
             Source::Output(i)
         } else if produced.contains(name) {
-            g.output.push(value_info(name, FLOAT, &[]));
+            g.output.push(value_info(name, DataType::Float as i32, &[]));
             // A value info with an empty shape would declare a scalar: declare no shape.
             if let Some(t) = g
                 .output
@@ -56,10 +70,7 @@ pub fn expose(model: &OnnxModel, names: &[String]) -> Result<Capture> {
         };
         sources.push((name.clone(), source));
     }
-    Ok(Capture {
-        model: out,
-        sources,
-    })
+    Ok((out, sources))
 }
 
 #[cfg(test)]
@@ -74,13 +85,16 @@ mod tests {
     fn captured_tensors_come_out_of_a_tract_run() {
         let m = OnnxModel::from_proto(test_models::classifier(None), "c.onnx");
         let names = vec!["input".to_string(), "flat".into(), "logits".into()];
-        let cap = expose(&m, &names).unwrap();
+        let (cap, report) = Capture { names }.run(m.clone()).unwrap();
+        let PassReport::Capture { sources } = report else {
+            panic!("{report:?}")
+        };
         assert_eq!(
-            cap.sources.iter().map(|s| s.1).collect::<Vec<_>>(),
+            sources.iter().map(|s| s.1).collect::<Vec<_>>(),
             vec![Source::Input(0), Source::Output(1), Source::Output(0)]
         );
         let mut b = TractBackend::load(
-            &cap.model,
+            &cap,
             &TractOptions {
                 batch: Some(2),
                 ..Default::default()
@@ -95,6 +109,9 @@ mod tests {
         .unwrap();
         let out = b.run(&[x]).unwrap();
         assert_eq!(out.outputs[1].shape, vec![2, 512]);
-        assert!(expose(&m, &["nope".into()]).is_err());
+        let nope = Capture {
+            names: vec!["nope".into()],
+        };
+        assert!(nope.run(m).is_err());
     }
 }

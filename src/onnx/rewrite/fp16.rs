@@ -6,7 +6,10 @@
 //! ops and for the inputs ONNX requires in float32); a Cast is inserted wherever the two differ.
 
 use super::initializer::{read_f32, set_f16};
-use super::types::{infer_elem_types, FLOAT, FLOAT16};
+use super::pass::{Pass, PassReport};
+use super::types::infer_elem_types;
+use crate::onnx::dtype::{data_type, data_type_attr};
+use crate::onnx::pb::tensor_proto::DataType;
 use crate::onnx::pb::NodeProto;
 use crate::onnx::tensor_info::tensor_type_mut;
 use crate::onnx::OnnxModel;
@@ -67,7 +70,7 @@ impl Default for Fp16Options {
 }
 
 /// What the rewrite did, for the command's report.
-#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Fp16Report {
     /// Initializers converted to float16.
     pub converted_initializers: usize,
@@ -91,7 +94,7 @@ fn needs_fp32_slot(op: &str, slot: usize) -> bool {
     )
 }
 
-fn cast_node(input: &str, output: &str, to: i32) -> NodeProto {
+fn cast_node(input: &str, output: &str, to: DataType) -> NodeProto {
     NodeProto {
         name: format!("{output}_Cast"),
         op_type: "Cast".into(),
@@ -128,7 +131,7 @@ fn attr_of<'a>(node: &'a NodeProto, name: &str) -> Option<&'a crate::onnx::pb::A
 /// `B` by `MatMul(A, Bᵀ or B)` + `Add(C)`: the same computation, which TensorRT fuses the same
 /// way, and which tract runs in float16 (its Gemm expansion yields float32 from float16
 /// inputs: "expected F16 got F32"). Other Gemms are left as they are.
-pub fn gemm_to_matmul(g: &mut crate::onnx::pb::GraphProto) -> Result<()> {
+fn gemm_to_matmul(g: &mut crate::onnx::pb::GraphProto) -> Result<()> {
     let inits: HashMap<String, usize> = g
         .initializer
         .iter()
@@ -148,7 +151,7 @@ pub fn gemm_to_matmul(g: &mut crate::onnx::pb::GraphProto) -> Result<()> {
             continue;
         };
         let weight = &g.initializer[bi];
-        if weight.data_type != FLOAT || weight.dims.len() != 2 {
+        if data_type(weight.data_type) != Some(DataType::Float) || weight.dims.len() != 2 {
             nodes.push(node);
             continue;
         }
@@ -206,13 +209,30 @@ pub fn gemm_to_matmul(g: &mut crate::onnx::pb::GraphProto) -> Result<()> {
     Ok(())
 }
 
+/// The FP16 pass: the model becomes float16 as its options say (see the module comment).
+///
+/// Errors if the model already holds float16 tensors or has no float32 ones.
+#[derive(Clone, Debug, Default)]
+pub struct Fp16(pub Fp16Options);
+
+impl Pass for Fp16 {
+    fn name(&self) -> &'static str {
+        "fp16"
+    }
+
+    fn run(&self, model: OnnxModel) -> Result<(OnnxModel, PassReport)> {
+        let (model, report) = to_fp16(model, &self.0)?;
+        Ok((model, PassReport::Fp16(report)))
+    }
+}
+
 /// Rewrites `model` to float16. Errors if the model already holds float16 tensors.
-pub fn to_fp16(model: &OnnxModel, options: &Fp16Options) -> Result<(OnnxModel, Fp16Report)> {
+fn to_fp16(model: OnnxModel, options: &Fp16Options) -> Result<(OnnxModel, Fp16Report)> {
     let graph = model.graph();
     let types = infer_elem_types(graph);
     let already: Vec<&String> = types
         .iter()
-        .filter(|(_, &t)| t == FLOAT16)
+        .filter(|(_, &t)| t == DataType::Float16)
         .map(|(n, _)| n)
         .collect();
     if !already.is_empty() {
@@ -224,32 +244,36 @@ pub fn to_fp16(model: &OnnxModel, options: &Fp16Options) -> Result<(OnnxModel, F
             names[0]
         );
     }
-    if !types.values().any(|&t| t == FLOAT) {
+    if !types.values().any(|&t| t == DataType::Float) {
         bail!("the model has no float32 tensors; nothing to convert to FP16");
     }
     let keep: HashSet<&str> = options.keep_fp32.iter().map(String::as_str).collect();
-    let mut out = model.clone();
+    let mut out = model;
     gemm_to_matmul(out.graph_mut())?;
     let types = infer_elem_types(out.graph());
-    let is_float = |n: &str| types.get(n) == Some(&FLOAT);
+    let is_float = |n: &str| types.get(n) == Some(&DataType::Float);
     let mut report = Fp16Report::default();
     let g = out.graph_mut();
 
     // Where each float tensor is made, and in which precision.
-    let mut home: HashMap<String, i32> = HashMap::new();
+    let mut home: HashMap<String, DataType> = HashMap::new();
     for v in &g.input {
         if is_float(&v.name) {
             home.insert(
                 v.name.clone(),
-                if options.fp16_io { FLOAT16 } else { FLOAT },
+                if options.fp16_io {
+                    DataType::Float16
+                } else {
+                    DataType::Float
+                },
             );
         }
     }
     for node in &g.node {
         let p = if keep.contains(node.op_type.as_str()) {
-            FLOAT
+            DataType::Float
         } else {
-            FLOAT16
+            DataType::Float16
         };
         for o in &node.output {
             if is_float(o) {
@@ -272,12 +296,12 @@ pub fn to_fp16(model: &OnnxModel, options: &Fp16Options) -> Result<(OnnxModel, F
     }
     let graph_inputs: HashSet<String> = g.input.iter().map(|v| v.name.clone()).collect();
     for init in g.initializer.iter_mut() {
-        if init.data_type != FLOAT || graph_inputs.contains(&init.name) {
+        if data_type(init.data_type) != Some(DataType::Float) || graph_inputs.contains(&init.name) {
             continue;
         }
         let (n16, _) = init_needs.get(&init.name).copied().unwrap_or_default();
         if !n16 {
-            home.insert(init.name.clone(), FLOAT);
+            home.insert(init.name.clone(), DataType::Float);
             continue;
         }
         let values = read_f32(init)?;
@@ -290,7 +314,7 @@ pub fn to_fp16(model: &OnnxModel, options: &Fp16Options) -> Result<(OnnxModel, F
             report.clamped.push(init.name.clone());
         }
         set_f16(init, &h);
-        home.insert(init.name.clone(), FLOAT16);
+        home.insert(init.name.clone(), DataType::Float16);
         report.converted_initializers += 1;
     }
     // Constants, Casts and ConstantOfShape made in float16 carry their type in attributes.
@@ -302,7 +326,10 @@ pub fn to_fp16(model: &OnnxModel, options: &Fp16Options) -> Result<(OnnxModel, F
         match node.op_type.as_str() {
             "Constant" | "ConstantOfShape" => {
                 for a in node.attribute.iter_mut() {
-                    if let Some(t) = a.t.as_mut().filter(|t| t.data_type == FLOAT) {
+                    if let Some(t) =
+                        a.t.as_mut()
+                            .filter(|t| data_type(t.data_type) == Some(DataType::Float))
+                    {
                         let (h, _) = to_f16_clamped(&read_f32(t)?);
                         set_f16(t, &h);
                     }
@@ -331,8 +358,8 @@ pub fn to_fp16(model: &OnnxModel, options: &Fp16Options) -> Result<(OnnxModel, F
             }
             "Cast" => {
                 for a in node.attribute.iter_mut().filter(|a| a.name == "to") {
-                    if a.i == FLOAT as i64 {
-                        a.i = FLOAT16 as i64;
+                    if data_type_attr(a.i) == Some(DataType::Float) {
+                        a.i = DataType::Float16 as i64;
                     }
                 }
             }
@@ -340,7 +367,7 @@ pub fn to_fp16(model: &OnnxModel, options: &Fp16Options) -> Result<(OnnxModel, F
         }
     }
     // Casts where a reader needs another precision than the tensor has.
-    let mut casts: HashMap<(String, i32), String> = HashMap::new();
+    let mut casts: HashMap<(String, DataType), String> = HashMap::new();
     let mut cast_after: HashMap<String, Vec<NodeProto>> = HashMap::new();
     let mut cast_at_start: Vec<NodeProto> = Vec::new();
     let producers: HashSet<String> = g.node.iter().flat_map(|n| n.output.clone()).collect();
@@ -352,9 +379,9 @@ pub fn to_fp16(model: &OnnxModel, options: &Fp16Options) -> Result<(OnnxModel, F
                 continue;
             };
             let want = if kept || needs_fp32_slot(&node.op_type, slot) {
-                FLOAT
+                DataType::Float
             } else {
-                FLOAT16
+                DataType::Float16
             };
             if have == want {
                 continue;
@@ -362,7 +389,11 @@ pub fn to_fp16(model: &OnnxModel, options: &Fp16Options) -> Result<(OnnxModel, F
             let cast_name = casts
                 .entry((name.clone(), want))
                 .or_insert_with(|| {
-                    let suffix = if want == FLOAT { "fp32" } else { "fp16" };
+                    let suffix = if want == DataType::Float {
+                        "fp32"
+                    } else {
+                        "fp16"
+                    };
                     let out_name = format!("{name}_{suffix}");
                     let c = cast_node(&name, &out_name, want);
                     if producers.contains(&name) {
@@ -378,20 +409,28 @@ pub fn to_fp16(model: &OnnxModel, options: &Fp16Options) -> Result<(OnnxModel, F
         }
     }
     // Graph outputs: float32 at the boundary unless fp16_io.
-    let want_out = if options.fp16_io { FLOAT16 } else { FLOAT };
+    let want_out = if options.fp16_io {
+        DataType::Float16
+    } else {
+        DataType::Float
+    };
     let mut renames: HashMap<String, String> = HashMap::new();
     for v in g.output.iter_mut() {
         let Some(&have) = home.get(&v.name) else {
             continue;
         };
         if let Some(t) = tensor_type_mut(v) {
-            t.elem_type = want_out;
+            t.elem_type = want_out as i32;
         }
         if have != want_out {
             let inner = format!(
                 "{}_{}",
                 v.name,
-                if have == FLOAT16 { "fp16" } else { "fp32" }
+                if have == DataType::Float16 {
+                    "fp16"
+                } else {
+                    "fp32"
+                }
             );
             renames.insert(v.name.clone(), inner.clone());
             cast_after
@@ -405,7 +444,7 @@ pub fn to_fp16(model: &OnnxModel, options: &Fp16Options) -> Result<(OnnxModel, F
         for v in g.input.iter_mut() {
             if is_float(&v.name) {
                 if let Some(t) = tensor_type_mut(v) {
-                    t.elem_type = FLOAT16;
+                    t.elem_type = DataType::Float16 as i32;
                 }
             }
         }
@@ -460,18 +499,18 @@ mod tests {
     #[test]
     fn classifier_becomes_fp16_with_fp32_io() {
         let m = OnnxModel::from_proto(test_models::classifier(None), "c.onnx");
-        let (f, r) = to_fp16(&m, &Fp16Options::default()).unwrap();
+        let (f, r) = match Fp16::default().run(m).unwrap() {
+            (f, PassReport::Fp16(r)) => (f, r),
+            other => panic!("{other:?}"),
+        };
         let types = infer_elem_types(f.graph());
-        assert_eq!(types["input"], FLOAT);
-        assert_eq!(types["logits"], FLOAT);
-        assert_eq!(types["conv_out"], FLOAT16);
-        assert_eq!(
-            types["flatten.shape"],
-            crate::onnx::pb::tensor_proto::DataType::Int64 as i32
-        );
+        assert_eq!(types["input"], DataType::Float);
+        assert_eq!(types["logits"], DataType::Float);
+        assert_eq!(types["conv_out"], DataType::Float16);
+        assert_eq!(types["flatten.shape"], DataType::Int64);
         assert_eq!(r.casts, 2);
         assert_eq!(r.converted_initializers, 8);
-        let err = to_fp16(&f, &Fp16Options::default()).unwrap_err();
+        let err = Fp16::default().run(f).unwrap_err();
         assert!(err.to_string().contains("already FP16"), "{err}");
     }
 
@@ -486,7 +525,7 @@ mod tests {
             .unwrap();
         w.raw_data[0..4].copy_from_slice(&1e6f32.to_le_bytes());
         let m = OnnxModel::from_proto(p, "c.onnx");
-        let (_, r) = to_fp16(&m, &Fp16Options::default()).unwrap();
+        let (_, r) = to_fp16(m, &Fp16Options::default()).unwrap();
         assert_eq!(r.clamped, vec!["fc.bias".to_string()]);
     }
 }

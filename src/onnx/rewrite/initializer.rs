@@ -1,5 +1,6 @@
 //! Reading float32 initializers and writing float16/int8 ones, whichever way they are stored.
 
+use crate::onnx::dtype::data_type;
 use crate::onnx::pb::tensor_proto::{DataLocation, DataType};
 use crate::onnx::pb::TensorProto;
 use anyhow::{bail, Result};
@@ -7,7 +8,7 @@ use half::f16;
 
 /// The values of a float32 tensor (raw little-endian data or `float_data`).
 pub fn read_f32(t: &TensorProto) -> Result<Vec<f32>> {
-    if t.data_type != DataType::Float as i32 {
+    if data_type(t.data_type) != Some(DataType::Float) {
         bail!("initializer '{}' is not float32", t.name);
     }
     if t.data_location == Some(DataLocation::External as i32) {

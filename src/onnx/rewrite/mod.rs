@@ -1,15 +1,19 @@
-//! Graph passes that change a model's precision: each takes a model and gives a new one.
+//! Graph passes: each takes a model and gives a new one with a report ([`pass::Pass`]).
 //!
+//! - [`pass`]: the pass trait, its report, and running a declared list of passes.
 //! - [`plan`]: which tensors INT8 quantizes (activations and weights) and where.
 //! - [`capture`]: exposes the activations to quantize as extra graph outputs (calibration).
 //! - [`qdq`]: inserts QuantizeLinear/DequantizeLinear pairs with calibrated scales.
 //! - [`fp16`]: converts a float32 graph to float16, keeping chosen ops in float32.
 //! - [`types`]: element types of every tensor, which the passes above rely on.
 //! - [`initializer`]: reading and writing initializer values.
+//!
+//! The passes on input declarations (shapes, batch) live in [`crate::onnx::shape`].
 
 pub mod capture;
 pub mod fp16;
 pub mod initializer;
+pub mod pass;
 pub mod plan;
 pub mod qdq;
 pub mod types;

@@ -10,7 +10,8 @@
 //!
 //! Not quantized: graph outputs, biases (left float; TensorRT folds them), non-float tensors.
 
-use super::types::{infer_elem_types, FLOAT};
+use super::types::infer_elem_types;
+use crate::onnx::pb::tensor_proto::DataType;
 use crate::onnx::pb::GraphProto;
 use std::collections::{HashMap, HashSet};
 
@@ -90,7 +91,7 @@ pub fn plan_int8(graph: &GraphProto) -> QuantPlan {
         !name.is_empty()
             && !inits.contains_key(name)
             && !constants.contains(name)
-            && types.get(name).is_none_or(|&t| t == FLOAT)
+            && types.get(name).is_none_or(|&t| t == DataType::Float)
     };
     let mut activations: Vec<ActivationSite> = Vec::new();
     let mut index: HashMap<String, usize> = HashMap::new();
@@ -110,7 +111,7 @@ pub fn plan_int8(graph: &GraphProto) -> QuantPlan {
         let mut weight = |i: usize, axis: i64| {
             let name = inp(i);
             if let Some(&rank) = inits.get(name) {
-                if types.get(name) == Some(&FLOAT) && rank >= 2 {
+                if types.get(name) == Some(&DataType::Float) && rank >= 2 {
                     weights.push(WeightSite {
                         tensor: name.to_string(),
                         consumer: (ni, i),

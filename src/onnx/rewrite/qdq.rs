@@ -5,6 +5,7 @@
 //! QDQ quantizer writes and TensorRT's explicit quantization reads); biases stay float.
 
 use super::initializer::{read_f32, tensor_i8};
+use super::pass::{Pass, PassReport};
 use super::plan::QuantPlan;
 use crate::onnx::builder::{attr_int, tensor_f32};
 use crate::onnx::pb::NodeProto;
@@ -14,6 +15,47 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// The lowest opset with per-axis QuantizeLinear/DequantizeLinear.
 pub const MIN_OPSET: i64 = 13;
+
+/// The symmetric INT8 scale of a threshold `amax` (`amax / 127`, zero point 0); a zero or
+/// non-finite threshold gets scale 1 (all values are 0).
+///
+/// Calibration turns its thresholds into scales with this too, so the cache and the weights
+/// use one rule.
+pub fn scale_of(amax: f32) -> f32 {
+    if amax > 0.0 && amax.is_finite() {
+        amax / 127.0
+    } else {
+        1.0
+    }
+}
+
+/// The INT8 pass: Q/DQ pairs where `plan` says, with the calibrated activation `scales`.
+///
+/// The plan must have been made ([`plan_int8`](super::plan::plan_int8)) for the model the
+/// pass runs on: its sites are node indices. Every planned activation needs a scale; a scale
+/// for a tensor the model lacks is an error (the cache was made for another model).
+#[derive(Clone, Debug)]
+pub struct Qdq {
+    /// Where to quantize.
+    pub plan: QuantPlan,
+    /// The scale of each activation tensor, by name.
+    pub scales: BTreeMap<String, f32>,
+}
+
+impl Pass for Qdq {
+    fn name(&self) -> &'static str {
+        "qdq"
+    }
+
+    fn run(&self, model: OnnxModel) -> Result<(OnnxModel, PassReport)> {
+        let model = insert_qdq(model, &self.plan, &self.scales)?;
+        let report = PassReport::Qdq {
+            activations: self.plan.activations.len(),
+            weights: self.plan.weights.len(),
+        };
+        Ok((model, report))
+    }
+}
 
 fn node(op: &str, name: String, inputs: &[&str], output: &str, axis: Option<i64>) -> NodeProto {
     NodeProto {
@@ -36,10 +78,7 @@ fn quantize_per_channel(w: &[f32], dims: &[i64], axis: usize) -> (Vec<i8>, Vec<f
         let c = channel_of(i);
         amax[c] = amax[c].max(v.abs());
     }
-    let scales: Vec<f32> = amax
-        .iter()
-        .map(|&a| crate::calibration::range::scale_of(a))
-        .collect();
+    let scales: Vec<f32> = amax.iter().map(|&a| scale_of(a)).collect();
     let q = w
         .iter()
         .enumerate()
@@ -49,11 +88,8 @@ fn quantize_per_channel(w: &[f32], dims: &[i64], axis: usize) -> (Vec<i8>, Vec<f
 }
 
 /// Inserts Q/DQ pairs into `model` as `plan` says, with `scales` (per activation tensor).
-///
-/// Every planned activation needs a scale; a scale for a tensor the model lacks is an error
-/// (the cache was made for another model).
-pub fn insert_qdq(
-    model: &OnnxModel,
+fn insert_qdq(
+    model: OnnxModel,
     plan: &QuantPlan,
     scales: &BTreeMap<String, f32>,
 ) -> Result<OnnxModel> {
@@ -94,8 +130,25 @@ pub fn insert_qdq(
         }
     }
     let _ = planned;
+    let slots = |(ni, ii): (usize, usize)| {
+        model
+            .graph()
+            .node
+            .get(ni)
+            .is_some_and(|n| ii < n.input.len())
+    };
+    let sites = plan
+        .activations
+        .iter()
+        .flat_map(|a| a.consumers.iter().copied());
+    if !sites
+        .chain(plan.weights.iter().map(|w| w.consumer))
+        .all(slots)
+    {
+        bail!("the INT8 plan names nodes the model does not have (it was made for another graph)");
+    }
 
-    let mut out = model.clone();
+    let mut out = model;
     let g = out.graph_mut();
     // Rewire consumers first (indices refer to the original node list).
     let mut after: HashMap<String, Vec<NodeProto>> = HashMap::new();
@@ -214,6 +267,70 @@ pub fn insert_qdq(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use crate::onnx::rewrite::plan::plan_int8;
+    use crate::onnx::test_models;
+
+    fn classifier() -> OnnxModel {
+        OnnxModel::from_proto(test_models::classifier(None), "c.onnx")
+    }
+
+    fn pass_for(m: &OnnxModel, scales: &[(&str, f32)]) -> Qdq {
+        Qdq {
+            plan: plan_int8(m.graph()),
+            scales: scales.iter().map(|(n, s)| (n.to_string(), *s)).collect(),
+        }
+    }
+
+    #[test]
+    fn qdq_pass_quantizes_the_plan() {
+        let m = classifier();
+        let pass = pass_for(&m, &[("input", 0.02), ("flat", 0.1)]);
+        assert_eq!(pass.name(), "qdq");
+        let (q, report) = pass.run(m).unwrap();
+        assert_eq!(
+            report,
+            PassReport::Qdq {
+                activations: 2,
+                weights: 2
+            }
+        );
+        let ops = |op: &str| q.graph().node.iter().filter(|n| n.op_type == op).count();
+        assert_eq!(ops("QuantizeLinear"), 2);
+        assert_eq!(ops("DequantizeLinear"), 4);
+        assert!(!q
+            .graph()
+            .initializer
+            .iter()
+            .any(|t| t.name == "conv.weight"));
+        let err = pass.run(q).unwrap_err();
+        assert!(err.to_string().contains("already quantized"), "{err}");
+    }
+
+    #[test]
+    fn qdq_pass_refuses_missing_scales_and_foreign_plans() {
+        let m = classifier();
+        let err = pass_for(&m, &[("input", 0.02)]).run(m.clone()).unwrap_err();
+        assert!(
+            err.to_string().contains("no scale for tensor 'flat'"),
+            "{err}"
+        );
+        let err = pass_for(&m, &[("input", 0.02), ("flat", 0.1), ("ghost", 1.0)])
+            .run(m.clone())
+            .unwrap_err();
+        assert!(err.to_string().contains("'ghost'"), "{err}");
+        let mut pass = pass_for(&m, &[("input", 0.02), ("flat", 0.1)]);
+        pass.plan.activations[0].consumers.push((99, 0));
+        let err = pass.run(m).unwrap_err();
+        assert!(err.to_string().contains("another graph"), "{err}");
+    }
+
+    #[test]
+    fn scale_is_amax_over_127() {
+        assert_eq!(scale_of(12.7), 0.1);
+        assert_eq!(scale_of(0.0), 1.0);
+        assert_eq!(scale_of(f32::INFINITY), 1.0);
+    }
 
     #[test]
     fn per_channel_weights_round_trip_within_half_a_step() {

@@ -4,30 +4,26 @@
 //! shape arithmetic in int64 (to leave alone). ONNX value_info is optional and often stale, so
 //! the types are propagated from inputs, initializers and per-op rules.
 
+use crate::onnx::dtype::{data_type, data_type_attr};
 use crate::onnx::pb::tensor_proto::DataType;
 use crate::onnx::pb::{GraphProto, NodeProto};
 use std::collections::HashMap;
-
-/// The ONNX element type code of an attribute-less float32 tensor.
-pub const FLOAT: i32 = DataType::Float as i32;
-/// float16.
-pub const FLOAT16: i32 = DataType::Float16 as i32;
 
 fn attr_i(node: &NodeProto, name: &str) -> Option<i64> {
     node.attribute.iter().find(|a| a.name == name).map(|a| a.i)
 }
 
-fn attr_tensor_type(node: &NodeProto, name: &str) -> Option<i32> {
+fn attr_tensor_type(node: &NodeProto, name: &str) -> Option<DataType> {
     node.attribute
         .iter()
         .find(|a| a.name == name)
         .and_then(|a| a.t.as_ref())
-        .map(|t| t.data_type)
+        .and_then(|t| data_type(t.data_type))
 }
 
 /// Output element types of `node` given the types known so far (`None` where unknown).
-fn output_types(node: &NodeProto, known: &HashMap<String, i32>) -> Vec<Option<i32>> {
-    let input = |i: usize| -> Option<i32> {
+fn output_types(node: &NodeProto, known: &HashMap<String, DataType>) -> Vec<Option<DataType>> {
+    let input = |i: usize| -> Option<DataType> {
         node.input
             .get(i)
             .filter(|n| !n.is_empty())
@@ -35,52 +31,57 @@ fn output_types(node: &NodeProto, known: &HashMap<String, i32>) -> Vec<Option<i3
     };
     let first_known = || (0..node.input.len()).find_map(input);
     let n = node.output.len();
-    let all = |t: Option<i32>| vec![t; n];
-    let int64 = Some(DataType::Int64 as i32);
-    let boolean = Some(DataType::Bool as i32);
+    let all = |t: Option<DataType>| vec![t; n];
+    let int64 = Some(DataType::Int64);
+    let boolean = Some(DataType::Bool);
+    let float = Some(DataType::Float);
     match node.op_type.as_str() {
         "Constant" => {
             let t = attr_tensor_type(node, "value").or_else(|| {
                 node.attribute.iter().find_map(|a| match a.name.as_str() {
-                    "value_float" | "value_floats" => Some(FLOAT),
+                    "value_float" | "value_floats" => float,
                     "value_int" | "value_ints" => int64,
                     _ => None,
                 })
             });
             all(t)
         }
-        "Cast" => all(attr_i(node, "to").map(|t| t as i32)),
+        "Cast" => all(attr_i(node, "to").and_then(data_type_attr)),
         "CastLike" => all(input(1)),
         "Shape" | "Size" | "NonZero" | "ArgMax" | "ArgMin" => all(int64),
         "Equal" | "Less" | "Greater" | "LessOrEqual" | "GreaterOrEqual" | "Not" | "And" | "Or"
         | "Xor" | "IsNaN" | "IsInf" => all(boolean),
-        "ConstantOfShape" => all(attr_tensor_type(node, "value").or(Some(FLOAT))),
+        "ConstantOfShape" => all(attr_tensor_type(node, "value").or(float)),
         "TopK" | "MaxPool" | "Unique" => {
             let mut v = all(int64);
             v[0] = input(0);
             v
         }
-        "QuantizeLinear" => all(input(2).or(Some(DataType::Uint8 as i32))),
-        "DequantizeLinear" => all(input(1).or(Some(FLOAT))),
+        "QuantizeLinear" => all(input(2).or(Some(DataType::Uint8))),
+        "DequantizeLinear" => all(input(1).or(float)),
         "Where" => all(input(1).or(input(2))),
         "RandomNormal" | "RandomUniform" | "EyeLike" | "RandomNormalLike" | "RandomUniformLike" => {
-            all(attr_i(node, "dtype").map(|t| t as i32).or(Some(FLOAT)))
+            all(attr_i(node, "dtype").and_then(data_type_attr).or(float))
         }
         _ => all(first_known()),
     }
 }
 
 /// The element type of every tensor the graph names, where it can be told.
-pub fn infer_elem_types(graph: &GraphProto) -> HashMap<String, i32> {
-    let mut known: HashMap<String, i32> = HashMap::new();
+///
+/// Tensors whose type is undefined or a code this ONNX version lacks are left out.
+pub fn infer_elem_types(graph: &GraphProto) -> HashMap<String, DataType> {
+    let mut known: HashMap<String, DataType> = HashMap::new();
     for vi in graph.input.iter().chain(&graph.value_info) {
-        let t = crate::onnx::tensor_info::tensor_type(vi).map(|t| t.elem_type);
-        if let Some(t) = t.filter(|&t| t != 0) {
+        let t = crate::onnx::tensor_info::tensor_type(vi).and_then(|t| data_type(t.elem_type));
+        if let Some(t) = t.filter(|&t| t != DataType::Undefined) {
             known.insert(vi.name.clone(), t);
         }
     }
     for init in &graph.initializer {
-        known.insert(init.name.clone(), init.data_type);
+        if let Some(t) = data_type(init.data_type).filter(|&t| t != DataType::Undefined) {
+            known.insert(init.name.clone(), t);
+        }
     }
     for node in &graph.node {
         for (name, t) in node.output.iter().zip(output_types(node, &known)) {
@@ -101,8 +102,8 @@ mod tests {
     fn classifier_types() {
         let m = test_models::classifier(None);
         let t = infer_elem_types(m.graph.as_ref().unwrap());
-        assert_eq!(t["flat"], FLOAT);
-        assert_eq!(t["logits"], FLOAT);
-        assert_eq!(t["flatten.shape"], DataType::Int64 as i32);
+        assert_eq!(t["flat"], DataType::Float);
+        assert_eq!(t["logits"], DataType::Float);
+        assert_eq!(t["flatten.shape"], DataType::Int64);
     }
 }

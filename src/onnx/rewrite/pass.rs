@@ -1,0 +1,120 @@
+//! The one shape of every ONNX rewrite: a pass takes a model, gives a model and a report.
+//!
+//! A model changes only through passes, and a job that changes a model declares the list it
+//! runs ([`run_passes`]); each pass holds its own options and is tested on its own.
+//!
+//! The passes: [`InputShapes`](crate::onnx::shape::InputShapes) and
+//! [`FixBatch`](crate::onnx::shape::FixBatch) (input declarations),
+//! [`Fp16`](super::fp16::Fp16) (float16 autocast), [`Qdq`](super::qdq::Qdq) (INT8 Q/DQ
+//! insertion) and [`Capture`](super::capture::Capture) (activations as extra outputs).
+
+use super::capture::Source;
+use super::fp16::Fp16Report;
+use crate::onnx::OnnxModel;
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+/// A model-to-model rewrite with its options.
+pub trait Pass {
+    /// Short name of the pass (`input-shapes`, `fp16`, …), as errors and reports name it.
+    fn name(&self) -> &'static str;
+
+    /// Rewrites `model`; the report says what changed.
+    fn run(&self, model: OnnxModel) -> Result<(OnnxModel, PassReport)>;
+}
+
+/// What one pass changed in a model.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "pass", rename_all = "kebab-case")]
+pub enum PassReport {
+    /// Input shapes were written into the input declarations.
+    InputShapes {
+        /// The inputs whose declared shape changed.
+        changed: Vec<String>,
+    },
+    /// Axis 0 of the inputs was fixed to a batch size or made dynamic.
+    FixBatch {
+        /// The batch size; `None` for a dynamic batch.
+        batch: Option<i64>,
+        /// The inputs whose declared shape changed.
+        changed: Vec<String>,
+    },
+    /// The model was converted to float16.
+    Fp16(Fp16Report),
+    /// Q/DQ pairs were inserted.
+    Qdq {
+        /// Activation tensors quantized.
+        activations: usize,
+        /// Weights quantized per channel.
+        weights: usize,
+    },
+    /// Tensors were exposed as graph outputs.
+    Capture {
+        /// `(tensor name, where it appears in a run of the new model)`, in the order asked.
+        sources: Vec<(String, Source)>,
+    },
+}
+
+/// Runs `passes` in order on `model`; the error names the pass that failed.
+pub fn run_passes(model: OnnxModel, passes: &[&dyn Pass]) -> Result<(OnnxModel, Vec<PassReport>)> {
+    let mut model = model;
+    let mut reports = Vec::with_capacity(passes.len());
+    for pass in passes {
+        let (next, report) = pass
+            .run(model)
+            .with_context(|| format!("{} pass", pass.name()))?;
+        model = next;
+        reports.push(report);
+    }
+    Ok((model, reports))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use anyhow::bail;
+
+    struct Rename(&'static str);
+
+    impl Pass for Rename {
+        fn name(&self) -> &'static str {
+            "rename"
+        }
+        fn run(&self, mut model: OnnxModel) -> Result<(OnnxModel, PassReport)> {
+            model.graph_mut().name = self.0.into();
+            Ok((model, PassReport::InputShapes { changed: vec![] }))
+        }
+    }
+
+    struct Fail;
+
+    impl Pass for Fail {
+        fn name(&self) -> &'static str {
+            "fail"
+        }
+        fn run(&self, _: OnnxModel) -> Result<(OnnxModel, PassReport)> {
+            bail!("no good")
+        }
+    }
+
+    #[test]
+    fn runs_in_order_and_names_the_failing_pass() {
+        let m = OnnxModel::from_proto(crate::onnx::test_models::classifier(None), "c.onnx");
+        let (out, reports) = run_passes(m.clone(), &[&Rename("a"), &Rename("b")]).unwrap();
+        assert_eq!(out.graph().name, "b");
+        assert_eq!(reports.len(), 2);
+        let err = run_passes(m, &[&Rename("a"), &Fail]).unwrap_err();
+        assert_eq!(format!("{err:#}"), "fail pass: no good");
+    }
+
+    #[test]
+    fn reports_round_trip_through_json() {
+        let r = PassReport::FixBatch {
+            batch: Some(8),
+            changed: vec!["input".into()],
+        };
+        let text = serde_json::to_string(&r).unwrap();
+        assert!(text.contains("\"pass\":\"fix-batch\""), "{text}");
+        assert_eq!(serde_json::from_str::<PassReport>(&text).unwrap(), r);
+    }
+}
