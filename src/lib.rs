@@ -1,7 +1,11 @@
 //! trtkit: take an ONNX model to a validated TensorRT engine and prove how fast and how
-//! accurate it is. The modules follow the pipeline: `onnx` (load, inspect, rewrite), `cuda`
-//! and `trt` (the GPU side, the only places with `unsafe`), `report` (tables and JSON), and
-//! `cli` (one file per subcommand).
+//! accurate it is. The modules follow the pipeline: `tensor` (the bottom: element types, host
+//! tensors, dims), `onnx` (load, inspect, rewrite passes), `data`, `backend`, `calibration`,
+//! `cuda` and `trt` (the GPU side, the only places with `unsafe`), `measure` (the run, validate
+//! and compare jobs), `metrics`, `report` (tables and JSON), and `cli` (flags, configs,
+//! rendering). `tests/module_layers.rs` keeps the imports between them free of cycles.
+
+#![deny(unsafe_code)]
 
 pub mod atomic_file;
 pub mod backend;

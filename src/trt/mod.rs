@@ -6,6 +6,8 @@
 //! `engine_file` names, keys, checks and writes engines; `build` is the `build` job that chains
 //! them; `inspect` describes an engine file.
 
+#![allow(unsafe_code)]
+
 pub mod build;
 pub mod builder;
 pub mod engine_file;
