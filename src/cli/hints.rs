@@ -6,6 +6,7 @@ use crate::measure::accuracy::BadPreprocess;
 use crate::measure::compare::{NotComparable, UndeclaredShape, Verdict};
 use crate::measure::latency::{GpuSetting, NeedsGpuBackend};
 use crate::tensor::UnfixedAxis;
+use crate::trt::precision::RewriteDoesNotLoad;
 
 /// The flag that asks for a GPU-only setting.
 pub fn gpu_setting_flag(setting: GpuSetting) -> &'static str {
@@ -39,6 +40,9 @@ pub fn with_hint(err: anyhow::Error) -> anyhow::Error {
                 "{}",
                 line.replace(&from, &format!("below --fail-below {threshold}"))
             );
+        }
+        if cause.is::<RewriteDoesNotLoad>() {
+            return anyhow::anyhow!("{line} (--no-check writes it anyway)");
         }
         if cause.is::<NotComparable>() || cause.is::<BadPreprocess>() {
             return UsageError(line).into();

@@ -1,19 +1,13 @@
 //! `trtkit quantize MODEL --int8 --calibration-cache FILE -o OUT.onnx` and
-//! `trtkit quantize MODEL --fp16 -o OUT.onnx`: the precision rewrites as ONNX in, ONNX out.
+//! `trtkit quantize MODEL --fp16 -o OUT.onnx`: flags into a [`QuantizeConfig`], and the line
+//! that says what was written.
 
-use crate::backend::tract::{TractBackend, TractOptions};
-use crate::calibration::cache::{check_cache_model, CalibrationTable};
+use crate::cli::args::output::JsonArgs;
 use crate::cli::UsageError;
-use crate::onnx::model::file_sha256;
-use crate::onnx::rewrite::fp16::{Fp16, Fp16Options, Fp16Report, DEFAULT_KEEP_FP32};
-use crate::onnx::rewrite::pass::{Pass, PassReport};
-use crate::onnx::rewrite::plan::plan_int8;
-use crate::onnx::rewrite::qdq::Qdq;
-use crate::onnx::OnnxModel;
-use crate::report::format::json;
-use anyhow::{bail, Context, Result};
+use crate::onnx::rewrite::fp16::{Fp16Options, DEFAULT_KEEP_FP32};
+use crate::trt::precision::{quantize, QuantizeConfig, QuantizeReport, Rewrite};
+use anyhow::Result;
 use clap::Args;
-use serde::Serialize;
 use std::path::PathBuf;
 
 /// Flags of `quantize`.
@@ -43,101 +37,45 @@ pub struct QuantizeArgs {
     /// Skip loading the result in the reference backend (tract) as a check.
     #[arg(long)]
     pub no_check: bool,
-    /// Print the result as JSON.
-    #[arg(long)]
-    pub json: bool,
+    /// Output format.
+    #[command(flatten)]
+    pub output_format: JsonArgs,
 }
 
-/// What `quantize` reports.
-#[derive(Debug, Serialize)]
-pub struct QuantizeReport {
-    /// Input model.
-    pub model: String,
-    /// Written model.
-    pub output: String,
-    /// `int8` or `fp16`.
-    pub precision: String,
-    /// INT8: activation tensors with a Q/DQ pair.
-    pub quantized_activations: Option<usize>,
-    /// INT8: weights quantized per channel.
-    pub quantized_weights: Option<usize>,
-    /// FP16: what the rewrite did.
-    pub fp16: Option<Fp16Report>,
-    /// FP16: the ops kept in float32.
-    pub keep_fp32: Option<Vec<String>>,
-    /// Whether the result was loaded in tract as a check.
-    pub checked: bool,
+/// The rewrite these flags describe; every flag check of `quantize` is here.
+pub fn config(args: &QuantizeArgs) -> Result<QuantizeConfig> {
+    let rewrite = match (args.int8, args.fp16, &args.calibration_cache) {
+        (true, _, Some(cache)) => Rewrite::Int8 {
+            cache: cache.clone(),
+        },
+        (true, _, None) => {
+            return Err(UsageError("--int8 needs --calibration-cache FILE".into()).into())
+        }
+        (false, true, _) => Rewrite::Fp16(Fp16Options {
+            keep_fp32: keep_fp32_list(args.keep_fp32.as_deref()),
+            fp16_io: args.fp16_io,
+        }),
+        (false, false, _) => return Err(UsageError("give one of --int8 or --fp16".into()).into()),
+    };
+    Ok(QuantizeConfig {
+        model: args.model.clone(),
+        rewrite,
+        output: args.output.clone(),
+        check: !args.no_check,
+    })
 }
 
 /// Runs `quantize`.
 pub fn run(args: QuantizeArgs) -> Result<()> {
-    if args.int8 == args.fp16 {
-        return Err(UsageError("give one of --int8 or --fp16".into()).into());
-    }
-    let mut model = OnnxModel::load(&args.model)?;
-    let shown = args.model.display().to_string();
-    model.inline_external_data()?;
-    let mut report = QuantizeReport {
-        model: shown.clone(),
-        output: args.output.display().to_string(),
-        precision: if args.int8 { "int8" } else { "fp16" }.into(),
-        quantized_activations: None,
-        quantized_weights: None,
-        fp16: None,
-        keep_fp32: None,
-        checked: !args.no_check,
-    };
-    let out = if args.int8 {
-        let cache_path = args
-            .calibration_cache
-            .as_ref()
-            .ok_or_else(|| UsageError("--int8 needs --calibration-cache FILE".into()))?;
-        let table = CalibrationTable::load(cache_path)?;
-        check_cache_model(cache_path, &args.model, &file_sha256(&args.model)?)?;
-        let plan = plan_int8(model.graph());
-        if plan.is_empty() {
-            bail!("{shown}: no quantizable ops (Conv, ConvTranspose, Gemm, MatMul); nothing to quantize");
-        }
-        report.quantized_activations = Some(plan.activations.len());
-        report.quantized_weights = Some(plan.weights.len());
-        let qdq = Qdq {
-            plan,
-            scales: table.scales,
-        };
-        qdq.run(model)
-            .with_context(|| format!("{shown} with {}", cache_path.display()))?
-            .0
-    } else {
-        let keep = keep_fp32_list(args.keep_fp32.as_deref());
-        let options = Fp16Options {
-            keep_fp32: keep.clone(),
-            fp16_io: args.fp16_io,
-        };
-        let (m, r) = Fp16(options).run(model).with_context(|| shown.clone())?;
-        report.fp16 = match r {
-            PassReport::Fp16(r) => Some(r),
-            _ => None,
-        };
-        report.keep_fp32 = Some(keep);
-        m
-    };
-    let out = OnnxModel::from_proto(out.proto, &args.output);
-    if !args.no_check {
-        TractBackend::load(
-            &out,
-            &TractOptions {
-                batch: Some(1),
-                ..Default::default()
-            },
-        )
-        .context("the rewritten model does not load in the reference backend (use --no-check to write it anyway)")?;
-    }
-    out.save(&args.output)?;
-    if args.json {
-        print!("{}", json(&report)?);
-    } else if let Some(r) = &report.fp16 {
-        println!(
-            "wrote {} (fp16): {} initializers converted, {} casts, {} nodes kept in float32{}",
+    let report = quantize(&config(&args)?)?;
+    args.output_format.print(&report, || render(&report))
+}
+
+/// The line that says what was written.
+pub fn render(report: &QuantizeReport) -> String {
+    match &report.fp16 {
+        Some(r) => format!(
+            "wrote {} (fp16): {} initializers converted, {} casts, {} nodes kept in float32{}\n",
             report.output,
             r.converted_initializers,
             r.casts,
@@ -147,16 +85,14 @@ pub fn run(args: QuantizeArgs) -> Result<()> {
             } else {
                 format!(", clamped to ±65504: {}", r.clamped.join(", "))
             }
-        );
-    } else {
-        println!(
-            "wrote {} (int8): {} activations and {} weights quantized",
+        ),
+        None => format!(
+            "wrote {} (int8): {} activations and {} weights quantized\n",
             report.output,
             report.quantized_activations.unwrap_or(0),
             report.quantized_weights.unwrap_or(0)
-        );
+        ),
     }
-    Ok(())
 }
 
 /// The ops `--keep-fp32` keeps in float32: the list given, none for `none`, else the defaults.

@@ -20,11 +20,10 @@ use crate::onnx::external::{element_count, is_external};
 use crate::onnx::model::sha256_hex;
 use crate::onnx::rewrite::fp16::{Fp16, Fp16Options, Fp16Report};
 use crate::onnx::rewrite::pass::{run_passes, Pass, PassReport};
-use crate::onnx::rewrite::plan::plan_int8;
-use crate::onnx::rewrite::qdq::Qdq;
 use crate::onnx::shape::{model_inputs, Batch, DimSpec, FixBatch, InputShape, InputShapes};
 use crate::onnx::OnnxModel;
 use crate::tensor::Dim;
+use crate::trt::precision::int8_pass;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -266,17 +265,7 @@ fn precision_passes(
         Precision::Fp16 => vec![Box::new(Fp16(config.fp16.clone()))],
         Precision::Int8 => {
             let scales = scales.expect("INT8 scales were computed above");
-            let plan = plan_int8(model.graph());
-            if plan.is_empty() {
-                bail!(
-                    "{}: no quantizable ops (Conv, ConvTranspose, Gemm, MatMul); an INT8 build would be the FP32 one",
-                    config.model.display()
-                );
-            }
-            vec![Box::new(Qdq {
-                plan,
-                scales: scales.table.scales.clone(),
-            })]
+            vec![Box::new(int8_pass(model, &scales.table.scales)?)]
         }
     })
 }

@@ -3,8 +3,9 @@
 //!
 //! `loader` finds the libraries; `profile` turns shape flags into an optimization profile;
 //! `builder` drives TensorRT-RTX's parser and builder (through the `trtx` crate);
-//! `engine_file` names, keys, checks and writes engines; `build` is the `build` job that chains
-//! them; `inspect` describes an engine file.
+//! `engine_file` names, keys, checks and writes engines; `precision` picks the FP16 or INT8
+//! rewrite (and is the `quantize` job); `build` is the `build` job that chains them; `inspect`
+//! describes an engine file.
 
 #![allow(unsafe_code)]
 
@@ -13,4 +14,5 @@ pub mod builder;
 pub mod engine_file;
 pub mod inspect;
 pub mod loader;
+pub mod precision;
 pub mod profile;
