@@ -17,5 +17,6 @@ pub mod measure;
 pub mod metrics;
 pub mod onnx;
 pub mod report;
+pub mod setting;
 pub mod tensor;
 pub mod trt;

@@ -5,7 +5,8 @@ use super::tract::{TractBackend, TractOptions};
 use super::{Backend, Device};
 use crate::onnx::shape::InputShape;
 use crate::onnx::OnnxModel;
-use anyhow::{bail, Result};
+use crate::setting::{fix_with, Setting};
+use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
 /// Which reference backend runs an ONNX model.
@@ -48,7 +49,7 @@ pub fn open(model: &OnnxModel, options: &BackendOptions) -> Result<Box<dyn Backe
         )?),
         BackendKind::Ort => {
             if options.device != Device::Cpu {
-                bail!("--backend ort runs on the CPU only (the onnxruntime package is the CPU build); use --backend tract --device cuda");
+                return Err(fix_with(Setting::Backend, "ONNX Runtime (ort) runs on the CPU only here (the onnxruntime package is the CPU build); tract runs on CUDA"));
             }
             Box::new(OrtBackend::load(
                 model,

@@ -8,6 +8,7 @@ use crate::data::batch::{concat, slice_padded, truncate};
 use crate::onnx::rewrite::pass::Pass;
 use crate::onnx::shape::{model_inputs, Batch, FixBatch, InputShape, InputShapes};
 use crate::onnx::OnnxModel;
+use crate::setting::{fix_with, Setting};
 use crate::tensor::Dim;
 use crate::tensor::{check_input_count, ElemType, HostTensor, IoSpec, TensorData};
 use anyhow::{bail, Context, Result};
@@ -78,14 +79,17 @@ pub struct TractBackend {
 
 /// Checks that tract's CUDA runtime can run here; the error says what is missing.
 pub fn cuda_runtime() -> Result<&'static dyn Runtime> {
-    let hint = "--device cuda needs an NVIDIA GPU with a CUDA 13 driver and the CUDA libraries (cudart, nvrtc, cublas, cudnn)";
-    tract_cuda::utils::ensure_cuda_runtime_dependencies("tract-cuda")
-        .map_err(|e| anyhow::anyhow!("{hint}: {e:#}; use --device cpu"))?;
+    let missing = |e: anyhow::Error| {
+        fix_with(
+            Setting::Device,
+            format!("running on CUDA needs an NVIDIA GPU with a CUDA 13 driver and the CUDA libraries (cudart, nvrtc, cublas, cudnn): {e:#}"),
+        )
+    };
+    tract_cuda::utils::ensure_cuda_runtime_dependencies("tract-cuda").map_err(missing)?;
     let rt = runtime_for_name("cuda")
         .map_err(|e| anyhow::anyhow!("{e:#}"))?
         .context("tract's CUDA runtime is not compiled into this binary")?;
-    rt.check()
-        .map_err(|e| anyhow::anyhow!("{hint}: {e:#}; use --device cpu"))?;
+    rt.check().map_err(missing)?;
     Ok(rt)
 }
 
@@ -398,7 +402,7 @@ impl TractBackend {
 }
 
 fn no_batch_axis(name: &str, step: usize) -> String {
-    format!("output '{name}' has no batch axis of {step}: run this model with --threads 1 or without --batch")
+    format!("output '{name}' has no batch axis of {step}: run this model single-threaded, at its own batch size")
 }
 
 /// Hands the float32 outputs of one run to `visit`. With `chunk = Some((step, real))` the run

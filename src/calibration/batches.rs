@@ -6,6 +6,7 @@
 //! (`image_batches`) implements the same trait.
 
 use crate::data::npz;
+use crate::setting::{fix_with, Setting};
 use crate::tensor::{HostTensor, TensorData};
 use anyhow::{bail, Context, Result};
 use sha2::{Digest, Sha256};
@@ -36,9 +37,10 @@ pub(crate) fn usable(
     }
     let n = limit.map_or(available, |k| k.min(available));
     if n < batch {
-        bail!(
-            "{source}: {n} calibration images, fewer than the batch size {batch}; give more images or a smaller --batch-size"
-        );
+        return Err(fix_with(
+            Setting::BatchSize,
+            format!("{source}: {n} calibration images, fewer than the batch size {batch}; give more images or a smaller batch size"),
+        ));
     }
     if !n.is_multiple_of(batch) {
         tracing::warn!(

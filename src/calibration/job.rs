@@ -13,6 +13,7 @@ use crate::onnx::model::file_sha256;
 use crate::onnx::rewrite::plan::plan_int8;
 use crate::onnx::shape::model_inputs;
 use crate::onnx::OnnxModel;
+use crate::setting::{fix_with, Setting};
 use crate::tensor::Dim;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
@@ -158,9 +159,12 @@ fn open_batches(
     }
     if let Some(seed) = args.calib_data.strip_prefix("synthetic:") {
         let seed: u64 = seed.parse().map_err(|_| {
-            anyhow::anyhow!(
-                "--calib-data {}: the seed after 'synthetic:' is not a number",
-                args.calib_data
+            fix_with(
+                Setting::CalibData,
+                format!(
+                    "calibration data {}: the seed after 'synthetic:' is not a number",
+                    args.calib_data
+                ),
             )
         })?;
         let n = args.num_images.unwrap_or(512);

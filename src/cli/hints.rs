@@ -5,6 +5,7 @@ use crate::cli::UsageError;
 use crate::measure::accuracy::BadPreprocess;
 use crate::measure::compare::{NotComparable, UndeclaredShape, Verdict};
 use crate::measure::latency::{GpuSetting, NeedsGpuBackend};
+use crate::setting::{FixWith, Setting};
 use crate::tensor::UnfixedAxis;
 use crate::trt::precision::RewriteDoesNotLoad;
 
@@ -18,11 +19,35 @@ pub fn gpu_setting_flag(setting: GpuSetting) -> &'static str {
     }
 }
 
+/// The flags that change a setting, as a hint appended to the library's message.
+pub fn setting_hint(setting: Setting) -> &'static str {
+    match setting {
+        Setting::Backend => "--backend ort runs on the CPU only; use --backend tract --device cuda",
+        Setting::Device => "--device cuda needs a GPU; use --device cpu",
+        Setting::DeviceId => "--device-id",
+        Setting::Threads => "--threads 1, or --batch-size at the model's batch",
+        Setting::BatchSize => "--batch-size",
+        Setting::InputShape => "give it with --input-shape",
+        Setting::Labels => "--labels FILE",
+        Setting::ClassMap => "--class-map FILE",
+        Setting::Crop => "--crop",
+        Setting::Layout => "--layout",
+        Setting::CalibData => "--calib-data SRC: a folder of images or .npy/.npz, one such file, or synthetic:SEED; or --calibration-cache FILE",
+        Setting::Int8 => "--calib-data and --calibration-cache need --int8",
+        Setting::BatchRange => "--min-batch/--opt-batch/--max-batch",
+        Setting::ShapeRanges => "--input-shape, or --min-shapes/--opt-shapes/--max-shapes NAME:DIMS",
+        Setting::TensorrtDir => "or pass --tensorrt-dir DIR",
+    }
+}
+
 /// `err` with the hint that names the flag to use, and as a usage error (exit 2) where the
 /// mistake is in the command line; other errors come back unchanged.
 pub fn with_hint(err: anyhow::Error) -> anyhow::Error {
     let line = format!("{err:#}");
     for cause in err.chain() {
+        if let Some(fix) = cause.downcast_ref::<FixWith>() {
+            return anyhow::anyhow!("{line} ({})", setting_hint(fix.setting));
+        }
         if cause.is::<UnfixedAxis>() || cause.is::<UndeclaredShape>() {
             return anyhow::anyhow!("{line}; give it with --input-shape");
         }
@@ -77,6 +102,8 @@ mod tests {
         let hinted = with_hint(e);
         assert!(hinted.is::<UsageError>());
         assert!(hinted.to_string().starts_with("--streams needs"));
+        let fix = crate::setting::fix_with(Setting::Labels, "d: no class sub-folders");
+        assert_eq!(with_hint(fix).to_string(), "d: no class sub-folders (--labels FILE)");
         let plain = with_hint(anyhow::anyhow!("disk full"));
         assert_eq!(plain.to_string(), "disk full");
     }

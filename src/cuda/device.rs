@@ -5,6 +5,7 @@
 //! on its own streams, and the extra events would be timed too.
 
 use super::info::{describe, driver_present};
+use crate::setting::{fix_with, Setting};
 use anyhow::{bail, Context, Result};
 use cudarc::driver::{result, safe, sys};
 use serde::{Deserialize, Serialize};
@@ -61,11 +62,14 @@ impl Gpu {
                 bail!("the CUDA driver sees no GPU");
             }
             if device_id >= count as usize {
-                bail!(
-                    "--device-id {device_id} is out of range: this machine has {count} GPU{} (ids 0..={})",
-                    if count == 1 { "" } else { "s" },
-                    count - 1
-                );
+                return Err(fix_with(
+                    Setting::DeviceId,
+                    format!(
+                        "GPU {device_id} is out of range: this machine has {count} GPU{} (ids 0..={})",
+                        if count == 1 { "" } else { "s" },
+                        count - 1
+                    ),
+                ));
             }
             let ctx = safe::CudaContext::new(device_id)
                 .map_err(|e| driver_err(&format!("cannot open GPU {device_id}"), e))?;
@@ -255,7 +259,7 @@ mod tests {
         let err = format!("{:#}", Gpu::open(4096).unwrap_err());
         assert!(
             err.contains("no CUDA driver")
-                || err.contains("--device-id 4096 is out of range")
+                || err.contains("GPU 4096 is out of range")
                 || err.contains("sees no GPU"),
             "{err}"
         );

@@ -3,6 +3,7 @@
 //! CSV, or one label per line in sorted file order, as ILSVRC ground-truth files). A class map
 //! (one class name per line) maps folder names or label names to the model's class indices.
 
+use crate::setting::{fix_with, Setting};
 use anyhow::{bail, Context, Result};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -120,10 +121,13 @@ impl Dataset {
         if classes.is_empty() {
             let loose = images_in(root)?.len();
             if loose > 0 {
-                bail!(
-                    "{}: no class sub-folders but {loose} images; give their labels with --labels FILE",
-                    root.display()
-                );
+                return Err(fix_with(
+                    Setting::Labels,
+                    format!(
+                        "{}: no class sub-folders but {loose} images; give their labels in a file",
+                        root.display()
+                    ),
+                ));
             }
             bail!(
                 "{}: the dataset is empty (no class sub-folders, no images)",
@@ -208,10 +212,13 @@ impl Dataset {
                 Some(l) => l.get(s).copied().with_context(|| {
                     format!("{} line {line}: label '{s}' is not in the class map", labels.display())
                 }),
-                None => bail!(
-                    "{} line {line}: label '{s}' is not a class index (give --class-map to use names)",
-                    labels.display()
-                ),
+                None => Err(fix_with(
+                    Setting::ClassMap,
+                    format!(
+                        "{} line {line}: label '{s}' is not a class index (a class map turns names into indices)",
+                        labels.display()
+                    ),
+                )),
             }
         };
         let is_csv = lines.iter().any(|(_, l)| l.contains(','));

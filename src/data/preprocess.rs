@@ -4,6 +4,7 @@
 
 use super::decode::{decode_rows, RgbImage, RowSink};
 use super::resize::{resize_crop, Interpolation, Resampler, Window};
+use crate::setting::{fix_with, Setting};
 use anyhow::{anyhow, bail, Result};
 use serde::{Deserialize, Serialize};
 
@@ -84,7 +85,7 @@ impl PreprocessRequest {
     ) -> Result<Preprocess> {
         let crop = match self.crop {
             Some(c) if (c, c) != (height, width) => {
-                bail!("--crop {c} does not match the model's input '{input}', which is {height}×{width}")
+                return Err(fix_with(Setting::Crop, format!("a {c}×{c} crop does not match the model's input '{input}', which is {height}×{width}")));
             }
             _ => (height, width),
         };
@@ -94,7 +95,12 @@ impl PreprocessRequest {
             None => Some((crop.0.min(crop.1) as f64 / 0.875).floor() as usize),
         };
         if let Some(l) = self.layout.filter(|l| *l != layout) {
-            bail!("--layout {l:?} does not match the model's input '{input}', which is {layout:?}");
+            return Err(fix_with(
+                Setting::Layout,
+                format!(
+                    "layout {l:?} does not match the model's input '{input}', which is {layout:?}"
+                ),
+            ));
         }
         let pre = Preprocess {
             resize,

@@ -22,6 +22,7 @@ use crate::onnx::rewrite::fp16::{Fp16, Fp16Options, Fp16Report};
 use crate::onnx::rewrite::pass::{run_passes, Pass, PassReport};
 use crate::onnx::shape::{model_inputs, Batch, DimSpec, FixBatch, InputShape, InputShapes};
 use crate::onnx::OnnxModel;
+use crate::setting::{fix_with, Setting};
 use crate::tensor::Dim;
 use crate::trt::precision::int8_pass;
 use anyhow::{bail, Context, Result};
@@ -166,12 +167,15 @@ fn int8_scales(
     observers: &BuildObservers,
 ) -> Result<Scales> {
     match &config.int8 {
-        None => bail!("--int8 needs calibration data (--calib-data SRC) or a cache (--calibration-cache FILE)"),
+        None => Err(fix_with(
+            Setting::CalibData,
+            "INT8 needs calibration data or a calibration cache",
+        )),
         Some(Int8Source::Cache(path)) => {
             let table = CalibrationTable::load(path)?;
             check_cache_model(path, &config.model, model_sha256)?;
-            let bytes = std::fs::read(path)
-                .with_context(|| format!("{}: cannot read", path.display()))?;
+            let bytes =
+                std::fs::read(path).with_context(|| format!("{}: cannot read", path.display()))?;
             Ok(Scales {
                 table,
                 key_hash: sha256_hex(&bytes),
@@ -189,14 +193,21 @@ fn int8_scales(
                 ..(**cal).clone()
             };
             if cal.algorithms.len() != 1 {
-                bail!("an INT8 build takes one range algorithm, {} were given", cal.algorithms.len());
+                bail!(
+                    "an INT8 build takes one range algorithm, {} were given",
+                    cal.algorithms.len()
+                );
             }
             let report = calibrate(&cal, observers.calibration)?;
             // The scales and the key are in the report, whether the cache was reused or written.
             let cache = &report.caches[0];
             let table = CalibrationTable {
                 calibrator: String::new(),
-                scales: cache.tensors.iter().map(|t| (t.tensor.clone(), t.scale)).collect(),
+                scales: cache
+                    .tensors
+                    .iter()
+                    .map(|t| (t.tensor.clone(), t.scale))
+                    .collect(),
             };
             let key_hash = sha256_hex(serde_json::to_string(&cache.key)?.as_bytes());
             let cache = cache.cache.clone();
@@ -309,7 +320,10 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
     let start = Instant::now();
     let shown = config.model.display().to_string();
     if config.precision != Precision::Int8 && config.int8.is_some() {
-        bail!("calibration data or a calibration cache was given without --int8");
+        return Err(fix_with(
+            Setting::Int8,
+            "calibration data or a calibration cache was given for a build that is not INT8",
+        ));
     }
     let libs = locate_usable_rtx(config.tensorrt_dir.as_deref())?;
     let tensorrt = TensorRtUsed {
@@ -473,7 +487,7 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
     )
     .map_err(|e| match &released_batch {
         Some(input) if format!("{e:#}").contains("reshape would change volume") => e.context(format!(
-            "input '{input}' was exported with a fixed batch and a Reshape in the graph still pins it: re-export the model with a dynamic batch axis, or build it static (--input-shape with the batch it was exported with)"
+            "input '{input}' was exported with a fixed batch and a Reshape in the graph still pins it: re-export the model with a dynamic batch axis, or build it static (an input shape with the batch it was exported with)"
         )),
         _ => e,
     })

@@ -6,7 +6,8 @@
 //! order: `--tensorrt-dir DIR` or `TRTKIT_TENSORRT_DIR`, then `LD_LIBRARY_PATH` and the
 //! system's library path, then the `tensorrt_rtx_libs` Python package of `python3`.
 
-use anyhow::{bail, Context, Result};
+use crate::setting::{fix_with, Setting};
+use anyhow::{Context, Result};
 use libloading::Library;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -181,11 +182,14 @@ fn open_rtx_in(dir: &Path, source: &str) -> Result<RtxLibraries> {
     let parser = dir.join(RTX_PARSER);
     for lib in [&runtime, &parser] {
         if !lib.is_file() {
-            bail!(
-                "{}: no {} there ({source}); install TensorRT-RTX with `{RTX_PIP}` or point {DIR_ENV} / --tensorrt-dir at the folder that holds {RTX_RUNTIME} and {RTX_PARSER}",
-                dir.display(),
-                lib.file_name().unwrap_or_default().to_string_lossy(),
-            );
+            return Err(fix_with(
+                Setting::TensorrtDir,
+                format!(
+                    "{}: no {} there ({source}); install TensorRT-RTX with `{RTX_PIP}` or point {DIR_ENV} at the folder that holds {RTX_RUNTIME} and {RTX_PARSER}",
+                    dir.display(),
+                    lib.file_name().unwrap_or_default().to_string_lossy(),
+                ),
+            ));
         }
     }
     let lib = open_forever(runtime.as_os_str()).with_context(|| {
@@ -235,9 +239,10 @@ pub fn locate_rtx(dir: Option<&Path>) -> Result<RtxLibraries> {
     if let Some(d) = python_package_dir("tensorrt_rtx_libs") {
         return open_rtx_in(&d, "python3's tensorrt_rtx_libs package");
     }
-    bail!(
-        "TensorRT-RTX not found (looked in {DIR_ENV}, LD_LIBRARY_PATH and the system's library path, and python3's tensorrt_rtx_libs package); install it with `{RTX_PIP}`, or pass --tensorrt-dir DIR"
-    )
+    Err(fix_with(
+        Setting::TensorrtDir,
+        format!("TensorRT-RTX not found (looked in {DIR_ENV}, LD_LIBRARY_PATH and the system's library path, and python3's tensorrt_rtx_libs package); install it with `{RTX_PIP}`"),
+    ))
 }
 
 /// Checks that a found TensorRT-RTX is the version this binary's bindings were written for.
@@ -245,13 +250,18 @@ pub fn check_rtx_version(libs: &RtxLibraries) -> Result<()> {
     let mut parts = libs.version.split('.').map(|p| p.parse::<u32>().ok());
     let (major, minor) = (parts.next().flatten(), parts.next().flatten());
     if (major, minor) != (Some(RTX_BOUND_VERSION.0), Some(RTX_BOUND_VERSION.1)) {
-        bail!(
-            "{}: TensorRT-RTX {} found, but this trtkit is built for TensorRT-RTX {}.{}; install it with `{RTX_PIP}` or point --tensorrt-dir at a 1.7 installation",
-            libs.runtime.display(),
-            libs.version,
-            RTX_BOUND_VERSION.0,
-            RTX_BOUND_VERSION.1
-        );
+        return Err(fix_with(
+            Setting::TensorrtDir,
+            format!(
+                "{}: TensorRT-RTX {} found, but this trtkit is built for TensorRT-RTX {}.{}; install it with `{RTX_PIP}` or point {DIR_ENV} at a {}.{} installation",
+                libs.runtime.display(),
+                libs.version,
+                RTX_BOUND_VERSION.0,
+                RTX_BOUND_VERSION.1,
+                RTX_BOUND_VERSION.0,
+                RTX_BOUND_VERSION.1
+            ),
+        ));
     }
     Ok(())
 }

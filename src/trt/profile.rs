@@ -3,8 +3,9 @@
 //! (`--min-shapes/--opt-shapes/--max-shapes name:1x3x224x224`), checked against the model.
 
 use crate::onnx::tensor_info::TensorInfo;
+use crate::setting::{fix_with, Setting};
 use crate::tensor::Dim;
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 
 /// Batch range used for a dynamic batch axis when no flag says otherwise.
@@ -52,17 +53,19 @@ impl BatchRequest {
         let opt = self
             .opt
             .unwrap_or_else(|| DEFAULT_BATCH.opt.clamp(min, max));
-        for (flag, v) in [
-            ("--min-batch", min),
-            ("--opt-batch", opt),
-            ("--max-batch", max),
-        ] {
+        for (which, v) in [("min", min), ("opt", opt), ("max", max)] {
             if v < 1 {
-                bail!("{flag} {v}: a batch size must be at least 1");
+                return Err(fix_with(
+                    Setting::BatchRange,
+                    format!("{which} batch {v}: a batch size must be at least 1"),
+                ));
             }
         }
         if !(min <= opt && opt <= max) {
-            bail!("batch profile min {min}, opt {opt}, max {max}: needs min ≤ opt ≤ max (--min-batch/--opt-batch/--max-batch)");
+            return Err(fix_with(
+                Setting::BatchRange,
+                format!("batch profile min {min}, opt {opt}, max {max}: needs min ≤ opt ≤ max"),
+            ));
         }
         Ok(BatchRange { min, opt, max })
     }
@@ -263,9 +266,9 @@ pub fn resolve_profile(
     explicit: &ExplicitShapes,
 ) -> Result<ShapeProfile> {
     for (flag, list) in [
-        ("--min-shapes", &explicit.min),
-        ("--opt-shapes", &explicit.opt),
-        ("--max-shapes", &explicit.max),
+        ("min shapes", &explicit.min),
+        ("opt shapes", &explicit.opt),
+        ("max shapes", &explicit.max),
     ] {
         for s in list {
             if !inputs.iter().any(|i| i.name == s.name) {
@@ -281,10 +284,10 @@ pub fn resolve_profile(
     }
     let mut out = Vec::with_capacity(inputs.len());
     for input in inputs {
-        let declared = input.dims.clone().with_context(|| {
-            format!(
-                "input '{}' declares no shape; give it with --input-shape {}:…",
-                input.name, input.name
+        let declared = input.dims.clone().ok_or_else(|| {
+            fix_with(
+                Setting::InputShape,
+                format!("input '{}' declares no shape", input.name),
             )
         })?;
         let named = [
@@ -294,16 +297,19 @@ pub fn resolve_profile(
         ];
         let profile = match named {
             [Some(min), Some(opt), Some(max)] => {
-                check_against("--min-shapes", min, &declared)?;
-                check_against("--opt-shapes", opt, &declared)?;
-                check_against("--max-shapes", max, &declared)?;
+                check_against("min shapes", min, &declared)?;
+                check_against("opt shapes", opt, &declared)?;
+                check_against("max shapes", max, &declared)?;
                 for axis in 0..declared.len() {
                     let (a, b, c) = (min.dims[axis], opt.dims[axis], max.dims[axis]);
                     if !(a <= b && b <= c) {
-                        bail!(
-                            "profile of input '{}' axis {axis}: min {a}, opt {b}, max {c}; needs min ≤ opt ≤ max (--min-shapes/--opt-shapes/--max-shapes)",
-                            input.name
-                        );
+                        return Err(fix_with(
+                            Setting::ShapeRanges,
+                            format!(
+                                "profile of input '{}' axis {axis}: min {a}, opt {b}, max {c}; needs min ≤ opt ≤ max",
+                                input.name
+                            ),
+                        ));
                     }
                 }
                 InputProfile {
@@ -314,10 +320,15 @@ pub fn resolve_profile(
                 }
             }
             [None, None, None] => from_batch(input, &declared, batch)?,
-            _ => bail!(
-                "input '{}': give all three of --min-shapes, --opt-shapes and --max-shapes for it, or none",
-                input.name
-            ),
+            _ => {
+                return Err(fix_with(
+                    Setting::ShapeRanges,
+                    format!(
+                        "input '{}': give all three of its min, opt and max shapes, or none",
+                        input.name
+                    ),
+                ))
+            }
         };
         out.push(profile);
     }
@@ -341,11 +352,15 @@ fn from_batch(input: &TensorInfo, declared: &[Dim], batch: &BatchRequest) -> Res
                 opt.push(r.opt);
                 max.push(r.max);
             }
-            other => bail!(
-                "input '{}' axis {axis} ('{other}') is dynamic; fix it with --input-shape or give its range with --min-shapes/--opt-shapes/--max-shapes {}:…",
-                input.name,
-                input.name
-            ),
+            other => {
+                return Err(fix_with(
+                    Setting::ShapeRanges,
+                    format!(
+                        "input '{}' axis {axis} ('{other}') is dynamic; fix it with an input shape or give its range as min/opt/max shapes",
+                        input.name
+                    ),
+                ))
+            }
         }
     }
     Ok(InputProfile {
@@ -474,12 +489,10 @@ mod tests {
             vec![Dim::Symbol("batch".into()), Dim::Symbol("seq".into())],
         );
         let err = resolve_profile(&[seq], &BatchRequest::default(), &ExplicitShapes::default())
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains("'seq'") && err.contains("--min-shapes"),
-            "{err}"
-        );
+            .unwrap_err();
+        let fix = err.downcast_ref::<crate::setting::FixWith>().unwrap();
+        assert_eq!(fix.setting, Setting::ShapeRanges);
+        assert!(err.to_string().contains("'seq'"), "{err}");
     }
 
     #[test]
