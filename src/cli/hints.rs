@@ -103,7 +103,10 @@ mod tests {
         assert!(hinted.is::<UsageError>());
         assert!(hinted.to_string().starts_with("--streams needs"));
         let fix = crate::setting::fix_with(Setting::Labels, "d: no class sub-folders");
-        assert_eq!(with_hint(fix).to_string(), "d: no class sub-folders (--labels FILE)");
+        assert_eq!(
+            with_hint(fix).to_string(),
+            "d: no class sub-folders (--labels FILE)"
+        );
         let plain = with_hint(anyhow::anyhow!("disk full"));
         assert_eq!(plain.to_string(), "disk full");
     }

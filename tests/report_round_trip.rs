@@ -1,0 +1,120 @@
+//! Every job's report reads back: the JSON a command prints deserializes into the library's
+//! report type and serializes to the same JSON (what `bench` and `report` rely on).
+
+mod support;
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use support::{save, trtkit, write_jpeg};
+use trtkit::onnx::test_models;
+
+/// Runs trtkit with `args` (which ask for JSON), reads the report as `T`, and checks that
+/// writing it again gives the same JSON.
+fn round_trips<T: Serialize + DeserializeOwned>(args: &[&str]) -> T {
+    let out = trtkit(args);
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report: T = serde_json::from_value(printed.clone())
+        .unwrap_or_else(|e| panic!("{args:?}: the report does not read back: {e}"));
+    // Through text, as a script would read it (float32 fields print in their shortest form).
+    let again: serde_json::Value =
+        serde_json::from_str(&serde_json::to_string(&report).unwrap()).unwrap();
+    assert_eq!(again, printed, "{args:?}");
+    report
+}
+
+#[test]
+fn reports_of_the_model_jobs_round_trip() {
+    use trtkit::measure::accuracy::ValidateReport;
+    use trtkit::measure::compare::CompareReport;
+    use trtkit::measure::latency::RunReport;
+    let dir = tempfile::tempdir().unwrap();
+    let model = save(dir.path(), "c.onnx", test_models::classifier(None));
+    let m = model.to_str().unwrap();
+
+    let run: RunReport = round_trips(&[
+        "run",
+        m,
+        "--batch-size",
+        "1,2",
+        "--iterations",
+        "2",
+        "--warmup",
+        "1",
+        "--json",
+    ]);
+    assert_eq!(run.results.len(), 2);
+
+    let compare: CompareReport = round_trips(&["compare", m, m, "--num-samples", "4", "--json"]);
+    assert_eq!(compare.outputs[0].closeness.equal_pct, 100.0);
+
+    let val = dir.path().join("val");
+    write_jpeg(&val.join("0_a/x.jpg"), 20, 20, [200, 10, 10], 1);
+    write_jpeg(&val.join("1_b/y.jpg"), 20, 20, [10, 200, 10], 2);
+    let validate: ValidateReport = round_trips(&[
+        "validate",
+        m,
+        "--dataset",
+        val.to_str().unwrap(),
+        "--crop",
+        "16",
+        "--json",
+    ]);
+    assert_eq!(validate.images, 2);
+}
+
+#[test]
+fn reports_of_the_model_file_jobs_round_trip() {
+    use trtkit::calibration::job::CalibrateReport;
+    use trtkit::onnx::summary::ModelSummary;
+    use trtkit::trt::precision::QuantizeReport;
+    let dir = tempfile::tempdir().unwrap();
+    let model = save(dir.path(), "c.onnx", test_models::classifier(None));
+    let m = model.to_str().unwrap();
+    let d = dir.path().to_str().unwrap();
+
+    let summary: ModelSummary = round_trips(&["inspect", m, "--json"]);
+    assert!(!summary.inputs.is_empty());
+
+    let calibration: CalibrateReport = round_trips(&[
+        "calibrate",
+        m,
+        "--calib-data",
+        "synthetic:1",
+        "--batch-size",
+        "2",
+        "--num-samples",
+        "4",
+        "--cache-dir",
+        d,
+        "--json",
+    ]);
+    let cache = calibration.caches[0].cache.clone();
+
+    let fp16 = dir.path().join("c-fp16.onnx");
+    let q: QuantizeReport = round_trips(&[
+        "quantize",
+        m,
+        "--fp16",
+        "-o",
+        fp16.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(q.precision, "fp16");
+    let int8 = dir.path().join("c-int8.onnx");
+    let q: QuantizeReport = round_trips(&[
+        "quantize",
+        m,
+        "--int8",
+        "--calibration-cache",
+        &cache,
+        "-o",
+        int8.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(q.quantized_activations.unwrap() > 0);
+}
