@@ -1,23 +1,22 @@
 //! `trtkit build MODEL.onnx [--fp16 | --int8 …] [--input-shape -1 3 224 224]`: flags into a
-//! [`BuildConfig`], a progress bar for TensorRT's phases, and the rendering of the report.
+//! [`BuildConfig`], and the rendering of the report.
 
 use crate::calibration::job::CalibrateConfig;
 use crate::cli::args::backend::BackendArgs;
 use crate::cli::args::preprocess::PreprocessArgs;
-use crate::cli::calibrate::{algorithms, cache_lines, AlgoArg, CalibrationBar};
+use crate::cli::calibrate::{algorithms, cache_lines, AlgoArg};
+use crate::cli::progress::{BuildBar, CalibrationBar};
 use crate::cli::quantize::keep_fp32_list;
 use crate::cli::UsageError;
 use crate::onnx::rewrite::fp16::Fp16Options;
 use crate::onnx::shape::parse_input_shapes;
 use crate::report::format::{bytes, json};
 use crate::trt::build::{build, BuildConfig, BuildObservers, BuildReport, Int8Source};
-use crate::trt::builder::BuildProgress;
 use crate::trt::engine_file::{BuilderSettings, Precision};
 use crate::trt::loader::DIR_ENV;
 use crate::trt::profile::{format_shape, parse_named_shapes, BatchRequest, ExplicitShapes};
 use anyhow::Result;
 use clap::Args;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -189,46 +188,6 @@ pub fn config(args: &BuildArgs) -> Result<BuildConfig> {
     })
 }
 
-/// TensorRT's builder phases on a bar: the outermost phase's steps, the innermost's name.
-struct BuildBar {
-    bar: ProgressBar,
-}
-
-impl BuildBar {
-    fn new(hidden: bool) -> Self {
-        let bar = ProgressBar::new(0);
-        if hidden {
-            bar.set_draw_target(ProgressDrawTarget::hidden());
-        }
-        bar.set_style(
-            ProgressStyle::with_template("building {bar:30} {pos}/{len} {elapsed} {msg}")
-                .unwrap_or_else(|_| ProgressStyle::default_bar()),
-        );
-        BuildBar { bar }
-    }
-}
-
-impl BuildProgress for BuildBar {
-    fn phase_start(&self, name: &str, depth: usize, steps: i32) {
-        if depth == 0 {
-            self.bar.set_length(steps.max(0) as u64);
-            self.bar.set_position(0);
-        }
-        self.bar.set_message(name.to_string());
-    }
-    fn step(&self, name: &str, depth: usize, step: i32) {
-        if depth == 0 {
-            self.bar.set_position(step.max(0) as u64 + 1);
-        }
-        self.bar.set_message(name.to_string());
-    }
-    fn phase_finish(&self, _: &str, depth: usize) {
-        if depth == 0 {
-            self.bar.finish_and_clear();
-        }
-    }
-}
-
 /// Runs `build`.
 pub fn run(args: BuildArgs) -> Result<()> {
     let config = config(&args)?;
@@ -248,7 +207,7 @@ pub fn run(args: BuildArgs) -> Result<()> {
             note: &note,
         },
     );
-    bar.bar.finish_and_clear();
+    bar.finish();
     let report = report?;
     if args.json {
         print!("{}", json(&report)?);

@@ -1,10 +1,11 @@
 //! `trtkit calibrate MODEL --calib-data SRC --batch-size N`: INT8 ranges into a keyed cache.
 
 use crate::calibration::collect::TensorRange;
-use crate::calibration::job::{calibrate, BatchProgress, CalibrateConfig, CalibrateReport};
+use crate::calibration::job::{calibrate, CalibrateConfig, CalibrateReport};
 use crate::calibration::range::Algorithm;
 use crate::cli::args::backend::BackendArgs;
 use crate::cli::args::preprocess::PreprocessArgs;
+use crate::cli::progress::CalibrationBar;
 use crate::cli::UsageError;
 use crate::report::format::json;
 use crate::report::table::{Align, Table};
@@ -188,41 +189,4 @@ fn ranges_table(ranges: &[TensorRange]) -> Table {
         ]);
     }
     table
-}
-
-/// The bar shown while calibrating: batches done, rate, elapsed (hidden with `--json`).
-pub struct CalibrationBar(indicatif::ProgressBar);
-
-impl CalibrationBar {
-    /// A bar drawn on stderr, or a hidden one.
-    pub fn new(hidden: bool) -> Self {
-        CalibrationBar(progress_bar(hidden))
-    }
-}
-
-impl BatchProgress for CalibrationBar {
-    fn start(&self, batches: usize) {
-        self.0.set_length(batches as u64);
-        self.0.reset();
-    }
-    fn advance(&self) {
-        self.0.inc(1);
-    }
-    fn finish(&self) {
-        self.0.finish_and_clear();
-    }
-}
-
-fn progress_bar(hidden: bool) -> indicatif::ProgressBar {
-    let bar = indicatif::ProgressBar::new(0);
-    if hidden {
-        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
-    }
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "calibrating {bar:30} {pos}/{len} batches {elapsed} ({per_sec})",
-        )
-        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-    );
-    bar
 }
