@@ -4,7 +4,8 @@
 //! `loader` finds the libraries; `profile` turns shape flags into an optimization profile;
 //! `builder` drives TensorRT-RTX's parser and builder (through the `trtx` crate);
 //! `engine_file` names, keys, checks and writes engines; `build` is the `build` job that chains
-//! them; `inspect` describes an engine file.
+//! them; `inspect` describes an engine file; `support` says what this machine offers (driver,
+//! GPUs, libraries, which engines run where).
 
 #![allow(unsafe_code)]
 
@@ -14,3 +15,4 @@ pub mod engine_file;
 pub mod inspect;
 pub mod loader;
 pub mod profile;
+pub mod support;
