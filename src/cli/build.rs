@@ -3,6 +3,7 @@
 
 use crate::calibration::job::CalibrateConfig;
 use crate::cli::args::backend::BackendArgs;
+use crate::cli::args::output::print_report;
 use crate::cli::args::preprocess::PreprocessArgs;
 use crate::cli::calibrate::{algorithms, AlgoArg};
 use crate::cli::progress::{BuildBar, CalibrationBar};
@@ -11,7 +12,6 @@ use crate::cli::UsageError;
 use crate::onnx::rewrite::fp16::Fp16Options;
 use crate::onnx::shape::parse_input_shapes;
 use crate::report::build::render;
-use crate::report::format::json;
 use crate::trt::build::{build, BuildConfig, BuildObservers, Int8Source};
 use crate::trt::engine_file::{BuilderSettings, Precision};
 use crate::trt::loader::DIR_ENV;
@@ -210,10 +210,5 @@ pub fn run(args: BuildArgs) -> Result<()> {
     );
     bar.finish();
     let report = report?;
-    if args.json {
-        print!("{}", json(&report)?);
-    } else {
-        print!("{}", render(&report));
-    }
-    Ok(())
+    print_report(args.json, &report, || render(&report))
 }

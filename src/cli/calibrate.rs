@@ -4,11 +4,11 @@
 use crate::calibration::job::{calibrate, CalibrateConfig};
 use crate::calibration::range::Algorithm;
 use crate::cli::args::backend::BackendArgs;
+use crate::cli::args::output::print_report;
 use crate::cli::args::preprocess::PreprocessArgs;
 use crate::cli::progress::CalibrationBar;
 use crate::cli::UsageError;
 use crate::report::calibration::render;
-use crate::report::format::json;
 use anyhow::Result;
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
@@ -94,13 +94,7 @@ pub fn algorithms(algo: &[AlgoArg], percentile: f64) -> Result<Vec<Algorithm>> {
 pub fn run(args: CalibrateArgs, verbose: bool) -> Result<()> {
     let config = config(&args)?;
     let report = calibrate(&config, &CalibrationBar::new(args.json))?;
-    let text = if args.json {
-        json(&report)?
-    } else {
-        render(&report, verbose)
-    };
-    print!("{text}");
-    Ok(())
+    print_report(args.json, &report, || render(&report, verbose))
 }
 
 /// The calibration job these flags describe.

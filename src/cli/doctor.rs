@@ -1,8 +1,8 @@
 //! `trtkit doctor`: what this machine offers for trtkit ([`crate::trt::support`]), rendered by
 //! [`crate::report::doctor`].
 
+use crate::cli::args::output::print_report;
 use crate::report::doctor::render;
-use crate::report::format::json;
 use crate::trt::support::collect;
 use clap::Args;
 
@@ -17,11 +17,5 @@ pub struct DoctorArgs {
 /// Runs `doctor`; it succeeds on a machine with no GPU and says so.
 pub fn run(args: DoctorArgs) -> anyhow::Result<()> {
     let report = collect();
-    let text = if args.json {
-        json(&report)?
-    } else {
-        render(&report)
-    };
-    print!("{text}");
-    Ok(())
+    print_report(args.json, &report, || render(&report))
 }

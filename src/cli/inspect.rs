@@ -1,9 +1,9 @@
 //! `trtkit inspect MODEL.onnx|ENGINE`: the summary of an ONNX model, or of an engine file
 //! (recognised by its magic, whatever its name), rendered by [`crate::report::inspect`].
 
+use crate::cli::args::output::print_report;
 use crate::onnx::summary::summarize;
 use crate::onnx::OnnxModel;
-use crate::report::format::json;
 use crate::report::inspect::{render, render_engine};
 use crate::trt::engine_file::file_flavour;
 use crate::trt::inspect::inspect_engine;
@@ -32,21 +32,9 @@ pub struct InspectArgs {
 pub fn run(args: InspectArgs) -> anyhow::Result<()> {
     if args.model.is_file() && file_flavour(&args.model)?.is_some() {
         let found = inspect_engine(&args.model, args.layers, args.tensorrt_dir.as_deref())?;
-        let text = if args.json {
-            json(&found)?
-        } else {
-            render_engine(&found)
-        };
-        print!("{text}");
-        return Ok(());
+        return print_report(args.json, &found, || render_engine(&found));
     }
     let model = OnnxModel::load(&args.model)?;
     let summary = summarize(&model, args.layers);
-    let text = if args.json {
-        json(&summary)?
-    } else {
-        render(&summary)
-    };
-    print!("{text}");
-    Ok(())
+    print_report(args.json, &summary, || render(&summary))
 }
