@@ -6,9 +6,9 @@ mod support;
 
 use support::models_under;
 
-use trtkit::cli::inspect::render;
 use trtkit::onnx::summary::summarize;
 use trtkit::onnx::OnnxModel;
+use trtkit::report::inspect::render;
 
 /// Models in the pinned onnx wheel's simple, pytorch-converted, pytorch-operator and light suites.
 const PEER_MODELS: usize = 149;

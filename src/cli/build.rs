@@ -1,23 +1,23 @@
 //! `trtkit build MODEL.onnx [--fp16 | --int8 …] [--input-shape -1 3 224 224]`: flags into a
-//! [`BuildConfig`], a progress bar for TensorRT's phases, and the rendering of the report.
+//! [`BuildConfig`]; the report is rendered by [`crate::report::build`].
 
 use crate::calibration::job::CalibrateConfig;
 use crate::cli::args::backend::BackendArgs;
+use crate::cli::args::output::print_report;
 use crate::cli::args::preprocess::PreprocessArgs;
-use crate::cli::calibrate::{algorithms, cache_lines, AlgoArg, CalibrationBar};
+use crate::cli::calibrate::{algorithms, AlgoArg};
+use crate::cli::progress::{BuildBar, CalibrationBar};
 use crate::cli::quantize::keep_fp32_list;
 use crate::cli::UsageError;
 use crate::onnx::rewrite::fp16::Fp16Options;
 use crate::onnx::shape::parse_input_shapes;
-use crate::report::format::{bytes, json};
-use crate::trt::build::{build, BuildConfig, BuildObservers, BuildReport, Int8Source};
-use crate::trt::builder::BuildProgress;
+use crate::report::build::render;
+use crate::trt::build::{build, BuildConfig, BuildObservers, Int8Source};
 use crate::trt::engine_file::{BuilderSettings, Precision};
 use crate::trt::loader::DIR_ENV;
-use crate::trt::profile::{format_shape, parse_named_shapes, BatchRequest, ExplicitShapes};
+use crate::trt::profile::{parse_named_shapes, BatchRequest, ExplicitShapes};
 use anyhow::Result;
 use clap::Args;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -189,46 +189,6 @@ pub fn config(args: &BuildArgs) -> Result<BuildConfig> {
     })
 }
 
-/// TensorRT's builder phases on a bar: the outermost phase's steps, the innermost's name.
-struct BuildBar {
-    bar: ProgressBar,
-}
-
-impl BuildBar {
-    fn new(hidden: bool) -> Self {
-        let bar = ProgressBar::new(0);
-        if hidden {
-            bar.set_draw_target(ProgressDrawTarget::hidden());
-        }
-        bar.set_style(
-            ProgressStyle::with_template("building {bar:30} {pos}/{len} {elapsed} {msg}")
-                .unwrap_or_else(|_| ProgressStyle::default_bar()),
-        );
-        BuildBar { bar }
-    }
-}
-
-impl BuildProgress for BuildBar {
-    fn phase_start(&self, name: &str, depth: usize, steps: i32) {
-        if depth == 0 {
-            self.bar.set_length(steps.max(0) as u64);
-            self.bar.set_position(0);
-        }
-        self.bar.set_message(name.to_string());
-    }
-    fn step(&self, name: &str, depth: usize, step: i32) {
-        if depth == 0 {
-            self.bar.set_position(step.max(0) as u64 + 1);
-        }
-        self.bar.set_message(name.to_string());
-    }
-    fn phase_finish(&self, _: &str, depth: usize) {
-        if depth == 0 {
-            self.bar.finish_and_clear();
-        }
-    }
-}
-
 /// Runs `build`.
 pub fn run(args: BuildArgs) -> Result<()> {
     let config = config(&args)?;
@@ -248,93 +208,7 @@ pub fn run(args: BuildArgs) -> Result<()> {
             note: &note,
         },
     );
-    bar.bar.finish_and_clear();
+    bar.finish();
     let report = report?;
-    if args.json {
-        print!("{}", json(&report)?);
-    } else {
-        print!("{}", render(&report));
-    }
-    Ok(())
-}
-
-/// The terminal rendering of a build report.
-pub fn render(r: &BuildReport) -> String {
-    let mut out = String::new();
-    if let Some(cal) = r.int8.as_ref().and_then(|i| i.calibration.as_ref()) {
-        for line in cache_lines(cal) {
-            out += &format!("{line}\n");
-        }
-    }
-    let k = &r.key;
-    if r.reused {
-        out += &format!(
-            "reusing {} ({}): its key matches (model {}, {}, {}, {} {}); --rebuild builds it again\n",
-            r.engine,
-            bytes(r.engine_bytes),
-            k.model_hash8(),
-            k.precision,
-            k.profile.file_tag(),
-            r.tensorrt.flavour,
-            k.tensorrt_version
-        );
-    } else {
-        for why in &r.rebuilt_because {
-            out += &format!("rebuilding: {why}\n");
-        }
-        out += &format!(
-            "built {} ({}) with {} {} in {:.2} s\n",
-            r.engine,
-            bytes(r.engine_bytes),
-            r.tensorrt.flavour,
-            r.tensorrt.version,
-            r.timing.total_s
-        );
-    }
-    for (i, line) in k.profile.describe().iter().enumerate() {
-        let label = if i == 0 { "profile" } else { "" };
-        out += &format!("  {label:<10}{line}\n");
-    }
-    if r.default_batch_range {
-        out += &format!(
-            "  {:<10}default batch range; set --min-batch/--opt-batch/--max-batch\n",
-            ""
-        );
-    }
-    let precision = match (&r.fp16, &r.int8) {
-        (Some(f), _) => format!(
-            "fp16: {} initializers converted, {} casts, {} nodes kept in float32",
-            f.converted_initializers, f.casts, f.kept_fp32_nodes
-        ),
-        (_, Some(i)) => format!(
-            "int8: scales from {}{}",
-            i.cache,
-            match (i.quantized_activations, i.quantized_weights) {
-                (Some(a), Some(w)) => format!(", {a} activations and {w} weights quantized"),
-                _ => String::new(),
-            }
-        ),
-        _ => k.precision.to_string(),
-    };
-    out += &format!("  {:<10}{precision}\n", "precision");
-    let io: Vec<String> = r
-        .facts
-        .io
-        .iter()
-        .map(|t| format!("{} {} {} {}", t.io, t.name, t.dtype, format_shape(&t.dims)))
-        .collect();
-    out += &format!(
-        "  {:<10}{} layers; {}\n",
-        "network",
-        r.facts.network_layers,
-        io.join("; ")
-    );
-    if !r.reused {
-        let t = &r.timing;
-        out += &format!(
-            "  {:<10}load {:.2} s, calibrate {:.2} s, rewrite {:.2} s, parse {:.2} s, build {:.2} s, write {:.2} s\n",
-            "time", t.load_s, t.calibrate_s, t.rewrite_s, t.parse_s, t.build_s, t.write_s
-        );
-    }
-    out
+    print_report(args.json, &report, || render(&report))
 }

@@ -1,13 +1,14 @@
-//! `trtkit calibrate MODEL --calib-data SRC --batch-size N`: INT8 ranges into a keyed cache.
+//! `trtkit calibrate MODEL --calib-data SRC --batch-size N`: INT8 ranges into a keyed cache;
+//! flags into a [`CalibrateConfig`], the report rendered by [`crate::report::calibration`].
 
-use crate::calibration::collect::TensorRange;
-use crate::calibration::job::{calibrate, BatchProgress, CalibrateConfig, CalibrateReport};
+use crate::calibration::job::{calibrate, CalibrateConfig};
 use crate::calibration::range::Algorithm;
 use crate::cli::args::backend::BackendArgs;
+use crate::cli::args::output::print_report;
 use crate::cli::args::preprocess::PreprocessArgs;
+use crate::cli::progress::CalibrationBar;
 use crate::cli::UsageError;
-use crate::report::format::json;
-use crate::report::table::{Align, Table};
+use crate::report::calibration::render;
 use anyhow::Result;
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
@@ -93,29 +94,7 @@ pub fn algorithms(algo: &[AlgoArg], percentile: f64) -> Result<Vec<Algorithm>> {
 pub fn run(args: CalibrateArgs, verbose: bool) -> Result<()> {
     let config = config(&args)?;
     let report = calibrate(&config, &CalibrationBar::new(args.json))?;
-    if args.json {
-        print!("{}", json(&report)?);
-        return Ok(());
-    }
-    for line in cache_lines(&report) {
-        println!("{line}");
-    }
-    if let (Some(tm), Some(backend)) = (&report.timing, &report.backend) {
-        println!(
-            "time on {backend}: model with histograms {:.2} s ({:.2} s of histogram thread-time inside), search {:.3} s, total {:.2} s",
-            tm.model_s, tm.histogram_cpu_s, tm.search_s, tm.total_s
-        );
-        if let (Some(p), Some(o)) = (tm.plain_wall_s, tm.overhead_percent) {
-            println!("plain model over the same batches: {p:.2} s; calibration adds {o:.1}%");
-        }
-    }
-    if verbose {
-        for c in report.caches.iter().filter(|c| !c.reused) {
-            println!("\n{}:", c.algorithm);
-            print!("{}", ranges_table(&c.tensors).render());
-        }
-    }
-    Ok(())
+    print_report(args.json, &report, || render(&report, verbose))
 }
 
 /// The calibration job these flags describe.
@@ -135,94 +114,4 @@ pub fn config(args: &CalibrateArgs) -> Result<CalibrateConfig> {
         backend: args.backend.options(Some(args.batch_size)),
         preprocess: args.preprocess.request(),
     })
-}
-
-/// One line per cache: reused (and why it could be), or calibrated (and why it was).
-pub fn cache_lines(report: &CalibrateReport) -> Vec<String> {
-    let mut lines = Vec::new();
-    for c in &report.caches {
-        let k = &c.key;
-        if c.reused {
-            lines.push(format!(
-                "reusing {} ({} tensors): its key matches (model {}, {} images, {}, batch {})",
-                c.cache,
-                c.tensors.len(),
-                k.model_hash8(),
-                k.image_count,
-                k.algorithm,
-                k.batch_size
-            ));
-            continue;
-        }
-        for why in &c.recalibrated_because {
-            lines.push(format!("recalibrating: {why}"));
-        }
-        lines.push(format!(
-            "calibrated {} tensors of {} over {} images at batch {} ({}) → {}",
-            c.tensors.len(),
-            report.model,
-            k.image_count,
-            k.batch_size,
-            k.algorithm,
-            c.cache
-        ));
-    }
-    lines
-}
-
-fn ranges_table(ranges: &[TensorRange]) -> Table {
-    let mut table = Table::new(&["tensor", "amax", "scale", "max |x|", "values"]).with_align(&[
-        Align::Left,
-        Align::Right,
-        Align::Right,
-        Align::Right,
-        Align::Right,
-    ]);
-    for r in ranges {
-        table.row(vec![
-            r.tensor.clone(),
-            format!("{:.5}", r.amax),
-            format!("{:.6e}", r.scale),
-            format!("{:.5}", r.max_abs),
-            r.count.to_string(),
-        ]);
-    }
-    table
-}
-
-/// The bar shown while calibrating: batches done, rate, elapsed (hidden with `--json`).
-pub struct CalibrationBar(indicatif::ProgressBar);
-
-impl CalibrationBar {
-    /// A bar drawn on stderr, or a hidden one.
-    pub fn new(hidden: bool) -> Self {
-        CalibrationBar(progress_bar(hidden))
-    }
-}
-
-impl BatchProgress for CalibrationBar {
-    fn start(&self, batches: usize) {
-        self.0.set_length(batches as u64);
-        self.0.reset();
-    }
-    fn advance(&self) {
-        self.0.inc(1);
-    }
-    fn finish(&self) {
-        self.0.finish_and_clear();
-    }
-}
-
-fn progress_bar(hidden: bool) -> indicatif::ProgressBar {
-    let bar = indicatif::ProgressBar::new(0);
-    if hidden {
-        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
-    }
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "calibrating {bar:30} {pos}/{len} batches {elapsed} ({per_sec})",
-        )
-        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-    );
-    bar
 }

@@ -1,5 +1,6 @@
-//! `trtkit compare A B`: flags into a [`CompareConfig`], and the rendering of the closeness
-//! report; the verdict (all-NaN outputs, `--fail-below`) fails the run after it is printed.
+//! `trtkit compare A B`: flags into a [`CompareConfig`]; the closeness report is rendered by
+//! [`crate::report::closeness`], and the verdict (all-NaN outputs, `--fail-below`) fails the run
+//! after it is printed.
 
 use crate::cli::args::backend::{BackendArgs, SideABackendArgs, SideBBackendArgs};
 use crate::cli::args::output::OutputArgs;
@@ -7,12 +8,10 @@ use crate::cli::progress::Bar;
 use crate::cli::UsageError;
 use crate::data::npz;
 use crate::data::synthetic::{InputDistribution, RandomInputs};
-use crate::measure::compare::{
-    compare, is_model, verdict, CompareConfig, CompareReport, InputSource, SideConfig,
-};
+use crate::measure::compare::{compare, is_model, verdict, CompareConfig, InputSource, SideConfig};
 use crate::metrics::closeness::Tolerance;
 use crate::onnx::shape::parse_input_shapes;
-use crate::report::table::Table;
+use crate::report::closeness::render;
 use anyhow::Result;
 use clap::Args;
 use std::path::PathBuf;
@@ -153,105 +152,4 @@ pub fn run(args: CompareArgs) -> Result<()> {
     args.output
         .print(&report, |markdown| render(&report, markdown))?;
     Ok(verdict(&report, args.fail_below)?)
-}
-
-fn num(x: f64) -> String {
-    if x == 0.0 {
-        "0".into()
-    } else if x.abs() >= 1e-3 && x.abs() < 1e4 {
-        format!("{x:.6}")
-    } else {
-        format!("{x:.3e}")
-    }
-}
-
-/// The tables of a report, for the terminal or as markdown.
-pub fn render(r: &CompareReport, markdown: bool) -> String {
-    let show = |t: &Table| {
-        if markdown {
-            t.render_markdown()
-        } else {
-            t.render()
-        }
-    };
-    let mut sides = Table::new(&[
-        "side",
-        "source",
-        "backend",
-        "samples",
-        "batch",
-        "inference s",
-        "samples/s",
-    ]);
-    for s in &r.sides {
-        let ran = |text: String| if s.samples > 0 { text } else { "-".into() };
-        sides.row(vec![
-            s.label.clone(),
-            s.source.clone(),
-            s.backend.clone(),
-            ran(s.samples.to_string()),
-            ran(s.batch.to_string()),
-            ran(format!("{:.3}", s.inference_s)),
-            ran(format!("{:.1}", s.samples_per_s)),
-        ]);
-    }
-    let mut out = show(&sides);
-    let t = &r.tolerance;
-    out += &format!(
-        "\ninputs: {}\nisclose: |A - B| <= {} + {} * |B|{}\n\n",
-        r.inputs,
-        t.atol,
-        t.rtol,
-        if t.equal_nan { ", NaN == NaN" } else { "" }
-    );
-    let mut t = Table::new(&[
-        "output",
-        "shape",
-        "equal %",
-        "all-close samples %",
-        "max abs err",
-        "max rel err",
-        "mean abs err",
-        "cosine",
-        "NaN A/B",
-        "Inf A/B",
-    ]);
-    for o in &r.outputs {
-        let c = &o.closeness;
-        let shape: Vec<String> = o.shape.iter().map(|d| d.to_string()).collect();
-        t.row(vec![
-            o.name.clone(),
-            shape.join("×"),
-            format!("{:.2}", c.equal_pct),
-            format!("{:.2}", c.all_close_samples_pct),
-            num(c.max_abs_err),
-            num(c.max_rel_err),
-            num(c.mean_abs_err),
-            format!("{:.6}", c.cosine),
-            format!("{}/{}", c.nan_a, c.nan_b),
-            format!("{}/{}", c.inf_a, c.inf_b),
-        ]);
-    }
-    out += &show(&t);
-    for o in &r.outputs {
-        let Some(k) = &o.topk else { continue };
-        out += &format!(
-            "\ntop-{} of '{}' (ranks ordered by B, {} samples × {} classes); top-1 agreement {:.2}%\n\n",
-            k.ranks.len(),
-            o.name,
-            k.samples,
-            k.classes,
-            k.top1_agreement_pct
-        );
-        let mut t = Table::new(&["rank", "MAE", "disagreement %"]);
-        for row in &k.ranks {
-            t.row(vec![
-                row.rank.to_string(),
-                num(row.mae),
-                format!("{:.2}", row.disagreement_pct),
-            ]);
-        }
-        out += &show(&t);
-    }
-    out
 }

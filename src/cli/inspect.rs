@@ -1,14 +1,13 @@
 //! `trtkit inspect MODEL.onnx|ENGINE`: the summary of an ONNX model, or of an engine file
-//! (recognised by its magic, whatever its name).
+//! (recognised by its magic, whatever its name), rendered by [`crate::report::inspect`].
 
-use crate::onnx::summary::{summarize, ModelSummary};
+use crate::cli::args::output::print_report;
+use crate::onnx::summary::summarize;
 use crate::onnx::OnnxModel;
-use crate::report::format::{bytes, count, json};
-use crate::report::table::{Align, Table};
+use crate::report::inspect::{render, render_engine};
 use crate::trt::engine_file::file_flavour;
-use crate::trt::inspect::{inspect_engine, EngineInspection};
+use crate::trt::inspect::inspect_engine;
 use crate::trt::loader::DIR_ENV;
-use crate::trt::profile::format_shape;
 use clap::Args;
 use std::path::PathBuf;
 
@@ -33,200 +32,9 @@ pub struct InspectArgs {
 pub fn run(args: InspectArgs) -> anyhow::Result<()> {
     if args.model.is_file() && file_flavour(&args.model)?.is_some() {
         let found = inspect_engine(&args.model, args.layers, args.tensorrt_dir.as_deref())?;
-        let text = if args.json {
-            json(&found)?
-        } else {
-            render_engine(&found)
-        };
-        print!("{text}");
-        return Ok(());
+        return print_report(args.json, &found, || render_engine(&found));
     }
     let model = OnnxModel::load(&args.model)?;
     let summary = summarize(&model, args.layers);
-    let text = if args.json {
-        json(&summary)?
-    } else {
-        render(&summary)
-    };
-    print!("{text}");
-    Ok(())
-}
-
-/// The terminal rendering of a model summary.
-pub fn render(s: &ModelSummary) -> String {
-    let mut out = String::new();
-    let opsets: Vec<String> = s
-        .opsets
-        .iter()
-        .map(|o| format!("{} {}", o.domain, o.version))
-        .collect();
-    out += &format!("model       {}\n", s.path);
-    out += &format!("producer    {}\n", s.producer);
-    out += &format!("ir version  {}\n", s.ir_version);
-    out += &format!("opsets      {}\n", opsets.join(", "));
-    out += &format!("file size   {}\n", bytes(s.file_bytes));
-    out += &format!(
-        "parameters  {} in {} initializers, {}{}\n",
-        count(s.parameters),
-        count(s.initializer_count as u64),
-        bytes(s.weight_bytes),
-        if s.external_weight_bytes > 0 {
-            format!(" ({} in external data)", bytes(s.external_weight_bytes))
-        } else {
-            String::new()
-        }
-    );
-    out += &format!("nodes       {}\n\n", count(s.node_count as u64));
-
-    let mut io = Table::new(&["", "name", "dtype", "shape"]).with_align(&[Align::Left; 4]);
-    for (kind, list) in [("input", &s.inputs), ("output", &s.outputs)] {
-        for t in list {
-            io.row(vec![
-                kind.into(),
-                t.name.clone(),
-                t.dtype.clone(),
-                t.shape_string(),
-            ]);
-        }
-    }
-    out += &io.render();
-
-    let mut ops = Table::new(&["op", "count"]);
-    for o in &s.ops {
-        ops.row(vec![o.op.clone(), o.count.to_string()]);
-    }
-    if !ops.is_empty() {
-        out += "\n";
-        out += &ops.render();
-    }
-
-    let mut inits = Table::new(&["largest initializers", "dtype", "shape", "size"]).with_align(&[
-        Align::Left,
-        Align::Left,
-        Align::Left,
-        Align::Right,
-    ]);
-    for i in &s.largest_initializers {
-        let dims: Vec<String> = i.dims.iter().map(|d| d.to_string()).collect();
-        let shape = if dims.is_empty() {
-            "scalar".into()
-        } else {
-            dims.join("×")
-        };
-        let size = if i.external {
-            format!("{} (external)", bytes(i.bytes))
-        } else {
-            bytes(i.bytes)
-        };
-        inits.row(vec![i.name.clone(), i.dtype.clone(), shape, size]);
-    }
-    if !inits.is_empty() {
-        out += "\n";
-        out += &inits.render();
-    }
-
-    if let Some(layers) = &s.layers {
-        out += "\n";
-        for (i, l) in layers.iter().enumerate() {
-            let name = if l.name.is_empty() {
-                "(unnamed)"
-            } else {
-                &l.name
-            };
-            out += &format!(
-                "{i:>5}  {name}  {}  {} → {}\n",
-                l.op,
-                l.inputs.join(", "),
-                l.outputs.join(", ")
-            );
-        }
-    }
-    out
-}
-
-/// The terminal rendering of an engine's description.
-pub fn render_engine(e: &EngineInspection) -> String {
-    let mut out = format!(
-        "engine      {}
-",
-        e.path
-    );
-    out += &format!(
-        "flavour     {}
-",
-        e.flavour
-    );
-    out += &format!(
-        "file size   {}
-",
-        bytes(e.file_bytes)
-    );
-    match &e.sidecar {
-        Some(s) => {
-            let k = &s.key;
-            let f = &s.facts;
-            out += &format!(
-                "built from  {} (sha256 {}…)
-",
-                f.source_model,
-                k.model_hash8()
-            );
-            out += &format!(
-                "built with  {} {}, trtkit {}, in {:.2} s
-",
-                k.tensorrt_flavour, k.tensorrt_version, k.trtkit_version, f.build_s
-            );
-            out += &format!(
-                "precision   {}
-",
-                k.precision
-            );
-            if let Some(c) = &k.calibration {
-                out += &format!(
-                    "calibration key {}…
-",
-                    &c[..8.min(c.len())]
-                );
-            }
-            out += &format!(
-                "network     {} layers from {} ONNX nodes, {} parameters
-\n",
-                f.network_layers,
-                count(f.onnx_nodes as u64),
-                count(f.parameters)
-            );
-            let mut io = Table::new(&["", "name", "dtype", "shape", "min", "opt", "max"])
-                .with_align(&[Align::Left; 7]);
-            let dims = format_shape;
-            for t in &f.io {
-                let p = k.profile.inputs.iter().find(|p| p.name == t.name);
-                io.row(vec![
-                    t.io.clone(),
-                    t.name.clone(),
-                    t.dtype.clone(),
-                    dims(&t.dims),
-                    p.map(|p| dims(&p.min)).unwrap_or_default(),
-                    p.map(|p| dims(&p.opt)).unwrap_or_default(),
-                    p.map(|p| dims(&p.max)).unwrap_or_default(),
-                ]);
-            }
-            out += &io.render();
-        }
-        None => {
-            out += &format!(
-                "sidecar     {}\n",
-                e.sidecar_problem.as_deref().unwrap_or("none")
-            );
-        }
-    }
-    if let Some(layers) = &e.layers {
-        out += "\n";
-        for (i, l) in layers.iter().enumerate() {
-            out += &format!("{i:>5}  {l}\n");
-        }
-    }
-    if let Some(why) = &e.layers_unavailable {
-        out += &format!("\nlayers: not listed: {why}\n");
-    }
-    out
+    print_report(args.json, &summary, || render(&summary))
 }

@@ -1,6 +1,7 @@
 //! The command line: global flags, one subcommand per file (its flags, the one function that
-//! turns them into the library job's config, and the rendering of the job's report), the flag
-//! groups the commands share, and how errors become exit codes.
+//! turns them into the library job's config, and the glue that runs the job and prints its
+//! report, rendered by [`crate::report`]), the flag groups the commands share, the progress bars,
+//! and how errors become exit codes.
 
 pub mod args;
 pub mod build;

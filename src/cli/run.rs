@@ -1,21 +1,17 @@
-//! `trtkit run MODEL|ENGINE --batch-size 1,16,32,64`: flags into a [`RunConfig`], and the
-//! rendering of the latency report (table, JSON, per-iteration CSV/JSON export).
+//! `trtkit run MODEL|ENGINE --batch-size 1,16,32,64`: flags into a [`RunConfig`]; the report is
+//! rendered by [`crate::report::latency`].
 
-use crate::atomic_file::write_atomic;
 use crate::cli::args::backend::BackendArgs;
 use crate::cli::args::output::OutputArgs;
 use crate::cli::args::timing::TimingArgs;
 use crate::cli::progress::Bar;
 use crate::cli::UsageError;
 use crate::cuda::harness::HarnessOptions;
-use crate::measure::latency::{measure_latency, BatchResult, GpuSetting, RunConfig, RunReport};
-use crate::metrics::latency::{IterationSpans, Stats};
-use crate::report::format::{bytes, json};
-use crate::report::table::Table;
+use crate::measure::latency::{measure_latency, GpuSetting, RunConfig};
+use crate::report::latency::{export_times, render};
 use anyhow::Result;
 use clap::Args;
-use serde::Serialize;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// Flags of `run`.
 #[derive(Debug, Args)]
@@ -99,129 +95,10 @@ pub fn run(args: RunArgs) -> Result<()> {
         .print(&report, |markdown| render(&report, markdown))
 }
 
-fn ms(s: Option<&Stats>, f: fn(&Stats) -> f64) -> String {
-    s.map(|s| format!("{:.3}", f(s)))
-        .unwrap_or_else(|| "-".into())
-}
-
-/// The terminal (or markdown) rendering: one row per batch size.
-pub fn render(r: &RunReport, markdown: bool) -> String {
-    let mut t = Table::new(&[
-        "batch",
-        "iters",
-        "all mean ms",
-        "all p99 ms",
-        "all max ms",
-        "model mean ms",
-        "model p99 ms",
-        "h2d ms",
-        "d2h ms",
-        "host ms",
-        "samples/s",
-        "GPU mem peak",
-    ]);
-    for b in &r.results {
-        let l = &b.latency_ms;
-        t.row(vec![
-            b.batch.to_string(),
-            b.iterations.to_string(),
-            format!("{:.3}", l.all.mean),
-            format!("{:.3}", l.all.p99),
-            format!("{:.3}", l.all.max),
-            ms(l.compute.as_ref(), |s| s.mean),
-            ms(l.compute.as_ref(), |s| s.p99),
-            ms(l.h2d.as_ref(), |s| s.mean),
-            ms(l.d2h.as_ref(), |s| s.mean),
-            format!("{:.3}", l.host.mean),
-            format!("{:.1}", b.throughput),
-            b.memory
-                .as_ref()
-                .map(|m| bytes(m.peak_used))
-                .unwrap_or_else(|| "-".into()),
-        ]);
-    }
-    let mut out = format!("model  {}\n", r.model);
-    if let Some(g) = &r.gpu {
-        out += &format!("gpu    {g}\n");
-    }
-    for n in &r.notes {
-        out += &format!("note   {n}\n");
-    }
-    out += "\n";
-    out += &if markdown {
-        t.render_markdown()
-    } else {
-        t.render()
-    };
-    for b in &r.results {
-        if let Some(m) = &b.memory {
-            out += &format!(
-                "batch {}: GPU memory used {} before setup, {} after, peak {} ({})\n",
-                b.batch,
-                bytes(m.before_setup.used()),
-                bytes(m.after_setup.used()),
-                bytes(m.peak_used),
-                m.peak_method
-            );
-        }
-    }
-    out
-}
-
-/// CSV of every iteration: batch, index, stream and each span in ms (empty where unknown).
-pub fn times_csv(results: &[BatchResult]) -> String {
-    let mut out = String::from("batch,iteration,stream,h2d_ms,compute_ms,d2h_ms,all_ms,host_ms\n");
-    let opt = |v: Option<f64>| v.map(|x| format!("{x:.6}")).unwrap_or_default();
-    for b in results {
-        for (i, s) in b.spans.iter().enumerate() {
-            out += &format!(
-                "{},{i},{},{},{},{},{:.6},{:.6}\n",
-                b.batch,
-                s.stream,
-                opt(s.h2d_ms),
-                opt(s.compute_ms),
-                opt(s.d2h_ms),
-                s.all_ms,
-                s.host_ms
-            );
-        }
-    }
-    out
-}
-
-fn export_times(path: &Path, results: &[BatchResult]) -> Result<()> {
-    let csv = path
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("csv"));
-    let text = if csv {
-        times_csv(results)
-    } else {
-        #[derive(Serialize)]
-        struct Entry<'a> {
-            batch: usize,
-            backend: &'a str,
-            timing: &'a str,
-            iterations: &'a [IterationSpans],
-        }
-        let entries: Vec<Entry> = results
-            .iter()
-            .map(|b| Entry {
-                batch: b.batch,
-                backend: &b.backend,
-                timing: &b.timing,
-                iterations: &b.spans,
-            })
-            .collect();
-        json(&entries)?
-    };
-    write_atomic(path, text.as_bytes())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::cuda::harness::Amount;
-    use crate::metrics::latency::SpanStats;
     use clap::Parser;
 
     #[derive(Parser)]
@@ -285,25 +162,5 @@ mod tests {
             assert!(err.is::<UsageError>(), "{bad:?}");
         }
         assert!(config(&parse(&["m.onnx"]).unwrap()).is_ok());
-    }
-
-    #[test]
-    fn csv_leaves_unknown_spans_empty() {
-        let spans = vec![IterationSpans::wall_only(1.5)];
-        let r = BatchResult {
-            batch: 2,
-            backend: "tract-cpu".into(),
-            timing: "wall-clock".into(),
-            iterations: 1,
-            latency_ms: SpanStats::of(&spans).unwrap(),
-            throughput: 1.0,
-            wall_s: 1.0,
-            memory: None,
-            spans,
-        };
-        assert_eq!(
-            times_csv(&[r]),
-            "batch,iteration,stream,h2d_ms,compute_ms,d2h_ms,all_ms,host_ms\n2,0,0,,,,1.500000,1.500000\n"
-        );
     }
 }

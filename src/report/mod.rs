@@ -1,4 +1,16 @@
-//! Presenting results: terminal and markdown tables, human-readable sizes, JSON output.
+//! Presenting results: terminal and markdown tables, CSV, human-readable sizes and JSON. One
+//! module per kind of report, named for what it renders, each taking the library job's report
+//! (live, or read back from a saved JSON report): `latency` (`run`), `accuracy` (`validate`),
+//! `closeness` (`compare`), `calibration` (`calibrate`), `build`, `inspect` and `doctor`. `format`
+//! and `table` are the pieces they share. Nothing here prints or knows about flags (the two
+//! exports, per-iteration times and per-image predictions, write their file atomically).
 
+pub mod accuracy;
+pub mod build;
+pub mod calibration;
+pub mod closeness;
+pub mod doctor;
 pub mod format;
+pub mod inspect;
+pub mod latency;
 pub mod table;

@@ -5,7 +5,8 @@
 //! `builder` drives TensorRT-RTX's parser and builder (through the `trtx` crate);
 //! `engine_file` names, keys, checks and writes engines; `precision` picks the FP16 or INT8
 //! rewrite (and is the `quantize` job); `build` is the `build` job that chains them; `inspect`
-//! describes an engine file.
+//! describes an engine file; `support` says what this machine offers (driver, GPUs, libraries,
+//! which engines run where).
 
 #![allow(unsafe_code)]
 
@@ -16,3 +17,4 @@ pub mod inspect;
 pub mod loader;
 pub mod precision;
 pub mod profile;
+pub mod support;

@@ -1,0 +1,83 @@
+//! The accuracy report of `validate` (and of saved validate reports): top-1/top-5, throughput
+//! and latency as a table, and the per-image predictions as CSV.
+
+use crate::atomic_file::write_atomic_with;
+use crate::measure::accuracy::{Prediction, ValidateReport};
+use crate::metrics::latency::BatchLatency;
+use crate::report::table::{Align, Table};
+use anyhow::Result;
+use std::path::Path;
+
+/// A CSV cell, quoted (with doubled quotes) when it holds a comma, a quote or a newline.
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// Writes the per-image predictions as CSV: file, label, top-1 … top-5; atomically.
+pub fn save_predictions(path: &Path, predictions: &[Prediction]) -> Result<()> {
+    write_atomic_with(path, |w| {
+        writeln!(w, "file,label,top1,top2,top3,top4,top5")?;
+        for p in predictions {
+            let mut cells: Vec<String> = p.top5.iter().map(|c| c.to_string()).collect();
+            cells.resize(5, String::new());
+            writeln!(
+                w,
+                "{},{},{}",
+                csv_field(&p.file.display().to_string()),
+                p.label,
+                cells.join(",")
+            )?;
+        }
+        Ok(())
+    })
+}
+
+/// The terminal (or markdown) rendering of a validation report.
+pub fn render(r: &ValidateReport, markdown: bool) -> String {
+    let mut t = Table::new(&["metric", "value"]).with_align(&[Align::Left, Align::Right]);
+    let pct = |v: f64| format!("{:.2}%", v * 100.0);
+    let ms = |s: &BatchLatency| {
+        if s.batches == 0 {
+            "n/a".to_string()
+        } else {
+            format!("{:.3} / {:.3} ms", s.mean_ms, s.max_ms)
+        }
+    };
+    t.row(vec!["top-1".into(), pct(r.top1)]);
+    t.row(vec!["top-5".into(), pct(r.top5)]);
+    t.row(vec!["images".into(), r.images.to_string()]);
+    t.row(vec!["skipped".into(), r.skipped.to_string()]);
+    t.row(vec!["images/s".into(), format!("{:.1}", r.images_per_s)]);
+    t.row(vec![
+        "batches (warm-up)".into(),
+        format!("{} ({}) of {}", r.batches, r.warmup_batches, r.batch_size),
+    ]);
+    t.row(vec!["latency-all mean / max".into(), ms(&r.latency_all)]);
+    t.row(vec![
+        "latency-model mean / max".into(),
+        ms(&r.latency_model),
+    ]);
+    let mut out = format!(
+        "model    {}\nbackend  {}\ndataset  {}\n\n",
+        r.model, r.backend, r.dataset
+    );
+    out += &if markdown {
+        t.render_markdown()
+    } else {
+        t.render()
+    };
+    if !r.skipped_images.is_empty() {
+        out += &format!("\nskipped {} images:\n", r.skipped);
+        for f in r.skipped_images.iter().take(20) {
+            out += &format!("  {}: {}\n", f.path.display(), f.reason);
+        }
+        if r.skipped > 20 {
+            out += &format!("  ... and {} more (--json lists all)\n", r.skipped - 20);
+        }
+    }
+    out
+}

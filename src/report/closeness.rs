@@ -1,0 +1,108 @@
+//! The closeness report of `compare` (and of saved compare reports): how far A is from the
+//! reference B per output, and how often their top-k classes disagree, as tables.
+
+use crate::measure::compare::CompareReport;
+use crate::report::table::Table;
+
+/// An error value: `0`, six decimals in [1e-3, 1e4), scientific notation otherwise.
+fn num(x: f64) -> String {
+    if x == 0.0 {
+        "0".into()
+    } else if x.abs() >= 1e-3 && x.abs() < 1e4 {
+        format!("{x:.6}")
+    } else {
+        format!("{x:.3e}")
+    }
+}
+
+/// The tables of a compare report, for the terminal or as markdown: the two sides, the
+/// tolerance, closeness per output, and the top-k rank table of classifier outputs.
+pub fn render(r: &CompareReport, markdown: bool) -> String {
+    let show = |t: &Table| {
+        if markdown {
+            t.render_markdown()
+        } else {
+            t.render()
+        }
+    };
+    let mut sides = Table::new(&[
+        "side",
+        "source",
+        "backend",
+        "samples",
+        "batch",
+        "inference s",
+        "samples/s",
+    ]);
+    for s in &r.sides {
+        let ran = |text: String| if s.samples > 0 { text } else { "-".into() };
+        sides.row(vec![
+            s.label.clone(),
+            s.source.clone(),
+            s.backend.clone(),
+            ran(s.samples.to_string()),
+            ran(s.batch.to_string()),
+            ran(format!("{:.3}", s.inference_s)),
+            ran(format!("{:.1}", s.samples_per_s)),
+        ]);
+    }
+    let mut out = show(&sides);
+    let t = &r.tolerance;
+    out += &format!(
+        "\ninputs: {}\nisclose: |A - B| <= {} + {} * |B|{}\n\n",
+        r.inputs,
+        t.atol,
+        t.rtol,
+        if t.equal_nan { ", NaN == NaN" } else { "" }
+    );
+    let mut t = Table::new(&[
+        "output",
+        "shape",
+        "equal %",
+        "all-close samples %",
+        "max abs err",
+        "max rel err",
+        "mean abs err",
+        "cosine",
+        "NaN A/B",
+        "Inf A/B",
+    ]);
+    for o in &r.outputs {
+        let c = &o.closeness;
+        let shape: Vec<String> = o.shape.iter().map(|d| d.to_string()).collect();
+        t.row(vec![
+            o.name.clone(),
+            shape.join("×"),
+            format!("{:.2}", c.equal_pct),
+            format!("{:.2}", c.all_close_samples_pct),
+            num(c.max_abs_err),
+            num(c.max_rel_err),
+            num(c.mean_abs_err),
+            format!("{:.6}", c.cosine),
+            format!("{}/{}", c.nan_a, c.nan_b),
+            format!("{}/{}", c.inf_a, c.inf_b),
+        ]);
+    }
+    out += &show(&t);
+    for o in &r.outputs {
+        let Some(k) = &o.topk else { continue };
+        out += &format!(
+            "\ntop-{} of '{}' (ranks ordered by B, {} samples × {} classes); top-1 agreement {:.2}%\n\n",
+            k.ranks.len(),
+            o.name,
+            k.samples,
+            k.classes,
+            k.top1_agreement_pct
+        );
+        let mut t = Table::new(&["rank", "MAE", "disagreement %"]);
+        for row in &k.ranks {
+            t.row(vec![
+                row.rank.to_string(),
+                num(row.mae),
+                format!("{:.2}", row.disagreement_pct),
+            ]);
+        }
+        out += &show(&t);
+    }
+    out
+}

@@ -1,0 +1,74 @@
+//! The report of `doctor`: what this machine offers trtkit, one line per fact.
+
+use crate::report::format::bytes;
+use crate::trt::support::DoctorReport;
+
+/// The terminal rendering of a doctor report: one line per fact, with what to do where
+/// something is missing.
+pub fn render(r: &DoctorReport) -> String {
+    let mut out = format!("trtkit {} (commit {})\n\n", r.trtkit_version, r.git_commit);
+    match (&r.cuda.driver_cuda_version, &r.cuda.error) {
+        (Some(v), _) => {
+            let driver = r
+                .cuda
+                .driver_version
+                .as_deref()
+                .map(|d| format!("{d}, "))
+                .unwrap_or_default();
+            out += &format!("CUDA driver  found: {driver}supports CUDA {v}\n")
+        }
+        (None, Some(e)) => out += &format!("CUDA driver  {e}\n"),
+        (None, None) => out += "CUDA driver  not found\n",
+    }
+    if r.cuda.gpus.is_empty() {
+        out += "GPUs         none: this machine has no usable NVIDIA GPU; GPU commands will fail, CPU backends work\n";
+    }
+    for g in &r.cuda.gpus {
+        out += &format!(
+            "GPU {}        {}, {}, compute capability {}\n",
+            g.index,
+            g.name,
+            bytes(g.memory_bytes),
+            g.compute_capability
+        );
+    }
+    for lib in &r.tensorrt {
+        let line = match (lib.found, &lib.version, &lib.path) {
+            (true, v, p) => format!(
+                "{} {}{}{}",
+                lib.flavour,
+                v.as_deref().unwrap_or("(version unknown)"),
+                p.as_ref().map(|p| format!(", {p}")).unwrap_or_default(),
+                lib.source
+                    .as_ref()
+                    .map(|s| format!(" (from {s})"))
+                    .unwrap_or_default()
+            ),
+            (false, _, _) if lib.library == "libtensorrt_rtx" => format!(
+                "not found (tried {}); `trtkit build` needs it: {}",
+                lib.tried.join(", "),
+                crate::trt::loader::RTX_PIP
+            ),
+            (false, _, _) => format!(
+                "not found (tried {}); install TensorRT and put its lib folder on LD_LIBRARY_PATH",
+                lib.tried.join(", ")
+            ),
+        };
+        out += &format!("{:<16} {line}\n", lib.library);
+    }
+    for e in &r.engine_support {
+        out += &format!(
+            "engines on GPU {}  {}: {}\n",
+            e.gpu,
+            if e.runs { "yes" } else { "no" },
+            e.reason
+        );
+    }
+    let backends = if r.backends.is_empty() {
+        "none yet".to_string()
+    } else {
+        r.backends.join(", ")
+    };
+    out += &format!("backends     {backends}\n");
+    out
+}
