@@ -20,3 +20,4 @@ pub mod report;
 pub mod setting;
 pub mod tensor;
 pub mod trt;
+pub mod units;

@@ -72,6 +72,7 @@ fn reports_of_the_model_file_jobs_round_trip() {
     use trtkit::calibration::job::CalibrateReport;
     use trtkit::onnx::summary::ModelSummary;
     use trtkit::trt::precision::QuantizeReport;
+    use trtkit::trt::support::DoctorReport;
     let dir = tempfile::tempdir().unwrap();
     let model = save(dir.path(), "c.onnx", test_models::classifier(None));
     let m = model.to_str().unwrap();
@@ -79,6 +80,8 @@ fn reports_of_the_model_file_jobs_round_trip() {
 
     let summary: ModelSummary = round_trips(&["inspect", m, "--json"]);
     assert!(!summary.inputs.is_empty());
+    let doctor: DoctorReport = round_trips(&["doctor", "--json"]);
+    assert!(!doctor.backends.is_empty());
 
     let calibration: CalibrateReport = round_trips(&[
         "calibrate",
@@ -117,4 +120,29 @@ fn reports_of_the_model_file_jobs_round_trip() {
         "--json",
     ]);
     assert!(q.quantized_activations.unwrap() > 0);
+}
+
+#[test]
+fn the_build_report_round_trips() {
+    use trtkit::trt::build::BuildReport;
+    let dir = tempfile::tempdir().unwrap();
+    let model = save(dir.path(), "c.onnx", test_models::classifier(None));
+    let engines = dir.path().join("engines");
+    let build: BuildReport = round_trips(&[
+        "build",
+        model.to_str().unwrap(),
+        "--input-shape",
+        "-1",
+        "3",
+        "16",
+        "16",
+        "--max-batch",
+        "4",
+        "--opt-batch",
+        "2",
+        "--engine-dir",
+        engines.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(!build.reused);
 }

@@ -1,17 +1,14 @@
 //! `trtkit build MODEL.onnx [--fp16 | --int8 …] [--input-shape -1 3 224 224]`: flags into a
 //! [`BuildConfig`]; the report is rendered by [`crate::report::build`].
 
-use crate::calibration::job::CalibrateConfig;
-use crate::cli::args::backend::BackendArgs;
-use crate::cli::args::output::print_report;
-use crate::cli::args::preprocess::PreprocessArgs;
-use crate::cli::calibrate::{algorithms, AlgoArg};
-use crate::cli::progress::{BuildBar, CalibrationBar};
+use crate::cli::args::calibration::{AlgoArg, CalibrationArgs};
+use crate::cli::args::output::JsonArgs;
 use crate::cli::quantize::keep_fp32_list;
 use crate::cli::UsageError;
 use crate::onnx::rewrite::fp16::Fp16Options;
 use crate::onnx::shape::parse_input_shapes;
 use crate::report::build::render;
+use crate::report::progress::{BuildBar, CalibrationBar};
 use crate::trt::build::{build, BuildConfig, BuildObservers, Int8Source};
 use crate::trt::engine_file::{BuilderSettings, Precision};
 use crate::trt::loader::DIR_ENV;
@@ -76,27 +73,12 @@ pub struct BuildArgs {
     /// INT8: batch size the calibration runs at (part of the cache key).
     #[arg(long, value_name = "N", default_value_t = 32)]
     pub batch_size: usize,
-    /// INT8: use at most this many calibration images (default: all; 512 for synthetic).
-    #[arg(long, value_name = "K")]
-    pub num_images: Option<usize>,
     /// INT8: the range algorithm.
     #[arg(long, value_enum, default_value = "entropy")]
     pub algo: AlgoArg,
-    /// INT8: the percentile for --algo percentile.
-    #[arg(long, default_value_t = 99.99)]
-    pub percentile: f64,
-    /// INT8: calibrate even if a cache with the same key exists.
-    #[arg(long)]
-    pub recalibrate: bool,
-    /// Folder of calibration caches.
-    #[arg(long, default_value = "calibration", value_name = "DIR")]
-    pub cache_dir: PathBuf,
-    /// INT8: the reference backend that runs the calibration.
+    /// INT8: images, algorithm settings, cache folder, backend and preprocessing.
     #[command(flatten)]
-    pub backend: BackendArgs,
-    /// INT8: how calibration images are preprocessed (as `validate`).
-    #[command(flatten)]
-    pub preprocess: PreprocessArgs,
+    pub calibration: CalibrationArgs,
     /// Builder workspace memory limit in MiB (default: TensorRT's).
     #[arg(long, value_name = "MiB")]
     pub workspace: Option<u64>,
@@ -115,9 +97,9 @@ pub struct BuildArgs {
     /// Folder holding libtensorrt_rtx.so.1 and libtensorrt_onnxparser_rtx.so.1.
     #[arg(long, value_name = "DIR", env = DIR_ENV)]
     pub tensorrt_dir: Option<PathBuf>,
-    /// Print the report as JSON.
-    #[arg(long)]
-    pub json: bool,
+    /// Output format.
+    #[command(flatten)]
+    pub format: JsonArgs,
 }
 
 fn usage(e: anyhow::Error) -> anyhow::Error {
@@ -133,23 +115,12 @@ pub fn config(args: &BuildArgs) -> Result<BuildConfig> {
     };
     let int8 = match (&args.calib_data, &args.calibration_cache) {
         _ if !args.int8 => None,
-        (Some(src), _) => {
-            if args.batch_size == 0 {
-                return Err(UsageError("--batch-size must be at least 1".into()).into());
-            }
-            Some(Int8Source::Calibrate(Box::new(CalibrateConfig {
-                model: args.model.clone(),
-                calib_data: src.clone(),
-                batch_size: args.batch_size,
-                num_images: args.num_images,
-                algorithms: algorithms(&[args.algo], args.percentile)?,
-                recalibrate: args.recalibrate,
-                cache_dir: args.cache_dir.clone(),
-                measure_plain: false,
-                backend: args.backend.options(Some(args.batch_size)),
-                preprocess: args.preprocess.request(),
-            })))
-        }
+        (Some(src), _) => Some(Int8Source::Calibrate(Box::new(args.calibration.config(
+            args.model.clone(),
+            src.clone(),
+            args.batch_size,
+            &[args.algo],
+        )?))),
         (None, Some(cache)) => Some(Int8Source::Cache(cache.clone())),
         (None, None) => {
             return Err(UsageError(
@@ -192,9 +163,9 @@ pub fn config(args: &BuildArgs) -> Result<BuildConfig> {
 /// Runs `build`.
 pub fn run(args: BuildArgs) -> Result<()> {
     let config = config(&args)?;
-    let bar = Arc::new(BuildBar::new(args.json));
-    let calibration = CalibrationBar::new(args.json);
-    let quiet = args.json;
+    let bar = Arc::new(BuildBar::new(args.format.json));
+    let calibration = CalibrationBar::new(args.format.json);
+    let quiet = args.format.json;
     let note = move |line: &str| {
         if !quiet {
             println!("{line}");
@@ -210,5 +181,5 @@ pub fn run(args: BuildArgs) -> Result<()> {
     );
     bar.finish();
     let report = report?;
-    print_report(args.json, &report, || render(&report))
+    args.format.print(&report, || render(&report))
 }

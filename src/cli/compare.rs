@@ -4,7 +4,6 @@
 
 use crate::cli::args::backend::{BackendArgs, SideABackendArgs, SideBBackendArgs};
 use crate::cli::args::output::OutputArgs;
-use crate::cli::progress::Bar;
 use crate::cli::UsageError;
 use crate::data::npz;
 use crate::data::synthetic::{InputDistribution, RandomInputs};
@@ -12,6 +11,7 @@ use crate::measure::compare::{compare, is_model, verdict, CompareConfig, InputSo
 use crate::metrics::closeness::Tolerance;
 use crate::onnx::shape::parse_input_shapes;
 use crate::report::closeness::render;
+use crate::report::progress::Bar;
 use anyhow::Result;
 use clap::Args;
 use std::path::PathBuf;

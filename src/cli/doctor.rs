@@ -1,7 +1,7 @@
 //! `trtkit doctor`: what this machine offers for trtkit ([`crate::trt::support`]), rendered by
 //! [`crate::report::doctor`].
 
-use crate::cli::args::output::print_report;
+use crate::cli::args::output::JsonArgs;
 use crate::report::doctor::render;
 use crate::trt::support::collect;
 use clap::Args;
@@ -9,13 +9,13 @@ use clap::Args;
 /// Flags of `doctor`.
 #[derive(Debug, Args)]
 pub struct DoctorArgs {
-    /// Print the report as JSON.
-    #[arg(long)]
-    pub json: bool,
+    /// Output format.
+    #[command(flatten)]
+    pub format: JsonArgs,
 }
 
 /// Runs `doctor`; it succeeds on a machine with no GPU and says so.
 pub fn run(args: DoctorArgs) -> anyhow::Result<()> {
     let report = collect();
-    print_report(args.json, &report, || render(&report))
+    args.format.print(&report, || render(&report))
 }

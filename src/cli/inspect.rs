@@ -1,7 +1,7 @@
 //! `trtkit inspect MODEL.onnx|ENGINE`: the summary of an ONNX model, or of an engine file
 //! (recognised by its magic, whatever its name), rendered by [`crate::report::inspect`].
 
-use crate::cli::args::output::print_report;
+use crate::cli::args::output::JsonArgs;
 use crate::onnx::summary::summarize;
 use crate::onnx::OnnxModel;
 use crate::report::inspect::{render, render_engine};
@@ -23,18 +23,18 @@ pub struct InspectArgs {
     /// Folder holding the TensorRT-RTX libraries (engines with --layers).
     #[arg(long, value_name = "DIR", env = DIR_ENV)]
     pub tensorrt_dir: Option<PathBuf>,
-    /// Print the summary as JSON.
-    #[arg(long)]
-    pub json: bool,
+    /// Output format.
+    #[command(flatten)]
+    pub format: JsonArgs,
 }
 
 /// Runs `inspect`.
 pub fn run(args: InspectArgs) -> anyhow::Result<()> {
     if args.model.is_file() && file_flavour(&args.model)?.is_some() {
         let found = inspect_engine(&args.model, args.layers, args.tensorrt_dir.as_deref())?;
-        return print_report(args.json, &found, || render_engine(&found));
+        return args.format.print(&found, || render_engine(&found));
     }
     let model = OnnxModel::load(&args.model)?;
     let summary = summarize(&model, args.layers);
-    print_report(args.json, &summary, || render(&summary))
+    args.format.print(&summary, || render(&summary))
 }

@@ -10,7 +10,6 @@ pub mod compare;
 pub mod doctor;
 pub mod hints;
 pub mod inspect;
-pub mod progress;
 pub mod quantize;
 pub mod run;
 pub mod validate;

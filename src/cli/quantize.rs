@@ -39,7 +39,7 @@ pub struct QuantizeArgs {
     pub no_check: bool,
     /// Output format.
     #[command(flatten)]
-    pub output_format: JsonArgs,
+    pub format: JsonArgs,
 }
 
 /// The rewrite these flags describe; every flag check of `quantize` is here.
@@ -68,7 +68,7 @@ pub fn config(args: &QuantizeArgs) -> Result<QuantizeConfig> {
 /// Runs `quantize`.
 pub fn run(args: QuantizeArgs) -> Result<()> {
     let report = quantize(&config(&args)?)?;
-    args.output_format.print(&report, || render(&report))
+    args.format.print(&report, || render(&report))
 }
 
 /// The line that says what was written.

@@ -4,11 +4,11 @@
 use crate::cli::args::backend::BackendArgs;
 use crate::cli::args::output::OutputArgs;
 use crate::cli::args::timing::TimingArgs;
-use crate::cli::progress::Bar;
 use crate::cli::UsageError;
 use crate::cuda::harness::HarnessOptions;
 use crate::measure::latency::{measure_latency, GpuSetting, RunConfig};
 use crate::report::latency::{export_times, render};
+use crate::report::progress::Bar;
 use anyhow::Result;
 use clap::Args;
 use std::path::PathBuf;

@@ -1,6 +1,7 @@
 //! Device buffers, page-locked (pinned) host buffers and asynchronous copies between them.
 
 use super::device::{driver_err, Gpu, Stream};
+use crate::units::bytes;
 use anyhow::{bail, Result};
 use cudarc::driver::{result, safe, sys};
 use std::sync::Arc;
@@ -18,23 +19,6 @@ pub struct DeviceBuffer {
 unsafe impl Send for DeviceBuffer {}
 // SAFETY: as above; `&DeviceBuffer` only exposes the address and the length.
 unsafe impl Sync for DeviceBuffer {}
-
-/// Bytes with binary units (`97.5 MiB`), as `report::format::bytes` writes them: `cuda/` sits
-/// below `report/` (which renders the reports of jobs that use it), so it cannot import it.
-fn bytes(n: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = n as f64;
-    let mut unit = 0;
-    while v >= 1024.0 && unit < UNITS.len() - 1 {
-        v /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{n} B")
-    } else {
-        format!("{v:.1} {}", UNITS[unit])
-    }
-}
 
 fn oom_or(what: &str, asked: usize, gpu: &Gpu, e: result::DriverError) -> anyhow::Error {
     if e.0 == sys::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY {
@@ -191,14 +175,4 @@ pub fn copy_d2h_async(src: &DeviceBuffer, dst: &mut PinnedBuffer, stream: &Strea
     // SAFETY: as in `copy_h2d_async`.
     unsafe { result::memcpy_dtoh_async(dst.as_mut_slice(), src.ptr, stream.raw()) }
         .map_err(|e| driver_err("cuMemcpyDtoHAsync failed", e))
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn sizes_read_as_the_reports_write_them() {
-        for n in [0, 512, 1536, 102_236_160, 3 << 40] {
-            assert_eq!(super::bytes(n), crate::report::format::bytes(n));
-        }
-    }
 }

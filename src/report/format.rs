@@ -1,20 +1,6 @@
 //! Number formatting shared by every report.
 
-/// Bytes as a human-readable size with binary units: `97.5 MiB`.
-pub fn bytes(n: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = n as f64;
-    let mut unit = 0;
-    while v >= 1024.0 && unit < UNITS.len() - 1 {
-        v /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{n} B")
-    } else {
-        format!("{v:.1} {}", UNITS[unit])
-    }
-}
+pub use crate::units::bytes;
 
 /// A count with thousands separators: `25,557,032`.
 pub fn count(n: u64) -> String {
@@ -40,9 +26,6 @@ mod tests {
 
     #[test]
     fn formats_sizes_and_counts() {
-        assert_eq!(bytes(512), "512 B");
-        assert_eq!(bytes(1536), "1.5 KiB");
-        assert_eq!(bytes(102_236_160), "97.5 MiB");
         assert_eq!(count(25_557_032), "25,557,032");
         assert_eq!(count(999), "999");
         assert_eq!(count(1000), "1,000");

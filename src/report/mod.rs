@@ -2,8 +2,9 @@
 //! module per kind of report, named for what it renders, each taking the library job's report
 //! (live, or read back from a saved JSON report): `latency` (`run`), `accuracy` (`validate`),
 //! `closeness` (`compare`), `calibration` (`calibrate`), `build`, `inspect` and `doctor`. `format`
-//! and `table` are the pieces they share. Nothing here prints or knows about flags (the two
-//! exports, per-iteration times and per-image predictions, write their file atomically).
+//! and `table` are the pieces they share; `progress` draws the long jobs' progress bars on
+//! stderr. Nothing here prints results or knows about flags (the two exports, per-iteration
+//! times and per-image predictions, write their file atomically).
 
 pub mod accuracy;
 pub mod build;
@@ -13,4 +14,5 @@ pub mod doctor;
 pub mod format;
 pub mod inspect;
 pub mod latency;
+pub mod progress;
 pub mod table;

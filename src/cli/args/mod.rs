@@ -2,6 +2,7 @@
 //! shared sample-count flag, and the command-line names of library enums.
 
 pub mod backend;
+pub mod calibration;
 pub mod output;
 pub mod preprocess;
 pub mod samples;

@@ -50,7 +50,7 @@ impl JsonArgs {
 
 /// Prints `report` as JSON when `as_json`, otherwise the text `render` makes: how every command
 /// prints its report.
-pub fn print_report<T: Serialize>(
+fn print_report<T: Serialize>(
     as_json: bool,
     report: &T,
     render: impl FnOnce() -> String,

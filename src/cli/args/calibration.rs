@@ -1,0 +1,95 @@
+//! The calibration group shared by `calibrate` and `build --int8`: how many images, which
+//! range algorithm settings, the cache folder, the backend and the preprocessing. The data
+//! source, the batch size and the algorithm list differ per command and stay there.
+
+use crate::calibration::job::CalibrateConfig;
+use crate::calibration::range::Algorithm;
+use crate::cli::args::backend::BackendArgs;
+use crate::cli::args::preprocess::PreprocessArgs;
+use crate::cli::args::samples::positive_samples;
+use crate::cli::UsageError;
+use anyhow::Result;
+use clap::{Args, ValueEnum};
+use std::path::PathBuf;
+
+/// Range algorithm names on the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum AlgoArg {
+    /// KL-divergence threshold search (TensorRT's EntropyCalibration2).
+    Entropy,
+    /// Largest |x| seen.
+    Minmax,
+    /// A percentile of |x| (see --percentile).
+    Percentile,
+}
+
+/// Calibration settings both commands take.
+#[derive(Clone, Debug, Args)]
+pub struct CalibrationArgs {
+    /// Use at most this many calibration images (default: all; 512 for synthetic data).
+    #[arg(long = "num-samples", alias = "num-images", value_name = "K")]
+    pub num_samples: Option<usize>,
+    /// The percentile for --algo percentile.
+    #[arg(long, default_value_t = 99.99)]
+    pub percentile: f64,
+    /// Calibrate even if a cache with the same key exists.
+    #[arg(long)]
+    pub recalibrate: bool,
+    /// Folder of calibration caches.
+    #[arg(long, default_value = "calibration", value_name = "DIR")]
+    pub cache_dir: PathBuf,
+    /// The reference backend the calibration runs on.
+    #[command(flatten)]
+    pub backend: BackendArgs,
+    /// How calibration images are preprocessed (image folders only; part of the cache key).
+    #[command(flatten)]
+    pub preprocess: PreprocessArgs,
+}
+
+impl CalibrationArgs {
+    /// The calibration job of `model` on `calib_data` at `batch_size` with the algorithms `algo`.
+    pub fn config(
+        &self,
+        model: PathBuf,
+        calib_data: String,
+        batch_size: usize,
+        algo: &[AlgoArg],
+    ) -> Result<CalibrateConfig> {
+        if batch_size == 0 {
+            return Err(UsageError("--batch-size must be at least 1".into()).into());
+        }
+        Ok(CalibrateConfig {
+            model,
+            calib_data,
+            batch_size,
+            num_images: positive_samples(self.num_samples)?,
+            algorithms: algorithms(algo, self.percentile)?,
+            recalibrate: self.recalibrate,
+            cache_dir: self.cache_dir.clone(),
+            measure_plain: false,
+            backend: self.backend.options(Some(batch_size)),
+            preprocess: self.preprocess.request(),
+        })
+    }
+}
+
+/// The requested algorithms, each once, in the order given.
+fn algorithms(algo: &[AlgoArg], percentile: f64) -> Result<Vec<Algorithm>> {
+    if !(percentile > 0.0 && percentile <= 100.0) {
+        return Err(UsageError(format!("--percentile {percentile} is not in (0, 100]")).into());
+    }
+    let mut algos = Vec::new();
+    for a in algo {
+        let algo = match a {
+            AlgoArg::Entropy => Algorithm::Entropy,
+            AlgoArg::Minmax => Algorithm::MinMax,
+            AlgoArg::Percentile => Algorithm::Percentile {
+                percent: percentile,
+            },
+        };
+        if !algos.contains(&algo) {
+            algos.push(algo);
+        }
+    }
+    Ok(algos)
+}
