@@ -2,8 +2,8 @@
 //! accurate it is. The modules follow the pipeline: `tensor` (the bottom: element types, host
 //! tensors, dims), `onnx` (load, inspect, rewrite passes), `data`, `backend`, `calibration`,
 //! `cuda` and `trt` (the GPU side, the only places with `unsafe`), `measure` (the run, validate
-//! and compare jobs), `metrics`, `report` (tables and JSON), and `cli` (flags, configs,
-//! rendering). `tests/module_layers.rs` keeps the imports between them free of cycles.
+//! and compare jobs), `metrics`, `report` (rendering reports and progress), and `cli` (flags
+//! and configs). `tests/module_layers.rs` keeps the imports between them free of cycles.
 
 #![deny(unsafe_code)]
 

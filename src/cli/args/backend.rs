@@ -40,13 +40,13 @@ macro_rules! side_backend_args {
         #[derive(Clone, Debug, Default, Args)]
         pub struct $name {
             #[doc = concat!("Backend for ", $side, " (overrides --backend).")]
-            #[arg(long = $backend, id = $backend, value_enum, help = concat!("Backend for ", $side, " (overrides --backend)"))]
+            #[arg(long = $backend, id = $backend, value_enum, value_name = "BACKEND", help = concat!("Backend for ", $side, " (overrides --backend)"))]
             pub backend: Option<BackendKind>,
             #[doc = concat!("Device for ", $side, " (overrides --device).")]
-            #[arg(long = $device, id = $device, value_enum, help = concat!("Device for ", $side, " (overrides --device)"))]
+            #[arg(long = $device, id = $device, value_enum, value_name = "DEVICE", help = concat!("Device for ", $side, " (overrides --device)"))]
             pub device: Option<Device>,
             #[doc = concat!("CPU threads for ", $side, " (overrides --threads).")]
-            #[arg(long = $threads, id = $threads, help = concat!("CPU threads for ", $side, " (overrides --threads)"))]
+            #[arg(long = $threads, id = $threads, value_name = "N", help = concat!("CPU threads for ", $side, " (overrides --threads)"))]
             pub threads: Option<usize>,
         }
 
