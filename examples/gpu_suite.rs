@@ -1,12 +1,15 @@
 //! The GPU test suite: drives the timing harness with NVRTC kernels of known cost and checks
-//! what it measures. Not run by CI (it needs a GPU). Build here, carry, run on the GPU machine:
+//! what it measures, then builds the test classifier's TensorRT engine and runs it through the
+//! same harness and against tract-cpu. Not run by CI (it needs a GPU). Build here, carry, run on
+//! the GPU machine:
 //!
 //! ```text
 //! cargo build --release --example gpu_suite
-//! target/release/examples/gpu_suite [--device-id N]
+//! target/release/examples/gpu_suite [--device-id N] [--tensorrt-dir DIR]
 //! ```
 //!
-//! Prints one line per check (PASS/FAIL with the figures) and exits 1 when a check fails.
+//! Prints one line per check (PASS/FAIL with the figures; SKIP with the reason where this GPU
+//! cannot run the engine) and exits 1 when a check fails.
 
 use anyhow::{Context, Result};
 use std::process::ExitCode;
@@ -14,7 +17,11 @@ use trtkit::cuda::device::Gpu;
 use trtkit::cuda::harness::{self, Amount, HarnessOptions, HarnessReport};
 use trtkit::cuda::kernels::{KernelWorkload, Kernels, Work};
 use trtkit::cuda::memory::DeviceBuffer;
+use trtkit::measure::compare::{compare, CompareConfig, InputSource, SideConfig};
+use trtkit::measure::progress::NoProgress;
+use trtkit::metrics::closeness::Tolerance;
 use trtkit::metrics::latency::{IterationSpans, Stats};
+use trtkit::trt::backend::{TrtBackend, TrtOptions};
 
 /// PyTorch pinned-tensor copies on the GPU machine at 64 MiB (GiB/s), the issue's anchor.
 const ANCHOR_COPY_GIBS: f64 = 51.0;
@@ -23,6 +30,7 @@ struct Suite {
     gpu: Gpu,
     kernels: std::sync::Arc<Kernels>,
     failed: usize,
+    tensorrt_dir: Option<std::path::PathBuf>,
 }
 
 fn opts(warmup: u64, iters: u64, transfers: bool, graph: bool, streams: usize) -> HarnessOptions {
@@ -209,12 +217,154 @@ impl Suite {
     }
 }
 
+/// Builds the test classifier's dynamic-batch engine (batch 1..8) in `dir` with the build job.
+fn build_test_engine(
+    dir: &std::path::Path,
+    tensorrt_dir: Option<std::path::PathBuf>,
+) -> Result<(std::path::PathBuf, std::path::PathBuf)> {
+    use trtkit::onnx::{test_models, OnnxModel};
+    use trtkit::trt::build::{build, BuildConfig, BuildObservers};
+    use trtkit::trt::profile::BatchRequest;
+    let model = dir.join("clf.onnx");
+    OnnxModel::from_proto(test_models::classifier(None), &model).save(&model)?;
+    let config = BuildConfig {
+        model: model.clone(),
+        input_shapes: vec![],
+        batch: BatchRequest {
+            min: Some(1),
+            opt: Some(4),
+            max: Some(8),
+        },
+        explicit_shapes: Default::default(),
+        precision: trtkit::trt::engine_file::Precision::Fp32,
+        fp16: Default::default(),
+        int8: None,
+        builder: Default::default(),
+        output: None,
+        engine_dir: dir.join("engines"),
+        rebuild: false,
+        tensorrt_dir,
+    };
+    let observers = BuildObservers {
+        calibration: &trtkit::calibration::job::NoProgress,
+        builder: std::sync::Arc::new(trtkit::trt::builder::Silent),
+        note: &|n: &str| println!("INFO build: {n}"),
+    };
+    let report = build(&config, &observers)?;
+    Ok((std::path::PathBuf::from(report.engine), model))
+}
+
+impl Suite {
+    /// The engine path: build, open on this GPU (or SKIP with the reason), time through the
+    /// harness, compare with tract-cpu.
+    fn engine(&mut self) -> Result<()> {
+        let dir = tempfile::tempdir()?;
+        let (engine, model) = build_test_engine(dir.path(), self.tensorrt_dir.clone())?;
+        println!("INFO engine built: {}", engine.display());
+        let options = TrtOptions {
+            device_id: self.gpu.id(),
+            tensorrt_dir: self.tensorrt_dir.clone(),
+        };
+        let mut backend = match TrtBackend::open(&engine, &options) {
+            Ok(b) => b,
+            Err(e) => {
+                println!("SKIP engine section: {e:#}");
+                return Ok(());
+            }
+        };
+        use trtkit::backend::Backend;
+        let (inputs, outputs) = (backend.inputs().to_vec(), backend.outputs().to_vec());
+        let mut worst = f64::INFINITY;
+        let mut n = 0;
+        for (batch, graph, streams) in [(4, false, 1), (8, true, 2)] {
+            let r = harness::run(
+                &self.gpu,
+                &mut backend,
+                &inputs,
+                &outputs,
+                batch,
+                &opts(5, 100, true, graph, streams),
+            )?;
+            println!(
+                "INFO engine batch {batch} (graph {graph}, {streams} stream(s)): first iteration {:.3} ms, latency-model mean {:.4} ms, latency-all mean {:.4} ms, {:.0} samples/s",
+                r.first_iteration_ms,
+                stat(&r, |s| s.compute_ms).mean,
+                stat(&r, |s| Some(s.all_ms)).mean,
+                r.throughput
+            );
+            for s in &r.iterations {
+                worst = worst.min(s.all_ms - s.compute_ms.unwrap_or(f64::NAN));
+                n += 1;
+            }
+        }
+        self.check(
+            "engine: latency-all >= latency-model in every iteration",
+            worst >= 0.0,
+            format!("{n} iterations, smallest all - model = {worst:.6} ms"),
+        );
+        for note in backend.finish()? {
+            println!("INFO {note}");
+        }
+        let config = CompareConfig {
+            a: SideConfig {
+                path: engine.clone(),
+                backend: trtkit::backend::select::BackendOptions {
+                    device_id: Some(self.gpu.id()),
+                    tensorrt_dir: self.tensorrt_dir.clone(),
+                    ..Default::default()
+                },
+            },
+            b: SideConfig {
+                path: model,
+                backend: Default::default(),
+            },
+            input_shapes: vec![],
+            batch_size: Some(8),
+            inputs: InputSource::Random {
+                random: trtkit::data::synthetic::RandomInputs {
+                    dist: trtkit::data::synthetic::InputDistribution::Uniform {
+                        low: 0.0,
+                        high: 1.0,
+                    },
+                    seed: 0,
+                },
+                samples: 64,
+            },
+            tolerance: Tolerance {
+                rtol: 1e-3,
+                atol: 1e-5,
+                equal_nan: false,
+            },
+            topk: 5,
+        };
+        let (report, _) = compare(&config, &NoProgress)?;
+        let out = &report.outputs[0];
+        let top1 = out
+            .topk
+            .as_ref()
+            .map(|k| k.top1_agreement_pct)
+            .unwrap_or(0.0);
+        self.check(
+            "engine vs tract-cpu: top-1 agreement 100%",
+            top1 == 100.0,
+            format!(
+                "top-1 agreement {top1:.2}%, max abs error {:.3e}, equal {:.2}% at rtol 1e-3 atol 1e-5, 64 samples",
+                out.closeness.max_abs_err, out.closeness.equal_pct
+            ),
+        );
+        Ok(())
+    }
+}
+
+fn flag(name: &str) -> Option<String> {
+    std::env::args().skip_while(|a| a != name).nth(1)
+}
+
 fn main() -> ExitCode {
-    let device_id = std::env::args()
-        .skip_while(|a| a != "--device-id")
-        .nth(1)
+    let device_id = flag("--device-id")
         .and_then(|s| s.parse().ok())
         .unwrap_or(0);
+    let tensorrt_dir = flag("--tensorrt-dir").map(std::path::PathBuf::from);
     let outcome = (|| -> Result<usize> {
         let gpu = Gpu::open(device_id)?;
         let kernels = Kernels::compile(&gpu).context("compiling the test kernels")?;
@@ -230,6 +380,7 @@ fn main() -> ExitCode {
             gpu,
             kernels,
             failed: 0,
+            tensorrt_dir,
         };
         s.spin_accuracy()?;
         s.all_covers_model()?;
@@ -237,6 +388,7 @@ fn main() -> ExitCode {
         s.overhead()?;
         s.streams()?;
         s.bad_input()?;
+        s.engine()?;
         Ok(s.failed)
     })();
     match outcome {

@@ -17,7 +17,7 @@ use trtkit::trt::engine_file::{lookup, Lookup};
 
 /// The folder holding TensorRT-RTX, found once the way trtkit finds it.
 fn tensorrt_dir() -> PathBuf {
-    let libs = trtkit::trt::loader::locate_rtx(None)
+    let libs = trtkit::trt::loader::locate_libraries(None)
         .expect("TensorRT-RTX is needed: python3 -m pip install tensorrt-rtx-cu13-libs==1.7.1.116");
     libs.runtime.parent().unwrap().to_path_buf()
 }
@@ -309,7 +309,7 @@ fn missing_tensorrt_says_what_to_install() {
         .env("PATH", "/nonexistent")
         .output()
         .unwrap();
-    if trtkit::trt::loader::locate_rtx(None).is_ok_and(|l| l.source.contains("system")) {
+    if trtkit::trt::loader::locate_libraries(None).is_ok_and(|l| l.source.contains("system")) {
         return; // installed system-wide: nothing to hide it behind
     }
     assert_clean_error(

@@ -1,5 +1,5 @@
-//! Execution backends: one trait, several implementations (tract CPU today; tract CUDA, ONNX
-//! Runtime and TensorRT plug into the same trait). Commands hold a `Box<dyn Backend>` and do
+//! Execution backends: one trait, several implementations (tract on the CPU or CUDA and ONNX
+//! Runtime here; TensorRT engines in `trt::backend`, where its `unsafe` lives). Commands hold a `Box<dyn Backend>` and do
 //! not care which one it is.
 
 pub mod ort;
@@ -54,6 +54,13 @@ pub trait Backend: Send {
     /// `None` (the default) for backends that only run host tensors.
     fn gpu(&mut self) -> Option<&mut dyn crate::cuda::enqueue::GpuEnqueue> {
         None
+    }
+
+    /// Called by a job when it is done with the backend: saves what the backend learned while
+    /// running (TensorRT-RTX's compiled kernels) and returns notes for the report (what was
+    /// reused or saved, and where). The default has nothing to save.
+    fn finish(&mut self) -> Result<Vec<String>> {
+        Ok(vec![])
     }
 
     /// The batch size every input's axis 0 is fixed to, if they all agree on one; `None` when

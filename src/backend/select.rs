@@ -33,6 +33,10 @@ pub struct BackendOptions {
     pub input_shapes: Vec<InputShape>,
     /// Fix the batch axis to this size.
     pub batch: Option<usize>,
+    /// GPU that runs a TensorRT engine (or times a GPU backend); `None` is GPU 0.
+    pub device_id: Option<usize>,
+    /// Folder holding the TensorRT libraries, for engines; `None` searches the usual places.
+    pub tensorrt_dir: Option<std::path::PathBuf>,
 }
 
 /// Opens `model` on the backend `options` names.

@@ -2,7 +2,7 @@
 //! [`crate::report::closeness`], and the verdict (all-NaN outputs, `--fail-below`) fails the run
 //! after it is printed.
 
-use crate::cli::args::backend::{BackendArgs, SideABackendArgs, SideBBackendArgs};
+use crate::cli::args::backend::{BackendArgs, EngineArgs, SideABackendArgs, SideBBackendArgs};
 use crate::cli::args::output::OutputArgs;
 use crate::cli::UsageError;
 use crate::data::npz;
@@ -19,9 +19,9 @@ use std::path::PathBuf;
 /// Flags of `compare`.
 #[derive(Debug, Args)]
 pub struct CompareArgs {
-    /// The side under test: an .onnx model, or an .npz of saved outputs.
+    /// The side under test: an .onnx model, a TensorRT engine, or an .npz of saved outputs.
     pub a: PathBuf,
-    /// The reference: an .onnx model, or an .npz of saved outputs.
+    /// The reference: an .onnx model, a TensorRT engine, or an .npz of saved outputs.
     pub b: PathBuf,
     /// Backend, device and threads for both sides (each side's own flag wins).
     #[command(flatten)]
@@ -32,6 +32,9 @@ pub struct CompareArgs {
     /// Overrides for B.
     #[command(flatten)]
     pub b_side: SideBBackendArgs,
+    /// GPU and TensorRT libraries for an engine side.
+    #[command(flatten)]
+    pub engine: EngineArgs,
     /// Input shape overrides: `-1 3 224 224`, `1x3x224x224` or `name:1x3x224x224` (repeatable).
     #[arg(long = "input-shape", num_args = 1.., allow_hyphen_values = true, value_name = "DIMS")]
     pub input_shape: Vec<String>,
@@ -108,11 +111,15 @@ pub fn config(args: &CompareArgs) -> Result<CompareConfig> {
     Ok(CompareConfig {
         a: SideConfig {
             path: args.a.clone(),
-            backend: args.a_side.over(&args.backend).options(None),
+            backend: args
+                .engine
+                .apply(args.a_side.over(&args.backend).options(None)),
         },
         b: SideConfig {
             path: args.b.clone(),
-            backend: args.b_side.over(&args.backend).options(None),
+            backend: args
+                .engine
+                .apply(args.b_side.over(&args.backend).options(None)),
         },
         input_shapes: parse_input_shapes(&args.input_shape).map_err(|e| usage(format!("{e:#}")))?,
         batch_size: args.batch_size,

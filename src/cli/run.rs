@@ -1,7 +1,7 @@
 //! `trtkit run MODEL|ENGINE --batch-size 1,16,32,64`: flags into a [`RunConfig`]; the report is
 //! rendered by [`crate::report::latency`].
 
-use crate::cli::args::backend::BackendArgs;
+use crate::cli::args::backend::{BackendArgs, EngineArgs};
 use crate::cli::args::output::OutputArgs;
 use crate::cli::args::timing::TimingArgs;
 use crate::cli::UsageError;
@@ -27,9 +27,9 @@ pub struct RunArgs {
     /// Warm-up and measured amounts.
     #[command(flatten)]
     pub timing: TimingArgs,
-    /// GPU to run on (GPU backends only).
-    #[arg(long)]
-    pub device_id: Option<usize>,
+    /// GPU and TensorRT libraries (an engine, or any GPU backend).
+    #[command(flatten)]
+    pub engine: EngineArgs,
     /// Keep inputs on the device and skip output copies: compute only (GPU backends).
     #[arg(long)]
     pub no_transfers: bool,
@@ -60,7 +60,7 @@ pub fn config(args: &RunArgs) -> Result<RunConfig> {
         return Err(usage("--streams must be at least 1".into()));
     }
     let gpu_settings = [
-        (GpuSetting::DeviceId, args.device_id.is_some()),
+        (GpuSetting::DeviceId, args.engine.device_id.is_some()),
         (GpuSetting::NoTransfers, args.no_transfers),
         (GpuSetting::CudaGraph, args.cuda_graph),
         (GpuSetting::Streams, args.streams.is_some()),
@@ -71,7 +71,7 @@ pub fn config(args: &RunArgs) -> Result<RunConfig> {
     Ok(RunConfig {
         model: args.model.clone(),
         batch_sizes: args.batch_size.clone(),
-        backend: args.backend.options(None),
+        backend: args.engine.apply(args.backend.options(None)),
         harness: HarnessOptions {
             warmup: args.timing.warmup(),
             measure: args.timing.measure(),
@@ -79,7 +79,6 @@ pub fn config(args: &RunArgs) -> Result<RunConfig> {
             cuda_graph: args.cuda_graph,
             streams: args.streams.unwrap_or(1),
         },
-        device_id: args.device_id,
         gpu_settings,
     })
 }

@@ -1,7 +1,7 @@
 //! `trtkit validate MODEL --dataset DIR`: flags into a [`ValidateConfig`]; the accuracy report
 //! (table, and the per-image predictions CSV) is rendered by [`crate::report::accuracy`].
 
-use crate::cli::args::backend::BackendArgs;
+use crate::cli::args::backend::{BackendArgs, EngineArgs};
 use crate::cli::args::output::OutputArgs;
 use crate::cli::args::preprocess::PreprocessArgs;
 use crate::cli::args::samples::positive_samples;
@@ -18,7 +18,7 @@ use std::path::PathBuf;
 /// Flags of `validate`.
 #[derive(Debug, Args)]
 pub struct ValidateArgs {
-    /// The model to validate (ONNX).
+    /// The model to validate: ONNX, or a TensorRT engine (.engine / .plan).
     pub model: PathBuf,
     /// Dataset folder: one sub-folder per class (ImageFolder), or flat with --labels.
     #[arg(long)]
@@ -29,6 +29,9 @@ pub struct ValidateArgs {
     /// Backend, device and threads (the image loader uses rayon's pool besides).
     #[command(flatten)]
     pub backend: BackendArgs,
+    /// GPU and TensorRT libraries for an engine.
+    #[command(flatten)]
+    pub engine: EngineArgs,
     /// Labels for a flat folder: `file,label` CSV, or one label per line in sorted file order.
     #[arg(long)]
     pub labels: Option<PathBuf>,
@@ -73,7 +76,7 @@ pub fn config(args: &ValidateArgs) -> Result<ValidateConfig> {
         shuffle_seed: args.shuffle_seed,
         limit: positive_samples(args.num_samples)?,
         batch_size: args.batch_size,
-        backend: args.backend.options(None),
+        backend: args.engine.apply(args.backend.options(None)),
         warmup: args.warmup.unwrap_or(WarmupBatches::Fraction(0.1)),
         preprocess: args.preprocess.request(),
         prefetch: args.prefetch,

@@ -79,6 +79,10 @@ pub struct HarnessReport {
     pub samples: u64,
     /// Samples per second over the measured wall time.
     pub throughput: f64,
+    /// Wall time of the very first inference (queued and waited for on its own, before the
+    /// warm-up; where a library compiles or sets up lazily, as TensorRT-RTX does, it happens
+    /// here). Not part of any statistic.
+    pub first_iteration_ms: f64,
     /// GPU memory.
     pub memory: MemoryReport,
 }
@@ -348,12 +352,22 @@ pub fn run(
     let mut lanes = (0..options.streams)
         .map(|_| Lane::new(gpu, inputs, &input_data, outputs, batch))
         .collect::<Result<Vec<_>>>()?;
+    // One plain run per lane first, each waited for: some libraries (TensorRT-RTX among them)
+    // compile kernels or set up lazily on the first enqueue, which must neither count in the
+    // statistics nor end up inside a CUDA graph. The first lane's is reported.
+    let mut first_iteration_ms = 0.0;
+    for (k, lane) in lanes.iter_mut().enumerate() {
+        let start = Instant::now();
+        backend
+            .enqueue(k, &lane.stream, &lane.io)
+            .context("the first inference")?;
+        lane.stream.synchronize()?;
+        if k == 0 {
+            first_iteration_ms = start.elapsed().as_secs_f64() * 1e3;
+        }
+    }
     if options.cuda_graph {
         for (k, lane) in lanes.iter_mut().enumerate() {
-            // One plain run first: some libraries (TensorRT among them) do lazy set-up on the
-            // first enqueue, which must not end up inside the graph.
-            backend.enqueue(k, &lane.stream, &lane.io)?;
-            lane.stream.synchronize()?;
             lane.stream.begin_capture()?;
             let queued = backend.enqueue(k, &lane.stream, &lane.io);
             let graph = lane.stream.end_capture();
@@ -390,6 +404,7 @@ pub fn run(
         iterations,
         wall_s,
         samples,
+        first_iteration_ms,
         memory: MemoryReport {
             before_setup,
             after_setup,

@@ -147,6 +147,39 @@ impl Drop for PinnedBuffer {
     }
 }
 
+/// Copies `src`, ordinary host memory, into `dst` on `stream` and waits until it is done (for
+/// backends that take host tensors, where the copy is not what is timed).
+pub fn copy_from_host(src: &[u8], dst: &DeviceBuffer, stream: &Stream) -> Result<()> {
+    if src.len() != dst.len {
+        bail!(
+            "host→device copy of {} bytes into a {} byte buffer",
+            src.len(),
+            dst.len
+        );
+    }
+    // SAFETY: `dst` holds `len` bytes owned by a live buffer and `src` is borrowed until the
+    // stream is synchronized below, so neither is freed or changed while the copy runs.
+    unsafe { result::memcpy_htod_async(dst.ptr, src, stream.raw()) }
+        .map_err(|e| driver_err("cuMemcpyHtoDAsync failed", e))?;
+    stream.synchronize()
+}
+
+/// Copies all of `src` into `dst`, ordinary host memory, on `stream` and waits until it is done.
+pub fn copy_to_host(src: &DeviceBuffer, dst: &mut [u8], stream: &Stream) -> Result<()> {
+    if src.len != dst.len() {
+        bail!(
+            "device→host copy of {} bytes into a {} byte buffer",
+            src.len,
+            dst.len()
+        );
+    }
+    // SAFETY: as in `copy_from_host`: both regions live and are borrowed until the stream is
+    // synchronized below.
+    unsafe { result::memcpy_dtoh_async(dst, src.ptr, stream.raw()) }
+        .map_err(|e| driver_err("cuMemcpyDtoHAsync failed", e))?;
+    stream.synchronize()
+}
+
 /// Queues a copy of all of `src` into `dst` on `stream`. The caller keeps both alive and
 /// `src` unchanged until the stream passed the copy (the harness synchronizes before reuse).
 pub fn copy_h2d_async(src: &PinnedBuffer, dst: &DeviceBuffer, stream: &Stream) -> Result<()> {

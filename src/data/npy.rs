@@ -3,7 +3,6 @@
 
 use crate::tensor::{ElemType, HostTensor, TensorData};
 use anyhow::{bail, Context, Result};
-use half::f16;
 
 const MAGIC: &[u8] = b"\x93NUMPY";
 
@@ -32,47 +31,6 @@ fn elem_of_descr(d: &str) -> Option<ElemType> {
         "|b1" => ElemType::Bool,
         _ => return None,
     })
-}
-
-/// The little-endian bytes of a tensor's elements.
-pub fn data_bytes(data: &TensorData) -> Vec<u8> {
-    match data {
-        TensorData::F32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
-        TensorData::F16(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
-        TensorData::F64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
-        TensorData::I64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
-        TensorData::I32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
-        TensorData::I8(v) => v.iter().map(|&x| x as u8).collect(),
-        TensorData::U8(v) => v.clone(),
-        TensorData::Bool(v) => v.iter().map(|&x| x as u8).collect(),
-    }
-}
-
-/// Elements of type `t` from little-endian bytes; `bytes.len()` must be a multiple of the size.
-pub fn data_from_bytes(t: ElemType, bytes: &[u8]) -> TensorData {
-    macro_rules! le {
-        ($ty:ty, $n:expr) => {
-            bytes
-                .chunks_exact($n)
-                .map(|c| <$ty>::from_le_bytes(c.try_into().expect("chunk size")))
-                .collect()
-        };
-    }
-    match t {
-        ElemType::F32 => TensorData::F32(le!(f32, 4)),
-        ElemType::F16 => TensorData::F16(
-            bytes
-                .chunks_exact(2)
-                .map(|c| f16::from_le_bytes([c[0], c[1]]))
-                .collect(),
-        ),
-        ElemType::F64 => TensorData::F64(le!(f64, 8)),
-        ElemType::I64 => TensorData::I64(le!(i64, 8)),
-        ElemType::I32 => TensorData::I32(le!(i32, 4)),
-        ElemType::I8 => TensorData::I8(bytes.iter().map(|&b| b as i8).collect()),
-        ElemType::U8 => TensorData::U8(bytes.to_vec()),
-        ElemType::Bool => TensorData::Bool(bytes.iter().map(|&b| b != 0).collect()),
-    }
 }
 
 /// Encodes a tensor as `.npy` bytes (format 1.0, or 2.0 when the header needs it).
@@ -106,7 +64,7 @@ pub fn encode(t: &HostTensor) -> Vec<u8> {
         out.extend((header.len() as u32).to_le_bytes());
     }
     out.extend(header.as_bytes());
-    out.extend(data_bytes(&t.data));
+    out.extend(t.to_le_bytes());
     out
 }
 
@@ -166,12 +124,13 @@ pub fn decode(name: &str, bytes: &[u8], what: &str) -> Result<HostTensor> {
             body.len()
         );
     }
-    HostTensor::new(name, shape, data_from_bytes(elem, &body[..need]))
+    HostTensor::new(name, shape, TensorData::from_le_bytes(elem, &body[..need]))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use half::f16;
 
     #[test]
     fn round_trips_every_type() {

@@ -1,7 +1,6 @@
 //! ONNX `TensorProto` files (the `input_*.pb` / `output_*.pb` of ONNX's test data) as host
 //! tensors.
 
-use super::npy::data_from_bytes;
 use crate::onnx::pb::TensorProto;
 use crate::tensor::{ElemType, HostTensor, TensorData};
 use anyhow::{bail, Context, Result};
@@ -26,7 +25,7 @@ pub fn to_host(t: &TensorProto, what: &str) -> Result<HostTensor> {
         if !t.raw_data.len().is_multiple_of(elem.size()) {
             bail!("{what}: raw data is not a whole number of {elem} elements");
         }
-        data_from_bytes(elem, &t.raw_data)
+        TensorData::from_le_bytes(elem, &t.raw_data)
     } else {
         match elem {
             ElemType::F32 => TensorData::F32(t.float_data.clone()),

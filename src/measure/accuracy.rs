@@ -309,6 +309,9 @@ pub fn validate(config: &ValidateConfig, progress: &dyn Progress) -> Result<Vali
     }
     let wall = start.elapsed();
     progress.finish();
+    for note in backend.finish()? {
+        tracing::info!("{}: {note}", config.model.display());
+    }
     if acc.total == 0 {
         let first = failures.first();
         bail!(

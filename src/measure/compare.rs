@@ -1,10 +1,12 @@
 //! The comparator behind `compare`: the same inputs through two sides (an ONNX model on a
-//! reference backend, or an `.npz` of saved outputs), and how close A is to the reference B.
+//! reference backend, a TensorRT engine, or an `.npz` of saved outputs), and how close A is to
+//! the reference B.
 
 use super::batches::{run_batched, samples_of};
-use super::open::open_model;
+use super::open::{open_backend, open_model, ModelFile};
 use super::progress::Progress;
 use crate::backend::select::BackendOptions;
+use crate::backend::Backend;
 use crate::data::npz;
 use crate::data::synthetic::{InputDistribution, RandomInputs};
 use crate::metrics::closeness::Tolerance;
@@ -20,7 +22,7 @@ use std::path::{Path, PathBuf};
 /// One side of a comparison: the file and, for a model, the backend that runs it.
 #[derive(Clone, Debug)]
 pub struct SideConfig {
-    /// An `.onnx` model, or an `.npz`/`.npy` of saved outputs.
+    /// An `.onnx` model, a TensorRT engine, or an `.npz`/`.npy` of saved outputs.
     pub path: PathBuf,
     /// The backend for a model (its batch is decided by the comparator).
     pub backend: BackendOptions,
@@ -104,17 +106,34 @@ pub struct CompareTensors {
 
 /// A file that is neither an ONNX model nor saved outputs.
 #[derive(Debug, thiserror::Error)]
-#[error("{0}: expected an .onnx model or an .npz of saved outputs")]
+#[error(
+    "{0}: expected an .onnx model, a TensorRT engine (.engine/.plan) or an .npz of saved outputs"
+)]
 pub struct NotComparable(pub String);
 
 enum Source {
     Model(Box<(OnnxModel, BackendOptions)>),
+    Engine(Box<dyn Backend>),
     Saved(Vec<HostTensor>),
 }
 
-/// Whether `path` is a model (as opposed to saved outputs).
+impl Source {
+    /// The inputs the side takes and the batch they are fixed to (`None` when dynamic); `None`
+    /// for saved outputs.
+    fn inputs(&self) -> Option<Result<(Vec<IoSpec>, Option<usize>)>> {
+        match self {
+            Source::Model(boxed) => {
+                Some(declared_inputs(&boxed.0).map(|specs| (specs, fixed_batch(&boxed.0))))
+            }
+            Source::Engine(backend) => Some(Ok((backend.inputs().to_vec(), backend.fixed_batch()))),
+            Source::Saved(_) => None,
+        }
+    }
+}
+
+/// Whether `path` is a model or an engine (as opposed to saved outputs).
 pub fn is_model(path: &Path) -> bool {
-    path.extension().is_some_and(|e| e == "onnx")
+    ModelFile::of(path).is_some()
 }
 
 /// Loads one side; a model gets the input shape overrides applied.
@@ -126,6 +145,15 @@ fn source(side: &SideConfig, shapes: &[InputShape]) -> Result<Source> {
                 model = InputShapes(shapes.to_vec()).run(model)?.0;
             }
             Ok(Source::Model(Box::new((model, side.backend.clone()))))
+        }
+        _ if ModelFile::of(&side.path) == Some(ModelFile::Engine) => {
+            if !shapes.is_empty() {
+                bail!(
+                    "{}: an engine's input shapes were fixed when it was built; --input-shape applies to ONNX models only",
+                    side.path.display()
+                );
+            }
+            Ok(Source::Engine(open_backend(&side.path, &side.backend)?))
         }
         Some("npz") | Some("npy") => Ok(Source::Saved(npz::load(&side.path)?)),
         _ => Err(NotComparable(side.path.display().to_string()).into()),
@@ -228,17 +256,20 @@ fn describe(r: &RandomInputs, n: usize) -> String {
     }
 }
 
-fn make_inputs(config: &CompareConfig, model: &OnnxModel) -> Result<(Vec<HostTensor>, String)> {
-    let probe = declared_inputs(model)?;
+fn make_inputs(
+    config: &CompareConfig,
+    probe: &[IoSpec],
+    path: &Path,
+) -> Result<(Vec<HostTensor>, String)> {
     Ok(match &config.inputs {
-        InputSource::File(p) => (load_inputs(p, &probe)?, p.display().to_string()),
+        InputSource::File(p) => (load_inputs(p, probe)?, p.display().to_string()),
         InputSource::Random { random, samples } => {
             if *samples == 0 {
                 bail!("at least one random sample is needed");
             }
             let made = random
-                .generate(&probe, *samples)
-                .with_context(|| format!("{}: cannot make inputs", model.path.display()))?;
+                .generate(probe, *samples)
+                .with_context(|| format!("{}: cannot make inputs", path.display()))?;
             (made, describe(random, *samples))
         }
     })
@@ -267,44 +298,55 @@ pub fn compare(
     }
     let sides = [&config.a, &config.b];
     let shapes = &config.input_shapes;
-    let mut sources = [source(sides[0], shapes)?, source(sides[1], shapes)?];
+    let sources = [source(sides[0], shapes)?, source(sides[1], shapes)?];
     // The batch, decided once from the first model and used on both.
     let mut batch = config.batch_size;
     let mut dynamic = [false; 2];
-    for (i, src) in sources.iter_mut().enumerate() {
-        if let Source::Model(boxed) = src {
-            match (fixed_batch(&boxed.0), batch) {
-                (Some(f), Some(b)) if f != b => bail!(
-                    "{}: the model's batch is fixed to {f}, a batch size of {b} cannot apply (make the batch axis dynamic with an input shape of -1 ...)",
-                    sides[i].path.display()
-                ),
-                (Some(f), _) => batch = Some(f),
-                (None, _) => dynamic[i] = true,
-            }
+    let mut specs = [None, None];
+    for (i, src) in sources.iter().enumerate() {
+        let Some(declared) = src.inputs() else {
+            continue;
+        };
+        let (declared, fixed) = declared?;
+        match (fixed, batch) {
+            (Some(f), Some(b)) if f != b => bail!(
+                "{}: the model's batch is fixed to {f}, a batch size of {b} cannot apply (make the batch axis dynamic with an input shape of -1 ...)",
+                sides[i].path.display()
+            ),
+            (Some(f), _) => batch = Some(f),
+            (None, _) => dynamic[i] = true,
         }
+        specs[i] = Some(declared);
     }
     let mut tensors = CompareTensors::default();
     let mut input_note = "none (both sides are saved outputs)".to_string();
     let mut reports = Vec::new();
-    for (i, src) in sources.iter_mut().enumerate() {
+    for (i, src) in sources.into_iter().enumerate() {
         let label = ["A", "B"][i];
         let path = &sides[i].path;
         let (outputs, side) = match src {
-            Source::Saved(saved) => (std::mem::take(saved), saved_side(label, path)),
-            Source::Model(boxed) => {
-                let (model, options) = &mut **boxed;
+            Source::Saved(saved) => (saved, saved_side(label, path)),
+            src => {
                 if tensors.inputs.is_none() {
                     // Inputs first: their count decides the batch of a dynamic model.
-                    let (made, note) = make_inputs(config, model)?;
+                    let probe = specs[i].as_deref().expect("read for every model above");
+                    let (made, note) = make_inputs(config, probe, path)?;
                     batch = Some(batch.unwrap_or(samples_of(&made)?.min(32)));
                     input_note = note;
                     tensors.inputs = Some(made);
                 }
                 let batch = batch.expect("decided above");
-                if dynamic[i] {
-                    options.batch = Some(batch);
-                }
-                let mut backend = open_model(model, options)?;
+                let mut backend = match src {
+                    Source::Model(boxed) => {
+                        let (model, mut options) = *boxed;
+                        if dynamic[i] {
+                            options.batch = Some(batch);
+                        }
+                        open_model(&model, &options)?
+                    }
+                    Source::Engine(engine) => engine,
+                    Source::Saved(_) => unreachable!("saved outputs are matched above"),
+                };
                 let inputs = tensors.inputs.as_deref().expect("made above");
                 progress.start(
                     &format!("{label}: {}", backend.name()),
@@ -314,6 +356,9 @@ pub fn compare(
                     .with_context(|| path.display().to_string());
                 progress.finish();
                 let ran = ran?;
+                for note in backend.finish()? {
+                    tracing::info!("{}: {note}", path.display());
+                }
                 let secs = ran.inference.as_secs_f64();
                 let side = SideReport {
                     label: label.into(),

@@ -6,7 +6,7 @@
 //! on the wall clock around `Backend::run`: latency-all only, and the report says so. Both feed
 //! the same inputs ([`timing_inputs`]) and share the statistics of `metrics::latency`.
 
-use super::open::open_backend;
+use super::open::{open_backend, ModelFile};
 use super::progress::Progress;
 use crate::backend::select::BackendOptions;
 use crate::backend::{Backend, Device};
@@ -30,8 +30,6 @@ pub struct RunConfig {
     pub backend: BackendOptions,
     /// Warm-up, measured amount, transfers, CUDA graphs and streams.
     pub harness: HarnessOptions,
-    /// GPU index for GPU backends; `None` is GPU 0.
-    pub device_id: Option<usize>,
     /// Whether any setting that only GPU backends honour was asked for explicitly (a device id,
     /// no transfers, CUDA graphs, a stream count): a CPU backend then refuses to run.
     pub gpu_settings: Vec<GpuSetting>,
@@ -78,6 +76,10 @@ pub struct BatchResult {
     pub throughput: f64,
     /// Wall time of the measured phase, seconds.
     pub wall_s: f64,
+    /// Wall time of the first inference at this batch size, milliseconds: run on its own
+    /// before the warm-up (TensorRT-RTX compiles its kernels there) and left out of every
+    /// statistic.
+    pub first_iteration_ms: f64,
     /// GPU memory (GPU backends only).
     pub memory: Option<MemoryReport>,
     /// Every measured iteration (exported on request, not printed).
@@ -98,20 +100,32 @@ pub struct RunReport {
     pub results: Vec<BatchResult>,
 }
 
-/// Measures `config.model` at every batch size.
+/// Measures `config.model` at every batch size. An ONNX model is opened once per batch size
+/// (its reference backend is prepared for one batch); an engine once for all of them.
 pub fn measure_latency(config: &RunConfig, progress: &dyn Progress) -> Result<RunReport> {
     let shown = config.model.display().to_string();
     let options = &config.harness;
     let mut gpu: Option<Gpu> = None;
     let mut results = vec![];
     let mut notes = vec![];
+    let is_engine = ModelFile::of(&config.model) == Some(ModelFile::Engine);
+    let mut engine: Option<Box<dyn Backend>> = None;
     for &batch in &config.batch_sizes {
-        let backend_options = BackendOptions {
-            batch: Some(batch),
-            ..config.backend.clone()
+        let mut opened;
+        let backend: &mut Box<dyn Backend> = if is_engine {
+            match &mut engine {
+                Some(e) => e,
+                None => engine.insert(open_backend(&config.model, &config.backend)?),
+            }
+        } else {
+            let backend_options = BackendOptions {
+                batch: Some(batch),
+                ..config.backend.clone()
+            };
+            opened = open_backend(&config.model, &backend_options)
+                .with_context(|| format!("{shown}: batch {batch}"))?;
+            &mut opened
         };
-        let mut backend = open_backend(&config.model, &backend_options)
-            .with_context(|| format!("{shown}: batch {batch}"))?;
         let name = backend.name();
         let inputs = backend.inputs().to_vec();
         let outputs = backend.outputs().to_vec();
@@ -120,7 +134,7 @@ pub fn measure_latency(config: &RunConfig, progress: &dyn Progress) -> Result<Ru
                 let g = match &gpu {
                     Some(g) => g.clone(),
                     None => gpu
-                        .insert(Gpu::open(config.device_id.unwrap_or(0))?)
+                        .insert(Gpu::open(config.backend.device_id.unwrap_or(0))?)
                         .clone(),
                 };
                 progress.start(&format!("{name} batch {batch}"), None);
@@ -138,6 +152,7 @@ pub fn measure_latency(config: &RunConfig, progress: &dyn Progress) -> Result<Ru
                         .context("no iteration was measured")?,
                     throughput: r.throughput,
                     wall_s: r.wall_s,
+                    first_iteration_ms: r.first_iteration_ms,
                     memory: Some(r.memory),
                     spans: r.iterations,
                 };
@@ -165,6 +180,12 @@ pub fn measure_latency(config: &RunConfig, progress: &dyn Progress) -> Result<Ru
             notes.push(note);
         }
         results.push(result);
+        if !is_engine {
+            notes.extend(backend.finish()?);
+        }
+    }
+    if let Some(mut e) = engine {
+        notes.extend(e.finish()?);
     }
     Ok(RunReport {
         model: shown,
@@ -183,6 +204,9 @@ pub fn measure_wall_clock(
     progress: &dyn Progress,
 ) -> Result<BatchResult> {
     let inputs = timing_inputs(backend.inputs(), batch)?;
+    let first = Instant::now();
+    backend.run(&inputs).context("the first inference")?;
+    let first_iteration_ms = first.elapsed().as_secs_f64() * 1e3;
     progress.start(&format!("{} batch {batch}", backend.name()), None);
     let mut phase = |amount: Amount, record: bool| -> Result<(Vec<IterationSpans>, f64)> {
         let start = Instant::now();
@@ -214,6 +238,7 @@ pub fn measure_wall_clock(
         latency_ms: SpanStats::of(&spans).context("no iteration was measured")?,
         throughput: throughput(samples, wall_s),
         wall_s,
+        first_iteration_ms,
         memory: None,
         spans,
     })
@@ -277,7 +302,6 @@ mod tests {
                 cuda_graph: false,
                 streams: 1,
             },
-            device_id: None,
             gpu_settings: vec![],
         };
         let report = measure_latency(&config, &NoProgress).unwrap();

@@ -4,6 +4,7 @@
 use crate::backend::select::{open, BackendOptions};
 use crate::backend::Backend;
 use crate::onnx::OnnxModel;
+use crate::trt::backend::{TrtBackend, TrtOptions};
 use anyhow::Result;
 use std::path::Path;
 
@@ -37,7 +38,11 @@ impl ModelFile {
 /// engine is read as ONNX (so a model saved without the extension still opens).
 pub fn open_backend(path: &Path, options: &BackendOptions) -> Result<Box<dyn Backend>> {
     if ModelFile::of(path) == Some(ModelFile::Engine) {
-        return Err(engine_not_runnable(path));
+        let trt = TrtOptions {
+            device_id: options.device_id.unwrap_or(0),
+            tensorrt_dir: options.tensorrt_dir.clone(),
+        };
+        return Ok(Box::new(TrtBackend::open(path, &trt)?));
     }
     open_model(&OnnxModel::load(path)?, options)
 }
@@ -45,22 +50,6 @@ pub fn open_backend(path: &Path, options: &BackendOptions) -> Result<Box<dyn Bac
 /// Opens an ONNX model already in memory (after a shape override or a rewrite).
 pub fn open_model(model: &OnnxModel, options: &BackendOptions) -> Result<Box<dyn Backend>> {
     open(model, options)
-}
-
-/// Why an engine file cannot run here: engine execution is not built into trtkit yet, and it
-/// needs NVIDIA's TensorRT runtime (`libnvinfer`), which the error says was or was not found.
-fn engine_not_runnable(path: &Path) -> anyhow::Error {
-    let shown = path.display();
-    let probes = crate::trt::loader::probe_tensorrt();
-    match probes.iter().find(|p| p.library == "libnvinfer") {
-        Some(p) if p.found => anyhow::anyhow!(
-            "{shown}: running TensorRT engines is not built into trtkit yet (TensorRT {} was found)",
-            p.version.clone().unwrap_or_default()
-        ),
-        _ => anyhow::anyhow!(
-            "{shown}: running a TensorRT engine requires TensorRT (libnvinfer), which was not found on this machine; `trtkit doctor` lists what was tried"
-        ),
-    }
 }
 
 #[cfg(test)]

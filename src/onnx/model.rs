@@ -29,7 +29,7 @@ pub fn file_sha256(path: &Path) -> Result<String> {
 }
 
 /// What a file turned out to be when it is not an ONNX model, judged by its first bytes.
-fn sniff_foreign_format(bytes: &[u8]) -> Option<&'static str> {
+pub fn sniff_foreign_format(bytes: &[u8]) -> Option<&'static str> {
     const SIGNATURES: &[(&[u8], &str)] = &[
         (b"\x89PNG\r\n\x1a\n", "a PNG image"),
         (b"\xff\xd8\xff", "a JPEG image"),

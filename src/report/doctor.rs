@@ -44,10 +44,10 @@ pub fn render(r: &DoctorReport) -> String {
                     .map(|s| format!(" (from {s})"))
                     .unwrap_or_default()
             ),
-            (false, _, _) if lib.library == "libtensorrt_rtx" => format!(
+            (false, _, _) if lib.flavour == crate::trt::loader::BOUND.flavour => format!(
                 "not found (tried {}); `trtkit build` needs it: {}",
                 lib.tried.join(", "),
-                crate::trt::loader::RTX_PIP
+                crate::trt::loader::BOUND.install
             ),
             (false, _, _) => format!(
                 "not found (tried {}); install TensorRT and put its lib folder on LD_LIBRARY_PATH",

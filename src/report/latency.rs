@@ -65,6 +65,15 @@ pub fn render(r: &RunReport, markdown: bool) -> String {
     } else {
         t.render()
     };
+    let firsts: Vec<String> = r
+        .results
+        .iter()
+        .map(|b| format!("batch {} {:.3} ms", b.batch, b.first_iteration_ms))
+        .collect();
+    out += &format!(
+        "first iteration (run on its own before the warm-up, left out of the statistics): {}\n",
+        firsts.join(", ")
+    );
     for b in &r.results {
         if let Some(m) = &b.memory {
             out += &format!(
@@ -147,6 +156,7 @@ mod tests {
             latency_ms: SpanStats::of(&spans).unwrap(),
             throughput: 1.0,
             wall_s: 1.0,
+            first_iteration_ms: 3.0,
             memory: None,
             spans,
         };

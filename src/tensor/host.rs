@@ -82,6 +82,44 @@ pub enum TensorData {
 }
 
 impl TensorData {
+    /// The elements as little-endian bytes, the layout a device buffer takes.
+    pub fn to_le_bytes(&self) -> Vec<u8> {
+        fn bytes<T, const N: usize>(v: &[T], f: impl Fn(&T) -> [u8; N]) -> Vec<u8> {
+            v.iter().flat_map(f).collect()
+        }
+        match self {
+            TensorData::F32(v) => bytes(v, |x| x.to_le_bytes()),
+            TensorData::F16(v) => bytes(v, |x| x.to_le_bytes()),
+            TensorData::F64(v) => bytes(v, |x| x.to_le_bytes()),
+            TensorData::I64(v) => bytes(v, |x| x.to_le_bytes()),
+            TensorData::I32(v) => bytes(v, |x| x.to_le_bytes()),
+            TensorData::I8(v) => bytes(v, |x| x.to_le_bytes()),
+            TensorData::U8(v) => v.clone(),
+            TensorData::Bool(v) => v.iter().map(|&b| u8::from(b)).collect(),
+        }
+    }
+
+    /// Elements of type `t` from little-endian bytes; a trailing partial element is ignored
+    /// (callers check the length against the shape).
+    pub fn from_le_bytes(t: ElemType, bytes: &[u8]) -> TensorData {
+        fn le<T, const N: usize>(bytes: &[u8], f: impl Fn([u8; N]) -> T) -> Vec<T> {
+            bytes
+                .chunks_exact(N)
+                .map(|c| f(c.try_into().expect("chunks_exact gives N bytes")))
+                .collect()
+        }
+        match t {
+            ElemType::F32 => TensorData::F32(le(bytes, f32::from_le_bytes)),
+            ElemType::F16 => TensorData::F16(le(bytes, f16::from_le_bytes)),
+            ElemType::F64 => TensorData::F64(le(bytes, f64::from_le_bytes)),
+            ElemType::I64 => TensorData::I64(le(bytes, i64::from_le_bytes)),
+            ElemType::I32 => TensorData::I32(le(bytes, i32::from_le_bytes)),
+            ElemType::I8 => TensorData::I8(le(bytes, i8::from_le_bytes)),
+            ElemType::U8 => TensorData::U8(bytes.to_vec()),
+            ElemType::Bool => TensorData::Bool(bytes.iter().map(|&b| b != 0).collect()),
+        }
+    }
+
     /// The element type.
     pub fn elem_type(&self) -> ElemType {
         match self {
@@ -167,19 +205,26 @@ impl HostTensor {
 
     /// The elements as little-endian bytes, the layout a device buffer takes.
     pub fn to_le_bytes(&self) -> Vec<u8> {
-        fn bytes<T, const N: usize>(v: &[T], f: impl Fn(&T) -> [u8; N]) -> Vec<u8> {
-            v.iter().flat_map(f).collect()
+        self.data.to_le_bytes()
+    }
+
+    /// A tensor of `elem` elements read from little-endian bytes (a device buffer's layout);
+    /// the byte count must be the shape's element count times the element size.
+    pub fn from_le_bytes(
+        name: impl Into<String>,
+        shape: Vec<usize>,
+        elem: ElemType,
+        bytes: &[u8],
+    ) -> Result<Self> {
+        let name = name.into();
+        let need = shape.iter().product::<usize>() * elem.size();
+        if bytes.len() != need {
+            bail!(
+                "tensor '{name}': shape {shape:?} of {elem} takes {need} bytes, got {}",
+                bytes.len()
+            );
         }
-        match &self.data {
-            TensorData::F32(v) => bytes(v, |x| x.to_le_bytes()),
-            TensorData::F16(v) => bytes(v, |x| x.to_le_bytes()),
-            TensorData::F64(v) => bytes(v, |x| x.to_le_bytes()),
-            TensorData::I64(v) => bytes(v, |x| x.to_le_bytes()),
-            TensorData::I32(v) => bytes(v, |x| x.to_le_bytes()),
-            TensorData::I8(v) => bytes(v, |x| x.to_le_bytes()),
-            TensorData::U8(v) => v.clone(),
-            TensorData::Bool(v) => v.iter().map(|&b| u8::from(b)).collect(),
-        }
+        HostTensor::new(name, shape, TensorData::from_le_bytes(elem, bytes))
     }
 }
 
@@ -195,5 +240,28 @@ mod tests {
         let t = HostTensor::new("h", vec![2], TensorData::F16(vec![f16::ONE, f16::ZERO])).unwrap();
         assert_eq!(t.to_le_bytes(), vec![0x00, 0x3c, 0, 0]);
         assert_eq!(t.to_le_bytes().len(), t.byte_len());
+    }
+
+    #[test]
+    fn bytes_round_trip_for_every_type() {
+        let cases = [
+            TensorData::F32(vec![1.5, -2.0]),
+            TensorData::F16(vec![f16::from_f32(0.5), f16::from_f32(-3.0)]),
+            TensorData::F64(vec![1e300, -0.25]),
+            TensorData::I64(vec![-1, i64::MAX]),
+            TensorData::I32(vec![-7, 9]),
+            TensorData::I8(vec![-128, 127]),
+            TensorData::U8(vec![0, 255]),
+            TensorData::Bool(vec![true, false]),
+        ];
+        for data in cases {
+            let t = HostTensor::new("t", vec![2], data).unwrap();
+            let bytes = t.to_le_bytes();
+            assert_eq!(bytes.len(), t.byte_len());
+            let back = HostTensor::from_le_bytes("t", vec![2], t.elem_type(), &bytes).unwrap();
+            assert_eq!(back, t);
+        }
+        let err = HostTensor::from_le_bytes("o", vec![3], ElemType::F32, &[0; 8]).unwrap_err();
+        assert!(err.to_string().contains("takes 12 bytes, got 8"), "{err}");
     }
 }

@@ -11,7 +11,7 @@ use super::engine_file::{
     engine_path, lookup, store, BuilderSettings, EngineFacts, EngineKey, EngineSidecar, Lookup,
     Precision,
 };
-use super::loader::{locate_usable_rtx, Flavour};
+use super::loader::{locate_usable, Flavour, BOUND};
 use super::profile::{resolve_profile, BatchRequest, ExplicitShapes, ShapeProfile};
 use crate::calibration::cache::check_cache_model;
 use crate::calibration::cache::CalibrationTable;
@@ -325,9 +325,9 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
             "calibration data or a calibration cache was given for a build that is not INT8",
         ));
     }
-    let libs = locate_usable_rtx(config.tensorrt_dir.as_deref())?;
+    let libs = locate_usable(config.tensorrt_dir.as_deref())?;
     let tensorrt = TensorRtUsed {
-        flavour: Flavour::TensorRtRtx,
+        flavour: BOUND.flavour,
         version: libs.version.clone(),
         library: libs.runtime.display().to_string(),
     };
@@ -374,7 +374,7 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
         calibration: scales.as_ref().map(|s| s.key_hash.clone()),
         profile,
         builder: config.builder.clone(),
-        tensorrt_flavour: Flavour::TensorRtRtx,
+        tensorrt_flavour: BOUND.flavour,
         tensorrt_version: libs.version.clone(),
         trtkit_version: env!("CARGO_PKG_VERSION").into(),
     };

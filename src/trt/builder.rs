@@ -3,7 +3,8 @@
 //! the ONNX node and op; TensorRT's own log goes to `tracing` (warnings at `-v`).
 
 use super::engine_file::{BuilderSettings, EngineTensor};
-use super::loader::RtxLibraries;
+use super::engine_io::dtype_name;
+use super::loader::{TrtLibraries, BOUND};
 use super::profile::ShapeProfile;
 use crate::onnx::pb::GraphProto;
 use anyhow::{anyhow, bail, Context, Result};
@@ -12,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use trtx::interfaces::MonitorProgress;
 use trtx::trtx_sys::Dims64;
-use trtx::{Builder, DataType, LogHandler, Logger, OnnxParser, OptProfileSelector, Severity};
+use trtx::{Builder, LogHandler, Logger, OnnxParser, OptProfileSelector, Severity};
 
 /// Told how the build advances: TensorRT's phases, nested, each with a number of steps.
 pub trait BuildProgress: Send + Sync {
@@ -49,13 +50,19 @@ pub struct BuiltEngine {
 
 /// Makes TensorRT-RTX callable: loads both libraries once per process (later calls with other
 /// paths keep the first ones).
-pub fn load(libs: &RtxLibraries) -> Result<()> {
-    trtx::dynamically_load_tensorrt(Some(&libs.runtime))
-        .map_err(|e| anyhow!("{}: cannot load TensorRT-RTX: {e}", libs.runtime.display()))?;
+pub fn load(libs: &TrtLibraries) -> Result<()> {
+    trtx::dynamically_load_tensorrt(Some(&libs.runtime)).map_err(|e| {
+        anyhow!(
+            "{}: cannot load {}: {e}",
+            libs.runtime.display(),
+            BOUND.flavour
+        )
+    })?;
     trtx::dynamically_load_tensorrt_onnxparser(Some(&libs.parser)).map_err(|e| {
         anyhow!(
-            "{}: cannot load TensorRT-RTX's ONNX parser: {e}",
-            libs.parser.display()
+            "{}: cannot load {}'s ONNX parser: {e}",
+            libs.parser.display(),
+            BOUND.flavour
         )
     })?;
     Ok(())
@@ -182,21 +189,6 @@ pub fn parse_error_message(graph: &GraphProto, desc: &str, errors: &[String]) ->
     }
 }
 
-fn dtype_name(t: DataType) -> &'static str {
-    match t {
-        DataType::kFLOAT => "float32",
-        DataType::kHALF => "float16",
-        DataType::kBF16 => "bfloat16",
-        DataType::kINT8 => "int8",
-        DataType::kINT32 => "int32",
-        DataType::kINT64 => "int64",
-        DataType::kBOOL => "bool",
-        DataType::kUINT8 => "uint8",
-        DataType::kFP8 => "fp8",
-        _ => "other",
-    }
-}
-
 /// Parses `onnx` (whose graph is `graph`, for naming failing nodes) and builds a serialized
 /// engine with one optimization profile.
 pub fn build_engine(
@@ -240,7 +232,7 @@ pub fn build_engine(
                         .name(net)
                         .map_err(|e| anyhow!("network {kind} {i}: {e}"))?,
                     io: kind.into(),
-                    dtype: dtype_name(t.data_type(net)).into(),
+                    dtype: dtype_name(t.data_type(net)),
                     dims: t.dimensions(net).unwrap_or_default(),
                 });
             }

@@ -4,7 +4,7 @@
 
 use super::builder::LogCollector;
 use super::engine_file::{file_flavour, read_sidecar, sidecar_path, EngineSidecar};
-use super::loader::{can_run_on, locate_usable_rtx, Flavour};
+use super::loader::{can_run_on, locate_usable, Flavour, BOUND};
 use crate::cuda::info::driver_info;
 use anyhow::{anyhow, bail, Result};
 use serde::{Deserialize, Serialize};
@@ -68,8 +68,8 @@ pub fn inspect_engine(
 }
 
 fn layer_list(path: &Path, flavour: Flavour, tensorrt_dir: Option<&Path>) -> Result<Vec<String>> {
-    if flavour == Flavour::TensorRt {
-        bail!("a TensorRT (libnvinfer) engine; this trtkit binds TensorRT-RTX and cannot deserialize it");
+    if flavour != BOUND.flavour {
+        bail!("{}", super::preflight::flavour_mismatch(flavour));
     }
     let driver = driver_info();
     let Some(gpu) = driver.gpus.first() else {
@@ -82,7 +82,7 @@ fn layer_list(path: &Path, flavour: Flavour, tensorrt_dir: Option<&Path>) -> Res
     if !ok {
         bail!("{why}");
     }
-    let libs = locate_usable_rtx(tensorrt_dir)?;
+    let libs = locate_usable(tensorrt_dir)?;
     super::builder::load(&libs)?;
     let bytes = std::fs::read(path)?;
     let errors = LogCollector::default();

@@ -1,10 +1,11 @@
 //! Finding the TensorRT libraries at run time (dlopen) and reading their versions.
 //!
 //! Two flavours exist: NVIDIA's TensorRT (`libnvinfer`, engines start with `ftrt`) and
-//! TensorRT-RTX (`libtensorrt_rtx`, engines start with `vtrt`). trtkit binds TensorRT-RTX 1.7
-//! through the `trtx` crate; TensorRT itself is only reported. TensorRT-RTX is looked for, in
-//! order: `--tensorrt-dir DIR` or `TRTKIT_TENSORRT_DIR`, then `LD_LIBRARY_PATH` and the
-//! system's library path, then the `tensorrt_rtx_libs` Python package of `python3`.
+//! TensorRT-RTX (`libtensorrt_rtx`, engines start with `vtrt`). trtkit binds one of them through
+//! the `trtx` crate ([`BOUND`]): TensorRT-RTX 1.7 by default, TensorRT 11 with the `tensorrt`
+//! cargo feature; the other is only reported. The bound libraries are looked for, in order:
+//! `--tensorrt-dir DIR` or `TRTKIT_TENSORRT_DIR`, then `LD_LIBRARY_PATH` and the system's library
+//! path, then the Python package of `python3` that ships them.
 
 use crate::setting::{fix_with, Setting};
 use anyhow::{Context, Result};
@@ -30,6 +31,52 @@ pub const RTX_BOUND_VERSION: (u32, u32) = (1, 7);
 pub const RTX_PIP: &str = "python3 -m pip install tensorrt-rtx-cu13-libs==1.7.1.116";
 /// The environment variable naming a folder that holds the TensorRT libraries.
 pub const DIR_ENV: &str = "TRTKIT_TENSORRT_DIR";
+
+/// The TensorRT libraries a trtkit binary drives: which flavour, their file names, the Python
+/// package that ships them, how to install them, and the version its headers were written for.
+#[derive(Clone, Copy, Debug)]
+pub struct BoundLibraries {
+    /// The flavour.
+    pub flavour: Flavour,
+    /// The runtime and builder library's file name.
+    pub runtime: &'static str,
+    /// The ONNX parser library's file name.
+    pub parser: &'static str,
+    /// The Python package (of `python3`) whose folder holds both.
+    pub python_package: &'static str,
+    /// What to do when they are missing.
+    pub install: &'static str,
+    /// The (major, minor) version of the headers; a library of another major, or an older
+    /// minor, is refused.
+    pub version: (u32, u32),
+}
+
+/// TensorRT-RTX 1.7, what a default build binds.
+pub const RTX_LIBRARIES: BoundLibraries = BoundLibraries {
+    flavour: Flavour::TensorRtRtx,
+    runtime: RTX_RUNTIME,
+    parser: RTX_PARSER,
+    python_package: "tensorrt_rtx_libs",
+    install: RTX_PIP,
+    version: RTX_BOUND_VERSION,
+};
+
+/// NVIDIA TensorRT 11, what a build with `--features tensorrt` binds (trtx's headers are 11.4).
+pub const TENSORRT_LIBRARIES: BoundLibraries = BoundLibraries {
+    flavour: Flavour::TensorRt,
+    runtime: "libnvinfer.so.11",
+    parser: "libnvonnxparser.so.11",
+    python_package: "tensorrt_libs",
+    install: "install NVIDIA TensorRT 11.4 or newer 11.x (its tar package or Debian packages) and put its lib folder on LD_LIBRARY_PATH",
+    version: (11, 4),
+};
+
+/// The libraries this binary binds.
+pub const BOUND: BoundLibraries = if cfg!(feature = "tensorrt") {
+    TENSORRT_LIBRARIES
+} else {
+    RTX_LIBRARIES
+};
 
 /// Which TensorRT a library or an engine belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -106,7 +153,12 @@ fn read_i32(lib: &Library, symbol: &[u8]) -> Option<i32> {
     }
 }
 
-/// The version of a loaded TensorRT-RTX runtime library: `major.minor.patch.build`.
+/// The version of a loaded TensorRT or TensorRT-RTX runtime library: `major.minor.patch.build`
+/// (from the per-part symbols both have), else the packed `getInferLibVersion`.
+fn library_version(lib: &Library) -> Option<String> {
+    rtx_version(lib).or_else(|| read_i32(lib, b"getInferLibVersion\0").map(decode_version))
+}
+
 fn rtx_version(lib: &Library) -> Option<String> {
     let major = read_i32(lib, b"getInferLibMajorVersion\0")?;
     let minor = read_i32(lib, b"getInferLibMinorVersion\0")?;
@@ -147,12 +199,12 @@ fn probe_names(library: &str, names: &[&str], version_symbol: &[u8]) -> LibraryP
     }
 }
 
-/// TensorRT-RTX's two libraries, found and opened.
+/// The bound TensorRT's two libraries, found and opened.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct RtxLibraries {
-    /// `libtensorrt_rtx.so.1`.
+pub struct TrtLibraries {
+    /// The runtime and builder (`libtensorrt_rtx.so.1`, or `libnvinfer.so.11`).
     pub runtime: PathBuf,
-    /// `libtensorrt_onnxparser_rtx.so.1`.
+    /// The ONNX parser (`libtensorrt_onnxparser_rtx.so.1`, or `libnvonnxparser.so.11`).
     pub parser: PathBuf,
     /// `major.minor.patch.build` as the library reports it.
     pub version: String,
@@ -160,7 +212,7 @@ pub struct RtxLibraries {
     pub source: String,
 }
 
-/// The folder of the `tensorrt_rtx_libs` Python package of `python3`, found without importing
+/// The folder of a Python package of `python3` (such as `tensorrt_rtx_libs`), found without importing
 /// it (importing would load the libraries into Python for nothing).
 fn python_package_dir(package: &str) -> Option<PathBuf> {
     let code = format!(
@@ -176,18 +228,22 @@ fn python_package_dir(package: &str) -> Option<PathBuf> {
     (!dir.is_empty()).then(|| PathBuf::from(dir))
 }
 
-/// Opens TensorRT-RTX from a folder holding both libraries.
-fn open_rtx_in(dir: &Path, source: &str) -> Result<RtxLibraries> {
-    let runtime = dir.join(RTX_RUNTIME);
-    let parser = dir.join(RTX_PARSER);
+/// Opens the bound TensorRT from a folder holding both libraries.
+fn open_in(dir: &Path, source: &str) -> Result<TrtLibraries> {
+    let runtime = dir.join(BOUND.runtime);
+    let parser = dir.join(BOUND.parser);
     for lib in [&runtime, &parser] {
         if !lib.is_file() {
             return Err(fix_with(
                 Setting::TensorrtDir,
                 format!(
-                    "{}: no {} there ({source}); install TensorRT-RTX with `{RTX_PIP}` or point {DIR_ENV} at the folder that holds {RTX_RUNTIME} and {RTX_PARSER}",
+                    "{}: no {} there ({source}); {}: `{}`, or point {DIR_ENV} at the folder that holds {} and {}",
                     dir.display(),
                     lib.file_name().unwrap_or_default().to_string_lossy(),
+                    BOUND.flavour,
+                    BOUND.install,
+                    BOUND.runtime,
+                    BOUND.parser
                 ),
             ));
         }
@@ -198,9 +254,9 @@ fn open_rtx_in(dir: &Path, source: &str) -> Result<RtxLibraries> {
             runtime.display()
         )
     })?;
-    let version = rtx_version(&lib).unwrap_or_else(|| "unknown".into());
+    let version = library_version(&lib).unwrap_or_else(|| "unknown".into());
     std::mem::forget(lib);
-    Ok(RtxLibraries {
+    Ok(TrtLibraries {
         runtime,
         parser,
         version,
@@ -208,27 +264,28 @@ fn open_rtx_in(dir: &Path, source: &str) -> Result<RtxLibraries> {
     })
 }
 
-/// Finds TensorRT-RTX: `dir` (from `--tensorrt-dir`), `TRTKIT_TENSORRT_DIR`, the system's
-/// library path, then `python3`'s `tensorrt_rtx_libs` package. A folder given explicitly must
-/// hold the libraries; the error names it.
-pub fn locate_rtx(dir: Option<&Path>) -> Result<RtxLibraries> {
+/// Finds the bound TensorRT ([`BOUND`]): `dir` (from `--tensorrt-dir`), `TRTKIT_TENSORRT_DIR`,
+/// the system's library path, then `python3`'s package. A folder given explicitly must hold the
+/// libraries; the error names it.
+pub fn locate_libraries(dir: Option<&Path>) -> Result<TrtLibraries> {
     if let Some(d) = dir {
-        return open_rtx_in(d, "--tensorrt-dir");
+        return open_in(d, "--tensorrt-dir");
     }
     if let Some(d) = std::env::var_os(DIR_ENV).filter(|d| !d.is_empty()) {
-        return open_rtx_in(Path::new(&d), DIR_ENV);
+        return open_in(Path::new(&d), DIR_ENV);
     }
-    if let Some(lib) = open_forever(RTX_RUNTIME.as_ref()) {
-        let version = rtx_version(&lib).unwrap_or_else(|| "unknown".into());
+    if let Some(lib) = open_forever(BOUND.runtime.as_ref()) {
+        let version = library_version(&lib).unwrap_or_else(|| "unknown".into());
         std::mem::forget(lib);
-        if let Some(path) = loaded_path("libtensorrt_rtx.so") {
+        let stem = BOUND.runtime.split(".so").next().unwrap_or(BOUND.runtime);
+        if let Some(path) = loaded_path(&format!("{stem}.so")) {
             let runtime = PathBuf::from(path);
-            let beside = runtime.with_file_name(RTX_PARSER);
-            return Ok(RtxLibraries {
+            let beside = runtime.with_file_name(BOUND.parser);
+            return Ok(TrtLibraries {
                 parser: if beside.is_file() {
                     beside
                 } else {
-                    PathBuf::from(RTX_PARSER)
+                    PathBuf::from(BOUND.parser)
                 },
                 runtime,
                 version,
@@ -236,55 +293,64 @@ pub fn locate_rtx(dir: Option<&Path>) -> Result<RtxLibraries> {
             });
         }
     }
-    if let Some(d) = python_package_dir("tensorrt_rtx_libs") {
-        return open_rtx_in(&d, "python3's tensorrt_rtx_libs package");
+    if let Some(d) = python_package_dir(BOUND.python_package) {
+        return open_in(&d, &format!("python3's {} package", BOUND.python_package));
     }
     Err(fix_with(
         Setting::TensorrtDir,
-        format!("TensorRT-RTX not found (looked in {DIR_ENV}, LD_LIBRARY_PATH and the system's library path, and python3's tensorrt_rtx_libs package); install it with `{RTX_PIP}`"),
+        format!(
+            "{} not found (looked in {DIR_ENV}, LD_LIBRARY_PATH and the system's library path, and python3's {} package); {}: `{}`",
+            BOUND.flavour, BOUND.python_package, BOUND.flavour, BOUND.install
+        ),
     ))
 }
 
-/// Checks that a found TensorRT-RTX is the version this binary's bindings were written for.
-pub fn check_rtx_version(libs: &RtxLibraries) -> Result<()> {
+/// Checks that found libraries are a version this binary's bindings were written for: the same
+/// major and minor for TensorRT-RTX, the same major and at least the headers' minor for TensorRT.
+pub fn check_version(libs: &TrtLibraries) -> Result<()> {
     let mut parts = libs.version.split('.').map(|p| p.parse::<u32>().ok());
     let (major, minor) = (parts.next().flatten(), parts.next().flatten());
-    if (major, minor) != (Some(RTX_BOUND_VERSION.0), Some(RTX_BOUND_VERSION.1)) {
+    let (want_major, want_minor) = BOUND.version;
+    let fits = match BOUND.flavour {
+        Flavour::TensorRtRtx => (major, minor) == (Some(want_major), Some(want_minor)),
+        Flavour::TensorRt => major == Some(want_major) && minor >= Some(want_minor),
+    };
+    if !fits {
         return Err(fix_with(
             Setting::TensorrtDir,
             format!(
-                "{}: TensorRT-RTX {} found, but this trtkit is built for TensorRT-RTX {}.{}; install it with `{RTX_PIP}` or point {DIR_ENV} at a {}.{} installation",
+                "{}: {flavour} {} found, but this trtkit is built for {flavour} {want_major}.{want_minor}; {flavour}: `{}`, or point {DIR_ENV} at a {want_major}.{want_minor} installation",
                 libs.runtime.display(),
                 libs.version,
-                RTX_BOUND_VERSION.0,
-                RTX_BOUND_VERSION.1,
-                RTX_BOUND_VERSION.0,
-                RTX_BOUND_VERSION.1
+                BOUND.install,
+                flavour = BOUND.flavour,
             ),
         ));
     }
     Ok(())
 }
 
-/// [`locate_rtx`], then [`check_rtx_version`]: the TensorRT-RTX this binary can drive.
-pub fn locate_usable_rtx(dir: Option<&Path>) -> Result<RtxLibraries> {
-    let libs = locate_rtx(dir)?;
-    check_rtx_version(&libs)?;
+/// [`locate_libraries`], then [`check_version`]: the TensorRT this binary can drive.
+pub fn locate_usable(dir: Option<&Path>) -> Result<TrtLibraries> {
+    let libs = locate_libraries(dir)?;
+    check_version(&libs)?;
     Ok(libs)
 }
 
-/// Looks for every TensorRT library trtkit knows and reports what it found (for `doctor`).
+/// Looks for every TensorRT library trtkit knows and reports what it found (for `doctor`): the
+/// bound one first, as `build` finds it, then the other flavour's.
 pub fn probe_tensorrt() -> Vec<LibraryProbe> {
-    let rtx = locate_rtx(None);
+    let bound = locate_libraries(None);
     let rtx_tried = vec![
         DIR_ENV.to_string(),
-        RTX_RUNTIME.to_string(),
-        "python3: tensorrt_rtx_libs".to_string(),
+        BOUND.runtime.to_string(),
+        format!("python3: {}", BOUND.python_package),
     ];
-    let mut out = vec![match rtx {
+    let name = BOUND.runtime.split(".so").next().unwrap_or(BOUND.runtime);
+    let mut out = vec![match bound {
         Ok(l) => LibraryProbe {
-            library: "libtensorrt_rtx".into(),
-            flavour: Flavour::TensorRtRtx,
+            library: name.into(),
+            flavour: BOUND.flavour,
             found: true,
             path: Some(l.runtime.display().to_string()),
             version: Some(l.version),
@@ -292,8 +358,8 @@ pub fn probe_tensorrt() -> Vec<LibraryProbe> {
             tried: rtx_tried,
         },
         Err(_) => LibraryProbe {
-            library: "libtensorrt_rtx".into(),
-            flavour: Flavour::TensorRtRtx,
+            library: name.into(),
+            flavour: BOUND.flavour,
             found: false,
             path: None,
             version: None,
@@ -301,6 +367,9 @@ pub fn probe_tensorrt() -> Vec<LibraryProbe> {
             tried: rtx_tried,
         },
     }];
+    if BOUND.flavour == Flavour::TensorRt {
+        return out;
+    }
     out.push(probe_names(
         "libnvinfer",
         NVINFER_NAMES,
@@ -371,25 +440,31 @@ mod tests {
     #[test]
     fn an_explicit_folder_without_the_libraries_is_named() {
         let dir = tempfile::tempdir().unwrap();
-        let err = locate_rtx(Some(dir.path())).unwrap_err().to_string();
+        let err = locate_libraries(Some(dir.path())).unwrap_err().to_string();
         assert!(err.contains(&dir.path().display().to_string()), "{err}");
-        assert!(err.contains(RTX_PIP), "{err}");
+        assert!(err.contains(BOUND.install), "{err}");
     }
 
     #[test]
     fn version_check_names_what_was_found() {
-        let libs = RtxLibraries {
-            runtime: PathBuf::from("/x/libtensorrt_rtx.so.1"),
+        let (old, good) = if cfg!(feature = "tensorrt") {
+            ("10.13.3", "11.5.0")
+        } else {
+            ("1.6.0.1", "1.7.1.116")
+        };
+        let libs = TrtLibraries {
+            runtime: PathBuf::from("/x/lib.so"),
             parser: PathBuf::from("/x/p"),
-            version: "1.6.0.1".into(),
+            version: old.into(),
             source: "test".into(),
         };
-        let err = check_rtx_version(&libs).unwrap_err().to_string();
-        assert!(err.contains("1.6.0.1") && err.contains("1.7"), "{err}");
-        let ok = RtxLibraries {
-            version: "1.7.1.116".into(),
+        let err = check_version(&libs).unwrap_err().to_string();
+        let want = format!("{}.{}", BOUND.version.0, BOUND.version.1);
+        assert!(err.contains(old) && err.contains(&want), "{err}");
+        let ok = TrtLibraries {
+            version: good.into(),
             ..libs
         };
-        check_rtx_version(&ok).unwrap();
+        check_version(&ok).unwrap();
     }
 }

@@ -6,15 +6,22 @@
 //! `engine_file` names, keys, checks and writes engines; `precision` picks the FP16 or INT8
 //! rewrite (and is the `quantize` job); `build` is the `build` job that chains them; `inspect`
 //! describes an engine file; `support` says what this machine offers (driver, GPUs, libraries,
-//! which engines run where).
+//! which engines run where). Running engines: `preflight` checks a file before TensorRT sees
+//! it, `engine_io` maps its tensors to trtkit's I/O specs and checks batches against its
+//! profile, `runtime_cache` keeps TensorRT-RTX's compiled kernels beside it, and `backend` is
+//! the engine behind the one `Backend` trait.
 
 #![allow(unsafe_code)]
 
+pub mod backend;
 pub mod build;
 pub mod builder;
 pub mod engine_file;
+pub mod engine_io;
 pub mod inspect;
 pub mod loader;
 pub mod precision;
+pub mod preflight;
 pub mod profile;
+pub mod runtime_cache;
 pub mod support;

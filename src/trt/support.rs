@@ -36,9 +36,19 @@ pub struct EngineSupport {
     pub reason: String,
 }
 
-/// Execution backends compiled into this binary (grows as backends land).
+/// Execution backends compiled into this binary: the reference backends and the engine
+/// backend of the TensorRT flavour this binary binds.
 pub fn compiled_backends() -> Vec<String> {
-    vec!["tract-cpu".into(), "tract-cuda".into(), "ort-cpu".into()]
+    let engines = match crate::trt::loader::BOUND.flavour {
+        crate::trt::loader::Flavour::TensorRt => "tensorrt (engines)",
+        crate::trt::loader::Flavour::TensorRtRtx => "tensorrt-rtx (engines)",
+    };
+    vec![
+        "tract-cpu".into(),
+        "tract-cuda".into(),
+        "ort-cpu".into(),
+        engines.into(),
+    ]
 }
 
 /// Looks at this machine; never fails (what is missing is said in the report).

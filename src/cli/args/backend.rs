@@ -1,9 +1,11 @@
 //! The backend group (`--backend`, `--device`, `--threads`) of every command that runs one
-//! model, and the per-side overrides `compare` builds from the same group.
+//! model, the per-side overrides `compare` builds from the same group, and the engine group
+//! (`--device-id`, `--tensorrt-dir`) of the commands that run TensorRT engines.
 
 use crate::backend::select::{BackendKind, BackendOptions};
 use crate::backend::Device;
 use clap::Args;
+use std::path::PathBuf;
 
 /// Which backend runs the model, where, and on how many CPU threads.
 #[derive(Clone, Debug, Args)]
@@ -28,6 +30,31 @@ impl BackendArgs {
             threads: self.threads,
             input_shapes: vec![],
             batch,
+            device_id: None,
+            tensorrt_dir: None,
+        }
+    }
+}
+
+/// Where a TensorRT engine runs and where TensorRT is (`run`, `validate`, `compare`).
+#[derive(Clone, Debug, Default, Args)]
+pub struct EngineArgs {
+    /// GPU that runs a TensorRT engine or a GPU backend (default: GPU 0).
+    #[arg(long, value_name = "N")]
+    pub device_id: Option<usize>,
+    /// Folder holding the TensorRT libraries, for engines (default: TRTKIT_TENSORRT_DIR, the
+    /// library path, then python3's tensorrt_rtx_libs package).
+    #[arg(long, value_name = "DIR")]
+    pub tensorrt_dir: Option<PathBuf>,
+}
+
+impl EngineArgs {
+    /// `options` with this group's GPU and TensorRT folder.
+    pub fn apply(&self, options: BackendOptions) -> BackendOptions {
+        BackendOptions {
+            device_id: self.device_id,
+            tensorrt_dir: self.tensorrt_dir.clone(),
+            ..options
         }
     }
 }

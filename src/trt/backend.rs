@@ -1,0 +1,645 @@
+//! The engine backend: a deserialized engine behind the one [`Backend`] trait, and its
+//! [`GpuEnqueue`] side for the event-timed harness. One execution context per stream slot;
+//! input shapes set per batch and checked against the engine's optimization profile; tensor
+//! addresses bound to trtkit's device buffers; `enqueueV3` on trtkit's own stream, so the
+//! harness's events bracket exactly the engine. TensorRT-RTX's runtime cache (the kernels it
+//! compiles on the first run) is read from beside the engine and saved back by [`Backend::finish`].
+//!
+//! Everything before TensorRT is asked anything lives in `preflight` and `engine_io`, which
+//! run (and are tested) on any machine; this file is the thin part that needs a GPU.
+
+use super::builder::{load, LogCollector};
+use super::engine_io::{
+    batch_outside_profile, elem_type, in_profile, input_shape_at, io_spec, probe_batch_range,
+    tensor_bytes,
+};
+use super::loader::{locate_usable, Flavour, BOUND};
+use super::preflight::{check_built_version, gpu_refusal, no_gpu, read_engine};
+use super::profile::{InputProfile, ShapeProfile};
+use crate::backend::{Backend, RunOutput};
+use crate::cuda::device::{Gpu, Stream};
+use crate::cuda::enqueue::{GpuEnqueue, IoBindings};
+use crate::cuda::info::{driver_info, GpuInfo};
+use crate::cuda::memory::{copy_from_host, copy_to_host, DeviceBuffer};
+use crate::tensor::{check_input_count, HostTensor, IoSpec};
+use anyhow::{anyhow, bail, Context, Result};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::Instant;
+use trtx::trtx_sys::Dims64;
+use trtx::{CudaEngine, ExecutionContext, Logger, Runtime, TensorIOMode};
+
+/// Where an engine runs and where TensorRT is.
+#[derive(Clone, Debug, Default)]
+pub struct TrtOptions {
+    /// GPU ordinal.
+    pub device_id: usize,
+    /// Folder holding the TensorRT libraries (`--tensorrt-dir`), else the usual search.
+    pub tensorrt_dir: Option<PathBuf>,
+}
+
+/// One process-wide logger for every runtime: TensorRT keeps a pointer to it, so it must
+/// outlive every engine, which `'static` guarantees. Its errors are collected for messages.
+fn logger() -> Result<&'static (Logger, LogCollector)> {
+    static LOGGER: OnceLock<(Logger, LogCollector)> = OnceLock::new();
+    if let Some(l) = LOGGER.get() {
+        return Ok(l);
+    }
+    let collector = LogCollector::default();
+    let logger = Logger::new(collector.clone()).map_err(|e| anyhow!("TensorRT logger: {e}"))?;
+    Ok(LOGGER.get_or_init(|| (logger, collector)))
+}
+
+/// TensorRT's own errors since the last call, on one line, or `fallback` when it said none.
+fn said(fallback: impl std::fmt::Display) -> String {
+    let errors = logger().map(|l| l.1.take()).unwrap_or_default();
+    if errors.is_empty() {
+        fallback.to_string()
+    } else {
+        errors.join("; ").replace('\n', " ")
+    }
+}
+
+/// Buffers and a stream for [`Backend::run`] on host tensors.
+struct HostSlot {
+    stream: Stream,
+    inputs: Vec<DeviceBuffer>,
+    outputs: Vec<DeviceBuffer>,
+}
+
+/// What the harness's current batch needs of each binding, checked on every enqueue.
+struct Prepared {
+    input_bytes: Vec<usize>,
+    output_bytes: Vec<usize>,
+}
+
+/// A TensorRT engine opened on a GPU.
+pub struct TrtBackend {
+    // Fields drop in order: buffers and contexts before the engine, the engine before the
+    // runtime, as TensorRT requires.
+    host: Option<HostSlot>,
+    contexts: Vec<ExecutionContext<'static>>,
+    #[cfg(not(feature = "tensorrt"))]
+    cache: rtx_cache::RuntimeCacheState,
+    engine: CudaEngine<'static>,
+    _runtime: Runtime<'static>,
+    gpu: Gpu,
+    path: PathBuf,
+    inputs: Vec<IoSpec>,
+    outputs: Vec<IoSpec>,
+    /// The engine's input dims (`-1` where dynamic), in input order.
+    input_dims: Vec<Vec<i64>>,
+    /// The optimization profile, from the sidecar, when trtkit built the engine.
+    profile: Option<ShapeProfile>,
+    prepared: Option<Prepared>,
+    notes: Vec<String>,
+}
+
+// SAFETY: every TensorRT object here (runtime, engine, contexts, runtime config and cache) is
+// owned by this value and reached only through `&mut self` or `&self` methods that TensorRT
+// documents as thread-safe to call from one thread at a time; the `Rc` inside the contexts is
+// shared only among the contexts and the cache state of this same value, so moving the whole
+// value to another thread moves every clone with it.
+unsafe impl Send for TrtBackend {}
+
+impl TrtBackend {
+    /// Opens the engine at `path` on GPU `options.device_id`: the file checks of `preflight`,
+    /// TensorRT found and of the engine's version, a GPU that runs the engine's flavour, then
+    /// deserialization. Every refusal is one line naming the file and what to do.
+    pub fn open(path: &Path, options: &TrtOptions) -> Result<TrtBackend> {
+        let shown = path.display().to_string();
+        let file = read_engine(path)?;
+        let libs = locate_usable(options.tensorrt_dir.as_deref())
+            .with_context(|| format!("{shown}: running it needs {}", BOUND.flavour))?;
+        if let Some(sidecar) = &file.sidecar {
+            check_built_version(path, sidecar, &libs.version)?;
+        }
+        let driver = driver_info();
+        if driver.gpus.is_empty() {
+            let why = driver
+                .error
+                .unwrap_or_else(|| "the driver sees no GPU".into());
+            bail!("{}", no_gpu(path, &why));
+        }
+        let info = driver
+            .gpus
+            .iter()
+            .find(|g| g.index as usize == options.device_id)
+            .cloned();
+        let gpu = Gpu::open(options.device_id).with_context(|| shown.clone())?;
+        let info = info.unwrap_or_else(|| GpuInfo {
+            index: options.device_id as i32,
+            name: gpu.name().to_string(),
+            memory_bytes: 0,
+            compute_capability: "?".into(),
+        });
+        load(&libs)?;
+        gpu.bind()?;
+        let (logger, _) = logger()?;
+        let mut runtime = Runtime::new(logger)
+            .map_err(|e| anyhow!("{shown}: cannot create the {} runtime: {e}", BOUND.flavour))?;
+        let engine = runtime.deserialize_cuda_engine(&file.bytes).map_err(|e| {
+            let said = said(e);
+            match gpu_refusal(path, &info, Some(&said)) {
+                Some(refusal) => anyhow!("{refusal}"),
+                None => anyhow!(
+                    "{shown}: {} {} could not deserialize it on {} (compute capability {}): {said}; the file may be damaged or from another TensorRT version: rebuild it with `trtkit build`",
+                    BOUND.flavour, libs.version, info.name, info.compute_capability
+                ),
+            }
+        })?;
+        if let Some(refusal) = gpu_refusal(path, &info, None) {
+            tracing::warn!("{refusal} — but it deserialized, so trtkit goes on");
+        }
+        let (inputs, outputs, input_dims) = engine_io(&engine, &shown)?;
+        #[cfg(not(feature = "tensorrt"))]
+        let mut engine = engine;
+        #[cfg(not(feature = "tensorrt"))]
+        let cache = {
+            let key = rtx_cache::key(&file.sha256, &libs.version, &info, driver.driver_version);
+            rtx_cache::RuntimeCacheState::open(&mut engine, path, key)?
+        };
+        #[cfg(not(feature = "tensorrt"))]
+        let notes = vec![cache.opening_note()];
+        #[cfg(feature = "tensorrt")]
+        let notes = vec![];
+        Ok(TrtBackend {
+            host: None,
+            contexts: vec![],
+            #[cfg(not(feature = "tensorrt"))]
+            cache,
+            engine,
+            _runtime: runtime,
+            gpu,
+            path: path.to_path_buf(),
+            inputs,
+            outputs,
+            input_dims,
+            profile: file.sidecar.map(|s| s.key.profile),
+            prepared: None,
+            notes,
+        })
+    }
+
+    /// Makes sure `n` execution contexts exist.
+    fn ensure_contexts(&mut self, n: usize) -> Result<()> {
+        self.gpu.bind()?;
+        while self.contexts.len() < n {
+            #[cfg(not(feature = "tensorrt"))]
+            let ctx = self
+                .engine
+                .create_execution_context_with_config(self.cache.config.clone());
+            #[cfg(feature = "tensorrt")]
+            let ctx = self.engine.create_execution_context();
+            let ctx = ctx.map_err(|e| {
+                anyhow!(
+                    "{}: cannot create an execution context: {}",
+                    self.path.display(),
+                    said(e)
+                )
+            })?;
+            self.contexts.push(ctx);
+        }
+        Ok(())
+    }
+
+    /// Sets the input shapes of context `slot`; a shape outside the optimization profile is
+    /// refused with the profile's bounds (from the sidecar, else probed through TensorRT).
+    fn set_shapes(&mut self, slot: usize, shapes: &[Vec<i64>]) -> Result<()> {
+        let shown = self.path.display().to_string();
+        for (i, shape) in shapes.iter().enumerate() {
+            let name = self.inputs[i].name.clone();
+            let batch = shape.first().copied().unwrap_or(1).max(0) as usize;
+            let known = self
+                .profile
+                .as_ref()
+                .and_then(|p| p.inputs.iter().find(|x| x.name == name).cloned());
+            if let Some(p) = &known {
+                if !in_profile(shape, p) {
+                    bail!("{}", batch_outside_profile(&shown, &name, batch, Some(p)));
+                }
+            }
+            let ctx = &mut self.contexts[slot];
+            if ctx
+                .set_input_shape(&name, &Dims64::from_slice(shape))
+                .is_err()
+            {
+                let probed = known.or_else(|| self.probe_profile(slot, i));
+                bail!(
+                    "{}",
+                    batch_outside_profile(&shown, &name, batch, probed.as_ref())
+                );
+            }
+        }
+        said("");
+        Ok(())
+    }
+
+    /// The batch range input `i` accepts, found through `setInputShape` (engines without a
+    /// sidecar); its other axes are the engine's fixed dims.
+    fn probe_profile(&mut self, slot: usize, i: usize) -> Option<InputProfile> {
+        let dims = self.input_dims[i].clone();
+        let name = self.inputs[i].name.clone();
+        let ctx = &mut self.contexts[slot];
+        let at = |b: usize| input_shape_at(&name, &dims, b).ok();
+        let (lo, hi) = probe_batch_range(
+            |b| at(b).is_some_and(|s| ctx.set_input_shape(&name, &Dims64::from_slice(&s)).is_ok()),
+            1 << 16,
+        )?;
+        said("");
+        Some(InputProfile {
+            name: name.clone(),
+            min: at(lo)?,
+            opt: at(lo)?,
+            max: at(hi)?,
+        })
+    }
+
+    /// The shape of every output of context `slot` once its inputs are set.
+    fn output_shapes(&self, slot: usize) -> Result<Vec<Vec<i64>>> {
+        let ctx = &self.contexts[slot];
+        self.outputs
+            .iter()
+            .map(|o| {
+                let d = ctx
+                    .tensor_shape(&o.name)
+                    .map_err(|e| anyhow!("output '{}': {e}", o.name))?;
+                Ok(d.d[..d.nbDims.max(0) as usize].to_vec())
+            })
+            .collect()
+    }
+
+    /// Binds every tensor of context `slot` to its device address and queues the engine on
+    /// `stream`.
+    fn bind_and_enqueue(&mut self, slot: usize, stream: &Stream, io: &IoBindings) -> Result<()> {
+        let ctx = &mut self.contexts[slot];
+        for b in io.inputs.iter().chain(&io.outputs) {
+            // SAFETY: `b.ptr` is a live device allocation of `b.bytes` bytes owned by the caller
+            // (the harness or the host slot) for as long as work on `stream` may use it; the
+            // caller checked `b.bytes` against the tensor's size at the shapes set on `ctx`.
+            unsafe { ctx.set_tensor_address(&b.name, b.ptr as *mut std::ffi::c_void) }
+                .map_err(|e| anyhow!("tensor '{}': {e}", b.name))?;
+        }
+        // SAFETY: `stream` is a live stream of the bound context, and every I/O tensor of
+        // `ctx` was bound above to memory that outlives the queued work.
+        unsafe { ctx.enqueue_v3(stream.raw() as *mut std::ffi::c_void) }.map_err(|e| {
+            anyhow!(
+                "{}: {} could not queue the inference: {}",
+                self.path.display(),
+                BOUND.flavour,
+                said(e)
+            )
+        })
+    }
+}
+
+/// The engine's inputs and outputs as I/O specs (in TensorRT's order), and the input dims.
+#[allow(clippy::type_complexity)]
+fn engine_io(
+    engine: &CudaEngine<'static>,
+    shown: &str,
+) -> Result<(Vec<IoSpec>, Vec<IoSpec>, Vec<Vec<i64>>)> {
+    let (mut inputs, mut outputs, mut dims) = (vec![], vec![], vec![]);
+    let err = |e: trtx::Error| anyhow!("{shown}: reading the engine's I/O: {e}");
+    for i in 0..engine.nb_io_tensors().map_err(err)? {
+        let name = engine.io_tensor_name(i).map_err(err)?;
+        let t = engine.tensor_data_type(&name).map_err(err)?;
+        let Some(elem) = elem_type(t) else {
+            bail!(
+                "{shown}: tensor '{name}' is {}, which trtkit cannot move to or from the host",
+                super::engine_io::dtype_name(t)
+            );
+        };
+        let shape = engine.tensor_shape(&name).map_err(err)?;
+        match engine.tensor_io_mode(&name).map_err(err)? {
+            TensorIOMode::kINPUT => {
+                if engine.is_shape_inference_io(&name).map_err(err)? {
+                    bail!("{shown}: input '{name}' is a shape tensor; trtkit runs engines whose inputs are data tensors");
+                }
+                inputs.push(io_spec(&name, elem, &shape));
+                dims.push(shape);
+            }
+            _ => outputs.push(io_spec(&name, elem, &shape)),
+        }
+    }
+    Ok((inputs, outputs, dims))
+}
+
+impl GpuEnqueue for TrtBackend {
+    fn prepare(&mut self, gpu: &Gpu, batch: usize, slots: usize) -> Result<()> {
+        if gpu.id() != self.gpu.id() {
+            bail!(
+                "{}: the engine was opened on GPU {}, not GPU {}",
+                self.path.display(),
+                self.gpu.id(),
+                gpu.id()
+            );
+        }
+        let shapes = self
+            .inputs
+            .iter()
+            .zip(&self.input_dims)
+            .map(|(s, d)| input_shape_at(&s.name, d, batch))
+            .collect::<Result<Vec<_>>>()?;
+        self.ensure_contexts(slots)?;
+        for slot in 0..slots {
+            self.set_shapes(slot, &shapes)?;
+        }
+        let outputs = self.output_shapes(0)?;
+        let mut output_bytes = vec![];
+        for (spec, shape) in self.outputs.iter().zip(&outputs) {
+            let expected = spec.concrete_shape(batch)?;
+            if shape
+                .iter()
+                .map(|&d| d as usize)
+                .ne(expected.iter().copied())
+            {
+                bail!(
+                    "{}: output '{}' has shape {shape:?} at batch {batch}, not the {expected:?} its declared dims give; trtkit times engines whose outputs vary with the batch only",
+                    self.path.display(),
+                    spec.name
+                );
+            }
+            output_bytes.push(tensor_bytes(&spec.name, shape, spec.elem_type.size())?);
+        }
+        let input_bytes = self
+            .inputs
+            .iter()
+            .zip(&shapes)
+            .map(|(s, shape)| tensor_bytes(&s.name, shape, s.elem_type.size()))
+            .collect::<Result<_>>()?;
+        self.prepared = Some(Prepared {
+            input_bytes,
+            output_bytes,
+        });
+        Ok(())
+    }
+
+    fn enqueue(&mut self, slot: usize, stream: &Stream, io: &IoBindings) -> Result<()> {
+        let Some(p) = &self.prepared else {
+            bail!("the engine backend was not prepared for a batch");
+        };
+        let need = p.input_bytes.iter().chain(&p.output_bytes);
+        let have = io.inputs.iter().chain(&io.outputs);
+        if slot >= self.contexts.len()
+            || io.inputs.len() != p.input_bytes.len()
+            || io.outputs.len() != p.output_bytes.len()
+            || have.zip(need).any(|(b, &n)| b.bytes < n)
+        {
+            bail!("the harness's buffers do not match the prepared batch");
+        }
+        self.bind_and_enqueue(slot, stream, io)
+    }
+}
+
+impl Backend for TrtBackend {
+    fn name(&self) -> String {
+        match BOUND.flavour {
+            Flavour::TensorRt => "tensorrt".into(),
+            Flavour::TensorRtRtx => "tensorrt-rtx".into(),
+        }
+    }
+
+    fn inputs(&self) -> &[IoSpec] {
+        &self.inputs
+    }
+
+    fn outputs(&self) -> &[IoSpec] {
+        &self.outputs
+    }
+
+    fn run(&mut self, inputs: &[HostTensor]) -> Result<RunOutput> {
+        check_input_count(&self.inputs, inputs)?;
+        let start = Instant::now();
+        for (spec, t) in self.inputs.iter().zip(inputs) {
+            if spec.elem_type != t.elem_type() {
+                bail!(
+                    "{}: input '{}' is {} in the engine, got {}",
+                    self.path.display(),
+                    spec.name,
+                    spec.elem_type,
+                    t.elem_type()
+                );
+            }
+        }
+        let shapes: Vec<Vec<i64>> = inputs
+            .iter()
+            .map(|t| t.shape.iter().map(|&d| d as i64).collect())
+            .collect();
+        self.ensure_contexts(1)?;
+        self.set_shapes(0, &shapes)?;
+        let out_shapes = self.output_shapes(0)?;
+        let out_bytes = self
+            .outputs
+            .iter()
+            .zip(&out_shapes)
+            .map(|(s, shape)| tensor_bytes(&s.name, shape, s.elem_type.size()))
+            .collect::<Result<Vec<_>>>()?;
+        let mut host = match self.host.take() {
+            Some(h) => h,
+            None => HostSlot {
+                stream: self.gpu.new_stream()?,
+                inputs: vec![],
+                outputs: vec![],
+            },
+        };
+        let fit = |bufs: &mut Vec<DeviceBuffer>, sizes: &[usize], gpu: &Gpu| -> Result<()> {
+            if bufs.len() != sizes.len() || bufs.iter().zip(sizes).any(|(b, &n)| b.len() != n) {
+                *bufs = sizes
+                    .iter()
+                    .map(|&n| DeviceBuffer::new(gpu, n))
+                    .collect::<Result<_>>()?;
+            }
+            Ok(())
+        };
+        let in_bytes: Vec<usize> = inputs.iter().map(HostTensor::byte_len).collect();
+        fit(&mut host.inputs, &in_bytes, &self.gpu)?;
+        fit(&mut host.outputs, &out_bytes, &self.gpu)?;
+        for (t, buf) in inputs.iter().zip(&host.inputs) {
+            copy_from_host(&t.to_le_bytes(), buf, &host.stream)?;
+        }
+        let binding = |spec: &IoSpec, shape: &[i64], buf: &DeviceBuffer| {
+            crate::cuda::enqueue::TensorBinding {
+                name: spec.name.clone(),
+                shape: shape.iter().map(|&d| d as usize).collect(),
+                ptr: buf.ptr(),
+                bytes: buf.len(),
+            }
+        };
+        let io = IoBindings {
+            inputs: self
+                .inputs
+                .iter()
+                .zip(&shapes)
+                .zip(&host.inputs)
+                .map(|((s, shape), b)| binding(s, shape, b))
+                .collect(),
+            outputs: self
+                .outputs
+                .iter()
+                .zip(&out_shapes)
+                .zip(&host.outputs)
+                .map(|((s, shape), b)| binding(s, shape, b))
+                .collect(),
+        };
+        let ran = self
+            .bind_and_enqueue(0, &host.stream, &io)
+            .and_then(|()| host.stream.synchronize());
+        let outputs = ran.and_then(|()| {
+            self.outputs
+                .iter()
+                .zip(&out_shapes)
+                .zip(&host.outputs)
+                .map(|((spec, shape), buf)| {
+                    let mut bytes = vec![0u8; buf.len()];
+                    copy_to_host(buf, &mut bytes, &host.stream)?;
+                    let shape = shape.iter().map(|&d| d as usize).collect();
+                    HostTensor::from_le_bytes(&spec.name, shape, spec.elem_type, &bytes)
+                })
+                .collect::<Result<Vec<_>>>()
+        });
+        self.host = Some(host);
+        // The harness binds its own buffers to context 0 when it prepares; forget ours.
+        self.prepared = None;
+        Ok(RunOutput {
+            outputs: outputs?,
+            elapsed: start.elapsed(),
+        })
+    }
+
+    fn gpu(&mut self) -> Option<&mut dyn GpuEnqueue> {
+        Some(self)
+    }
+
+    fn finish(&mut self) -> Result<Vec<String>> {
+        #[cfg(not(feature = "tensorrt"))]
+        {
+            let saved = self.cache.save()?;
+            self.notes.extend(saved);
+        }
+        Ok(std::mem::take(&mut self.notes))
+    }
+}
+
+#[cfg(not(feature = "tensorrt"))]
+mod rtx_cache {
+    //! TensorRT-RTX's runtime cache for one opened engine: read from its keyed file before the
+    //! first execution context, handed to every context through one runtime config, and
+    //! written back when the job is done if TensorRT-RTX compiled anything new.
+
+    use super::super::runtime_cache::{cache_path, read, write, CacheLookup, RuntimeCacheKey};
+    use super::said;
+    use crate::cuda::info::GpuInfo;
+    use crate::units::bytes;
+    use anyhow::{anyhow, Result};
+    use std::path::{Path, PathBuf};
+    use std::rc::Rc;
+    use std::sync::Arc;
+    use trtx::{CudaEngine, RuntimeCache, RuntimeConfig};
+
+    /// The key of the runtime cache for an engine on a GPU.
+    pub fn key(
+        engine_sha256: &str,
+        version: &str,
+        gpu: &GpuInfo,
+        driver_version: Option<String>,
+    ) -> RuntimeCacheKey {
+        RuntimeCacheKey {
+            engine_sha256: engine_sha256.into(),
+            tensorrt_version: version.into(),
+            gpu: gpu.name.clone(),
+            compute_capability: gpu.compute_capability.clone(),
+            driver_version,
+        }
+    }
+
+    /// The runtime cache of one opened engine and what became of it.
+    pub struct RuntimeCacheState {
+        /// The runtime config every execution context is created with.
+        pub config: Rc<RuntimeConfig<'static>>,
+        cache: Option<Arc<RuntimeCache>>,
+        place: Option<(PathBuf, RuntimeCacheKey)>,
+        loaded: Option<Vec<u8>>,
+        opening: String,
+    }
+
+    impl RuntimeCacheState {
+        /// Creates the runtime config of `engine` with a runtime cache, filled from the file
+        /// for `key` beside `engine_path` when one matches.
+        pub fn open(
+            engine: &mut CudaEngine<'static>,
+            engine_path: &Path,
+            key: RuntimeCacheKey,
+        ) -> Result<RuntimeCacheState> {
+            let mut config = engine
+                .create_runtime_config()
+                .map_err(|e| anyhow!("runtime config: {}", said(e)))?;
+            let cache = Arc::new(
+                config
+                    .create_runtime_cache()
+                    .map_err(|e| anyhow!("runtime cache: {}", said(e)))?,
+            );
+            let path = cache_path(engine_path, &key);
+            let shown = path.display();
+            let (loaded, opening) = match read(&path, &key) {
+                CacheLookup::Hit(blob) => match cache.deserialize(&blob) {
+                    Ok(()) => (
+                        Some(blob.clone()),
+                        format!("runtime cache: reusing {shown} ({} of compiled kernels for {}): its key matches", bytes(blob.len() as u64), key.gpu),
+                    ),
+                    Err(e) => (
+                        None,
+                        format!("runtime cache: {shown} was refused by TensorRT-RTX ({}); the first iteration compiles the kernels again", said(e)),
+                    ),
+                },
+                CacheLookup::Missing => (
+                    None,
+                    format!("runtime cache: none yet for this engine on {}; the first iteration compiles the kernels", key.gpu),
+                ),
+                CacheLookup::Stale(why) => (
+                    None,
+                    format!("runtime cache: {shown} is not reused: {why}; the first iteration compiles the kernels"),
+                ),
+            };
+            config
+                .set_runtime_cache(cache.clone())
+                .map_err(|e| anyhow!("runtime cache: {}", said(e)))?;
+            Ok(RuntimeCacheState {
+                config: Rc::new(config),
+                cache: Some(cache),
+                place: Some((path, key)),
+                loaded,
+                opening,
+            })
+        }
+
+        /// What was found when the engine was opened.
+        pub fn opening_note(&self) -> String {
+            self.opening.clone()
+        }
+
+        /// Writes the cache back when TensorRT-RTX added to it; says what was written.
+        pub fn save(&mut self) -> Result<Vec<String>> {
+            let (Some(cache), Some((path, key))) = (&self.cache, &self.place) else {
+                return Ok(vec![]);
+            };
+            let blob = cache
+                .serialize()
+                .map_err(|e| anyhow!("runtime cache: {}", said(e)))?
+                .as_ref()
+                .to_vec();
+            if blob.is_empty() || self.loaded.as_deref() == Some(&blob[..]) {
+                return Ok(vec![]);
+            }
+            write(path, key, &blob)?;
+            let note = format!(
+                "runtime cache: saved {} ({}); the next run on {} skips compiling",
+                path.display(),
+                bytes(blob.len() as u64),
+                key.gpu
+            );
+            self.loaded = Some(blob);
+            Ok(vec![note])
+        }
+    }
+}

@@ -1,0 +1,157 @@
+//! TensorRT-RTX's runtime cache on disk. TensorRT-RTX compiles an engine's kernels for the GPU
+//! the first time it runs there; its runtime cache holds them, so a later run skips that. trtkit
+//! keeps it beside the engine, keyed on what the compiled kernels depend on (the engine's bytes,
+//! the TensorRT-RTX version, the GPU and the driver): the key's hash is in the file name and
+//! the whole key in the file's first line, and a file is written to a temporary name and renamed.
+
+use crate::atomic_file::write_atomic;
+use crate::onnx::model::sha256_hex;
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// The first line of every runtime cache file trtkit writes.
+pub const MAGIC: &[u8] = b"trtkit-runtime-cache 1\n";
+
+/// What a runtime cache's compiled kernels depend on.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RuntimeCacheKey {
+    /// SHA-256 of the engine file.
+    pub engine_sha256: String,
+    /// TensorRT-RTX version that compiled the kernels.
+    pub tensorrt_version: String,
+    /// GPU name.
+    pub gpu: String,
+    /// The GPU's compute capability.
+    pub compute_capability: String,
+    /// NVIDIA driver version, when known.
+    pub driver_version: Option<String>,
+}
+
+impl RuntimeCacheKey {
+    /// The fields that differ from `now`, as `field was X, now Y`.
+    pub fn differences(&self, now: &RuntimeCacheKey) -> Vec<String> {
+        let (old, new) = (
+            serde_json::to_value(self).unwrap_or_default(),
+            serde_json::to_value(now).unwrap_or_default(),
+        );
+        let fields = [
+            "engine_sha256",
+            "tensorrt_version",
+            "gpu",
+            "compute_capability",
+            "driver_version",
+        ];
+        fields
+            .iter()
+            .filter(|f| old.get(**f) != new.get(**f))
+            .map(|f| format!("{f} was {}, now {}", old[*f], new[*f]))
+            .collect()
+    }
+}
+
+/// The runtime cache of `engine` for `key`: `<engine>.<hash8 of the key>.rtcache`, so caches of
+/// one engine for several GPUs or drivers live side by side.
+pub fn cache_path(engine: &Path, key: &RuntimeCacheKey) -> PathBuf {
+    let json = serde_json::to_string(key).unwrap_or_default();
+    let mut name = engine.as_os_str().to_owned();
+    name.push(format!(".{}.rtcache", &sha256_hex(json.as_bytes())[..8]));
+    PathBuf::from(name)
+}
+
+/// What was found at a runtime cache path.
+#[derive(Debug, PartialEq)]
+pub enum CacheLookup {
+    /// A cache for this key: the blob TensorRT-RTX serialized.
+    Hit(Vec<u8>),
+    /// No file there.
+    Missing,
+    /// A file that cannot be used, and why (it is replaced after the run).
+    Stale(String),
+}
+
+/// Reads the runtime cache at `path` and checks its header against `key`.
+pub fn read(path: &Path, key: &RuntimeCacheKey) -> CacheLookup {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return CacheLookup::Missing,
+        Err(e) => return CacheLookup::Stale(format!("it cannot be read ({e})")),
+    };
+    let Some(rest) = bytes.strip_prefix(MAGIC) else {
+        return CacheLookup::Stale("it is not a trtkit runtime cache (no header)".into());
+    };
+    let Some(end) = rest.iter().position(|&b| b == b'\n') else {
+        return CacheLookup::Stale("its header is cut off".into());
+    };
+    match serde_json::from_slice::<RuntimeCacheKey>(&rest[..end]) {
+        Ok(found) if &found == key => CacheLookup::Hit(rest[end + 1..].to_vec()),
+        Ok(found) => CacheLookup::Stale(format!(
+            "it was made for another key ({})",
+            found.differences(key).join("; ")
+        )),
+        Err(e) => CacheLookup::Stale(format!("its header is unreadable ({e})")),
+    }
+}
+
+/// Writes `blob` as the runtime cache for `key` at `path`, atomically.
+pub fn write(path: &Path, key: &RuntimeCacheKey, blob: &[u8]) -> Result<()> {
+    let header = serde_json::to_vec(key)?;
+    let mut bytes = Vec::with_capacity(MAGIC.len() + header.len() + 1 + blob.len());
+    bytes.extend_from_slice(MAGIC);
+    bytes.extend_from_slice(&header);
+    bytes.push(b'\n');
+    bytes.extend_from_slice(blob);
+    write_atomic(path, &bytes)
+        .with_context(|| format!("{}: cannot write the runtime cache", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key() -> RuntimeCacheKey {
+        RuntimeCacheKey {
+            engine_sha256: "ab".repeat(32),
+            tensorrt_version: "1.7.1.116".into(),
+            gpu: "NVIDIA GeForce RTX 4090".into(),
+            compute_capability: "8.9".into(),
+            driver_version: Some("580.1".into()),
+        }
+    }
+
+    #[test]
+    fn a_written_cache_is_read_back_only_for_its_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = dir.path().join("m.engine");
+        let path = cache_path(&engine, &key());
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        assert!(
+            name.starts_with("m.engine.") && name.ends_with(".rtcache"),
+            "{name}"
+        );
+        assert_eq!(read(&path, &key()), CacheLookup::Missing);
+
+        let blob = b"\x00kernels\nwith newlines\n".to_vec();
+        write(&path, &key(), &blob).unwrap();
+        assert_eq!(read(&path, &key()), CacheLookup::Hit(blob));
+
+        let other = RuntimeCacheKey {
+            gpu: "NVIDIA RTX A6000".into(),
+            compute_capability: "8.6".into(),
+            ..key()
+        };
+        assert_ne!(cache_path(&engine, &other), path);
+        let CacheLookup::Stale(why) = read(&path, &other) else {
+            panic!("another GPU's cache must not be used")
+        };
+        assert!(
+            why.contains("gpu was") && why.contains("compute_capability was"),
+            "{why}"
+        );
+
+        std::fs::write(&path, b"junk").unwrap();
+        assert!(matches!(read(&path, &key()), CacheLookup::Stale(w) if w.contains("no header")));
+        std::fs::write(&path, [MAGIC, b"{\"engine"].concat()).unwrap();
+        assert!(matches!(read(&path, &key()), CacheLookup::Stale(w) if w.contains("cut off")));
+    }
+}
