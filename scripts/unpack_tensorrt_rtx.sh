@@ -70,7 +70,7 @@ with open(sys.argv[1], "rb") as f:
     rm -f "$archive"
     libs_ok || die "library checksums in $DEST do not match $B/SHA256SUMS"
 fi
-log "libraries ready in $DEST ($(du -sh "$DEST" | cut -f1)) after $(printf '%.1f' "$(echo "$(date +%s.%N) - $start" | bc)") s"
+log "libraries ready in $DEST ($(du -sh "$DEST" | cut -f1)) after $(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s"
 
 wheel=$(ls "$B"/tensorrt_rtx_cu13_bindings-*.whl 2>/dev/null | head -1)
 [[ -n $wheel ]] || die "no tensorrt_rtx_cu13_bindings wheel in $B"

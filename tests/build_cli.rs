@@ -10,27 +10,17 @@ mod support;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use support::{assert_clean_error, files, models_under, save, trtkit};
+use support::{assert_clean_error, files, models_under, save, tensorrt_dir, trtkit, trtkit_in};
 use trtkit::onnx::pb::{ModelProto, NodeProto};
 use trtkit::onnx::test_models;
 use trtkit::trt::engine_file::{lookup, Lookup};
 
-/// The folder holding TensorRT-RTX, found once the way trtkit finds it.
-fn tensorrt_dir() -> PathBuf {
-    let libs = trtkit::trt::loader::locate_libraries(None)
-        .expect("TensorRT-RTX is needed: python3 -m pip install tensorrt-rtx-cu13-libs==1.7.1.116");
-    libs.runtime.parent().unwrap().to_path_buf()
-}
-
 /// Runs `trtkit build` in `dir` with `args` (the TensorRT folder passed explicitly).
 fn build_in(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_trtkit"))
-        .current_dir(dir)
-        .arg("build")
-        .args(args)
-        .env("TRTKIT_TENSORRT_DIR", tensorrt_dir())
-        .output()
-        .unwrap()
+    let all: Vec<&str> = std::iter::once("build")
+        .chain(args.iter().copied())
+        .collect();
+    trtkit_in(dir, &all)
 }
 
 fn json_of(out: &Output) -> Value {

@@ -9,26 +9,8 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use support::{assert_clean_error, save, write_jpeg};
+use support::{assert_clean_error, save, trtkit_in, write_jpeg};
 use trtkit::onnx::test_models;
-
-/// The folder holding TensorRT-RTX, found the way trtkit finds it.
-fn tensorrt_dir() -> PathBuf {
-    let libs = trtkit::trt::loader::locate_libraries(None)
-        .expect("TensorRT-RTX is needed: python3 -m pip install tensorrt-rtx-cu13-libs==1.7.1.116");
-    libs.runtime.parent().unwrap().to_path_buf()
-}
-
-/// Runs trtkit in `dir` with TensorRT-RTX's folder in the environment.
-fn trtkit_in(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_trtkit"))
-        .current_dir(dir)
-        .args(args)
-        .env("TRTKIT_TENSORRT_DIR", tensorrt_dir())
-        .output()
-        .unwrap()
-}
 
 /// Builds the test classifier's dynamic-batch FP32 engine in `dir`; returns the engine and the
 /// model.

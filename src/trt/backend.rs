@@ -14,7 +14,9 @@ use super::engine_io::{
     tensor_bytes,
 };
 use super::loader::{locate_usable, Flavour, BOUND};
-use super::preflight::{check_built_version, gpu_refusal, no_gpu, read_engine};
+use super::preflight::{
+    check_built_version, deserialize_refusal, gpu_refusal, no_gpu, read_engine,
+};
 use super::profile::{InputProfile, ShapeProfile};
 use crate::backend::{Backend, RunOutput};
 use crate::cuda::device::{Gpu, Stream};
@@ -50,9 +52,15 @@ fn logger() -> Result<&'static (Logger, LogCollector)> {
     Ok(LOGGER.get_or_init(|| (logger, collector)))
 }
 
+/// TensorRT's errors logged since the last call, leaving none (refusals that trtkit expects,
+/// such as probing a profile, are taken and dropped).
+fn take_log() -> Vec<String> {
+    logger().map(|l| l.1.take()).unwrap_or_default()
+}
+
 /// TensorRT's own errors since the last call, on one line, or `fallback` when it said none.
 fn said(fallback: impl std::fmt::Display) -> String {
-    let errors = logger().map(|l| l.1.take()).unwrap_or_default();
+    let errors = take_log();
     if errors.is_empty() {
         fallback.to_string()
     } else {
@@ -139,14 +147,10 @@ impl TrtBackend {
         let mut runtime = Runtime::new(logger)
             .map_err(|e| anyhow!("{shown}: cannot create the {} runtime: {e}", BOUND.flavour))?;
         let engine = runtime.deserialize_cuda_engine(&file.bytes).map_err(|e| {
-            let said = said(e);
-            match gpu_refusal(path, &info, Some(&said)) {
-                Some(refusal) => anyhow!("{refusal}"),
-                None => anyhow!(
-                    "{shown}: {} {} could not deserialize it on {} (compute capability {}): {said}; the file may be damaged or from another TensorRT version: rebuild it with `trtkit build`",
-                    BOUND.flavour, libs.version, info.name, info.compute_capability
-                ),
-            }
+            anyhow!(
+                "{}",
+                deserialize_refusal(path, &info, &libs.version, &said(e))
+            )
         })?;
         if let Some(refusal) = gpu_refusal(path, &info, None) {
             tracing::warn!("{refusal} — but it deserialized, so trtkit goes on");
@@ -231,22 +235,23 @@ impl TrtBackend {
                 );
             }
         }
-        said("");
         Ok(())
     }
 
     /// The batch range input `i` accepts, found through `setInputShape` (engines without a
-    /// sidecar); its other axes are the engine's fixed dims.
+    /// sidecar); its other axes are the engine's fixed dims. The opt shape cannot be probed and
+    /// is left at the min.
     fn probe_profile(&mut self, slot: usize, i: usize) -> Option<InputProfile> {
         let dims = self.input_dims[i].clone();
         let name = self.inputs[i].name.clone();
         let ctx = &mut self.contexts[slot];
         let at = |b: usize| input_shape_at(&name, &dims, b).ok();
-        let (lo, hi) = probe_batch_range(
+        let range = probe_batch_range(
             |b| at(b).is_some_and(|s| ctx.set_input_shape(&name, &Dims64::from_slice(&s)).is_ok()),
             1 << 16,
-        )?;
-        said("");
+        );
+        take_log();
+        let (lo, hi) = range?;
         Some(InputProfile {
             name: name.clone(),
             min: at(lo)?,

@@ -105,10 +105,9 @@ pub fn batch_outside_profile(
 ) -> String {
     let bounds = match range {
         Some(p) => format!(
-            "input '{input}' takes min {} to max {} (opt {})",
+            "input '{input}' takes min {} to max {}",
             format_shape(&p.min),
-            format_shape(&p.max),
-            format_shape(&p.opt)
+            format_shape(&p.max)
         ),
         None => format!("input '{input}' refused it, and its bounds could not be found"),
     };

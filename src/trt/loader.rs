@@ -403,7 +403,7 @@ pub fn can_run_on(flavour: Flavour, gpu: &str, compute_capability: &str) -> (boo
         Flavour::TensorRtRtx => (
             false,
             format!(
-                "TensorRT-RTX engines cannot run on {gpu}: it has compute capability {compute_capability}, and TensorRT-RTX runs on 8.0, 8.6, 8.9 and 12.x (A100, RTX 30/40/50, L4-class Ada); build with NVIDIA TensorRT for this GPU, or run the engine on one of those"
+                "TensorRT-RTX engines cannot run on {gpu}: it has compute capability {compute_capability}, and TensorRT-RTX runs on 8.0, 8.6, 8.9 and 12.x (A100, RTX 30/40/50, L4-class Ada); for this GPU use NVIDIA TensorRT (trtkit built with `--features tensorrt`), or run the engine on one of those"
             ),
         ),
         Flavour::TensorRt => (

@@ -141,6 +141,29 @@ pub fn gpu_refusal(path: &Path, gpu: &GpuInfo, said: Option<&str>) -> Option<Str
     ))
 }
 
+/// The message when TensorRT refused to deserialize the engine on `gpu`, saying `said`: the GPU
+/// refusal when the engine's flavour does not run on this GPU and TensorRT's words are about
+/// that (or it said nothing); otherwise the engine itself is damaged or from another version,
+/// and the GPU's own limit is added when it has one.
+pub fn deserialize_refusal(path: &Path, gpu: &GpuInfo, version: &str, said: &str) -> String {
+    let about_gpu = said.is_empty() || said.to_ascii_lowercase().contains("compute capabilit");
+    match gpu_refusal(path, gpu, Some(said)) {
+        Some(refusal) if about_gpu => refusal,
+        other => format!(
+            "{}: {} {version} could not deserialize it on {} (compute capability {}): {said}; the file may be damaged or from another TensorRT version: rebuild it with `trtkit build`{}",
+            path.display(),
+            BOUND.flavour,
+            gpu.name,
+            gpu.compute_capability,
+            if other.is_some() {
+                " (and this GPU cannot run such engines anyway: see `trtkit doctor`)"
+            } else {
+                ""
+            }
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::engine_file::{EngineFacts, EngineKey, Precision};
@@ -266,6 +289,28 @@ mod tests {
                 "{m}"
             );
             assert_eq!(gpu_refusal(p, &a100, None), None);
+        }
+        let cc = "Error Code 6: API Usage Error (The engine cannot run on this GPU, which has compute capability 9.0.)";
+        let broken = "Error Code 1: Serialization (Serialization assertion plan.header.size == blobSize failed.)";
+        let on_a100 = deserialize_refusal(p, &a100, "1.7.1.116", broken);
+        assert!(
+            on_a100.contains("could not deserialize it on NVIDIA A100")
+                && on_a100.contains("blobSize")
+                && on_a100.contains("damaged")
+                && !on_a100.contains("anyway"),
+            "{on_a100}"
+        );
+        if !cfg!(feature = "tensorrt") {
+            let m = deserialize_refusal(p, &h200, "1.7.1.116", cc);
+            assert!(
+                m.contains("cannot run on GPU 0") && m.contains("said: Error Code 6"),
+                "{m}"
+            );
+            let m = deserialize_refusal(p, &h200, "1.7.1.116", broken);
+            assert!(
+                m.contains("damaged") && m.contains("cannot run such engines anyway"),
+                "{m}"
+            );
         }
         let m = no_gpu(p, "no CUDA driver (libcuda.so) could be loaded");
         assert!(

@@ -22,6 +22,24 @@ pub fn trtkit(args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// The folder holding TensorRT-RTX, found the way trtkit finds it (the tests that build or run
+/// engines need it: `python3 -m pip install tensorrt-rtx-cu13-libs==1.7.1.116`).
+pub fn tensorrt_dir() -> PathBuf {
+    let libs = trtkit::trt::loader::locate_libraries(None)
+        .expect("TensorRT-RTX is needed: python3 -m pip install tensorrt-rtx-cu13-libs==1.7.1.116");
+    libs.runtime.parent().unwrap().to_path_buf()
+}
+
+/// Runs the trtkit binary in `dir` with `args`, TensorRT-RTX's folder in the environment.
+pub fn trtkit_in(dir: &Path, args: &[&str]) -> Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_trtkit"))
+        .current_dir(dir)
+        .args(args)
+        .env("TRTKIT_TENSORRT_DIR", tensorrt_dir())
+        .output()
+        .unwrap()
+}
+
 /// Asserts a failed run: the exit code, one line on stderr that mentions every `needles`, no panic.
 pub fn assert_clean_error(out: &Output, code: i32, needles: &[&str]) {
     let stderr = String::from_utf8_lossy(&out.stderr);
