@@ -21,3 +21,4 @@ pub mod setting;
 pub mod tensor;
 pub mod trt;
 pub mod units;
+pub mod workspace;

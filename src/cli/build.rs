@@ -4,6 +4,7 @@
 use crate::cli::args::calibration::{AlgoArg, CalibrationArgs};
 use crate::cli::args::output::JsonArgs;
 use crate::cli::quantize::keep_fp32_list;
+use crate::cli::workspace::for_model;
 use crate::cli::UsageError;
 use crate::onnx::rewrite::fp16::Fp16Options;
 use crate::onnx::shape::parse_input_shapes;
@@ -13,6 +14,7 @@ use crate::trt::build::{build, BuildConfig, BuildObservers, Int8Source};
 use crate::trt::engine_file::{BuilderSettings, Precision};
 use crate::trt::loader::DIR_ENV;
 use crate::trt::profile::{parse_named_shapes, BatchRequest, ExplicitShapes};
+use crate::workspace::ENGINES_DIR;
 use anyhow::Result;
 use clap::Args;
 use std::path::PathBuf;
@@ -21,8 +23,8 @@ use std::sync::Arc;
 /// Flags of `build`.
 #[derive(Debug, Args)]
 pub struct BuildArgs {
-    /// The ONNX model.
-    pub model: PathBuf,
+    /// The ONNX model (default: the workspace's, see `trtkit init`).
+    pub model: Option<PathBuf>,
     /// Input shape: `-1 3 224 224` (dynamic batch), `32 3 224 224` (static), or
     /// `name:1x3x224x224` per input. A fixed-batch model given -1 becomes dynamic.
     #[arg(long = "input-shape", num_args = 1.., allow_negative_numbers = true, value_name = "DIMS")]
@@ -88,9 +90,9 @@ pub struct BuildArgs {
     /// Engine file to write (default: a keyed name in --engine-dir).
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
-    /// Folder of keyed engines.
-    #[arg(long, default_value = "engines", value_name = "DIR")]
-    pub engine_dir: PathBuf,
+    /// Folder of keyed engines (default: the workspace's engines/, else ./engines).
+    #[arg(long, value_name = "DIR")]
+    pub engine_dir: Option<PathBuf>,
     /// Build even if an engine with the same key exists.
     #[arg(long)]
     pub rebuild: bool,
@@ -106,20 +108,37 @@ fn usage(e: anyhow::Error) -> anyhow::Error {
     UsageError(format!("{e:#}")).into()
 }
 
-/// The build job these flags describe.
+/// The build job these flags describe, in the workspace when the model is left out (or lies in
+/// one): its model, input shape, calibration data and preprocessing under the flags given.
 pub fn config(args: &BuildArgs) -> Result<BuildConfig> {
+    let ws = for_model(args.model.as_deref())?;
+    let model = match (&args.model, &ws) {
+        (Some(m), _) => m.clone(),
+        (None, Some(ws)) => ws.model.clone(),
+        (None, None) => unreachable!("for_model requires a workspace when no model is given"),
+    };
+    let input_shape = match &ws {
+        Some(ws) if args.input_shape.is_empty() => ws.settings.input_shape.clone(),
+        _ => args.input_shape.clone(),
+    };
+    let calib_data = args
+        .calib_data
+        .clone()
+        .or_else(|| ws.as_ref().and_then(|w| w.calib_data()));
     let precision = match (args.fp16, args.int8) {
         (true, _) => Precision::Fp16,
         (_, true) => Precision::Int8,
         _ => Precision::Fp32,
     };
-    let int8 = match (&args.calib_data, &args.calibration_cache) {
+    let int8 = match (&calib_data, &args.calibration_cache) {
         _ if !args.int8 => None,
+        (_, Some(cache)) if args.calib_data.is_none() => Some(Int8Source::Cache(cache.clone())),
         (Some(src), _) => Some(Int8Source::Calibrate(Box::new(args.calibration.config(
-            args.model.clone(),
+            model.clone(),
             src.clone(),
             args.batch_size,
             &[args.algo],
+            ws.as_ref(),
         )?))),
         (None, Some(cache)) => Some(Int8Source::Cache(cache.clone())),
         (None, None) => {
@@ -130,9 +149,14 @@ pub fn config(args: &BuildArgs) -> Result<BuildConfig> {
         }
     };
     let keep_fp32 = keep_fp32_list(args.keep_fp32.as_deref());
+    let engine_dir = args
+        .engine_dir
+        .clone()
+        .or_else(|| ws.as_ref().map(|w| w.engines()))
+        .unwrap_or_else(|| PathBuf::from(ENGINES_DIR));
     Ok(BuildConfig {
-        model: args.model.clone(),
-        input_shapes: parse_input_shapes(&args.input_shape).map_err(usage)?,
+        model,
+        input_shapes: parse_input_shapes(&input_shape).map_err(usage)?,
         batch: BatchRequest {
             min: args.min_batch,
             opt: args.opt_batch,
@@ -154,7 +178,7 @@ pub fn config(args: &BuildArgs) -> Result<BuildConfig> {
             optimization_level: args.builder_optimization_level,
         },
         output: args.output.clone(),
-        engine_dir: args.engine_dir.clone(),
+        engine_dir,
         rebuild: args.rebuild,
         tensorrt_dir: args.tensorrt_dir.clone(),
     })

@@ -4,6 +4,7 @@
 use crate::calibration::job::{calibrate, CalibrateConfig};
 use crate::cli::args::calibration::{AlgoArg, CalibrationArgs};
 use crate::cli::args::output::JsonArgs;
+use crate::cli::workspace::for_model;
 use crate::report::calibration::render;
 use crate::report::progress::CalibrationBar;
 use anyhow::Result;
@@ -40,13 +41,15 @@ pub struct CalibrateArgs {
     pub output: JsonArgs,
 }
 
-/// The calibration job these flags describe.
+/// The calibration job these flags describe (a model inside a workspace takes its
+/// preprocessing and cache folder where no flag sets them).
 pub fn config(args: &CalibrateArgs) -> Result<CalibrateConfig> {
     let config = args.calibration.config(
         args.model.clone(),
         args.calib_data.clone(),
         args.batch_size,
         &args.algo,
+        for_model(Some(&args.model))?.as_ref(),
     )?;
     Ok(CalibrateConfig {
         measure_plain: args.measure_plain,

@@ -4,14 +4,18 @@
 
 use crate::cli::args::backend::{BackendArgs, EngineArgs, SideABackendArgs, SideBBackendArgs};
 use crate::cli::args::output::OutputArgs;
+use crate::cli::workspace::required;
 use crate::cli::UsageError;
 use crate::data::npz;
 use crate::data::synthetic::{InputDistribution, RandomInputs};
 use crate::measure::compare::{compare, is_model, verdict, CompareConfig, InputSource, SideConfig};
+use crate::measure::precisions::{compare_all, CompareAllConfig};
 use crate::metrics::closeness::Tolerance;
 use crate::onnx::shape::parse_input_shapes;
 use crate::report::closeness::render;
+use crate::report::precisions::render_compare;
 use crate::report::progress::Bar;
+use crate::workspace::Workspace;
 use anyhow::Result;
 use clap::Args;
 use std::path::PathBuf;
@@ -20,9 +24,12 @@ use std::path::PathBuf;
 #[derive(Debug, Args)]
 pub struct CompareArgs {
     /// The side under test: an .onnx model, a TensorRT engine, or an .npz of saved outputs.
-    pub a: PathBuf,
+    /// Left out with B in a workspace: every engine built from its model (or the graph its
+    /// build kept) against its FP32 ONNX model.
+    #[arg(requires = "b")]
+    pub a: Option<PathBuf>,
     /// The reference: an .onnx model, a TensorRT engine, or an .npz of saved outputs.
-    pub b: PathBuf,
+    pub b: Option<PathBuf>,
     /// Backend, device and threads for both sides (each side's own flag wins).
     #[command(flatten)]
     pub backend: BackendArgs,
@@ -90,8 +97,9 @@ pub struct CompareArgs {
     pub output: OutputArgs,
 }
 
-/// The comparison these flags describe; every flag check of `compare` is here.
-pub fn config(args: &CompareArgs) -> Result<CompareConfig> {
+/// The comparison these flags describe; every flag check of `compare` is here. In the
+/// workspace form both sides are the workspace's model (the job replaces A per precision).
+pub fn config(args: &CompareArgs, ws: Option<&Workspace>) -> Result<CompareConfig> {
     let usage = |m: String| -> anyhow::Error { UsageError(m).into() };
     if args.batch_size == Some(0) {
         return Err(usage("--batch-size must be at least 1".into()));
@@ -99,7 +107,16 @@ pub fn config(args: &CompareArgs) -> Result<CompareConfig> {
     if args.inputs.is_none() && args.num_samples == 0 {
         return Err(usage("--num-samples must be at least 1".into()));
     }
-    if !is_model(&args.a) && !is_model(&args.b) && args.inputs.is_some() {
+    let (a, b) = match (&args.a, &args.b, ws) {
+        (Some(a), Some(b), _) => (a.clone(), b.clone()),
+        (_, _, Some(ws)) => (ws.model.clone(), ws.model.clone()),
+        _ => {
+            return Err(usage(
+                "compare takes A and B, or neither in a workspace".into(),
+            ))
+        }
+    };
+    if !is_model(&a) && !is_model(&b) && args.inputs.is_some() {
         tracing::warn!("--inputs is ignored: both sides are saved outputs");
     }
     let (x, y) = (args.range[0], args.range[1]);
@@ -110,13 +127,13 @@ pub fn config(args: &CompareArgs) -> Result<CompareConfig> {
     };
     Ok(CompareConfig {
         a: SideConfig {
-            path: args.a.clone(),
+            path: a,
             backend: args
                 .engine
                 .apply(args.a_side.over(&args.backend).options(None)),
         },
         b: SideConfig {
-            path: args.b.clone(),
+            path: b,
             backend: args
                 .engine
                 .apply(args.b_side.over(&args.backend).options(None)),
@@ -145,8 +162,23 @@ pub fn config(args: &CompareArgs) -> Result<CompareConfig> {
 /// Runs `compare`: prints the report, saves the tensors asked for, then fails on all-NaN
 /// outputs or `--fail-below`.
 pub fn run(args: CompareArgs) -> Result<()> {
-    let config = config(&args)?;
-    let (report, tensors) = compare(&config, &Bar::new("samples", args.output.quiet()))?;
+    let bar = Bar::new("samples", args.output.quiet());
+    if args.a.is_none() {
+        let ws = required()?;
+        let report = compare_all(
+            &CompareAllConfig {
+                model: ws.model.clone(),
+                engines: ws.engines(),
+                base: config(&args, Some(&ws))?,
+            },
+            &bar,
+        )?;
+        return args
+            .output
+            .print(&report, |markdown| render_compare(&report, markdown));
+    }
+    let config = config(&args, None)?;
+    let (report, tensors) = compare(&config, &bar)?;
     if let (Some(p), Some(inputs)) = (&args.save_inputs, &tensors.inputs) {
         npz::save(p, inputs)?;
     }

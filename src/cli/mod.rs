@@ -9,10 +9,12 @@ pub mod calibrate;
 pub mod compare;
 pub mod doctor;
 pub mod hints;
+pub mod init;
 pub mod inspect;
 pub mod quantize;
 pub mod run;
 pub mod validate;
+pub mod workspace;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -51,6 +53,8 @@ pub enum Command {
     Run(run::RunArgs),
     /// Compare the outputs of A with the reference B: isclose %, errors, top-k rank agreement.
     Compare(compare::CompareArgs),
+    /// Make a workspace (trtkit.toml, onnx/, engines/, calibration/) so commands need no paths.
+    Init(Box<init::InitArgs>),
 }
 
 /// A mistake in how trtkit was called (exit code 2), as opposed to a failure (exit code 1).
@@ -88,6 +92,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Validate(args) => validate::run(*args),
         Command::Run(args) => run::run(args),
         Command::Compare(args) => compare::run(args),
+        Command::Init(args) => init::run(*args),
     }
 }
 

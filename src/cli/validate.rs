@@ -6,11 +6,15 @@ use crate::cli::args::output::OutputArgs;
 use crate::cli::args::preprocess::PreprocessArgs;
 use crate::cli::args::samples::positive_samples;
 use crate::cli::args::timing::warmup_batches;
+use crate::cli::workspace::for_model;
 use crate::cli::UsageError;
 use crate::data::dataset::DatasetOptions;
 use crate::measure::accuracy::{validate, ValidateConfig, WarmupBatches};
+use crate::measure::precisions::{validate_all, ValidateAllConfig};
 use crate::report::accuracy::{render, save_predictions};
+use crate::report::precisions::render_validate;
 use crate::report::progress::Bar;
+use crate::workspace::Workspace;
 use anyhow::Result;
 use clap::Args;
 use std::path::PathBuf;
@@ -18,14 +22,16 @@ use std::path::PathBuf;
 /// Flags of `validate`.
 #[derive(Debug, Args)]
 pub struct ValidateArgs {
-    /// The model to validate: ONNX, or a TensorRT engine (.engine / .plan).
-    pub model: PathBuf,
-    /// Dataset folder: one sub-folder per class (ImageFolder), or flat with --labels.
+    /// The model to validate: ONNX, or a TensorRT engine (.engine / .plan). Left out in a
+    /// workspace: its ONNX model and every engine built from it, one row each.
+    pub model: Option<PathBuf>,
+    /// Dataset folder: one sub-folder per class (ImageFolder), or flat with --labels (default:
+    /// the workspace's).
     #[arg(long)]
-    pub dataset: PathBuf,
-    /// Images per batch.
-    #[arg(long, default_value_t = 32)]
-    pub batch_size: usize,
+    pub dataset: Option<PathBuf>,
+    /// Images per batch; in a workspace a list (1,32) gives one table per batch size.
+    #[arg(long, value_delimiter = ',', default_value = "32")]
+    pub batch_size: Vec<usize>,
     /// Backend, device and threads (the image loader uses rayon's pool besides).
     #[command(flatten)]
     pub backend: BackendArgs,
@@ -61,33 +67,69 @@ pub struct ValidateArgs {
     pub output: OutputArgs,
 }
 
-/// The validation these flags describe; every flag check of `validate` is here.
-pub fn config(args: &ValidateArgs) -> Result<ValidateConfig> {
-    if args.batch_size == 0 {
-        return Err(UsageError("--batch-size must be at least 1".into()).into());
+/// The validation these flags describe; every flag check of `validate` is here. In a workspace
+/// its dataset and preprocessing fill what the flags leave out.
+pub fn config(args: &ValidateArgs, ws: Option<&Workspace>) -> Result<ValidateConfig> {
+    let usage = |m: &str| -> anyhow::Error { UsageError(m.into()).into() };
+    if args.batch_size.is_empty() || args.batch_size.contains(&0) {
+        return Err(usage("--batch-size takes positive integers, e.g. 1,32"));
     }
+    if args.model.is_some() && args.batch_size.len() > 1 {
+        return Err(usage(
+            "a list of batch sizes is for the workspace form (no MODEL); give one --batch-size",
+        ));
+    }
+    let dataset = args
+        .dataset
+        .clone()
+        .or_else(|| ws.and_then(Workspace::dataset))
+        .ok_or_else(|| usage("--dataset DIR is needed (or dataset = \"DIR\" in trtkit.toml)"))?;
+    let preprocess = args.preprocess.request();
     Ok(ValidateConfig {
-        model: args.model.clone(),
-        dataset: args.dataset.clone(),
+        model: args
+            .model
+            .clone()
+            .or_else(|| ws.map(|w| w.model.clone()))
+            .unwrap_or_default(),
+        dataset,
         dataset_options: DatasetOptions {
             labels: args.labels.clone(),
             class_map: args.class_map.clone(),
         },
         shuffle_seed: args.shuffle_seed,
         limit: positive_samples(args.num_samples)?,
-        batch_size: args.batch_size,
+        batch_size: args.batch_size[0],
         backend: args.engine.apply(args.backend.options(None)),
         warmup: args.warmup.unwrap_or(WarmupBatches::Fraction(0.1)),
-        preprocess: args.preprocess.request(),
+        preprocess: match ws {
+            Some(ws) => ws.preprocess_under(&preprocess),
+            None => preprocess,
+        },
         prefetch: args.prefetch,
         keep_predictions: args.save_predictions.is_some(),
     })
 }
 
-/// Runs `validate`.
+/// Runs `validate`: one model, or (no MODEL, in a workspace) every precision of its model.
 pub fn run(args: ValidateArgs) -> Result<()> {
-    let config = config(&args)?;
-    let report = validate(&config, &Bar::new("images", args.output.quiet()))?;
+    let ws = for_model(args.model.as_deref())?;
+    let config = config(&args, ws.as_ref())?;
+    let bar = Bar::new("images", args.output.quiet());
+    if let (None, Some(ws)) = (&args.model, &ws) {
+        let report = validate_all(
+            &ValidateAllConfig {
+                model: ws.model.clone(),
+                engines: ws.engines(),
+                batch_sizes: args.batch_size.clone(),
+                base: config,
+            },
+            &bar,
+        )?;
+        return args
+            .output
+            .print(&report, |markdown| render_validate(&report, markdown));
+    }
+    let report = validate(&config, &bar)?;
     if let Some(path) = &args.save_predictions {
         save_predictions(path, &report.predictions)?;
     }

@@ -57,6 +57,7 @@ pub const IMAGENET_STD: [f32; 3] = [0.229, 0.224, 0.225];
 /// layout). One value shared by every command that preprocesses images (`validate`,
 /// `calibrate`, `build --int8`), resolved against each model by [`PreprocessRequest::resolve`].
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct PreprocessRequest {
     /// Shorter side after resizing; `Some(0)` = no resize.
     pub resize: Option<usize>,

@@ -8,4 +8,5 @@ pub mod batches;
 pub mod compare;
 pub mod latency;
 pub mod open;
+pub mod precisions;
 pub mod progress;

@@ -5,11 +5,9 @@ use crate::backend::select::{open, BackendOptions};
 use crate::backend::Backend;
 use crate::onnx::OnnxModel;
 use crate::trt::backend::{TrtBackend, TrtOptions};
+use crate::trt::engine_file::is_engine_name;
 use anyhow::Result;
 use std::path::Path;
-
-/// File extensions of serialized TensorRT engines.
-pub const ENGINE_EXTENSIONS: [&str; 3] = ["engine", "plan", "trt"];
 
 /// What a model file is, by its extension.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,7 +24,7 @@ impl ModelFile {
         let ext = path.extension()?.to_str()?.to_ascii_lowercase();
         if ext == "onnx" {
             Some(ModelFile::Onnx)
-        } else if ENGINE_EXTENSIONS.contains(&ext.as_str()) {
+        } else if is_engine_name(path) {
             Some(ModelFile::Engine)
         } else {
             None

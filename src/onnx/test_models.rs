@@ -40,7 +40,13 @@ fn batch_dim(batch: Option<i64>) -> Dim {
 ///
 /// `batch = None` gives a dynamic batch axis named `batch`; `Some(n)` a static one.
 pub fn classifier(batch: Option<i64>) -> ModelProto {
-    let [c, h, w] = CLASSIFIER_CHW;
+    classifier_sized(batch, CLASSIFIER_CHW[1])
+}
+
+/// The test classifier at another (even) input size: `input` [N,3,size,size] → `logits` [N,10]
+/// (`size` 224 gives an ImageNet-shaped input, for commands typed as users type them).
+pub fn classifier_sized(batch: Option<i64>, size: i64) -> ModelProto {
+    let [c, h, w] = [CLASSIFIER_CHW[0], size, size];
     let features = 8i64;
     let pooled = features * (h / 2) * (w / 2);
     let n = batch_dim(batch);

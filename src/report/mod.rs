@@ -1,7 +1,8 @@
 //! Presenting results: terminal and markdown tables, CSV, human-readable sizes and JSON. One
 //! module per kind of report, named for what it renders, each taking the library job's report
 //! (live, or read back from a saved JSON report): `latency` (`run`), `accuracy` (`validate`),
-//! `closeness` (`compare`), `calibration` (`calibrate`), `build`, `inspect` and `doctor`. `format`
+//! `closeness` (`compare`), `calibration` (`calibrate`), `build`, `inspect`, `doctor`,
+//! `precisions` (`validate` and `compare` over a workspace's precisions) and `workspace` (`init`). `format`
 //! and `table` are the pieces they share; `progress` draws the long jobs' progress bars on
 //! stderr. Nothing here prints results or knows about flags (the two exports, per-iteration
 //! times and per-image predictions, write their file atomically).
@@ -14,5 +15,7 @@ pub mod doctor;
 pub mod format;
 pub mod inspect;
 pub mod latency;
+pub mod precisions;
 pub mod progress;
 pub mod table;
+pub mod workspace;

@@ -8,11 +8,12 @@
 
 use super::builder::{build_engine, load, BuildProgress};
 use super::engine_file::{
-    engine_path, lookup, store, BuilderSettings, EngineFacts, EngineKey, EngineSidecar, Lookup,
-    Precision,
+    engine_path, kept_graph_path, lookup, store, BuilderSettings, EngineFacts, EngineKey,
+    EngineSidecar, Lookup, Precision,
 };
 use super::loader::{locate_usable, Flavour, BOUND};
 use super::profile::{resolve_profile, BatchRequest, ExplicitShapes, ShapeProfile};
+use crate::atomic_file::write_atomic_unsynced;
 use crate::calibration::cache::check_cache_model;
 use crate::calibration::cache::CalibrationTable;
 use crate::calibration::job::{calibrate, BatchProgress, CalibrateConfig, CalibrateReport};
@@ -406,6 +407,7 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
             parameters: 0,
             network_layers: 0,
             io: vec![],
+            graph_sha256: None,
         },
         tensorrt,
         fp16: None,
@@ -496,6 +498,15 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
     report.timing.build_s = built.build_s;
 
     let t_write = Instant::now();
+    // The rewritten graph lands before the engine and its new sidecar, which holds its hash: a
+    // build killed in between leaves a graph that no sidecar vouches for, never a wrong pair.
+    let graph_sha256 = match config.precision {
+        Precision::Fp32 => None,
+        _ => {
+            write_atomic_unsynced(&kept_graph_path(&path), &onnx_bytes)?;
+            Some(sha256_hex(&onnx_bytes))
+        }
+    };
     let facts = EngineFacts {
         source_model: shown.clone(),
         build_s: built.build_s,
@@ -505,6 +516,7 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
         parameters,
         network_layers: built.layers,
         io: built.io,
+        graph_sha256,
     };
     let written = store(&path, &built.bytes, EngineSidecar { key, facts })?;
     report.engine_bytes = written.facts.engine_bytes;

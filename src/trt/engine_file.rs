@@ -155,6 +155,10 @@ pub struct EngineFacts {
     pub network_layers: usize,
     /// Inputs and outputs of the network.
     pub io: Vec<EngineTensor>,
+    /// SHA-256 of the rewritten ONNX graph kept beside the engine ([`kept_graph_path`]; FP16
+    /// and INT8 builds), so that graph can run on a reference backend where the engine cannot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graph_sha256: Option<String>,
 }
 
 /// The JSON beside an engine: its key and the facts of its build.
@@ -174,6 +178,23 @@ pub fn engine_path(dir: &Path, model_stem: &str, key: &EngineKey) -> PathBuf {
         key.precision,
         key.profile.file_tag()
     ))
+}
+
+/// File extensions of serialized TensorRT engines.
+pub const ENGINE_EXTENSIONS: [&str; 3] = ["engine", "plan", "trt"];
+
+/// Whether `path` is named like an engine file.
+pub fn is_engine_name(path: &Path) -> bool {
+    path.extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| ENGINE_EXTENSIONS.contains(&e.to_ascii_lowercase().as_str()))
+}
+
+/// The rewritten ONNX graph an FP16 or INT8 build keeps beside its engine: `<engine>.onnx`.
+pub fn kept_graph_path(engine: &Path) -> PathBuf {
+    let mut name = engine.as_os_str().to_owned();
+    name.push(".onnx");
+    PathBuf::from(name)
 }
 
 /// The sidecar of an engine: `<engine>.json`.
@@ -310,6 +331,7 @@ mod tests {
                 parameters: 10,
                 network_layers: 2,
                 io: vec![],
+                graph_sha256: None,
             },
         }
     }

@@ -192,6 +192,7 @@ mod tests {
                 parameters: 1,
                 network_layers: 1,
                 io: vec![],
+                graph_sha256: None,
             },
         }
     }

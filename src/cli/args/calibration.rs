@@ -8,6 +8,7 @@ use crate::cli::args::backend::BackendArgs;
 use crate::cli::args::preprocess::PreprocessArgs;
 use crate::cli::args::samples::positive_samples;
 use crate::cli::UsageError;
+use crate::workspace::{Workspace, CALIBRATION_DIR};
 use anyhow::Result;
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
@@ -35,9 +36,9 @@ pub struct CalibrationArgs {
     /// Calibrate even if a cache with the same key exists.
     #[arg(long)]
     pub recalibrate: bool,
-    /// Folder of calibration caches.
-    #[arg(long, default_value = "calibration", value_name = "DIR")]
-    pub cache_dir: PathBuf,
+    /// Folder of calibration caches (default: the workspace's calibration/, else ./calibration).
+    #[arg(long, value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
     /// The reference backend the calibration runs on.
     #[command(flatten)]
     pub backend: BackendArgs,
@@ -47,13 +48,15 @@ pub struct CalibrationArgs {
 }
 
 impl CalibrationArgs {
-    /// The calibration job of `model` on `calib_data` at `batch_size` with the algorithms `algo`.
+    /// The calibration job of `model` on `calib_data` at `batch_size` with the algorithms
+    /// `algo`; in a workspace, its preprocessing and cache folder fill what was not given.
     pub fn config(
         &self,
         model: PathBuf,
         calib_data: String,
         batch_size: usize,
         algo: &[AlgoArg],
+        workspace: Option<&Workspace>,
     ) -> Result<CalibrateConfig> {
         if batch_size == 0 {
             return Err(UsageError("--batch-size must be at least 1".into()).into());
@@ -65,10 +68,17 @@ impl CalibrationArgs {
             num_images: positive_samples(self.num_samples)?,
             algorithms: algorithms(algo, self.percentile)?,
             recalibrate: self.recalibrate,
-            cache_dir: self.cache_dir.clone(),
+            cache_dir: self
+                .cache_dir
+                .clone()
+                .or_else(|| workspace.map(Workspace::calibration))
+                .unwrap_or_else(|| PathBuf::from(CALIBRATION_DIR)),
             measure_plain: false,
             backend: self.backend.options(Some(batch_size)),
-            preprocess: self.preprocess.request(),
+            preprocess: match workspace {
+                Some(ws) => ws.preprocess_under(&self.preprocess.request()),
+                None => self.preprocess.request(),
+            },
         })
     }
 }

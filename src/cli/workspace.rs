@@ -1,0 +1,29 @@
+//! Which workspace a command runs in: the one found from the current folder, required when the
+//! model is left out (its absence is a usage error that says what was looked for), and applied
+//! to a model named on the command line only when that model lies inside it.
+
+use crate::cli::UsageError;
+use crate::workspace::{self, NoWorkspace, Workspace};
+use anyhow::Result;
+use std::path::Path;
+
+/// The workspace of the current folder, which must exist.
+pub fn required() -> Result<Workspace> {
+    let here = std::env::current_dir()?;
+    workspace::find(&here).map_err(|e| {
+        if e.is::<NoWorkspace>() {
+            UsageError(e.to_string()).into()
+        } else {
+            e
+        }
+    })
+}
+
+/// The workspace for a command given `model` (or none): [`required`] without a model; with one,
+/// the current folder's workspace when the model lies inside it.
+pub fn for_model(model: Option<&Path>) -> Result<Option<Workspace>> {
+    match model {
+        None => required().map(Some),
+        Some(m) => Ok(workspace::current()?.filter(|ws| ws.contains(m))),
+    }
+}

@@ -1,0 +1,176 @@
+//! The tables users publish for one model at every precision: `validate`'s (latency-all and
+//! latency-model mean / max, size, Prec@1, Prec@5, layers, parameters; one table per batch size)
+//! and `compare`'s (equality per precision, and the top-10 table: one row per rank, one
+//! `MAE / Disg %` column per precision), for the terminal or as markdown.
+
+use crate::measure::precisions::{CompareAllReport, ValidateAllReport};
+use crate::report::table::Table;
+
+fn render_table(t: &Table, markdown: bool) -> String {
+    if markdown {
+        t.render_markdown()
+    } else {
+        t.render()
+    }
+}
+
+fn notes(out: &mut String, skipped: &[String], details: &[(String, String)]) {
+    for (file, why) in details {
+        // The whole reason usually names the file already.
+        if why.contains(file.as_str()) {
+            *out += &format!("{why}\n");
+        } else {
+            *out += &format!("{file}: {why}\n");
+        }
+    }
+    for s in skipped {
+        *out += &format!("not run: {s}\n");
+    }
+}
+
+/// `validate`'s tables, one per batch size.
+pub fn render_validate(r: &ValidateAllReport, markdown: bool) -> String {
+    let mut out = format!("model    {}\ndataset  {}\n", r.model, r.dataset);
+    let mut details = vec![];
+    for table in &r.tables {
+        let mut t = Table::new(&[
+            "Model",
+            "Latency-all (ms) mean / max",
+            "Latency-model (ms) mean / max",
+            "size (MB)",
+            "Prec@1",
+            "Prec@5",
+            "# layers",
+            "# parameters",
+        ]);
+        for row in &table.rows {
+            let count = |v: Option<u64>| v.map(|n| n.to_string()).unwrap_or_else(|| "-".into());
+            let size = format!("{:.2}", row.size_bytes as f64 / 1e6);
+            let label = if row.backend.is_empty() {
+                row.label.clone()
+            } else {
+                format!("{} ({})", row.label, row.backend)
+            };
+            let cells = match (&row.accuracy, &row.unavailable) {
+                (Some(a), _) => vec![
+                    format!("{:.3} / {:.3}", a.latency_all.mean_ms, a.latency_all.max_ms),
+                    format!(
+                        "{:.3} / {:.3}",
+                        a.latency_model.mean_ms, a.latency_model.max_ms
+                    ),
+                    size,
+                    format!("{:.2}%", a.top1 * 100.0),
+                    format!("{:.2}%", a.top5 * 100.0),
+                ],
+                (None, why) => {
+                    let why = why.clone().unwrap_or_default();
+                    if let Some(d) = &row.detail {
+                        if !details.iter().any(|(_, x)| x == d) {
+                            details.push((row.file.clone(), d.clone()));
+                        }
+                    }
+                    vec![
+                        format!("not run: {why}"),
+                        "-".into(),
+                        size,
+                        "-".into(),
+                        "-".into(),
+                    ]
+                }
+            };
+            let mut all = vec![label];
+            all.extend(cells);
+            all.push(count(row.layers.map(|n| n as u64)));
+            all.push(count(row.parameters));
+            t.row(all);
+        }
+        out += &format!("\nbatch size {}\n", table.batch);
+        out += &render_table(&t, markdown);
+    }
+    out += "\n";
+    notes(&mut out, &r.skipped, &details);
+    out
+}
+
+/// `compare`'s two tables: closeness per precision, then the top-10 ranks.
+pub fn render_compare(r: &CompareAllReport, markdown: bool) -> String {
+    let mut out = format!(
+        "reference  {} ({})\ninputs     {}\nisclose    |A - B| <= {} + {} * |B|, output '{}'\n\n",
+        r.reference, r.reference_backend, r.inputs, r.tolerance.atol, r.tolerance.rtol, r.output
+    );
+    let mut t = Table::new(&[
+        "Precision",
+        "equal %",
+        "all-close samples %",
+        "max abs err",
+        "mean abs err",
+        "top-1 agree %",
+        "NaN %",
+    ]);
+    let pct = |v: Option<f64>| v.map(|x| format!("{x:.2}")).unwrap_or_else(|| "-".into());
+    let sci = |v: Option<f64>| v.map(|x| format!("{x:.3e}")).unwrap_or_else(|| "-".into());
+    let mut details = vec![];
+    for row in &r.rows {
+        let label = if row.backend.is_empty() {
+            row.label.clone()
+        } else {
+            format!("{} ({})", row.label, row.backend)
+        };
+        match &row.unavailable {
+            Some(why) => {
+                if let Some(d) = &row.detail {
+                    details.push((row.file.clone(), d.clone()));
+                }
+                t.row(vec![
+                    label,
+                    format!("not run: {why}"),
+                    "-".into(),
+                    "-".into(),
+                    "-".into(),
+                    "-".into(),
+                    "-".into(),
+                ]);
+            }
+            None => t.row(vec![
+                label,
+                pct(row.equal_pct),
+                pct(row.all_close_samples_pct),
+                sci(row.max_abs_err),
+                sci(row.mean_abs_err),
+                pct(row.top1_agreement_pct),
+                pct(row.nan_pct),
+            ]),
+        }
+    }
+    out += &render_table(&t, markdown);
+    let ranked: Vec<_> = r.rows.iter().filter(|row| !row.ranks.is_empty()).collect();
+    if !ranked.is_empty() {
+        let headers: Vec<String> = std::iter::once("Rank".to_string())
+            .chain(
+                ranked
+                    .iter()
+                    .map(|row| format!("{} MAE / Disg %", row.label)),
+            )
+            .collect();
+        let refs: Vec<&str> = headers.iter().map(String::as_str).collect();
+        let mut k = Table::new(&refs);
+        let ranks = ranked.iter().map(|row| row.ranks.len()).max().unwrap_or(0);
+        for i in 0..ranks {
+            let mut cells = vec![(i + 1).to_string()];
+            for row in &ranked {
+                cells.push(
+                    row.ranks
+                        .get(i)
+                        .map(|rank| format!("{:.3e} / {:.2}", rank.mae, rank.disagreement_pct))
+                        .unwrap_or_else(|| "-".into()),
+                );
+            }
+            k.row(cells);
+        }
+        out += "\n";
+        out += &render_table(&k, markdown);
+    }
+    out += "\n";
+    notes(&mut out, &r.skipped, &details);
+    out
+}
