@@ -166,6 +166,18 @@ fn the_three_lines_work_verbatim_in_a_workspace() {
     assert_eq!(fp16["ranks"].as_array().unwrap().len(), 10);
     assert!(rows.iter().any(|r| r["label"] == "int8 graph"));
     assert_eq!(cmp["tolerance"]["rtol"].as_f64(), Some(1e-3));
+
+    // Over the dataset's images instead of random inputs; markdown is the two tables alone.
+    let images = json(&trtkit_in(&ws, &["compare", "--dataset", "val", "--json"]));
+    assert_eq!(
+        images["inputs"],
+        "4 images of val, preprocessed for the model"
+    );
+    let md = ok(&trtkit_in(&ws, &["compare", "--markdown"]));
+    assert!(md.trim_start().starts_with("| Precision"), "{md}");
+    assert_eq!(md.matches("| Rank").count(), 1, "{md}");
+    let md = ok(&trtkit_in(&ws, &["validate", "--markdown"]));
+    assert!(md.trim_start().starts_with("**batch size 32**"), "{md}");
 }
 
 #[test]

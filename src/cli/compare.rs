@@ -6,8 +6,10 @@ use crate::cli::args::backend::{BackendArgs, EngineArgs, SideABackendArgs, SideB
 use crate::cli::args::output::OutputArgs;
 use crate::cli::workspace::required;
 use crate::cli::UsageError;
+use crate::data::dataset::DatasetOptions;
 use crate::data::npz;
 use crate::data::synthetic::{InputDistribution, RandomInputs};
+use crate::measure::accuracy::{ValidateConfig, WarmupBatches};
 use crate::measure::compare::{compare, is_model, verdict, CompareConfig, InputSource, SideConfig};
 use crate::measure::precisions::{compare_all, CompareAllConfig};
 use crate::metrics::closeness::Tolerance;
@@ -51,7 +53,11 @@ pub struct CompareArgs {
     /// Inputs from an .npz (arrays named after the model inputs) or .npy (one-input models).
     #[arg(long, value_name = "FILE")]
     pub inputs: Option<PathBuf>,
-    /// Number of random samples (when no --inputs).
+    /// In a workspace (no A and B): compare over the images of this folder (ImageFolder),
+    /// preprocessed as the workspace says, at most --num-samples of them.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["inputs", "a"])]
+    pub dataset: Option<PathBuf>,
+    /// Number of random samples (when no --inputs), or of images with --dataset.
     #[arg(
         long = "num-samples",
         alias = "num-inputs",
@@ -159,6 +165,26 @@ pub fn config(args: &CompareArgs, ws: Option<&Workspace>) -> Result<CompareConfi
     })
 }
 
+/// The images `--dataset` compares over: the workspace model's input, its preprocessing, at most
+/// `--num-samples` images, loaded with the reference side's backend.
+fn images(args: &CompareArgs, ws: &Workspace, dir: &std::path::Path) -> Result<ValidateConfig> {
+    Ok(ValidateConfig {
+        model: ws.model.clone(),
+        dataset: dir.to_path_buf(),
+        dataset_options: DatasetOptions::default(),
+        shuffle_seed: None,
+        limit: Some(args.num_samples),
+        batch_size: args.batch_size.unwrap_or(32),
+        backend: args
+            .engine
+            .apply(args.b_side.over(&args.backend).options(None)),
+        warmup: WarmupBatches::Count(0),
+        preprocess: ws.preprocess_under(&Default::default()),
+        prefetch: 4,
+        keep_predictions: false,
+    })
+}
+
 /// Runs `compare`: prints the report, saves the tensors asked for, then fails on all-NaN
 /// outputs or `--fail-below`.
 pub fn run(args: CompareArgs) -> Result<()> {
@@ -170,6 +196,10 @@ pub fn run(args: CompareArgs) -> Result<()> {
                 model: ws.model.clone(),
                 engines: ws.engines(),
                 base: config(&args, Some(&ws))?,
+                images: match &args.dataset {
+                    Some(dir) => Some(images(&args, &ws, dir)?),
+                    None => None,
+                },
             },
             &bar,
         )?;

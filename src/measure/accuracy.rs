@@ -208,6 +208,37 @@ fn open_dataset(config: &ValidateConfig) -> Result<Dataset> {
     Ok(dataset)
 }
 
+/// The images of `config.dataset` (shuffled and limited as it says) as one input tensor for
+/// `config.model`'s image input, preprocessed as it says; unreadable images are skipped with a
+/// warning. What `compare` feeds when it compares over real images.
+pub fn dataset_tensor(config: &ValidateConfig) -> Result<HostTensor> {
+    let dataset = open_dataset(config)?;
+    let options = BackendOptions {
+        batch: Some(config.batch_size),
+        ..config.backend.clone()
+    };
+    let backend = open_backend(&config.model, &options)?;
+    let plan = plan_input(backend.as_ref(), &config.model, config.batch_size)?;
+    drop(backend);
+    let pre = config
+        .preprocess
+        .resolve(&plan.name, plan.layout, plan.height, plan.width)
+        .map_err(|e| BadPreprocess(format!("{e:#}")))?;
+    let loader = Loader::spawn(dataset.samples, pre, config.batch_size, config.prefetch)?;
+    let (mut data, mut count) = (vec![], 0);
+    for batch in loader {
+        for f in &batch.failures {
+            tracing::warn!("skipped {}: {}", f.path.display(), f.reason);
+        }
+        count += batch.samples.len();
+        data.extend(batch.data);
+    }
+    if count == 0 {
+        bail!("{}: no image could be read", config.dataset.display());
+    }
+    input_tensor(&plan, data, count)
+}
+
 /// Runs the validation: `progress` advances by images, with the running accuracy as status.
 pub fn validate(config: &ValidateConfig, progress: &dyn Progress) -> Result<ValidateReport> {
     if config.batch_size == 0 {

@@ -4,7 +4,7 @@
 //! of each against the FP32 ONNX model. Built on the `validate` and `compare` jobs; which
 //! engines belong to the model is `workspace::artifacts`' answer.
 
-use super::accuracy::{validate, ValidateConfig, ValidateReport};
+use super::accuracy::{dataset_tensor, validate, ValidateConfig, ValidateReport};
 use super::compare::{compare, CompareConfig, InputSource, SideConfig};
 use super::progress::Progress;
 use crate::data::npz;
@@ -310,6 +310,8 @@ pub struct CompareAllConfig {
     /// Everything else: `b` is the reference's backend; `a`'s backend runs each engine or
     /// graph (their paths are replaced per row).
     pub base: CompareConfig,
+    /// Compare over these images (preprocessed for the model) instead of `base.inputs`.
+    pub images: Option<ValidateConfig>,
 }
 
 /// One row of the closeness table.
@@ -372,15 +374,33 @@ pub fn compare_all(config: &CompareAllConfig, progress: &dyn Progress) -> Result
         path: config.model.clone(),
         backend: config.base.b.backend.clone(),
     };
-    let (first, tensors) = compare(
+    let saved = tempfile::tempdir()?;
+    let (inputs, images_note) = match &config.images {
+        Some(images) => {
+            let tensor = dataset_tensor(images)?;
+            let file = saved.path().join("images.npz");
+            let note = format!(
+                "{} images of {}, preprocessed for the model",
+                tensor.shape[0],
+                images.dataset.display()
+            );
+            npz::save(&file, &[tensor])?;
+            (InputSource::File(file), Some(note))
+        }
+        None => (config.base.inputs.clone(), None),
+    };
+    let (mut first, tensors) = compare(
         &CompareConfig {
             a: reference.clone(),
             b: reference,
+            inputs,
             ..config.base.clone()
         },
         progress,
     )?;
-    let saved = tempfile::tempdir()?;
+    if let Some(note) = images_note {
+        first.inputs = note;
+    }
     let (inputs_file, outputs_file) = (
         saved.path().join("inputs.npz"),
         saved.path().join("reference.npz"),

@@ -28,9 +28,13 @@ fn notes(out: &mut String, skipped: &[String], details: &[(String, String)]) {
     }
 }
 
-/// `validate`'s tables, one per batch size.
+/// `validate`'s tables, one per batch size; markdown is the tables alone, ready to paste.
 pub fn render_validate(r: &ValidateAllReport, markdown: bool) -> String {
-    let mut out = format!("model    {}\ndataset  {}\n", r.model, r.dataset);
+    let mut out = if markdown {
+        String::new()
+    } else {
+        format!("model    {}\ndataset  {}\n", r.model, r.dataset)
+    };
     let mut details = vec![];
     for table in &r.tables {
         let mut t = Table::new(&[
@@ -84,20 +88,31 @@ pub fn render_validate(r: &ValidateAllReport, markdown: bool) -> String {
             all.push(count(row.parameters));
             t.row(all);
         }
-        out += &format!("\nbatch size {}\n", table.batch);
+        out += &if markdown {
+            format!("\n**batch size {}**\n\n", table.batch)
+        } else {
+            format!("\nbatch size {}\n", table.batch)
+        };
         out += &render_table(&t, markdown);
     }
-    out += "\n";
-    notes(&mut out, &r.skipped, &details);
+    if !markdown {
+        out += "\n";
+        notes(&mut out, &r.skipped, &details);
+    }
     out
 }
 
-/// `compare`'s two tables: closeness per precision, then the top-10 ranks.
+/// `compare`'s two tables: closeness per precision, then the top-10 ranks; markdown is the
+/// tables alone, ready to paste.
 pub fn render_compare(r: &CompareAllReport, markdown: bool) -> String {
-    let mut out = format!(
-        "reference  {} ({})\ninputs     {}\nisclose    |A - B| <= {} + {} * |B|, output '{}'\n\n",
-        r.reference, r.reference_backend, r.inputs, r.tolerance.atol, r.tolerance.rtol, r.output
-    );
+    let mut out = if markdown {
+        String::new()
+    } else {
+        format!(
+            "reference  {} ({})\ninputs     {}\nisclose    |A - B| <= {} + {} * |B|, output '{}'\n\n",
+            r.reference, r.reference_backend, r.inputs, r.tolerance.atol, r.tolerance.rtol, r.output
+        )
+    };
     let mut t = Table::new(&[
         "Precision",
         "equal %",
@@ -170,7 +185,9 @@ pub fn render_compare(r: &CompareAllReport, markdown: bool) -> String {
         out += "\n";
         out += &render_table(&k, markdown);
     }
-    out += "\n";
-    notes(&mut out, &r.skipped, &details);
+    if !markdown {
+        out += "\n";
+        notes(&mut out, &r.skipped, &details);
+    }
     out
 }
