@@ -157,6 +157,56 @@ fn skipped_lines(artifacts: &Artifacts) -> Vec<String> {
         .collect()
 }
 
+/// What a row of either table is: the file that ran (or could not), and how it went.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RowSource {
+    /// `fp32 onnx`, `fp16 engine`, `fp16 graph`, …
+    pub label: String,
+    /// What ran.
+    pub kind: RowKind,
+    /// Its precision.
+    pub precision: Precision,
+    /// The file.
+    pub file: String,
+    /// The backend that ran it (empty when it could not run).
+    pub backend: String,
+    /// Why it could not run, in a few words.
+    pub unavailable: Option<String>,
+    /// The whole reason.
+    pub detail: Option<String>,
+}
+
+impl RowSource {
+    /// The label with the backend that ran it, as the tables show it.
+    pub fn shown(&self) -> String {
+        if self.backend.is_empty() {
+            self.label.clone()
+        } else {
+            format!("{} ({})", self.label, self.backend)
+        }
+    }
+
+    /// The row of `c` labelled `label`: ran on `backend`, or failed with `error`.
+    fn of(c: &Candidate, label: String, outcome: Result<String, &anyhow::Error>) -> RowSource {
+        let (backend, unavailable, detail) = match outcome {
+            Ok(backend) => (backend, None, None),
+            Err(e) => {
+                let whole = format!("{e:#}");
+                (String::new(), Some(short_reason(&whole)), Some(whole))
+            }
+        };
+        RowSource {
+            label,
+            kind: c.kind.clone(),
+            precision: c.precision,
+            file: c.path.display().to_string(),
+            backend,
+            unavailable,
+            detail,
+        }
+    }
+}
+
 /// `validate` over every precision of a model.
 #[derive(Clone, Debug)]
 pub struct ValidateAllConfig {
@@ -188,16 +238,9 @@ pub struct RowAccuracy {
 /// One row of the validate table.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ValidateRow {
-    /// `fp32 onnx`, `fp16 engine`, `fp16 graph`, …
-    pub label: String,
-    /// What ran.
-    pub kind: RowKind,
-    /// Its precision.
-    pub precision: Precision,
-    /// The file.
-    pub file: String,
-    /// The backend that ran it (empty when it could not run).
-    pub backend: String,
+    /// What ran, and whether it could.
+    #[serde(flatten)]
+    pub source: RowSource,
     /// File size.
     pub size_bytes: u64,
     /// Layers (engine) or nodes (ONNX).
@@ -206,10 +249,6 @@ pub struct ValidateRow {
     pub parameters: Option<u64>,
     /// The figures, when it ran.
     pub accuracy: Option<RowAccuracy>,
-    /// Why it could not run, in a few words.
-    pub unavailable: Option<String>,
-    /// The whole reason.
-    pub detail: Option<String>,
 }
 
 /// The validate table of one batch size.
@@ -263,31 +302,26 @@ pub fn validate_all(
                 ..config.base.clone()
             };
             let outcome = validate(&job, progress);
-            let (backend, accuracy, unavailable, detail) = match outcome {
-                Ok(r) => (r.backend.clone(), Some(accuracy_of(&r)), None, None),
+            let label = if run_at == batch {
+                c.label()
+            } else {
+                format!("{} at its fixed batch {run_at}", c.label())
+            };
+            let (source, accuracy) = match outcome {
+                Ok(r) => (
+                    RowSource::of(c, label, Ok(r.backend.clone())),
+                    Some(accuracy_of(&r)),
+                ),
                 // The ONNX model failing is a failure of the whole run, not a row.
                 Err(e) if c.kind == RowKind::Onnx => return Err(e),
-                Err(e) => {
-                    let whole = format!("{e:#}");
-                    (String::new(), None, Some(short_reason(&whole)), Some(whole))
-                }
+                Err(e) => (RowSource::of(c, label, Err(&e)), None),
             };
             rows.push(ValidateRow {
-                label: if run_at == batch {
-                    c.label()
-                } else {
-                    format!("{} at its fixed batch {run_at}", c.label())
-                },
-                kind: c.kind.clone(),
-                precision: c.precision,
-                file: c.path.display().to_string(),
-                backend,
+                source,
                 size_bytes: std::fs::metadata(&c.path).map(|m| m.len()).unwrap_or(0),
                 layers: c.layers,
                 parameters: c.parameters,
                 accuracy,
-                unavailable,
-                detail,
             });
         }
         tables.push(ValidateTable { batch, rows });
@@ -317,16 +351,9 @@ pub struct CompareAllConfig {
 /// One row of the closeness table.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CompareRow {
-    /// `fp16 engine`, `fp16 graph`, …
-    pub label: String,
-    /// What ran.
-    pub kind: RowKind,
-    /// Its precision.
-    pub precision: Precision,
-    /// The file.
-    pub file: String,
-    /// The backend that ran it (empty when it could not run).
-    pub backend: String,
+    /// What ran, and whether it could.
+    #[serde(flatten)]
+    pub source: RowSource,
     /// isclose %, all elements of the first output.
     pub equal_pct: Option<f64>,
     /// Samples whose every element is close, %.
@@ -341,10 +368,6 @@ pub struct CompareRow {
     pub nan_pct: Option<f64>,
     /// The rank table (MAE and disagreement per rank).
     pub ranks: Vec<RankRow>,
-    /// Why it could not run, in a few words.
-    pub unavailable: Option<String>,
-    /// The whole reason.
-    pub detail: Option<String>,
 }
 
 /// Everything `compare` found over the precisions.
@@ -409,9 +432,9 @@ pub fn compare_all(config: &CompareAllConfig, progress: &dyn Progress) -> Result
     npz::save(&outputs_file, &tensors.b)?;
     let mut rows = vec![];
     for c in candidates(&config.model, &artifacts, false) {
-        let engine_ran = rows
-            .iter()
-            .any(|r: &CompareRow| r.precision == c.precision && r.unavailable.is_none());
+        let engine_ran = rows.iter().any(|r: &CompareRow| {
+            r.source.precision == c.precision && r.source.unavailable.is_none()
+        });
         if c.kind == RowKind::Graph && engine_ran {
             continue; // the engine itself was compared
         }
@@ -428,12 +451,10 @@ pub fn compare_all(config: &CompareAllConfig, progress: &dyn Progress) -> Result
             input_shapes: vec![],
             ..config.base.clone()
         };
+        let outcome = compare(&job, progress);
+        let ran = outcome.as_ref().map(|(r, _)| r.sides[0].backend.clone());
         let mut row = CompareRow {
-            label: c.label(),
-            kind: c.kind.clone(),
-            precision: c.precision,
-            file: c.path.display().to_string(),
-            backend: String::new(),
+            source: RowSource::of(&c, c.label(), ran.clone()),
             equal_pct: None,
             all_close_samples_pct: None,
             max_abs_err: None,
@@ -441,28 +462,16 @@ pub fn compare_all(config: &CompareAllConfig, progress: &dyn Progress) -> Result
             top1_agreement_pct: None,
             nan_pct: None,
             ranks: vec![],
-            unavailable: None,
-            detail: None,
         };
-        match compare(&job, progress) {
-            Ok((r, _)) => {
-                row.backend = r.sides[0].backend.clone();
-                if let Some(o) = r.outputs.first() {
-                    row.equal_pct = Some(o.closeness.equal_pct);
-                    row.all_close_samples_pct = Some(o.closeness.all_close_samples_pct);
-                    row.max_abs_err = Some(o.closeness.max_abs_err);
-                    row.mean_abs_err = Some(o.closeness.mean_abs_err);
-                    row.top1_agreement_pct = o.topk.as_ref().map(|k| k.top1_agreement_pct);
-                    let elements = o.closeness.elements.max(1) as f64;
-                    row.nan_pct = Some(o.closeness.nan_a as f64 * 100.0 / elements);
-                    row.ranks = o.topk.as_ref().map(|k| k.ranks.clone()).unwrap_or_default();
-                }
-            }
-            Err(e) => {
-                let whole = format!("{e:#}");
-                row.unavailable = Some(short_reason(&whole));
-                row.detail = Some(whole);
-            }
+        if let Some(o) = outcome.as_ref().ok().and_then(|(r, _)| r.outputs.first()) {
+            row.equal_pct = Some(o.closeness.equal_pct);
+            row.all_close_samples_pct = Some(o.closeness.all_close_samples_pct);
+            row.max_abs_err = Some(o.closeness.max_abs_err);
+            row.mean_abs_err = Some(o.closeness.mean_abs_err);
+            row.top1_agreement_pct = o.topk.as_ref().map(|k| k.top1_agreement_pct);
+            let elements = o.closeness.elements.max(1) as f64;
+            row.nan_pct = Some(o.closeness.nan_a as f64 * 100.0 / elements);
+            row.ranks = o.topk.as_ref().map(|k| k.ranks.clone()).unwrap_or_default();
         }
         rows.push(row);
     }

@@ -50,12 +50,8 @@ pub fn render_validate(r: &ValidateAllReport, markdown: bool) -> String {
         for row in &table.rows {
             let count = |v: Option<u64>| v.map(|n| n.to_string()).unwrap_or_else(|| "-".into());
             let size = format!("{:.2}", row.size_bytes as f64 / 1e6);
-            let label = if row.backend.is_empty() {
-                row.label.clone()
-            } else {
-                format!("{} ({})", row.label, row.backend)
-            };
-            let cells = match (&row.accuracy, &row.unavailable) {
+            let label = row.source.shown();
+            let cells = match (&row.accuracy, &row.source.unavailable) {
                 (Some(a), _) => vec![
                     format!("{:.3} / {:.3}", a.latency_all.mean_ms, a.latency_all.max_ms),
                     format!(
@@ -68,9 +64,9 @@ pub fn render_validate(r: &ValidateAllReport, markdown: bool) -> String {
                 ],
                 (None, why) => {
                     let why = why.clone().unwrap_or_default();
-                    if let Some(d) = &row.detail {
+                    if let Some(d) = &row.source.detail {
                         if !details.iter().any(|(_, x)| x == d) {
-                            details.push((row.file.clone(), d.clone()));
+                            details.push((row.source.file.clone(), d.clone()));
                         }
                     }
                     vec![
@@ -126,15 +122,11 @@ pub fn render_compare(r: &CompareAllReport, markdown: bool) -> String {
     let sci = |v: Option<f64>| v.map(|x| format!("{x:.3e}")).unwrap_or_else(|| "-".into());
     let mut details = vec![];
     for row in &r.rows {
-        let label = if row.backend.is_empty() {
-            row.label.clone()
-        } else {
-            format!("{} ({})", row.label, row.backend)
-        };
-        match &row.unavailable {
+        let label = row.source.shown();
+        match &row.source.unavailable {
             Some(why) => {
-                if let Some(d) = &row.detail {
-                    details.push((row.file.clone(), d.clone()));
+                if let Some(d) = &row.source.detail {
+                    details.push((row.source.file.clone(), d.clone()));
                 }
                 t.row(vec![
                     label,
@@ -164,7 +156,7 @@ pub fn render_compare(r: &CompareAllReport, markdown: bool) -> String {
             .chain(
                 ranked
                     .iter()
-                    .map(|row| format!("{} MAE / Disg %", row.label)),
+                    .map(|row| format!("{} MAE / Disg %", row.source.label)),
             )
             .collect();
         let refs: Vec<&str> = headers.iter().map(String::as_str).collect();
