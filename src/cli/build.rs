@@ -4,7 +4,7 @@
 use crate::cli::args::calibration::{AlgoArg, CalibrationArgs};
 use crate::cli::args::output::JsonArgs;
 use crate::cli::quantize::keep_fp32_list;
-use crate::cli::workspace::for_model;
+use crate::cli::workspace::{for_model, required};
 use crate::cli::UsageError;
 use crate::onnx::rewrite::fp16::Fp16Options;
 use crate::onnx::shape::parse_input_shapes;
@@ -111,11 +111,12 @@ fn usage(e: anyhow::Error) -> anyhow::Error {
 /// The build job these flags describe, in the workspace when the model is left out (or lies in
 /// one): its model, input shape, calibration data and preprocessing under the flags given.
 pub fn config(args: &BuildArgs) -> Result<BuildConfig> {
-    let ws = for_model(args.model.as_deref())?;
-    let model = match (&args.model, &ws) {
-        (Some(m), _) => m.clone(),
-        (None, Some(ws)) => ws.model.clone(),
-        (None, None) => unreachable!("for_model requires a workspace when no model is given"),
+    let (model, ws) = match &args.model {
+        Some(m) => (m.clone(), for_model(Some(m))?),
+        None => {
+            let ws = required()?;
+            (ws.model.clone(), Some(ws))
+        }
     };
     let input_shape = match &ws {
         Some(ws) if args.input_shape.is_empty() => ws.settings.input_shape.clone(),
@@ -140,8 +141,7 @@ pub fn config(args: &BuildArgs) -> Result<BuildConfig> {
             &[args.algo],
             ws.as_ref(),
         )?))),
-        (None, Some(cache)) => Some(Int8Source::Cache(cache.clone())),
-        (None, None) => {
+        (None, _) => {
             return Err(UsageError(
                 "--int8 needs calibration data (--calib-data DIR, a folder of images or .npy/.npz, or synthetic:SEED) or an existing cache (--calibration-cache FILE)".into(),
             )

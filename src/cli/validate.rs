@@ -90,7 +90,7 @@ pub fn config(args: &ValidateArgs, ws: Option<&Workspace>) -> Result<ValidateCon
             .model
             .clone()
             .or_else(|| ws.map(|w| w.model.clone()))
-            .unwrap_or_default(),
+            .ok_or_else(|| usage("validate needs a MODEL, or a workspace (trtkit init)"))?,
         dataset,
         dataset_options: DatasetOptions {
             labels: args.labels.clone(),
