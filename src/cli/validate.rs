@@ -14,7 +14,7 @@ use crate::measure::precisions::{validate_all, ValidateAllConfig};
 use crate::report::accuracy::{render, save_predictions};
 use crate::report::precisions::render_validate;
 use crate::report::progress::Bar;
-use crate::workspace::Workspace;
+use crate::workspace::{preprocess_in, Workspace};
 use anyhow::Result;
 use clap::Args;
 use std::path::PathBuf;
@@ -101,10 +101,7 @@ pub fn config(args: &ValidateArgs, ws: Option<&Workspace>) -> Result<ValidateCon
         batch_size: args.batch_size[0],
         backend: args.engine.apply(args.backend.options(None)),
         warmup: args.warmup.unwrap_or(WarmupBatches::Fraction(0.1)),
-        preprocess: match ws {
-            Some(ws) => ws.preprocess_under(&preprocess),
-            None => preprocess,
-        },
+        preprocess: preprocess_in(ws, preprocess),
         prefetch: args.prefetch,
         keep_predictions: args.save_predictions.is_some(),
     })

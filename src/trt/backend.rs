@@ -10,8 +10,8 @@
 
 use super::builder::{load, LogCollector};
 use super::engine_io::{
-    batch_outside_profile, elem_type, in_profile, input_shape_at, io_spec, probe_batch_range,
-    tensor_bytes,
+    batch_outside_profile, buffer_sizes, elem_type, in_profile, input_shape_at, io_spec,
+    probe_batch_range,
 };
 use super::loader::{locate_usable, Flavour, BOUND};
 use super::preflight::{
@@ -351,7 +351,6 @@ impl GpuEnqueue for TrtBackend {
             self.set_shapes(slot, &shapes)?;
         }
         let outputs = self.output_shapes(0)?;
-        let mut output_bytes = vec![];
         for (spec, shape) in self.outputs.iter().zip(&outputs) {
             let expected = spec.concrete_shape(batch)?;
             if shape
@@ -365,17 +364,10 @@ impl GpuEnqueue for TrtBackend {
                     spec.name
                 );
             }
-            output_bytes.push(tensor_bytes(&spec.name, shape, spec.elem_type.size())?);
         }
-        let input_bytes = self
-            .inputs
-            .iter()
-            .zip(&shapes)
-            .map(|(s, shape)| tensor_bytes(&s.name, shape, s.elem_type.size()))
-            .collect::<Result<_>>()?;
         self.prepared = Some(Prepared {
-            input_bytes,
-            output_bytes,
+            input_bytes: buffer_sizes(&self.inputs, &shapes)?,
+            output_bytes: buffer_sizes(&self.outputs, &outputs)?,
         });
         Ok(())
     }
@@ -434,12 +426,7 @@ impl Backend for TrtBackend {
         self.ensure_contexts(1)?;
         self.set_shapes(0, &shapes)?;
         let out_shapes = self.output_shapes(0)?;
-        let out_bytes = self
-            .outputs
-            .iter()
-            .zip(&out_shapes)
-            .map(|(s, shape)| tensor_bytes(&s.name, shape, s.elem_type.size()))
-            .collect::<Result<Vec<_>>>()?;
+        let out_bytes = buffer_sizes(&self.outputs, &out_shapes)?;
         let mut host = match self.host.take() {
             Some(h) => h,
             None => HostSlot {

@@ -84,6 +84,15 @@ pub fn tensor_bytes(name: &str, shape: &[i64], elem_size: usize) -> Result<usize
     Ok(n)
 }
 
+/// The bytes of every tensor of `specs` at the matching `shapes` ([`tensor_bytes`] each).
+pub fn buffer_sizes(specs: &[IoSpec], shapes: &[Vec<i64>]) -> Result<Vec<usize>> {
+    specs
+        .iter()
+        .zip(shapes)
+        .map(|(s, shape)| tensor_bytes(&s.name, shape, s.elem_type.size()))
+        .collect()
+}
+
 /// Whether `shape` lies between a profile's `min` and `max`, axis by axis.
 pub fn in_profile(shape: &[i64], profile: &InputProfile) -> bool {
     shape.len() == profile.min.len()

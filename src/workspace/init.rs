@@ -2,9 +2,9 @@
 //! linked) into `onnx/`, `engines/` and `calibration/` created, `trtkit.toml` written — and
 //! the effective settings of a workspace with where each came from (`init --show`).
 
-use super::{Settings, Workspace, CALIBRATION_DIR, ENGINES_DIR, FILE, ONNX_DIR};
+use super::{map_calib_path, Settings, Workspace, CALIBRATION_DIR, ENGINES_DIR, FILE, ONNX_DIR};
 use crate::atomic_file::write_atomic;
-use crate::onnx::OnnxModel;
+use crate::onnx::model::decode_model;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -52,7 +52,8 @@ fn for_workspace(path: &Path, root: &Path) -> PathBuf {
 /// Makes the workspace.
 pub fn init(config: &InitConfig) -> Result<InitReport> {
     let shown = config.model.display();
-    OnnxModel::load(&config.model).with_context(|| "init needs an ONNX model".to_string())?;
+    let bytes = std::fs::read(&config.model).with_context(|| format!("{shown}: cannot read"))?;
+    decode_model(&bytes).with_context(|| format!("{shown}: init needs an ONNX model"))?;
     let root = &config.dir;
     let file = root.join(FILE);
     if file.exists() && !config.force {
@@ -75,7 +76,7 @@ pub fn init(config: &InitConfig) -> Result<InitReport> {
         _ => false,
     };
     if dest.exists() && !same(&dest, &config.model) {
-        let identical = std::fs::read(&dest).ok() == std::fs::read(&config.model).ok();
+        let identical = std::fs::read(&dest).is_ok_and(|d| d == bytes);
         if !identical && !config.force {
             bail!(
                 "{}: another model of that name is already in the workspace; --force replaces it",
@@ -91,8 +92,6 @@ pub fn init(config: &InitConfig) -> Result<InitReport> {
             std::os::unix::fs::symlink(&target, &dest)
                 .with_context(|| format!("{}: cannot link to {shown}", dest.display()))?;
         } else {
-            let bytes =
-                std::fs::read(&config.model).with_context(|| format!("{shown}: cannot read"))?;
             write_atomic(&dest, &bytes)?;
         }
     }
@@ -101,13 +100,10 @@ pub fn init(config: &InitConfig) -> Result<InitReport> {
         model: Some(Path::new(ONNX_DIR).join(name)),
         input_shape: given.input_shape.clone(),
         dataset: given.dataset.as_deref().map(|d| for_workspace(d, root)),
-        calib_data: given.calib_data.as_ref().map(|c| {
-            if c.starts_with("synthetic:") {
-                c.clone()
-            } else {
-                for_workspace(Path::new(c), root).display().to_string()
-            }
-        }),
+        calib_data: given
+            .calib_data
+            .as_deref()
+            .map(|c| map_calib_path(c, |p| for_workspace(p, root))),
         preprocess: given.preprocess.clone(),
     };
     let text = toml::to_string(&settings).context("writing trtkit.toml")?;
@@ -222,6 +218,7 @@ mod tests {
     use super::*;
     use crate::data::preprocess::PreprocessRequest;
     use crate::onnx::test_models;
+    use crate::onnx::OnnxModel;
 
     #[test]
     fn init_copies_the_model_writes_settings_and_refuses_to_overwrite() {

@@ -102,13 +102,8 @@ impl Workspace {
 
     /// The calibration data from the settings, resolved (a `synthetic:` source as it is).
     pub fn calib_data(&self) -> Option<String> {
-        self.settings.calib_data.as_ref().map(|c| {
-            if c.starts_with("synthetic:") {
-                c.clone()
-            } else {
-                self.resolve(Path::new(c)).display().to_string()
-            }
-        })
+        let c = self.settings.calib_data.as_deref()?;
+        Some(map_calib_path(c, |p| self.resolve(p)))
     }
 
     /// `given` laid over the workspace's preprocessing: each flag given wins, each unset one
@@ -116,7 +111,27 @@ impl Workspace {
     pub fn preprocess_under(&self, given: &PreprocessRequest) -> PreprocessRequest {
         layer(given, &self.settings.preprocess)
     }
+}
 
+/// The preprocessing a command applies: `given` laid over the workspace's, when there is one.
+pub fn preprocess_in(ws: Option<&Workspace>, given: PreprocessRequest) -> PreprocessRequest {
+    match ws {
+        Some(ws) => ws.preprocess_under(&given),
+        None => given,
+    }
+}
+
+/// A calibration source with its path mapped by `f`; a `synthetic:SEED` source names no file
+/// and stays as it is.
+pub fn map_calib_path(source: &str, f: impl FnOnce(&Path) -> PathBuf) -> String {
+    if source.starts_with("synthetic:") {
+        source.to_string()
+    } else {
+        f(Path::new(source)).display().to_string()
+    }
+}
+
+impl Workspace {
     /// Whether `path` (a model or engine named on the command line) lies inside the workspace,
     /// so that the workspace's settings apply to it.
     pub fn contains(&self, path: &Path) -> bool {

@@ -8,7 +8,7 @@ use crate::cli::args::backend::BackendArgs;
 use crate::cli::args::preprocess::PreprocessArgs;
 use crate::cli::args::samples::positive_samples;
 use crate::cli::UsageError;
-use crate::workspace::{Workspace, CALIBRATION_DIR};
+use crate::workspace::{preprocess_in, Workspace, CALIBRATION_DIR};
 use anyhow::Result;
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
@@ -75,10 +75,7 @@ impl CalibrationArgs {
                 .unwrap_or_else(|| PathBuf::from(CALIBRATION_DIR)),
             measure_plain: false,
             backend: self.backend.options(Some(batch_size)),
-            preprocess: match workspace {
-                Some(ws) => ws.preprocess_under(&self.preprocess.request()),
-                None => self.preprocess.request(),
-            },
+            preprocess: preprocess_in(workspace, self.preprocess.request()),
         })
     }
 }
