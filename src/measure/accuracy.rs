@@ -213,18 +213,13 @@ fn open_dataset(config: &ValidateConfig) -> Result<Dataset> {
 /// warning. What `compare` feeds when it compares over real images.
 pub fn dataset_tensor(config: &ValidateConfig) -> Result<HostTensor> {
     let dataset = open_dataset(config)?;
-    let options = BackendOptions {
-        batch: Some(config.batch_size),
-        ..config.backend.clone()
-    };
-    let backend = open_backend(&config.model, &options)?;
-    let plan = plan_input(backend.as_ref(), &config.model, config.batch_size)?;
-    drop(backend);
-    let pre = config
-        .preprocess
-        .resolve(&plan.name, plan.layout, plan.height, plan.width)
-        .map_err(|e| BadPreprocess(format!("{e:#}")))?;
-    let loader = Loader::spawn(dataset.samples, pre, config.batch_size, config.prefetch)?;
+    let (_, plan) = open_planned(config)?;
+    let loader = Loader::spawn(
+        dataset.samples,
+        resolve_preprocess(config, &plan)?,
+        config.batch_size,
+        config.prefetch,
+    )?;
     let (mut data, mut count) = (vec![], 0);
     for batch in loader {
         for f in &batch.failures {
@@ -239,18 +234,33 @@ pub fn dataset_tensor(config: &ValidateConfig) -> Result<HostTensor> {
     input_tensor(&plan, data, count)
 }
 
+/// The model's backend opened at the configured batch, and what it expects of its image input.
+fn open_planned(config: &ValidateConfig) -> Result<(Box<dyn Backend>, InputPlan)> {
+    let options = BackendOptions {
+        batch: Some(config.batch_size),
+        ..config.backend.clone()
+    };
+    let backend = open_backend(&config.model, &options)?;
+    let plan = plan_input(backend.as_ref(), &config.model, config.batch_size)?;
+    Ok((backend, plan))
+}
+
+/// The configured preprocessing resolved against the model's input (a wrong setting is the
+/// user's, not the model's).
+fn resolve_preprocess(config: &ValidateConfig, plan: &InputPlan) -> Result<Preprocess> {
+    config
+        .preprocess
+        .resolve(&plan.name, plan.layout, plan.height, plan.width)
+        .map_err(|e| BadPreprocess(format!("{e:#}")).into())
+}
+
 /// Runs the validation: `progress` advances by images, with the running accuracy as status.
 pub fn validate(config: &ValidateConfig, progress: &dyn Progress) -> Result<ValidateReport> {
     if config.batch_size == 0 {
         bail!("the batch size must be at least 1");
     }
     let dataset = open_dataset(config)?;
-    let backend_options = BackendOptions {
-        batch: Some(config.batch_size),
-        ..config.backend.clone()
-    };
-    let mut backend = open_backend(&config.model, &backend_options)?;
-    let plan = plan_input(backend.as_ref(), &config.model, config.batch_size)?;
+    let (mut backend, plan) = open_planned(config)?;
     if let Some(s) = dataset.max_label() {
         if s.label >= plan.classes {
             bail!(
@@ -263,10 +273,7 @@ pub fn validate(config: &ValidateConfig, progress: &dyn Progress) -> Result<Vali
         }
     }
     let run_batch = backend.fixed_batch().unwrap_or(config.batch_size);
-    let pre = config
-        .preprocess
-        .resolve(&plan.name, plan.layout, plan.height, plan.width)
-        .map_err(|e| BadPreprocess(format!("{e:#}")))?;
+    let pre = resolve_preprocess(config, &plan)?;
     let total = dataset.samples.len();
     let batches = total.div_ceil(config.batch_size);
     let warmup = match config.warmup {

@@ -389,16 +389,22 @@ pub struct CompareAllReport {
     pub skipped: Vec<String>,
 }
 
+/// The reference's inputs and outputs, saved after the first row that ran, replayed for the rest.
+struct Replay {
+    inputs: PathBuf,
+    outputs: PathBuf,
+    backend: String,
+    inputs_note: String,
+    output: String,
+}
+
 /// Compares every engine built from the model (or its kept graph) with the model. The reference
-/// runs once: its inputs and outputs are saved and replayed for every row.
+/// runs once, with the first row that opens: its inputs and outputs are saved then and replayed
+/// for every later row (a row that cannot open fails before anything runs).
 pub fn compare_all(config: &CompareAllConfig, progress: &dyn Progress) -> Result<CompareAllReport> {
     let artifacts = list(&config.engines, &config.model)?;
-    let reference = SideConfig {
-        path: config.model.clone(),
-        backend: config.base.b.backend.clone(),
-    };
     let saved = tempfile::tempdir()?;
-    let (inputs, images_note) = match &config.images {
+    let (live_inputs, images_note) = match &config.images {
         Some(images) => {
             let tensor = dataset_tensor(images)?;
             let file = saved.path().join("images.npz");
@@ -412,24 +418,7 @@ pub fn compare_all(config: &CompareAllConfig, progress: &dyn Progress) -> Result
         }
         None => (config.base.inputs.clone(), None),
     };
-    let (mut first, tensors) = compare(
-        &CompareConfig {
-            a: reference.clone(),
-            b: reference,
-            inputs,
-            ..config.base.clone()
-        },
-        progress,
-    )?;
-    if let Some(note) = images_note {
-        first.inputs = note;
-    }
-    let (inputs_file, outputs_file) = (
-        saved.path().join("inputs.npz"),
-        saved.path().join("reference.npz"),
-    );
-    npz::save(&inputs_file, tensors.inputs.as_deref().unwrap_or_default())?;
-    npz::save(&outputs_file, &tensors.b)?;
+    let mut replay: Option<Replay> = None;
     let mut rows = vec![];
     for c in candidates(&config.model, &artifacts, false) {
         let engine_ran = rows.iter().any(|r: &CompareRow| {
@@ -438,20 +427,49 @@ pub fn compare_all(config: &CompareAllConfig, progress: &dyn Progress) -> Result
         if c.kind == RowKind::Graph && engine_ran {
             continue; // the engine itself was compared
         }
+        let (b, inputs) = match &replay {
+            Some(r) => (
+                SideConfig {
+                    path: r.outputs.clone(),
+                    backend: config.base.b.backend.clone(),
+                },
+                InputSource::File(r.inputs.clone()),
+            ),
+            None => (
+                SideConfig {
+                    path: config.model.clone(),
+                    backend: config.base.b.backend.clone(),
+                },
+                live_inputs.clone(),
+            ),
+        };
         let job = CompareConfig {
             a: SideConfig {
                 path: c.path.clone(),
                 backend: config.base.a.backend.clone(),
             },
-            b: SideConfig {
-                path: outputs_file.clone(),
-                backend: config.base.b.backend.clone(),
-            },
-            inputs: InputSource::File(inputs_file.clone()),
+            b,
+            inputs,
             input_shapes: vec![],
             ..config.base.clone()
         };
         let outcome = compare(&job, progress);
+        if let (None, Ok((report, tensors))) = (&replay, &outcome) {
+            let r = Replay {
+                inputs: saved.path().join("inputs.npz"),
+                outputs: saved.path().join("reference.npz"),
+                backend: report.sides[1].backend.clone(),
+                inputs_note: images_note.clone().unwrap_or_else(|| report.inputs.clone()),
+                output: report
+                    .outputs
+                    .first()
+                    .map(|o| o.name.clone())
+                    .unwrap_or_default(),
+            };
+            npz::save(&r.inputs, tensors.inputs.as_deref().unwrap_or_default())?;
+            npz::save(&r.outputs, &tensors.b)?;
+            replay = Some(r);
+        }
         let ran = outcome.as_ref().map(|(r, _)| r.sides[0].backend.clone());
         let mut row = CompareRow {
             source: RowSource::of(&c, c.label(), ran.clone()),
@@ -475,20 +493,20 @@ pub fn compare_all(config: &CompareAllConfig, progress: &dyn Progress) -> Result
         }
         rows.push(row);
     }
+    let (reference_backend, inputs, output) = match replay {
+        Some(r) => (r.backend, r.inputs_note, r.output),
+        None => (
+            String::new(),
+            "none: no engine or graph could run, so the reference was not run".into(),
+            String::new(),
+        ),
+    };
     Ok(CompareAllReport {
         reference: config.model.display().to_string(),
-        reference_backend: first
-            .sides
-            .get(1)
-            .map(|s| s.backend.clone())
-            .unwrap_or_default(),
-        inputs: first.inputs.clone(),
+        reference_backend,
+        inputs,
         tolerance: config.base.tolerance,
-        output: first
-            .outputs
-            .first()
-            .map(|o| o.name.clone())
-            .unwrap_or_default(),
+        output,
         rows,
         skipped: skipped_lines(&artifacts),
     })
