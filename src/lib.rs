@@ -9,6 +9,7 @@
 
 pub mod atomic_file;
 pub mod backend;
+pub mod bench;
 pub mod calibration;
 pub mod cli;
 pub mod cuda;

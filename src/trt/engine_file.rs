@@ -38,7 +38,7 @@ pub fn file_flavour(path: &Path) -> Result<Option<Flavour>> {
 }
 
 /// The precision an engine was built at (the rewrite applied before the build).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Precision {
     /// The model as it is.

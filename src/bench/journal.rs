@@ -1,0 +1,131 @@
+//! The journal: one JSON line per finished cell, appended and flushed as each cell ends, so a run
+//! killed at any moment loses at most the cell in flight. A results folder may hold several
+//! journals (`journal.jsonl`, and `journal-<cell>.jsonl` from cells run one by one elsewhere);
+//! reading merges them, and the last line for a key wins.
+
+use super::record::{CellRecord, Status};
+use anyhow::{Context, Result};
+use std::collections::BTreeMap;
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// The journal a `bench` run appends to in its results folder.
+pub fn main_journal(results: &Path) -> PathBuf {
+    results.join("journal.jsonl")
+}
+
+/// The journal of one cell run on its own (`bench --cell ID`).
+pub fn cell_journal(results: &Path, id: &str) -> PathBuf {
+    results.join(format!("journal-{id}.jsonl"))
+}
+
+/// Appends one record as one line and flushes it to disk before returning.
+pub fn append(journal: &Path, record: &CellRecord) -> Result<()> {
+    let mut line = serde_json::to_string(record)?;
+    line.push('\n');
+    let mut f = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(journal)
+        .with_context(|| format!("{}: cannot open the journal", journal.display()))?;
+    // One write of the whole line: appends of one line never interleave with another writer's.
+    f.write_all(line.as_bytes())
+        .and_then(|_| f.sync_data())
+        .with_context(|| format!("{}: cannot append to the journal", journal.display()))
+}
+
+/// What reading journals found.
+#[derive(Debug, Default)]
+pub struct Journal {
+    /// Every record, in file order (files in name order).
+    pub records: Vec<CellRecord>,
+    /// Lines that were not records (a line cut by a crash mid-write, a hand edit), said as
+    /// `file:line: why`.
+    pub skipped: Vec<String>,
+    /// The journal files read.
+    pub files: Vec<PathBuf>,
+}
+
+impl Journal {
+    /// The last record of each key, in the order keys first appeared.
+    pub fn latest(&self) -> Vec<&CellRecord> {
+        let mut order: Vec<&str> = vec![];
+        let mut last: BTreeMap<&str, &CellRecord> = BTreeMap::new();
+        for r in &self.records {
+            if last.insert(&r.id, r).is_none() {
+                order.push(&r.id);
+            }
+        }
+        order.iter().map(|id| last[id]).collect()
+    }
+
+    /// The ids a run should skip: every measured cell, and failed ones unless they are retried.
+    pub fn done(&self, retry_failed: bool) -> std::collections::BTreeSet<String> {
+        self.latest()
+            .into_iter()
+            .filter(|r| r.status == Status::Ok || !retry_failed)
+            .map(|r| r.id.clone())
+            .collect()
+    }
+}
+
+/// The journal files of a results folder (`journal*.jsonl`), in name order.
+pub fn journal_files(results: &Path) -> Result<Vec<PathBuf>> {
+    let mut files = vec![];
+    let entries = std::fs::read_dir(results)
+        .with_context(|| format!("{}: cannot read the results folder", results.display()))?;
+    for e in entries {
+        let path = e?.path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if name.starts_with("journal") && name.ends_with(".jsonl") && path.is_file() {
+            files.push(path);
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// Reads every journal of a results folder (none yet is an empty journal).
+pub fn read_folder(results: &Path) -> Result<Journal> {
+    if !results.exists() {
+        return Ok(Journal::default());
+    }
+    read_files(&journal_files(results)?)
+}
+
+/// Reads these journal files (a file or a results folder each) into one journal.
+pub fn read_files(paths: &[PathBuf]) -> Result<Journal> {
+    let mut journal = Journal::default();
+    for path in paths {
+        if path.is_dir() {
+            let inner = journal_files(path)?;
+            if inner.is_empty() {
+                anyhow::bail!(
+                    "{}: no journal*.jsonl in this folder (is it a `trtkit bench` results folder?)",
+                    path.display()
+                );
+            }
+            let j = read_files(&inner)?;
+            journal.records.extend(j.records);
+            journal.skipped.extend(j.skipped);
+            journal.files.extend(j.files);
+            continue;
+        }
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("{}: cannot read the journal", path.display()))?;
+        for (i, line) in text.lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            match serde_json::from_str::<CellRecord>(line) {
+                Ok(r) => journal.records.push(r),
+                Err(e) => journal
+                    .skipped
+                    .push(format!("{}:{}: {e}", path.display(), i + 1)),
+            }
+        }
+        journal.files.push(path.clone());
+    }
+    Ok(journal)
+}

@@ -1,0 +1,17 @@
+//! The benchmark matrix: models × precisions × batch sizes × targets, each cell run as a child
+//! `trtkit` process with a time limit, its result or its failure appended to a journal, so the
+//! run survives any cell and resumes where it stopped.
+//!
+//! - [`plan`]: the matrix from flags or a TOML file, and its cells.
+//! - [`key`]: what makes two cells the same (the resume key).
+//! - [`record`] and [`journal`]: the journal lines and the file they go to.
+//! - [`prepare`]: the file a cell runs (the model, its FP16/INT8 rewrite, or an engine).
+//! - [`cell`]: one cell, measured inside the child process.
+//! - [`monitor`]: NVML power, utilisation, clocks and memory, sampled through a cell.
+//! - [`supervise`]: the child process, its time limit, and what its end means.
+//! - [`matrix`]: the `bench` job over every missing cell.
+
+pub mod journal;
+pub mod key;
+pub mod record;
+pub mod target;
