@@ -11,7 +11,13 @@
 //! - [`supervise`]: the child process, its time limit, and what its end means.
 //! - [`matrix`]: the `bench` job over every missing cell.
 
+pub mod cell;
 pub mod journal;
 pub mod key;
+pub mod matrix;
+pub mod monitor;
+pub mod plan;
+pub mod prepare;
 pub mod record;
+pub mod supervise;
 pub mod target;

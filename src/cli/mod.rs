@@ -4,6 +4,7 @@
 //! and how errors become exit codes.
 
 pub mod args;
+pub mod bench;
 pub mod build;
 pub mod calibrate;
 pub mod compare;
@@ -12,6 +13,7 @@ pub mod hints;
 pub mod init;
 pub mod inspect;
 pub mod quantize;
+pub mod report;
 pub mod run;
 pub mod validate;
 pub mod workspace;
@@ -55,6 +57,15 @@ pub enum Command {
     Compare(compare::CompareArgs),
     /// Make a workspace (trtkit.toml, onnx/, engines/, calibration/) so commands need no paths.
     Init(Box<init::InitArgs>),
+    /// The benchmark matrix: models × precisions × batch sizes × targets, each cell in its own
+    /// process, recorded in a journal; run it again to finish what is missing.
+    Bench(Box<bench::BenchArgs>),
+    /// Tables, CSV, JSON and an HTML page with plots from bench journals (merged; partial runs
+    /// report too).
+    Report(report::ReportArgs),
+    /// One cell of a bench run (what bench's child processes run).
+    #[command(name = "bench-cell", hide = true)]
+    BenchCell(bench::CellArgs),
 }
 
 /// A mistake in how trtkit was called (exit code 2), as opposed to a failure (exit code 1).
@@ -93,6 +104,9 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Run(args) => run::run(args),
         Command::Compare(args) => compare::run(args),
         Command::Init(args) => init::run(*args),
+        Command::Bench(args) => bench::run(*args),
+        Command::BenchCell(args) => bench::run_one(args),
+        Command::Report(args) => report::run(args),
     }
 }
 

@@ -8,13 +8,17 @@
 //! times and per-image predictions, write their file atomically).
 
 pub mod accuracy;
+pub mod bench;
+pub mod bench_run;
 pub mod build;
 pub mod calibration;
 pub mod closeness;
 pub mod doctor;
 pub mod format;
+pub mod html;
 pub mod inspect;
 pub mod latency;
+pub mod plots;
 pub mod precisions;
 pub mod progress;
 pub mod table;

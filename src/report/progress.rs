@@ -33,6 +33,17 @@ impl Bar {
     }
 }
 
+impl Bar {
+    /// Prints a line on stdout above the bar (the bar is redrawn below it).
+    pub fn println(&self, line: &str) {
+        let guard = self.bar.lock().unwrap_or_else(|e| e.into_inner());
+        match guard.as_ref() {
+            Some(bar) if !bar.is_hidden() => bar.suspend(|| println!("{line}")),
+            _ => println!("{line}"),
+        }
+    }
+}
+
 impl Progress for Bar {
     fn start(&self, what: &str, total: Option<u64>) {
         let bar = match total {

@@ -1,0 +1,205 @@
+//! The `bench` job: every cell of the plan that the journal does not have yet, each in a child
+//! process, each record appended as it ends. Also the list of missing cells, for a scheduler.
+
+use super::journal::{append, cell_journal, main_journal, read_folder};
+use super::plan::{CellSpec, Plan};
+use super::record::{CellRecord, Status};
+use super::supervise::run_child;
+use crate::cuda::info::driver_info;
+use crate::measure::progress::Progress;
+use crate::onnx::model::file_sha256;
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// The GPU that cells on `device_id` run on, as keys name it (`none` without one).
+pub fn gpu_name(device_id: usize) -> String {
+    driver_info()
+        .gpus
+        .get(device_id)
+        .map(|g| g.name.clone())
+        .unwrap_or_else(|| "none".into())
+}
+
+/// The plan's cells on this machine, and which of them the journal already has.
+pub struct Matrix {
+    /// Every cell.
+    pub cells: Vec<CellSpec>,
+    /// Those the journal has (measured, or failed and not retried).
+    pub done: Vec<bool>,
+}
+
+impl Matrix {
+    /// Expands `plan` for this machine and reads its journal.
+    pub fn of(plan: &Plan, retry_failed: bool) -> Result<Matrix> {
+        let hashes = plan
+            .models
+            .iter()
+            .map(|m| file_sha256(m))
+            .collect::<Result<Vec<_>>>()?;
+        let cells = plan.cells(&hashes, &gpu_name(plan.settings.device_id));
+        let journal = read_folder(&plan.folder)?;
+        for s in &journal.skipped {
+            tracing::warn!("{s}: not a journal record; skipped");
+        }
+        let done_ids = journal.done(retry_failed);
+        let done = cells.iter().map(|c| done_ids.contains(&c.id)).collect();
+        Ok(Matrix { cells, done })
+    }
+
+    /// The cells still to run.
+    pub fn missing(&self) -> Vec<&CellSpec> {
+        self.cells
+            .iter()
+            .zip(&self.done)
+            .filter(|(_, d)| !**d)
+            .map(|(c, _)| c)
+            .collect()
+    }
+
+    /// The cell named `which`: its label (`model/precision/bBATCH/target`) or its id.
+    pub fn find(&self, which: &str) -> Result<&CellSpec> {
+        match self.cells.iter().find(|c| c.label() == which || c.id == which) {
+            Some(c) => Ok(c),
+            None => bail!(
+                "no cell {which:?} in this plan (cells are named model/precision/bBATCH/target, e.g. {})",
+                self.cells.first().map(|c| c.label()).unwrap_or_default()
+            ),
+        }
+    }
+}
+
+/// What one `bench` run did.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct BenchReport {
+    /// The results folder.
+    pub folder: String,
+    /// The journal appended to.
+    pub journal: String,
+    /// Cells in the plan.
+    pub cells: usize,
+    /// Cells the journal already had.
+    pub already_done: usize,
+    /// Cells run now.
+    pub ran: usize,
+    /// Of those, measured.
+    pub ok: usize,
+    /// Of those, failed.
+    pub failed: usize,
+    /// `label: reason` of each failure now.
+    pub failures: Vec<String>,
+    /// Wall time of this run, seconds.
+    pub wall_s: f64,
+    /// Seconds of the cells' own work (inside their processes, preparing and measuring).
+    pub cells_work_s: f64,
+    /// Wall time of the child processes as the parent saw them, seconds.
+    pub cells_wall_s: f64,
+    /// Share of the wall time that was not the cells' own work (process start, journal,
+    /// supervision), %.
+    pub machinery_pct: f64,
+}
+
+/// Runs `cells` one after another in child processes of `exe`, appending each record to
+/// `journal` as it ends; `on_record` sees each one (for printing).
+pub fn run_cells(
+    cells: &[&CellSpec],
+    exe: &std::path::Path,
+    timeout_s: f64,
+    journal: &std::path::Path,
+    progress: &dyn Progress,
+    on_record: &dyn Fn(&CellRecord),
+) -> Result<(Vec<CellRecord>, f64)> {
+    let start = Instant::now();
+    let mut records = vec![];
+    progress.start("bench", Some(cells.len() as u64));
+    for cell in cells {
+        progress.status(cell.label());
+        let record = run_child(exe, cell, timeout_s)?;
+        append(journal, &record)?;
+        on_record(&record);
+        records.push(record);
+        progress.advance(1);
+    }
+    progress.finish();
+    Ok((records, start.elapsed().as_secs_f64()))
+}
+
+/// The report of a run of `records` over `wall_s` seconds.
+pub fn summarize(
+    plan: &Plan,
+    journal: PathBuf,
+    matrix: &Matrix,
+    records: &[CellRecord],
+    wall_s: f64,
+) -> BenchReport {
+    let work: f64 = records
+        .iter()
+        .map(|r| match &r.metrics {
+            Some(m) => m.work_s,
+            None => r.wall_s,
+        })
+        .sum();
+    let failures = records
+        .iter()
+        .filter_map(|r| {
+            let f = r.failure.as_ref()?;
+            let label = matrix.cells.iter().find(|c| c.id == r.id)?.label();
+            Some(format!("{label}: {} — {}", f.kind.short(), f.reason))
+        })
+        .collect();
+    let ok = records.iter().filter(|r| r.status == Status::Ok).count();
+    BenchReport {
+        folder: plan.folder.display().to_string(),
+        journal: journal.display().to_string(),
+        cells: matrix.cells.len(),
+        already_done: matrix.done.iter().filter(|d| **d).count(),
+        ran: records.len(),
+        ok,
+        failed: records.len() - ok,
+        failures,
+        wall_s,
+        cells_work_s: work,
+        cells_wall_s: records.iter().map(|r| r.wall_s).sum(),
+        machinery_pct: if wall_s > 0.0 {
+            100.0 * (wall_s - work).max(0.0) / wall_s
+        } else {
+            0.0
+        },
+    }
+}
+
+/// Runs every missing cell of `plan` (or only `only`), appending to the run's journal (or,
+/// for one cell, to its own journal, so machines sharing the folder never write one file).
+pub fn bench(
+    plan: &Plan,
+    retry_failed: bool,
+    only: Option<&str>,
+    progress: &dyn Progress,
+    on_record: &dyn Fn(&CellRecord),
+) -> Result<BenchReport> {
+    std::fs::create_dir_all(&plan.folder).with_context(|| {
+        format!(
+            "{}: cannot create the results folder",
+            plan.folder.display()
+        )
+    })?;
+    let matrix = Matrix::of(plan, retry_failed)?;
+    let exe = std::env::current_exe().context("cannot find trtkit's own executable")?;
+    let (cells, journal) = match only {
+        Some(which) => {
+            let cell = matrix.find(which)?;
+            (vec![cell], cell_journal(&plan.folder, &cell.id))
+        }
+        None => (matrix.missing(), main_journal(&plan.folder)),
+    };
+    let (records, wall_s) = run_cells(
+        &cells,
+        &exe,
+        plan.cell_timeout_s,
+        &journal,
+        progress,
+        on_record,
+    )?;
+    Ok(summarize(plan, journal, &matrix, &records, wall_s))
+}

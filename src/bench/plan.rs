@@ -1,0 +1,368 @@
+//! The matrix to run: from flags, from a TOML plan file with the same fields, or both (flags
+//! win). A checked [`Plan`] expands into [`CellSpec`]s, one per model × precision × batch ×
+//! target, each self-contained: the child process that runs a cell needs nothing else.
+
+use super::key::{hex16, CellKey};
+use super::target::Target;
+use crate::trt::engine_file::Precision;
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// A plan as written: every field optional, so a file and flags can be layered.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanFile {
+    /// Name of the run: results go to `<results>/<name>/`.
+    pub name: Option<String>,
+    /// Folder holding every run's results folder (default `results`).
+    pub results: Option<PathBuf>,
+    /// ONNX models (FP32).
+    pub models: Option<Vec<PathBuf>>,
+    /// `fp32`, `fp16`, `int8`.
+    pub precisions: Option<Vec<Precision>>,
+    /// Batch sizes.
+    pub batch_sizes: Option<Vec<usize>>,
+    /// `trt`, `tract-cpu`, `tract-cuda`, `ort-cpu`.
+    pub targets: Option<Vec<Target>>,
+    /// ImageNet-style folder for top-1/top-5.
+    pub dataset: Option<PathBuf>,
+    /// Images of the dataset per cell.
+    pub limit: Option<usize>,
+    /// Compare each cell's outputs with the FP32 model on the reference target.
+    pub compare: Option<bool>,
+    /// Where the FP32 reference of `compare` runs (default `tract-cpu`).
+    pub reference: Option<Target>,
+    /// Samples compared per cell (default: the batch size, at least 8).
+    pub compare_samples: Option<usize>,
+    /// INT8 calibration data: a folder of images or .npy/.npz, or `synthetic:SEED`.
+    pub calib_data: Option<String>,
+    /// Calibration samples (default: all; 512 for synthetic data).
+    pub calib_samples: Option<usize>,
+    /// Warm-up iterations per cell.
+    pub warmup: Option<u64>,
+    /// Measured iterations per cell (instead of `duration`).
+    pub iterations: Option<u64>,
+    /// Seconds measured per cell (default 2; at least one iteration runs).
+    pub duration: Option<f64>,
+    /// Time limit of one cell, seconds, its preparation included (default 600).
+    pub cell_timeout: Option<f64>,
+    /// NVML sampling rate, Hz (0 = off; default 20).
+    pub nvml_hz: Option<f64>,
+    /// CPU threads of CPU targets (default: every core).
+    pub threads: Option<usize>,
+    /// The GPU (default 0).
+    pub device_id: Option<usize>,
+    /// Folder holding the TensorRT libraries.
+    pub tensorrt_dir: Option<PathBuf>,
+}
+
+impl PlanFile {
+    /// Reads a TOML plan file.
+    pub fn load(path: &Path) -> Result<PlanFile> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("{}: cannot read the plan", path.display()))?;
+        let mut plan: PlanFile = toml::from_str(&text).map_err(|e| {
+            anyhow::anyhow!(
+                "{}: not a bench plan: {}",
+                path.display(),
+                e.to_string().trim().replace('\n', " ")
+            )
+        })?;
+        // Paths in a plan file are relative to the file.
+        let base = path.parent().unwrap_or(Path::new(""));
+        let rebase = |p: &mut PathBuf| {
+            if p.is_relative() {
+                *p = base.join(&*p);
+            }
+        };
+        plan.models.iter_mut().flatten().for_each(rebase);
+        plan.dataset.iter_mut().for_each(rebase);
+        plan.results.iter_mut().for_each(rebase);
+        plan.tensorrt_dir.iter_mut().for_each(rebase);
+        if plan.name.is_none() {
+            plan.name = path.file_stem().map(|s| s.to_string_lossy().into_owned());
+        }
+        Ok(plan)
+    }
+
+    /// `self` with every field `over` sets replaced by `over`'s.
+    pub fn under(self, over: PlanFile) -> PlanFile {
+        macro_rules! pick {
+            ($($f:ident),*) => { PlanFile { $($f: over.$f.or(self.$f)),* } };
+        }
+        pick!(
+            name,
+            results,
+            models,
+            precisions,
+            batch_sizes,
+            targets,
+            dataset,
+            limit,
+            compare,
+            reference,
+            compare_samples,
+            calib_data,
+            calib_samples,
+            warmup,
+            iterations,
+            duration,
+            cell_timeout,
+            nvml_hz,
+            threads,
+            device_id,
+            tensorrt_dir
+        )
+    }
+}
+
+/// The checked plan.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    /// Name of the run.
+    pub name: String,
+    /// `<results>/<name>`: the journal, logs, rewritten models, engines, calibration caches.
+    pub folder: PathBuf,
+    /// ONNX models.
+    pub models: Vec<PathBuf>,
+    /// Precisions.
+    pub precisions: Vec<Precision>,
+    /// Batch sizes, ascending.
+    pub batch_sizes: Vec<usize>,
+    /// Targets.
+    pub targets: Vec<Target>,
+    /// Measurement settings shared by every cell.
+    pub settings: CellSettings,
+    /// Time limit of one cell, seconds.
+    pub cell_timeout_s: f64,
+}
+
+/// What every cell of a plan measures and how (part of the cell key, except the monitoring
+/// rate and the machine-specific paths).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CellSettings {
+    /// Dataset for top-k.
+    pub dataset: Option<PathBuf>,
+    /// Images per cell.
+    pub limit: Option<usize>,
+    /// Compare with FP32 on this target (`None`: no comparison).
+    pub compare_on: Option<Target>,
+    /// Samples compared (`None`: the batch size, at least 8).
+    pub compare_samples: Option<usize>,
+    /// INT8 calibration data.
+    pub calib_data: String,
+    /// Calibration samples.
+    pub calib_samples: Option<usize>,
+    /// Warm-up iterations.
+    pub warmup: u64,
+    /// Measured iterations, or …
+    pub iterations: Option<u64>,
+    /// … measured seconds.
+    pub duration_s: f64,
+    /// CPU threads.
+    pub threads: Option<usize>,
+    /// NVML sampling rate, Hz (0 = off).
+    #[serde(default)]
+    pub nvml_hz: f64,
+    /// GPU id.
+    pub device_id: usize,
+    /// TensorRT libraries.
+    pub tensorrt_dir: Option<PathBuf>,
+    /// Smallest and largest batch of the plan: the range every engine is built for.
+    pub batch_range: (usize, usize),
+}
+
+impl CellSettings {
+    /// The digest of the settings that change a cell's numbers, for its key.
+    pub fn digest(&self) -> String {
+        let relevant = serde_json::json!({
+            "dataset": self.dataset,
+            "limit": self.limit,
+            "compare_on": self.compare_on,
+            "compare_samples": self.compare_samples,
+            "calib_data": self.calib_data,
+            "calib_samples": self.calib_samples,
+            "warmup": self.warmup,
+            "iterations": self.iterations,
+            "duration_s": self.duration_s,
+            "threads": self.threads,
+            "batch_range": self.batch_range,
+        });
+        hex16(relevant.to_string().as_bytes())
+    }
+}
+
+/// Default calibration data when the plan names none: seeded random inputs.
+pub const DEFAULT_CALIB_DATA: &str = "synthetic:0";
+
+fn nonempty<T>(v: Option<Vec<T>>, what: &str, example: &str) -> Result<Vec<T>> {
+    match v {
+        Some(v) if !v.is_empty() => Ok(v),
+        _ => bail!("the plan names no {what} (e.g. {example})"),
+    }
+}
+
+fn dedup<T: PartialEq + Clone>(v: Vec<T>) -> Vec<T> {
+    let mut out: Vec<T> = vec![];
+    for x in v {
+        if !out.contains(&x) {
+            out.push(x);
+        }
+    }
+    out
+}
+
+impl Plan {
+    /// Checks a layered plan file and fills the defaults.
+    pub fn from_file(p: PlanFile) -> Result<Plan> {
+        let models = dedup(nonempty(p.models, "models", "--models a.onnx b.onnx")?);
+        for m in &models {
+            if !m.is_file() {
+                bail!("{}: model not found", m.display());
+            }
+        }
+        let precisions = dedup(nonempty(
+            p.precisions,
+            "precisions",
+            "--precisions fp32,fp16",
+        )?);
+        let mut batch_sizes = dedup(nonempty(
+            p.batch_sizes,
+            "batch sizes",
+            "--batch-sizes 1,16",
+        )?);
+        if batch_sizes.contains(&0) {
+            bail!("batch sizes must be at least 1");
+        }
+        batch_sizes.sort_unstable();
+        let targets = dedup(nonempty(
+            p.targets,
+            "targets",
+            "--targets tract-cpu,ort-cpu",
+        )?);
+        let positive = |v: Option<f64>, what: &str, default: f64| -> Result<f64> {
+            let v = v.unwrap_or(default);
+            if !(v.is_finite() && v >= 0.0) {
+                bail!("{what} must be a non-negative number of seconds, not {v}");
+            }
+            Ok(v)
+        };
+        let duration_s = positive(p.duration, "duration", 2.0)?;
+        let cell_timeout_s = positive(p.cell_timeout, "cell-timeout", 600.0)?;
+        let nvml_hz = positive(p.nvml_hz, "nvml-hz", 20.0)?;
+        if p.iterations == Some(0) {
+            bail!("iterations must be at least 1");
+        }
+        if let Some(d) = &p.dataset {
+            if !d.is_dir() {
+                bail!("{}: dataset folder not found", d.display());
+            }
+        }
+        let name = p.name.unwrap_or_else(|| "bench".into());
+        if name.is_empty() || name.contains(['/', '\\']) || name.starts_with('.') {
+            bail!("{name:?} cannot name a results folder (no slashes, not empty)");
+        }
+        let folder = p
+            .results
+            .unwrap_or_else(|| PathBuf::from("results"))
+            .join(&name);
+        let batch_range = (batch_sizes[0], *batch_sizes.last().unwrap_or(&1));
+        Ok(Plan {
+            name,
+            folder,
+            models,
+            precisions,
+            batch_sizes,
+            targets,
+            settings: CellSettings {
+                dataset: p.dataset,
+                limit: p.limit,
+                compare_on: p
+                    .compare
+                    .unwrap_or(false)
+                    .then(|| p.reference.unwrap_or(Target::TractCpu)),
+                compare_samples: p.compare_samples,
+                calib_data: p.calib_data.unwrap_or_else(|| DEFAULT_CALIB_DATA.into()),
+                calib_samples: p.calib_samples,
+                warmup: p.warmup.unwrap_or(3),
+                iterations: p.iterations,
+                duration_s,
+                threads: p.threads,
+                nvml_hz,
+                device_id: p.device_id.unwrap_or(0),
+                tensorrt_dir: p.tensorrt_dir,
+                batch_range,
+            },
+            cell_timeout_s,
+        })
+    }
+
+    /// Every cell of the matrix, keyed for this machine (`gpu`) and model hashes (`hashes`, one
+    /// per model), in the order they run: model, precision, target, batch.
+    pub fn cells(&self, hashes: &[String], gpu: &str) -> Vec<CellSpec> {
+        let mut cells = vec![];
+        let settings = self.settings.digest();
+        for (model, hash) in self.models.iter().zip(hashes) {
+            for &precision in &self.precisions {
+                for &target in &self.targets {
+                    for &batch in &self.batch_sizes {
+                        let key = CellKey {
+                            model_sha256: hash.clone(),
+                            precision,
+                            batch,
+                            target,
+                            trtkit_version: env!("CARGO_PKG_VERSION").into(),
+                            gpu: gpu.into(),
+                            settings: settings.clone(),
+                        };
+                        cells.push(CellSpec {
+                            id: key.id(),
+                            key,
+                            model: model.clone(),
+                            folder: self.folder.clone(),
+                            settings: self.settings.clone(),
+                        });
+                    }
+                }
+            }
+        }
+        cells
+    }
+}
+
+/// One cell, with everything its child process needs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CellSpec {
+    /// The key's id.
+    pub id: String,
+    /// The key.
+    pub key: CellKey,
+    /// The FP32 ONNX model.
+    pub model: PathBuf,
+    /// The run's results folder (rewrites, engines and caches are kept there).
+    pub folder: PathBuf,
+    /// Measurement settings.
+    pub settings: CellSettings,
+}
+
+impl CellSpec {
+    /// The model's file name without extension.
+    pub fn model_name(&self) -> String {
+        self.model
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| self.model.display().to_string())
+    }
+
+    /// How people name the cell: `model/precision/bBATCH/target`.
+    pub fn label(&self) -> String {
+        format!(
+            "{}/{}/b{}/{}",
+            self.model_name(),
+            self.key.precision,
+            self.key.batch,
+            self.key.target
+        )
+    }
+}

@@ -1,0 +1,177 @@
+//! The file a cell runs: the FP32 model itself, its FP16 or INT8 rewrite (made once per model and
+//! kept in the results folder, so reference targets measure the same graphs TensorRT builds), or
+//! a TensorRT engine built once per model × precision × batch range through `build`'s keyed
+//! engines. Everything is written atomically under a keyed name, so the second cell that needs
+//! it, in this process or another, finds it.
+
+use super::key::hex16;
+use super::plan::CellSpec;
+use super::target::Target;
+use crate::backend::select::BackendOptions;
+use crate::calibration::job::{calibrate, CalibrateConfig, NoProgress};
+use crate::calibration::range::Algorithm;
+use crate::data::preprocess::PreprocessRequest;
+use crate::onnx::rewrite::fp16::Fp16Options;
+use crate::onnx::shape::model_inputs;
+use crate::onnx::OnnxModel;
+use crate::tensor::Dim;
+use crate::trt::build::{build, BuildConfig, BuildObservers, Int8Source};
+use crate::trt::builder::Silent;
+use crate::trt::engine_file::{BuilderSettings, Precision};
+use crate::trt::precision::{quantize, QuantizeConfig, Rewrite};
+use crate::trt::profile::{BatchRequest, ExplicitShapes};
+use anyhow::{Context, Result};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// What a cell runs, and what making it cost.
+#[derive(Clone, Debug)]
+pub struct Prepared {
+    /// The ONNX model or engine.
+    pub path: PathBuf,
+    /// Seconds spent making it (0 when it was there already).
+    pub seconds: f64,
+    /// What was made or reused, for the record's notes.
+    pub notes: Vec<String>,
+}
+
+/// Batch size calibration runs at: the model's fixed batch, else 8.
+fn calibration_batch(model: &Path) -> usize {
+    let Ok(m) = OnnxModel::load(model) else {
+        return 8;
+    };
+    match model_inputs(&m)
+        .first()
+        .and_then(|i| i.dims.clone())
+        .as_deref()
+    {
+        Some([Dim::Fixed(n), ..]) if *n > 0 => *n as usize,
+        _ => 8,
+    }
+}
+
+/// The calibration job of a cell's model (the same for every cell of the model).
+fn calibration(spec: &CellSpec) -> CalibrateConfig {
+    let s = &spec.settings;
+    CalibrateConfig {
+        model: spec.model.clone(),
+        calib_data: s.calib_data.clone(),
+        batch_size: calibration_batch(&spec.model),
+        num_images: s.calib_samples,
+        algorithms: vec![Algorithm::Entropy],
+        recalibrate: false,
+        cache_dir: spec.folder.join("calibration"),
+        measure_plain: false,
+        backend: BackendOptions {
+            threads: s.threads,
+            ..Default::default()
+        },
+        preprocess: PreprocessRequest::default(),
+    }
+}
+
+/// The file cell `spec` runs, made if it is not there yet.
+pub fn prepare(spec: &CellSpec) -> Result<Prepared> {
+    let start = Instant::now();
+    let mut notes = vec![];
+    let precision = spec.key.precision;
+    let path = match (spec.key.target, precision) {
+        (Target::Trt, _) => build_engine(spec, &mut notes)?,
+        (_, Precision::Fp32) => spec.model.clone(),
+        (_, Precision::Fp16) => rewrite(
+            spec,
+            Rewrite::Fp16(Fp16Options::default()),
+            "fp16",
+            &mut notes,
+        )?,
+        (_, Precision::Int8) => {
+            let report = calibrate(&calibration(spec), &NoProgress)
+                .with_context(|| format!("{}: INT8 calibration", spec.model.display()))?;
+            let cache = report
+                .caches
+                .first()
+                .map(|c| PathBuf::from(&c.cache))
+                .context("calibration wrote no cache")?;
+            notes.push(format!(
+                "int8 scales: {} ({})",
+                cache.display(),
+                if report.caches[0].reused {
+                    "reused"
+                } else {
+                    "calibrated"
+                }
+            ));
+            let tag = format!("int8-{}", &hex16(&std::fs::read(&cache)?)[..8]);
+            rewrite(spec, Rewrite::Int8 { cache }, &tag, &mut notes)?
+        }
+    };
+    Ok(Prepared {
+        path,
+        seconds: start.elapsed().as_secs_f64(),
+        notes,
+    })
+}
+
+/// The rewritten model `<folder>/models/<stem>-<hash8>-<tag>.onnx`, made once.
+fn rewrite(spec: &CellSpec, how: Rewrite, tag: &str, notes: &mut Vec<String>) -> Result<PathBuf> {
+    let dir = spec.folder.join("models");
+    std::fs::create_dir_all(&dir).with_context(|| format!("{}: cannot create", dir.display()))?;
+    let hash8 = &spec.key.model_sha256[..8.min(spec.key.model_sha256.len())];
+    let out = dir.join(format!("{}-{hash8}-{tag}.onnx", spec.model_name()));
+    if out.is_file() {
+        notes.push(format!("{tag} model reused: {}", out.display()));
+        return Ok(out);
+    }
+    quantize(&QuantizeConfig {
+        model: spec.model.clone(),
+        rewrite: how,
+        output: out.clone(),
+        check: false,
+    })
+    .with_context(|| format!("{}: {tag} rewrite", spec.model.display()))?;
+    notes.push(format!("{tag} model written: {}", out.display()));
+    Ok(out)
+}
+
+/// The engine for the cell's model and precision over the plan's batch range, through `build`
+/// (which reuses an engine with the same key).
+fn build_engine(spec: &CellSpec, notes: &mut Vec<String>) -> Result<PathBuf> {
+    let s = &spec.settings;
+    let precision = spec.key.precision;
+    let (min, max) = s.batch_range;
+    let config = BuildConfig {
+        model: spec.model.clone(),
+        input_shapes: vec![],
+        batch: BatchRequest {
+            min: Some(min as i64),
+            opt: Some(max as i64),
+            max: Some(max as i64),
+        },
+        explicit_shapes: ExplicitShapes::default(),
+        precision,
+        fp16: Fp16Options::default(),
+        int8: (precision == Precision::Int8)
+            .then(|| Int8Source::Calibrate(Box::new(calibration(spec)))),
+        builder: BuilderSettings::default(),
+        output: None,
+        engine_dir: spec.folder.join("engines"),
+        rebuild: false,
+        tensorrt_dir: s.tensorrt_dir.clone(),
+    };
+    let note = |_: &str| {};
+    let report = build(
+        &config,
+        &BuildObservers {
+            calibration: &NoProgress,
+            builder: Arc::new(Silent),
+            note: &note,
+        },
+    )?;
+    notes.push(format!(
+        "engine {}: {}",
+        if report.reused { "reused" } else { "built" },
+        report.engine
+    ));
+    Ok(PathBuf::from(report.engine))
+}

@@ -1,0 +1,307 @@
+//! A cell as a child process: `trtkit bench-cell --spec FILE --result FILE`, its stderr kept as
+//! the cell's log, killed when it runs past the time limit, and its end turned into a record:
+//! the metrics it wrote, or why there are none (exit code, signal, timeout, out of memory, …).
+
+use super::plan::CellSpec;
+use super::record::{CellFailure, CellMetrics, CellRecord, FailureKind, Status};
+use crate::atomic_file::write_atomic;
+use anyhow::{Context, Result};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// The hidden subcommand a cell's child runs.
+pub const CELL_SUBCOMMAND: &str = "bench-cell";
+
+/// How the child ended, before it is read.
+enum End {
+    Exited(ExitStatus),
+    TimedOut,
+}
+
+/// The name of this machine, for the record.
+pub fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// Runs `spec` in a child of `exe` with a time limit of `timeout_s` and returns its record.
+/// Only a failure to start the child at all (or to write its files) is an error.
+pub fn run_child(exe: &Path, spec: &CellSpec, timeout_s: f64) -> Result<CellRecord> {
+    let work = spec.folder.join("cells");
+    let logs = spec.folder.join("logs");
+    for d in [&work, &logs] {
+        std::fs::create_dir_all(d).with_context(|| format!("{}: cannot create", d.display()))?;
+    }
+    let spec_file = work.join(format!("{}.spec.json", spec.id));
+    let result_file = work.join(format!("{}.result.json", spec.id));
+    let log_file = logs.join(format!("{}.log", spec.id));
+    let _ = std::fs::remove_file(&result_file);
+    write_atomic(&spec_file, &serde_json::to_vec_pretty(spec)?)?;
+    let log = std::fs::File::create(&log_file)
+        .with_context(|| format!("{}: cannot create the cell's log", log_file.display()))?;
+    let started_unix_s = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0);
+    let start = Instant::now();
+    let mut child = Command::new(exe)
+        .arg(CELL_SUBCOMMAND)
+        .arg("--spec")
+        .arg(&spec_file)
+        .arg("--result")
+        .arg(&result_file)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .with_context(|| format!("{}: cannot start the cell's process", exe.display()))?;
+    let limit = Duration::from_secs_f64(timeout_s.max(0.001));
+    let end = loop {
+        if let Some(status) = child.try_wait()? {
+            break End::Exited(status);
+        }
+        if start.elapsed() >= limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            break End::TimedOut;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let wall_s = start.elapsed().as_secs_f64();
+    let stderr = std::fs::read_to_string(&log_file).unwrap_or_default();
+    let outcome = match end {
+        End::Exited(status) if status.success() => read_result(&result_file),
+        End::Exited(status) => Err(failure_of_exit(status, &stderr)),
+        End::TimedOut => Err(CellFailure {
+            kind: FailureKind::Timeout,
+            reason: format!("ran past the cell time limit of {timeout_s} s and was killed"),
+            exit_code: None,
+            signal: None,
+            stderr_tail: tail(&stderr, 8),
+            log: None,
+        }),
+    };
+    let _ = std::fs::remove_file(&spec_file);
+    let _ = std::fs::remove_file(&result_file);
+    let relative_log = log_file
+        .strip_prefix(&spec.folder)
+        .unwrap_or(&log_file)
+        .display()
+        .to_string();
+    let (status, metrics, failure) = match outcome {
+        Ok(m) => (Status::Ok, Some(m), None),
+        Err(mut f) => {
+            f.log = Some(relative_log);
+            (Status::Failed, None, Some(f))
+        }
+    };
+    Ok(CellRecord {
+        id: spec.id.clone(),
+        key: spec.key.clone(),
+        model: spec.model_name(),
+        model_path: spec.model.display().to_string(),
+        status,
+        metrics,
+        failure,
+        started_unix_s,
+        wall_s,
+        host: host_name(),
+    })
+}
+
+fn read_result(path: &PathBuf) -> Result<CellMetrics, CellFailure> {
+    let text = std::fs::read_to_string(path).map_err(|e| CellFailure {
+        kind: FailureKind::Error,
+        reason: format!("the cell exited 0 but wrote no result ({e})"),
+        exit_code: Some(0),
+        signal: None,
+        stderr_tail: String::new(),
+        log: None,
+    })?;
+    serde_json::from_str(&text).map_err(|e| CellFailure {
+        kind: FailureKind::Error,
+        reason: format!("the cell's result does not read ({e})"),
+        exit_code: Some(0),
+        signal: None,
+        stderr_tail: String::new(),
+        log: None,
+    })
+}
+
+/// The last `n` non-empty lines of `text`.
+fn tail(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+#[cfg(unix)]
+fn signal_of(status: ExitStatus) -> Option<i32> {
+    use std::os::unix::process::ExitStatusExt;
+    status.signal()
+}
+
+#[cfg(not(unix))]
+fn signal_of(_: ExitStatus) -> Option<i32> {
+    None
+}
+
+fn signal_name(signal: i32) -> &'static str {
+    match signal {
+        4 => "SIGILL",
+        6 => "SIGABRT",
+        7 => "SIGBUS",
+        8 => "SIGFPE",
+        9 => "SIGKILL",
+        11 => "SIGSEGV",
+        15 => "SIGTERM",
+        _ => "signal",
+    }
+}
+
+/// The failure a child that exited unsuccessfully stands for.
+fn failure_of_exit(status: ExitStatus, stderr: &str) -> CellFailure {
+    let error_line = stderr
+        .lines()
+        .rev()
+        .find(|l| l.starts_with("error: "))
+        .map(|l| l.trim_start_matches("error: ").to_string())
+        .or_else(|| panic_message(stderr));
+    let signal = signal_of(status);
+    let (kind, reason) = match (signal, error_line) {
+        (Some(s), _) => {
+            let alloc = stderr.contains("memory allocation of");
+            let kind = if alloc {
+                FailureKind::Oom
+            } else {
+                FailureKind::Signal
+            };
+            let why = match (alloc, s) {
+                (true, _) => "host memory allocation failed",
+                (_, 9) => "killed (out of host memory, or by hand)",
+                _ => "crashed",
+            };
+            let mut reason = format!("{why}: signal {s} ({})", signal_name(s));
+            if let Some(panic) = panic_message(stderr) {
+                reason.push_str(&format!(" after it {panic}"));
+            }
+            (kind, reason)
+        }
+        (None, Some(line)) => (classify(&line), line),
+        (None, None) => (
+            FailureKind::Error,
+            format!(
+                "exited with code {} without an error line",
+                status.code().unwrap_or(-1)
+            ),
+        ),
+    };
+    CellFailure {
+        kind,
+        reason,
+        exit_code: status.code(),
+        signal,
+        stderr_tail: tail(stderr, 8),
+        log: None,
+    }
+}
+
+/// A panic's message (`thread '…' panicked at FILE:LINE:COL:` is followed by it), said as
+/// `panicked: MESSAGE`.
+fn panic_message(stderr: &str) -> Option<String> {
+    let mut lines = stderr.lines();
+    lines.find(|l| l.contains(" panicked at "))?;
+    let message = lines.next().unwrap_or("").trim();
+    Some(format!("panicked: {message}"))
+}
+
+/// The kind of failure an error line describes.
+pub fn classify(line: &str) -> FailureKind {
+    let m = line.to_ascii_lowercase();
+    let any = |needles: &[&str]| needles.iter().any(|n| m.contains(n));
+    if any(&[
+        "out of memory",
+        "out_of_memory",
+        "out of gpu memory",
+        "memory allocation of",
+    ]) {
+        FailureKind::Oom
+    } else if any(&[
+        "cannot run on this gpu",
+        "cannot run on gpu",
+        "compute capability",
+    ]) {
+        FailureKind::UnsupportedGpu
+    } else if any(&[
+        "running it needs",
+        "tensorrt not found",
+        "libonnxruntime",
+        "no cuda driver",
+        "has none usable",
+        "libcuda",
+        "not installed",
+    ]) {
+        FailureKind::Missing
+    } else if any(&[
+        "batch outside",
+        "optimization profile",
+        "batch size",
+        "batch axis",
+        "fixed batch",
+        "at batch",
+    ]) {
+        FailureKind::Batch
+    } else if any(&["parse", "protobuf", "unsupported op", "not an onnx"]) {
+        FailureKind::Parser
+    } else {
+        FailureKind::Error
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_lines_are_named_in_a_word() {
+        let cases = [
+            ("CUDA_ERROR_OUT_OF_MEMORY, out of memory", FailureKind::Oom),
+            (
+                "e.engine: The engine cannot run on this GPU, which has compute capability 9.0",
+                FailureKind::UnsupportedGpu,
+            ),
+            (
+                "running it needs TensorRT-RTX: not found",
+                FailureKind::Missing,
+            ),
+            (
+                "m.onnx: batch 4 is outside the engine's optimization profile",
+                FailureKind::Batch,
+            ),
+            ("m.onnx: failed to parse the protobuf", FailureKind::Parser),
+            ("something else", FailureKind::Error),
+        ];
+        for (line, kind) in cases {
+            assert_eq!(classify(line), kind, "{line}");
+        }
+    }
+
+    #[test]
+    fn a_panic_is_said_by_its_message() {
+        let stderr =
+            "log line\nthread 'main' panicked at src/a.rs:1:2:\nCUDA out of memory\nnote: …\n";
+        let m = panic_message(stderr).unwrap();
+        assert_eq!(m, "panicked: CUDA out of memory");
+        assert_eq!(classify(&m), FailureKind::Oom);
+        assert_eq!(panic_message("error: x"), None);
+    }
+
+    #[test]
+    fn the_tail_keeps_the_last_lines() {
+        assert_eq!(tail("a\n\nb\nc\n", 2), "b\nc");
+        assert_eq!(tail("", 3), "");
+    }
+}

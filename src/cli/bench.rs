@@ -1,0 +1,241 @@
+//! `trtkit bench`: the matrix from flags or a TOML plan (flags win), every missing cell in its
+//! own process, resumable; `--print-cells` lists the missing cells as commands for a
+//! scheduler, `--cell` runs one. `bench-cell` (hidden) is what each child process runs.
+
+use crate::atomic_file::write_atomic;
+use crate::bench::cell::run_cell;
+use crate::bench::matrix::{bench, Matrix};
+use crate::bench::plan::{CellSpec, Plan, PlanFile};
+use crate::bench::target::Target;
+use crate::cli::args::output::JsonArgs;
+use crate::cli::UsageError;
+use crate::report::bench_run::{cell_line, render};
+use crate::report::progress::Bar;
+use crate::trt::engine_file::Precision;
+use anyhow::{Context, Result};
+use clap::Args;
+use std::path::PathBuf;
+
+/// `trtkit bench` flags: each is also a field of the plan file.
+#[derive(Clone, Debug, Args)]
+pub struct BenchArgs {
+    /// A TOML plan with the same fields as the flags (models, precisions, batch_sizes, …).
+    pub plan: Option<PathBuf>,
+    /// ONNX models (FP32).
+    #[arg(long, num_args = 1.., value_name = "ONNX")]
+    pub models: Option<Vec<PathBuf>>,
+    /// Precisions, comma-separated: fp32, fp16, int8.
+    #[arg(long, value_delimiter = ',', value_parser = precision)]
+    pub precisions: Option<Vec<Precision>>,
+    /// Batch sizes, comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    pub batch_sizes: Option<Vec<usize>>,
+    /// Targets, comma-separated: trt, tract-cpu, tract-cuda, ort-cpu.
+    #[arg(long, value_delimiter = ',')]
+    pub targets: Option<Vec<Target>>,
+    /// ImageNet-style folder: top-1/top-5 per cell.
+    #[arg(long, value_name = "DIR")]
+    pub dataset: Option<PathBuf>,
+    /// Images of the dataset per cell.
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
+    /// Compare each cell's outputs with the FP32 model (equality %, top-1 agreement).
+    #[arg(long)]
+    pub compare: bool,
+    /// Where the FP32 reference of --compare runs (default tract-cpu).
+    #[arg(long, value_name = "TARGET")]
+    pub reference: Option<Target>,
+    /// Samples compared per cell (default: the batch size, at least 8).
+    #[arg(long, value_name = "N")]
+    pub compare_samples: Option<usize>,
+    /// INT8 calibration data: images, .npy/.npz, or synthetic:SEED (default synthetic:0).
+    #[arg(long, value_name = "DIR")]
+    pub calib_data: Option<String>,
+    /// Calibration samples (default: all; 512 for synthetic data).
+    #[arg(long, value_name = "N")]
+    pub calib_samples: Option<usize>,
+    /// Warm-up iterations per cell (default 3).
+    #[arg(long, value_name = "N")]
+    pub warmup: Option<u64>,
+    /// Measured iterations per cell (instead of --duration).
+    #[arg(long, value_name = "N")]
+    pub iterations: Option<u64>,
+    /// Seconds measured per cell (default 2; at least one iteration runs).
+    #[arg(long, value_name = "SECONDS")]
+    pub duration: Option<f64>,
+    /// Time limit of one cell in seconds, preparation included (default 600).
+    #[arg(long, value_name = "SECONDS")]
+    pub cell_timeout: Option<f64>,
+    /// NVML sampling rate on GPU targets, Hz (0 turns it off; default 20).
+    #[arg(long, value_name = "HZ")]
+    pub nvml_hz: Option<f64>,
+    /// CPU threads of CPU targets (default: every core).
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+    /// The GPU (default 0).
+    #[arg(long, value_name = "ID")]
+    pub device_id: Option<usize>,
+    /// Folder holding the TensorRT libraries.
+    #[arg(long, value_name = "DIR")]
+    pub tensorrt_dir: Option<PathBuf>,
+    /// Name of the run (default: the plan file's name, else `bench`).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Folder of results folders (default `results`).
+    #[arg(long, value_name = "DIR")]
+    pub results: Option<PathBuf>,
+    /// Run again the cells the journal records as failed.
+    #[arg(long)]
+    pub retry_failed: bool,
+    /// Print each missing cell as one command (for a Slurm array or a CI matrix) and run nothing.
+    #[arg(long, conflicts_with = "cell")]
+    pub print_cells: bool,
+    /// Run only this cell (`model/precision/bBATCH/target`, as --print-cells names it), into its
+    /// own journal file beside the run's.
+    #[arg(long, value_name = "CELL")]
+    pub cell: Option<String>,
+    /// Output format.
+    #[command(flatten)]
+    pub format: JsonArgs,
+}
+
+fn precision(text: &str) -> Result<Precision, String> {
+    match text.trim() {
+        "fp32" => Ok(Precision::Fp32),
+        "fp16" => Ok(Precision::Fp16),
+        "int8" => Ok(Precision::Int8),
+        other => Err(format!(
+            "unknown precision {other:?}: expected fp32, fp16 or int8"
+        )),
+    }
+}
+
+impl BenchArgs {
+    /// The plan fields the flags set.
+    fn plan_fields(&self) -> PlanFile {
+        PlanFile {
+            name: self.name.clone(),
+            results: self.results.clone(),
+            models: self.models.clone(),
+            precisions: self.precisions.clone(),
+            batch_sizes: self.batch_sizes.clone(),
+            targets: self.targets.clone(),
+            dataset: self.dataset.clone(),
+            limit: self.limit,
+            compare: self.compare.then_some(true),
+            reference: self.reference,
+            compare_samples: self.compare_samples,
+            calib_data: self.calib_data.clone(),
+            calib_samples: self.calib_samples,
+            warmup: self.warmup,
+            iterations: self.iterations,
+            duration: self.duration,
+            cell_timeout: self.cell_timeout,
+            nvml_hz: self.nvml_hz,
+            threads: self.threads,
+            device_id: self.device_id,
+            tensorrt_dir: self.tensorrt_dir.clone(),
+        }
+    }
+}
+
+/// The checked plan: the plan file (if any) under the flags.
+pub fn plan(args: &BenchArgs) -> Result<Plan> {
+    let usage = |e: anyhow::Error| anyhow::Error::from(UsageError(format!("{e:#}")));
+    let base = match &args.plan {
+        Some(p) => PlanFile::load(p).map_err(usage)?,
+        None => PlanFile::default(),
+    };
+    Plan::from_file(base.under(args.plan_fields())).map_err(usage)
+}
+
+/// A word of a command line, quoted for a POSIX shell when it needs it.
+fn shell_word(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c));
+    if plain {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}
+
+/// The command that runs one cell: this command line without `--print-cells`, plus `--cell`.
+fn cell_command(cell: &CellSpec) -> String {
+    let mut words: Vec<String> = std::env::args()
+        .filter(|a| a != "--print-cells")
+        .map(|a| shell_word(&a))
+        .collect();
+    words.push("--cell".into());
+    words.push(shell_word(&cell.label()));
+    words.join(" ")
+}
+
+/// Runs `bench`.
+pub fn run(args: BenchArgs) -> Result<()> {
+    let plan = plan(&args)?;
+    if args.print_cells {
+        let matrix = Matrix::of(&plan, args.retry_failed)?;
+        for cell in matrix.missing() {
+            println!("{}", cell_command(cell));
+        }
+        return Ok(());
+    }
+    let bar = Bar::new("cells", args.format.json);
+    let labels: std::collections::BTreeMap<String, String> = Matrix::of(&plan, true)?
+        .cells
+        .iter()
+        .map(|c| (c.id.clone(), c.label()))
+        .collect();
+    let quiet = args.format.json;
+    let on_record = |r: &crate::bench::record::CellRecord| {
+        if !quiet {
+            let label = labels.get(&r.id).cloned().unwrap_or_else(|| r.id.clone());
+            bar.println(&cell_line(&label, r));
+        }
+    };
+    let report = bench(
+        &plan,
+        args.retry_failed,
+        args.cell.as_deref(),
+        &bar,
+        &on_record,
+    )?;
+    args.format.print(&report, || render(&report))
+}
+
+/// `trtkit bench-cell`: what a cell's child process runs (not for people).
+#[derive(Clone, Debug, Args)]
+pub struct CellArgs {
+    /// The cell (JSON, written by the parent).
+    #[arg(long)]
+    pub spec: PathBuf,
+    /// Where its metrics go (JSON).
+    #[arg(long)]
+    pub result: PathBuf,
+}
+
+/// Runs one cell in this process and writes its metrics.
+pub fn run_one(args: CellArgs) -> Result<()> {
+    let text = std::fs::read_to_string(&args.spec)
+        .with_context(|| format!("{}: cannot read the cell", args.spec.display()))?;
+    let spec: CellSpec = serde_json::from_str(&text)
+        .with_context(|| format!("{}: not a cell of trtkit bench", args.spec.display()))?;
+    let metrics = run_cell(&spec)?;
+    write_atomic(&args.result, &serde_json::to_vec(&metrics)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_are_quoted_only_when_a_shell_needs_it() {
+        assert_eq!(shell_word("results/a-b_1.onnx"), "results/a-b_1.onnx");
+        assert_eq!(shell_word("my model.onnx"), "'my model.onnx'");
+        assert_eq!(shell_word("it's"), r"'it'\''s'");
+        assert_eq!(shell_word(""), "''");
+    }
+}

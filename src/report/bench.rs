@@ -1,0 +1,607 @@
+//! The tables of `trtkit report`, made from a bench journal alone: one table per metric and
+//! model (rows target × precision, columns batch size; a failed cell says why in a word or two),
+//! for the terminal, markdown, CSV (one row per cell) and JSON. [`super::html`] renders the same
+//! tables as a page.
+
+use crate::bench::journal::Journal;
+use crate::bench::record::{CellMetrics, CellRecord, Status};
+use crate::bench::target::Target;
+use crate::report::table::{Align, Table};
+use crate::trt::engine_file::Precision;
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+
+/// What `report` read: the journal files, the lines it skipped and the last record of each cell
+/// (sorted by model, target, precision and batch). This is the JSON report.
+#[derive(Debug, Serialize)]
+pub struct BenchReport<'a> {
+    /// The journal files read.
+    pub files: &'a [PathBuf],
+    /// Lines that were not records, as `file:line: why`.
+    pub skipped: &'a [String],
+    /// Cells that measured.
+    pub ok: usize,
+    /// Cells that failed.
+    pub failed: usize,
+    /// The last record of each cell.
+    pub cells: Vec<&'a CellRecord>,
+}
+
+impl<'a> BenchReport<'a> {
+    /// The report of a journal (one file or several merged).
+    pub fn new(journal: &'a Journal) -> Self {
+        let mut cells = journal.latest();
+        cells.sort_by(|a, b| position(a).cmp(&position(b)));
+        let ok = cells.iter().filter(|r| r.status == Status::Ok).count();
+        BenchReport {
+            files: &journal.files,
+            skipped: &journal.skipped,
+            ok,
+            failed: cells.len() - ok,
+            cells,
+        }
+    }
+}
+
+/// Where a record sits in the tables.
+fn position(r: &CellRecord) -> (&str, usize, Precision, usize) {
+    (&r.model, target_rank(r.target()), r.precision(), r.batch())
+}
+
+/// A target's place in [`Target::ALL`], the order tables and plots list them.
+pub fn target_rank(t: Target) -> usize {
+    Target::ALL
+        .iter()
+        .position(|x| *x == t)
+        .unwrap_or(Target::ALL.len())
+}
+
+/// One metric: its table title, its CSV column and how to read it from a cell's metrics.
+#[derive(Clone, Copy)]
+pub struct Metric {
+    /// The table's title.
+    pub title: &'static str,
+    /// The CSV column.
+    pub column: &'static str,
+    /// The value of a cell that measured it.
+    pub get: fn(&CellMetrics) -> Option<f64>,
+}
+
+/// Every metric, in the order the tables come.
+pub const METRICS: &[Metric] = &[
+    Metric {
+        title: "samples/s",
+        column: "samples_per_s",
+        get: |m| Some(m.samples_per_s),
+    },
+    Metric {
+        title: "ms per sample",
+        column: "ms_per_sample",
+        get: |m| Some(m.ms_per_sample),
+    },
+    Metric {
+        title: "latency-all mean (ms)",
+        column: "latency_all_mean_ms",
+        get: |m| Some(m.latency_all_ms.mean),
+    },
+    Metric {
+        title: "latency-all p99 (ms)",
+        column: "latency_all_p99_ms",
+        get: |m| Some(m.latency_all_ms.p99),
+    },
+    Metric {
+        title: "latency-model mean (ms)",
+        column: "latency_model_mean_ms",
+        get: |m| m.latency_model_ms.as_ref().map(|l| l.mean),
+    },
+    Metric {
+        title: "GPU memory peak (MiB)",
+        column: "gpu_memory_peak_mib",
+        get: |m| m.gpu_memory.as_ref().map(|g| g.peak_mib),
+    },
+    Metric {
+        title: "host RSS peak (MiB)",
+        column: "host_rss_peak_mib",
+        get: |m| m.host_rss_peak_mib,
+    },
+    Metric {
+        title: "top-1 %",
+        column: "top1_pct",
+        get: |m| m.accuracy.as_ref().map(|a| a.top1_pct),
+    },
+    Metric {
+        title: "top-5 %",
+        column: "top5_pct",
+        get: |m| m.accuracy.as_ref().map(|a| a.top5_pct),
+    },
+    Metric {
+        title: "equal % vs FP32",
+        column: "equal_pct",
+        get: |m| m.closeness.as_ref().map(|c| c.equal_pct),
+    },
+    Metric {
+        title: "top-1 agreement % vs FP32",
+        column: "top1_agreement_pct",
+        get: |m| m.closeness.as_ref().and_then(|c| c.top1_agreement_pct),
+    },
+    Metric {
+        title: "artifact size (MB)",
+        column: "artifact_mb",
+        get: |m| Some(m.artifact.bytes as f64 / 1e6),
+    },
+    Metric {
+        title: "samples/s per W",
+        column: "samples_per_s_per_w",
+        get: |m| m.power.as_ref().and_then(|p| p.samples_per_s_per_w),
+    },
+    Metric {
+        title: "energy per sample (mJ)",
+        column: "energy_per_sample_mj",
+        get: |m| {
+            m.power
+                .as_ref()
+                .and_then(|p| p.energy_per_sample_j)
+                .map(|j| j * 1e3)
+        },
+    },
+    Metric {
+        title: "mean power (W)",
+        column: "power_mean_w",
+        get: |m| m.power.as_ref().and_then(|p| p.mean_w),
+    },
+    Metric {
+        title: "SM util %",
+        column: "sm_util_mean_pct",
+        get: |m| m.power.as_ref().and_then(|p| p.sm_util_mean_pct),
+    },
+];
+
+/// A number with about four significant digits: `12345`, `1234.5`, `12.35`, `0.0123`; `-` when
+/// it is not finite.
+pub fn num(v: f64) -> String {
+    if !v.is_finite() {
+        return "-".into();
+    }
+    let a = v.abs();
+    let decimals = if a >= 1000.0 || a == 0.0 {
+        0
+    } else {
+        (3 - a.log10().floor() as i32).clamp(1, 6) as usize
+    };
+    format!("{v:.decimals$}")
+}
+
+/// One table position.
+#[derive(Clone, Debug, Serialize)]
+#[serde(tag = "status", rename_all = "lowercase")]
+pub enum Cell {
+    /// No record (not run yet), or a record without this metric.
+    Empty,
+    /// The measured value.
+    Ok {
+        /// The value.
+        value: f64,
+    },
+    /// The cell failed.
+    Failed {
+        /// [`crate::bench::record::FailureKind::short`].
+        short: String,
+        /// The one-line reason.
+        reason: String,
+    },
+}
+
+impl Cell {
+    /// What a table shows for it.
+    pub fn text(&self) -> String {
+        match self {
+            Cell::Empty => "–".into(),
+            Cell::Ok { value } => num(*value),
+            Cell::Failed { short, .. } => short.clone(),
+        }
+    }
+}
+
+/// One row: a target at a precision.
+#[derive(Clone, Debug, Serialize)]
+pub struct Row {
+    /// The target.
+    pub target: Target,
+    /// The precision.
+    pub precision: Precision,
+    /// One cell per batch size of the model.
+    pub cells: Vec<Cell>,
+}
+
+/// One metric of one model.
+#[derive(Clone, Debug, Serialize)]
+pub struct MetricTable {
+    /// [`Metric::title`].
+    pub title: &'static str,
+    /// The rows.
+    pub rows: Vec<Row>,
+}
+
+/// The tables of one model.
+#[derive(Clone, Debug, Serialize)]
+pub struct ModelTables {
+    /// The model's name.
+    pub model: String,
+    /// The batch sizes (the columns), ascending.
+    pub batches: Vec<usize>,
+    /// One table per metric some cell of the model measured.
+    pub tables: Vec<MetricTable>,
+}
+
+/// A failed cell, for the list under the tables.
+#[derive(Clone, Debug, Serialize)]
+pub struct FailureLine {
+    /// The cell's id.
+    pub id: String,
+    /// `model target precision batch N`.
+    pub cell: String,
+    /// The kind, in a word or two.
+    pub short: String,
+    /// The one-line reason.
+    pub reason: String,
+}
+
+/// Every table of a report, and the failures list.
+#[derive(Clone, Debug, Serialize)]
+pub struct BenchTables {
+    /// One section per model, in name order.
+    pub models: Vec<ModelTables>,
+    /// Every failed cell.
+    pub failures: Vec<FailureLine>,
+}
+
+/// `model target precision batch N`.
+pub fn cell_name(r: &CellRecord) -> String {
+    format!(
+        "{} {} {} batch {}",
+        r.model,
+        r.target(),
+        r.precision(),
+        r.batch()
+    )
+}
+
+impl BenchTables {
+    /// The tables of these records (the last one of each cell; a later record at the same table
+    /// position, e.g. from another GPU or other settings, replaces an earlier one).
+    pub fn new(cells: &[&CellRecord]) -> Self {
+        let mut by_model: BTreeMap<&str, Vec<&CellRecord>> = BTreeMap::new();
+        for r in cells {
+            by_model.entry(&r.model).or_default().push(r);
+        }
+        let failures = cells
+            .iter()
+            .filter_map(|r| {
+                let f = r.failure.as_ref().filter(|_| r.status == Status::Failed)?;
+                Some(FailureLine {
+                    id: r.id.clone(),
+                    cell: cell_name(r),
+                    short: f.kind.short().into(),
+                    reason: f.reason.clone(),
+                })
+            })
+            .collect();
+        BenchTables {
+            models: by_model
+                .into_iter()
+                .map(|(m, rs)| model_tables(m, &rs))
+                .collect(),
+            failures,
+        }
+    }
+}
+
+fn model_tables(model: &str, records: &[&CellRecord]) -> ModelTables {
+    let batches: Vec<usize> = records
+        .iter()
+        .map(|r| r.batch())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let mut grid: BTreeMap<(usize, Target, Precision), BTreeMap<usize, &CellRecord>> =
+        BTreeMap::new();
+    for r in records {
+        grid.entry((target_rank(r.target()), r.target(), r.precision()))
+            .or_default()
+            .insert(r.batch(), r);
+    }
+    let tables = METRICS
+        .iter()
+        .enumerate()
+        // The first table (samples/s) always, so that failures show even when nothing measured.
+        .filter(|(i, m)| {
+            *i == 0
+                || records
+                    .iter()
+                    .any(|r| r.metrics.as_ref().and_then(m.get).is_some())
+        })
+        .map(|(_, m)| m)
+        .map(|m| MetricTable {
+            title: m.title,
+            rows: grid
+                .iter()
+                .map(|(&(_, target, precision), cells)| Row {
+                    target,
+                    precision,
+                    cells: batches
+                        .iter()
+                        .map(|b| cell(cells.get(b).copied(), m))
+                        .collect(),
+                })
+                .collect(),
+        })
+        .collect();
+    ModelTables {
+        model: model.into(),
+        batches,
+        tables,
+    }
+}
+
+fn cell(r: Option<&CellRecord>, m: &Metric) -> Cell {
+    let Some(r) = r else { return Cell::Empty };
+    match (&r.metrics, &r.failure) {
+        (Some(x), _) if r.status == Status::Ok => {
+            (m.get)(x).map_or(Cell::Empty, |value| Cell::Ok { value })
+        }
+        (_, Some(f)) => Cell::Failed {
+            short: f.kind.short().into(),
+            reason: f.reason.clone(),
+        },
+        _ => Cell::Failed {
+            short: "error".into(),
+            reason: "failed without a reason".into(),
+        },
+    }
+}
+
+/// The headers of a metric table: target, precision, then `batch N` per column.
+pub fn headers(batches: &[usize]) -> Vec<String> {
+    let mut h = vec!["target".to_string(), "precision".to_string()];
+    h.extend(batches.iter().map(|b| format!("batch {b}")));
+    h
+}
+
+fn table(t: &MetricTable, batches: &[usize]) -> Table {
+    let headers = headers(batches);
+    let refs: Vec<&str> = headers.iter().map(String::as_str).collect();
+    let mut align = vec![Align::Left, Align::Left];
+    align.resize(headers.len(), Align::Right);
+    let mut out = Table::new(&refs).with_align(&align);
+    for row in &t.rows {
+        let mut cells = vec![row.target.to_string(), row.precision.to_string()];
+        cells.extend(row.cells.iter().map(Cell::text));
+        out.row(cells);
+    }
+    out
+}
+
+/// The tables for the terminal, or as markdown (headings, tables, the failures as a list).
+pub fn render(report: &BenchReport, tables: &BenchTables, markdown: bool) -> String {
+    let mut out = String::new();
+    if !markdown {
+        out += &format!(
+            "{} cells: {} ok, {} failed, from {}\n",
+            report.cells.len(),
+            report.ok,
+            report.failed,
+            report
+                .files
+                .iter()
+                .map(|f| f.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    for m in &tables.models {
+        out += &if markdown {
+            format!("\n## {}\n", m.model)
+        } else {
+            format!("\nmodel {}\n", m.model)
+        };
+        for t in &m.tables {
+            let rendered = table(t, &m.batches);
+            out += &if markdown {
+                format!("\n**{}**\n\n{}", t.title, rendered.render_markdown())
+            } else {
+                format!("\n{}\n{}", t.title, rendered.render())
+            };
+        }
+    }
+    if !tables.failures.is_empty() {
+        out += if markdown {
+            "\n**Failed cells**\n\n"
+        } else {
+            "\nfailed cells\n"
+        };
+        for f in &tables.failures {
+            let bullet = if markdown { "- " } else { "  " };
+            out += &format!("{bullet}{}: {} ({})\n", f.cell, f.short, f.reason);
+        }
+    }
+    out
+}
+
+/// One CSV field, quoted when it must be.
+pub fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// One CSV row per cell: `model,target,precision,batch,status,failure,reason,id`, then every
+/// metric's column (empty where not measured), full precision.
+pub fn render_csv(report: &BenchReport) -> String {
+    let mut head = vec![
+        "model",
+        "target",
+        "precision",
+        "batch",
+        "status",
+        "failure",
+        "reason",
+        "id",
+    ];
+    head.extend(METRICS.iter().map(|m| m.column));
+    let mut out = head.join(",") + "\n";
+    for r in &report.cells {
+        let (short, reason) = r
+            .failure
+            .as_ref()
+            .filter(|_| r.status == Status::Failed)
+            .map(|f| (f.kind.short(), f.reason.as_str()))
+            .unwrap_or(("", ""));
+        let status = if r.status == Status::Ok {
+            "ok"
+        } else {
+            "failed"
+        };
+        let mut fields: Vec<String> = [
+            r.model.as_str(),
+            r.target().name(),
+            &r.precision().to_string(),
+            &r.batch().to_string(),
+            status,
+            short,
+            reason,
+            &r.id,
+        ]
+        .iter()
+        .map(|s| csv_field(s))
+        .collect();
+        fields.extend(METRICS.iter().map(|m| {
+            r.metrics
+                .as_ref()
+                .and_then(m.get)
+                .filter(|v| v.is_finite())
+                .map(|v| v.to_string())
+                .unwrap_or_default()
+        }));
+        out += &(fields.join(",") + "\n");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::record::fixtures::{failed, ok};
+    use crate::bench::record::FailureKind;
+
+    fn journal() -> Journal {
+        let mut records = vec![];
+        for b in [1, 8] {
+            records.push(ok(
+                "net",
+                Precision::Fp16,
+                b,
+                Target::TractCpu,
+                2.0 * b as f64,
+            ));
+            records.push(ok(
+                "net",
+                Precision::Fp32,
+                b,
+                Target::TractCuda,
+                2.0 * b as f64,
+            ));
+            records.push(ok("net", Precision::Fp32, b, Target::Trt, 1.0 * b as f64));
+        }
+        records.push(failed(
+            "net",
+            Precision::Fp16,
+            8,
+            Target::Trt,
+            FailureKind::Oom,
+        ));
+        records.push(ok("a,\"b", Precision::Int8, 4, Target::OrtCpu, 3.0));
+        Journal {
+            records,
+            skipped: vec![],
+            files: vec!["j.jsonl".into()],
+        }
+    }
+
+    #[test]
+    fn tables_have_rows_per_target_precision_and_columns_per_batch() {
+        let j = journal();
+        let report = BenchReport::new(&j);
+        let t = BenchTables::new(&report.cells);
+        assert_eq!(t.models.len(), 2);
+        let net = &t.models[1];
+        assert_eq!(net.model, "net");
+        assert_eq!(net.batches, vec![1, 8]);
+        let thr = &net.tables[0];
+        assert_eq!(thr.title, "samples/s");
+        // trt before tract-cpu; within trt fp32 before fp16.
+        let rows: Vec<String> = thr
+            .rows
+            .iter()
+            .map(|r| format!("{} {}", r.target, r.precision))
+            .collect();
+        assert_eq!(
+            rows,
+            ["trt fp32", "trt fp16", "tract-cuda fp32", "tract-cpu fp16"]
+        );
+        assert_eq!(thr.rows[1].cells[0].text(), "–");
+        assert_eq!(thr.rows[1].cells[1].text(), "OOM");
+        assert_eq!(thr.rows[0].cells[1].text(), "1000");
+        assert_eq!(t.failures.len(), 1);
+        // Power only on GPU targets, but trt has it: the table exists; ort-cpu's model has none.
+        let other = &t.models[0];
+        assert!(other.tables.iter().all(|t| t.title != "mean power (W)"));
+        assert!(net.tables.iter().any(|t| t.title == "mean power (W)"));
+        let only_failed = failed("f", Precision::Fp32, 2, Target::Trt, FailureKind::Timeout);
+        let f = BenchTables::new(&[&only_failed]);
+        assert_eq!(f.models[0].tables.len(), 1);
+        assert_eq!(f.models[0].tables[0].rows[0].cells[0].text(), "timeout");
+        let text = render(&report, &t, true);
+        assert!(
+            text.contains("| target | precision | batch 1 | batch 8 |"),
+            "{text}"
+        );
+        assert!(text.contains("| trt | fp16 | – | OOM |"), "{text}");
+        assert!(
+            text.contains("- net trt fp16 batch 8: OOM (OOM happened)"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn csv_has_one_quoted_row_per_cell() {
+        let j = journal();
+        let csv = render_csv(&BenchReport::new(&j));
+        let lines: Vec<&str> = csv.lines().collect();
+        assert_eq!(lines.len(), 1 + 8);
+        assert!(
+            lines[1].starts_with("\"a,\"\"b\",ort-cpu,int8,4,ok,,,"),
+            "{}",
+            lines[1]
+        );
+        assert!(
+            csv.contains("net,trt,fp16,8,failed,OOM,OOM happened,"),
+            "{csv}"
+        );
+        let width = lines[0].split(',').count();
+        assert!(lines[2..].iter().all(|l| l.split(',').count() == width));
+    }
+
+    #[test]
+    fn numbers_keep_four_significant_digits() {
+        assert_eq!(num(12345.6), "12346");
+        assert_eq!(num(1234.4), "1234");
+        assert_eq!(num(12.346), "12.35");
+        assert_eq!(num(0.012346), "0.01235");
+        assert_eq!(num(0.0), "0");
+        assert_eq!(num(f64::NAN), "-");
+        assert_eq!(num(-2.5), "-2.500");
+    }
+}

@@ -1,0 +1,54 @@
+//! What `bench` prints as it goes and when it ends: a line per cell, then the run's summary.
+
+use crate::bench::matrix::BenchReport;
+use crate::bench::record::{CellRecord, Status};
+use crate::report::format::count;
+
+/// One line for a finished cell: its label and its headline figures, or its failure.
+pub fn cell_line(label: &str, r: &CellRecord) -> String {
+    match (&r.status, &r.metrics, &r.failure) {
+        (Status::Ok, Some(m), _) => {
+            let mut line = format!(
+                "ok      {label}: {:.1} samples/s, {:.3} ms/sample, latency-all p99 {:.2} ms",
+                m.samples_per_s, m.ms_per_sample, m.latency_all_ms.p99
+            );
+            if let Some(w) = m.power.as_ref().and_then(|p| p.mean_w) {
+                line.push_str(&format!(", {w:.0} W"));
+            }
+            if let Some(c) = &m.closeness {
+                line.push_str(&format!(", {:.2}% equal to FP32", c.equal_pct));
+            }
+            if let Some(a) = &m.accuracy {
+                line.push_str(&format!(", top-1 {:.2}%", a.top1_pct));
+            }
+            line
+        }
+        (_, _, Some(f)) => format!("FAILED  {label}: {} — {}", f.kind.short(), f.reason),
+        _ => format!("?       {label}: no metrics and no failure recorded"),
+    }
+}
+
+/// The summary after the run.
+pub fn render(r: &BenchReport) -> String {
+    let mut out = String::new();
+    out.push_str(&format!(
+        "\n{} cells in the plan: {} already in the journal, {} run now ({} ok, {} failed)\n",
+        count(r.cells as u64),
+        count(r.already_done as u64),
+        count(r.ran as u64),
+        count(r.ok as u64),
+        count(r.failed as u64)
+    ));
+    if r.ran > 0 {
+        out.push_str(&format!(
+            "wall {:.1} s, cells' own work {:.1} s: machinery (process start, journal, supervision) {:.2}% of the wall time\n",
+            r.wall_s, r.cells_work_s, r.machinery_pct
+        ));
+    }
+    out.push_str(&format!("journal: {}\n", r.journal));
+    out.push_str(&format!(
+        "tables, plots and an HTML page: trtkit report {} -o {}/report.html\n",
+        r.folder, r.folder
+    ));
+    out
+}

@@ -1,0 +1,680 @@
+//! The SVG plots of `trtkit report`, drawn with plotters: throughput against batch size, latency
+//! bars with p99 whiskers, accuracy against latency (one each per model), and NVML power, SM
+//! utilisation and memory over time for one cell. Each returns `None` when there is nothing to
+//! draw; none panics on degenerate data (one point, equal values, zeros, NaN).
+
+use crate::bench::record::{CellMetrics, CellRecord, MonitorSample, Status};
+use crate::bench::target::Target;
+use crate::report::bench::target_rank;
+use crate::trt::engine_file::Precision;
+use anyhow::{bail, Result};
+use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use std::collections::{BTreeMap, BTreeSet};
+
+type Coord = Cartesian2d<Scale, Scale>;
+type Chart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Coord>;
+type Area<'b> = DrawingArea<SVGBackend<'b>, Shift>;
+type Drawn = std::result::Result<(), Box<dyn std::error::Error>>;
+
+const SIZE: (u32, u32) = (660, 400);
+const LEGEND_WIDTH: u32 = 130;
+const PALETTE: [RGBColor; 10] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
+];
+
+/// One axis: its range in plotted units (log10 of the value on a log axis) and its ticks.
+#[derive(Clone, Debug)]
+struct Scale {
+    log: bool,
+    lo: f64,
+    hi: f64,
+    ticks: Vec<(f64, String)>,
+}
+
+impl Scale {
+    /// Categories `0..n`, the i-th centred on `i + 0.5`.
+    fn categories(labels: &[String]) -> Scale {
+        let ticks = labels
+            .iter()
+            .enumerate()
+            .map(|(i, l)| (i as f64 + 0.5, l.clone()));
+        Scale {
+            log: false,
+            lo: 0.0,
+            hi: labels.len().max(1) as f64,
+            ticks: ticks.collect(),
+        }
+    }
+
+    /// An axis for the finite `values`: logarithmic when all are positive and span more than
+    /// `log_ratio`, otherwise linear (from zero when `from_zero`).
+    fn fit(values: &[f64], log_ratio: f64, from_zero: bool) -> Option<Scale> {
+        let v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+        let min = v.iter().copied().reduce(f64::min)?;
+        let max = v.iter().copied().reduce(f64::max)?;
+        if min > 0.0 && max / min > log_ratio {
+            let (l, h) = (min.log10(), max.log10());
+            let pad = ((h - l) * 0.06).max(0.05);
+            return Some(Scale::log(l - pad, h + pad));
+        }
+        let (mut lo, mut hi) = if from_zero {
+            (min.min(0.0), max.max(0.0))
+        } else {
+            (min, max)
+        };
+        let span = hi - lo;
+        if span <= f64::EPSILON * hi.abs().max(1.0) {
+            let d = if hi.abs() > 0.0 { hi.abs() * 0.1 } else { 1.0 };
+            (lo, hi) = (if from_zero && lo == 0.0 { 0.0 } else { lo - d }, hi + d);
+        } else {
+            hi += span * 0.08;
+            if !(from_zero && lo == 0.0) {
+                lo -= span * 0.08;
+            }
+        }
+        Some(Scale::linear(lo, hi))
+    }
+
+    fn linear(lo: f64, hi: f64) -> Scale {
+        let raw = (hi - lo) / 7.0;
+        let mag = 10f64.powf(raw.log10().floor());
+        let step = [1.0, 2.0, 5.0, 10.0]
+            .iter()
+            .map(|m| m * mag)
+            .find(|s| *s >= raw)
+            .unwrap_or(mag * 10.0);
+        let decimals = (-step.log10().floor()).max(0.0) as usize;
+        let mut ticks = vec![];
+        let mut t = (lo / step).ceil() * step;
+        while t <= hi && ticks.len() < 50 {
+            ticks.push((
+                t,
+                format!(
+                    "{:.*}",
+                    decimals,
+                    if t.abs() < step / 2.0 { 0.0 } else { t }
+                ),
+            ));
+            t += step;
+        }
+        Scale {
+            log: false,
+            lo,
+            hi,
+            ticks,
+        }
+    }
+
+    fn log(lo: f64, hi: f64) -> Scale {
+        let decade = |mults: &[f64]| {
+            let mut ticks = vec![];
+            for k in lo.floor() as i32..=hi.ceil() as i32 {
+                for m in mults {
+                    let p = m.log10() + k as f64;
+                    if (lo..=hi).contains(&p) {
+                        let v = m * 10f64.powi(k);
+                        ticks.push((p, format!("{:.*}", (-k).max(0) as usize, v)));
+                    }
+                }
+            }
+            ticks
+        };
+        let mut ticks = decade(&[1.0, 2.0, 5.0]);
+        if ticks.len() > 10 {
+            ticks = decade(&[1.0]);
+        }
+        Scale {
+            log: true,
+            lo,
+            hi,
+            ticks,
+        }
+    }
+
+    /// Where `v` is drawn (`None` where it cannot be).
+    fn map(&self, v: f64) -> Option<f64> {
+        let p = if self.log {
+            (v > 0.0).then(|| v.log10())?
+        } else {
+            v
+        };
+        p.is_finite().then_some(p)
+    }
+
+    /// The bottom of a bar.
+    fn base(&self) -> f64 {
+        if self.log {
+            self.lo
+        } else {
+            0f64.clamp(self.lo, self.hi)
+        }
+    }
+
+    fn label(&self, p: f64) -> String {
+        let near = self
+            .ticks
+            .iter()
+            .find(|(t, _)| (t - p).abs() <= (self.hi - self.lo).abs() * 1e-9);
+        near.map(|(_, l)| l.clone()).unwrap_or_default()
+    }
+
+    fn suffix(&self) -> &'static str {
+        if self.log {
+            " (log)"
+        } else {
+            ""
+        }
+    }
+}
+
+/// A scale is its own plotters coordinate, so the ticks are exactly [`Scale::ticks`].
+impl Ranged for Scale {
+    type ValueType = f64;
+    type FormatOption = DefaultFormatting;
+
+    fn map(&self, v: &f64, limit: (i32, i32)) -> i32 {
+        let f = (v - self.lo) / (self.hi - self.lo);
+        limit.0 + (f * (limit.1 - limit.0) as f64).round() as i32
+    }
+
+    fn key_points<H: KeyPointHint>(&self, hint: H) -> Vec<f64> {
+        if hint.weight().allow_light_points() {
+            vec![]
+        } else {
+            self.ticks.iter().map(|t| t.0).collect()
+        }
+    }
+
+    fn range(&self) -> std::ops::Range<f64> {
+        self.lo..self.hi
+    }
+}
+
+/// The measured cells of one target at one precision, by batch size.
+struct Series<'a> {
+    label: String,
+    color: RGBColor,
+    precision: Precision,
+    cells: Vec<(usize, &'a CellMetrics)>,
+}
+
+fn series<'a>(cells: &[&'a CellRecord]) -> Vec<Series<'a>> {
+    let mut groups: BTreeMap<(usize, Target, Precision), BTreeMap<usize, &CellMetrics>> =
+        BTreeMap::new();
+    for r in cells.iter().filter(|r| r.status == Status::Ok) {
+        if let Some(m) = &r.metrics {
+            groups
+                .entry((target_rank(r.target()), r.target(), r.precision()))
+                .or_default()
+                .insert(r.batch(), m);
+        }
+    }
+    groups
+        .into_iter()
+        .enumerate()
+        .map(|(i, ((_, t, p), cells))| Series {
+            label: format!("{t} {p}"),
+            color: PALETTE[i % PALETTE.len()],
+            precision: p,
+            cells: cells.into_iter().collect(),
+        })
+        .collect()
+}
+
+/// Draws an SVG of `size` with `draw`; `None` when drawing failed.
+fn svg(size: (u32, u32), draw: impl FnOnce(&Area) -> Drawn) -> Option<String> {
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, size).into_drawing_area();
+        root.fill(&WHITE).ok()?;
+        draw(&root).ok()?;
+        root.present().ok()?;
+    }
+    Some(out)
+}
+
+/// A chart with its axes and grid on `area`, then `body` drawn in it.
+fn chart<'b>(
+    area: &Area<'b>,
+    title: &str,
+    x: (&Scale, &str),
+    y: (&Scale, &str),
+    legend: &[Series],
+    body: impl for<'a> FnOnce(&mut Chart<'a, 'b>) -> Drawn,
+) -> Drawn {
+    let mut builder = ChartBuilder::on(area);
+    if !title.is_empty() {
+        builder.caption(title, ("sans-serif", 17));
+    }
+    let mut c = builder
+        .margin(12)
+        .margin_right(if legend.is_empty() {
+            12
+        } else {
+            12 + LEGEND_WIDTH
+        })
+        .x_label_area_size(42)
+        .y_label_area_size(64)
+        .build_cartesian_2d(x.0.clone(), y.0.clone())?;
+    let (xl, yl) = (|p: &f64| x.0.label(*p), |p: &f64| y.0.label(*p));
+    c.configure_mesh()
+        .x_desc(format!("{}{}", x.1, x.0.suffix()))
+        .y_desc(format!("{}{}", y.1, y.0.suffix()))
+        .x_label_formatter(&xl)
+        .y_label_formatter(&yl)
+        .label_style(("sans-serif", 12))
+        .axis_desc_style(("sans-serif", 13))
+        .bold_line_style(BLACK.mix(0.08))
+        .draw()?;
+    body(&mut c)?;
+    // Right of the plotting area, where it hides no data: a marker and the name per series.
+    let left = area.dim_in_pixel().0 as i32 - LEGEND_WIDTH as i32;
+    for (i, s) in legend.iter().enumerate() {
+        let y = 48 + 18 * i as i32;
+        area.draw(&legend_marker(s.precision, (left, y), s.color))?;
+        area.draw(&Text::new(
+            s.label.clone(),
+            (left + 18, y - 6),
+            ("sans-serif", 12),
+        ))?;
+    }
+    Ok(())
+}
+
+/// A marker per precision, as pixel offsets of a polygon: a disc for fp32, a triangle for fp16,
+/// a diamond for int8.
+fn shape(p: Precision) -> Vec<(i32, i32)> {
+    let (n, r, turn) = match p {
+        Precision::Fp32 => (12, 4.0, 0.0),
+        Precision::Fp16 => (3, 5.5, -0.25),
+        Precision::Int8 => (4, 5.5, 0.0),
+    };
+    (0..n)
+        .map(|i| {
+            let a = std::f64::consts::TAU * (i as f64 / n as f64 + turn);
+            ((r * a.cos()).round() as i32, (r * a.sin()).round() as i32)
+        })
+        .collect()
+}
+
+/// [`shape`] in the legend, at backend pixel `at`.
+fn legend_marker(p: Precision, at: (i32, i32), color: RGBColor) -> Polygon<(i32, i32)> {
+    let pts: Vec<(i32, i32)> = shape(p)
+        .into_iter()
+        .map(|(x, y)| (x + at.0 + 8, y + at.1))
+        .collect();
+    Polygon::new(pts, color.filled())
+}
+
+fn batches(series: &[Series]) -> Vec<usize> {
+    let set: BTreeSet<usize> = series
+        .iter()
+        .flat_map(|s| s.cells.iter().map(|c| c.0))
+        .collect();
+    set.into_iter().collect()
+}
+
+fn batch_axis(batches: &[usize]) -> Scale {
+    Scale::categories(&batches.iter().map(|b| b.to_string()).collect::<Vec<_>>())
+}
+
+fn slot(batches: &[usize], b: usize) -> f64 {
+    batches.iter().position(|x| *x == b).unwrap_or(0) as f64
+}
+
+/// Samples/s against batch size, one line per target and precision, for one model's cells.
+pub fn throughput(model: &str, cells: &[&CellRecord]) -> Option<String> {
+    let series = series(cells);
+    let bs = batches(&series);
+    let values: Vec<f64> = series
+        .iter()
+        .flat_map(|s| s.cells.iter().map(|c| c.1.samples_per_s))
+        .collect();
+    let y = Scale::fit(&values, 10.0, true)?;
+    let x = batch_axis(&bs);
+    svg(SIZE, |root| {
+        chart(
+            root,
+            &format!("{model}: throughput"),
+            (&x, "batch size"),
+            (&y, "samples/s"),
+            &series,
+            |c| {
+                for s in &series {
+                    let pts: Vec<(f64, f64)> = s
+                        .cells
+                        .iter()
+                        .filter_map(|(b, m)| Some((slot(&bs, *b) + 0.5, y.map(m.samples_per_s)?)))
+                        .collect();
+                    let (color, p) = (s.color, s.precision);
+                    c.draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))?;
+                    c.draw_series(
+                        pts.into_iter().map(|at| {
+                            EmptyElement::at(at) + Polygon::new(shape(p), color.filled())
+                        }),
+                    )?;
+                }
+                Ok(())
+            },
+        )
+    })
+}
+
+/// Mean latency-all as bars with a whisker up to p99, grouped by batch size, for one model.
+pub fn latency(model: &str, cells: &[&CellRecord]) -> Option<String> {
+    let series = series(cells);
+    let bs = batches(&series);
+    let values: Vec<f64> = series
+        .iter()
+        .flat_map(|s| {
+            s.cells
+                .iter()
+                .flat_map(|c| [c.1.latency_all_ms.mean, c.1.latency_all_ms.p99])
+        })
+        .collect();
+    let y = Scale::fit(&values, 30.0, true)?;
+    let x = batch_axis(&bs);
+    let w = 0.8 / series.len().max(1) as f64;
+    svg(SIZE, |root| {
+        chart(
+            root,
+            &format!("{model}: latency-all mean, whisker to p99"),
+            (&x, "batch size"),
+            (&y, "ms per batch"),
+            &series,
+            |c| {
+                for (j, s) in series.iter().enumerate() {
+                    let color = s.color;
+                    let mut bars = vec![];
+                    let mut whiskers = vec![];
+                    for (b, m) in &s.cells {
+                        let x0 = slot(&bs, *b) + 0.1 + j as f64 * w;
+                        let (Some(mean), p99) =
+                            (y.map(m.latency_all_ms.mean), y.map(m.latency_all_ms.p99))
+                        else {
+                            continue;
+                        };
+                        bars.push(Rectangle::new(
+                            [(x0, y.base()), (x0 + w * 0.9, mean)],
+                            color.filled(),
+                        ));
+                        if let Some(p99) = p99.filter(|p| *p > mean) {
+                            let mid = x0 + w * 0.45;
+                            whiskers.push(PathElement::new(
+                                vec![(mid, mean), (mid, p99)],
+                                BLACK.stroke_width(1),
+                            ));
+                            whiskers.push(PathElement::new(
+                                vec![(mid - w * 0.2, p99), (mid + w * 0.2, p99)],
+                                BLACK.stroke_width(1),
+                            ));
+                        }
+                    }
+                    c.draw_series(bars)?;
+                    c.draw_series(whiskers)?;
+                }
+                Ok(())
+            },
+        )
+    })
+}
+
+/// Top-1 (or, without a dataset, top-1 agreement with FP32) against ms per sample, one point per
+/// cell, labelled with its batch size, for one model.
+pub fn accuracy(model: &str, cells: &[&CellRecord]) -> Option<String> {
+    let series = series(cells);
+    type Get = fn(&CellMetrics) -> Option<f64>;
+    let top1: Get = |m| m.accuracy.as_ref().map(|a| a.top1_pct);
+    let agree: Get = |m| m.closeness.as_ref().and_then(|c| c.top1_agreement_pct);
+    let any = |f: Get| {
+        series
+            .iter()
+            .any(|s| s.cells.iter().any(|c| f(c.1).is_some()))
+    };
+    let (get, what) = if any(top1) {
+        (top1, "top-1 %")
+    } else if any(agree) {
+        (agree, "top-1 agreement with FP32 %")
+    } else {
+        return None;
+    };
+    let points = |s: &Series| -> Vec<(usize, f64, f64)> {
+        s.cells
+            .iter()
+            .filter_map(|(b, m)| Some((*b, m.ms_per_sample, get(m)?)))
+            .collect()
+    };
+    let all: Vec<(usize, f64, f64)> = series.iter().flat_map(points).collect();
+    let x = Scale::fit(&all.iter().map(|p| p.1).collect::<Vec<_>>(), 10.0, false)?;
+    let y = Scale::fit(
+        &all.iter().map(|p| p.2).collect::<Vec<_>>(),
+        f64::INFINITY,
+        false,
+    )?;
+    svg(SIZE, |root| {
+        chart(
+            root,
+            &format!("{model}: {what} vs latency"),
+            (&x, "ms per sample"),
+            (&y, what),
+            &series,
+            |c| {
+                let mut placed = vec![];
+                for s in &series {
+                    let color = s.color;
+                    let pts: Vec<(usize, (f64, f64))> = points(s)
+                        .into_iter()
+                        .filter_map(|(b, ms, a)| Some((b, (x.map(ms)?, y.map(a)?))))
+                        .collect();
+                    let p = s.precision;
+                    c.draw_series(pts.iter().map(|(_, at)| {
+                        EmptyElement::at(*at) + Polygon::new(shape(p), color.filled())
+                    }))?;
+                    let font = ("sans-serif", 10).into_font().color(&color);
+                    let labels: Vec<_> = pts
+                        .iter()
+                        .filter(|(b, at)| free(&mut placed, c.backend_coord(at), &format!("b{b}")))
+                        .map(|(b, at)| {
+                            EmptyElement::at(*at)
+                                + Text::new(format!("b{b}"), (6, -14), font.clone())
+                        })
+                        .collect();
+                    c.draw_series(labels)?;
+                }
+                Ok(())
+            },
+        )
+    })
+}
+
+/// Whether a batch label `text` drawn beside the point at pixel `at` overlaps none of the `placed`
+/// ones; if so it is placed.
+fn free(placed: &mut Vec<[i32; 4]>, at: (i32, i32), text: &str) -> bool {
+    let b = [
+        at.0 + 5,
+        at.1 - 16,
+        at.0 + 8 + 7 * text.len() as i32,
+        at.1 - 3,
+    ];
+    let clear = placed
+        .iter()
+        .all(|p| b[2] <= p[0] || p[2] <= b[0] || b[3] <= p[1] || p[3] <= b[1]);
+    if clear {
+        placed.push(b);
+    }
+    clear
+}
+
+/// The cell whose readings the page plots: `id` (whole, or a prefix naming one cell), or else the
+/// measured GPU cell with the most NVML readings (`None` when no cell has any).
+pub fn pick_cell<'a>(cells: &[&'a CellRecord], id: Option<&str>) -> Result<Option<&'a CellRecord>> {
+    let Some(id) = id else {
+        let readings = |r: &CellRecord| r.metrics.as_ref().map_or(0, |m| m.monitor.len());
+        // The first of the cells with the most readings.
+        let best = cells
+            .iter()
+            .filter(|r| r.target().on_gpu() && readings(r) > 0)
+            .rev()
+            .max_by_key(|r| readings(r));
+        return Ok(best.copied());
+    };
+    let found: Vec<&CellRecord> = cells
+        .iter()
+        .copied()
+        .filter(|r| r.id == id || r.id.starts_with(id))
+        .collect();
+    match found.as_slice() {
+        [one] => Ok(Some(*one)),
+        [] => bail!("--cell {id}: no cell of the journal has this id"),
+        _ if found.iter().any(|r| r.id == id) => Ok(found.into_iter().find(|r| r.id == id)),
+        _ => bail!(
+            "--cell {id}: {} cells start with this id; give more of it",
+            found.len()
+        ),
+    }
+}
+
+/// Power (W), SM utilisation (%) and memory used (MiB) over the measured phase of one cell, as
+/// three panels (`None` when the cell has no readings).
+pub fn monitor(cell: &CellRecord) -> Option<String> {
+    let samples = &cell.metrics.as_ref()?.monitor;
+    type Get = fn(&MonitorSample) -> Option<f64>;
+    let panels: [(&str, Get); 3] = [
+        ("power W", |s| s.power_w),
+        ("SM util %", |s| s.sm_util_pct),
+        ("memory used MiB", |s| s.memory_used_mib),
+    ];
+    let panels: Vec<(&str, Vec<(f64, f64)>)> = panels
+        .iter()
+        .map(|(name, get)| {
+            (
+                *name,
+                samples
+                    .iter()
+                    .filter_map(|s| Some((s.t_s, get(s)?)))
+                    .filter(|p| p.0.is_finite() && p.1.is_finite())
+                    .collect::<Vec<_>>(),
+            )
+        })
+        .filter(|(_, pts)| !pts.is_empty())
+        .collect();
+    if panels.is_empty() {
+        return None;
+    }
+    let title = format!(
+        "{} {} {} batch {}: NVML readings",
+        cell.model,
+        cell.target(),
+        cell.precision(),
+        cell.batch()
+    );
+    svg((SIZE.0, 40 + 190 * panels.len() as u32), |root| {
+        let root = root.titled(&title, ("sans-serif", 17))?;
+        for (area, (name, pts)) in root.split_evenly((panels.len(), 1)).iter().zip(&panels) {
+            let fit = |v: Vec<f64>| Scale::fit(&v, f64::INFINITY, true).ok_or("no values");
+            let x = fit(pts.iter().map(|p| p.0).collect())?;
+            let y = fit(pts.iter().map(|p| p.1).collect())?;
+            chart(area, "", (&x, "seconds"), (&y, name), &[], |c| {
+                c.draw_series(LineSeries::new(pts.clone(), PALETTE[0].stroke_width(2)))?;
+                c.draw_series(pts.iter().map(|p| Circle::new(*p, 2, PALETTE[0].filled())))?;
+                Ok(())
+            })?;
+        }
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::record::fixtures::{failed, ok};
+    use crate::bench::record::FailureKind;
+
+    fn all(cells: &[&CellRecord]) -> Vec<Option<String>> {
+        let mut v = vec![
+            throughput("m", cells),
+            latency("m", cells),
+            accuracy("m", cells),
+        ];
+        v.extend(cells.iter().map(|c| monitor(c)));
+        v
+    }
+
+    #[test]
+    fn plots_draw_lines_bars_points_and_text() {
+        let recs: Vec<CellRecord> = [1, 4, 16]
+            .iter()
+            .flat_map(|&b| {
+                [
+                    ok("m", Precision::Fp32, b, Target::Trt, b as f64),
+                    ok("m", Precision::Int8, b, Target::TractCpu, 90.0 * b as f64),
+                ]
+            })
+            .collect();
+        let cells: Vec<&CellRecord> = recs.iter().collect();
+        let t = throughput("m", &cells).unwrap();
+        assert!(
+            t.starts_with("<svg") && t.contains("<polyline") && t.contains("trt fp32"),
+            "{t}"
+        );
+        assert!(latency("m", &cells).unwrap().contains("(log)"));
+        assert!(
+            accuracy("m", &cells).unwrap().contains("b1"),
+            "labels that would overlap are left out"
+        );
+        let cell = pick_cell(&cells, None).unwrap().unwrap();
+        assert_eq!(cell.target(), Target::Trt);
+        assert!(monitor(cell).unwrap().contains("SM util %"));
+        assert_eq!(
+            pick_cell(&cells, Some(&cell.id[..10])).unwrap().unwrap().id,
+            cell.id
+        );
+        assert!(pick_cell(&cells, Some("zz")).is_err());
+    }
+
+    #[test]
+    fn degenerate_data_draws_or_says_none_without_panicking() {
+        let mut single = ok("m", Precision::Fp16, 1, Target::Trt, 0.0);
+        let mut nan = ok("m", Precision::Fp32, 2, Target::TractCuda, f64::NAN);
+        if let Some(m) = nan.metrics.as_mut() {
+            m.monitor
+                .iter_mut()
+                .for_each(|s| s.power_w = Some(f64::NAN));
+            m.accuracy = None;
+        }
+        if let Some(m) = single.metrics.as_mut() {
+            m.monitor.truncate(1);
+            m.samples_per_s = 0.0;
+        }
+        let fail = failed("m", Precision::Int8, 8, Target::Trt, FailureKind::Oom);
+        for cells in [
+            vec![],
+            vec![&fail],
+            vec![&single],
+            vec![&nan],
+            vec![&single, &nan, &fail],
+        ] {
+            let _ = all(&cells);
+        }
+        assert!(throughput("m", &[&fail]).is_none());
+        assert!(monitor(&fail).is_none());
+        assert!(throughput("m", &[&single]).is_some());
+        assert!(monitor(&single).is_some());
+        let s = Scale::fit(&[5.0, 5.0], 10.0, false).unwrap();
+        assert!(s.hi > s.lo);
+        assert!(Scale::fit(&[f64::NAN], 10.0, true).is_none());
+        let z = Scale::fit(&[0.0, 1000.0], 10.0, true).unwrap();
+        assert!(!z.log && z.lo == 0.0);
+    }
+}

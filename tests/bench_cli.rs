@@ -1,0 +1,399 @@
+//! `trtkit bench`: the matrix completes, a failing or crashing cell is recorded with its reason
+//! while the rest runs, a killed run resumes with only the missing cells, and `--print-cells`
+//! hands cells to a scheduler. Asserted on the journal, the file a run leaves behind.
+
+mod support;
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use support::{assert_clean_error, save, trtkit_in};
+use trtkit::onnx::test_models::classifier;
+
+/// A dynamic-batch and a batch-1 classifier in `dir`.
+fn models(dir: &Path) -> (PathBuf, PathBuf) {
+    (
+        save(dir, "dyn.onnx", classifier(None)),
+        save(dir, "fixed.onnx", classifier(Some(1))),
+    )
+}
+
+fn journal(dir: &Path, name: &str) -> Vec<Value> {
+    let path = dir.join("results").join(name).join("journal.jsonl");
+    std::fs::read_to_string(&path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn label(r: &Value) -> String {
+    format!(
+        "{}/{}/b{}/{}",
+        r["model"].as_str().unwrap(),
+        r["key"]["precision"].as_str().unwrap(),
+        r["key"]["batch"],
+        r["key"]["target"].as_str().unwrap()
+    )
+}
+
+/// Quick cells: one warm-up, two measured iterations, a small calibration.
+const QUICK: &[&str] = &["--warmup", "1", "--iterations", "2", "--calib-samples", "8"];
+
+fn bench(dir: &Path, extra: &[&str]) -> std::process::Output {
+    let mut args = vec!["bench"];
+    args.extend_from_slice(QUICK);
+    args.extend_from_slice(extra);
+    trtkit_in(dir, &args)
+}
+
+fn spawn_bench(dir: &Path, quick: bool, extra: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_trtkit"))
+        .current_dir(dir)
+        .arg("bench")
+        .args(if quick { QUICK } else { &[] })
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "waited too long for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The pids of running cell processes whose command line mentions `folder`.
+fn cell_pids(folder: &str) -> Vec<String> {
+    let mut pids = vec![];
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let pid = e.file_name().to_string_lossy().into_owned();
+        if !pid.chars().all(|c| c.is_ascii_digit()) {
+            continue;
+        }
+        let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        if cmd.contains("bench-cell") && cmd.contains(folder) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+#[test]
+fn the_matrix_completes_records_refused_cells_and_resumes_without_rerunning() {
+    let dir = tempfile::tempdir().unwrap();
+    let (dynamic, fixed) = models(dir.path());
+    let matrix = [
+        "--models",
+        dynamic.to_str().unwrap(),
+        fixed.to_str().unwrap(),
+        "--precisions",
+        "fp32,fp16,int8",
+        "--batch-sizes",
+        "1,4",
+        "--targets",
+        "tract-cpu,ort-cpu",
+        "--compare",
+        "--name",
+        "m",
+    ];
+    let out = bench(dir.path(), &matrix);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines = journal(dir.path(), "m");
+    assert_eq!(lines.len(), 24, "{stdout}");
+    for r in &lines {
+        let l = label(r);
+        let refused = l.starts_with("fixed/") && r["key"]["batch"] == 4;
+        if refused {
+            assert_eq!(r["status"], "failed", "{l}");
+            assert_eq!(r["failure"]["kind"], "batch", "{l}: {}", r["failure"]);
+            assert!(r["failure"]["log"].as_str().unwrap().starts_with("logs/"));
+        } else {
+            assert_eq!(r["status"], "ok", "{l}: {}", r["failure"]);
+            let m = &r["metrics"];
+            assert!(m["samples_per_s"].as_f64().unwrap() > 0.0, "{l}");
+            assert_eq!(m["iterations"], 2, "{l}");
+            assert!(m["host_rss_peak_mib"].as_f64().unwrap() > 1.0, "{l}");
+            let file = m["artifact"]["file"].as_str().unwrap();
+            match r["key"]["precision"].as_str().unwrap() {
+                "fp32" => assert!(
+                    file.ends_with(".onnx") && !file.contains("results"),
+                    "{file}"
+                ),
+                "fp16" => assert!(file.ends_with("-fp16.onnx"), "{file}"),
+                _ => assert!(file.contains("-int8-"), "{file}"),
+            }
+            let c = &m["closeness"];
+            assert_eq!(c["reference"], "fp32 on tract-cpu");
+            let equal = c["equal_pct"].as_f64().unwrap();
+            if r["key"]["precision"] == "fp32" {
+                assert!(equal > 99.0, "{l}: {equal}");
+            }
+            assert!(m["artifact"]["parameters"].as_u64().unwrap() > 0);
+        }
+    }
+    assert!(
+        stdout.contains("FAILED  fixed/fp32/b4/tract-cpu: batch refused"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "24 cells in the plan: 0 already in the journal, 24 run now (18 ok, 6 failed)"
+        ),
+        "{stdout}"
+    );
+
+    // The report has every cell: one CSV row each, the refused ones with their reason.
+    let csv = trtkit_in(dir.path(), &["report", "results/m", "--csv"]);
+    let csv = String::from_utf8_lossy(&csv.stdout).to_string();
+    assert_eq!(csv.lines().count(), 25, "{csv}");
+    assert_eq!(
+        csv.lines()
+            .filter(|l| l.contains(",failed,batch refused,"))
+            .count(),
+        6,
+        "{csv}"
+    );
+    // The page renders in headless Chromium: the screenshot is mostly ink, not a blank page.
+    let page = dir.path().join("page.html");
+    let out = trtkit_in(
+        dir.path(),
+        &["report", "results/m", "-o", page.to_str().unwrap()],
+    );
+    assert!(out.status.success());
+    let shot = dir.path().join("page.png");
+    let status = Command::new("bash")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/screenshot_report.sh"))
+        .args([&page, &shot])
+        .arg("1200,2000")
+        .status()
+        .expect("bash");
+    assert!(status.success(), "no screenshot (apt-get install chromium)");
+    let inked = inked_share(&shot);
+    assert!(inked > 0.02, "the screenshot is nearly blank: {inked}");
+
+    // The same command again runs nothing; --retry-failed runs the six failures only.
+    let again = bench(dir.path(), &matrix);
+    assert!(String::from_utf8_lossy(&again.stdout).contains("24 already in the journal, 0 run now"));
+    assert_eq!(journal(dir.path(), "m").len(), 24);
+    let retry = bench(
+        dir.path(),
+        &[&matrix[..], &["--retry-failed", "--json"]].concat(),
+    );
+    let report: Value = serde_json::from_slice(&retry.stdout).unwrap();
+    assert_eq!(report["ran"], 6);
+    assert_eq!(report["already_done"], 18);
+    assert_eq!(journal(dir.path(), "m").len(), 30);
+}
+
+/// The share of a PNG's pixels that are not near-white.
+fn inked_share(path: &Path) -> f64 {
+    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(path).unwrap()));
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    let channels = info.color_type.samples();
+    let pixels = &buf[..info.buffer_size()];
+    let inked = pixels
+        .chunks(channels)
+        .filter(|p| p.iter().take(3).any(|&c| c < 200))
+        .count();
+    inked as f64 / (pixels.len() / channels) as f64
+}
+
+#[test]
+fn a_killed_run_resumes_with_only_the_missing_cells() {
+    let dir = tempfile::tempdir().unwrap();
+    let (dynamic, _) = models(dir.path());
+    let matrix = [
+        "--models",
+        dynamic.to_str().unwrap(),
+        "--precisions",
+        "fp32",
+        "--batch-sizes",
+        "1,2,3,4,5,6",
+        "--targets",
+        "tract-cpu",
+        "--name",
+        "k",
+    ];
+    let mut parent = spawn_bench(dir.path(), true, &matrix);
+    wait_for("two journal lines", || journal(dir.path(), "k").len() >= 2);
+    parent.kill().unwrap();
+    parent.wait().unwrap();
+    let before: Vec<String> = journal(dir.path(), "k").iter().map(label).collect();
+    assert!(before.len() < 6, "the run finished before it was killed");
+    let out = bench(dir.path(), &[&matrix[..], &["--json"]].concat());
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["ran"].as_u64().unwrap() as usize, 6 - before.len());
+    let after: Vec<String> = journal(dir.path(), "k").iter().map(label).collect();
+    assert_eq!(&after[..before.len()], &before[..]);
+    let mut unique = after.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), 6, "{after:?}");
+}
+
+#[test]
+fn a_crashed_or_slow_cell_is_recorded_and_the_rest_completes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (dynamic, _) = models(dir.path());
+    let folder = dir.path().join("results").join("c");
+    // The first cell measures for ever: it is killed with SIGABRT from outside, as a crash of a
+    // native library would end it (Rust handles SIGSEGV itself, so a sent one is not a crash).
+    let mut parent = spawn_bench(
+        dir.path(),
+        false,
+        &[
+            "--models",
+            dynamic.to_str().unwrap(),
+            "--precisions",
+            "fp32",
+            "--batch-sizes",
+            "1,2",
+            "--targets",
+            "tract-cpu",
+            "--iterations",
+            "100000000",
+            "--cell-timeout",
+            "8",
+            "--name",
+            "c",
+        ],
+    );
+    let folder_text = "results/c/cells/".to_string();
+    let _ = &folder;
+    wait_for("the first cell's process", || {
+        !cell_pids(&folder_text).is_empty()
+    });
+    for pid in cell_pids(&folder_text) {
+        Command::new("kill").args(["-ABRT", &pid]).status().unwrap();
+    }
+    assert!(parent.wait().unwrap().success());
+    let lines = journal(dir.path(), "c");
+    assert_eq!(lines.len(), 2);
+    assert_eq!(lines[0]["failure"]["kind"], "signal", "{}", lines[0]);
+    assert_eq!(lines[0]["failure"]["signal"], 6);
+    assert!(lines[0]["failure"]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("SIGABRT"));
+    // The second ran into the time limit.
+    assert_eq!(lines[1]["failure"]["kind"], "timeout", "{}", lines[1]);
+    let wall = lines[1]["wall_s"].as_f64().unwrap();
+    assert!((8.0..30.0).contains(&wall), "{wall}");
+}
+
+#[test]
+fn print_cells_hands_each_missing_cell_to_a_scheduler() {
+    let dir = tempfile::tempdir().unwrap();
+    let (dynamic, _) = models(dir.path());
+    std::fs::write(
+        dir.path().join("plan.toml"),
+        "models = [\"dyn.onnx\"]\nprecisions = [\"fp32\"]\nbatch_sizes = [1, 2]\ntargets = [\"tract-cpu\", \"trt\"]\n",
+    )
+    .unwrap();
+    let _ = dynamic;
+    let out = bench(dir.path(), &["plan.toml", "--print-cells"]);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let commands: Vec<&str> = text.lines().collect();
+    assert_eq!(commands.len(), 4, "{text}");
+    assert!(
+        commands[0].ends_with("--cell dyn/fp32/b1/tract-cpu"),
+        "{text}"
+    );
+    assert!(!text.contains("--print-cells"));
+    // Run two of them as a scheduler would: words split by the shell, no other state.
+    for c in [commands[0], commands[2]] {
+        let words: Vec<&str> = c.split(' ').skip(1).collect();
+        let out = trtkit_in(dir.path(), &words);
+        assert!(
+            out.status.success(),
+            "{c}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let folder = dir.path().join("results").join("plan");
+    let journals: Vec<String> = support::files(&folder)
+        .into_iter()
+        .filter(|f| f.starts_with("journal-"))
+        .collect();
+    assert_eq!(journals.len(), 2, "{journals:?}");
+    // The TensorRT cell built its engine here and could not run it: recorded with the reason.
+    let trt: Value = journals
+        .iter()
+        .map(|j| std::fs::read_to_string(folder.join(j)).unwrap())
+        .find(|text| text.contains("\"trt\""))
+        .map(|text| serde_json::from_str(text.trim()).unwrap())
+        .unwrap();
+    assert_eq!(trt["status"], "failed");
+    assert!(
+        ["missing", "unsupported-gpu"].contains(&trt["failure"]["kind"].as_str().unwrap()),
+        "{}",
+        trt["failure"]
+    );
+    let left = bench(dir.path(), &["plan.toml", "--print-cells"]);
+    assert_eq!(String::from_utf8_lossy(&left.stdout).lines().count(), 2);
+}
+
+#[test]
+fn bad_plans_are_one_line_errors_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    models(dir.path());
+    std::fs::write(
+        dir.path().join("p.toml"),
+        "models = [\"dyn.onnx\"]\nbatch = 3\n",
+    )
+    .unwrap();
+    assert_clean_error(&bench(dir.path(), &["p.toml"]), 2, &["p.toml", "batch"]);
+    assert_clean_error(
+        &bench(
+            dir.path(),
+            &[
+                "--models",
+                "nope.onnx",
+                "--precisions",
+                "fp32",
+                "--batch-sizes",
+                "1",
+                "--targets",
+                "tract-cpu",
+            ],
+        ),
+        2,
+        &["nope.onnx", "not found"],
+    );
+    let typo = bench(
+        dir.path(),
+        &[
+            "--models",
+            "dyn.onnx",
+            "--precisions",
+            "fp32",
+            "--batch-sizes",
+            "1",
+            "--targets",
+            "tract-gpu",
+        ],
+    );
+    assert_eq!(typo.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&typo.stderr);
+    assert!(
+        stderr.contains("unknown target \"tract-gpu\"") && stderr.contains("tract-cuda"),
+        "{stderr}"
+    );
+}
