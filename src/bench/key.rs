@@ -34,6 +34,11 @@ impl CellKey {
     }
 }
 
+/// How people name a cell: `model/precision/bBATCH/target` (`resnet50/fp16/b32/trt`).
+pub fn cell_label(model: &str, key: &CellKey) -> String {
+    format!("{model}/{}/b{}/{}", key.precision, key.batch, key.target)
+}
+
 /// The first 16 hex digits of the SHA-256 of `bytes`.
 pub fn hex16(bytes: &[u8]) -> String {
     Sha256::digest(bytes)

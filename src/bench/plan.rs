@@ -357,12 +357,6 @@ impl CellSpec {
 
     /// How people name the cell: `model/precision/bBATCH/target`.
     pub fn label(&self) -> String {
-        format!(
-            "{}/{}/b{}/{}",
-            self.model_name(),
-            self.key.precision,
-            self.key.batch,
-            self.key.target
-        )
+        super::key::cell_label(&self.model_name(), &self.key)
     }
 }

@@ -57,6 +57,11 @@ impl CellRecord {
     pub fn batch(&self) -> usize {
         self.key.batch
     }
+
+    /// How people name the cell: `model/precision/bBATCH/target` (as `bench --cell` takes it).
+    pub fn label(&self) -> String {
+        super::key::cell_label(&self.model, &self.key)
+    }
 }
 
 /// The kinds of failure a table can name in a word or two.

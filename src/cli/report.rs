@@ -20,8 +20,9 @@ pub struct ReportArgs {
     /// Also write the report as one self-contained HTML page with plots.
     #[arg(short, long, value_name = "PATH")]
     pub output: Option<PathBuf>,
-    /// The cell whose power, SM utilisation and memory over time the page plots (its id, or the
-    /// start of it); default: the GPU cell with the most NVML readings.
+    /// The cell whose power, SM utilisation and memory over time the page plots: its label
+    /// (`resnet50/fp16/b32/tract-cuda`), its id or the start of it; default: the GPU cell with
+    /// the most NVML readings.
     #[arg(long, value_name = "ID")]
     pub cell: Option<String>,
     /// Print one CSV row per cell (every metric a column).

@@ -532,11 +532,11 @@ pub fn pick_cell<'a>(cells: &[&'a CellRecord], id: Option<&str>) -> Result<Optio
     let found: Vec<&CellRecord> = cells
         .iter()
         .copied()
-        .filter(|r| r.id == id || r.id.starts_with(id))
+        .filter(|r| r.id == id || r.id.starts_with(id) || r.label() == id)
         .collect();
     match found.as_slice() {
         [one] => Ok(Some(*one)),
-        [] => bail!("--cell {id}: no cell of the journal has this id"),
+        [] => bail!("--cell {id}: no cell of the journal has this id or label (model/precision/bBATCH/target)"),
         _ if found.iter().any(|r| r.id == id) => Ok(found.into_iter().find(|r| r.id == id)),
         _ => bail!(
             "--cell {id}: {} cells start with this id; give more of it",
@@ -640,6 +640,9 @@ mod tests {
             pick_cell(&cells, Some(&cell.id[..10])).unwrap().unwrap().id,
             cell.id
         );
+        let by_label = pick_cell(&cells, Some(&cell.label())).unwrap().unwrap();
+        assert_eq!(by_label.id, cell.id);
+        assert!(cell.label().starts_with("m/") && cell.label().ends_with("/trt"));
         assert!(pick_cell(&cells, Some("zz")).is_err());
     }
 
