@@ -6,6 +6,7 @@ use crate::atomic_file::write_atomic;
 use crate::bench::cell::run_cell;
 use crate::bench::matrix::{bench, Matrix};
 use crate::bench::plan::{CellSpec, Plan, PlanFile};
+use crate::bench::record::CellRecord;
 use crate::bench::target::Target;
 use crate::cli::args::output::JsonArgs;
 use crate::cli::UsageError;
@@ -184,16 +185,10 @@ pub fn run(args: BenchArgs) -> Result<()> {
         return Ok(());
     }
     let bar = Bar::new("cells", args.format.json);
-    let labels: std::collections::BTreeMap<String, String> = Matrix::of(&plan, true)?
-        .cells
-        .iter()
-        .map(|c| (c.id.clone(), c.label()))
-        .collect();
     let quiet = args.format.json;
-    let on_record = |r: &crate::bench::record::CellRecord| {
+    let on_record = |r: &CellRecord| {
         if !quiet {
-            let label = labels.get(&r.id).cloned().unwrap_or_else(|| r.id.clone());
-            bar.println(&cell_line(&label, r));
+            bar.println(&cell_line(&r.label(), r));
         }
     };
     let report = bench(
