@@ -237,3 +237,40 @@ fn bad_inputs_fail_with_one_line() {
     ]);
     assert_clean_error(&out, 1, &["ort", "CPU only"]);
 }
+
+#[test]
+fn the_flag_after_input_shape_stays_a_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = save(dir.path(), "c.onnx", classifier(None));
+    let m = m.to_str().unwrap();
+    let saved = dir.path().join("inputs.npz");
+    // Named shapes, then another flag and its value: the flag is not taken for a third shape.
+    let v = json(&trtkit(&[
+        "compare",
+        m,
+        m,
+        "--input-shape",
+        "input:2x3x16x16",
+        "--save-inputs",
+        saved.to_str().unwrap(),
+        "--range",
+        "-1",
+        "1",
+        "--json",
+    ]));
+    assert_eq!(v["outputs"][0]["closeness"]["equal_pct"], 100.0);
+    assert!(saved.is_file());
+    // `-1` (a dynamic axis) is still a value of --input-shape.
+    let out = trtkit(&[
+        "compare",
+        m,
+        m,
+        "--input-shape",
+        "-1",
+        "3",
+        "16",
+        "16",
+        "--json",
+    ]);
+    json(&out);
+}

@@ -45,7 +45,7 @@ pub struct CompareArgs {
     #[command(flatten)]
     pub engine: EngineArgs,
     /// Input shape overrides: `-1 3 224 224`, `1x3x224x224` or `name:1x3x224x224` (repeatable).
-    #[arg(long = "input-shape", num_args = 1.., allow_hyphen_values = true, value_name = "DIMS")]
+    #[arg(long = "input-shape", num_args = 1.., allow_negative_numbers = true, value_name = "DIMS")]
     pub input_shape: Vec<String>,
     /// Samples per inference (default: the model's fixed batch, else up to 32).
     #[arg(long, alias = "batch")]
@@ -72,7 +72,7 @@ pub struct CompareArgs {
     #[arg(long)]
     pub normal: bool,
     /// Uniform range LOW HIGH, or normal MEAN STD with --normal.
-    #[arg(long, num_args = 2, allow_hyphen_values = true, value_names = ["LOW", "HIGH"], default_values_t = [0.0, 1.0])]
+    #[arg(long, num_args = 2, allow_negative_numbers = true, value_names = ["LOW", "HIGH"], default_values_t = [0.0, 1.0])]
     pub range: Vec<f64>,
     /// Relative tolerance of isclose (times |B|).
     #[arg(long, default_value_t = 1e-3)]
