@@ -8,7 +8,7 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-use support::{assert_clean_error, save, trtkit_in};
+use support::{assert_clean_error, save, trtkit_in, write_jpeg};
 use trtkit::onnx::test_models::classifier;
 
 /// A dynamic-batch and a batch-1 classifier in `dir`.
@@ -396,4 +396,59 @@ fn bad_plans_are_one_line_errors_naming_the_file() {
         stderr.contains("unknown target \"tract-gpu\"") && stderr.contains("tract-cuda"),
         "{stderr}"
     );
+}
+
+#[test]
+fn a_dataset_gives_every_cell_its_top_k() {
+    let dir = tempfile::tempdir().unwrap();
+    let (dynamic, _) = models(dir.path());
+    for (class, rgb) in [("a", [200, 30, 30]), ("b", [30, 200, 30])] {
+        std::fs::create_dir_all(dir.path().join("val").join(class)).unwrap();
+        for i in 0..3 {
+            let path = dir.path().join("val").join(class).join(format!("{i}.jpg"));
+            write_jpeg(&path, 40, 32, rgb, i);
+        }
+    }
+    let out = bench(
+        dir.path(),
+        &[
+            "--models",
+            dynamic.to_str().unwrap(),
+            "--precisions",
+            "fp32,fp16",
+            "--batch-sizes",
+            "2",
+            "--targets",
+            "ort-cpu",
+            "--dataset",
+            "val",
+            "--limit",
+            "4",
+            "--name",
+            "d",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines = journal(dir.path(), "d");
+    assert_eq!(lines.len(), 2);
+    for r in &lines {
+        let a = &r["metrics"]["accuracy"];
+        assert_eq!(a["images"], 4, "{}", label(r));
+        let (top1, top5) = (
+            a["top1_pct"].as_f64().unwrap(),
+            a["top5_pct"].as_f64().unwrap(),
+        );
+        assert!(
+            (0.0..=100.0).contains(&top1) && top5 >= top1,
+            "{top1} {top5}"
+        );
+    }
+    // The report has the accuracy tables.
+    let md = trtkit_in(dir.path(), &["report", "results/d", "--markdown"]);
+    let md = String::from_utf8_lossy(&md.stdout);
+    assert!(md.contains("top-1 %") && md.contains("top-5 %"), "{md}");
 }
