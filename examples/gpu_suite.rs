@@ -332,6 +332,7 @@ impl Suite {
                     },
                     seed: 0,
                 },
+                int_inputs: Default::default(),
                 samples: 64,
             },
             tolerance: Tolerance {

@@ -274,3 +274,85 @@ fn the_flag_after_input_shape_stays_a_flag() {
     ]);
     json(&out);
 }
+
+#[test]
+fn token_inputs_are_valid_ids_and_masks_and_tract_agrees_with_ort() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = save(
+        dir.path(),
+        "tok.onnx",
+        trtkit::onnx::test_models::token_classifier(),
+    );
+    let m = m.to_str().unwrap();
+    let saved = dir.path().join("in.npz");
+    let v = json(&trtkit(&[
+        "compare",
+        m,
+        m,
+        "--input-shape",
+        "input_ids:4x16",
+        "attention_mask:4x16",
+        "--a-backend",
+        "tract",
+        "--b-backend",
+        "ort",
+        "--save-inputs",
+        saved.to_str().unwrap(),
+        "--json",
+    ]));
+    let note = v["inputs"].as_str().unwrap();
+    assert!(
+        note.contains("input_ids: integers in [0, 50)")
+            && note.contains("attention_mask: attention mask"),
+        "{note}"
+    );
+    let o = &v["outputs"][0];
+    assert!(o["closeness"]["equal_pct"].as_f64().unwrap() > 99.0, "{o}");
+    assert_eq!(o["topk"]["top1_agreement_pct"], 100.0);
+    let inputs = npz::load(&saved).unwrap();
+    let ints = |name: &str| -> Vec<i64> {
+        match &inputs.iter().find(|t| t.name == name).unwrap().data {
+            TensorData::I64(v) => v.clone(),
+            other => panic!("{name}: {other:?}"),
+        }
+    };
+    let ids = ints("input_ids");
+    let mut distinct = ids.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert!(
+        distinct.len() > 2 && ids.iter().all(|v| (0..50).contains(v)),
+        "{distinct:?}"
+    );
+    for row in ints("attention_mask").chunks(16) {
+        let ones = row.iter().take_while(|&&v| v == 1).count();
+        assert!(ones >= 8 && row[ones..].iter().all(|&v| v == 0), "{row:?}");
+    }
+    // --int-range wins over the graph.
+    let v = json(&trtkit(&[
+        "compare",
+        m,
+        m,
+        "--input-shape",
+        "input_ids:2x8",
+        "attention_mask:2x8",
+        "--int-range",
+        "input_ids:3,5",
+        "--save-inputs",
+        saved.to_str().unwrap(),
+        "--json",
+    ]));
+    assert!(v["inputs"]
+        .as_str()
+        .unwrap()
+        .contains("input_ids: integers in [3, 5)"));
+    let inputs = npz::load(&saved).unwrap();
+    let ids = match &inputs.iter().find(|t| t.name == "input_ids").unwrap().data {
+        TensorData::I64(v) => v.clone(),
+        _ => unreachable!(),
+    };
+    assert!(ids.iter().all(|v| (3..5).contains(v)), "{ids:?}");
+    let bad = trtkit(&["compare", m, m, "--int-range", "input_ids:5,3"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("NAME:LO,HI"));
+}

@@ -181,6 +181,7 @@ fn closeness(spec: &CellSpec, prepared: &Prepared, reference: Target) -> Result<
                     },
                     seed: 1,
                 },
+                int_inputs: Default::default(),
                 samples,
             },
             tolerance: Tolerance::default(),

@@ -17,6 +17,7 @@ use crate::onnx::shape::parse_input_shapes;
 use crate::report::closeness::render;
 use crate::report::precisions::render_compare;
 use crate::report::progress::Bar;
+use crate::tensor::IntInput;
 use crate::workspace::Workspace;
 use anyhow::Result;
 use clap::Args;
@@ -89,6 +90,10 @@ pub struct CompareArgs {
     /// Fail (exit 1) when any output's equality % or top-1 agreement % is below PCT.
     #[arg(long, value_name = "PCT")]
     pub fail_below: Option<f64>,
+    /// Values of an integer input, over what the graph says (token ids inside the embedding
+    /// table, masks of ones then padding, segment ids of zeros): NAME:LO,HI draws [LO, HI).
+    #[arg(long, value_name = "NAME:LO,HI", value_parser = int_range)]
+    pub int_range: Vec<(String, IntInput)>,
     /// Save the inputs used as .npz.
     #[arg(long, value_name = "FILE")]
     pub save_inputs: Option<PathBuf>,
@@ -153,6 +158,7 @@ pub fn config(args: &CompareArgs, ws: Option<&Workspace>) -> Result<CompareConfi
                     dist,
                     seed: args.seed,
                 },
+                int_inputs: args.int_range.iter().cloned().collect(),
                 samples: args.num_samples,
             },
         },
@@ -183,6 +189,21 @@ fn images(args: &CompareArgs, ws: &Workspace, dir: &std::path::Path) -> Result<V
         prefetch: 4,
         keep_predictions: false,
     })
+}
+
+/// `--int-range NAME:LO,HI`: integers drawn from `[LO, HI)` for input NAME.
+fn int_range(text: &str) -> Result<(String, IntInput), String> {
+    let bad = || {
+        format!("--int-range {text:?}: expected NAME:LO,HI with LO < HI, e.g. input_ids:0,30522")
+    };
+    let (name, range) = text.rsplit_once(':').ok_or_else(bad)?;
+    let (low, high) = range.split_once(',').ok_or_else(bad)?;
+    let low: i64 = low.trim().parse().map_err(|_| bad())?;
+    let high: i64 = high.trim().parse().map_err(|_| bad())?;
+    if name.is_empty() || low >= high {
+        return Err(bad());
+    }
+    Ok((name.to_string(), IntInput::Range { low, high }))
 }
 
 /// Runs `compare`: prints the report, saves the tensors asked for, then fails on all-NaN

@@ -1,11 +1,12 @@
 //! Seeded random inputs: the same seed gives the same tensors on every machine.
 
-use crate::tensor::{ElemType, HostTensor, IoSpec, TensorData};
+use crate::tensor::{ElemType, HostTensor, IntInput, IoSpec, TensorData};
 use anyhow::{bail, Result};
 use half::f16;
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Normal, Uniform};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// How random inputs are drawn.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -101,6 +102,49 @@ impl RandomInputs {
     }
 }
 
+/// Redraws the integer inputs named in `roles` from the values they take (token ids inside the
+/// vocabulary, masks of ones then padding zeros, zeros), seeded by `seed`. Other tensors, and
+/// named tensors that are not integers, are left as they are.
+pub fn apply_int_inputs(
+    tensors: &mut [HostTensor],
+    roles: &BTreeMap<String, IntInput>,
+    seed: u64,
+) -> Result<()> {
+    for (i, t) in tensors.iter_mut().enumerate() {
+        let Some(role) = roles.get(&t.name) else {
+            continue;
+        };
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed.wrapping_add(1000 + i as u64));
+        let n: usize = t.shape.iter().product();
+        let rows = t.shape.first().copied().unwrap_or(1).max(1);
+        let row_len = n / rows;
+        let values: Vec<i64> = match *role {
+            IntInput::Range { low, high } => {
+                if low >= high {
+                    bail!("{}: the integer range [{low}, {high}) is empty", t.name);
+                }
+                (0..n).map(|_| rng.random_range(low..high)).collect()
+            }
+            IntInput::Zeros => vec![0; n],
+            IntInput::Mask => (0..rows)
+                .flat_map(|_| {
+                    let pad = rng.random_range(0..=row_len / 2);
+                    (0..row_len).map(move |k| i64::from(k < row_len - pad))
+                })
+                .collect(),
+        };
+        t.data = match &t.data {
+            TensorData::I64(_) => TensorData::I64(values),
+            TensorData::I32(_) => TensorData::I32(values.iter().map(|&v| v as i32).collect()),
+            TensorData::I8(_) => TensorData::I8(values.iter().map(|&v| v as i8).collect()),
+            TensorData::U8(_) => TensorData::U8(values.iter().map(|&v| v as u8).collect()),
+            TensorData::Bool(_) => TensorData::Bool(values.iter().map(|&v| v != 0).collect()),
+            _ => continue,
+        };
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -153,5 +197,60 @@ mod tests {
             seed: 0,
         };
         assert!(bad.generate(&specs, 1).is_err());
+    }
+}
+
+#[cfg(test)]
+mod int_input_tests {
+    use super::*;
+    use crate::tensor::Dim;
+
+    #[test]
+    fn integer_inputs_take_their_values() {
+        let spec = |name: &str| IoSpec {
+            name: name.into(),
+            elem_type: ElemType::I64,
+            dims: vec![Dim::Symbol("N".into()), Dim::Fixed(12)],
+        };
+        let specs = [spec("ids"), spec("mask"), spec("types"), spec("other")];
+        let random = RandomInputs {
+            dist: InputDistribution::Uniform {
+                low: 0.0,
+                high: 1.0,
+            },
+            seed: 3,
+        };
+        let mut t = random.generate(&specs, 6).unwrap();
+        let roles = BTreeMap::from([
+            ("ids".to_string(), IntInput::Range { low: 0, high: 50 }),
+            ("mask".to_string(), IntInput::Mask),
+            ("types".to_string(), IntInput::Zeros),
+        ]);
+        apply_int_inputs(&mut t, &roles, 3).unwrap();
+        let ints = |i: usize| match &t[i].data {
+            TensorData::I64(v) => v.clone(),
+            _ => panic!("int64 expected"),
+        };
+        let ids = ints(0);
+        assert!(ids.iter().all(|v| (0..50).contains(v)));
+        let mut distinct = ids.clone();
+        distinct.sort();
+        distinct.dedup();
+        assert!(distinct.len() > 10, "{distinct:?}");
+        for row in ints(1).chunks(12) {
+            let ones = row.iter().take_while(|&&v| v == 1).count();
+            assert!(ones >= 6, "{row:?}");
+            assert!(
+                row[ones..].iter().all(|&v| v == 0),
+                "ones then zeros: {row:?}"
+            );
+        }
+        assert!(ints(2).iter().all(|&v| v == 0));
+        assert!(
+            ints(3).iter().all(|&v| v == 0 || v == 1),
+            "no role: as drawn"
+        );
+        let bad = BTreeMap::from([("ids".to_string(), IntInput::Range { low: 5, high: 5 })]);
+        assert!(apply_int_inputs(&mut t, &bad, 0).is_err());
     }
 }

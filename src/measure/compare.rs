@@ -8,15 +8,17 @@ use super::progress::Progress;
 use crate::backend::select::BackendOptions;
 use crate::backend::Backend;
 use crate::data::npz;
-use crate::data::synthetic::{InputDistribution, RandomInputs};
+use crate::data::synthetic::{apply_int_inputs, InputDistribution, RandomInputs};
 use crate::metrics::closeness::Tolerance;
 use crate::metrics::compare::{compare_outputs, OutputComparison};
+use crate::onnx::input_roles::int_input_roles;
 use crate::onnx::rewrite::pass::Pass;
 use crate::onnx::shape::{model_inputs, InputShape, InputShapes};
 use crate::onnx::OnnxModel;
-use crate::tensor::{Dim, HostTensor, IoSpec};
+use crate::tensor::{Dim, HostTensor, IntInput, IoSpec};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// One side of a comparison: the file and, for a model, the backend that runs it.
@@ -37,6 +39,8 @@ pub enum InputSource {
     Random {
         /// The distribution and seed.
         random: RandomInputs,
+        /// Values of integer inputs given by hand (`--int-range`), over what the graph says.
+        int_inputs: BTreeMap<String, IntInput>,
         /// How many samples.
         samples: usize,
     },
@@ -115,6 +119,14 @@ enum Source {
     Model(Box<(OnnxModel, BackendOptions)>),
     Engine(Box<dyn Backend>),
     Saved(Vec<HostTensor>),
+}
+
+/// The ONNX model of a side, when it is one.
+fn sources_model(src: &Source) -> Option<&OnnxModel> {
+    match src {
+        Source::Model(boxed) => Some(&boxed.0),
+        _ => None,
+    }
 }
 
 impl Source {
@@ -260,17 +272,32 @@ fn make_inputs(
     config: &CompareConfig,
     probe: &[IoSpec],
     path: &Path,
+    graph_roles: &BTreeMap<String, IntInput>,
 ) -> Result<(Vec<HostTensor>, String)> {
     Ok(match &config.inputs {
         InputSource::File(p) => (load_inputs(p, probe)?, p.display().to_string()),
-        InputSource::Random { random, samples } => {
+        InputSource::Random {
+            random,
+            int_inputs,
+            samples,
+        } => {
             if *samples == 0 {
                 bail!("at least one random sample is needed");
             }
-            let made = random
+            let mut made = random
                 .generate(probe, *samples)
                 .with_context(|| format!("{}: cannot make inputs", path.display()))?;
-            (made, describe(random, *samples))
+            // Integer inputs take the values the graph says they take, unless given by hand.
+            let mut roles = graph_roles.clone();
+            roles.extend(int_inputs.iter().map(|(k, v)| (k.clone(), *v)));
+            roles.retain(|name, _| probe.iter().any(|s| &s.name == name));
+            apply_int_inputs(&mut made, &roles, random.seed)
+                .with_context(|| format!("{}: cannot make inputs", path.display()))?;
+            let mut note = describe(random, *samples);
+            for (name, role) in &roles {
+                note.push_str(&format!("; {name}: {role}"));
+            }
+            (made, note)
         }
     })
 }
@@ -318,6 +345,12 @@ pub fn compare(
         }
         specs[i] = Some(declared);
     }
+    // What the integer inputs take, from whichever side is an ONNX graph.
+    let graph_roles = sources
+        .iter()
+        .find_map(sources_model)
+        .map(int_input_roles)
+        .unwrap_or_default();
     let mut tensors = CompareTensors::default();
     let mut input_note = "none (both sides are saved outputs)".to_string();
     let mut reports = Vec::new();
@@ -330,7 +363,7 @@ pub fn compare(
                 if tensors.inputs.is_none() {
                     // Inputs first: their count decides the batch of a dynamic model.
                     let probe = specs[i].as_deref().expect("read for every model above");
-                    let (made, note) = make_inputs(config, probe, path)?;
+                    let (made, note) = make_inputs(config, probe, path, &graph_roles)?;
                     batch = Some(batch.unwrap_or(samples_of(&made)?.min(32)));
                     input_note = note;
                     tensors.inputs = Some(made);

@@ -4,6 +4,7 @@
 pub mod builder;
 pub mod dtype;
 pub mod external;
+pub mod input_roles;
 pub mod model;
 pub mod rewrite;
 pub mod shape;

@@ -158,6 +158,61 @@ pub fn two_input(batch: Option<i64>) -> ModelProto {
     g.build()
 }
 
+/// Vocabulary of [`token_classifier`].
+pub const TOKEN_VOCAB: i64 = 50;
+
+/// A BERT-shaped classifier over token ids: int64 `input_ids` and `attention_mask`, both
+/// `[batch, seq]` (symbolic), an embedding `Gather`, the mask cast and multiplied in, sum
+/// pooling over the sequence, a `Gemm` → `logits` `[batch, 4]`.
+pub fn token_classifier() -> ModelProto {
+    let (hidden, classes) = (8i64, 4i64);
+    let b = Dim::Symbol("batch".into());
+    let s = Dim::Symbol("seq".into());
+    let mut g = GraphBuilder::new("trtkit_test_token_classifier");
+    g.input("input_ids", DataType::Int64, &[b.clone(), s.clone()])
+        .input("attention_mask", DataType::Int64, &[b.clone(), s])
+        .output("logits", DataType::Float, &[b, Dim::Fixed(classes)])
+        .initializer(tensor_f32(
+            "embeddings",
+            &[TOKEN_VOCAB, hidden],
+            &deterministic_weights(11, (TOKEN_VOCAB * hidden) as usize, 0.5),
+        ))
+        .initializer(tensor_i64("axis2", &[1], &[2]))
+        .initializer(tensor_i64("axis1", &[1], &[1]))
+        .initializer(tensor_f32(
+            "fc.weight",
+            &[classes, hidden],
+            &deterministic_weights(12, (classes * hidden) as usize, 0.5),
+        ))
+        .initializer(tensor_f32(
+            "fc.bias",
+            &[classes],
+            &deterministic_weights(13, classes as usize, 0.1),
+        ))
+        .node("Gather", &["embeddings", "input_ids"], &["emb"], vec![])
+        .node(
+            "Cast",
+            &["attention_mask"],
+            &["mask_f"],
+            vec![attr_int("to", DataType::Float as i64)],
+        )
+        .node("Unsqueeze", &["mask_f", "axis2"], &["mask_u"], vec![])
+        .node("Mul", &["emb", "mask_u"], &["masked"], vec![])
+        .node(
+            "ReduceSum",
+            &["masked", "axis1"],
+            &["pooled"],
+            vec![attr_int("keepdims", 0)],
+        )
+        .node(
+            "Gemm",
+            &["pooled", "fc.weight", "fc.bias"],
+            &["logits"],
+            vec![attr_int("transB", 1)],
+        );
+    g.build()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,10 +1,13 @@
-//! The bottom of the crate: element types, host tensors, dims and I/O specs. It imports nothing
+//! The bottom of the crate: element types, host tensors, dims, I/O specs and the values integer
+//! inputs take. It imports nothing
 //! else of the crate, so every other module can use it without a cycle.
 
 mod dim;
 mod host;
 mod io_spec;
+mod values;
 
 pub use dim::{format_dims, Dim};
 pub use host::{ElemType, HostTensor, TensorData};
 pub use io_spec::{check_input_count, IoSpec, UnfixedAxis};
+pub use values::IntInput;
