@@ -5,7 +5,7 @@
 use crate::atomic_file::write_atomic;
 use crate::bench::journal::read_files;
 use crate::cli::args::output::OutputArgs;
-use crate::report::bench::{render, render_csv, BenchReport, BenchTables};
+use crate::report::bench::{render, render_csv, BenchTables, JournalReport};
 use crate::report::{html, plots};
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -57,7 +57,7 @@ pub fn run(args: ReportArgs) -> Result<()> {
             names()
         );
     }
-    let report = BenchReport::new(&journal);
+    let report = JournalReport::new(&journal);
     let tables = BenchTables::new(&report.cells);
     let cell = plots::pick_cell(&report.cells, args.cell.as_deref())?;
     if let Some(path) = &args.output {

@@ -15,7 +15,7 @@ use std::path::PathBuf;
 /// What `report` read: the journal files, the lines it skipped and the last record of each cell
 /// (sorted by model, target, precision and batch). This is the JSON report.
 #[derive(Debug, Serialize)]
-pub struct BenchReport<'a> {
+pub struct JournalReport<'a> {
     /// The journal files read.
     pub files: &'a [PathBuf],
     /// Lines that were not records, as `file:line: why`.
@@ -28,13 +28,13 @@ pub struct BenchReport<'a> {
     pub cells: Vec<&'a CellRecord>,
 }
 
-impl<'a> BenchReport<'a> {
+impl<'a> JournalReport<'a> {
     /// The report of a journal (one file or several merged).
     pub fn new(journal: &'a Journal) -> Self {
         let mut cells = journal.latest();
         cells.sort_by(|a, b| position(a).cmp(&position(b)));
         let ok = cells.iter().filter(|r| r.status == Status::Ok).count();
-        BenchReport {
+        JournalReport {
             files: &journal.files,
             skipped: &journal.skipped,
             ok,
@@ -383,7 +383,7 @@ fn table(t: &MetricTable, batches: &[usize]) -> Table {
 }
 
 /// The tables for the terminal, or as markdown (headings, tables, the failures as a list).
-pub fn render(report: &BenchReport, tables: &BenchTables, markdown: bool) -> String {
+pub fn render(report: &JournalReport, tables: &BenchTables, markdown: bool) -> String {
     let mut out = String::new();
     if !markdown {
         out += &format!(
@@ -439,7 +439,7 @@ pub fn csv_field(s: &str) -> String {
 
 /// One CSV row per cell: `model,target,precision,batch,status,failure,reason,id`, then every
 /// metric's column (empty where not measured), full precision.
-pub fn render_csv(report: &BenchReport) -> String {
+pub fn render_csv(report: &JournalReport) -> String {
     let mut head = vec![
         "model",
         "target",
@@ -533,7 +533,7 @@ mod tests {
     #[test]
     fn tables_have_rows_per_target_precision_and_columns_per_batch() {
         let j = journal();
-        let report = BenchReport::new(&j);
+        let report = JournalReport::new(&j);
         let t = BenchTables::new(&report.cells);
         assert_eq!(t.models.len(), 2);
         let net = &t.models[1];
@@ -578,7 +578,7 @@ mod tests {
     #[test]
     fn csv_has_one_quoted_row_per_cell() {
         let j = journal();
-        let csv = render_csv(&BenchReport::new(&j));
+        let csv = render_csv(&JournalReport::new(&j));
         let lines: Vec<&str> = csv.lines().collect();
         assert_eq!(lines.len(), 1 + 8);
         assert!(

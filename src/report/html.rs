@@ -4,7 +4,7 @@
 //! lines that were skipped. Every text from the journal is escaped.
 
 use crate::bench::record::CellRecord;
-use crate::report::bench::{cell_name, headers, BenchReport, BenchTables, Cell, ModelTables};
+use crate::report::bench::{cell_name, headers, BenchTables, Cell, JournalReport, ModelTables};
 use crate::report::plots;
 
 const STYLE: &str = "
@@ -41,7 +41,11 @@ pub fn escape(s: &str) -> String {
 }
 
 /// The whole page; `monitor` is the cell whose NVML readings are plotted.
-pub fn render(report: &BenchReport, tables: &BenchTables, monitor: Option<&CellRecord>) -> String {
+pub fn render(
+    report: &JournalReport,
+    tables: &BenchTables,
+    monitor: Option<&CellRecord>,
+) -> String {
     let mut out = format!(
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
          <title>trtkit bench report</title><style>{STYLE}</style></head><body>\n\
@@ -82,7 +86,7 @@ pub fn render(report: &BenchReport, tables: &BenchTables, monitor: Option<&CellR
     out + "</body></html>\n"
 }
 
-fn model_section(report: &BenchReport, m: &ModelTables, index: usize) -> String {
+fn model_section(report: &JournalReport, m: &ModelTables, index: usize) -> String {
     let cells: Vec<&CellRecord> = report
         .cells
         .iter()
@@ -160,7 +164,7 @@ mod tests {
             skipped: vec!["j:3: <eof>".into()],
             files: vec!["a&b/journal.jsonl".into()],
         };
-        let report = BenchReport::new(&j);
+        let report = JournalReport::new(&j);
         let tables = BenchTables::new(&report.cells);
         let cell = plots::pick_cell(&report.cells, None).unwrap();
         let page = render(&report, &tables, cell);
