@@ -134,3 +134,44 @@ fn gpu_flags_on_the_cpu_backend_are_usage_errors() {
     let out = trtkit(&["run", dir.path().join("missing.onnx").to_str().unwrap()]);
     assert_clean_error(&out, 1, &["missing.onnx"]);
 }
+
+#[test]
+fn a_token_model_is_timed_with_named_input_shapes() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = support::save(
+        dir.path(),
+        "tok.onnx",
+        trtkit::onnx::test_models::token_classifier(),
+    );
+    let m = m.to_str().unwrap();
+    let out = support::trtkit(&[
+        "run",
+        m,
+        "--input-shape",
+        "input_ids:-1x16",
+        "attention_mask:-1x16",
+        "--batch-size",
+        "1,2",
+        "--iterations",
+        "3",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let results = v["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2);
+    assert_eq!(results[1]["batch"], 2);
+    assert_eq!(results[1]["iterations"], 3);
+    // Without the sequence length the model cannot be timed: said in one line, no panic.
+    let out = support::trtkit(&["run", m, "--iterations", "1"]);
+    assert_ne!(out.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !stderr.contains("panicked") && stderr.trim().lines().count() == 1,
+        "{stderr}"
+    );
+}

@@ -1,12 +1,14 @@
 //! `trtkit run MODEL|ENGINE --batch-size 1,16,32,64`: flags into a [`RunConfig`]; the report is
 //! rendered by [`crate::report::latency`].
 
+use crate::backend::select::BackendOptions;
 use crate::cli::args::backend::{BackendArgs, EngineArgs};
 use crate::cli::args::output::OutputArgs;
 use crate::cli::args::timing::TimingArgs;
 use crate::cli::UsageError;
 use crate::cuda::harness::HarnessOptions;
 use crate::measure::latency::{measure_latency, GpuSetting, RunConfig};
+use crate::onnx::shape::parse_input_shapes;
 use crate::report::latency::{export_times, render};
 use crate::report::progress::Bar;
 use anyhow::Result;
@@ -21,6 +23,11 @@ pub struct RunArgs {
     /// Batch sizes to measure, comma separated.
     #[arg(long, value_delimiter = ',', default_value = "1")]
     pub batch_size: Vec<usize>,
+    /// Input shapes of an ONNX model, as in `build`: `-1 3 224 224` for a one-input model, or
+    /// named, `input_ids:-1x128 attention_mask:-1x128` (`-1` keeps an axis dynamic: the batch
+    /// axis is then set per batch size).
+    #[arg(long = "input-shape", num_args = 1.., allow_negative_numbers = true, value_name = "DIMS")]
+    pub input_shape: Vec<String>,
     /// Backend, device and threads for an ONNX model.
     #[command(flatten)]
     pub backend: BackendArgs,
@@ -71,7 +78,11 @@ pub fn config(args: &RunArgs) -> Result<RunConfig> {
     Ok(RunConfig {
         model: args.model.clone(),
         batch_sizes: args.batch_size.clone(),
-        backend: args.engine.apply(args.backend.options(None)),
+        backend: BackendOptions {
+            input_shapes: parse_input_shapes(&args.input_shape)
+                .map_err(|e| usage(format!("{e:#}")))?,
+            ..args.engine.apply(args.backend.options(None))
+        },
         harness: HarnessOptions {
             warmup: args.timing.warmup(),
             measure: args.timing.measure(),
