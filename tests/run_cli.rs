@@ -166,6 +166,13 @@ fn a_token_model_is_timed_with_named_input_shapes() {
     assert_eq!(results.len(), 2);
     assert_eq!(results[1]["batch"], 2);
     assert_eq!(results[1]["iterations"], 3);
+    // Token ids inside the vocabulary and a real mask, said in the notes.
+    let notes = v["notes"].to_string();
+    assert!(
+        notes.contains("input_ids: integers in [0, 50)")
+            && notes.contains("attention_mask: attention mask"),
+        "{notes}"
+    );
     // Without the sequence length the model cannot be timed: said in one line, no panic.
     let out = support::trtkit(&["run", m, "--iterations", "1"]);
     assert_ne!(out.status.code(), Some(0));

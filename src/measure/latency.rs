@@ -12,10 +12,14 @@ use crate::backend::select::BackendOptions;
 use crate::backend::{Backend, Device};
 use crate::cuda::device::Gpu;
 use crate::cuda::harness::{self, Amount, HarnessOptions, MemoryReport};
-use crate::data::synthetic::timing_inputs;
+use crate::data::synthetic::{apply_int_inputs, timing_inputs, TIMING_SEED};
 use crate::metrics::latency::{throughput, IterationSpans, SpanStats};
+use crate::onnx::input_roles::int_input_roles;
+use crate::onnx::OnnxModel;
+use crate::tensor::IntInput;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -110,6 +114,17 @@ pub fn measure_latency(config: &RunConfig, progress: &dyn Progress) -> Result<Ru
     let mut notes = vec![];
     let is_engine = ModelFile::of(&config.model) == Some(ModelFile::Engine);
     let mut engine: Option<Box<dyn Backend>> = None;
+    // Integer inputs of an ONNX model take the values its graph says (token ids, masks).
+    let roles = match is_engine {
+        true => BTreeMap::new(),
+        false => OnnxModel::load(&config.model)
+            .map(|m| int_input_roles(&m))
+            .unwrap_or_default(),
+    };
+    if !roles.is_empty() {
+        let said: Vec<String> = roles.iter().map(|(n, r)| format!("{n}: {r}")).collect();
+        notes.push(format!("integer inputs: {}", said.join("; ")));
+    }
     for &batch in &config.batch_sizes {
         let mut opened;
         let backend: &mut Box<dyn Backend> = if is_engine {
@@ -171,7 +186,7 @@ pub fn measure_latency(config: &RunConfig, progress: &dyn Progress) -> Result<Ru
                 } else {
                     format!("{name}: wall clock around each inference (host tensors in → host tensors out); latency-all only, no GPU spans")
                 };
-                let result = measure_wall_clock(backend.as_mut(), batch, options, progress)
+                let result = measure_wall_clock(backend.as_mut(), batch, options, &roles, progress)
                     .with_context(|| format!("{shown}: {name} at batch {batch}"))?;
                 (result, note)
             }
@@ -196,14 +211,17 @@ pub fn measure_latency(config: &RunConfig, progress: &dyn Progress) -> Result<Ru
 }
 
 /// Times a backend that runs host tensors on the wall clock: warm-up, then the measured
-/// iterations, each from host tensors in to host tensors out.
+/// iterations, each from host tensors in to host tensors out. Integer inputs named in
+/// `int_inputs` take those values; the rest are [`timing_inputs`].
 pub fn measure_wall_clock(
     backend: &mut dyn Backend,
     batch: usize,
     options: &HarnessOptions,
+    int_inputs: &BTreeMap<String, IntInput>,
     progress: &dyn Progress,
 ) -> Result<BatchResult> {
-    let inputs = timing_inputs(backend.inputs(), batch)?;
+    let mut inputs = timing_inputs(backend.inputs(), batch)?;
+    apply_int_inputs(&mut inputs, int_inputs, TIMING_SEED)?;
     let first = Instant::now();
     backend.run(&inputs).context("the first inference")?;
     let first_iteration_ms = first.elapsed().as_secs_f64() * 1e3;
