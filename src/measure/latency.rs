@@ -115,11 +115,12 @@ pub fn measure_latency(config: &RunConfig, progress: &dyn Progress) -> Result<Ru
     let is_engine = ModelFile::of(&config.model) == Some(ModelFile::Engine);
     let mut engine: Option<Box<dyn Backend>> = None;
     // Integer inputs of an ONNX model take the values its graph says (token ids, masks).
-    let roles = match is_engine {
-        true => BTreeMap::new(),
-        false => OnnxModel::load(&config.model)
+    let roles = if is_engine {
+        BTreeMap::new()
+    } else {
+        OnnxModel::load(&config.model)
             .map(|m| int_input_roles(&m))
-            .unwrap_or_default(),
+            .unwrap_or_default()
     };
     if !roles.is_empty() {
         let said: Vec<String> = roles.iter().map(|(n, r)| format!("{n}: {r}")).collect();
