@@ -18,7 +18,6 @@ use crate::measure::latency::{measure_latency, BatchResult, RunConfig};
 use crate::measure::open::ModelFile;
 use crate::measure::progress::{NoProgress, Progress};
 use crate::metrics::closeness::Tolerance;
-use crate::onnx::external::element_count;
 use crate::onnx::OnnxModel;
 use crate::trt::engine_file::read_sidecar;
 use anyhow::{Context, Result};
@@ -84,9 +83,7 @@ fn artifact(path: &Path) -> Artifact {
         file,
         kind: "onnx".into(),
         bytes,
-        parameters: model
-            .as_ref()
-            .map(|m| m.graph().initializer.iter().map(element_count).sum()),
+        parameters: model.as_ref().map(OnnxModel::parameters),
         layers: model.map(|m| m.graph().node.len()),
     }
 }

@@ -12,9 +12,8 @@ use crate::calibration::job::{calibrate, CalibrateConfig, NoProgress};
 use crate::calibration::range::Algorithm;
 use crate::data::preprocess::PreprocessRequest;
 use crate::onnx::rewrite::fp16::Fp16Options;
-use crate::onnx::shape::model_inputs;
+use crate::onnx::shape::fixed_batch;
 use crate::onnx::OnnxModel;
-use crate::tensor::Dim;
 use crate::trt::build::{build, BuildConfig, BuildObservers, Int8Source};
 use crate::trt::builder::Silent;
 use crate::trt::engine_file::{BuilderSettings, Precision};
@@ -41,14 +40,7 @@ fn calibration_batch(model: &Path) -> usize {
     let Ok(m) = OnnxModel::load(model) else {
         return 8;
     };
-    match model_inputs(&m)
-        .first()
-        .and_then(|i| i.dims.clone())
-        .as_deref()
-    {
-        Some([Dim::Fixed(n), ..]) if *n > 0 => *n as usize,
-        _ => 8,
-    }
+    fixed_batch(&m).filter(|&n| n > 0).unwrap_or(8)
 }
 
 /// The calibration job of a cell's model (the same for every cell of the model).

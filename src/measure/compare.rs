@@ -13,9 +13,9 @@ use crate::metrics::closeness::Tolerance;
 use crate::metrics::compare::{compare_outputs, OutputComparison};
 use crate::onnx::input_roles::int_input_roles;
 use crate::onnx::rewrite::pass::Pass;
-use crate::onnx::shape::{model_inputs, InputShape, InputShapes};
+use crate::onnx::shape::{fixed_batch, model_inputs, InputShape, InputShapes};
 use crate::onnx::OnnxModel;
-use crate::tensor::{Dim, HostTensor, IntInput, IoSpec};
+use crate::tensor::{HostTensor, IntInput, IoSpec};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -170,17 +170,6 @@ fn source(side: &SideConfig, shapes: &[InputShape]) -> Result<Source> {
         Some("npz") | Some("npy") => Ok(Source::Saved(npz::load(&side.path)?)),
         _ => Err(NotComparable(side.path.display().to_string()).into()),
     }
-}
-
-/// The batch every input of `model` is fixed to, if any.
-fn fixed_batch(model: &OnnxModel) -> Option<usize> {
-    let inputs = model_inputs(model);
-    let mut sizes = inputs.iter().map(|i| match i.dims.as_ref()?.first()? {
-        Dim::Fixed(n) => Some(*n as usize),
-        _ => None,
-    });
-    let first = sizes.next()??;
-    sizes.all(|s| s == Some(first)).then_some(first)
 }
 
 fn load_inputs(path: &Path, specs: &[IoSpec]) -> Result<Vec<HostTensor>> {

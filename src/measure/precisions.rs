@@ -11,10 +11,8 @@ use crate::data::npz;
 use crate::metrics::closeness::Tolerance;
 use crate::metrics::latency::BatchLatency;
 use crate::metrics::topk::RankRow;
-use crate::onnx::external::element_count;
-use crate::onnx::shape::model_inputs;
+use crate::onnx::shape::fixed_batch;
 use crate::onnx::OnnxModel;
-use crate::tensor::Dim;
 use crate::trt::engine_file::Precision;
 use crate::workspace::artifacts::{list, Artifacts};
 use anyhow::Result;
@@ -71,21 +69,10 @@ fn onnx_facts(path: &Path) -> OnnxFacts {
             fixed_batch: None,
         };
     };
-    let batches: Vec<Option<usize>> = model_inputs(&m)
-        .iter()
-        .map(|i| match i.dims.as_deref() {
-            Some([Dim::Fixed(n), ..]) => Some(*n as usize),
-            _ => None,
-        })
-        .collect();
-    let fixed_batch = match batches.first() {
-        Some(Some(n)) if batches.iter().all(|b| *b == Some(*n)) => Some(*n),
-        _ => None,
-    };
     OnnxFacts {
         nodes: Some(m.graph().node.len()),
-        parameters: Some(m.graph().initializer.iter().map(element_count).sum()),
-        fixed_batch,
+        parameters: Some(m.parameters()),
+        fixed_batch: fixed_batch(&m),
     }
 }
 

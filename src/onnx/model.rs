@@ -1,6 +1,6 @@
 //! Loading and saving ONNX models, with clear errors for everything that is not one.
 
-use super::external::{check_external_data, is_external, read_external};
+use super::external::{check_external_data, element_count, is_external, read_external};
 use super::pb::{GraphProto, ModelProto};
 use crate::atomic_file::write_atomic;
 use anyhow::{bail, Context, Result};
@@ -168,6 +168,11 @@ impl OnnxModel {
             .graph
             .as_ref()
             .expect("OnnxModel always holds a graph")
+    }
+
+    /// Parameters: the elements of every initializer of the main graph.
+    pub fn parameters(&self) -> u64 {
+        self.graph().initializer.iter().map(element_count).sum()
     }
 
     /// The main graph, mutable.

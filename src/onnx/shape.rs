@@ -203,6 +203,17 @@ pub fn model_inputs(model: &OnnxModel) -> Vec<TensorInfo> {
         .collect()
 }
 
+/// The batch every input of `model` is fixed to, if any.
+pub fn fixed_batch(model: &OnnxModel) -> Option<usize> {
+    let inputs = model_inputs(model);
+    let mut sizes = inputs.iter().map(|i| match i.dims.as_ref()?.first()? {
+        Dim::Fixed(n) => Some(*n as usize),
+        _ => None,
+    });
+    let first = sizes.next()??;
+    sizes.all(|s| s == Some(first)).then_some(first)
+}
+
 /// The outputs of a model.
 pub fn model_outputs(model: &OnnxModel) -> Vec<TensorInfo> {
     model

@@ -140,7 +140,7 @@ pub fn summarize(model: &OnnxModel, layers: bool) -> ModelSummary {
             external: is_external(t),
         })
         .collect();
-    let parameters = graph.initializer.iter().map(element_count).sum();
+    let parameters = model.parameters();
     let weight_bytes = inits.iter().map(|i| i.bytes).sum();
     let external_weight_bytes = inits.iter().filter(|i| i.external).map(|i| i.bytes).sum();
     inits.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.name.cmp(&b.name)));

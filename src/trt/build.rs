@@ -17,7 +17,7 @@ use crate::atomic_file::write_atomic_unsynced;
 use crate::calibration::cache::check_cache_model;
 use crate::calibration::cache::CalibrationTable;
 use crate::calibration::job::{calibrate, BatchProgress, CalibrateConfig, CalibrateReport};
-use crate::onnx::external::{element_count, is_external};
+use crate::onnx::external::is_external;
 use crate::onnx::model::sha256_hex;
 use crate::onnx::rewrite::fp16::{Fp16, Fp16Options, Fp16Report};
 use crate::onnx::rewrite::pass::{run_passes, Pass, PassReport};
@@ -441,7 +441,7 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
     let lookup_s = t_look.elapsed().as_secs_f64();
 
     let t_rewrite = Instant::now();
-    let parameters: u64 = model.graph().initializer.iter().map(element_count).sum();
+    let parameters: u64 = model.parameters();
     let passes = precision_passes(config, &model, scales.as_ref())?;
     let (rewritten, reports) =
         run_passes(model, &passes.iter().map(AsRef::as_ref).collect::<Vec<_>>()).with_context(
