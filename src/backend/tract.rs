@@ -30,40 +30,70 @@ pub struct TractOptions {
     pub threads: Option<usize>,
 }
 
-/// How the CPU threads are spent: `chunks` pieces of the batch side by side, each with
-/// `intra` threads for its matrix products.
+/// How the CPU threads are spent: the batch is cut into `chunks` pieces of `chunk_batch`
+/// samples, `workers` of them run side by side, each with `intra` threads for its matrix
+/// products.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ThreadPlan {
     /// Pieces the batch is split into.
     pub chunks: usize,
     /// Samples per piece (the batch the plan is prepared for).
     pub chunk_batch: usize,
+    /// Pieces run side by side.
+    pub workers: usize,
     /// Threads inside each piece.
     pub intra: usize,
 }
 
 impl ThreadPlan {
     /// The split for `threads` threads and a batch of `batch` (`None`: not fixed, no split).
-    pub fn new(threads: usize, batch: Option<usize>) -> ThreadPlan {
+    ///
+    /// With `per_sample` every piece is one sample, even on one thread: tract runs a
+    /// convolution over a batch axis with an unfused im2col and transposes around its 1×1
+    /// convolutions, so a convolutional network takes up to twice the time per sample at batch
+    /// 2 that it takes at batch 1 (ResNet-50, `examples/tract_profile.rs`). Without it the
+    /// batch is cut into one piece per thread.
+    pub fn new(threads: usize, batch: Option<usize>, per_sample: bool) -> ThreadPlan {
         let threads = threads.max(1);
         match batch {
-            Some(n) if n > 1 && threads > 1 => {
-                let chunks = threads.min(n);
-                let chunk_batch = n.div_ceil(chunks);
+            Some(n) if n > 1 && (threads > 1 || per_sample) => {
+                let chunk_batch = if per_sample {
+                    1
+                } else {
+                    n.div_ceil(threads.min(n))
+                };
                 let chunks = n.div_ceil(chunk_batch);
+                let workers = threads.min(chunks);
                 ThreadPlan {
                     chunks,
                     chunk_batch,
-                    intra: (threads / chunks).max(1),
+                    workers,
+                    intra: (threads / workers).max(1),
                 }
             }
             _ => ThreadPlan {
                 chunks: 1,
                 chunk_batch: batch.unwrap_or(0),
+                workers: 1,
                 intra: threads,
             },
         }
     }
+
+    /// Threads in use: the pieces side by side times the threads inside each.
+    pub fn threads(&self) -> usize {
+        self.workers * self.intra
+    }
+}
+
+/// Whether tract runs `model` faster one sample at a time: any convolution says so (see
+/// [`ThreadPlan::new`]).
+fn runs_per_sample(model: &OnnxModel) -> bool {
+    model
+        .graph()
+        .node
+        .iter()
+        .any(|n| matches!(n.op_type.as_str(), "Conv" | "ConvTranspose"))
 }
 
 /// A model prepared for tract on the CPU or on CUDA.
@@ -173,8 +203,12 @@ impl TractBackend {
         });
         let splittable = options.batch.filter(|_| batch_is_dynamic);
         let threads = match options.device {
-            Device::Cpu => ThreadPlan::new(options.threads.unwrap_or(cores), splittable),
-            Device::Cuda => ThreadPlan::new(1, None),
+            Device::Cpu => ThreadPlan::new(
+                options.threads.unwrap_or(cores),
+                splittable,
+                runs_per_sample(&model),
+            ),
+            Device::Cuda => ThreadPlan::new(1, None, false),
         };
         let cuda = match options.device {
             Device::Cuda => Some(cuda_runtime()?),
@@ -254,7 +288,7 @@ impl TractBackend {
         let pool = if threads.chunks > 1 {
             Some(
                 rayon::ThreadPoolBuilder::new()
-                    .num_threads(threads.chunks)
+                    .num_threads(threads.workers)
                     .thread_name(|i| format!("trtkit-tract-{i}"))
                     .build()
                     .context("cannot start the tract worker threads")?,
@@ -263,10 +297,11 @@ impl TractBackend {
             None
         };
         tracing::info!(
-            "tract on {:?}: {} chunk(s) of batch {}, {} thread(s) each",
+            "tract on {:?}: {} chunk(s) of batch {}, {} side by side, {} thread(s) each",
             options.device,
             threads.chunks,
             threads.chunk_batch,
+            threads.workers,
             threads.intra
         );
         let mut backend = TractBackend {
@@ -297,12 +332,8 @@ impl Backend for TractBackend {
         match self.device {
             Device::Cpu => format!(
                 "tract-cpu ({} thread{})",
-                self.threads.chunks * self.threads.intra,
-                if self.threads.chunks * self.threads.intra == 1 {
-                    ""
-                } else {
-                    "s"
-                }
+                self.threads.threads(),
+                if self.threads.threads() == 1 { "" } else { "s" }
             ),
             Device::Cuda => "tract-cuda".into(),
         }
@@ -501,11 +532,61 @@ mod tests {
         );
     }
 
+    #[test]
+    fn convolutional_batches_run_one_sample_a_piece() {
+        let conv = ThreadPlan::new(16, Some(32), true);
+        assert_eq!(
+            (conv.chunks, conv.chunk_batch, conv.workers, conv.intra),
+            (32, 1, 16, 1)
+        );
+        let conv_one_thread = ThreadPlan::new(1, Some(8), true);
+        assert_eq!(
+            (conv_one_thread.chunks, conv_one_thread.workers),
+            (8, 1),
+            "one thread still runs a sample at a time"
+        );
+        let few = ThreadPlan::new(16, Some(4), true);
+        assert_eq!((few.chunks, few.workers, few.intra), (4, 4, 4));
+        let dense = ThreadPlan::new(16, Some(32), false);
+        assert_eq!(
+            (dense.chunks, dense.chunk_batch, dense.workers),
+            (16, 2, 16)
+        );
+        let dense_one_thread = ThreadPlan::new(1, Some(32), false);
+        assert_eq!(
+            (dense_one_thread.chunks, dense_one_thread.chunk_batch),
+            (1, 32)
+        );
+        assert_eq!(ThreadPlan::new(16, None, true).chunks, 1);
+    }
+
+    /// Visits the float outputs of one run of `b` on `inputs`, each piece's values as seen.
+    fn visited(b: &mut TractBackend, inputs: &[HostTensor]) -> Vec<(usize, Vec<f32>)> {
+        let seen = std::sync::Mutex::new(Vec::new());
+        b.run_visit(inputs, &|i, values| {
+            seen.lock().unwrap().push((i, values.to_vec()));
+            Ok(())
+        })
+        .unwrap();
+        let mut seen = seen.into_inner().unwrap();
+        seen.sort_by(|x, y| x.partial_cmp(y).unwrap());
+        seen
+    }
+
+    /// Sorted values of output `i` of `run`.
+    fn sorted_output(out: &RunOutput, i: usize) -> Vec<f32> {
+        let TensorData::F32(mut v) = out.outputs[i].data.clone() else {
+            panic!("float output expected");
+        };
+        v.sort_by(f32::total_cmp);
+        v
+    }
+
     /// Visiting a chunked run sees exactly the values `run` returns: every real sample once,
     /// none of the last chunk's padding.
     #[test]
     fn visiting_a_chunked_run_sees_the_outputs_once() {
-        let model = OnnxModel::from_proto(test_models::classifier(None), "c.onnx");
+        let model = OnnxModel::from_proto(test_models::two_input(None), "two.onnx");
         let mut b = TractBackend::load(
             &model,
             &TractOptions {
@@ -516,36 +597,82 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            b.threads.chunks, 2,
-            "batch 5 on 2 threads: chunks of 3, one padded"
+            (b.threads.chunks, b.threads.chunk_batch),
+            (2, 3),
+            "batch 5 on 2 threads, no convolution: chunks of 3, one padded"
         );
+        let values = test_models::deterministic_weights(4, 20, 1.0);
+        let a = HostTensor::new("a", vec![5, 4], TensorData::F32(values)).unwrap();
+        let ones = HostTensor::new("b", vec![5, 4], TensorData::F32(vec![1.0; 20])).unwrap();
+        let inputs = [a, ones];
+        let expected = b.run(&inputs).unwrap();
+        let seen = visited(&mut b, &inputs);
+        for output in 0..2 {
+            let pieces: Vec<&Vec<f32>> = seen
+                .iter()
+                .filter(|(i, _)| *i == output)
+                .map(|(_, v)| v)
+                .collect();
+            let mut sizes: Vec<usize> = pieces.iter().map(|v| v.len()).collect();
+            sizes.sort();
+            assert_eq!(
+                sizes,
+                vec![8, 12],
+                "output {output}: 3 samples and 2 real ones"
+            );
+            let mut got: Vec<f32> = pieces.into_iter().flatten().copied().collect();
+            got.sort_by(f32::total_cmp);
+            assert_eq!(got, sorted_output(&expected, output));
+        }
+    }
+
+    /// A convolutional model runs its batch one sample a piece, on one thread too, and gives
+    /// the same logits as the whole batch at once.
+    #[test]
+    fn a_convolutional_batch_runs_per_sample_with_the_same_logits() {
+        let model = OnnxModel::from_proto(test_models::classifier(None), "c.onnx");
+        let open = |threads| {
+            TractBackend::load(
+                &model,
+                &TractOptions {
+                    batch: Some(3),
+                    threads: Some(threads),
+                    ..Default::default()
+                },
+            )
+            .unwrap()
+        };
+        let mut b = open(1);
+        assert_eq!((b.threads.chunks, b.threads.chunk_batch), (3, 1));
         let x = HostTensor::new(
             "input",
-            vec![5, 3, 16, 16],
-            TensorData::F32(test_models::deterministic_weights(4, 5 * 768, 1.0)),
+            vec![3, 3, 16, 16],
+            TensorData::F32(test_models::deterministic_weights(9, 3 * 768, 1.0)),
         )
         .unwrap();
-        let TensorData::F32(expected) = b.run(std::slice::from_ref(&x)).unwrap().outputs[0]
-            .data
-            .clone()
+        let pieces = b.run(std::slice::from_ref(&x)).unwrap();
+        let seen = visited(&mut open(2), std::slice::from_ref(&x));
+        assert_eq!(seen.len(), 3, "three pieces of one sample");
+        assert!(seen.iter().all(|(i, v)| *i == 0 && v.len() == 10));
+        let whole_model = FixBatch(Batch::Static(3)).run(model.clone()).unwrap().0;
+        let mut whole = open_whole(&whole_model);
+        let reference = whole.run(std::slice::from_ref(&x)).unwrap();
+        let (TensorData::F32(p), TensorData::F32(r)) =
+            (&pieces.outputs[0].data, &reference.outputs[0].data)
         else {
             panic!("float logits expected");
         };
-        let seen = std::sync::Mutex::new(Vec::new());
-        b.run_visit(&[x], &|i, values| {
-            assert_eq!(i, 0);
-            seen.lock().unwrap().push(values.to_vec());
-            Ok(())
-        })
-        .unwrap();
-        let mut seen = seen.into_inner().unwrap();
-        seen.sort_by_key(|v| v.len());
-        assert_eq!(seen.iter().map(Vec::len).collect::<Vec<_>>(), vec![20, 30]);
-        let mut got: Vec<f32> = seen.concat();
-        let mut want = expected;
-        got.sort_by(f32::total_cmp);
-        want.sort_by(f32::total_cmp);
-        assert_eq!(got, want);
+        assert_eq!(pieces.outputs[0].shape, vec![3, 10]);
+        for (p, r) in p.iter().zip(r) {
+            assert!((p - r).abs() <= 1e-4 * r.abs().max(1.0), "{p} vs {r}");
+        }
+    }
+
+    /// A model with a fixed batch runs as one piece, whatever its convolutions.
+    fn open_whole(model: &OnnxModel) -> TractBackend {
+        let b = TractBackend::load(model, &TractOptions::default()).unwrap();
+        assert_eq!(b.threads.chunks, 1);
+        b
     }
 
     #[test]

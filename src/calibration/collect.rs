@@ -70,7 +70,7 @@ impl SharedHistograms {
         self.hists[i]
             .lock()
             .map_err(|_| anyhow::anyhow!("a histogram thread panicked"))?
-            .merge(&part);
+            .merge_owned(part);
         self.busy_ns.fetch_add(
             t0.elapsed().as_nanos() as u64,
             std::sync::atomic::Ordering::Relaxed,

@@ -41,16 +41,16 @@ fn pow2_above(x: f32) -> f32 {
     r
 }
 
-/// One pass over a slice: the largest finite |x|, and the NaNs, infinities and zeros in it.
+/// What one pass over a block finds beside its bin numbers: the largest finite |x|, the
+/// NaNs and infinities, and the zeros.
 #[derive(Clone, Copy, Debug)]
 struct Scan {
     max_abs: f32,
-    nan: u64,
-    inf: u64,
+    non_finite: u64,
     zeros: u64,
 }
 
-/// Lanes of the block scan: independent accumulators the compiler keeps in vector registers.
+/// Lanes of the block pass: independent accumulators the compiler keeps in vector registers.
 const LANES: usize = 8;
 
 /// Count arrays the counting loop rotates through: consecutive values that fall in one bin (as
@@ -61,95 +61,130 @@ const COUNT_LANES: usize = 4;
 /// Values whose bin numbers are computed together before they are counted.
 const INDEX_BLOCK: usize = 1024;
 
-impl Scan {
-    fn of(values: &[f32]) -> Scan {
-        let mut max = [0f32; LANES];
-        let mut nan = [0u32; LANES];
-        let mut inf = [0u32; LANES];
-        let mut zeros = [0u32; LANES];
-        let mut lanes = values.chunks_exact(LANES);
-        for group in &mut lanes {
-            for k in 0..LANES {
-                let a = group[k].abs();
-                nan[k] += a.is_nan() as u32;
-                inf[k] += (a == f32::INFINITY) as u32;
-                zeros[k] += (a == 0.0) as u32;
-                // Non-finite values compare false and leave the maximum alone.
-                max[k] = if a > max[k] && a < f32::INFINITY {
-                    a
-                } else {
-                    max[k]
-                };
-            }
+/// Below this many values a piece is counted straight into its histogram: clearing and
+/// flushing the rotating count arrays would cost more than it saves.
+const SMALL_PIECE: usize = 4 * INDEX_BLOCK;
+
+/// The bin of `a = |x|` at `scale = bins / range`; NaN and anything past the range land in
+/// the last bin (`f < last` is false for NaN).
+///
+/// The floor is taken without a float-to-integer conversion, which Rust saturates and the
+/// compiler then does one lane at a time: adding 2^23 rounds `g` (in `[0, last]`, below 2^16)
+/// to the nearest integer and leaves that integer in the low mantissa bits; one is taken off
+/// where the rounding went up. Every step is a plain vector operation.
+#[inline(always)]
+fn bin_of(a: f32, scale: f32, last: f32) -> u32 {
+    const ROUNDER: f32 = 8_388_608.0; // 2^23
+    let f = a * scale;
+    let g = if f < last { f } else { last };
+    let t = g + ROUNDER;
+    let nearest = t - ROUNDER;
+    (t.to_bits() & 0x7F_FFFF) - (nearest > g) as u32
+}
+
+/// One read of `block`: its bin numbers at `range` into `index`, and its scan. If the scan's
+/// maximum does not fit the range the caller grows the range and bins the block again (rare:
+/// the range only doubles, so it settles after the first blocks).
+fn bin_block(block: &[f32], range: f32, bins: usize, index: &mut [u32]) -> Scan {
+    let scale = if range > 0.0 {
+        bins as f32 / range
+    } else {
+        0.0
+    };
+    let last = (bins - 1) as f32;
+    let mut max = [0f32; LANES];
+    let mut bad = [0u32; LANES];
+    let mut zeros = [0u32; LANES];
+    let index = &mut index[..block.len()];
+    let mut groups = block.chunks_exact(LANES);
+    let mut outs = index.chunks_exact_mut(LANES);
+    for (group, out) in (&mut groups).zip(&mut outs) {
+        for k in 0..LANES {
+            let a = group[k].abs();
+            bad[k] += !a.is_finite() as u32;
+            zeros[k] += (a == 0.0) as u32;
+            // Non-finite values compare false and leave the maximum alone.
+            max[k] = if a > max[k] && a < f32::INFINITY {
+                a
+            } else {
+                max[k]
+            };
+            out[k] = bin_of(a, scale, last);
         }
-        let mut scan = Scan {
-            max_abs: max.iter().copied().fold(0.0, f32::max),
-            nan: nan.iter().map(|&n| n as u64).sum(),
-            inf: inf.iter().map(|&n| n as u64).sum(),
-            zeros: zeros.iter().map(|&n| n as u64).sum(),
-        };
-        for &v in lanes.remainder() {
-            let a = v.abs();
-            scan.nan += a.is_nan() as u64;
-            scan.inf += (a == f32::INFINITY) as u64;
-            scan.zeros += (a == 0.0) as u64;
-            if a.is_finite() {
-                scan.max_abs = scan.max_abs.max(a);
-            }
-        }
-        scan
     }
+    let mut scan = Scan {
+        max_abs: max.iter().copied().fold(0.0, f32::max),
+        non_finite: bad.iter().map(|&n| n as u64).sum(),
+        zeros: zeros.iter().map(|&n| n as u64).sum(),
+    };
+    for (&v, out) in groups.remainder().iter().zip(outs.into_remainder()) {
+        let a = v.abs();
+        scan.non_finite += !a.is_finite() as u64;
+        scan.zeros += (a == 0.0) as u64;
+        if a < f32::INFINITY {
+            scan.max_abs = scan.max_abs.max(a);
+        }
+        *out = bin_of(a, scale, last);
+    }
+    scan
 }
 
 /// The histogram of one piece of a tensor (at most [`CHUNK`] values), read once: block by
-/// block, the block's scan (maximum, NaNs, infinities) and its bin numbers are computed while
-/// it sits in the L1 cache, and the range grows (exactly, by doubling) when a block needs it.
+/// block, the block's bin numbers and its scan (maximum, NaNs, infinities, zeros) come from
+/// one pass while it sits in the L1 cache, and the range grows (exactly, by doubling) when a
+/// block needs it.
 fn count_chunk(values: &[f32], bins: usize) -> Histogram {
     debug_assert!(values.len() <= CHUNK && bins <= 1 << 16);
     let mut h = Histogram::new(bins);
-    let last = (bins - 1) as f32;
-    let mut lanes = vec![0u32; COUNT_LANES * bins];
-    // NaNs and infinities counted in the last bin of `lanes` since the last flush.
+    let small = values.len() < SMALL_PIECE;
+    let mut lanes = if small {
+        Vec::new()
+    } else {
+        vec![0u32; COUNT_LANES * bins]
+    };
+    // NaNs and infinities counted in the last bin since the last flush.
     let mut misplaced = 0u64;
-    let mut index = [0u16; INDEX_BLOCK];
+    let mut index = [0u32; INDEX_BLOCK];
     for block in values.chunks(INDEX_BLOCK) {
-        let scan = Scan::of(block);
+        let mut scan = bin_block(block, h.range, bins, &mut index);
         if scan.max_abs >= h.range && scan.max_abs > 0.0 {
-            flush(&mut h, &mut lanes, &mut misplaced);
+            if !small {
+                flush(&mut h, &mut lanes, &mut misplaced);
+            }
             h.grow_to(pow2_above(scan.max_abs));
+            scan = bin_block(block, h.range, bins, &mut index);
         }
-        let scale = if h.range > 0.0 {
-            bins as f32 / h.range
+        let index = &index[..block.len()];
+        if small {
+            for &b in index {
+                h.counts[b as usize] += 1;
+            }
         } else {
-            0.0
-        };
-        // `f < last` is false for NaN, so NaN and anything past the range land in the last
-        // bin; this loop vectorizes.
-        for (i, &v) in index.iter_mut().zip(block) {
-            let f = v.abs() * scale;
-            *i = (if f < last { f } else { last }) as u16;
+            let (l0, rest) = lanes.split_at_mut(bins);
+            let (l1, rest) = rest.split_at_mut(bins);
+            let (l2, l3) = rest.split_at_mut(bins);
+            let mut quads = index.chunks_exact(COUNT_LANES);
+            for q in &mut quads {
+                l0[q[0] as usize] += 1;
+                l1[q[1] as usize] += 1;
+                l2[q[2] as usize] += 1;
+                l3[q[3] as usize] += 1;
+            }
+            for &b in quads.remainder() {
+                l0[b as usize] += 1;
+            }
         }
-        let (l0, rest) = lanes.split_at_mut(bins);
-        let (l1, rest) = rest.split_at_mut(bins);
-        let (l2, l3) = rest.split_at_mut(bins);
-        let mut quads = index[..block.len()].chunks_exact(COUNT_LANES);
-        for q in &mut quads {
-            l0[q[0] as usize] += 1;
-            l1[q[1] as usize] += 1;
-            l2[q[2] as usize] += 1;
-            l3[q[3] as usize] += 1;
-        }
-        for &b in quads.remainder() {
-            l0[b as usize] += 1;
-        }
-        let non_finite = scan.nan + scan.inf;
-        misplaced += non_finite;
+        misplaced += scan.non_finite;
         h.max_abs = h.max_abs.max(scan.max_abs);
-        h.total += block.len() as u64 - non_finite;
-        h.non_finite += non_finite;
+        h.total += block.len() as u64 - scan.non_finite;
+        h.non_finite += scan.non_finite;
         h.zeros += scan.zeros;
     }
-    flush(&mut h, &mut lanes, &mut misplaced);
+    if small {
+        h.counts[bins - 1] -= misplaced;
+    } else {
+        flush(&mut h, &mut lanes, &mut misplaced);
+    }
     h
 }
 
@@ -244,17 +279,22 @@ impl Histogram {
     /// Large slices are split across rayon's threads; each piece is read from memory once.
     pub fn add(&mut self, values: &[f32]) {
         let bins = self.counts.len();
+        if values.len() <= CHUNK {
+            let part = count_chunk(values, bins);
+            self.merge_owned(part);
+            return;
+        }
         let part = values
             .par_chunks(CHUNK)
             .map(|c| count_chunk(c, bins))
             .reduce(
                 || Histogram::new(bins),
                 |mut a, b| {
-                    a.merge(&b);
+                    a.merge_owned(b);
                     a
                 },
             );
-        self.merge(&part);
+        self.merge_owned(part);
     }
 
     /// A histogram of `values` alone.
@@ -266,8 +306,12 @@ impl Histogram {
 
     /// Adds `other` into `self` exactly (both are brought to the larger range first).
     pub fn merge(&mut self, other: &Histogram) {
+        self.merge_owned(other.clone());
+    }
+
+    /// [`Histogram::merge`] of a histogram that is not needed afterwards (no copy of it).
+    pub fn merge_owned(&mut self, mut other: Histogram) {
         assert_eq!(self.counts.len(), other.counts.len(), "bin counts differ");
-        let mut other = other.clone();
         let range = self.range.max(other.range);
         self.grow_to(range);
         other.grow_to(range);
@@ -341,12 +385,13 @@ mod tests {
     }
 
     proptest! {
-        /// The lane-split counting equals counting one value at a time, NaNs and infinities
-        /// included, across chunk and lane boundaries.
+        /// The lane-split counting (pieces from 4096 values) and the direct counting of small
+        /// pieces both equal counting one value at a time, NaNs and infinities included,
+        /// across block and lane boundaries.
         #[test]
         fn fast_counting_equals_naive(
-            mut values in proptest::collection::vec(-100f32..100.0, 0..3000),
-            specials in proptest::collection::vec((0usize..3000, 0u8..4), 0..20),
+            mut values in proptest::collection::vec(-100f32..100.0, 0..10_000),
+            specials in proptest::collection::vec((0usize..10_000, 0u8..4), 0..20),
         ) {
             for (at, kind) in specials {
                 if let Some(v) = values.get_mut(at) {
