@@ -185,3 +185,30 @@ fn doctor_runs_without_a_gpu_and_reports_json() {
         assert!(String::from_utf8_lossy(&text.stdout).contains("no usable NVIDIA GPU"));
     }
 }
+
+/// `doctor` says whether the JPEG decoder has its SIMD code, and it matches this machine: the
+/// tests are built here, so with `nasm` installed (as `.ci/run` ensures) the decoder has it,
+/// and without `nasm` it must not claim it.
+#[test]
+fn doctor_says_whether_the_jpeg_decoder_has_simd() {
+    let out = trtkit(&["doctor", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let nasm = std::process::Command::new("nasm")
+        .arg("-v")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert_eq!(v["jpeg_decoder"]["simd"], serde_json::Value::Bool(nasm));
+    let text = String::from_utf8_lossy(&trtkit(&["doctor"]).stdout).into_owned();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("JPEG decoder"))
+        .expect("a JPEG decoder line");
+    if nasm {
+        assert!(line.ends_with("with SIMD"), "{line}");
+    } else {
+        assert!(
+            line.contains("WITHOUT SIMD") && line.contains("nasm"),
+            "{line}"
+        );
+    }
+}

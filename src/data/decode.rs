@@ -19,6 +19,28 @@ use std::cell::Cell;
 use std::io::{BufRead, Cursor, Read};
 use std::rc::Rc;
 
+/// The JPEG decoder compiled into this binary (what `doctor` reports).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct JpegDecoder {
+    /// The library.
+    pub library: String,
+    /// Whether it was built with its SIMD code (`None`: the build could not tell).
+    pub simd: Option<bool>,
+}
+
+/// The JPEG decoder of this build: libjpeg-turbo, with its SIMD code only if `nasm` was
+/// installed when it was compiled (found by build.rs in the generated jconfig.h).
+pub fn jpeg_decoder() -> JpegDecoder {
+    JpegDecoder {
+        library: "libjpeg-turbo (mozjpeg-sys)".into(),
+        simd: match env!("TRTKIT_JPEG_SIMD") {
+            "yes" => Some(true),
+            "no" => Some(false),
+            _ => None,
+        },
+    }
+}
+
 /// Largest width or height trtkit decodes (a guard against absurd headers).
 pub const MAX_SIDE: usize = 1 << 15;
 

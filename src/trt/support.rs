@@ -2,6 +2,7 @@
 //! TensorRT flavour's engines run on which GPU (the report of `trtkit doctor`).
 
 use crate::cuda::info::{driver_info, DriverInfo};
+use crate::data::decode::{jpeg_decoder, JpegDecoder};
 use crate::trt::loader::{can_run_on, probe_tensorrt, LibraryProbe};
 use serde::{Deserialize, Serialize};
 
@@ -21,6 +22,8 @@ pub struct DoctorReport {
     pub engine_support: Vec<EngineSupport>,
     /// Execution backends compiled into this binary.
     pub backends: Vec<String>,
+    /// The JPEG decoder compiled in, and whether it has its SIMD code.
+    pub jpeg_decoder: JpegDecoder,
 }
 
 /// Whether one TensorRT flavour's engines run on one GPU.
@@ -80,5 +83,6 @@ pub fn collect() -> DoctorReport {
         tensorrt,
         engine_support,
         backends: compiled_backends(),
+        jpeg_decoder: jpeg_decoder(),
     }
 }
