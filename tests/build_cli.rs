@@ -489,3 +489,97 @@ fn inspect_reads_an_engine_and_its_sidecar() {
     let out = trtkit(&["inspect", bare.to_str().unwrap()]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("no sidecar"));
 }
+
+/// The text of every file in `dir`, by name.
+fn contents(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    files(dir)
+        .into_iter()
+        .map(|n| {
+            let bytes = std::fs::read(dir.join(&n)).unwrap();
+            (n, bytes)
+        })
+        .collect()
+}
+
+/// One set of preprocessing flags for `calibrate` and `build --int8`: the same images and flags
+/// give byte-identical caches from both; another `--mean` gives another cache, and the run says
+/// it was `--mean` that changed; images calibrated with the ImageNet defaults into a 16×16
+/// model are warned about, and the preprocessing applied is printed.
+#[test]
+fn calibrate_and_build_share_the_preprocessing_flags_and_name_what_changed() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    save(d, "clf.onnx", test_models::classifier(None));
+    let images = d.join("images");
+    std::fs::create_dir(&images).unwrap();
+    for i in 0..6 {
+        support::write_jpeg(&images.join(format!("{i}.jpg")), 40, 30, [90, 140, 60], i);
+    }
+    let flags = |mean: &'static str| {
+        vec![
+            "--calib-data",
+            "images",
+            "--batch-size",
+            "2",
+            "--resize",
+            "0",
+            "--mean",
+            mean,
+            "--std",
+            "0.5,0.5,0.5",
+        ]
+    };
+    let calibrate = |cache: &str, extra: &[&str]| {
+        let mut args = vec!["calibrate", "clf.onnx", "--cache-dir", cache];
+        args.extend(extra);
+        let out = trtkit_in(d, &args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let first = calibrate("by-calibrate", &flags("0.5,0.5,0.5"));
+    assert!(
+        first.contains("calibration inputs: resize none, crop 16x16")
+            && first.contains("mean 0.5,0.5,0.5"),
+        "{first}"
+    );
+    assert!(!first.contains("warning"), "flags were given: {first}");
+    let mut build = vec![
+        "clf.onnx",
+        "--input-shape",
+        "-1",
+        "3",
+        "16",
+        "16",
+        "--max-batch",
+        "2",
+        "--int8",
+        "--cache-dir",
+        "by-build",
+        "--json",
+    ];
+    build.extend(flags("0.5,0.5,0.5"));
+    json_of(&build_in(d, &build));
+    let by_calibrate = contents(&d.join("by-calibrate"));
+    assert_eq!(by_calibrate.len(), 2, "a cache and its key");
+    assert_eq!(by_calibrate, contents(&d.join("by-build")));
+
+    let other = calibrate("by-calibrate", &flags("0.4,0.4,0.4"));
+    assert!(
+        other.contains("recalibrating: --mean changed: cache 0.5,0.5,0.5, now 0.4,0.4,0.4"),
+        "{other}"
+    );
+    assert!(!other.contains("--std changed"), "{other}");
+    assert_ne!(contents(&d.join("by-calibrate")), by_calibrate);
+
+    let defaults = calibrate("defaults", &["--calib-data", "images", "--batch-size", "2"]);
+    assert!(
+        defaults
+            .contains("warning: the images are calibrated with the ImageNet evaluation defaults")
+            && defaults.contains("16x16"),
+        "{defaults}"
+    );
+}

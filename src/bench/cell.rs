@@ -10,7 +10,6 @@ use super::target::Target;
 use crate::backend::select::BackendOptions;
 use crate::cuda::harness::{Amount, HarnessOptions};
 use crate::data::dataset::DatasetOptions;
-use crate::data::preprocess::PreprocessRequest;
 use crate::data::synthetic::{InputDistribution, RandomInputs};
 use crate::measure::accuracy::{validate, ValidateConfig, WarmupBatches};
 use crate::measure::compare::{compare, CompareConfig, InputSource, SideConfig};
@@ -140,7 +139,7 @@ fn score(spec: &CellSpec, prepared: &Prepared, dataset: &Path) -> Result<CellAcc
             batch_size: spec.key.batch,
             backend: backend_of(spec, spec.key.target),
             warmup: WarmupBatches::Count(0),
-            preprocess: PreprocessRequest::default(),
+            preprocess: spec.settings.preprocess.clone(),
             prefetch: 2,
             keep_predictions: false,
         },

@@ -4,6 +4,7 @@
 
 use super::key::{hex16, CellKey};
 use super::target::Target;
+use crate::data::preprocess::PreprocessRequest;
 use crate::trt::engine_file::Precision;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
@@ -55,6 +56,9 @@ pub struct PlanFile {
     pub device_id: Option<usize>,
     /// Folder holding the TensorRT libraries.
     pub tensorrt_dir: Option<PathBuf>,
+    /// How images become model input, for the dataset and image calibration data (a
+    /// `[preprocess]` table with `validate`'s settings; unset ones follow the model's input).
+    pub preprocess: Option<PreprocessRequest>,
 }
 
 impl PlanFile {
@@ -88,8 +92,12 @@ impl PlanFile {
 
     /// `self` with every field `over` sets replaced by `over`'s.
     pub fn under(self, over: PlanFile) -> PlanFile {
+        let preprocess = match (over.preprocess, self.preprocess) {
+            (Some(top), Some(base)) => Some(top.over(&base)),
+            (top, base) => top.or(base),
+        };
         macro_rules! pick {
-            ($($f:ident),*) => { PlanFile { $($f: over.$f.or(self.$f)),* } };
+            ($($f:ident),*) => { PlanFile { preprocess, $($f: over.$f.or(self.$f)),* } };
         }
         pick!(
             name,
@@ -171,6 +179,9 @@ pub struct CellSettings {
     pub tensorrt_dir: Option<PathBuf>,
     /// Smallest and largest batch of the plan: the range every engine is built for.
     pub batch_range: (usize, usize),
+    /// How images become model input (dataset and image calibration data).
+    #[serde(default)]
+    pub preprocess: PreprocessRequest,
 }
 
 impl CellSettings {
@@ -188,6 +199,7 @@ impl CellSettings {
             "duration_s": self.duration_s,
             "threads": self.threads,
             "batch_range": self.batch_range,
+            "preprocess": self.preprocess,
         });
         hex16(relevant.to_string().as_bytes())
     }
@@ -293,6 +305,7 @@ impl Plan {
                 device_id: p.device_id.unwrap_or(0),
                 tensorrt_dir: p.tensorrt_dir,
                 batch_range,
+                preprocess: p.preprocess.unwrap_or_default(),
             },
             cell_timeout_s,
         })

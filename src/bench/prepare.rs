@@ -10,7 +10,6 @@ use super::target::Target;
 use crate::backend::select::BackendOptions;
 use crate::calibration::job::{calibrate, CalibrateConfig, NoProgress};
 use crate::calibration::range::Algorithm;
-use crate::data::preprocess::PreprocessRequest;
 use crate::onnx::rewrite::fp16::Fp16Options;
 use crate::onnx::shape::fixed_batch;
 use crate::onnx::OnnxModel;
@@ -59,7 +58,7 @@ fn calibration(spec: &CellSpec) -> CalibrateConfig {
             threads: s.threads,
             ..Default::default()
         },
-        preprocess: PreprocessRequest::default(),
+        preprocess: s.preprocess.clone(),
     }
 }
 

@@ -7,6 +7,7 @@
 //! matches, and a mismatch is reported field by field.
 
 use crate::atomic_file::write_atomic;
+use crate::data::preprocess::{preprocess_fields, Preprocess};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -117,6 +118,10 @@ fn parse_header(header: &str) -> Result<String> {
     }
 }
 
+/// How a key difference in the preprocessing starts: `preprocessing mean: cache …, now …`
+/// names the setting, `preprocessing: cache …, now …` the whole when it is not of images.
+pub const PREPROCESSING: &str = "preprocessing";
+
 /// Everything a calibration result depends on; a cache is reused only when all of it matches.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CacheKey {
@@ -158,11 +163,25 @@ impl CacheKey {
             }
         };
         check("model", self.model_hash8().into(), now.model_hash8().into());
-        check(
-            "preprocessing",
-            self.preprocessing.clone(),
-            now.preprocessing.clone(),
-        );
+        match (
+            serde_json::from_str::<Preprocess>(&self.preprocessing),
+            serde_json::from_str::<Preprocess>(&now.preprocessing),
+        ) {
+            // Both are image preprocessings: name each setting that changed.
+            (Ok(cached), Ok(current)) => {
+                for ((name, a), (_, b)) in preprocess_fields(&cached)
+                    .into_iter()
+                    .zip(preprocess_fields(&current))
+                {
+                    check(&format!("{PREPROCESSING} {name}"), a, b);
+                }
+            }
+            _ => check(
+                PREPROCESSING,
+                self.preprocessing.clone(),
+                now.preprocessing.clone(),
+            ),
+        }
         check(
             "image count",
             self.image_count.to_string(),

@@ -8,7 +8,7 @@ use super::collect::{collect, compute_ranges, TensorRange};
 use super::image_batches::{has_images, ImageBatches};
 use super::range::Algorithm;
 use crate::backend::select::{open, BackendOptions};
-use crate::data::preprocess::PreprocessRequest;
+use crate::data::preprocess::{preprocess_fields, Preprocess, PreprocessRequest};
 use crate::onnx::model::file_sha256;
 use crate::onnx::rewrite::plan::plan_int8;
 use crate::onnx::shape::model_inputs;
@@ -71,6 +71,12 @@ pub struct CalibrateReport {
     pub model: String,
     /// One entry per requested algorithm, in the order given.
     pub caches: Vec<CacheReport>,
+    /// How the calibration inputs were made: the image preprocessing applied, setting by
+    /// setting, or how arrays and synthetic data were taken.
+    pub preprocessing: String,
+    /// What the user should know about the data (e.g. images calibrated with the ImageNet
+    /// defaults for a model whose input is not ImageNet-sized).
+    pub warnings: Vec<String>,
     /// The backend that ran the model (absent when every cache was reused).
     pub backend: Option<String>,
     /// Timings in seconds (absent when every cache was reused).
@@ -249,9 +255,12 @@ pub fn calibrate(args: &CalibrateConfig, progress: &dyn BatchProgress) -> Result
             }
         })
         .collect();
+    let (preprocessing, warnings) = describe_inputs(&batches.preprocessing(), &args.preprocess);
     if pending.iter().all(|p| p.found.is_some()) {
         return Ok(CalibrateReport {
             model: shown,
+            preprocessing,
+            warnings,
             caches: pending
                 .into_iter()
                 .filter_map(|mut p| p.found.take().map(|t| reused(p, t)))
@@ -302,6 +311,8 @@ pub fn calibrate(args: &CalibrateConfig, progress: &dyn BatchProgress) -> Result
     };
     Ok(CalibrateReport {
         model: shown,
+        preprocessing,
+        warnings,
         caches,
         backend: Some(collected.backend.clone()),
         timing: Some(Timing {
@@ -317,6 +328,34 @@ pub fn calibrate(args: &CalibrateConfig, progress: &dyn BatchProgress) -> Result
                 .map(|p| ((collected.wall_time.as_secs_f64() + search_s) / p.1 - 1.0) * 100.0),
         }),
     })
+}
+
+/// Input sides from which the ImageNet evaluation defaults are plausible (224 and the sizes
+/// ImageNet models are commonly run at).
+const IMAGENET_LIKE_SIDES: std::ops::RangeInclusive<usize> = 160..=320;
+
+/// The preprocessing as people read it (`preprocessing` is the cache key's description: an
+/// image preprocessing as JSON, or how arrays were taken), and a warning when images go through
+/// the ImageNet defaults (no resize, mean or std asked for) into a model whose input is not
+/// ImageNet-sized: its activation ranges would then come from inputs it never sees.
+fn describe_inputs(preprocessing: &str, asked: &PreprocessRequest) -> (String, Vec<String>) {
+    let Ok(pre) = serde_json::from_str::<Preprocess>(preprocessing) else {
+        return (preprocessing.to_string(), Vec::new());
+    };
+    let described = preprocess_fields(&pre)
+        .into_iter()
+        .map(|(name, value)| format!("{name} {value}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let defaults = asked.resize.is_none() && asked.mean.is_none() && asked.std.is_none();
+    let (h, w) = pre.crop;
+    let mut warnings = Vec::new();
+    if defaults && !(IMAGENET_LIKE_SIDES.contains(&h) && IMAGENET_LIKE_SIDES.contains(&w)) {
+        warnings.push(format!(
+            "the images are calibrated with the ImageNet evaluation defaults (resize to crop/0.875, ImageNet mean and std) but the model's input is {h}x{w}, not ImageNet-sized: if it was trained with other preprocessing, give the same resize, mean and std as for validation, or the ranges will come from inputs it never sees"
+        ));
+    }
+    (described, warnings)
 }
 
 /// Looks a cache up: the table when its key matches (and `--recalibrate` was not given),
@@ -340,12 +379,7 @@ fn look_up(
             (Some(table), vec![])
         }
         Lookup::Missing => (None, vec![]),
-        Lookup::Stale(why) => (
-            None,
-            why.into_iter()
-                .map(|w| format!("{} is stale ({w})", path.display()))
-                .collect(),
-        ),
+        Lookup::Stale(why) => (None, why),
     }
 }
 

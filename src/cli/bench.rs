@@ -9,7 +9,9 @@ use crate::bench::plan::{CellSpec, Plan, PlanFile};
 use crate::bench::record::CellRecord;
 use crate::bench::target::Target;
 use crate::cli::args::output::JsonArgs;
+use crate::cli::args::preprocess::PreprocessArgs;
 use crate::cli::UsageError;
+use crate::data::preprocess::PreprocessRequest;
 use crate::report::bench_run::{cell_line, render};
 use crate::report::progress::Bar;
 use crate::trt::engine_file::Precision;
@@ -95,6 +97,10 @@ pub struct BenchArgs {
     /// own journal file beside the run's.
     #[arg(long, value_name = "CELL")]
     pub cell: Option<String>,
+    /// How dataset and calibration images become model input (`validate`'s flags; over the
+    /// plan's `[preprocess]` table; part of every cell's key).
+    #[command(flatten)]
+    pub preprocess: PreprocessArgs,
     /// Output format.
     #[command(flatten)]
     pub format: JsonArgs,
@@ -113,8 +119,10 @@ fn precision(text: &str) -> Result<Precision, String> {
 
 impl BenchArgs {
     /// The plan fields the flags set.
-    fn plan_fields(&self) -> PlanFile {
-        PlanFile {
+    fn plan_fields(&self) -> Result<PlanFile, UsageError> {
+        let preprocess = self.preprocess.request()?;
+        Ok(PlanFile {
+            preprocess: (preprocess != PreprocessRequest::default()).then_some(preprocess),
             name: self.name.clone(),
             results: self.results.clone(),
             models: self.models.clone(),
@@ -136,7 +144,7 @@ impl BenchArgs {
             threads: self.threads,
             device_id: self.device_id,
             tensorrt_dir: self.tensorrt_dir.clone(),
-        }
+        })
     }
 }
 
@@ -147,7 +155,7 @@ pub fn plan(args: &BenchArgs) -> Result<Plan> {
         Some(p) => PlanFile::load(p).map_err(usage)?,
         None => PlanFile::default(),
     };
-    Plan::from_file(base.under(args.plan_fields())).map_err(usage)
+    Plan::from_file(base.under(args.plan_fields()?)).map_err(usage)
 }
 
 /// A word of a command line, quoted for a POSIX shell when it needs it.
@@ -232,5 +240,52 @@ mod tests {
         assert_eq!(shell_word("my model.onnx"), "'my model.onnx'");
         assert_eq!(shell_word("it's"), r"'it'\''s'");
         assert_eq!(shell_word(""), "''");
+    }
+
+    /// `bench` takes `validate`'s preprocessing flags; they lie over a plan's `[preprocess]`
+    /// table setting by setting, reach every cell, and change the cells' key.
+    #[test]
+    fn preprocessing_flags_lie_over_the_plan_and_key_the_cells() {
+        #[derive(clap::Parser)]
+        struct Command {
+            #[command(flatten)]
+            bench: BenchArgs,
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let plan_file = dir.path().join("p.toml");
+        let model = dir.path().join("m.onnx");
+        crate::onnx::OnnxModel::from_proto(crate::onnx::test_models::classifier(None), &model)
+            .save(&model)
+            .unwrap();
+        std::fs::write(
+            &plan_file,
+            "models = [\"m.onnx\"]\nprecisions = [\"fp32\"]\nbatch_sizes = [1]\ntargets = [\"tract-cpu\"]\n[preprocess]\nresize = 0\nstd = [0.5, 0.5, 0.5]\n",
+        )
+        .unwrap();
+        let plan_with = |flags: &[&str]| {
+            let mut argv = vec!["bench", plan_file.to_str().unwrap()];
+            argv.extend(flags);
+            plan(&<Command as clap::Parser>::parse_from(argv).bench).unwrap()
+        };
+        let from_file = plan_with(&[]);
+        assert_eq!(from_file.settings.preprocess.resize, Some(0));
+        assert_eq!(from_file.settings.preprocess.mean, None);
+        let flagged = plan_with(&["--mean", "0.5,0.5,0.5"]);
+        let p = &flagged.settings.preprocess;
+        assert_eq!(
+            (p.resize, p.mean, p.std),
+            (Some(0), Some([0.5; 3]), Some([0.5; 3]))
+        );
+        assert_ne!(
+            from_file.settings.digest(),
+            flagged.settings.digest(),
+            "another preprocessing is another cell"
+        );
+        let argv = ["bench", plan_file.to_str().unwrap(), "--std", "1,2"];
+        let err = plan(&<Command as clap::Parser>::parse_from(argv).bench).unwrap_err();
+        assert!(
+            format!("{err:#}").contains("--std needs three values"),
+            "{err:#}"
+        );
     }
 }

@@ -54,7 +54,7 @@ pub fn run(args: InitArgs) -> Result<()> {
         input_shape: args.input_shape.clone(),
         dataset: args.dataset.clone(),
         calib_data: args.calib_data.clone(),
-        preprocess: args.preprocess.request(),
+        preprocess: args.preprocess.request()?,
     };
     if args.show {
         let ws = required()?;

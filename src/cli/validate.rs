@@ -84,7 +84,7 @@ pub fn config(args: &ValidateArgs, ws: Option<&Workspace>) -> Result<ValidateCon
         .clone()
         .or_else(|| ws.and_then(Workspace::dataset))
         .ok_or_else(|| usage("--dataset DIR is needed (or dataset = \"DIR\" in trtkit.toml)"))?;
-    let preprocess = args.preprocess.request();
+    let preprocess = args.preprocess.request()?;
     Ok(ValidateConfig {
         model: args
             .model

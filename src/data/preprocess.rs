@@ -76,6 +76,20 @@ pub struct PreprocessRequest {
 }
 
 impl PreprocessRequest {
+    /// `self` laid over `base`, field by field: what `self` sets wins (flags over a
+    /// workspace's or a bench plan's settings).
+    pub fn over(&self, base: &PreprocessRequest) -> PreprocessRequest {
+        PreprocessRequest {
+            resize: self.resize.or(base.resize),
+            crop: self.crop.or(base.crop),
+            interpolation: self.interpolation.or(base.interpolation),
+            mean: self.mean.or(base.mean),
+            std: self.std.or(base.std),
+            layout: self.layout.or(base.layout),
+            channel_order: self.channel_order.or(base.channel_order),
+        }
+    }
+
     /// The preprocessing for a model input `input` of `layout` and `height × width`.
     pub fn resolve(
         &self,
@@ -127,6 +141,28 @@ impl PreprocessRequest {
         };
         self.resolve(input, layout, h, w)
     }
+}
+
+/// The settings of a preprocessing by name, as `(name, value)`: the names of
+/// [`PreprocessRequest`]'s fields (and of the settings that set them), the values as people
+/// write them. What a calibration key compares field by field.
+pub fn preprocess_fields(p: &Preprocess) -> Vec<(&'static str, String)> {
+    let three = |v: [f32; 3]| format!("{},{},{}", v[0], v[1], v[2]);
+    vec![
+        ("resize", p.resize.map_or("none".into(), |r| r.to_string())),
+        ("crop", format!("{}x{}", p.crop.0, p.crop.1)),
+        (
+            "interpolation",
+            format!("{:?}", p.interpolation).to_lowercase(),
+        ),
+        ("mean", three(p.mean)),
+        ("std", three(p.std)),
+        ("layout", format!("{:?}", p.layout).to_lowercase()),
+        (
+            "channel_order",
+            format!("{:?}", p.channel_order).to_lowercase(),
+        ),
+    ]
 }
 
 impl Preprocess {

@@ -1,6 +1,7 @@
 //! The report of `calibrate` (and the calibration part of `build`'s): which caches were reused or
 //! calibrated and why, where the time went, and with `verbose` every tensor's range.
 
+use crate::calibration::cache::PREPROCESSING;
 use crate::calibration::collect::TensorRange;
 use crate::calibration::job::CalibrateReport;
 use crate::report::table::{Align, Table};
@@ -31,9 +32,11 @@ pub fn render(report: &CalibrateReport, verbose: bool) -> String {
     out
 }
 
-/// One line per cache: reused (and why it could be), or calibrated (and why it was).
+/// The preprocessing applied and any warning about it, then one line per cache: reused (and
+/// why it could be), or calibrated (and why it was).
 pub fn cache_lines(report: &CalibrateReport) -> Vec<String> {
-    let mut lines = Vec::new();
+    let mut lines = vec![format!("calibration inputs: {}", report.preprocessing)];
+    lines.extend(report.warnings.iter().map(|w| format!("warning: {w}")));
     for c in &report.caches {
         let k = &c.key;
         if c.reused {
@@ -49,7 +52,7 @@ pub fn cache_lines(report: &CalibrateReport) -> Vec<String> {
             continue;
         }
         for why in &c.recalibrated_because {
-            lines.push(format!("recalibrating: {why}"));
+            lines.push(format!("recalibrating: {}", name_the_flag(why)));
         }
         lines.push(format!(
             "calibrated {} tensors of {} over {} images at batch {} ({}) → {}",
@@ -62,6 +65,21 @@ pub fn cache_lines(report: &CalibrateReport) -> Vec<String> {
         ));
     }
     lines
+}
+
+/// A key difference with the preprocessing setting it names turned into its flag:
+/// `preprocessing mean: cache …, now …` becomes `--mean changed: cache …, now …`.
+fn name_the_flag(why: &str) -> String {
+    let named = why
+        .strip_prefix(PREPROCESSING)
+        .and_then(|rest| rest.strip_prefix(' '))
+        .and_then(|rest| rest.split_once(": "));
+    match named {
+        Some((setting, change)) => {
+            format!("--{} changed: {change}", setting.replace('_', "-"))
+        }
+        None => why.to_string(),
+    }
 }
 
 /// Every tensor's range: amax, scale, largest |x| seen and how many values were counted.

@@ -109,7 +109,7 @@ impl Workspace {
     /// `given` laid over the workspace's preprocessing: each flag given wins, each unset one
     /// takes the file's value.
     pub fn preprocess_under(&self, given: &PreprocessRequest) -> PreprocessRequest {
-        layer(given, &self.settings.preprocess)
+        given.over(&self.settings.preprocess)
     }
 }
 
@@ -140,19 +140,6 @@ impl Workspace {
             (Some(p), Some(root)) => p.starts_with(root),
             _ => false,
         }
-    }
-}
-
-/// `top` laid over `base`, field by field.
-pub fn layer(top: &PreprocessRequest, base: &PreprocessRequest) -> PreprocessRequest {
-    PreprocessRequest {
-        resize: top.resize.or(base.resize),
-        crop: top.crop.or(base.crop),
-        interpolation: top.interpolation.or(base.interpolation),
-        mean: top.mean.or(base.mean),
-        std: top.std.or(base.std),
-        layout: top.layout.or(base.layout),
-        channel_order: top.channel_order.or(base.channel_order),
     }
 }
 

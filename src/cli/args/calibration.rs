@@ -75,7 +75,7 @@ impl CalibrationArgs {
                 .unwrap_or_else(|| PathBuf::from(CALIBRATION_DIR)),
             measure_plain: false,
             backend: self.backend.options(Some(batch_size)),
-            preprocess: preprocess_in(workspace, self.preprocess.request()),
+            preprocess: preprocess_in(workspace, self.preprocess.request()?),
         })
     }
 }

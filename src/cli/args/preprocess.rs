@@ -2,6 +2,7 @@
 //! `calibrate`, `build --int8`): defined once here, handed to the library as one
 //! [`PreprocessRequest`].
 
+use crate::cli::UsageError;
 use crate::data::preprocess::{ChannelOrder, Layout, PreprocessRequest};
 use crate::data::resize::Interpolation;
 use clap::Args;
@@ -19,16 +20,18 @@ pub struct PreprocessArgs {
     /// Resampling kernel of the resize (antialiased, as PIL). Default: bilinear.
     #[arg(long, value_enum)]
     pub interpolation: Option<Interpolation>,
-    /// Per-channel mean in RGB order, after scaling to [0,1]. Default: ImageNet's.
+    /// Per-channel mean in RGB order, after scaling to [0,1], as `R,G,B` or `R G B`.
+    /// Default: ImageNet's.
     #[arg(
         long,
-        num_args = 3,
+        num_args = 1..=3,
         value_delimiter = ',',
-        allow_negative_numbers = true
+        allow_negative_numbers = true,
+        value_name = "R,G,B"
     )]
     pub mean: Option<Vec<f32>>,
-    /// Per-channel std in RGB order. Default: ImageNet's.
-    #[arg(long, num_args = 3, value_delimiter = ',')]
+    /// Per-channel std in RGB order, as `R,G,B` or `R G B`. Default: ImageNet's.
+    #[arg(long, num_args = 1..=3, value_delimiter = ',', value_name = "R,G,B")]
     pub std: Option<Vec<f32>>,
     /// Input layout (default: from the model's input shape).
     #[arg(long, value_enum)]
@@ -39,17 +42,24 @@ pub struct PreprocessArgs {
 }
 
 impl PreprocessArgs {
-    /// The request these flags make.
-    pub fn request(&self) -> PreprocessRequest {
-        let three = |v: &Option<Vec<f32>>| v.as_ref().map(|v| [v[0], v[1], v[2]]);
-        PreprocessRequest {
+    /// The request these flags make; `--mean` and `--std` must have three values each.
+    pub fn request(&self) -> Result<PreprocessRequest, UsageError> {
+        let three = |flag: &str, v: &Option<Vec<f32>>| match v.as_deref() {
+            None => Ok(None),
+            Some(&[r, g, b]) => Ok(Some([r, g, b])),
+            Some(other) => Err(UsageError(format!(
+                "{flag} needs three values, R,G,B (e.g. {flag} 0.5,0.5,0.5); got {}",
+                other.len()
+            ))),
+        };
+        Ok(PreprocessRequest {
             resize: self.resize,
             crop: self.crop,
             interpolation: self.interpolation,
-            mean: three(&self.mean),
-            std: three(&self.std),
+            mean: three("--mean", &self.mean)?,
+            std: three("--std", &self.std)?,
             layout: self.layout,
             channel_order: self.channel_order,
-        }
+        })
     }
 }
