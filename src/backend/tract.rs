@@ -369,9 +369,18 @@ impl Backend for TractBackend {
         })?;
         let elapsed = start.elapsed();
         let step = self.threads.chunk_batch;
+        // Each output's pieces, moved out of the per-piece results (not copied).
+        let mut pieces: Vec<Vec<HostTensor>> = specs
+            .iter()
+            .map(|_| Vec::with_capacity(results.len()))
+            .collect();
+        for result in results {
+            for (i, t) in result.into_iter().enumerate() {
+                pieces[i].push(t);
+            }
+        }
         let mut outputs = Vec::with_capacity(specs.len());
-        for (i, spec) in specs.iter().enumerate() {
-            let parts = results.iter().map(|r| r[i].clone()).collect::<Vec<_>>();
+        for (spec, parts) in specs.iter().zip(pieces) {
             if parts.iter().any(|p| p.shape.first() != Some(&step)) {
                 bail!("{}", no_batch_axis(&spec.name, step));
             }
