@@ -100,6 +100,57 @@ fn axis_weights(
     }
 }
 
+impl AxisWeights {
+    /// The same weights with every window narrowed to its span of non-zero weights and the
+    /// tap count cut to the widest span. The sums are the same to the bit (a zero weight adds
+    /// nothing), and fewer taps are less work: PIL sizes every window for the kernel's full
+    /// support (`2·ceil(support)+1`), which for a bilinear shrink of 1.5× is 5 taps of which
+    /// at most 3 are non-zero.
+    fn trimmed(self) -> AxisWeights {
+        let taps = self.taps;
+        // Each window's non-zero span as input indices; an all-zero window keeps its start.
+        let mut spans: Vec<(usize, usize)> = self
+            .weights
+            .chunks_exact(taps)
+            .zip(&self.starts)
+            .map(|(k, &start)| match k.iter().position(|&w| w != 0) {
+                Some(first) => {
+                    let last = k.iter().rposition(|&w| w != 0).unwrap_or(first);
+                    (start + first, start + last + 1)
+                }
+                None => (start, start),
+            })
+            .collect();
+        // Starts must not decrease (the row kernels find the windows that run past the right
+        // edge by bisection); a weight of exactly zero inside the kernel (the cubic is zero at
+        // 1 and 2) can trim one window's start past the next one's.
+        for i in (0..spans.len().saturating_sub(1)).rev() {
+            spans[i].0 = spans[i].0.min(spans[i + 1].0);
+        }
+        let width = spans
+            .iter()
+            .map(|&(lo, hi)| hi.saturating_sub(lo))
+            .max()
+            .unwrap_or(0)
+            .max(1);
+        let mut weights = vec![0i32; spans.len() * width];
+        for (i, (&(lo, hi), &start)) in spans.iter().zip(&self.starts).enumerate() {
+            for x in lo..hi.max(lo) {
+                // lo can sit before the original start only through the suffix minimum, and
+                // then only over weights that are zero.
+                if let Some(t) = x.checked_sub(start).filter(|&t| t < taps) {
+                    weights[i * width + x - lo] = self.weights[i * taps + t];
+                }
+            }
+        }
+        AxisWeights {
+            starts: spans.iter().map(|&(lo, _)| lo).collect(),
+            taps: width,
+            weights,
+        }
+    }
+}
+
 #[inline]
 fn clip8(acc: i32) -> u8 {
     (acc >> PRECISION_BITS).clamp(0, 255) as u8
@@ -145,8 +196,8 @@ pub struct Resampler {
 impl Resampler {
     /// Plans the resize of an `in_w × in_h` image to the crop window `win`.
     pub fn new(in_w: usize, in_h: usize, win: &Window, kind: Interpolation) -> Self {
-        let hw = axis_weights(kind, in_w, win.resized_w, win.left, win.width);
-        let vw = axis_weights(kind, in_h, win.resized_h, win.top, win.height);
+        let hw = axis_weights(kind, in_w, win.resized_w, win.left, win.width).trimmed();
+        let vw = axis_weights(kind, in_h, win.resized_h, win.top, win.height).trimmed();
         let row_lo = vw.starts.iter().copied().min().unwrap_or(0);
         let row_hi = vw
             .starts
@@ -248,10 +299,12 @@ fn horizontal_row(
     out: &mut [u8],
 ) {
     match taps {
+        2 => horizontal::<2>(src, starts, weights, offset, out),
         3 => horizontal::<3>(src, starts, weights, offset, out),
+        4 => horizontal::<4>(src, starts, weights, offset, out),
         5 => horizontal::<5>(src, starts, weights, offset, out),
+        6 => horizontal::<6>(src, starts, weights, offset, out),
         7 => horizontal::<7>(src, starts, weights, offset, out),
-        9 => horizontal::<9>(src, starts, weights, offset, out),
         _ => horizontal_taps(src, starts, weights, taps, offset, out),
     }
 }
