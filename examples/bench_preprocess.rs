@@ -9,12 +9,18 @@
 //!                                               so that several processes start together)
 //!   bench_preprocess --alu SECONDS THREADS...   control: a pure integer loop on each thread
 //!                                               count, to show how far the machine scales at all
+//!   bench_preprocess --decode-only DIR ROUNDS START
+//!                                               as --process, but read + decode of the rows the
+//!                                               crop needs and nothing else: the floor under the
+//!                                               pipeline while the decoder is libjpeg-turbo
 
 use rayon::prelude::*;
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use trtkit::data::decode::{decode_rows, RowSink};
 use trtkit::data::loader::load_one;
 use trtkit::data::preprocess::Preprocess;
+use trtkit::data::resize::Resampler;
 
 fn jpegs(dir: &str) -> anyhow::Result<Vec<PathBuf>> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
@@ -67,10 +73,7 @@ fn process_bench(dir: &str, rounds: usize, start_ms: u64) -> anyhow::Result<()> 
     for f in &files {
         load_one(f, &pre, &mut buf)?; // warm-up
     }
-    let start_at = UNIX_EPOCH + Duration::from_millis(start_ms);
-    if let Ok(wait) = start_at.duration_since(SystemTime::now()) {
-        std::thread::sleep(wait);
-    }
+    wait_until(start_ms);
     let start = Instant::now();
     for _ in 0..rounds {
         for f in &files {
@@ -84,6 +87,52 @@ fn process_bench(dir: &str, rounds: usize, start_ms: u64) -> anyhow::Result<()> 
         start.elapsed().as_secs_f64(),
     );
     Ok(())
+}
+
+/// Asks the decoder for the rows the crop needs, as the pipeline does, and drops them.
+struct DropRows<'a>(&'a Preprocess);
+
+impl RowSink for DropRows<'_> {
+    fn begin(&mut self, width: usize, height: usize) -> anyhow::Result<usize> {
+        let win = self.0.window(width, height)?;
+        Ok(Resampler::new(width, height, &win, self.0.interpolation).rows_needed())
+    }
+
+    fn row(&mut self, _y: usize, rgb: &[u8]) {
+        std::hint::black_box(rgb);
+    }
+}
+
+fn decode_bench(dir: &str, rounds: usize, start_ms: u64) -> anyhow::Result<()> {
+    let files = jpegs(dir)?;
+    let pre = Preprocess::imagenet();
+    let decode_all = || -> anyhow::Result<()> {
+        for f in &files {
+            decode_rows(&std::fs::read(f)?, &mut DropRows(&pre))?;
+        }
+        Ok(())
+    };
+    decode_all()?; // warm-up
+    wait_until(start_ms);
+    let start = Instant::now();
+    for _ in 0..rounds {
+        decode_all()?;
+    }
+    report(
+        "decode-only",
+        1,
+        files.len() * rounds,
+        start.elapsed().as_secs_f64(),
+    );
+    Ok(())
+}
+
+/// Sleeps until `start_ms` (Unix time in ms), so that several processes start together.
+fn wait_until(start_ms: u64) {
+    let start_at = UNIX_EPOCH + Duration::from_millis(start_ms);
+    if let Ok(wait) = start_at.duration_since(SystemTime::now()) {
+        std::thread::sleep(wait);
+    }
 }
 
 /// A dependent chain of integer multiply-xorshift steps: ALU only, no memory traffic.
@@ -136,10 +185,13 @@ fn alu_bench(seconds: f64, thread_counts: &[String]) -> anyhow::Result<()> {
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
-    let usage = "usage: bench_preprocess DIR ROUNDS THREADS... | --process DIR ROUNDS START_MS | --alu SECONDS THREADS...";
+    let usage = "usage: bench_preprocess DIR ROUNDS THREADS... | --process DIR ROUNDS START_MS | --alu SECONDS THREADS... | --decode-only DIR ROUNDS START_MS";
     match args.get(1).map(String::as_str) {
         Some("--process") if args.len() == 5 => {
             process_bench(&args[2], args[3].parse()?, args[4].parse()?)
+        }
+        Some("--decode-only") if args.len() == 5 => {
+            decode_bench(&args[2], args[3].parse()?, args[4].parse()?)
         }
         Some("--alu") if args.len() >= 4 => alu_bench(args[2].parse()?, &args[3..]),
         Some(_) if args.len() >= 4 => pool_bench(&args[1], args[2].parse()?, &args[3..]),

@@ -6,6 +6,9 @@ Makes ImageNet-sized photo-like JPEGs (about 500x375, quality 90), then times
     -> Normalize(mean, std), one process per core (as DataLoader workers), torch threads = 1;
   - trtkit: the same pipeline in Rust (examples/bench_preprocess.rs), as rayon threads in one
     process (what `trtkit validate` does) and as one single-threaded process per core;
+  - a floor: trtkit's read + decode of the rows the crop needs, nothing else, as processes on
+    1 and N cores (the decoder is libjpeg-turbo on both sides, so this bounds the ratio, and
+    its scaling is what the decoder alone gets from this machine);
   - a control: a pure integer loop (Rust threads) and a pure Python loop (processes) on 1 and
     on N cores, which says how far this machine scales at all (SMT siblings, clock drop).
 Both at 1 core and at --cores cores; every worker does the whole folder --rounds times (weak
@@ -116,16 +119,16 @@ def run_json(cmd):
     return [json.loads(line) for line in out.splitlines()]
 
 
-def bench_trtkit_procs(binary, directory, rounds, procs):
+def bench_trtkit_procs(binary, directory, rounds, procs, mode="--process"):
     """`procs` single-threaded trtkit processes, all timed from the same instant."""
     start_ms = int(time.time() * 1000) + 3000
-    children = [subprocess.Popen([binary, "--process", directory, str(rounds), str(start_ms)],
+    children = [subprocess.Popen([binary, mode, directory, str(rounds), str(start_ms)],
                                  stdout=subprocess.PIPE, text=True) for _ in range(procs)]
     results = []
     for child in children:
         out, _ = child.communicate()
         if child.returncode != 0:
-            raise SystemExit(f"{binary} --process failed")
+            raise SystemExit(f"{binary} {mode} failed")
         results.append(json.loads(out))
     return sum(r["images"] for r in results) / max(r["seconds"] for r in results)
 
@@ -152,6 +155,7 @@ def main():
     py = {c: bench_python(files, args.rounds, c) for c in core_counts}
     alu = {r["threads"]: r["gsteps_per_s"] for r in run_json([args.bin, "--alu", "2"] + counts)}
     py_alu = {c: bench_py_alu(c) for c in core_counts}
+    decode_only = {c: bench_trtkit_procs(args.bin, args.dir, trounds, c, "--decode-only") for c in core_counts}
     rows = []
     print(f"\n{'cores':>5}  {'trtkit threads':>14}  {'trtkit procs':>12}  {name + ' img/s':>34}  "
           f"{'ratio thr':>9}  {'ratio proc':>10}  {'trtkit/core':>11}  {'python/core':>11}")
@@ -172,10 +176,18 @@ def main():
         print(f"\nscaling 1 -> {c} cores: trtkit threads {scale(rust)}, trtkit processes {scale(rust_procs)}, "
               f"python {scale(py)}")
         print(f"control (pure ALU loop) 1 -> {c} cores: Rust threads {scale(alu)}, Python processes {scale(py_alu)}")
+    for c in core_counts:
+        print(f"floor, {c} core(s): read + decode of the needed rows alone {decode_only[c]:.1f} img/s, "
+              f"{decode_only[c] / py[c]:.2f}x {name} (trtkit's whole pipeline: "
+              f"{max(rust[c], rust_procs[c]) / decode_only[c] * 100:.0f}% of that rate)")
+    if len(core_counts) > 1:
+        c = core_counts[-1]
+        print(f"decoder alone 1 -> {c} cores: {decode_only[c] / decode_only[1]:.2f}x "
+              f"({decode_only[c] / decode_only[1] / c * 100:.0f}% of linear)")
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"python_impl": name, "images": len(files), "rounds": args.rounds,
-                       "trtkit_rounds": trounds, "rows": rows}, fh, indent=1)
+                       "trtkit_rounds": trounds, "decode_only": decode_only, "rows": rows}, fh, indent=1)
     return 0
 
 

@@ -196,6 +196,20 @@ pub struct Resampler {
 impl Resampler {
     /// Plans the resize of an `in_w × in_h` image to the crop window `win`.
     pub fn new(in_w: usize, in_h: usize, win: &Window, kind: Interpolation) -> Self {
+        Self::with_buffer(in_w, in_h, win, kind, Vec::new())
+    }
+
+    /// [`Resampler::new`] keeping its intermediate rows in `buffer` (grown when too small,
+    /// never cleared: every byte it reads is written first), so that one thread resizing
+    /// image after image allocates and clears that memory once, not per image.
+    /// [`Resampler::into_buffer`] hands it back.
+    pub fn with_buffer(
+        in_w: usize,
+        in_h: usize,
+        win: &Window,
+        kind: Interpolation,
+        mut buffer: Vec<u8>,
+    ) -> Self {
         let hw = axis_weights(kind, in_w, win.resized_w, win.left, win.width).trimmed();
         let vw = axis_weights(kind, in_h, win.resized_h, win.top, win.height).trimmed();
         let row_lo = vw.starts.iter().copied().min().unwrap_or(0);
@@ -208,7 +222,13 @@ impl Resampler {
             .max(row_lo);
         Resampler {
             padded: vec![0u8; (in_w + hw.taps) * 3 + 1],
-            mid: vec![0u8; (row_hi - row_lo) * win.width * 3],
+            mid: {
+                let len = (row_hi - row_lo) * win.width * 3;
+                if buffer.len() < len {
+                    buffer.resize(len, 0);
+                }
+                buffer
+            },
             hw,
             vw,
             in_w,
@@ -218,6 +238,11 @@ impl Resampler {
             row_lo,
             row_hi,
         }
+    }
+
+    /// The intermediate-row buffer, for the next [`Resampler::with_buffer`].
+    pub fn into_buffer(self) -> Vec<u8> {
+        self.mid
     }
 
     /// How many input rows from the top the resize reads; rows past them are never needed.
