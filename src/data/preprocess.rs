@@ -5,7 +5,7 @@
 use super::decode::{decode_rows, RgbImage, RowSink};
 use super::resize::{resize_crop, Interpolation, Resampler, Window};
 use crate::setting::{fix_with, Setting};
-use anyhow::{anyhow, bail, Result};
+use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 
 /// Memory layout of one preprocessed image.
