@@ -16,7 +16,6 @@ use rayon::prelude::*;
 use std::time::{Duration, Instant};
 use tract_linalg::multithread::Executor;
 use tract_onnx::prelude::*;
-use tract_onnx::tract_core::plan::SimpleState;
 
 /// How to prepare a model for tract.
 #[derive(Clone, Debug, Default)]
@@ -100,9 +99,6 @@ fn runs_per_sample(model: &OnnxModel) -> bool {
 /// A model prepared for tract on the CPU or on CUDA.
 pub struct TractBackend {
     plan: Box<dyn Runnable>,
-    /// The same plan when it runs on the CPU, whose node-by-node run lets `run_visit` see
-    /// each output as soon as its node has produced it.
-    cpu: Option<CpuPlan>,
     inputs: Vec<IoSpec>,
     outputs: Vec<IoSpec>,
     device: Device,
@@ -277,20 +273,17 @@ impl TractBackend {
             executor: Some(executor),
             ..Default::default()
         };
-        let (plan, cpu): (Box<dyn Runnable>, _) = match cuda {
-            None => {
-                let plan = typed
+        let plan: Box<dyn Runnable> = match cuda {
+            None => Box::new(
+                typed
                     .into_runnable_with_options(&run_options)
                     .map_err(|e| anyhow::anyhow!("{e:#}"))
-                    .with_context(|| format!("{shown}: tract cannot prepare the model"))?;
-                (Box::new(plan.clone()), Some(CpuPlan::new(plan)))
-            }
-            Some(rt) => (
-                rt.prepare_with_options(typed, &run_options)
-                    .map_err(|e| anyhow::anyhow!("{e:#}"))
-                    .with_context(|| format!("{shown}: tract cannot prepare the model for CUDA"))?,
-                None,
+                    .with_context(|| format!("{shown}: tract cannot prepare the model"))?,
             ),
+            Some(rt) => rt
+                .prepare_with_options(typed, &run_options)
+                .map_err(|e| anyhow::anyhow!("{e:#}"))
+                .with_context(|| format!("{shown}: tract cannot prepare the model for CUDA"))?,
         };
         let pool = if threads.chunks > 1 {
             Some(
@@ -313,7 +306,6 @@ impl TractBackend {
         );
         let mut backend = TractBackend {
             plan,
-            cpu,
             inputs,
             outputs,
             device: options.device,
@@ -401,24 +393,23 @@ impl Backend for TractBackend {
     /// concatenated and the visits run side by side like the chunks.
     fn run_visit(&mut self, inputs: &[HostTensor], visit: &OutputVisitor) -> Result<Duration> {
         check_input_count(&self.inputs, inputs)?;
-        let specs = &self.outputs;
-        let (plan, cpu) = (self.plan.as_ref(), self.cpu.as_ref());
-        let run_one = |chunk: &[HostTensor], part: Option<(usize, usize)>| match cpu {
-            Some(cpu) => cpu.run_visit(chunk, specs, part, visit),
-            None => visit_f32(&run_plan(plan, chunk)?, specs, part, visit, &[]),
-        };
         let (Some(pool), Some(n)) = (&self.pool, self.batch) else {
             let start = Instant::now();
-            run_one(inputs, None)?;
+            let out = run_plan(self.plan.as_ref(), inputs)?;
+            visit_f32(&out, &self.outputs, None, visit)?;
             return Ok(start.elapsed());
         };
         let chunks = self.chunk_inputs(inputs, n)?;
         let start = Instant::now();
+        let plan = self.plan.as_ref();
+        let specs = &self.outputs;
         let step = self.threads.chunk_batch;
         pool.install(|| {
             chunks.par_iter().enumerate().try_for_each(|(c, chunk)| {
+                let out = run_plan(plan, chunk)?;
                 // The last chunk may be padded past the batch; its padding is not visited.
-                run_one(chunk, Some((step, (n - c * step).min(step))))
+                let real = (n - c * step).min(step);
+                visit_f32(&out, specs, Some((step, real)), visit)
             })
         })?;
         Ok(start.elapsed())
@@ -454,104 +445,34 @@ fn no_batch_axis(name: &str, step: usize) -> String {
     format!("output '{name}' has no batch axis of {step}: run this model single-threaded, at its own batch size")
 }
 
-/// Hands the float32 outputs of one run to `visit`, but for those marked in `done` (visited
-/// already). With `chunk = Some((step, real))` the run was a chunk of `step` samples of which
-/// the first `real` are real; only those are visited.
+/// Hands the float32 outputs of one run to `visit`. With `chunk = Some((step, real))` the run
+/// was a chunk of `step` samples of which the first `real` are real; only those are visited.
 fn visit_f32(
     out: &TVec<TValue>,
     specs: &[IoSpec],
     chunk: Option<(usize, usize)>,
     visit: &OutputVisitor,
-    done: &[bool],
 ) -> Result<()> {
     for (i, (t, spec)) in out.iter().zip(specs).enumerate() {
-        if !done.get(i).copied().unwrap_or(false) {
-            visit_one(t, &spec.name, chunk, &mut |values| visit(i, values))?;
+        if t.datum_type() != DatumType::F32 {
+            continue;
         }
+        let plain = t
+            .try_as_plain_ram()
+            .map_err(|e| anyhow::anyhow!("output '{}': {e}", spec.name))?;
+        let values = plain.as_slice::<f32>()?;
+        let values = match chunk {
+            None => values,
+            Some((step, real)) => {
+                if t.shape().first() != Some(&step) {
+                    bail!("{}", no_batch_axis(&spec.name, step));
+                }
+                &values[..values.len() / step * real]
+            }
+        };
+        visit(i, values)?;
     }
     Ok(())
-}
-
-/// Hands one float32 value to `visit` (other types are skipped), only its real samples when
-/// it comes from a padded chunk.
-fn visit_one(
-    t: &Tensor,
-    name: &str,
-    chunk: Option<(usize, usize)>,
-    visit: &mut dyn FnMut(&[f32]) -> Result<()>,
-) -> Result<()> {
-    if t.datum_type() != DatumType::F32 {
-        return Ok(());
-    }
-    let plain = t
-        .try_as_plain_ram()
-        .map_err(|e| anyhow::anyhow!("output '{name}': {e}"))?;
-    let values = plain.as_slice::<f32>()?;
-    let values = match chunk {
-        None => values,
-        Some((step, real)) => {
-            if t.shape().first() != Some(&step) {
-                bail!("{}", no_batch_axis(name, step));
-            }
-            &values[..values.len() / step * real]
-        }
-    };
-    visit(values)
-}
-
-/// A CPU plan and, per node, the model outputs it produces: the calibration run visits each
-/// output right after its node, while the values are still in the core's cache (visiting them
-/// after the whole run reads every captured tensor back from memory), and on the thread that
-/// produced them.
-struct CpuPlan {
-    plan: Arc<TypedSimplePlan>,
-    /// `(output slot of the node, model output index)` for each node id.
-    outputs_of_node: Vec<Vec<(usize, usize)>>,
-}
-
-impl CpuPlan {
-    fn new(plan: Arc<TypedSimplePlan>) -> Self {
-        let model = plan.model();
-        let mut outputs_of_node = vec![Vec::new(); model.nodes().len()];
-        for (i, outlet) in model.output_outlets().unwrap_or(&[]).iter().enumerate() {
-            outputs_of_node[outlet.node].push((outlet.slot, i));
-        }
-        CpuPlan {
-            plan,
-            outputs_of_node,
-        }
-    }
-
-    /// Runs the plan node by node, visiting each float32 model output as soon as it exists;
-    /// outputs no node hands over (a model input passed straight through) are visited at the
-    /// end.
-    fn run_visit(
-        &self,
-        inputs: &[HostTensor],
-        specs: &[IoSpec],
-        chunk: Option<(usize, usize)>,
-        visit: &OutputVisitor,
-    ) -> Result<()> {
-        let values: TVec<TValue> = inputs
-            .iter()
-            .map(|t| Ok(to_tract(t)?.into()))
-            .collect::<Result<_>>()?;
-        let mut done = vec![false; specs.len()];
-        let mut state = SimpleState::new(&self.plan).map_err(|e| anyhow::anyhow!("{e:#}"))?;
-        let out = catch_tract_panic(|| {
-            state.run_plan_with_eval(values, |ctx, op_state, node, node_inputs| {
-                let out = tract_onnx::tract_core::plan::eval(ctx, op_state, node, node_inputs)?;
-                for &(slot, i) in &self.outputs_of_node[node.id] {
-                    if let (Some(t), Some(spec)) = (out.get(slot), specs.get(i)) {
-                        visit_one(t, &spec.name, chunk, &mut |v| visit(i, v))?;
-                        done[i] = true;
-                    }
-                }
-                Ok::<_, anyhow::Error>(out)
-            })
-        })?;
-        visit_f32(&out, specs, chunk, visit, &done)
-    }
 }
 
 /// Runs `plan` on host tensors and returns tract's values (no copy out).
@@ -560,13 +481,8 @@ fn run_plan(plan: &dyn Runnable, inputs: &[HostTensor]) -> Result<TVec<TValue>> 
         .iter()
         .map(|t| Ok(to_tract(t)?.into()))
         .collect::<Result<_>>()?;
-    catch_tract_panic(|| plan.run(values))
-}
-
-/// Runs tract, turning a panic (tract-cuda panics on storage it cannot read back) and an error
-/// into one error.
-fn catch_tract_panic(run: impl FnOnce() -> TractResult<TVec<TValue>>) -> Result<TVec<TValue>> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(run))
+    // tract-cuda can panic on storage it cannot read back; turn that into an error.
+    let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| plan.run(values)))
         .map_err(|p| {
             let msg = p
                 .downcast_ref::<&str>()
@@ -576,7 +492,8 @@ fn catch_tract_panic(run: impl FnOnce() -> TractResult<TVec<TValue>>) -> Result<
             anyhow::anyhow!("tract panicked: {msg}")
         })?
         .map_err(|e| anyhow::anyhow!("{e:#}"))
-        .context("tract inference failed")
+        .context("tract inference failed")?;
+    Ok(out)
 }
 
 /// Copies tract's output values into host tensors named by `specs`.
