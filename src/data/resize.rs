@@ -127,15 +127,16 @@ impl AxisWeights {
         for i in (0..spans.len().saturating_sub(1)).rev() {
             spans[i].0 = spans[i].0.min(spans[i + 1].0);
         }
+        // The minimum only lowers a start, so every span still has lo <= hi.
         let width = spans
             .iter()
-            .map(|&(lo, hi)| hi.saturating_sub(lo))
+            .map(|&(lo, hi)| hi - lo)
             .max()
             .unwrap_or(0)
             .max(1);
         let mut weights = vec![0i32; spans.len() * width];
         for (i, (&(lo, hi), &start)) in spans.iter().zip(&self.starts).enumerate() {
-            for x in lo..hi.max(lo) {
+            for x in lo..hi {
                 // lo can sit before the original start only through the suffix minimum, and
                 // then only over weights that are zero.
                 if let Some(t) = x.checked_sub(start).filter(|&t| t < taps) {
