@@ -235,7 +235,7 @@ fn build_test_engine(
     OnnxModel::from_proto(test_models::classifier(None), &model).save(&model)?;
     let config = BuildConfig {
         model: model.clone(),
-        input_shapes: vec![],
+        input_shapes: Default::default(),
         batch: BatchRequest {
             min: Some(1),
             opt: Some(4),
@@ -322,7 +322,7 @@ impl Suite {
                 path: model,
                 backend: Default::default(),
             },
-            input_shapes: vec![],
+            input_shapes: Default::default(),
             batch_size: Some(8),
             inputs: InputSource::Random {
                 random: trtkit::data::synthetic::RandomInputs {

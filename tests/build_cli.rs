@@ -399,7 +399,7 @@ fn peer_models_build_or_say_why() {
     for path in &paths {
         let config = BuildConfig {
             model: path.clone(),
-            input_shapes: vec![],
+            input_shapes: Default::default(),
             batch: Default::default(),
             explicit_shapes: Default::default(),
             precision: Precision::Fp32,

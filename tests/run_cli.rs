@@ -182,3 +182,64 @@ fn a_token_model_is_timed_with_named_input_shapes() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_named_axis_is_swept_and_reported_per_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = support::save(
+        dir.path(),
+        "tok.onnx",
+        trtkit::onnx::test_models::token_classifier(),
+    );
+    let m = m.to_str().unwrap();
+    let csv = dir.path().join("times.csv");
+    let out = support::trtkit(&[
+        "run",
+        m,
+        "--dim",
+        "seq=16,64",
+        "--batch-size",
+        "1,2",
+        "--iterations",
+        "2",
+        "--json",
+        "--export-times",
+        csv.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let points: Vec<(u64, u64)> = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["batch"].as_u64().unwrap(),
+                r["dims"]["seq"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(points, [(1, 16), (1, 64), (2, 16), (2, 64)]);
+    let text = std::fs::read_to_string(&csv).unwrap();
+    assert!(text.starts_with("batch,seq,iteration,"), "{text}");
+    assert!(text.lines().any(|l| l.starts_with("2,64,1,")), "{text}");
+    // The table has a column for the swept axis.
+    let out = support::trtkit(&["run", m, "--dim", "seq=8,32", "--iterations", "1"]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{table}");
+    let header = table.lines().find(|l| l.contains("iters")).unwrap();
+    assert!(header.split_whitespace().take(2).eq(["batch", "seq"]), "{table}");
+    assert!(table.contains("batch 1 seq 32"), "{table}");
+    // An axis the model does not have, and the batch axis, are one-line errors naming the names.
+    for (bad, needle) in [
+        ("sequence=8", "named axes: batch, seq"),
+        ("batch=8", "--batch-size"),
+    ] {
+        let out = support::trtkit(&["run", m, "--dim", bad, "--iterations", "1"]);
+        support::assert_clean_error(&out, 1, &[needle]);
+    }
+}

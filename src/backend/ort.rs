@@ -4,7 +4,7 @@
 
 use super::{Backend, OutputVisitor, RunOutput};
 use crate::onnx::rewrite::pass::Pass;
-use crate::onnx::shape::{Batch, FixBatch, InputShape, InputShapes};
+use crate::onnx::shape::{Batch, FixBatch, InputShapes, ShapeRequest};
 use crate::onnx::OnnxModel;
 use crate::tensor::Dim;
 use crate::tensor::{check_input_count, ElemType, HostTensor, IoSpec, TensorData};
@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 #[derive(Clone, Debug, Default)]
 pub struct OrtOptions {
     /// `--input-shape` overrides.
-    pub input_shapes: Vec<InputShape>,
+    pub input_shapes: ShapeRequest,
     /// Fix the batch axis to this size.
     pub batch: Option<usize>,
     /// Intra-op threads; `None` lets ONNX Runtime use all cores.

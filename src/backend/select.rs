@@ -3,7 +3,7 @@
 use super::ort::{OrtBackend, OrtOptions};
 use super::tract::{TractBackend, TractOptions};
 use super::{Backend, Device};
-use crate::onnx::shape::InputShape;
+use crate::onnx::shape::ShapeRequest;
 use crate::onnx::OnnxModel;
 use crate::setting::{fix_with, Setting};
 use anyhow::Result;
@@ -30,7 +30,7 @@ pub struct BackendOptions {
     /// CPU threads; `None` uses every core.
     pub threads: Option<usize>,
     /// `--input-shape` overrides.
-    pub input_shapes: Vec<InputShape>,
+    pub input_shapes: ShapeRequest,
     /// Fix the batch axis to this size.
     pub batch: Option<usize>,
     /// GPU that runs a TensorRT engine (or times a GPU backend); `None` is GPU 0.

@@ -6,7 +6,7 @@
 use super::{Backend, Device, OutputVisitor, RunOutput};
 use crate::data::batch::{concat, slice_padded, truncate};
 use crate::onnx::rewrite::pass::Pass;
-use crate::onnx::shape::{model_inputs, Batch, FixBatch, InputShape, InputShapes};
+use crate::onnx::shape::{model_inputs, Batch, FixBatch, InputShapes, ShapeRequest};
 use crate::onnx::OnnxModel;
 use crate::setting::{fix_with, Setting};
 use crate::tensor::Dim;
@@ -21,7 +21,7 @@ use tract_onnx::prelude::*;
 #[derive(Clone, Debug, Default)]
 pub struct TractOptions {
     /// `--input-shape` overrides, applied before anything else.
-    pub input_shapes: Vec<InputShape>,
+    pub input_shapes: ShapeRequest,
     /// Fix the batch axis to this size (a dynamic model then runs as a static one).
     pub batch: Option<usize>,
     /// CPU or CUDA (tract's CUDA runtime).

@@ -116,6 +116,7 @@ fn time_it(
             streams: 1,
         },
         gpu_settings: vec![],
+        dim_sweep: vec![],
     };
     let report = measure_latency(&config, &PhaseMarks(monitor.as_ref()))?;
     notes.extend(report.notes);
@@ -167,7 +168,7 @@ fn closeness(spec: &CellSpec, prepared: &Prepared, reference: Target) -> Result<
                 path: spec.model.clone(),
                 backend: backend_of(spec, reference),
             },
-            input_shapes: vec![],
+            input_shapes: Default::default(),
             batch_size: Some(batch.min(samples)),
             inputs: InputSource::Random {
                 random: RandomInputs {

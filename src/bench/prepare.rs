@@ -133,7 +133,7 @@ fn build_engine(spec: &CellSpec, notes: &mut Vec<String>) -> Result<PathBuf> {
     let (min, max) = s.batch_range;
     let config = BuildConfig {
         model: spec.model.clone(),
-        input_shapes: vec![],
+        input_shapes: Default::default(),
         batch: BatchRequest {
             min: Some(min as i64),
             opt: Some(max as i64),

@@ -3,17 +3,18 @@
 
 use crate::cli::args::calibration::{AlgoArg, CalibrationArgs};
 use crate::cli::args::output::JsonArgs;
+use crate::cli::args::shapes::ShapeArgs;
 use crate::cli::quantize::keep_fp32_list;
 use crate::cli::workspace::{for_model, required};
 use crate::cli::UsageError;
 use crate::onnx::rewrite::fp16::Fp16Options;
-use crate::onnx::shape::parse_input_shapes;
+use crate::onnx::shape::{DimValues, NamedDim, ShapeRequest};
 use crate::report::build::render;
 use crate::report::progress::{BuildBar, CalibrationBar};
 use crate::trt::build::{build, BuildConfig, BuildObservers, Int8Source};
 use crate::trt::engine_file::{BuilderSettings, Precision};
 use crate::trt::loader::DIR_ENV;
-use crate::trt::profile::{parse_named_shapes, BatchRequest, ExplicitShapes};
+use crate::trt::profile::{parse_named_shapes, AxisRange, BatchRange, BatchRequest, ExplicitShapes};
 use crate::workspace::ENGINES_DIR;
 use anyhow::Result;
 use clap::Args;
@@ -25,10 +26,11 @@ use std::sync::Arc;
 pub struct BuildArgs {
     /// The ONNX model (default: the workspace's, see `trtkit init`).
     pub model: Option<PathBuf>,
-    /// Input shape: `-1 3 224 224` (dynamic batch), `32 3 224 224` (static), or
-    /// `name:1x3x224x224` per input. A fixed-batch model given -1 becomes dynamic.
-    #[arg(long = "input-shape", num_args = 1.., allow_negative_numbers = true, value_name = "DIMS")]
-    pub input_shape: Vec<String>,
+    /// Input shapes (`-1 3 224 224`: dynamic batch, `32 3 224 224`: static; a fixed-batch
+    /// model given -1 becomes dynamic) and named axes (`--dim seq=128` fixes it,
+    /// `--dim seq=16:128:512` makes it a profile range).
+    #[command(flatten)]
+    pub shapes: ShapeArgs,
     /// Smallest batch of a dynamic-batch engine (default 1).
     #[arg(long, value_name = "N")]
     pub min_batch: Option<i64>,
@@ -108,6 +110,33 @@ fn usage(e: anyhow::Error) -> anyhow::Error {
     UsageError(format!("{e:#}")).into()
 }
 
+/// The shapes a build fixes, and the named axes it makes profile ranges of: `--dim seq=128`
+/// fixes the axis, `--dim seq=16:128:512` gives its range; a list is refused (one engine).
+fn build_dims(shapes: &ShapeArgs) -> Result<(ShapeRequest, Vec<AxisRange>)> {
+    let mut request = ShapeRequest::shapes(shapes.input_shapes()?);
+    let mut axes = vec![];
+    for d in shapes.dims()? {
+        match d.values {
+            DimValues::Sizes(sizes) if sizes.len() == 1 => request.dims.push(NamedDim {
+                symbol: d.symbol,
+                size: sizes[0],
+            }),
+            DimValues::Sizes(_) => {
+                return Err(UsageError(format!(
+                    "--dim {}: `build` makes one engine; give one size, or a range MIN:OPT:MAX for its profile",
+                    d.symbol
+                ))
+                .into())
+            }
+            DimValues::Range { min, opt, max } => axes.push(AxisRange {
+                symbol: d.symbol,
+                range: BatchRange { min, opt, max },
+            }),
+        }
+    }
+    Ok((request, axes))
+}
+
 /// The build job these flags describe, in the workspace when the model is left out (or lies in
 /// one): its model, input shape, calibration data and preprocessing under the flags given.
 pub fn config(args: &BuildArgs) -> Result<BuildConfig> {
@@ -118,10 +147,14 @@ pub fn config(args: &BuildArgs) -> Result<BuildConfig> {
             (ws.model.clone(), Some(ws))
         }
     };
-    let input_shape = match &ws {
-        Some(ws) if args.input_shape.is_empty() => ws.settings.input_shape.clone(),
-        _ => args.input_shape.clone(),
+    let shapes = match &ws {
+        Some(ws) if args.shapes.input_shape.is_empty() => ShapeArgs {
+            input_shape: ws.settings.input_shape.clone(),
+            dim: args.shapes.dim.clone(),
+        },
+        _ => args.shapes.clone(),
     };
+    let (input_shapes, axes) = build_dims(&shapes)?;
     let calib_data = args
         .calib_data
         .clone()
@@ -156,7 +189,7 @@ pub fn config(args: &BuildArgs) -> Result<BuildConfig> {
         .unwrap_or_else(|| PathBuf::from(ENGINES_DIR));
     Ok(BuildConfig {
         model,
-        input_shapes: parse_input_shapes(&input_shape).map_err(usage)?,
+        input_shapes,
         batch: BatchRequest {
             min: args.min_batch,
             opt: args.opt_batch,
@@ -166,6 +199,7 @@ pub fn config(args: &BuildArgs) -> Result<BuildConfig> {
             min: parse_named_shapes("--min-shapes", &args.min_shapes).map_err(usage)?,
             opt: parse_named_shapes("--opt-shapes", &args.opt_shapes).map_err(usage)?,
             max: parse_named_shapes("--max-shapes", &args.max_shapes).map_err(usage)?,
+            axes,
         },
         precision,
         fp16: Fp16Options {

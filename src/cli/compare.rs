@@ -3,6 +3,7 @@
 //! after it is printed.
 
 use crate::cli::args::backend::{BackendArgs, EngineArgs, SideABackendArgs, SideBBackendArgs};
+use crate::cli::args::shapes::ShapeArgs;
 use crate::cli::args::output::OutputArgs;
 use crate::cli::workspace::required;
 use crate::cli::UsageError;
@@ -13,7 +14,6 @@ use crate::measure::accuracy::{ValidateConfig, WarmupBatches};
 use crate::measure::compare::{compare, is_model, verdict, CompareConfig, InputSource, SideConfig};
 use crate::measure::precisions::{compare_all, CompareAllConfig};
 use crate::metrics::closeness::Tolerance;
-use crate::onnx::shape::parse_input_shapes;
 use crate::report::closeness::render;
 use crate::report::precisions::render_compare;
 use crate::report::progress::Bar;
@@ -45,9 +45,9 @@ pub struct CompareArgs {
     /// GPU and TensorRT libraries for an engine side.
     #[command(flatten)]
     pub engine: EngineArgs,
-    /// Input shape overrides: `-1 3 224 224`, `1x3x224x224` or `name:1x3x224x224` (repeatable).
-    #[arg(long = "input-shape", num_args = 1.., allow_negative_numbers = true, value_name = "DIMS")]
-    pub input_shape: Vec<String>,
+    /// Input shapes and named axes (`--dim seq=128`) of the model sides.
+    #[command(flatten)]
+    pub shapes: ShapeArgs,
     /// Samples per inference (default: the model's fixed batch, else up to 32).
     #[arg(long, alias = "batch")]
     pub batch_size: Option<usize>,
@@ -149,7 +149,7 @@ pub fn config(args: &CompareArgs, ws: Option<&Workspace>) -> Result<CompareConfi
                 .engine
                 .apply(args.b_side.over(&args.backend).options(None)),
         },
-        input_shapes: parse_input_shapes(&args.input_shape).map_err(|e| usage(format!("{e:#}")))?,
+        input_shapes: args.shapes.one_shape("compare")?,
         batch_size: args.batch_size,
         inputs: match &args.inputs {
             Some(p) => InputSource::File(p.clone()),

@@ -27,7 +27,7 @@ pub fn setting_hint(setting: Setting) -> &'static str {
         Setting::DeviceId => "--device-id",
         Setting::Threads => "--threads 1, or --batch-size at the model's batch",
         Setting::BatchSize => "--batch-size",
-        Setting::InputShape => "give it with --input-shape",
+        Setting::InputShape => "give it with --input-shape (or --dim NAME=SIZE for a named axis)",
         Setting::Labels => "--labels FILE",
         Setting::ClassMap => "--class-map FILE",
         Setting::Crop => "--crop",
@@ -35,7 +35,7 @@ pub fn setting_hint(setting: Setting) -> &'static str {
         Setting::CalibData => "--calib-data SRC: a folder of images or .npy/.npz, one such file, or synthetic:SEED; or --calibration-cache FILE",
         Setting::Int8 => "--calib-data and --calibration-cache need --int8",
         Setting::BatchRange => "--min-batch/--opt-batch/--max-batch",
-        Setting::ShapeRanges => "--input-shape, or --min-shapes/--opt-shapes/--max-shapes NAME:DIMS",
+        Setting::ShapeRanges => "--dim NAME=MIN:OPT:MAX, --input-shape, or --min-shapes/--opt-shapes/--max-shapes NAME:DIMS",
         Setting::TensorrtDir => "or pass --tensorrt-dir DIR",
     }
 }

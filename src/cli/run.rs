@@ -4,11 +4,11 @@
 use crate::backend::select::BackendOptions;
 use crate::cli::args::backend::{BackendArgs, EngineArgs};
 use crate::cli::args::output::OutputArgs;
+use crate::cli::args::shapes::ShapeArgs;
 use crate::cli::args::timing::TimingArgs;
 use crate::cli::UsageError;
 use crate::cuda::harness::HarnessOptions;
 use crate::measure::latency::{measure_latency, GpuSetting, RunConfig};
-use crate::onnx::shape::parse_input_shapes;
 use crate::report::latency::{export_times, render};
 use crate::report::progress::Bar;
 use anyhow::Result;
@@ -23,11 +23,9 @@ pub struct RunArgs {
     /// Batch sizes to measure, comma separated.
     #[arg(long, value_delimiter = ',', default_value = "1")]
     pub batch_size: Vec<usize>,
-    /// Input shapes of an ONNX model, as in `build`: `-1 3 224 224` for a one-input model, or
-    /// named, `input_ids:-1x128 attention_mask:-1x128` (`-1` keeps an axis dynamic: the batch
-    /// axis is then set per batch size).
-    #[arg(long = "input-shape", num_args = 1.., allow_negative_numbers = true, value_name = "DIMS")]
-    pub input_shape: Vec<String>,
+    /// Input shapes and named axes of an ONNX model (`--dim seq=64,128` sweeps).
+    #[command(flatten)]
+    pub shapes: ShapeArgs,
     /// Backend, device and threads for an ONNX model.
     #[command(flatten)]
     pub backend: BackendArgs,
@@ -75,14 +73,15 @@ pub fn config(args: &RunArgs) -> Result<RunConfig> {
     .into_iter()
     .filter_map(|(s, set)| set.then_some(s))
     .collect();
+    let (input_shapes, dim_sweep) = args.shapes.sweep()?;
     Ok(RunConfig {
         model: args.model.clone(),
         batch_sizes: args.batch_size.clone(),
         backend: BackendOptions {
-            input_shapes: parse_input_shapes(&args.input_shape)
-                .map_err(|e| usage(format!("{e:#}")))?,
+            input_shapes,
             ..args.engine.apply(args.backend.options(None))
         },
+        dim_sweep,
         harness: HarnessOptions {
             warmup: args.timing.warmup(),
             measure: args.timing.measure(),

@@ -13,7 +13,7 @@ use crate::metrics::closeness::Tolerance;
 use crate::metrics::compare::{compare_outputs, OutputComparison};
 use crate::onnx::input_roles::int_input_roles;
 use crate::onnx::rewrite::pass::Pass;
-use crate::onnx::shape::{fixed_batch, model_inputs, InputShape, InputShapes};
+use crate::onnx::shape::{fixed_batch, model_inputs, InputShapes, ShapeRequest};
 use crate::onnx::OnnxModel;
 use crate::tensor::{HostTensor, IntInput, IoSpec};
 use anyhow::{bail, Context, Result};
@@ -54,7 +54,7 @@ pub struct CompareConfig {
     /// The reference.
     pub b: SideConfig,
     /// Input shape overrides applied to both models.
-    pub input_shapes: Vec<InputShape>,
+    pub input_shapes: ShapeRequest,
     /// Samples per inference; `None`: the model's fixed batch, else up to 32.
     pub batch_size: Option<usize>,
     /// The inputs.
@@ -149,12 +149,12 @@ pub fn is_model(path: &Path) -> bool {
 }
 
 /// Loads one side; a model gets the input shape overrides applied.
-fn source(side: &SideConfig, shapes: &[InputShape]) -> Result<Source> {
+fn source(side: &SideConfig, shapes: &ShapeRequest) -> Result<Source> {
     match side.path.extension().and_then(|e| e.to_str()) {
         Some("onnx") => {
             let mut model = OnnxModel::load(&side.path)?;
             if !shapes.is_empty() {
-                model = InputShapes(shapes.to_vec()).run(model)?.0;
+                model = InputShapes(shapes.clone()).run(model)?.0;
             }
             Ok(Source::Model(Box::new((model, side.backend.clone()))))
         }

@@ -15,6 +15,8 @@ use crate::cuda::harness::{self, Amount, HarnessOptions, MemoryReport};
 use crate::data::synthetic::{apply_int_inputs, timing_inputs, TIMING_SEED};
 use crate::metrics::latency::{throughput, IterationSpans, SpanStats};
 use crate::onnx::input_roles::int_input_roles;
+use crate::onnx::shape::{dim_points, NamedDim};
+use crate::setting::{fix_with, Setting};
 use crate::onnx::OnnxModel;
 use crate::tensor::IntInput;
 use anyhow::{Context, Result};
@@ -32,6 +34,8 @@ pub struct RunConfig {
     pub batch_sizes: Vec<usize>,
     /// The backend that runs an ONNX model (its batch is set per batch size).
     pub backend: BackendOptions,
+    /// Named axes to sweep (`seq` → 64, 128, …): every batch size runs at every combination.
+    pub dim_sweep: Vec<(String, Vec<i64>)>,
     /// Warm-up, measured amount, transfers, CUDA graphs and streams.
     pub harness: HarnessOptions,
     /// Whether any setting that only GPU backends honour was asked for explicitly (a device id,
@@ -68,6 +72,9 @@ pub struct NeedsGpuBackend {
 pub struct BatchResult {
     /// Batch size.
     pub batch: usize,
+    /// Sizes of the swept named axes (`seq` → 128); empty without a sweep.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub dims: BTreeMap<String, i64>,
     /// Backend name.
     pub backend: String,
     /// `cuda-events` (GPU clock, full span breakdown) or `wall-clock` (latency-all only).
@@ -104,8 +111,9 @@ pub struct RunReport {
     pub results: Vec<BatchResult>,
 }
 
-/// Measures `config.model` at every batch size. An ONNX model is opened once per batch size
-/// (its reference backend is prepared for one batch); an engine once for all of them.
+/// Measures `config.model` at every batch size (and every combination of the swept named axes).
+/// An ONNX model is opened once per batch size and combination (its reference backend is
+/// prepared for one shape); an engine once for all of them.
 pub fn measure_latency(config: &RunConfig, progress: &dyn Progress) -> Result<RunReport> {
     let shown = config.model.display().to_string();
     let options = &config.harness;
@@ -113,6 +121,12 @@ pub fn measure_latency(config: &RunConfig, progress: &dyn Progress) -> Result<Ru
     let mut results = vec![];
     let mut notes = vec![];
     let is_engine = ModelFile::of(&config.model) == Some(ModelFile::Engine);
+    if is_engine && !config.dim_sweep.is_empty() {
+        return Err(fix_with(
+            Setting::InputShape,
+            format!("{shown}: an engine's axes carry no names; its shapes are those of its optimization profile"),
+        ));
+    }
     let mut engine: Option<Box<dyn Backend>> = None;
     // Integer inputs of an ONNX model take the values its graph says (token ids, masks).
     let roles = if is_engine {
@@ -126,7 +140,15 @@ pub fn measure_latency(config: &RunConfig, progress: &dyn Progress) -> Result<Ru
         let said: Vec<String> = roles.iter().map(|(n, r)| format!("{n}: {r}")).collect();
         notes.push(format!("integer inputs: {}", said.join("; ")));
     }
-    for &batch in &config.batch_sizes {
+    let points = dim_points(&config.dim_sweep);
+    for (&batch, point) in config
+        .batch_sizes
+        .iter()
+        .flat_map(|b| points.iter().map(move |p| (b, p)))
+    {
+        let dims: BTreeMap<String, i64> =
+            point.iter().map(|d| (d.symbol.clone(), d.size)).collect();
+        let at = describe_point(batch, point);
         let mut opened;
         let backend: &mut Box<dyn Backend> = if is_engine {
             match &mut engine {
@@ -136,10 +158,11 @@ pub fn measure_latency(config: &RunConfig, progress: &dyn Progress) -> Result<Ru
         } else {
             let backend_options = BackendOptions {
                 batch: Some(batch),
+                input_shapes: config.backend.input_shapes.with_dims(point),
                 ..config.backend.clone()
             };
             opened = open_backend(&config.model, &backend_options)
-                .with_context(|| format!("{shown}: batch {batch}"))?;
+                .with_context(|| format!("{shown}: {at}"))?;
             &mut opened
         };
         let name = backend.name();
@@ -153,7 +176,7 @@ pub fn measure_latency(config: &RunConfig, progress: &dyn Progress) -> Result<Ru
                         .insert(Gpu::open(config.backend.device_id.unwrap_or(0))?)
                         .clone(),
                 };
-                progress.start(&format!("{name} batch {batch}"), None);
+                progress.start(&format!("{name} {at}"), None);
                 let r = harness::run(&g, enqueue, &inputs, &outputs, batch, options)
                     .with_context(|| format!("{shown}: {name}"));
                 progress.finish();
@@ -161,6 +184,7 @@ pub fn measure_latency(config: &RunConfig, progress: &dyn Progress) -> Result<Ru
                 let note = format!("{name}: CUDA events on the GPU clock; latency-model = inference only, latency-all = first H2D start to last D2H end{}", if options.transfers { "" } else { " (no transfers: no copies)" });
                 let result = BatchResult {
                     batch,
+                    dims,
                     backend: name,
                     timing: "cuda-events".into(),
                     iterations: r.iterations.len(),
@@ -187,8 +211,10 @@ pub fn measure_latency(config: &RunConfig, progress: &dyn Progress) -> Result<Ru
                 } else {
                     format!("{name}: wall clock around each inference (host tensors in → host tensors out); latency-all only, no GPU spans")
                 };
-                let result = measure_wall_clock(backend.as_mut(), batch, options, &roles, progress)
-                    .with_context(|| format!("{shown}: {name} at batch {batch}"))?;
+                let mut result =
+                    measure_wall_clock(backend.as_mut(), batch, options, &roles, progress)
+                        .with_context(|| format!("{shown}: {name} at {at}"))?;
+                result.dims = dims;
                 (result, note)
             }
         };
@@ -209,6 +235,14 @@ pub fn measure_latency(config: &RunConfig, progress: &dyn Progress) -> Result<Ru
         notes,
         results,
     })
+}
+
+/// `batch 1`, or `batch 1, seq 128` with swept axes: how errors and progress name a point.
+fn describe_point(batch: usize, point: &[NamedDim]) -> String {
+    std::iter::once(format!("batch {batch}"))
+        .chain(point.iter().map(|d| format!("{} {}", d.symbol, d.size)))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Times a backend that runs host tensors on the wall clock: warm-up, then the measured
@@ -251,6 +285,7 @@ pub fn measure_wall_clock(
     let samples = spans.len() as u64 * batch as u64;
     Ok(BatchResult {
         batch,
+        dims: BTreeMap::new(),
         backend: backend.name(),
         timing: "wall-clock".into(),
         iterations: spans.len(),
@@ -322,6 +357,7 @@ mod tests {
                 streams: 1,
             },
             gpu_settings: vec![],
+            dim_sweep: vec![],
         };
         let report = measure_latency(&config, &NoProgress).unwrap();
         assert_eq!(report.results.len(), 2);

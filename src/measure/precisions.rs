@@ -437,7 +437,7 @@ pub fn compare_all(config: &CompareAllConfig, progress: &dyn Progress) -> Result
             },
             b,
             inputs,
-            input_shapes: vec![],
+            input_shapes: Default::default(),
             ..config.base.clone()
         };
         let outcome = compare(&job, progress);

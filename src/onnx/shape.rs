@@ -4,10 +4,14 @@
 //! Accepted forms:
 //! - `-1 3 224 224` or `1x3x224x224` — the shape of the model's only input (`-1`: dynamic);
 //! - `input:1x3x224x224` (repeatable) — a shape per named input, for multi-input models.
+//!
+//! Beside them, a named (symbolic) axis can be given one size for every input that carries it
+//! ([`NamedDim`], `seq=128`), or, for an engine profile, a `min:opt:max` range ([`DimRange`]).
 
 use super::model::OnnxModel;
 use super::rewrite::pass::{Pass, PassReport};
 use super::tensor_info::{set_dims, TensorInfo};
+use crate::setting::{fix_with, Setting};
 use crate::tensor::{format_dims, Dim};
 use anyhow::{bail, Context, Result};
 use std::fmt;
@@ -98,6 +102,263 @@ pub fn parse_input_shapes(tokens: &[String]) -> Result<Vec<InputShape>> {
         Ok(vec![InputShape { name: None, dims }])
     };
     parse().with_context(|| format!("--input-shape {}", tokens.join(" ")))
+}
+
+/// One size for a named axis: every input axis declared with the symbol `symbol` gets `size`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NamedDim {
+    /// The axis's symbol in the model (`seq`, `sequence`, …).
+    pub symbol: String,
+    /// Its size.
+    pub size: i64,
+}
+
+/// What a named axis is given on the command line (`seq=64,128` or `seq=16:128:512`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DimValues {
+    /// One size, or several to sweep.
+    Sizes(Vec<i64>),
+    /// The range of an engine profile: smallest, tuned-for and largest size.
+    Range {
+        /// Smallest size.
+        min: i64,
+        /// Size the kernels are tuned for.
+        opt: i64,
+        /// Largest size.
+        max: i64,
+    },
+}
+
+/// One `NAME=VALUES` dim setting.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DimRange {
+    /// The axis's symbol.
+    pub symbol: String,
+    /// Its sizes or range.
+    pub values: DimValues,
+}
+
+impl DimRange {
+    /// The sizes to run at, one per value; `None` for a min:opt:max range.
+    pub fn sizes(&self) -> Option<&[i64]> {
+        match &self.values {
+            DimValues::Sizes(v) => Some(v),
+            DimValues::Range { .. } => None,
+        }
+    }
+}
+
+fn parse_size(token: &str) -> Result<i64> {
+    match token.trim().parse::<i64>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => bail!("'{token}' is not a size (a positive integer)"),
+    }
+}
+
+/// Parses named-axis settings: `seq=128`, `seq=64,128,256` (sizes to sweep) or `seq=16:128:512`
+/// (min:opt:max). A symbol given twice is refused.
+pub fn parse_dim_ranges(tokens: &[String]) -> Result<Vec<DimRange>> {
+    let mut out: Vec<DimRange> = Vec::new();
+    for t in tokens {
+        let parsed = (|| -> Result<DimRange> {
+            let Some((symbol, values)) = t.split_once('=') else {
+                bail!("expected NAME=SIZE, NAME=S1,S2,… or NAME=MIN:OPT:MAX");
+            };
+            let symbol = symbol.trim();
+            if symbol.is_empty() {
+                bail!("the axis name before '=' is empty");
+            }
+            let values = if values.contains(':') {
+                let parts: Vec<i64> = values.split(':').map(parse_size).collect::<Result<_>>()?;
+                let [min, opt, max] = parts[..] else {
+                    bail!("a range is MIN:OPT:MAX, three sizes");
+                };
+                if !(min <= opt && opt <= max) {
+                    bail!("needs min ≤ opt ≤ max");
+                }
+                DimValues::Range { min, opt, max }
+            } else {
+                DimValues::Sizes(values.split(',').map(parse_size).collect::<Result<_>>()?)
+            };
+            Ok(DimRange {
+                symbol: symbol.to_string(),
+                values,
+            })
+        })()
+        .with_context(|| format!("dim '{t}'"))?;
+        if out.iter().any(|d| d.symbol == parsed.symbol) {
+            bail!("dim '{t}': axis '{}' is given twice", parsed.symbol);
+        }
+        out.push(parsed);
+    }
+    Ok(out)
+}
+
+/// Every combination of one size per axis, in order (the first axis varies slowest); one empty
+/// combination when there are no axes.
+pub fn dim_points(dims: &[(String, Vec<i64>)]) -> Vec<Vec<NamedDim>> {
+    let mut points = vec![vec![]];
+    for (symbol, sizes) in dims {
+        points = points
+            .into_iter()
+            .flat_map(|p: Vec<NamedDim>| {
+                sizes.iter().map(move |&size| {
+                    let mut q = p.clone();
+                    q.push(NamedDim {
+                        symbol: symbol.clone(),
+                        size,
+                    });
+                    q
+                })
+            })
+            .collect();
+    }
+    points
+}
+
+/// The shapes asked of a model's inputs: per-input shapes and sizes of named axes, applied
+/// together by [`InputShapes`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ShapeRequest {
+    /// Per-input shapes.
+    pub shapes: Vec<InputShape>,
+    /// Sizes of named axes.
+    pub dims: Vec<NamedDim>,
+}
+
+impl ShapeRequest {
+    /// Per-input shapes only.
+    pub fn shapes(shapes: Vec<InputShape>) -> Self {
+        ShapeRequest {
+            shapes,
+            dims: vec![],
+        }
+    }
+
+    /// Whether nothing is asked.
+    pub fn is_empty(&self) -> bool {
+        self.shapes.is_empty() && self.dims.is_empty()
+    }
+
+    /// The same shapes with these named-axis sizes added.
+    pub fn with_dims(&self, dims: &[NamedDim]) -> Self {
+        let mut out = self.clone();
+        out.dims.extend(dims.iter().cloned());
+        out
+    }
+}
+
+/// The symbols of the model's input axes, each once, in order of appearance.
+pub fn input_symbols(model: &OnnxModel) -> Vec<String> {
+    let mut out: Vec<String> = vec![];
+    for info in model_inputs(model) {
+        for d in info.dims.iter().flatten() {
+            if let Dim::Symbol(s) = d {
+                if !out.contains(s) {
+                    out.push(s.clone());
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Checks that each named axis is a non-batch axis of some input; the error lists the names
+/// the model has.
+pub fn check_named_axes<'a>(
+    model: &OnnxModel,
+    symbols: impl IntoIterator<Item = &'a str>,
+) -> Result<()> {
+    let inputs = model_inputs(model);
+    for symbol in symbols {
+        let axes: Vec<usize> = inputs
+            .iter()
+            .filter_map(|i| i.dims.as_ref())
+            .flat_map(|dims| {
+                dims.iter()
+                    .enumerate()
+                    .filter(|(_, d)| matches!(d, Dim::Symbol(s) if s == symbol))
+                    .map(|(axis, _)| axis)
+            })
+            .collect();
+        if axes.is_empty() {
+            let known = input_symbols(model);
+            return Err(fix_with(
+                Setting::InputShape,
+                format!(
+                    "no input has an axis named '{symbol}' ({})",
+                    if known.is_empty() {
+                        "the inputs have no named axes".to_string()
+                    } else {
+                        format!("named axes: {}", known.join(", "))
+                    }
+                ),
+            ));
+        }
+        if axes.contains(&0) {
+            return Err(fix_with(
+                Setting::BatchSize,
+                format!("axis '{symbol}' is the batch axis; its size is the batch size"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `request`'s shapes with its named-axis sizes written into them: a named shape per input that
+/// carries one of the symbols (the request's own shape of that input, if any, completed).
+fn expand_named_dims(model: &OnnxModel, request: &ShapeRequest) -> Result<Vec<InputShape>> {
+    let mut shapes = request.shapes.clone();
+    if request.dims.is_empty() {
+        return Ok(shapes);
+    }
+    check_named_axes(model, request.dims.iter().map(|d| d.symbol.as_str()))?;
+    let inputs = model_inputs(model);
+    let size_of = |d: &Dim| match d {
+        Dim::Symbol(s) => request.dims.iter().find(|n| &n.symbol == s),
+        _ => None,
+    };
+    for info in &inputs {
+        let Some(declared) = &info.dims else { continue };
+        if !declared.iter().any(|d| size_of(d).is_some()) {
+            continue;
+        }
+        let own = shapes.iter().position(|s| match &s.name {
+            Some(n) => n == &info.name,
+            None => inputs.len() == 1,
+        });
+        match own {
+            // A rank mismatch is reported when the shape is checked against the model.
+            Some(p) if shapes[p].dims.len() == declared.len() => {
+                for (axis, d) in declared.iter().enumerate() {
+                    let Some(named) = size_of(d) else { continue };
+                    match shapes[p].dims[axis] {
+                        DimSpec::Dynamic => shapes[p].dims[axis] = DimSpec::Fixed(named.size),
+                        DimSpec::Fixed(n) if n != named.size => bail!(
+                            "input '{}': its shape sets axis {axis} ('{}') to {n}, its named size is {}",
+                            info.name,
+                            named.symbol,
+                            named.size
+                        ),
+                        DimSpec::Fixed(_) => {}
+                    }
+                }
+            }
+            Some(_) => {}
+            None => shapes.push(InputShape {
+                name: Some(info.name.clone()),
+                dims: declared
+                    .iter()
+                    .map(|d| match (d, size_of(d)) {
+                        (Dim::Fixed(n), _) => DimSpec::Fixed(*n),
+                        (_, Some(named)) => DimSpec::Fixed(named.size),
+                        _ => DimSpec::Dynamic,
+                    })
+                    .collect(),
+            }),
+        }
+    }
+    Ok(shapes)
 }
 
 /// Checks requested shapes against the model; returns (input index, dims to set) pairs.
@@ -230,7 +491,7 @@ pub fn model_outputs(model: &OnnxModel) -> Vec<TensorInfo> {
 /// Symbols that become fixed (e.g. `batch` → 32) are substituted in outputs and value_info too.
 /// An empty list changes nothing.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct InputShapes(pub Vec<InputShape>);
+pub struct InputShapes(pub ShapeRequest);
 
 impl Pass for InputShapes {
     fn name(&self) -> &'static str {
@@ -263,8 +524,9 @@ impl Pass for FixBatch {
 }
 
 /// Writes `shapes` into the input declarations; returns the inputs whose declaration changed.
-fn apply_input_shapes(model: &mut OnnxModel, shapes: &[InputShape]) -> Result<Vec<String>> {
-    let resolved = resolve_shapes(model, shapes)?;
+fn apply_input_shapes(model: &mut OnnxModel, request: &ShapeRequest) -> Result<Vec<String>> {
+    let shapes = expand_named_dims(model, request)?;
+    let resolved = resolve_shapes(model, &shapes)?;
     let inputs = model_inputs(model);
     let mut fixed_symbols: Vec<(String, i64)> = Vec::new();
     for (index, dims) in &resolved {
@@ -379,7 +641,7 @@ fn set_batch(model: &mut OnnxModel, batch: Batch) -> Result<Vec<String>> {
                     Ok(InputShape { name: Some(info.name.clone()), dims: spec })
                 })
                 .collect::<Result<_>>()?;
-            apply_input_shapes(model, &shapes)
+            apply_input_shapes(model, &ShapeRequest::shapes(shapes))
         }
         Batch::Dynamic => {
             let graph = model.graph_mut();
@@ -452,7 +714,9 @@ mod tests {
 
     #[test]
     fn input_shapes_pass_fixes_symbols_everywhere() {
-        let shapes = InputShapes(parse_input_shapes(&toks("8x3x16x16")).unwrap());
+        let shapes = InputShapes(ShapeRequest::shapes(
+            parse_input_shapes(&toks("8x3x16x16")).unwrap(),
+        ));
         assert_eq!(shapes.name(), "input-shapes");
         let (m, report) = shapes.run(model(None)).unwrap();
         assert_eq!(
@@ -478,7 +742,7 @@ mod tests {
             ("nope:8x3x16x16", "no input 'nope'"),
             ("input:1x3x16x16 input:2x3x16x16", "given two shapes"),
         ] {
-            let shapes = InputShapes(parse_input_shapes(&toks(bad)).unwrap());
+            let shapes = InputShapes(ShapeRequest::shapes(parse_input_shapes(&toks(bad)).unwrap()));
             let err = format!("{:#}", shapes.run(model(None)).unwrap_err());
             assert!(err.contains(needle), "{bad}: {err}");
             assert!(
@@ -486,6 +750,51 @@ mod tests {
                 "{bad}: a library message names no flag: {err}"
             );
         }
+    }
+
+    #[test]
+    fn a_named_size_reaches_every_input_that_carries_the_axis() {
+        let tokens = || {
+            OnnxModel::from_proto(crate::onnx::test_models::token_classifier(), "t.onnx")
+        };
+        let seq = |size| NamedDim {
+            symbol: "seq".into(),
+            size,
+        };
+        let request = ShapeRequest::default().with_dims(&[seq(24)]);
+        let (m, _) = InputShapes(request.clone()).run(tokens()).unwrap();
+        assert_eq!(dims_of(&m, "input_ids"), "batch×24");
+        assert_eq!(dims_of(&m, "attention_mask"), "batch×24");
+        // With a shape of one input: its dynamic axis is completed, a different size refused.
+        let own = ShapeRequest {
+            shapes: parse_input_shapes(&toks("input_ids:2x-1")).unwrap(),
+            dims: vec![seq(24)],
+        };
+        let (m, _) = InputShapes(own).run(tokens()).unwrap();
+        assert_eq!(dims_of(&m, "input_ids"), "2×24");
+        assert_eq!(dims_of(&m, "attention_mask"), "batch×24");
+        let clash = ShapeRequest {
+            shapes: parse_input_shapes(&toks("input_ids:2x8")).unwrap(),
+            dims: vec![seq(24)],
+        };
+        let err = format!("{:#}", InputShapes(clash).run(tokens()).unwrap_err());
+        assert!(err.contains("axis 1 ('seq') to 8"), "{err}");
+        for (symbol, needle) in [("len", "named axes: batch, seq"), ("batch", "batch axis")] {
+            let r = ShapeRequest::default().with_dims(&[NamedDim {
+                symbol: symbol.into(),
+                size: 4,
+            }]);
+            let err = format!("{:#}", InputShapes(r).run(tokens()).unwrap_err());
+            assert!(err.contains(needle) && !err.contains("--"), "{err}");
+        }
+        assert_eq!(
+            dim_points(&[("a".into(), vec![1, 2]), ("b".into(), vec![3])])
+                .iter()
+                .map(|p| p.iter().map(|d| d.size).collect::<Vec<_>>())
+                .collect::<Vec<_>>(),
+            [vec![1, 3], vec![2, 3]]
+        );
+        assert_eq!(dim_points(&[]), [Vec::<NamedDim>::new()]);
     }
 
     #[test]

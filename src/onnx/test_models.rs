@@ -161,28 +161,54 @@ pub fn two_input(batch: Option<i64>) -> ModelProto {
 /// Vocabulary of [`token_classifier`].
 pub const TOKEN_VOCAB: i64 = 50;
 
+/// Hidden size of [`token_classifier`].
+pub const TOKEN_HIDDEN: i64 = 16;
+
 /// A BERT-shaped classifier over token ids: int64 `input_ids` and `attention_mask`, both
-/// `[batch, seq]` (symbolic), an embedding `Gather`, the mask cast and multiplied in, sum
-/// pooling over the sequence, a `Gemm` → `logits` `[batch, 4]`.
+/// `[batch, seq]` (symbolic), an embedding `Gather`, `LayerNormalization`, one single-head
+/// self-attention block whose padding mask is added to the scores the way Hugging Face models
+/// do it (`(1 - mask) * float32 min`, beyond the float16 range), `Softmax`, a residual and a
+/// second `LayerNormalization`, mean pooling over the unpadded tokens, a `Gemm` → `logits`
+/// `[batch, 4]`.
 pub fn token_classifier() -> ModelProto {
-    let (hidden, classes) = (8i64, 4i64);
+    let (h, classes) = (TOKEN_HIDDEN, 4i64);
     let b = Dim::Symbol("batch".into());
     let s = Dim::Symbol("seq".into());
+    let square = |name: &str, seed: u64| {
+        tensor_f32(
+            name,
+            &[h, h],
+            &deterministic_weights(seed, (h * h) as usize, 0.5),
+        )
+    };
+    let ones = vec![1.0f32; h as usize];
+    let zeros = vec![0.0f32; h as usize];
     let mut g = GraphBuilder::new("trtkit_test_token_classifier");
     g.input("input_ids", DataType::Int64, &[b.clone(), s.clone()])
         .input("attention_mask", DataType::Int64, &[b.clone(), s])
         .output("logits", DataType::Float, &[b, Dim::Fixed(classes)])
         .initializer(tensor_f32(
             "embeddings",
-            &[TOKEN_VOCAB, hidden],
-            &deterministic_weights(11, (TOKEN_VOCAB * hidden) as usize, 0.5),
+            &[TOKEN_VOCAB, h],
+            &deterministic_weights(11, (TOKEN_VOCAB * h) as usize, 1.0),
         ))
+        .initializer(tensor_f32("ln1.weight", &[h], &ones))
+        .initializer(tensor_f32("ln1.bias", &[h], &zeros))
+        .initializer(tensor_f32("ln2.weight", &[h], &ones))
+        .initializer(tensor_f32("ln2.bias", &[h], &zeros))
+        .initializer(square("wq", 21))
+        .initializer(square("wk", 22))
+        .initializer(square("wv", 23))
+        .initializer(square("wo", 24))
+        .initializer(tensor_f32("score_scale", &[], &[1.0 / (h as f32).sqrt()]))
+        .initializer(tensor_f32("one", &[], &[1.0]))
+        .initializer(tensor_f32("mask_value", &[], &[f32::MIN]))
         .initializer(tensor_i64("axis2", &[1], &[2]))
         .initializer(tensor_i64("axis1", &[1], &[1]))
         .initializer(tensor_f32(
             "fc.weight",
-            &[classes, hidden],
-            &deterministic_weights(12, (classes * hidden) as usize, 0.5),
+            &[classes, h],
+            &deterministic_weights(12, (classes * h) as usize, 0.5),
         ))
         .initializer(tensor_f32(
             "fc.bias",
@@ -191,19 +217,57 @@ pub fn token_classifier() -> ModelProto {
         ))
         .node("Gather", &["embeddings", "input_ids"], &["emb"], vec![])
         .node(
+            "LayerNormalization",
+            &["emb", "ln1.weight", "ln1.bias"],
+            &["x"],
+            vec![attr_int("axis", -1)],
+        )
+        .node("MatMul", &["x", "wq"], &["q"], vec![])
+        .node("MatMul", &["x", "wk"], &["k"], vec![])
+        .node("MatMul", &["x", "wv"], &["v"], vec![])
+        .node(
+            "Transpose",
+            &["k"],
+            &["k_t"],
+            vec![attr_ints("perm", &[0, 2, 1])],
+        )
+        .node("MatMul", &["q", "k_t"], &["scores"], vec![])
+        .node("Mul", &["scores", "score_scale"], &["scaled"], vec![])
+        .node(
             "Cast",
             &["attention_mask"],
             &["mask_f"],
             vec![attr_int("to", DataType::Float as i64)],
         )
-        .node("Unsqueeze", &["mask_f", "axis2"], &["mask_u"], vec![])
-        .node("Mul", &["emb", "mask_u"], &["masked"], vec![])
+        .node("Unsqueeze", &["mask_f", "axis1"], &["mask_keys"], vec![])
+        .node("Sub", &["one", "mask_keys"], &["padding"], vec![])
+        .node("Mul", &["padding", "mask_value"], &["mask_bias"], vec![])
+        .node("Add", &["scaled", "mask_bias"], &["biased"], vec![])
+        .node("Softmax", &["biased"], &["attn"], vec![attr_int("axis", -1)])
+        .node("MatMul", &["attn", "v"], &["context"], vec![])
+        .node("MatMul", &["context", "wo"], &["projected"], vec![])
+        .node("Add", &["x", "projected"], &["residual"], vec![])
+        .node(
+            "LayerNormalization",
+            &["residual", "ln2.weight", "ln2.bias"],
+            &["y"],
+            vec![attr_int("axis", -1)],
+        )
+        .node("Unsqueeze", &["mask_f", "axis2"], &["mask_tokens"], vec![])
+        .node("Mul", &["y", "mask_tokens"], &["masked"], vec![])
         .node(
             "ReduceSum",
             &["masked", "axis1"],
-            &["pooled"],
+            &["summed"],
             vec![attr_int("keepdims", 0)],
         )
+        .node(
+            "ReduceSum",
+            &["mask_f", "axis1"],
+            &["tokens"],
+            vec![attr_int("keepdims", 1)],
+        )
+        .node("Div", &["summed", "tokens"], &["pooled"], vec![])
         .node(
             "Gemm",
             &["pooled", "fc.weight", "fc.bias"],

@@ -8,6 +8,7 @@ use crate::report::format::{bytes, json};
 use crate::report::table::Table;
 use anyhow::Result;
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::path::Path;
 
 /// A statistic in ms with three decimals, or `-` where the span was not measured.
@@ -16,10 +17,32 @@ fn ms(s: Option<&Stats>, f: fn(&Stats) -> f64) -> String {
         .unwrap_or_else(|| "-".into())
 }
 
-/// The terminal (or markdown) rendering: one row per batch size.
+/// The swept axes' names, in order of first appearance.
+fn dim_names(results: &[BatchResult]) -> Vec<String> {
+    let mut names: Vec<String> = vec![];
+    for n in results.iter().flat_map(|b| b.dims.keys()) {
+        if !names.contains(n) {
+            names.push(n.clone());
+        }
+    }
+    names
+}
+
+/// `batch 1` or `batch 1 seq 128`: how a result is named outside the table.
+fn point(b: &BatchResult) -> String {
+    std::iter::once(format!("batch {}", b.batch))
+        .chain(b.dims.iter().map(|(n, v)| format!("{n} {v}")))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The terminal (or markdown) rendering: one row per batch size (and swept axis size, one
+/// column per swept axis).
 pub fn render(r: &RunReport, markdown: bool) -> String {
-    let mut t = Table::new(&[
-        "batch",
+    let names = dim_names(&r.results);
+    let headers: Vec<&str> = std::iter::once("batch")
+        .chain(names.iter().map(String::as_str))
+        .chain([
         "iters",
         "all mean ms",
         "all p99 ms",
@@ -31,11 +54,19 @@ pub fn render(r: &RunReport, markdown: bool) -> String {
         "host ms",
         "samples/s",
         "GPU mem peak",
-    ]);
+    ])
+        .collect();
+    let mut t = Table::new(&headers);
     for b in &r.results {
         let l = &b.latency_ms;
-        t.row(vec![
-            b.batch.to_string(),
+        let mut cells = vec![b.batch.to_string()];
+        cells.extend(names.iter().map(|n| {
+            b.dims
+                .get(n)
+                .map(|v| v.to_string())
+                .unwrap_or_else(|| "-".into())
+        }));
+        cells.extend([
             b.iterations.to_string(),
             format!("{:.3}", l.all.mean),
             format!("{:.3}", l.all.p99),
@@ -51,6 +82,7 @@ pub fn render(r: &RunReport, markdown: bool) -> String {
                 .map(|m| bytes(m.peak_used))
                 .unwrap_or_else(|| "-".into()),
         ]);
+        t.row(cells);
     }
     let mut out = format!("model  {}\n", r.model);
     if let Some(g) = &r.gpu {
@@ -68,7 +100,7 @@ pub fn render(r: &RunReport, markdown: bool) -> String {
     let firsts: Vec<String> = r
         .results
         .iter()
-        .map(|b| format!("batch {} {:.3} ms", b.batch, b.first_iteration_ms))
+        .map(|b| format!("{} {:.3} ms", point(b), b.first_iteration_ms))
         .collect();
     out += &format!(
         "first iteration (run on its own before the warm-up, left out of the statistics): {}\n",
@@ -77,8 +109,8 @@ pub fn render(r: &RunReport, markdown: bool) -> String {
     for b in &r.results {
         if let Some(m) = &b.memory {
             out += &format!(
-                "batch {}: GPU memory used {} before setup, {} after, peak {} ({})\n",
-                b.batch,
+                "{}: GPU memory used {} before setup, {} after, peak {} ({})\n",
+                point(b),
                 bytes(m.before_setup.used()),
                 bytes(m.after_setup.used()),
                 bytes(m.peak_used),
@@ -89,15 +121,28 @@ pub fn render(r: &RunReport, markdown: bool) -> String {
     out
 }
 
-/// CSV of every iteration: batch, index, stream and each span in ms (empty where unknown).
+/// CSV of every iteration: batch, the swept axes' sizes (a column each, when swept), index,
+/// stream and each span in ms (empty where unknown).
 pub fn times_csv(results: &[BatchResult]) -> String {
-    let mut out = String::from("batch,iteration,stream,h2d_ms,compute_ms,d2h_ms,all_ms,host_ms\n");
+    let names = dim_names(results);
+    let mut out = std::iter::once("batch")
+        .chain(names.iter().map(String::as_str))
+        .collect::<Vec<_>>()
+        .join(",");
+    out += ",iteration,stream,h2d_ms,compute_ms,d2h_ms,all_ms,host_ms\n";
     let opt = |v: Option<f64>| v.map(|x| format!("{x:.6}")).unwrap_or_default();
     for b in results {
+        let lead = std::iter::once(b.batch.to_string())
+            .chain(
+                names
+                    .iter()
+                    .map(|n| b.dims.get(n).map(|v| v.to_string()).unwrap_or_default()),
+            )
+            .collect::<Vec<_>>()
+            .join(",");
         for (i, s) in b.spans.iter().enumerate() {
             out += &format!(
-                "{},{i},{},{},{},{},{:.6},{:.6}\n",
-                b.batch,
+                "{lead},{i},{},{},{},{},{:.6},{:.6}\n",
                 s.stream,
                 opt(s.h2d_ms),
                 opt(s.compute_ms),
@@ -122,6 +167,8 @@ pub fn export_times(path: &Path, results: &[BatchResult]) -> Result<()> {
         #[derive(Serialize)]
         struct Entry<'a> {
             batch: usize,
+            #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+            dims: &'a BTreeMap<String, i64>,
             backend: &'a str,
             timing: &'a str,
             iterations: &'a [IterationSpans],
@@ -130,6 +177,7 @@ pub fn export_times(path: &Path, results: &[BatchResult]) -> Result<()> {
             .iter()
             .map(|b| Entry {
                 batch: b.batch,
+                dims: &b.dims,
                 backend: &b.backend,
                 timing: &b.timing,
                 iterations: &b.spans,
@@ -150,6 +198,7 @@ mod tests {
         let spans = vec![IterationSpans::wall_only(1.5)];
         let r = BatchResult {
             batch: 2,
+            dims: BTreeMap::new(),
             backend: "tract-cpu".into(),
             timing: "wall-clock".into(),
             iterations: 1,

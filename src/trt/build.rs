@@ -21,7 +21,10 @@ use crate::onnx::external::is_external;
 use crate::onnx::model::sha256_hex;
 use crate::onnx::rewrite::fp16::{Fp16, Fp16Options, Fp16Report};
 use crate::onnx::rewrite::pass::{run_passes, Pass, PassReport};
-use crate::onnx::shape::{model_inputs, Batch, DimSpec, FixBatch, InputShape, InputShapes};
+use crate::onnx::shape::{
+    check_named_axes, model_inputs, Batch, DimSpec, FixBatch, InputShape, InputShapes,
+    ShapeRequest,
+};
 use crate::onnx::OnnxModel;
 use crate::setting::{fix_with, Setting};
 use crate::tensor::Dim;
@@ -47,7 +50,7 @@ pub struct BuildConfig {
     /// The ONNX model.
     pub model: PathBuf,
     /// `--input-shape` overrides applied to the model before anything else (`-1` = dynamic).
-    pub input_shapes: Vec<InputShape>,
+    pub input_shapes: ShapeRequest,
     /// Batch range for a dynamic batch axis.
     pub batch: BatchRequest,
     /// Explicit min/opt/max shapes per input (win over the batch range).
@@ -333,7 +336,7 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
         library: libs.runtime.display().to_string(),
     };
     let (mut model, file_bytes, model_sha256) = OnnxModel::load_hashed(&config.model)?;
-    let released_batch = fixed_batch_made_dynamic(&model, &config.input_shapes);
+    let released_batch = fixed_batch_made_dynamic(&model, &config.input_shapes.shapes);
     if let Some(fixed) = &released_batch {
         (observers.note)(&format!(
             "{shown}: input '{fixed}' was exported with a fixed batch; its batch axis is made dynamic"
@@ -351,6 +354,11 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
         PassReport::InputShapes { changed } => !changed.is_empty(),
         _ => false,
     });
+    check_named_axes(
+        &model,
+        config.explicit_shapes.axes.iter().map(|a| a.symbol.as_str()),
+    )
+    .with_context(|| shown.clone())?;
     let profile: ShapeProfile = resolve_profile(
         &model_inputs(&model),
         &config.batch,

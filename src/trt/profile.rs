@@ -129,12 +129,24 @@ pub struct ExplicitShapes {
     pub opt: Vec<NamedShape>,
     /// `--max-shapes`.
     pub max: Vec<NamedShape>,
+    /// Ranges of named axes (`seq` → 16:128:512), for every input that carries the axis and
+    /// has no explicit shapes.
+    pub axes: Vec<AxisRange>,
+}
+
+/// min/opt/max of a named (symbolic) axis.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AxisRange {
+    /// The axis's symbol in the model.
+    pub symbol: String,
+    /// Its smallest, tuned-for and largest size.
+    pub range: BatchRange,
 }
 
 impl ExplicitShapes {
     /// Whether any was given.
     pub fn is_set(&self) -> bool {
-        !(self.min.is_empty() && self.opt.is_empty() && self.max.is_empty())
+        !(self.min.is_empty() && self.opt.is_empty() && self.max.is_empty() && self.axes.is_empty())
     }
 }
 
@@ -319,7 +331,7 @@ pub fn resolve_profile(
                     max: max.dims.clone(),
                 }
             }
-            [None, None, None] => from_batch(input, &declared, batch)?,
+            [None, None, None] => from_batch(input, &declared, batch, &explicit.axes)?,
             _ => {
                 return Err(fix_with(
                     Setting::ShapeRanges,
@@ -335,7 +347,12 @@ pub fn resolve_profile(
     Ok(ShapeProfile { inputs: out })
 }
 
-fn from_batch(input: &TensorInfo, declared: &[Dim], batch: &BatchRequest) -> Result<InputProfile> {
+fn from_batch(
+    input: &TensorInfo,
+    declared: &[Dim],
+    batch: &BatchRequest,
+    axes: &[AxisRange],
+) -> Result<InputProfile> {
     let mut min = Vec::with_capacity(declared.len());
     let mut opt = Vec::with_capacity(declared.len());
     let mut max = Vec::with_capacity(declared.len());
@@ -352,11 +369,17 @@ fn from_batch(input: &TensorInfo, declared: &[Dim], batch: &BatchRequest) -> Res
                 opt.push(r.opt);
                 max.push(r.max);
             }
+            Dim::Symbol(s) if axes.iter().any(|a| &a.symbol == s) => {
+                let r = axes.iter().find(|a| &a.symbol == s).expect("found").range;
+                min.push(r.min);
+                opt.push(r.opt);
+                max.push(r.max);
+            }
             other => {
                 return Err(fix_with(
                     Setting::ShapeRanges,
                     format!(
-                        "input '{}' axis {axis} ('{other}') is dynamic; fix it with an input shape or give its range as min/opt/max shapes",
+                        "input '{}' axis {axis} ('{other}') is dynamic; fix it with an input shape, or give the range of the named axis or of the input's shapes",
                         input.name
                     ),
                 ))
@@ -389,6 +412,42 @@ mod tests {
             "x",
             vec![batch, Dim::Fixed(3), Dim::Fixed(224), Dim::Fixed(224)],
         )
+    }
+
+    #[test]
+    fn a_named_axis_range_applies_to_every_input_that_carries_it() {
+        let seq = |name: &str| {
+            input(
+                name,
+                vec![Dim::Symbol("batch".into()), Dim::Symbol("seq".into())],
+            )
+        };
+        let inputs = [seq("input_ids"), seq("attention_mask")];
+        let batch = BatchRequest {
+            min: Some(1),
+            opt: Some(1),
+            max: Some(4),
+        };
+        let err = resolve_profile(&inputs, &batch, &ExplicitShapes::default()).unwrap_err();
+        assert!(err.to_string().contains("axis 1 ('seq') is dynamic"), "{err}");
+        let explicit = ExplicitShapes {
+            axes: vec![AxisRange {
+                symbol: "seq".into(),
+                range: BatchRange {
+                    min: 16,
+                    opt: 128,
+                    max: 512,
+                },
+            }],
+            ..Default::default()
+        };
+        assert!(explicit.is_set());
+        let p = resolve_profile(&inputs, &batch, &explicit).unwrap();
+        for i in &p.inputs {
+            assert_eq!((&i.min, &i.opt, &i.max), (&vec![1, 16], &vec![1, 128], &vec![4, 512]));
+        }
+        assert_eq!(p.batch_range(), None);
+        assert!(p.file_tag().starts_with('p'), "{}", p.file_tag());
     }
 
     #[test]
@@ -448,6 +507,7 @@ mod tests {
             min: parse_named_shapes("--min-shapes", &[min.into()]).unwrap(),
             opt: parse_named_shapes("--opt-shapes", &[opt.into()]).unwrap(),
             max: parse_named_shapes("--max-shapes", &[max.into()]).unwrap(),
+            axes: vec![],
         };
         let ok = resolve_profile(
             &inputs,

@@ -28,7 +28,7 @@ impl BackendArgs {
             kind: self.backend,
             device: self.device,
             threads: self.threads,
-            input_shapes: vec![],
+            input_shapes: Default::default(),
             batch,
             device_id: None,
             tensorrt_dir: None,

@@ -6,5 +6,6 @@ pub mod calibration;
 pub mod output;
 pub mod preprocess;
 pub mod samples;
+pub mod shapes;
 pub mod timing;
 pub mod values;
