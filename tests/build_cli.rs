@@ -583,3 +583,46 @@ fn calibrate_and_build_share_the_preprocessing_flags_and_name_what_changed() {
         "{defaults}"
     );
 }
+
+#[test]
+fn a_token_model_builds_with_a_sequence_profile_at_fp32_and_fp16() {
+    let dir = tempfile::tempdir().unwrap();
+    save(dir.path(), "tok.onnx", test_models::token_classifier());
+    // Without a size or range for the sequence axis: one line that names the flag.
+    let out = build_in(dir.path(), &["tok.onnx"]);
+    assert_clean_error(&out, 1, &["'seq'", "--dim NAME=MIN:OPT:MAX"]);
+    for (extra, precision) in [(None, "fp32"), (Some("--fp16"), "fp16")] {
+        let mut args = vec![
+            "tok.onnx",
+            "--dim",
+            "seq=4:16:64",
+            "--min-batch",
+            "1",
+            "--opt-batch",
+            "1",
+            "--max-batch",
+            "4",
+            "--json",
+        ];
+        args.extend(extra);
+        let r = json_of(&build_in(dir.path(), &args));
+        let engine = dir.path().join(r["engine"].as_str().unwrap());
+        assert_eq!(&std::fs::read(&engine).unwrap()[..4], b"vtrt");
+        let side: Value =
+            serde_json::from_slice(&std::fs::read(format!("{}.json", engine.display())).unwrap())
+                .unwrap();
+        assert_eq!(side["key"]["precision"], precision);
+        let inputs = side["key"]["profile"]["inputs"].as_array().unwrap();
+        assert_eq!(inputs.len(), 2);
+        for (i, name) in inputs.iter().zip(["input_ids", "attention_mask"]) {
+            assert_eq!(i["name"], name);
+            assert_eq!(i["min"], serde_json::json!([1, 4]), "{i}");
+            assert_eq!(i["opt"], serde_json::json!([1, 16]), "{i}");
+            assert_eq!(i["max"], serde_json::json!([4, 64]), "{i}");
+        }
+        // TensorRT-RTX takes the int64 inputs as they are (no cast at the boundary).
+        let io = side["facts"]["io"].as_array().unwrap();
+        assert_eq!(io[0]["dtype"], "int64", "{io:?}");
+        assert_eq!(io[1]["dtype"], "int64", "{io:?}");
+    }
+}

@@ -356,3 +356,45 @@ fn token_inputs_are_valid_ids_and_masks_and_tract_agrees_with_ort() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("NAME:LO,HI"));
 }
+
+#[test]
+fn fp16_of_the_token_model_keeps_its_outputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = save(
+        dir.path(),
+        "tok.onnx",
+        trtkit::onnx::test_models::token_classifier(),
+    );
+    let m = m.to_str().unwrap();
+    let half = dir.path().join("tok16.onnx");
+    let out = trtkit(&[
+        "quantize",
+        m,
+        "--fp16",
+        "-o",
+        half.to_str().unwrap(),
+        "--no-check",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // 64 sequences of 32 tokens, padded at random; both sides on ONNX Runtime.
+    let v = json(&trtkit(&[
+        "compare",
+        m,
+        half.to_str().unwrap(),
+        "--dim",
+        "seq=32",
+        "--batch-size",
+        "64",
+        "--backend",
+        "ort",
+        "--json",
+    ]));
+    let o = &v["outputs"][0];
+    let cosine = o["closeness"]["cosine"].as_f64().unwrap();
+    assert!(cosine >= 0.999, "{o}");
+    assert_eq!(o["topk"]["top1_agreement_pct"], 100.0, "{o}");
+}

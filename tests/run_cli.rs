@@ -232,7 +232,10 @@ fn a_named_axis_is_swept_and_reported_per_size() {
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{table}");
     let header = table.lines().find(|l| l.contains("iters")).unwrap();
-    assert!(header.split_whitespace().take(2).eq(["batch", "seq"]), "{table}");
+    assert!(
+        header.split_whitespace().take(2).eq(["batch", "seq"]),
+        "{table}"
+    );
     assert!(table.contains("batch 1 seq 32"), "{table}");
     // An axis the model does not have, and the batch axis, are one-line errors naming the names.
     for (bad, needle) in [

@@ -14,7 +14,9 @@ use crate::report::progress::{BuildBar, CalibrationBar};
 use crate::trt::build::{build, BuildConfig, BuildObservers, Int8Source};
 use crate::trt::engine_file::{BuilderSettings, Precision};
 use crate::trt::loader::DIR_ENV;
-use crate::trt::profile::{parse_named_shapes, AxisRange, BatchRange, BatchRequest, ExplicitShapes};
+use crate::trt::profile::{
+    parse_named_shapes, AxisRange, BatchRange, BatchRequest, ExplicitShapes,
+};
 use crate::workspace::ENGINES_DIR;
 use anyhow::Result;
 use clap::Args;

@@ -3,8 +3,8 @@
 //! after it is printed.
 
 use crate::cli::args::backend::{BackendArgs, EngineArgs, SideABackendArgs, SideBBackendArgs};
-use crate::cli::args::shapes::ShapeArgs;
 use crate::cli::args::output::OutputArgs;
+use crate::cli::args::shapes::ShapeArgs;
 use crate::cli::workspace::required;
 use crate::cli::UsageError;
 use crate::data::dataset::DatasetOptions;

@@ -742,7 +742,9 @@ mod tests {
             ("nope:8x3x16x16", "no input 'nope'"),
             ("input:1x3x16x16 input:2x3x16x16", "given two shapes"),
         ] {
-            let shapes = InputShapes(ShapeRequest::shapes(parse_input_shapes(&toks(bad)).unwrap()));
+            let shapes = InputShapes(ShapeRequest::shapes(
+                parse_input_shapes(&toks(bad)).unwrap(),
+            ));
             let err = format!("{:#}", shapes.run(model(None)).unwrap_err());
             assert!(err.contains(needle), "{bad}: {err}");
             assert!(
@@ -754,9 +756,8 @@ mod tests {
 
     #[test]
     fn a_named_size_reaches_every_input_that_carries_the_axis() {
-        let tokens = || {
-            OnnxModel::from_proto(crate::onnx::test_models::token_classifier(), "t.onnx")
-        };
+        let tokens =
+            || OnnxModel::from_proto(crate::onnx::test_models::token_classifier(), "t.onnx");
         let seq = |size| NamedDim {
             symbol: "seq".into(),
             size,

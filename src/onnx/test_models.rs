@@ -243,7 +243,12 @@ pub fn token_classifier() -> ModelProto {
         .node("Sub", &["one", "mask_keys"], &["padding"], vec![])
         .node("Mul", &["padding", "mask_value"], &["mask_bias"], vec![])
         .node("Add", &["scaled", "mask_bias"], &["biased"], vec![])
-        .node("Softmax", &["biased"], &["attn"], vec![attr_int("axis", -1)])
+        .node(
+            "Softmax",
+            &["biased"],
+            &["attn"],
+            vec![attr_int("axis", -1)],
+        )
         .node("MatMul", &["attn", "v"], &["context"], vec![])
         .node("MatMul", &["context", "wo"], &["projected"], vec![])
         .node("Add", &["x", "projected"], &["residual"], vec![])

@@ -43,18 +43,18 @@ pub fn render(r: &RunReport, markdown: bool) -> String {
     let headers: Vec<&str> = std::iter::once("batch")
         .chain(names.iter().map(String::as_str))
         .chain([
-        "iters",
-        "all mean ms",
-        "all p99 ms",
-        "all max ms",
-        "model mean ms",
-        "model p99 ms",
-        "h2d ms",
-        "d2h ms",
-        "host ms",
-        "samples/s",
-        "GPU mem peak",
-    ])
+            "iters",
+            "all mean ms",
+            "all p99 ms",
+            "all max ms",
+            "model mean ms",
+            "model p99 ms",
+            "h2d ms",
+            "d2h ms",
+            "host ms",
+            "samples/s",
+            "GPU mem peak",
+        ])
         .collect();
     let mut t = Table::new(&headers);
     for b in &r.results {

@@ -22,8 +22,7 @@ use crate::onnx::model::sha256_hex;
 use crate::onnx::rewrite::fp16::{Fp16, Fp16Options, Fp16Report};
 use crate::onnx::rewrite::pass::{run_passes, Pass, PassReport};
 use crate::onnx::shape::{
-    check_named_axes, model_inputs, Batch, DimSpec, FixBatch, InputShape, InputShapes,
-    ShapeRequest,
+    check_named_axes, model_inputs, Batch, DimSpec, FixBatch, InputShape, InputShapes, ShapeRequest,
 };
 use crate::onnx::OnnxModel;
 use crate::setting::{fix_with, Setting};
@@ -356,7 +355,11 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
     });
     check_named_axes(
         &model,
-        config.explicit_shapes.axes.iter().map(|a| a.symbol.as_str()),
+        config
+            .explicit_shapes
+            .axes
+            .iter()
+            .map(|a| a.symbol.as_str()),
     )
     .with_context(|| shown.clone())?;
     let profile: ShapeProfile = resolve_profile(

@@ -429,7 +429,10 @@ mod tests {
             max: Some(4),
         };
         let err = resolve_profile(&inputs, &batch, &ExplicitShapes::default()).unwrap_err();
-        assert!(err.to_string().contains("axis 1 ('seq') is dynamic"), "{err}");
+        assert!(
+            err.to_string().contains("axis 1 ('seq') is dynamic"),
+            "{err}"
+        );
         let explicit = ExplicitShapes {
             axes: vec![AxisRange {
                 symbol: "seq".into(),
@@ -444,7 +447,10 @@ mod tests {
         assert!(explicit.is_set());
         let p = resolve_profile(&inputs, &batch, &explicit).unwrap();
         for i in &p.inputs {
-            assert_eq!((&i.min, &i.opt, &i.max), (&vec![1, 16], &vec![1, 128], &vec![4, 512]));
+            assert_eq!(
+                (&i.min, &i.opt, &i.max),
+                (&vec![1, 16], &vec![1, 128], &vec![4, 512])
+            );
         }
         assert_eq!(p.batch_range(), None);
         assert!(p.file_tag().starts_with('p'), "{}", p.file_tag());

@@ -36,8 +36,7 @@ impl ShapeArgs {
 
     /// The `--dim` values, parsed.
     pub fn dims(&self) -> anyhow::Result<Vec<DimRange>> {
-        parse_dim_ranges(&self.dim)
-            .map_err(|e| UsageError(format!("--dim: {e:#}")).into())
+        parse_dim_ranges(&self.dim).map_err(|e| UsageError(format!("--dim: {e:#}")).into())
     }
 
     /// For a command that runs at one shape: each `--dim` must give a single size.
@@ -124,13 +123,20 @@ mod tests {
         assert_eq!(sweep[0], ("seq".to_string(), vec![16, 64]));
         let err = w.shapes.one_shape("compare").unwrap_err().to_string();
         assert!(err.contains("--dim seq") && err.contains("not 2"), "{err}");
-        let one = parse(&["--dim", "seq=16"]).shapes.one_shape("compare").unwrap();
+        let one = parse(&["--dim", "seq=16"])
+            .shapes
+            .one_shape("compare")
+            .unwrap();
         assert_eq!(one.dims[0].size, 16);
         let range = parse(&["--dim", "seq=1:8:16"]);
         let err = range.shapes.sweep().unwrap_err().to_string();
         assert!(err.contains("build"), "{err}");
         for bad in ["seq", "=4", "seq=0", "seq=4:2:8", "seq=1:2"] {
-            let err = parse(&["--dim", bad]).shapes.dims().unwrap_err().to_string();
+            let err = parse(&["--dim", bad])
+                .shapes
+                .dims()
+                .unwrap_err()
+                .to_string();
             assert!(err.starts_with("--dim: dim '"), "{bad}: {err}");
         }
     }

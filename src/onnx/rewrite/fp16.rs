@@ -74,7 +74,7 @@ impl Default for Fp16Options {
 pub struct Fp16Report {
     /// Initializers converted to float16.
     pub converted_initializers: usize,
-    /// Initializers with values beyond ±65504, clamped (names).
+    /// Initializers and Constant outputs with values beyond ±65504, clamped to it (names).
     pub clamped: Vec<String>,
     /// Casts inserted.
     pub casts: usize,
@@ -330,7 +330,10 @@ fn to_fp16(model: OnnxModel, options: &Fp16Options) -> Result<(OnnxModel, Fp16Re
                         a.t.as_mut()
                             .filter(|t| data_type(t.data_type) == Some(DataType::Float))
                     {
-                        let (h, _) = to_f16_clamped(&read_f32(t)?);
+                        let (h, clamped) = to_f16_clamped(&read_f32(t)?);
+                        if clamped {
+                            report.clamped.extend(node.output.first().cloned());
+                        }
                         set_f16(t, &h);
                     }
                     if a.name == "value_float" || a.name == "value_floats" {
@@ -339,7 +342,10 @@ fn to_fp16(model: OnnxModel, options: &Fp16Options) -> Result<(OnnxModel, Fp16Re
                         } else {
                             a.floats.clone()
                         };
-                        let (h, _) = to_f16_clamped(&vals);
+                        let (h, clamped) = to_f16_clamped(&vals);
+                        if clamped {
+                            report.clamped.extend(node.output.first().cloned());
+                        }
                         let dims = if a.name == "value_float" {
                             vec![]
                         } else {

@@ -195,6 +195,29 @@ mod tests {
     }
 
     #[test]
+    fn attention_quantizes_the_matmul_inputs() {
+        let m = test_models::token_classifier();
+        let p = plan_int8(m.graph.as_ref().unwrap());
+        // The projections read the normalized tokens through one Q/DQ pair; both operands of
+        // the two activation-by-activation MatMuls (scores, context) are quantized; the
+        // classifier's input too. The mask arithmetic, Softmax and LayerNorm stay float.
+        let mut acts = p.activation_names();
+        acts.sort();
+        assert_eq!(acts, ["attn", "context", "k_t", "pooled", "q", "v", "x"]);
+        let x = &p.activations.iter().find(|a| a.tensor == "x").unwrap();
+        assert_eq!(x.consumers.len(), 3);
+        let w: Vec<_> = p
+            .weights
+            .iter()
+            .map(|w| (w.tensor.as_str(), w.axis))
+            .collect();
+        assert_eq!(
+            w,
+            [("wq", 1), ("wk", 1), ("wv", 1), ("wo", 1), ("fc.weight", 0)]
+        );
+    }
+
+    #[test]
     fn two_input_model_has_nothing_to_quantize() {
         let m = test_models::two_input(None);
         assert!(plan_int8(m.graph.as_ref().unwrap()).is_empty());
