@@ -626,3 +626,103 @@ fn a_token_model_builds_with_a_sequence_profile_at_fp32_and_fp16() {
         assert_eq!(io[1]["dtype"], "int64", "{io:?}");
     }
 }
+
+/// A token model calibrates from generated inputs (ids inside the vocabulary, padded masks) or
+/// from .npz arrays named after its inputs, at the sequence length `--dim` gives; `build --int8`
+/// with a sequence profile calibrates at the profile's opt length and so writes the same cache.
+#[test]
+fn a_token_model_calibrates_from_generated_inputs_or_npz_and_builds_int8() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    save(d, "tok.onnx", test_models::token_classifier());
+    let common = ["--batch-size", "8", "--num-samples", "32"];
+    let calibrate = |cache: &str, data: &str, extra: &[&str]| -> Output {
+        let mut args = vec![
+            "calibrate",
+            "tok.onnx",
+            "--calib-data",
+            data,
+            "--cache-dir",
+            cache,
+        ];
+        args.extend(common);
+        args.extend(extra);
+        trtkit_in(d, &args)
+    };
+    // The sequence length is needed; the error names the flag.
+    let out = calibrate("c", "synthetic:3", &[]);
+    assert_clean_error(&out, 1, &["'seq'", "--dim NAME=SIZE"]);
+    let out = calibrate(
+        "by-calibrate",
+        "synthetic:3",
+        &["--dim", "seq=16", "--json"],
+    );
+    let v = json_of(&out);
+    assert!(
+        v["preprocessing"]
+            .as_str()
+            .unwrap()
+            .contains("input_ids: integers in [0, 50)"),
+        "{v}"
+    );
+    let mut tensors: Vec<&str> = v["caches"][0]["tensors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["tensor"].as_str().unwrap())
+        .collect();
+    tensors.sort();
+    assert_eq!(tensors, ["attn", "context", "k_t", "pooled", "q", "v", "x"]);
+    assert!(v["caches"][0]["tensors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|t| t["amax"].as_f64().unwrap() > 0.0));
+
+    let build = [
+        "tok.onnx",
+        "--int8",
+        "--calib-data",
+        "synthetic:3",
+        "--dim",
+        "seq=4:16:64",
+        "--max-batch",
+        "8",
+        "--cache-dir",
+        "by-build",
+        "--batch-size",
+        "8",
+        "--num-samples",
+        "32",
+        "--json",
+    ];
+    let r = json_of(&build_in(d, &build));
+    assert_eq!(r["key"]["precision"], "int8", "{r}");
+    assert_eq!(
+        contents(&d.join("by-calibrate")),
+        contents(&d.join("by-build"))
+    );
+
+    // From .npz: an array per input; a missing one is named with its file.
+    let ids: Vec<i64> = (0..32 * 16).map(|i| (i * 7 % 50) as i64).collect();
+    let mask: Vec<i64> = (0..32 * 16).map(|i| i64::from(i % 16 < 12)).collect();
+    let t = |name: &str, v: Vec<i64>| {
+        trtkit::tensor::HostTensor::new(name, vec![32, 16], trtkit::tensor::TensorData::I64(v))
+            .unwrap()
+    };
+    let npz = d.join("tokens.npz");
+    trtkit::data::npz::save(
+        &npz,
+        &[t("input_ids", ids.clone()), t("attention_mask", mask)],
+    )
+    .unwrap();
+    let v = json_of(&calibrate(
+        "npz",
+        "tokens.npz",
+        &["--dim", "seq=16", "--json"],
+    ));
+    assert_eq!(v["caches"][0]["tensors"].as_array().unwrap().len(), 7);
+    trtkit::data::npz::save(&npz, &[t("input_ids", ids)]).unwrap();
+    let out = calibrate("npz", "tokens.npz", &["--dim", "seq=16", "--recalibrate"]);
+    assert_clean_error(&out, 1, &["tokens.npz: no array named 'attention_mask'"]);
+}

@@ -12,8 +12,9 @@ use anyhow::{bail, Context, Result};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
-/// A finite sequence of input batches for calibration, with what identifies it for the cache.
-pub trait CalibrationBatches: Iterator<Item = Result<HostTensor>> + Send {
+/// A finite sequence of input batches for calibration (each one tensor per model input, in the
+/// model's order), with what identifies it for the cache.
+pub trait CalibrationBatches: Iterator<Item = Result<Vec<HostTensor>>> + Send {
     /// Batches the iterator will yield in all.
     fn batch_count(&self) -> usize;
     /// Samples (images) those batches hold.
@@ -189,7 +190,7 @@ impl ArrayBatches {
 }
 
 impl Iterator for ArrayBatches {
-    type Item = Result<HostTensor>;
+    type Item = Result<Vec<HostTensor>>;
 
     fn next(&mut self) -> Option<Self::Item> {
         if self.batches_left == 0 {
@@ -215,12 +216,7 @@ impl Iterator for ArrayBatches {
         }
         let data = take_front(&mut self.pending, need);
         self.batches_left -= 1;
-        Some(batch_tensor(
-            &self.input,
-            self.batch,
-            &self.sample_shape,
-            data,
-        ))
+        Some(batch_tensor(&self.input, self.batch, &self.sample_shape, data).map(|t| vec![t]))
     }
 }
 
@@ -293,7 +289,7 @@ pub fn normal_values(seed: u64, n: usize) -> Vec<f32> {
 }
 
 impl Iterator for SyntheticBatches {
-    type Item = Result<HostTensor>;
+    type Item = Result<Vec<HostTensor>>;
 
     fn next(&mut self) -> Option<Self::Item> {
         if self.done == self.batches {
@@ -302,12 +298,7 @@ impl Iterator for SyntheticBatches {
         let n = self.batch * self.sample_shape.iter().product::<usize>();
         let data = normal_values(self.seed.wrapping_add(self.done as u64 * 7919), n);
         self.done += 1;
-        Some(batch_tensor(
-            &self.input,
-            self.batch,
-            &self.sample_shape,
-            data,
-        ))
+        Some(batch_tensor(&self.input, self.batch, &self.sample_shape, data).map(|t| vec![t]))
     }
 }
 
@@ -352,7 +343,7 @@ mod tests {
         let b = ArrayBatches::open(dir.path(), "x", &[2], 2, None).unwrap();
         assert_eq!((b.batch_count(), b.image_count()), (2, 4));
         let fp = b.fingerprint();
-        let all: Vec<HostTensor> = b.map(Result::unwrap).collect();
+        let all: Vec<HostTensor> = b.map(|b| b.unwrap().remove(0)).collect();
         assert_eq!(all[1].data, TensorData::F32(vec![4., 5., 6., 7.]));
         assert_eq!(all[1].shape, vec![2, 2]);
         write(&dir.path().join("c.npy"), &[2], &[8., 9.5]);
@@ -384,7 +375,7 @@ mod tests {
         .unwrap();
         let all: Vec<HostTensor> = ArrayBatches::open(&path, "input", &[2], 2, None)
             .unwrap()
-            .map(Result::unwrap)
+            .map(|b| b.unwrap().remove(0))
             .collect();
         assert_eq!(all, vec![t("input", vec![1., 2., 3., 4.])]);
         let err = ArrayBatches::open(&path, "image", &[2], 1, None)
@@ -401,7 +392,7 @@ mod tests {
         npz::save(&one, &[f64s]).unwrap();
         let got: Vec<HostTensor> = ArrayBatches::open(&one, "input", &[2], 1, None)
             .unwrap()
-            .map(Result::unwrap)
+            .map(|b| b.unwrap().remove(0))
             .collect();
         assert_eq!(got[0].data, TensorData::F32(vec![0.5, 1.5]));
     }

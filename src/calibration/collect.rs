@@ -112,13 +112,8 @@ pub fn collect(
         bail!("the capture pass reported no tensor sources");
     };
     let mut backend = open(&capture_model, backend)?;
-    if backend.inputs().len() != 1 {
-        bail!(
-            "calibration feeds one input, the model has {}",
-            backend.inputs().len()
-        );
-    }
-    // Which histogram each backend output feeds, and which histograms read the input.
+    // Which histogram each backend output feeds, and which histograms read a graph input
+    // (found in each batch by name).
     let mut of_output: Vec<Vec<usize>> = vec![vec![]; backend.outputs().len()];
     let mut of_input = vec![];
     for (h, (_, src)) in sources.iter().enumerate() {
@@ -135,13 +130,17 @@ pub fn collect(
     let mut model_time = Duration::ZERO;
     let mut count = 0usize;
     for (i, input) in std::iter::from_fn(|| batches.next()).enumerate() {
-        let input = input.with_context(|| format!("calibration batch {i}"))?;
+        let inputs = input.with_context(|| format!("calibration batch {i}"))?;
         model_time += backend
-            .run_visit(std::slice::from_ref(&input), &visit)
+            .run_visit(&inputs, &visit)
             .with_context(|| format!("calibration batch {i}"))?;
-        of_input
-            .par_iter()
-            .try_for_each(|&h| shared.add(h, f32_data(&input, &names[h])?))?;
+        of_input.par_iter().try_for_each(|&h| {
+            let input = inputs
+                .iter()
+                .find(|t| t.name == names[h])
+                .with_context(|| format!("calibration batch {i} lacks input '{}'", names[h]))?;
+            shared.add(h, f32_data(input, &names[h])?)
+        })?;
         count += 1;
         on_batch();
     }

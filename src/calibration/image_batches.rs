@@ -108,7 +108,7 @@ impl ImageBatches {
 }
 
 impl Iterator for ImageBatches {
-    type Item = Result<HostTensor>;
+    type Item = Result<Vec<HostTensor>>;
 
     fn next(&mut self) -> Option<Self::Item> {
         if self.done == self.batches {
@@ -132,12 +132,7 @@ impl Iterator for ImageBatches {
         }
         let data = take_front(&mut self.pending, need);
         self.done += 1;
-        Some(batch_tensor(
-            &self.input,
-            self.batch,
-            &self.sample_shape,
-            data,
-        ))
+        Some(batch_tensor(&self.input, self.batch, &self.sample_shape, data).map(|t| vec![t]))
     }
 }
 

@@ -6,17 +6,22 @@ use super::batches::{ArrayBatches, CalibrationBatches, SyntheticBatches};
 use super::cache::{self, CacheKey, CalibrationTable, Lookup};
 use super::collect::{collect, compute_ranges, TensorRange};
 use super::image_batches::{has_images, ImageBatches};
+use super::multi_input::MultiInputBatches;
 use super::range::Algorithm;
 use crate::backend::select::{open, BackendOptions};
 use crate::data::preprocess::{preprocess_fields, Preprocess, PreprocessRequest};
+use crate::onnx::dtype::elem_type;
+use crate::onnx::input_roles::int_input_roles;
 use crate::onnx::model::file_sha256;
+use crate::onnx::rewrite::pass::Pass;
 use crate::onnx::rewrite::plan::plan_int8;
-use crate::onnx::shape::model_inputs;
+use crate::onnx::shape::{model_inputs, InputShapes};
 use crate::onnx::OnnxModel;
 use crate::setting::{fix_with, Setting};
-use crate::tensor::Dim;
+use crate::tensor::{Dim, ElemType, IntInput, IoSpec};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -125,55 +130,125 @@ pub struct Timing {
     pub overhead_percent: Option<f64>,
 }
 
-/// The single float input of a calibration model and its per-sample dims.
-fn sample_input(model: &OnnxModel) -> Result<(String, Vec<usize>)> {
-    let inputs = model_inputs(model);
-    let shown = model.path.display();
-    let [input] = inputs.as_slice() else {
-        bail!(
-            "{shown}: calibration feeds one input, the model has {}",
-            inputs.len()
-        );
-    };
-    let dims = input.dims.clone().unwrap_or_default();
-    if dims.len() < 2 {
-        bail!(
-            "{shown}: input '{}' has no batch axis and sample dims",
-            input.name
-        );
-    }
-    let sample = dims[1..]
-        .iter()
-        .map(|d| match d {
-            Dim::Fixed(n) => Ok(*n as usize),
-            other => bail!(
-                "{shown}: input '{}' axis '{other}' is not fixed; calibration needs fixed sample dims",
-                input.name
-            ),
-        })
-        .collect::<Result<Vec<_>>>()?;
-    Ok((input.name.clone(), sample))
+/// What calibration feeds the model.
+enum Feed {
+    /// One float input, as images, numpy arrays or synthetic normal data: its name and the
+    /// dims of one sample.
+    Single { input: String, sample: Vec<usize> },
+    /// Several inputs, or integer ones (token models): every input, each batch holding all.
+    Multi {
+        specs: Vec<IoSpec>,
+        roles: BTreeMap<String, IntInput>,
+    },
 }
 
-fn open_batches(
-    args: &CalibrateConfig,
-    input: &str,
-    sample: &[usize],
-) -> Result<Box<dyn CalibrationBatches>> {
+/// The model's inputs as calibration feeds them; every axis but the batch must be fixed.
+fn feed_of(model: &OnnxModel) -> Result<Feed> {
+    let inputs = model_inputs(model);
+    let shown = model.path.display();
+    if inputs.is_empty() {
+        bail!("{shown}: the model has no inputs to feed");
+    }
+    let mut specs = Vec::with_capacity(inputs.len());
+    for input in &inputs {
+        let dims = input.dims.clone().unwrap_or_default();
+        if dims.len() < 2 {
+            bail!(
+                "{shown}: input '{}' has no batch axis and sample dims",
+                input.name
+            );
+        }
+        if let Some((axis, other)) = dims
+            .iter()
+            .enumerate()
+            .skip(1)
+            .find(|(_, d)| !matches!(d, Dim::Fixed(_)))
+        {
+            return Err(fix_with(
+                Setting::InputShape,
+                format!(
+                    "{shown}: input '{}' axis {axis} ('{other}') is not fixed; calibration needs fixed sample dims",
+                    input.name
+                ),
+            ));
+        }
+        let elem_type = elem_type(input.dtype_code).with_context(|| {
+            format!(
+                "{shown}: input '{}' is {}, which calibration cannot feed",
+                input.name, input.dtype
+            )
+        })?;
+        specs.push(IoSpec {
+            name: input.name.clone(),
+            elem_type,
+            dims,
+        });
+    }
+    Ok(match specs.as_slice() {
+        [one] if one.elem_type == ElemType::F32 => Feed::Single {
+            input: one.name.clone(),
+            sample: one.concrete_shape(1)?[1..].to_vec(),
+        },
+        _ => Feed::Multi {
+            specs,
+            roles: int_input_roles(model),
+        },
+    })
+}
+
+/// The seed of `synthetic:SEED`, if that is the source.
+fn synthetic_seed(calib_data: &str) -> Result<Option<u64>> {
+    let Some(seed) = calib_data.strip_prefix("synthetic:") else {
+        return Ok(None);
+    };
+    seed.parse().map(Some).map_err(|_| {
+        fix_with(
+            Setting::CalibData,
+            format!("calibration data {calib_data}: the seed after 'synthetic:' is not a number"),
+        )
+    })
+}
+
+/// Opens the batches `args` names for what the model takes.
+fn open_batches(args: &CalibrateConfig, feed: &Feed) -> Result<Box<dyn CalibrationBatches>> {
     if args.batch_size == 0 {
         bail!("the calibration batch size must be at least 1");
     }
-    if let Some(seed) = args.calib_data.strip_prefix("synthetic:") {
-        let seed: u64 = seed.parse().map_err(|_| {
-            fix_with(
-                Setting::CalibData,
-                format!(
-                    "calibration data {}: the seed after 'synthetic:' is not a number",
-                    args.calib_data
-                ),
-            )
-        })?;
-        let n = args.num_images.unwrap_or(512);
+    let seed = synthetic_seed(&args.calib_data)?;
+    let n = args.num_images.unwrap_or(512);
+    let source = Path::new(&args.calib_data);
+    let (input, sample) = match feed {
+        Feed::Single { input, sample } => (input, sample),
+        Feed::Multi { specs, roles } => {
+            return Ok(match seed {
+                Some(seed) => Box::new(MultiInputBatches::generated(
+                    specs,
+                    roles.clone(),
+                    args.batch_size,
+                    n,
+                    seed,
+                )?),
+                None if source.is_dir() && has_images(source) => {
+                    let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+                    return Err(fix_with(
+                        Setting::CalibData,
+                        format!(
+                            "{}: images feed a model with one image input; this one takes {} (give .npz files with an array per input, or synthetic:SEED for generated inputs)",
+                            source.display(),
+                            names.join(", ")
+                        ),
+                    ));
+                }
+                None => Box::new(MultiInputBatches::arrays(
+                    source,
+                    specs,
+                    args.batch_size,
+                    args.num_images,
+                )?),
+            });
+        }
+    };
+    if let Some(seed) = seed {
         return Ok(Box::new(SyntheticBatches::new(
             input,
             sample,
@@ -182,7 +257,6 @@ fn open_batches(
             seed,
         )?));
     }
-    let source = Path::new(&args.calib_data);
     if source.is_dir() && has_images(source) {
         return Ok(Box::new(ImageBatches::open(
             source,
@@ -218,14 +292,20 @@ pub fn calibrate(args: &CalibrateConfig, progress: &dyn BatchProgress) -> Result
     if algos.is_empty() {
         bail!("no range algorithm given");
     }
-    let model = OnnxModel::load(&args.model)?;
+    let mut model = OnnxModel::load(&args.model)?;
     let shown = args.model.display().to_string();
+    if !args.backend.input_shapes.is_empty() {
+        model = InputShapes(args.backend.input_shapes.clone())
+            .run(model)
+            .with_context(|| shown.clone())?
+            .0;
+    }
     let plan = plan_int8(model.graph());
     if plan.is_empty() {
         bail!("{shown}: no quantizable ops (Conv, ConvTranspose, Gemm, MatMul, residual Add); nothing to calibrate, no cache written");
     }
-    let (input, sample) = sample_input(&model)?;
-    let mut batches = open_batches(args, &input, &sample)?;
+    let feed = feed_of(&model)?;
+    let mut batches = open_batches(args, &feed)?;
     let model_sha256 = file_sha256(&args.model)?;
     let stem = args
         .model
@@ -271,8 +351,10 @@ pub fn calibrate(args: &CalibrateConfig, progress: &dyn BatchProgress) -> Result
     }
     let total = Instant::now();
     progress.start(batches.batch_count());
+    // The model already has the requested shapes.
     let options = BackendOptions {
         batch: Some(args.batch_size),
+        input_shapes: Default::default(),
         ..args.backend.clone()
     };
     let collected = collect(&model, &plan, batches.as_mut(), &options, &|| {
@@ -305,7 +387,7 @@ pub fn calibrate(args: &CalibrateConfig, progress: &dyn BatchProgress) -> Result
     let search_s = t_search.elapsed().as_secs_f64();
     let total_s = total.elapsed().as_secs_f64();
     let plain = if args.measure_plain {
-        Some(time_plain(&model, args, &input, &sample)?)
+        Some(time_plain(&model, args, &feed)?)
     } else {
         None
     };
@@ -407,22 +489,19 @@ fn reused(p: Pending, table: CalibrationTable) -> CacheReport {
 
 /// Runs the unmodified model over the same batches on the same backend: the baseline the
 /// calibration overhead is measured against. Returns (seconds inside the backend, wall).
-fn time_plain(
-    model: &OnnxModel,
-    args: &CalibrateConfig,
-    input: &str,
-    sample: &[usize],
-) -> Result<(f64, f64)> {
+fn time_plain(model: &OnnxModel, args: &CalibrateConfig, feed: &Feed) -> Result<(f64, f64)> {
+    // The model already has the requested shapes.
     let options = BackendOptions {
         batch: Some(args.batch_size),
+        input_shapes: Default::default(),
         ..args.backend.clone()
     };
     let mut backend = open(model, &options)?;
-    let batches = open_batches(args, input, sample)?;
+    let batches = open_batches(args, feed)?;
     let wall = Instant::now();
     let mut model_s = 0.0;
     for b in batches {
-        model_s += backend.run(&[b?])?.elapsed.as_secs_f64();
+        model_s += backend.run(&b?)?.elapsed.as_secs_f64();
     }
     Ok((model_s, wall.elapsed().as_secs_f64()))
 }

@@ -7,4 +7,5 @@ pub mod collect;
 pub mod histogram;
 pub mod image_batches;
 pub mod job;
+pub mod multi_input;
 pub mod range;

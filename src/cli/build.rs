@@ -139,6 +139,24 @@ fn build_dims(shapes: &ShapeArgs) -> Result<(ShapeRequest, Vec<AxisRange>)> {
     Ok((request, axes))
 }
 
+/// The named-axis sizes INT8 calibration runs at: the build's fixed ones, and each profile
+/// range's opt. (`--input-shape` stays the engine's: calibration sets the batch itself, and a
+/// `-1` batch on a model exported with a fixed one is a build-only rewrite.)
+fn calibration_shapes(fixed: &ShapeRequest, axes: &[AxisRange]) -> ShapeRequest {
+    let opt: Vec<NamedDim> = axes
+        .iter()
+        .map(|a| NamedDim {
+            symbol: a.symbol.clone(),
+            size: a.range.opt,
+        })
+        .collect();
+    ShapeRequest {
+        shapes: vec![],
+        dims: fixed.dims.clone(),
+    }
+    .with_dims(&opt)
+}
+
 /// The build job these flags describe, in the workspace when the model is left out (or lies in
 /// one): its model, input shape, calibration data and preprocessing under the flags given.
 pub fn config(args: &BuildArgs) -> Result<BuildConfig> {
@@ -174,6 +192,7 @@ pub fn config(args: &BuildArgs) -> Result<BuildConfig> {
             src.clone(),
             args.batch_size,
             &[args.algo],
+            calibration_shapes(&input_shapes, &axes),
             ws.as_ref(),
         )?))),
         (None, _) => {

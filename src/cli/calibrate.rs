@@ -4,6 +4,7 @@
 use crate::calibration::job::{calibrate, CalibrateConfig};
 use crate::cli::args::calibration::{AlgoArg, CalibrationArgs};
 use crate::cli::args::output::JsonArgs;
+use crate::cli::args::shapes::ShapeArgs;
 use crate::cli::workspace::for_model;
 use crate::report::calibration::render;
 use crate::report::progress::CalibrationBar;
@@ -19,7 +20,9 @@ pub struct CalibrateArgs {
     /// Calibration data: a folder of JPEG/PNG images (any layout; decoded with the ImageNet
     /// evaluation preprocessing scaled to the model's input), a folder of .npy/.npz files (each
     /// [C,H,W] or [n,C,H,W], preprocessed; an .npz gives the array named after the model input
-    /// or its only one), one such file, or `synthetic:SEED` for N(0,1) inputs.
+    /// or its only one), one such file, or `synthetic:SEED` for N(0,1) inputs. A model with
+    /// several or integer inputs (token ids, masks) takes .npz files with an array per input,
+    /// or `synthetic:SEED` for inputs drawn the way its graph says.
     #[arg(long, value_name = "SRC")]
     pub calib_data: String,
     /// Batch size the model runs at; part of the cache key.
@@ -32,6 +35,9 @@ pub struct CalibrateArgs {
     /// Images, algorithm settings, cache folder, backend and preprocessing.
     #[command(flatten)]
     pub calibration: CalibrationArgs,
+    /// Input shapes and named axes (`--dim seq=128`): calibration runs at fixed sample dims.
+    #[command(flatten)]
+    pub shapes: ShapeArgs,
     /// Also time the plain model (no captured tensors) over the same batches on the same
     /// backend: the baseline the calibration overhead is reported against.
     #[arg(long)]
@@ -49,6 +55,7 @@ pub fn config(args: &CalibrateArgs) -> Result<CalibrateConfig> {
         args.calib_data.clone(),
         args.batch_size,
         &args.algo,
+        args.shapes.one_shape("calibrate")?,
         for_model(Some(&args.model))?.as_ref(),
     )?;
     Ok(CalibrateConfig {

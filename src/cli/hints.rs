@@ -6,7 +6,7 @@ use crate::measure::accuracy::BadPreprocess;
 use crate::measure::compare::{NotComparable, UndeclaredShape, Verdict};
 use crate::measure::latency::{GpuSetting, NeedsGpuBackend};
 use crate::setting::{FixWith, Setting};
-use crate::tensor::UnfixedAxis;
+use crate::tensor::{Dim, UnfixedAxis};
 use crate::trt::precision::RewriteDoesNotLoad;
 
 /// The flag that asks for a GPU-only setting.
@@ -27,7 +27,7 @@ pub fn setting_hint(setting: Setting) -> &'static str {
         Setting::DeviceId => "--device-id",
         Setting::Threads => "--threads 1, or --batch-size at the model's batch",
         Setting::BatchSize => "--batch-size",
-        Setting::InputShape => "give it with --input-shape (or --dim NAME=SIZE for a named axis)",
+        Setting::InputShape => "set it with --input-shape, or --dim NAME=SIZE for a named axis",
         Setting::Labels => "--labels FILE",
         Setting::ClassMap => "--class-map FILE",
         Setting::Crop => "--crop",
@@ -47,6 +47,13 @@ pub fn with_hint(err: anyhow::Error) -> anyhow::Error {
     for cause in err.chain() {
         if let Some(fix) = cause.downcast_ref::<FixWith>() {
             return anyhow::anyhow!("{line} ({})", setting_hint(fix.setting));
+        }
+        if let Some(UnfixedAxis {
+            dim: Dim::Symbol(symbol),
+            ..
+        }) = cause.downcast_ref::<UnfixedAxis>()
+        {
+            return anyhow::anyhow!("{line}; give it with --dim {symbol}=SIZE or --input-shape");
         }
         if cause.is::<UnfixedAxis>() || cause.is::<UndeclaredShape>() {
             return anyhow::anyhow!("{line}; give it with --input-shape");
@@ -91,7 +98,7 @@ mod tests {
         .into();
         let hinted = with_hint(e.context("m.onnx"));
         assert!(
-            format!("{hinted:#}").ends_with("give it with --input-shape"),
+            format!("{hinted:#}").ends_with("give it with --dim width=SIZE or --input-shape"),
             "{hinted:#}"
         );
         let e: anyhow::Error = NeedsGpuBackend {

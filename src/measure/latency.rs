@@ -15,7 +15,7 @@ use crate::cuda::harness::{self, Amount, HarnessOptions, MemoryReport};
 use crate::data::synthetic::{apply_int_inputs, timing_inputs, TIMING_SEED};
 use crate::metrics::latency::{throughput, IterationSpans, SpanStats};
 use crate::onnx::input_roles::int_input_roles;
-use crate::onnx::shape::{dim_points, NamedDim};
+use crate::onnx::shape::{dim_points, DimSweep, NamedDim};
 use crate::onnx::OnnxModel;
 use crate::setting::{fix_with, Setting};
 use crate::tensor::IntInput;
@@ -35,7 +35,7 @@ pub struct RunConfig {
     /// The backend that runs an ONNX model (its batch is set per batch size).
     pub backend: BackendOptions,
     /// Named axes to sweep (`seq` → 64, 128, …): every batch size runs at every combination.
-    pub dim_sweep: Vec<(String, Vec<i64>)>,
+    pub dim_sweep: DimSweep,
     /// Warm-up, measured amount, transfers, CUDA graphs and streams.
     pub harness: HarnessOptions,
     /// Whether any setting that only GPU backends honour was asked for explicitly (a device id,

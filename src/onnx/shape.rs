@@ -194,6 +194,9 @@ pub fn parse_dim_ranges(tokens: &[String]) -> Result<Vec<DimRange>> {
     Ok(out)
 }
 
+/// Named axes to sweep, each with its sizes in order (`seq` → 64, 128, 256).
+pub type DimSweep = Vec<(String, Vec<i64>)>;
+
 /// Every combination of one size per axis, in order (the first axis varies slowest); one empty
 /// combination when there are no axes.
 pub fn dim_points(dims: &[(String, Vec<i64>)]) -> Vec<Vec<NamedDim>> {

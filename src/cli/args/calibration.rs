@@ -2,12 +2,14 @@
 //! range algorithm settings, the cache folder, the backend and the preprocessing. The data
 //! source, the batch size and the algorithm list differ per command and stay there.
 
+use crate::backend::select::BackendOptions;
 use crate::calibration::job::CalibrateConfig;
 use crate::calibration::range::Algorithm;
 use crate::cli::args::backend::BackendArgs;
 use crate::cli::args::preprocess::PreprocessArgs;
 use crate::cli::args::samples::positive_samples;
 use crate::cli::UsageError;
+use crate::onnx::shape::ShapeRequest;
 use crate::workspace::{preprocess_in, Workspace, CALIBRATION_DIR};
 use anyhow::Result;
 use clap::{Args, ValueEnum};
@@ -56,6 +58,7 @@ impl CalibrationArgs {
         calib_data: String,
         batch_size: usize,
         algo: &[AlgoArg],
+        shapes: ShapeRequest,
         workspace: Option<&Workspace>,
     ) -> Result<CalibrateConfig> {
         if batch_size == 0 {
@@ -74,7 +77,10 @@ impl CalibrationArgs {
                 .or_else(|| workspace.map(Workspace::calibration))
                 .unwrap_or_else(|| PathBuf::from(CALIBRATION_DIR)),
             measure_plain: false,
-            backend: self.backend.options(Some(batch_size)),
+            backend: BackendOptions {
+                input_shapes: shapes,
+                ..self.backend.options(Some(batch_size))
+            },
             preprocess: preprocess_in(workspace, self.preprocess.request()?),
         })
     }

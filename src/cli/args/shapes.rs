@@ -5,7 +5,8 @@
 
 use crate::cli::UsageError;
 use crate::onnx::shape::{
-    parse_dim_ranges, parse_input_shapes, DimRange, DimValues, InputShape, NamedDim, ShapeRequest,
+    parse_dim_ranges, parse_input_shapes, DimRange, DimSweep, DimValues, InputShape, NamedDim,
+    ShapeRequest,
 };
 use clap::Args;
 
@@ -53,7 +54,7 @@ impl ShapeArgs {
     }
 
     /// For a command that sweeps: the input shapes, and each named axis with its sizes.
-    pub fn sweep(&self) -> anyhow::Result<(ShapeRequest, Vec<(String, Vec<i64>)>)> {
+    pub fn sweep(&self) -> anyhow::Result<(ShapeRequest, DimSweep)> {
         let mut sweep = vec![];
         for d in self.dims()? {
             match d.values {

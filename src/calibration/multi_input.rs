@@ -1,0 +1,340 @@
+//! Calibration batches for models with several inputs or integer inputs (token models: ids and
+//! attention masks): every batch holds one tensor per model input.
+//!
+//! Two sources: `.npz` files whose arrays are named after the inputs (a folder of them, in name
+//! order, or one file), each array one sample or a stack `[n, …]`; or generated data
+//! (`synthetic:SEED`), where integer inputs take the values the graph says (token ids inside
+//! the embedding table, masks of ones then padding zeros, zeros for segment ids) and float
+//! inputs a standard normal.
+
+use super::batches::{usable, CalibrationBatches};
+use crate::data::batch::{concat, slice_padded};
+use crate::data::npz;
+use crate::data::synthetic::{apply_int_inputs, InputDistribution, RandomInputs};
+use crate::tensor::{HostTensor, IntInput, IoSpec};
+use anyhow::{bail, Context, Result};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Where the batches come from.
+enum Source {
+    /// Every input's samples, joined along axis 0, cut into batches as they are asked for.
+    Arrays(Vec<HostTensor>),
+    /// Drawn per batch from `seed`.
+    Generated {
+        seed: u64,
+        roles: BTreeMap<String, IntInput>,
+    },
+}
+
+/// Batches holding every input of a model.
+pub struct MultiInputBatches {
+    specs: Vec<IoSpec>,
+    source: Source,
+    batch: usize,
+    batches: usize,
+    done: usize,
+    fingerprint: String,
+    preprocessing: String,
+}
+
+/// How the values of each input are made, as people read it.
+fn describe_roles(specs: &[IoSpec], roles: &BTreeMap<String, IntInput>) -> String {
+    let parts: Vec<String> = specs
+        .iter()
+        .map(|s| match roles.get(&s.name) {
+            Some(role) => format!("{}: {role}", s.name),
+            None if s.elem_type.is_float() => format!("{}: standard normal", s.name),
+            None => format!("{}: uniform 0 or 1", s.name),
+        })
+        .collect();
+    parts.join("; ")
+}
+
+impl MultiInputBatches {
+    /// Generated batches for `specs` (sample dims fixed, axis 0 the batch): `samples` samples in
+    /// whole batches, integer inputs following `roles`.
+    pub fn generated(
+        specs: &[IoSpec],
+        roles: BTreeMap<String, IntInput>,
+        batch: usize,
+        samples: usize,
+        seed: u64,
+    ) -> Result<Self> {
+        let used = usable(
+            &format!("synthetic data (seed {seed})"),
+            samples,
+            None,
+            batch,
+        )?;
+        let shapes: Vec<String> = specs
+            .iter()
+            .map(|s| format!("{}{:?}", s.name, s.concrete_shape(1).unwrap_or_default()))
+            .collect();
+        let preprocessing = format!("generated: {}", describe_roles(specs, &roles));
+        Ok(MultiInputBatches {
+            specs: specs.to_vec(),
+            fingerprint: format!(
+                "synthetic seed={seed} samples={used} inputs={}",
+                shapes.join(",")
+            ),
+            preprocessing,
+            source: Source::Generated { seed, roles },
+            batch,
+            batches: used / batch,
+            done: 0,
+        })
+    }
+
+    /// Batches from `.npz` files at `path` (a folder of them or one file): each file holds an
+    /// array per input, named after it, of that input's type and sample dims.
+    pub fn arrays(
+        path: &Path,
+        specs: &[IoSpec],
+        batch: usize,
+        limit: Option<usize>,
+    ) -> Result<Self> {
+        let shown = path.display().to_string();
+        let files: Vec<PathBuf> = if path.is_dir() {
+            let mut f: Vec<PathBuf> = std::fs::read_dir(path)
+                .with_context(|| format!("{shown}: cannot list the folder"))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|e| e == "npz"))
+                .collect();
+            f.sort();
+            if f.is_empty() {
+                bail!("{shown}: no .npz files in the folder (a model with several or integer inputs calibrates from .npz files holding an array per input)");
+            }
+            f
+        } else if path.is_file() {
+            vec![path.to_path_buf()]
+        } else {
+            bail!("{shown}: no such file or folder");
+        };
+        let mut hasher = Sha256::new();
+        let mut parts: Vec<Vec<HostTensor>> = vec![vec![]; specs.len()];
+        for f in &files {
+            let bytes =
+                std::fs::read(f).with_context(|| format!("{}: cannot read", f.display()))?;
+            hasher.update(f.file_name().unwrap_or_default().as_encoded_bytes());
+            hasher.update(&bytes);
+            let mut arrays = npz::load_bytes(f, &bytes)?;
+            let mut samples = None;
+            for (spec, part) in specs.iter().zip(parts.iter_mut()) {
+                let array = take_array(f, &mut arrays, spec)?;
+                let n = array.shape[0];
+                if samples.is_some_and(|m| m != n) {
+                    bail!(
+                        "{}: array '{}' holds {n} samples, the arrays before it {}",
+                        f.display(),
+                        spec.name,
+                        samples.unwrap_or_default()
+                    );
+                }
+                samples = Some(n);
+                part.push(array);
+            }
+        }
+        let joined: Vec<HostTensor> = parts.into_iter().map(concat).collect::<Result<_>>()?;
+        let available = joined.first().map_or(0, |t| t.shape[0]);
+        let used = usable(&shown, available, limit, batch)?;
+        if let Some(k) = limit {
+            hasher.update(format!("first {k}").as_bytes());
+        }
+        Ok(MultiInputBatches {
+            specs: specs.to_vec(),
+            source: Source::Arrays(joined),
+            batch,
+            batches: used / batch,
+            done: 0,
+            fingerprint: format!("{:x}", hasher.finalize()),
+            preprocessing: "none (numpy arrays fed as stored, one per input)".into(),
+        })
+    }
+}
+
+/// The array of `arrays` named after `spec`, checked against its type and sample dims, as a
+/// stack `[n, …]`.
+fn take_array(file: &Path, arrays: &mut Vec<HostTensor>, spec: &IoSpec) -> Result<HostTensor> {
+    let shown = file.display();
+    let Some(at) = arrays.iter().position(|a| a.name == spec.name) else {
+        let names: Vec<&str> = arrays.iter().map(|a| a.name.as_str()).collect();
+        bail!(
+            "{shown}: no array named '{}' (the file holds {}; the model's inputs each need one)",
+            spec.name,
+            names.join(", ")
+        );
+    };
+    let mut a = arrays.swap_remove(at);
+    if a.elem_type() != spec.elem_type {
+        bail!(
+            "{shown}: array '{}' is {}, the model input is {}",
+            spec.name,
+            a.elem_type(),
+            spec.elem_type
+        );
+    }
+    let sample = spec.concrete_shape(1)?[1..].to_vec();
+    if a.shape == sample {
+        a.shape.insert(0, 1);
+    } else if a.shape.len() != sample.len() + 1 || a.shape[1..] != sample[..] {
+        bail!(
+            "{shown}: array '{}' has shape {:?}; the model input takes samples {:?} (one, or a stack [n, ...])",
+            spec.name,
+            a.shape,
+            sample
+        );
+    }
+    Ok(a)
+}
+
+impl Iterator for MultiInputBatches {
+    type Item = Result<Vec<HostTensor>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done == self.batches {
+            return None;
+        }
+        let i = self.done;
+        self.done += 1;
+        Some(match &self.source {
+            Source::Arrays(all) => all
+                .iter()
+                .map(|t| slice_padded(t, i * self.batch, self.batch))
+                .collect(),
+            Source::Generated { seed, roles } => {
+                let seed = seed.wrapping_add(i as u64 * 7919);
+                RandomInputs {
+                    dist: InputDistribution::Normal {
+                        mean: 0.0,
+                        std: 1.0,
+                    },
+                    seed,
+                }
+                .generate(&self.specs, self.batch)
+                .and_then(|mut tensors| {
+                    apply_int_inputs(&mut tensors, roles, seed)?;
+                    Ok(tensors)
+                })
+            }
+        })
+    }
+}
+
+impl CalibrationBatches for MultiInputBatches {
+    fn batch_count(&self) -> usize {
+        self.batches
+    }
+    fn image_count(&self) -> usize {
+        self.batches * self.batch
+    }
+    fn fingerprint(&self) -> String {
+        self.fingerprint.clone()
+    }
+    fn preprocessing(&self) -> String {
+        self.preprocessing.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tensor::{Dim, ElemType, TensorData};
+
+    fn specs() -> Vec<IoSpec> {
+        ["input_ids", "attention_mask"]
+            .iter()
+            .map(|n| IoSpec {
+                name: n.to_string(),
+                elem_type: ElemType::I64,
+                dims: vec![Dim::Symbol("batch".into()), Dim::Fixed(6)],
+            })
+            .collect()
+    }
+
+    #[test]
+    fn generated_batches_follow_the_roles_and_the_seed() {
+        let roles = BTreeMap::from([
+            (
+                "input_ids".to_string(),
+                IntInput::Range { low: 0, high: 30 },
+            ),
+            ("attention_mask".to_string(), IntInput::Mask),
+        ]);
+        let all = |seed| -> Vec<Vec<HostTensor>> {
+            MultiInputBatches::generated(&specs(), roles.clone(), 4, 10, seed)
+                .unwrap()
+                .map(Result::unwrap)
+                .collect()
+        };
+        let a = all(3);
+        assert_eq!(a.len(), 2, "10 samples make two whole batches of 4");
+        assert_eq!(a, all(3));
+        assert_ne!(a, all(4));
+        let TensorData::I64(ids) = &a[0][0].data else {
+            panic!("int64 expected")
+        };
+        assert!(ids.iter().all(|v| (0..30).contains(v)));
+        assert!(ids.iter().collect::<std::collections::HashSet<_>>().len() > 2);
+        let TensorData::I64(mask) = &a[1][1].data else {
+            panic!("int64 expected")
+        };
+        for row in mask.chunks(6) {
+            let ones = row.iter().take_while(|&&v| v == 1).count();
+            assert!(ones >= 3 && row[ones..].iter().all(|&v| v == 0), "{row:?}");
+        }
+        let b = MultiInputBatches::generated(&specs(), roles, 4, 10, 3).unwrap();
+        assert!(b.preprocessing().contains("input_ids: integers in [0, 30)"));
+    }
+
+    #[test]
+    fn npz_arrays_are_joined_across_files_and_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let tensor = |name: &str, n: usize, v: i64| {
+            HostTensor::new(name, vec![n, 6], TensorData::I64(vec![v; n * 6])).unwrap()
+        };
+        for (file, n, v) in [("a.npz", 3, 1), ("b.npz", 5, 2)] {
+            npz::save(
+                &dir.path().join(file),
+                &[tensor("attention_mask", n, 1), tensor("input_ids", n, v)],
+            )
+            .unwrap();
+        }
+        let b = MultiInputBatches::arrays(dir.path(), &specs(), 4, None).unwrap();
+        assert_eq!(b.batch_count(), 2);
+        let batches: Vec<Vec<HostTensor>> = b.map(Result::unwrap).collect();
+        assert_eq!(batches[0][0].name, "input_ids");
+        assert_eq!(batches[0][0].shape, vec![4, 6]);
+        let TensorData::I64(ids) = &batches[0][0].data else {
+            panic!("int64 expected")
+        };
+        assert_eq!(ids[..18], [1; 18]);
+        assert_eq!(ids[18..], [2; 6]);
+        // An input without its array, or an array of another type, names the file.
+        npz::save(&dir.path().join("c.npz"), &[tensor("input_ids", 2, 0)]).unwrap();
+        let err = format!(
+            "{:#}",
+            MultiInputBatches::arrays(dir.path(), &specs(), 4, None)
+                .err()
+                .unwrap()
+        );
+        assert!(
+            err.contains("c.npz: no array named 'attention_mask'"),
+            "{err}"
+        );
+        let f32_ids = HostTensor::new("input_ids", vec![2, 6], TensorData::F32(vec![0.0; 12]));
+        npz::save(
+            &dir.path().join("c.npz"),
+            &[tensor("attention_mask", 2, 1), f32_ids.unwrap()],
+        )
+        .unwrap();
+        let err = format!(
+            "{:#}",
+            MultiInputBatches::arrays(dir.path(), &specs(), 4, None)
+                .err()
+                .unwrap()
+        );
+        assert!(err.contains("c.npz: array 'input_ids' is float32"), "{err}");
+    }
+}
