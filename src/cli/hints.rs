@@ -5,6 +5,7 @@ use crate::cli::UsageError;
 use crate::measure::accuracy::BadPreprocess;
 use crate::measure::compare::{NotComparable, UndeclaredShape, Verdict};
 use crate::measure::latency::{GpuSetting, NeedsGpuBackend};
+use crate::onnx::shape::NamedAxisError;
 use crate::setting::{FixWith, Setting};
 use crate::tensor::{Dim, UnfixedAxis};
 use crate::trt::precision::RewriteDoesNotLoad;
@@ -47,6 +48,9 @@ pub fn with_hint(err: anyhow::Error) -> anyhow::Error {
     for cause in err.chain() {
         if let Some(fix) = cause.downcast_ref::<FixWith>() {
             return anyhow::anyhow!("{line} ({})", setting_hint(fix.setting));
+        }
+        if let Some(NamedAxisError::Batch { .. }) = cause.downcast_ref::<NamedAxisError>() {
+            return anyhow::anyhow!("{line} (use --batch-size)");
         }
         if let Some(UnfixedAxis {
             dim: Dim::Symbol(symbol),

@@ -11,7 +11,6 @@
 use super::model::OnnxModel;
 use super::rewrite::pass::{Pass, PassReport};
 use super::tensor_info::{set_dims, TensorInfo};
-use crate::setting::{fix_with, Setting};
 use crate::tensor::{format_dims, Dim};
 use anyhow::{bail, Context, Result};
 use std::fmt;
@@ -266,6 +265,26 @@ pub fn input_symbols(model: &OnnxModel) -> Vec<String> {
     out
 }
 
+/// A size given to a named axis that the model's inputs do not have, or that is their batch
+/// axis.
+#[derive(Debug, thiserror::Error)]
+pub enum NamedAxisError {
+    /// No input has the axis.
+    #[error("no input has an axis named '{symbol}' ({known})")]
+    Unknown {
+        /// The name asked for.
+        symbol: String,
+        /// The names the inputs have, as a phrase.
+        known: String,
+    },
+    /// The axis is axis 0, whose size is the batch size.
+    #[error("axis '{symbol}' is the batch axis; its size is the batch size")]
+    Batch {
+        /// The name asked for.
+        symbol: String,
+    },
+}
+
 /// Checks that each named axis is a non-batch axis of some input; the error lists the names
 /// the model has.
 pub fn check_named_axes<'a>(
@@ -286,23 +305,21 @@ pub fn check_named_axes<'a>(
             .collect();
         if axes.is_empty() {
             let known = input_symbols(model);
-            return Err(fix_with(
-                Setting::InputShape,
-                format!(
-                    "no input has an axis named '{symbol}' ({})",
-                    if known.is_empty() {
-                        "the inputs have no named axes".to_string()
-                    } else {
-                        format!("named axes: {}", known.join(", "))
-                    }
-                ),
-            ));
+            return Err(NamedAxisError::Unknown {
+                symbol: symbol.to_string(),
+                known: if known.is_empty() {
+                    "the inputs have no named axes".to_string()
+                } else {
+                    format!("named axes: {}", known.join(", "))
+                },
+            }
+            .into());
         }
         if axes.contains(&0) {
-            return Err(fix_with(
-                Setting::BatchSize,
-                format!("axis '{symbol}' is the batch axis; its size is the batch size"),
-            ));
+            return Err(NamedAxisError::Batch {
+                symbol: symbol.to_string(),
+            }
+            .into());
         }
     }
     Ok(())
