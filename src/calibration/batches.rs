@@ -89,6 +89,32 @@ fn is_array_file(p: &Path) -> bool {
     p.extension().is_some_and(|e| e == "npy" || e == "npz")
 }
 
+/// The files a source path names: the files of a folder that `wanted` keeps, in name order
+/// (none is an error saying `none_found`), or the one file it is.
+pub(crate) fn source_files(
+    path: &Path,
+    wanted: fn(&Path) -> bool,
+    none_found: &str,
+) -> Result<Vec<PathBuf>> {
+    let shown = path.display();
+    if path.is_dir() {
+        let mut f: Vec<PathBuf> = std::fs::read_dir(path)
+            .with_context(|| format!("{shown}: cannot list the folder"))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| wanted(p))
+            .collect();
+        f.sort();
+        if f.is_empty() {
+            bail!("{shown}: {none_found}");
+        }
+        Ok(f)
+    } else if path.is_file() {
+        Ok(vec![path.to_path_buf()])
+    } else {
+        bail!("{shown}: no such file or folder");
+    }
+}
+
 /// Reads a numpy file's bytes, naming the file when it cannot.
 fn read_file(path: &Path) -> Result<Vec<u8>> {
     std::fs::read(path).with_context(|| format!("{}: cannot read", path.display()))
@@ -133,22 +159,7 @@ impl ArrayBatches {
         limit: Option<usize>,
     ) -> Result<Self> {
         let shown = path.display().to_string();
-        let files: Vec<PathBuf> = if path.is_dir() {
-            let mut f: Vec<PathBuf> = std::fs::read_dir(path)
-                .with_context(|| format!("{shown}: cannot list the folder"))?
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| is_array_file(p))
-                .collect();
-            f.sort();
-            if f.is_empty() {
-                bail!("{shown}: no .npy or .npz files in the folder");
-            }
-            f
-        } else if path.is_file() {
-            vec![path.to_path_buf()]
-        } else {
-            bail!("{shown}: no such file or folder");
-        };
+        let files = source_files(path, is_array_file, "no .npy or .npz files in the folder")?;
         let mut available = 0usize;
         let mut hasher = Sha256::new();
         for f in &files {

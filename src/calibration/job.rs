@@ -387,7 +387,7 @@ pub fn calibrate(args: &CalibrateConfig, progress: &dyn BatchProgress) -> Result
     let search_s = t_search.elapsed().as_secs_f64();
     let total_s = total.elapsed().as_secs_f64();
     let plain = if args.measure_plain {
-        Some(time_plain(&model, args, &feed)?)
+        Some(time_plain(&model, args, &feed, &options)?)
     } else {
         None
     };
@@ -487,16 +487,16 @@ fn reused(p: Pending, table: CalibrationTable) -> CacheReport {
     }
 }
 
-/// Runs the unmodified model over the same batches on the same backend: the baseline the
-/// calibration overhead is measured against. Returns (seconds inside the backend, wall).
-fn time_plain(model: &OnnxModel, args: &CalibrateConfig, feed: &Feed) -> Result<(f64, f64)> {
-    // The model already has the requested shapes.
-    let options = BackendOptions {
-        batch: Some(args.batch_size),
-        input_shapes: Default::default(),
-        ..args.backend.clone()
-    };
-    let mut backend = open(model, &options)?;
+/// Runs the unmodified model over the same batches on the same backend (`options`, those the
+/// calibration ran with): the baseline its overhead is measured against. Returns (seconds
+/// inside the backend, wall).
+fn time_plain(
+    model: &OnnxModel,
+    args: &CalibrateConfig,
+    feed: &Feed,
+    options: &BackendOptions,
+) -> Result<(f64, f64)> {
+    let mut backend = open(model, options)?;
     let batches = open_batches(args, feed)?;
     let wall = Instant::now();
     let mut model_s = 0.0;

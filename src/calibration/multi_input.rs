@@ -7,7 +7,7 @@
 //! the embedding table, masks of ones then padding zeros, zeros for segment ids) and float
 //! inputs a standard normal.
 
-use super::batches::{usable, CalibrationBatches};
+use super::batches::{source_files, usable, CalibrationBatches};
 use crate::data::batch::{concat, slice_padded};
 use crate::data::npz;
 use crate::data::synthetic::{apply_int_inputs, InputDistribution, RandomInputs};
@@ -15,7 +15,7 @@ use crate::tensor::{HostTensor, IntInput, IoSpec};
 use anyhow::{bail, Context, Result};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Where the batches come from.
 enum Source {
@@ -96,22 +96,11 @@ impl MultiInputBatches {
         limit: Option<usize>,
     ) -> Result<Self> {
         let shown = path.display().to_string();
-        let files: Vec<PathBuf> = if path.is_dir() {
-            let mut f: Vec<PathBuf> = std::fs::read_dir(path)
-                .with_context(|| format!("{shown}: cannot list the folder"))?
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|e| e == "npz"))
-                .collect();
-            f.sort();
-            if f.is_empty() {
-                bail!("{shown}: no .npz files in the folder (a model with several or integer inputs calibrates from .npz files holding an array per input)");
-            }
-            f
-        } else if path.is_file() {
-            vec![path.to_path_buf()]
-        } else {
-            bail!("{shown}: no such file or folder");
-        };
+        let files = source_files(
+            path,
+            |p| p.extension().is_some_and(|e| e == "npz"),
+            "no .npz files in the folder (a model with several or integer inputs calibrates from .npz files holding an array per input)",
+        )?;
         let mut hasher = Sha256::new();
         let mut parts: Vec<Vec<HostTensor>> = vec![vec![]; specs.len()];
         for f in &files {

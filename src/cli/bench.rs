@@ -10,7 +10,7 @@ use crate::bench::record::CellRecord;
 use crate::bench::target::Target;
 use crate::cli::args::output::JsonArgs;
 use crate::cli::args::preprocess::PreprocessArgs;
-use crate::cli::UsageError;
+use crate::cli::{usage, UsageError};
 use crate::data::preprocess::PreprocessRequest;
 use crate::report::bench_run::{cell_line, render};
 use crate::report::progress::Bar;
@@ -150,7 +150,6 @@ impl BenchArgs {
 
 /// The checked plan: the plan file (if any) under the flags.
 pub fn plan(args: &BenchArgs) -> Result<Plan> {
-    let usage = |e: anyhow::Error| anyhow::Error::from(UsageError(format!("{e:#}")));
     let base = match &args.plan {
         Some(p) => PlanFile::load(p).map_err(usage)?,
         None => PlanFile::default(),

@@ -6,7 +6,7 @@ use crate::cli::args::output::JsonArgs;
 use crate::cli::args::shapes::ShapeArgs;
 use crate::cli::quantize::keep_fp32_list;
 use crate::cli::workspace::{for_model, required};
-use crate::cli::UsageError;
+use crate::cli::{usage, UsageError};
 use crate::onnx::rewrite::fp16::Fp16Options;
 use crate::onnx::shape::{DimValues, NamedDim, ShapeRequest};
 use crate::report::build::render;
@@ -106,10 +106,6 @@ pub struct BuildArgs {
     /// Output format.
     #[command(flatten)]
     pub format: JsonArgs,
-}
-
-fn usage(e: anyhow::Error) -> anyhow::Error {
-    UsageError(format!("{e:#}")).into()
 }
 
 /// The shapes a build fixes, and the named axes it makes profile ranges of: `--dim seq=128`

@@ -73,6 +73,11 @@ pub enum Command {
 #[error("{0}")]
 pub struct UsageError(pub String);
 
+/// `e`, whole chain on one line, as a usage error: for library checks of flag values.
+pub fn usage(e: anyhow::Error) -> anyhow::Error {
+    UsageError(format!("{e:#}")).into()
+}
+
 /// Sets up logging on stderr: warnings by default, more with `-v`, errors only with `-q`.
 pub fn init_logging(verbose: u8, quiet: bool) {
     let level = match (quiet, verbose) {

@@ -15,7 +15,7 @@ use crate::cuda::harness::{self, Amount, HarnessOptions, MemoryReport};
 use crate::data::synthetic::{apply_int_inputs, timing_inputs, TIMING_SEED};
 use crate::metrics::latency::{throughput, IterationSpans, SpanStats};
 use crate::onnx::input_roles::int_input_roles;
-use crate::onnx::shape::{dim_points, DimSweep, NamedDim};
+use crate::onnx::shape::{dim_points, DimSweep};
 use crate::onnx::OnnxModel;
 use crate::setting::{fix_with, Setting};
 use crate::tensor::IntInput;
@@ -148,7 +148,7 @@ pub fn measure_latency(config: &RunConfig, progress: &dyn Progress) -> Result<Ru
     {
         let dims: BTreeMap<String, i64> =
             point.iter().map(|d| (d.symbol.clone(), d.size)).collect();
-        let at = describe_point(batch, point);
+        let at = point_label(batch, &dims);
         let mut opened;
         let backend: &mut Box<dyn Backend> = if is_engine {
             match &mut engine {
@@ -237,12 +237,13 @@ pub fn measure_latency(config: &RunConfig, progress: &dyn Progress) -> Result<Ru
     })
 }
 
-/// `batch 1`, or `batch 1, seq 128` with swept axes: how errors and progress name a point.
-fn describe_point(batch: usize, point: &[NamedDim]) -> String {
+/// `batch 1`, or `batch 1 seq 128` with swept axes: how reports, errors and progress name a
+/// measured point.
+pub fn point_label(batch: usize, dims: &BTreeMap<String, i64>) -> String {
     std::iter::once(format!("batch {batch}"))
-        .chain(point.iter().map(|d| format!("{} {}", d.symbol, d.size)))
+        .chain(dims.iter().map(|(n, v)| format!("{n} {v}")))
         .collect::<Vec<_>>()
-        .join(", ")
+        .join(" ")
 }
 
 /// Times a backend that runs host tensors on the wall clock: warm-up, then the measured

@@ -137,16 +137,6 @@ pub struct DimRange {
     pub values: DimValues,
 }
 
-impl DimRange {
-    /// The sizes to run at, one per value; `None` for a min:opt:max range.
-    pub fn sizes(&self) -> Option<&[i64]> {
-        match &self.values {
-            DimValues::Sizes(v) => Some(v),
-            DimValues::Range { .. } => None,
-        }
-    }
-}
-
 fn parse_size(token: &str) -> Result<i64> {
     match token.trim().parse::<i64>() {
         Ok(n) if n > 0 => Ok(n),

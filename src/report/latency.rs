@@ -2,7 +2,7 @@
 //! terminal or markdown, and the per-iteration export as CSV or JSON.
 
 use crate::atomic_file::write_atomic;
-use crate::measure::latency::{BatchResult, RunReport};
+use crate::measure::latency::{point_label, BatchResult, RunReport};
 use crate::metrics::latency::{IterationSpans, Stats};
 use crate::report::format::{bytes, json};
 use crate::report::table::Table;
@@ -26,14 +26,6 @@ fn dim_names(results: &[BatchResult]) -> Vec<String> {
         }
     }
     names
-}
-
-/// `batch 1` or `batch 1 seq 128`: how a result is named outside the table.
-fn point(b: &BatchResult) -> String {
-    std::iter::once(format!("batch {}", b.batch))
-        .chain(b.dims.iter().map(|(n, v)| format!("{n} {v}")))
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 /// The terminal (or markdown) rendering: one row per batch size (and swept axis size, one
@@ -100,7 +92,13 @@ pub fn render(r: &RunReport, markdown: bool) -> String {
     let firsts: Vec<String> = r
         .results
         .iter()
-        .map(|b| format!("{} {:.3} ms", point(b), b.first_iteration_ms))
+        .map(|b| {
+            format!(
+                "{} {:.3} ms",
+                point_label(b.batch, &b.dims),
+                b.first_iteration_ms
+            )
+        })
         .collect();
     out += &format!(
         "first iteration (run on its own before the warm-up, left out of the statistics): {}\n",
@@ -110,7 +108,7 @@ pub fn render(r: &RunReport, markdown: bool) -> String {
         if let Some(m) = &b.memory {
             out += &format!(
                 "{}: GPU memory used {} before setup, {} after, peak {} ({})\n",
-                point(b),
+                point_label(b.batch, &b.dims),
                 bytes(m.before_setup.used()),
                 bytes(m.after_setup.used()),
                 bytes(m.peak_used),

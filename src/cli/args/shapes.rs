@@ -3,7 +3,7 @@
 //! what it can use: one size per axis (`compare`, `calibrate`), a list to sweep (`run`,
 //! `bench`) or a profile range (`build`).
 
-use crate::cli::UsageError;
+use crate::cli::{usage, UsageError};
 use crate::onnx::shape::{
     parse_dim_ranges, parse_input_shapes, DimRange, DimSweep, DimValues, InputShape, NamedDim,
     ShapeRequest,
@@ -23,10 +23,6 @@ pub struct ShapeArgs {
     /// (`seq=16:128:512`, min:opt:max). Repeatable, one axis each.
     #[arg(long = "dim", value_name = "NAME=SIZE")]
     pub dim: Vec<String>,
-}
-
-fn usage(e: anyhow::Error) -> anyhow::Error {
-    UsageError(format!("{e:#}")).into()
 }
 
 impl ShapeArgs {
