@@ -348,6 +348,9 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
     model = shaped;
     // `-1 3 224 224` on a model that is already dynamic in batch changes nothing: the
     // file's own bytes go to TensorRT then, without serializing the model again.
+    let reshaped = reports
+        .iter()
+        .any(|r| matches!(r, PassReport::InputShapes { changed } if !changed.is_empty()));
     let mut changed = reports.iter().any(|r| match r {
         PassReport::FixBatch { .. } => true,
         PassReport::InputShapes { changed } => !changed.is_empty(),
@@ -398,7 +401,7 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
     let path = config
         .output
         .clone()
-        .unwrap_or_else(|| engine_path(&config.engine_dir, &stem, &key));
+        .unwrap_or_else(|| engine_path(&config.engine_dir, &stem, &key, reshaped));
     let sidecar = super::engine_file::sidecar_path(&path);
     let mut report = BuildReport {
         model: shown.clone(),

@@ -170,13 +170,19 @@ pub struct EngineSidecar {
     pub facts: EngineFacts,
 }
 
-/// The default path of an engine: `DIR/<stem>-<hash8>-<precision>-<shapes>.engine`.
-pub fn engine_path(dir: &Path, model_stem: &str, key: &EngineKey) -> PathBuf {
+/// The default path of an engine: `DIR/<stem>-<hash8>-<precision>-<shapes>.engine`. When the
+/// build set input dims the file leaves open or declares otherwise (`reshaped`: `--dim seq=64`,
+/// `--input-shape -1x3x320x320`), the batch-range tag alone would name engines of other shapes
+/// alike, so a hash of the whole profile follows it (`b1_8_8-p1a2b3c4d`).
+pub fn engine_path(dir: &Path, model_stem: &str, key: &EngineKey, reshaped: bool) -> PathBuf {
+    let mut shapes = key.profile.file_tag();
+    if reshaped && shapes.starts_with('b') {
+        shapes = format!("{shapes}-{}", key.profile.hash_tag());
+    }
     dir.join(format!(
-        "{model_stem}-{}-{}-{}.engine",
+        "{model_stem}-{}-{}-{shapes}.engine",
         key.model_hash8(),
         key.precision,
-        key.profile.file_tag()
     ))
 }
 
@@ -338,10 +344,25 @@ mod tests {
 
     #[test]
     fn names_carry_model_precision_and_shapes() {
-        let p = engine_path(Path::new("engines"), "resnet50", &key());
+        let p = engine_path(Path::new("engines"), "resnet50", &key(), false);
         assert_eq!(
             p,
             Path::new("engines/resnet50-d36510bb-fp16-b1_8_16.engine")
+        );
+        let reshaped = engine_path(Path::new("engines"), "resnet50", &key(), true);
+        let name = reshaped.file_name().unwrap().to_string_lossy();
+        assert!(
+            name.starts_with("resnet50-d36510bb-fp16-b1_8_16-p"),
+            "{name}"
+        );
+        let mut other = key();
+        other.profile.inputs[0].min[1] = 4;
+        other.profile.inputs[0].opt[1] = 4;
+        other.profile.inputs[0].max[1] = 4;
+        assert_ne!(
+            reshaped,
+            engine_path(Path::new("engines"), "resnet50", &other, true),
+            "two shapes at one batch range are two files"
         );
         assert_eq!(
             sidecar_path(&p),

@@ -209,11 +209,14 @@ impl ShapeProfile {
         match self.batch_range() {
             Some(r) if r.min == r.max => format!("b{}", r.min),
             Some(r) => format!("b{}_{}_{}", r.min, r.opt, r.max),
-            None => {
-                let text = serde_json::to_string(self).unwrap_or_default();
-                format!("p{}", &crate::onnx::model::sha256_hex(text.as_bytes())[..8])
-            }
+            None => self.hash_tag(),
         }
+    }
+
+    /// `p` and the first 8 hex digits of the SHA-256 of the whole profile.
+    pub fn hash_tag(&self) -> String {
+        let text = serde_json::to_string(self).unwrap_or_default();
+        format!("p{}", &crate::onnx::model::sha256_hex(text.as_bytes())[..8])
     }
 
     /// One line per input: `input  1×3×224×224 … 64×3×224×224 (opt 32×3×224×224)`.
