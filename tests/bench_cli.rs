@@ -452,3 +452,162 @@ fn a_dataset_gives_every_cell_its_top_k() {
     let md = String::from_utf8_lossy(&md.stdout);
     assert!(md.contains("top-1 %") && md.contains("top-5 %"), "{md}");
 }
+
+/// A token model's sequence axis is a matrix axis: `--dim seq=16,64` makes a cell per length
+/// (the image classifier beside it keeps one per batch), the INT8 cells of both lengths share
+/// one calibration, each cell's comparison runs at its length, the report has a column per
+/// length, and TensorRT gets one engine per length.
+#[test]
+fn a_sequence_axis_makes_a_cell_and_a_column_per_length() {
+    let dir = tempfile::tempdir().unwrap();
+    let (dynamic, _) = models(dir.path());
+    let token = save(
+        dir.path(),
+        "bert.onnx",
+        trtkit::onnx::test_models::token_classifier(),
+    );
+    let out = bench(
+        dir.path(),
+        &[
+            "--models",
+            token.to_str().unwrap(),
+            dynamic.to_str().unwrap(),
+            "--precisions",
+            "fp32,int8",
+            "--batch-sizes",
+            "2",
+            "--dim",
+            "seq=64,16",
+            "--targets",
+            "ort-cpu",
+            "--compare",
+            "--name",
+            "s",
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines = journal(dir.path(), "s");
+    let labels: Vec<String> = lines.iter().map(label).collect();
+    assert_eq!(lines.len(), 6, "{labels:?}");
+    let mut scales = vec![];
+    for r in &lines {
+        let l = label(r);
+        assert_eq!(r["status"], "ok", "{l}: {}", r["failure"]);
+        let dims = &r["key"]["dims"];
+        if l.starts_with("bert/") {
+            let seq = dims["seq"].as_i64().unwrap();
+            assert!(seq == 16 || seq == 64, "{l}: {dims}");
+        } else {
+            assert!(dims.is_null(), "{l}: {dims}");
+        }
+        let c = &r["metrics"]["closeness"];
+        assert!(c["samples"].as_u64().unwrap() >= 8, "{l}: {c}");
+        if r["key"]["precision"] == "fp32" {
+            assert!(c["equal_pct"].as_f64().unwrap() > 99.0, "{l}: {c}");
+        }
+        if l.starts_with("bert/int8") {
+            let notes: Vec<&str> = r["metrics"]["notes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|n| n.as_str())
+                .filter(|n| n.starts_with("int8 scales: "))
+                .collect();
+            scales.push(notes[0].split(" (").next().unwrap().to_string());
+        }
+    }
+    assert_eq!(scales.len(), 2);
+    assert_eq!(scales[0], scales[1], "both lengths share the calibration");
+    assert!(
+        stdout.contains("bert/fp32/b2/seq=16/ort-cpu"),
+        "cells are named with their length: {stdout}"
+    );
+
+    let md = trtkit_in(dir.path(), &["report", "results/s", "--markdown"]);
+    let md = String::from_utf8_lossy(&md.stdout);
+    assert!(
+        md.contains("| target | precision | batch 2 seq 16 | batch 2 seq 64 |"),
+        "{md}"
+    );
+    assert!(md.contains("| target | precision | batch 2 |"), "{md}");
+    let csv = trtkit_in(dir.path(), &["report", "results/s", "--csv"]);
+    let csv = String::from_utf8_lossy(&csv.stdout);
+    assert!(
+        csv.starts_with("model,target,precision,batch,seq,status,"),
+        "{csv}"
+    );
+
+    // TensorRT: one engine per length, each static in the sequence axis (the cells then fail
+    // here, where no GPU runs TensorRT-RTX engines).
+    let trt = bench(
+        dir.path(),
+        &[
+            "--models",
+            token.to_str().unwrap(),
+            "--precisions",
+            "fp32",
+            "--batch-sizes",
+            "1,2",
+            "--dim",
+            "seq=16,64",
+            "--targets",
+            "trt",
+            "--name",
+            "e",
+        ],
+    );
+    assert!(trt.status.success() || trt.status.code() == Some(1));
+    let engines = dir.path().join("results/e/engines");
+    let sidecars: Vec<Value> = support::files(&engines)
+        .into_iter()
+        .filter(|f| f.ends_with(".json"))
+        .map(|f| serde_json::from_str(&std::fs::read_to_string(engines.join(f)).unwrap()).unwrap())
+        .collect();
+    assert_eq!(sidecars.len(), 2, "{:?}", support::files(&engines));
+    let mut seq_of_profiles: Vec<Value> = sidecars
+        .iter()
+        .map(|s| {
+            let input = &s["key"]["profile"]["inputs"][0];
+            assert_eq!(input["min"][0], 1, "{input}");
+            assert_eq!(input["max"][0], 2, "{input}");
+            assert_eq!(input["min"][1], input["max"][1], "{input}");
+            input["min"][1].clone()
+        })
+        .collect();
+    seq_of_profiles.sort_by_key(|v| v.as_i64());
+    assert_eq!(seq_of_profiles, [16, 64]);
+}
+
+#[test]
+fn a_swept_axis_no_model_has_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (dynamic, _) = models(dir.path());
+    let out = bench(
+        dir.path(),
+        &[
+            "--models",
+            dynamic.to_str().unwrap(),
+            "--precisions",
+            "fp32",
+            "--batch-sizes",
+            "1",
+            "--targets",
+            "ort-cpu",
+            "--dim",
+            "seq=16",
+        ],
+    );
+    assert_clean_error(
+        &out,
+        2,
+        &[
+            "no model of the plan has an input axis named 'seq'",
+            "dyn.onnx",
+        ],
+    );
+}

@@ -140,6 +140,7 @@ fn record(
         model_sha256: trtkit::bench::key::hex16(model.as_bytes()).repeat(4),
         precision,
         batch,
+        dims: Default::default(),
         target,
         trtkit_version: "0.1.0".into(),
         gpu: "NVIDIA H200".into(),

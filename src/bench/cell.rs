@@ -44,7 +44,7 @@ impl Progress for PhaseMarks<'_> {
     }
 }
 
-/// The backend options of the cell's target.
+/// The backend options of the cell's target (the input shapes are the job's to set).
 fn backend_of(spec: &CellSpec, target: Target) -> BackendOptions {
     let s = &spec.settings;
     BackendOptions {
@@ -104,7 +104,10 @@ fn time_it(
     let config = RunConfig {
         model: prepared.path.clone(),
         batch_sizes: vec![spec.key.batch],
-        backend: backend_of(spec, spec.key.target),
+        backend: BackendOptions {
+            input_shapes: s.shape_request(&spec.key.dims)?,
+            ..backend_of(spec, spec.key.target)
+        },
         harness: HarnessOptions {
             warmup: Amount::Iterations(s.warmup),
             measure: s
@@ -168,7 +171,7 @@ fn closeness(spec: &CellSpec, prepared: &Prepared, reference: Target) -> Result<
                 path: spec.model.clone(),
                 backend: backend_of(spec, reference),
             },
-            input_shapes: Default::default(),
+            input_shapes: spec.settings.shape_request(&spec.key.dims)?,
             batch_size: Some(batch.min(samples)),
             inputs: InputSource::Random {
                 random: RandomInputs {

@@ -5,6 +5,7 @@ use super::target::Target;
 use crate::trt::engine_file::Precision;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
 
 /// The identity of one cell of the matrix.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -15,6 +16,10 @@ pub struct CellKey {
     pub precision: Precision,
     /// Samples per inference.
     pub batch: usize,
+    /// Sizes of the swept named axes (`seq` → 128); absent for a model without any, so the keys
+    /// of such cells are what they were before sweeps existed.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub dims: BTreeMap<String, i64>,
     /// The runtime.
     pub target: Target,
     /// The trtkit version that measured it.
@@ -32,11 +37,49 @@ impl CellKey {
         let json = serde_json::to_vec(self).expect("a key serializes");
         hex16(&json)
     }
+
+    /// Where the cell sits along the size axes: its batch and named-axis sizes.
+    pub fn point(&self) -> Point {
+        Point {
+            batch: self.batch,
+            dims: self.dims.clone(),
+        }
+    }
 }
 
-/// How people name a cell: `model/precision/bBATCH/target` (`resnet50/fp16/b32/trt`).
+/// A cell's sizes: the batch, then each swept named axis. Ordered by batch, then by the axes'
+/// sizes, the order of a table's columns.
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct Point {
+    /// Samples per inference.
+    pub batch: usize,
+    /// Named-axis sizes.
+    pub dims: BTreeMap<String, i64>,
+}
+
+impl Point {
+    /// `batch 8`, or `batch 8 seq 128` with a swept axis (a table's column header).
+    pub fn label(&self) -> String {
+        crate::measure::latency::point_label(self.batch, &self.dims)
+    }
+
+    /// `8`, or `8 seq 128` (a plot's category).
+    pub fn short_label(&self) -> String {
+        std::iter::once(self.batch.to_string())
+            .chain(self.dims.iter().map(|(n, v)| format!("{n} {v}")))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+/// How people name a cell: `model/precision/bBATCH/target` (`resnet50/fp16/b32/trt`), with
+/// each swept axis after the batch (`distilbert/fp16/b1/seq=128/trt`).
 pub fn cell_label(model: &str, key: &CellKey) -> String {
-    format!("{model}/{}/b{}/{}", key.precision, key.batch, key.target)
+    let dims: String = key.dims.iter().map(|(n, v)| format!("/{n}={v}")).collect();
+    format!(
+        "{model}/{}/b{}{dims}/{}",
+        key.precision, key.batch, key.target
+    )
 }
 
 /// The first 16 hex digits of the SHA-256 of `bytes`.
@@ -57,6 +100,7 @@ mod tests {
             model_sha256: "ab".repeat(32),
             precision: Precision::Fp16,
             batch: 4,
+            dims: BTreeMap::new(),
             target: Target::TractCpu,
             trtkit_version: "0.1.0".into(),
             gpu: "none".into(),
@@ -95,9 +139,44 @@ mod tests {
                 model_sha256: "cd".repeat(32),
                 ..key()
             },
+            CellKey {
+                dims: [("seq".to_string(), 128)].into(),
+                ..key()
+            },
         ];
         for v in variants {
             assert_ne!(v.id(), base, "{v:?}");
         }
+    }
+
+    /// A key without swept axes serializes as keys did before sweeps, so the journals of
+    /// earlier runs still resume.
+    #[test]
+    fn a_key_without_dims_keeps_its_old_form() {
+        let json = serde_json::to_string(&key()).unwrap();
+        assert!(!json.contains("dims"), "{json}");
+        let back: CellKey = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, key());
+    }
+
+    #[test]
+    fn labels_name_the_swept_axes_after_the_batch() {
+        assert_eq!(cell_label("net", &key()), "net/fp16/b4/tract-cpu");
+        let k = CellKey {
+            dims: [("seq".to_string(), 128), ("img".to_string(), 64)].into(),
+            ..key()
+        };
+        assert_eq!(
+            cell_label("bert", &k),
+            "bert/fp16/b4/img=64/seq=128/tract-cpu"
+        );
+        assert_eq!(k.point().label(), "batch 4 img 64 seq 128");
+        assert_eq!(k.point().short_label(), "4 img 64 seq 128");
+        let smaller = CellKey {
+            dims: [("seq".to_string(), 64), ("img".to_string(), 64)].into(),
+            ..key()
+        };
+        assert!(smaller.point() < k.point());
+        assert!(k.point() < CellKey { batch: 8, ..key() }.point());
     }
 }

@@ -58,12 +58,13 @@ impl Matrix {
             .collect()
     }
 
-    /// The cell named `which`: its label (`model/precision/bBATCH/target`) or its id.
+    /// The cell named `which`: its label (`model/precision/bBATCH[/AXIS=SIZE…]/target`) or its
+    /// id.
     pub fn find(&self, which: &str) -> Result<&CellSpec> {
         match self.cells.iter().find(|c| c.label() == which || c.id == which) {
             Some(c) => Ok(c),
             None => bail!(
-                "no cell {which:?} in this plan (cells are named model/precision/bBATCH/target, e.g. {})",
+                "no cell {which:?} in this plan (cells are named model/precision/bBATCH/target, with /AXIS=SIZE after the batch for a swept axis; e.g. {})",
                 self.cells.first().map(|c| c.label()).unwrap_or_default()
             ),
         }

@@ -1,13 +1,20 @@
 //! The matrix to run: from flags, from a TOML plan file with the same fields, or both (flags
 //! win). A checked [`Plan`] expands into [`CellSpec`]s, one per model × precision × batch ×
-//! target, each self-contained: the child process that runs a cell needs nothing else.
+//! swept axis size × target, each self-contained: the child process that runs a cell needs
+//! nothing else.
 
 use super::key::{hex16, CellKey};
 use super::target::Target;
 use crate::data::preprocess::PreprocessRequest;
+use crate::onnx::shape::{
+    check_named_axes, dim_points, input_symbols, parse_input_shapes, DimSweep, NamedAxisError,
+    NamedDim, ShapeRequest,
+};
+use crate::onnx::OnnxModel;
 use crate::trt::engine_file::Precision;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// A plan as written: every field optional, so a file and flags can be layered.
@@ -24,6 +31,11 @@ pub struct PlanFile {
     pub precisions: Option<Vec<Precision>>,
     /// Batch sizes.
     pub batch_sizes: Option<Vec<usize>>,
+    /// Input shapes as `--input-shape` takes them (`input_ids:-1x128`), for every cell.
+    pub input_shapes: Option<Vec<String>>,
+    /// Named axes to sweep, a `[dims]` table (`seq = [64, 128, 256, 512]`): every model whose
+    /// inputs carry the axis runs at each size.
+    pub dims: Option<BTreeMap<String, Vec<i64>>>,
     /// `trt`, `tract-cpu`, `tract-cuda`, `ort-cpu`.
     pub targets: Option<Vec<Target>>,
     /// ImageNet-style folder for top-1/top-5.
@@ -91,13 +103,22 @@ impl PlanFile {
     }
 
     /// `self` with every field `over` sets replaced by `over`'s.
+    /// The swept axes merge axis by axis (`--dim seq=64` replaces the file's `seq` only), and so
+    /// do the preprocessing settings.
     pub fn under(self, over: PlanFile) -> PlanFile {
         let preprocess = match (over.preprocess, self.preprocess) {
             (Some(top), Some(base)) => Some(top.over(&base)),
             (top, base) => top.or(base),
         };
+        let dims = match (over.dims, self.dims) {
+            (Some(top), Some(mut base)) => {
+                base.extend(top);
+                Some(base)
+            }
+            (top, base) => top.or(base),
+        };
         macro_rules! pick {
-            ($($f:ident),*) => { PlanFile { preprocess, $($f: over.$f.or(self.$f)),* } };
+            ($($f:ident),*) => { PlanFile { preprocess, dims, $($f: over.$f.or(self.$f)),* } };
         }
         pick!(
             name,
@@ -105,6 +126,7 @@ impl PlanFile {
             models,
             precisions,
             batch_sizes,
+            input_shapes,
             targets,
             dataset,
             limit,
@@ -138,6 +160,9 @@ pub struct Plan {
     pub precisions: Vec<Precision>,
     /// Batch sizes, ascending.
     pub batch_sizes: Vec<usize>,
+    /// The swept named axes of each model (in the order of `models`): those of the plan's axes
+    /// that its inputs carry, each with its sizes, ascending.
+    pub model_dims: Vec<DimSweep>,
     /// Targets.
     pub targets: Vec<Target>,
     /// Measurement settings shared by every cell.
@@ -179,6 +204,13 @@ pub struct CellSettings {
     pub tensorrt_dir: Option<PathBuf>,
     /// Smallest and largest batch of the plan: the range every engine is built for.
     pub batch_range: (usize, usize),
+    /// Input shapes as `--input-shape` takes them, for every cell.
+    #[serde(default)]
+    pub input_shapes: Vec<String>,
+    /// Largest size of each swept axis: calibration runs there, so every cell of a model shares
+    /// its INT8 scales.
+    #[serde(default)]
+    pub dim_max: BTreeMap<String, i64>,
     /// How images become model input (dataset and image calibration data).
     #[serde(default)]
     pub preprocess: PreprocessRequest,
@@ -187,7 +219,7 @@ pub struct CellSettings {
 impl CellSettings {
     /// The digest of the settings that change a cell's numbers, for its key.
     pub fn digest(&self) -> String {
-        let relevant = serde_json::json!({
+        let mut relevant = serde_json::json!({
             "dataset": self.dataset,
             "limit": self.limit,
             "compare_on": self.compare_on,
@@ -201,8 +233,65 @@ impl CellSettings {
             "batch_range": self.batch_range,
             "preprocess": self.preprocess,
         });
+        // Only when set, so plans without them keep the keys they had.
+        if !self.input_shapes.is_empty() {
+            relevant["input_shapes"] = serde_json::json!(self.input_shapes);
+        }
+        if !self.dim_max.is_empty() {
+            relevant["dim_max"] = serde_json::json!(self.dim_max);
+        }
         hex16(relevant.to_string().as_bytes())
     }
+
+    /// The fixed input shapes and these named-axis sizes, as the backends take them.
+    pub fn shape_request(&self, dims: &BTreeMap<String, i64>) -> Result<ShapeRequest> {
+        let named: Vec<NamedDim> = dims
+            .iter()
+            .map(|(symbol, &size)| NamedDim {
+                symbol: symbol.clone(),
+                size,
+            })
+            .collect();
+        Ok(ShapeRequest::shapes(parse_input_shapes(&self.input_shapes)?).with_dims(&named))
+    }
+}
+
+/// The swept axes `model` carries, each with its sizes; an axis that is the batch axis of the
+/// model is an error.
+fn dims_of_model(model: &Path, dims: &BTreeMap<String, Vec<i64>>) -> Result<DimSweep> {
+    let loaded = OnnxModel::load(model)?;
+    let symbols = input_symbols(&loaded);
+    let mut out = vec![];
+    for (symbol, sizes) in dims.iter().filter(|(s, _)| symbols.contains(s)) {
+        if let Err(e) = check_named_axes(&loaded, [symbol.as_str()]) {
+            if let Some(NamedAxisError::Batch { .. }) = e.downcast_ref() {
+                bail!(
+                    "{}: axis '{symbol}' is the batch axis; sweep it with --batch-sizes",
+                    model.display()
+                );
+            }
+            return Err(e.context(model.display().to_string()));
+        }
+        out.push((symbol.clone(), sizes.clone()));
+    }
+    Ok(out)
+}
+
+/// The plan's swept axes, checked: sizes at least 1, ascending, each once.
+fn checked_dims(dims: Option<BTreeMap<String, Vec<i64>>>) -> Result<BTreeMap<String, Vec<i64>>> {
+    let mut out = BTreeMap::new();
+    for (symbol, mut sizes) in dims.unwrap_or_default() {
+        if sizes.is_empty() {
+            bail!("dims: axis '{symbol}' has no sizes (e.g. {symbol} = [64, 128])");
+        }
+        if let Some(bad) = sizes.iter().find(|&&s| s < 1) {
+            bail!("dims: axis '{symbol}' has size {bad}; sizes are at least 1");
+        }
+        sizes.sort_unstable();
+        sizes.dedup();
+        out.insert(symbol, sizes);
+    }
+    Ok(out)
 }
 
 /// Default calibration data when the plan names none: seeded random inputs.
@@ -280,12 +369,43 @@ impl Plan {
             .unwrap_or_else(|| PathBuf::from("results"))
             .join(&name);
         let batch_range = (batch_sizes[0], *batch_sizes.last().unwrap_or(&1));
+        let input_shapes = p.input_shapes.unwrap_or_default();
+        parse_input_shapes(&input_shapes).context("input shapes")?;
+        let dims = checked_dims(p.dims)?;
+        let model_dims = if dims.is_empty() {
+            vec![vec![]; models.len()]
+        } else {
+            models
+                .iter()
+                .map(|m| dims_of_model(m, &dims))
+                .collect::<Result<Vec<_>>>()?
+        };
+        for symbol in dims.keys() {
+            if !model_dims.iter().flatten().any(|(s, _)| s == symbol) {
+                let named: Vec<String> = models
+                    .iter()
+                    .filter_map(|m| {
+                        let symbols = input_symbols(&OnnxModel::load(m).ok()?);
+                        Some(format!("{}: {}", m.display(), symbols.join(", ")))
+                    })
+                    .collect();
+                bail!(
+                    "no model of the plan has an input axis named '{symbol}' (named axes: {})",
+                    named.join("; ")
+                );
+            }
+        }
+        let dim_max = dims
+            .iter()
+            .map(|(s, sizes)| (s.clone(), *sizes.last().unwrap_or(&1)))
+            .collect();
         Ok(Plan {
             name,
             folder,
             models,
             precisions,
             batch_sizes,
+            model_dims,
             targets,
             settings: CellSettings {
                 dataset: p.dataset,
@@ -305,6 +425,8 @@ impl Plan {
                 device_id: p.device_id.unwrap_or(0),
                 tensorrt_dir: p.tensorrt_dir,
                 batch_range,
+                input_shapes,
+                dim_max,
                 preprocess: p.preprocess.unwrap_or_default(),
             },
             cell_timeout_s,
@@ -312,30 +434,34 @@ impl Plan {
     }
 
     /// Every cell of the matrix, keyed for this machine (`gpu`) and model hashes (`hashes`, one
-    /// per model), in the order they run: model, precision, target, batch.
+    /// per model), in the order they run: model, precision, target, batch, swept sizes.
     pub fn cells(&self, hashes: &[String], gpu: &str) -> Vec<CellSpec> {
         let mut cells = vec![];
         let settings = self.settings.digest();
-        for (model, hash) in self.models.iter().zip(hashes) {
+        for ((model, hash), sweep) in self.models.iter().zip(hashes).zip(&self.model_dims) {
+            let points = dim_points(sweep);
             for &precision in &self.precisions {
                 for &target in &self.targets {
                     for &batch in &self.batch_sizes {
-                        let key = CellKey {
-                            model_sha256: hash.clone(),
-                            precision,
-                            batch,
-                            target,
-                            trtkit_version: env!("CARGO_PKG_VERSION").into(),
-                            gpu: gpu.into(),
-                            settings: settings.clone(),
-                        };
-                        cells.push(CellSpec {
-                            id: key.id(),
-                            key,
-                            model: model.clone(),
-                            folder: self.folder.clone(),
-                            settings: self.settings.clone(),
-                        });
+                        for point in &points {
+                            let key = CellKey {
+                                model_sha256: hash.clone(),
+                                precision,
+                                batch,
+                                dims: point.iter().map(|d| (d.symbol.clone(), d.size)).collect(),
+                                target,
+                                trtkit_version: env!("CARGO_PKG_VERSION").into(),
+                                gpu: gpu.into(),
+                                settings: settings.clone(),
+                            };
+                            cells.push(CellSpec {
+                                id: key.id(),
+                                key,
+                                model: model.clone(),
+                                folder: self.folder.clone(),
+                                settings: self.settings.clone(),
+                            });
+                        }
                     }
                 }
             }
@@ -368,7 +494,7 @@ impl CellSpec {
             .unwrap_or_else(|| self.model.display().to_string())
     }
 
-    /// How people name the cell: `model/precision/bBATCH/target`.
+    /// How people name the cell: `model/precision/bBATCH[/AXIS=SIZE…]/target`.
     pub fn label(&self) -> String {
         super::key::cell_label(&self.model_name(), &self.key)
     }

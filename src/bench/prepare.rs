@@ -1,7 +1,8 @@
 //! The file a cell runs: the FP32 model itself, its FP16 or INT8 rewrite (made once per model and
 //! kept in the results folder, so reference targets measure the same graphs TensorRT builds), or
-//! a TensorRT engine built once per model × precision × batch range through `build`'s keyed
-//! engines. Everything is written atomically under a keyed name, so the second cell that needs
+//! a TensorRT engine built once per model × precision × batch range × swept axis size through
+//! `build`'s keyed engines (each engine is static in the swept axes, as published per-length
+//! figures are measured). Everything is written atomically under a keyed name, so the second cell that needs
 //! it, in this process or another, finds it.
 
 use super::key::hex16;
@@ -42,10 +43,17 @@ fn calibration_batch(model: &Path) -> usize {
     fixed_batch(&m).filter(|&n| n > 0).unwrap_or(8)
 }
 
-/// The calibration job of a cell's model (the same for every cell of the model).
-fn calibration(spec: &CellSpec) -> CalibrateConfig {
+/// The calibration job of a cell's model (the same for every cell of the model: its swept
+/// axes at their largest size).
+fn calibration(spec: &CellSpec) -> Result<CalibrateConfig> {
     let s = &spec.settings;
-    CalibrateConfig {
+    let largest = spec
+        .key
+        .dims
+        .keys()
+        .filter_map(|symbol| Some((symbol.clone(), *s.dim_max.get(symbol)?)))
+        .collect();
+    Ok(CalibrateConfig {
         model: spec.model.clone(),
         calib_data: s.calib_data.clone(),
         batch_size: calibration_batch(&spec.model),
@@ -56,10 +64,11 @@ fn calibration(spec: &CellSpec) -> CalibrateConfig {
         measure_plain: false,
         backend: BackendOptions {
             threads: s.threads,
+            input_shapes: s.shape_request(&largest)?,
             ..Default::default()
         },
         preprocess: s.preprocess.clone(),
-    }
+    })
 }
 
 /// The file cell `spec` runs, made if it is not there yet.
@@ -77,7 +86,7 @@ pub fn prepare(spec: &CellSpec) -> Result<Prepared> {
             &mut notes,
         )?,
         (_, Precision::Int8) => {
-            let report = calibrate(&calibration(spec), &NoProgress)
+            let report = calibrate(&calibration(spec)?, &NoProgress)
                 .with_context(|| format!("{}: INT8 calibration", spec.model.display()))?;
             let cache = report
                 .caches
@@ -125,15 +134,15 @@ fn rewrite(spec: &CellSpec, how: Rewrite, tag: &str, notes: &mut Vec<String>) ->
     Ok(out)
 }
 
-/// The engine for the cell's model and precision over the plan's batch range, through `build`
-/// (which reuses an engine with the same key).
+/// The engine for the cell's model and precision over the plan's batch range, at the cell's
+/// swept axis sizes, through `build` (which reuses an engine with the same key).
 fn build_engine(spec: &CellSpec, notes: &mut Vec<String>) -> Result<PathBuf> {
     let s = &spec.settings;
     let precision = spec.key.precision;
     let (min, max) = s.batch_range;
     let config = BuildConfig {
         model: spec.model.clone(),
-        input_shapes: Default::default(),
+        input_shapes: s.shape_request(&spec.key.dims)?,
         batch: BatchRequest {
             min: Some(min as i64),
             opt: Some(max as i64),
@@ -143,7 +152,8 @@ fn build_engine(spec: &CellSpec, notes: &mut Vec<String>) -> Result<PathBuf> {
         precision,
         fp16: Fp16Options::default(),
         int8: (precision == Precision::Int8)
-            .then(|| Int8Source::Calibrate(Box::new(calibration(spec)))),
+            .then(|| calibration(spec).map(|c| Int8Source::Calibrate(Box::new(c))))
+            .transpose()?,
         builder: BuilderSettings::default(),
         output: None,
         engine_dir: spec.folder.join("engines"),

@@ -58,7 +58,13 @@ impl CellRecord {
         self.key.batch
     }
 
-    /// How people name the cell: `model/precision/bBATCH/target` (as `bench --cell` takes it).
+    /// The batch and swept axis sizes of the cell.
+    pub fn point(&self) -> super::key::Point {
+        self.key.point()
+    }
+
+    /// How people name the cell: `model/precision/bBATCH[/AXIS=SIZE…]/target` (as `bench --cell`
+    /// takes it).
     pub fn label(&self) -> String {
         super::key::cell_label(&self.model, &self.key)
     }
@@ -291,6 +297,7 @@ pub mod fixtures {
             model_sha256: super::super::key::hex16(model.as_bytes()).repeat(4),
             precision,
             batch,
+            dims: Default::default(),
             target,
             trtkit_version: "0.1.0".into(),
             gpu: "none".into(),

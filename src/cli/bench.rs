@@ -10,7 +10,8 @@ use crate::bench::record::CellRecord;
 use crate::bench::target::Target;
 use crate::cli::args::output::JsonArgs;
 use crate::cli::args::preprocess::PreprocessArgs;
-use crate::cli::{usage, UsageError};
+use crate::cli::args::shapes::ShapeArgs;
+use crate::cli::usage;
 use crate::data::preprocess::PreprocessRequest;
 use crate::report::bench_run::{cell_line, render};
 use crate::report::progress::Bar;
@@ -33,6 +34,10 @@ pub struct BenchArgs {
     /// Batch sizes, comma-separated.
     #[arg(long, value_delimiter = ',')]
     pub batch_sizes: Option<Vec<usize>>,
+    /// Input shapes and named axes: `--dim seq=64,128,256,512` makes the axis a matrix axis
+    /// (one table column per size) for every model whose inputs carry it.
+    #[command(flatten)]
+    pub shapes: ShapeArgs,
     /// Targets, comma-separated: trt, tract-cpu, tract-cuda, ort-cpu.
     #[arg(long, value_delimiter = ',')]
     pub targets: Option<Vec<Target>>,
@@ -93,8 +98,8 @@ pub struct BenchArgs {
     /// Print each missing cell as one command (for a Slurm array or a CI matrix) and run nothing.
     #[arg(long, conflicts_with = "cell")]
     pub print_cells: bool,
-    /// Run only this cell (`model/precision/bBATCH/target`, as --print-cells names it), into its
-    /// own journal file beside the run's.
+    /// Run only this cell (`model/precision/bBATCH/target`, with `/seq=128` after the batch for a
+    /// swept axis, as --print-cells names it), into its own journal file beside the run's.
     #[arg(long, value_name = "CELL")]
     pub cell: Option<String>,
     /// How dataset and calibration images become model input (`validate`'s flags; over the
@@ -119,9 +124,13 @@ fn precision(text: &str) -> Result<Precision, String> {
 
 impl BenchArgs {
     /// The plan fields the flags set.
-    fn plan_fields(&self) -> Result<PlanFile, UsageError> {
+    fn plan_fields(&self) -> Result<PlanFile> {
         let preprocess = self.preprocess.request()?;
+        let (_, sweep) = self.shapes.sweep()?;
         Ok(PlanFile {
+            input_shapes: (!self.shapes.input_shape.is_empty())
+                .then(|| self.shapes.input_shape.clone()),
+            dims: (!sweep.is_empty()).then(|| sweep.into_iter().collect()),
             preprocess: (preprocess != PreprocessRequest::default()).then_some(preprocess),
             name: self.name.clone(),
             results: self.results.clone(),
@@ -286,5 +295,77 @@ mod tests {
             format!("{err:#}").contains("--std needs three values"),
             "{err:#}"
         );
+    }
+
+    /// `--dim` sweeps the models whose inputs carry the axis (a flag replaces the plan's sizes
+    /// of that axis only), each size a cell; a model without the axis keeps one cell per batch;
+    /// an axis no model has, the batch axis, or a profile range are one-line errors.
+    #[test]
+    fn a_swept_axis_multiplies_the_cells_of_the_models_that_carry_it() {
+        #[derive(clap::Parser)]
+        struct Command {
+            #[command(flatten)]
+            bench: BenchArgs,
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let save = |name: &str, proto| {
+            let path = dir.path().join(name);
+            crate::onnx::OnnxModel::from_proto(proto, &path)
+                .save(&path)
+                .unwrap();
+        };
+        save("bert.onnx", crate::onnx::test_models::token_classifier());
+        save("net.onnx", crate::onnx::test_models::classifier(None));
+        let plan_file = dir.path().join("p.toml");
+        std::fs::write(
+            &plan_file,
+            "models = [\"bert.onnx\", \"net.onnx\"]\nprecisions = [\"fp32\"]\nbatch_sizes = [1]\ntargets = [\"ort-cpu\"]\n[dims]\nseq = [128, 64, 64]\nother = [2]\n",
+        )
+        .unwrap();
+        let plan_with = |flags: &[&str]| {
+            let mut argv = vec!["bench", plan_file.to_str().unwrap()];
+            argv.extend(flags);
+            plan(&<Command as clap::Parser>::parse_from(argv).bench)
+        };
+        let err = plan_with(&[]).unwrap_err().to_string();
+        assert!(
+            err.contains("no model of the plan has an input axis named 'other'")
+                && err.contains("batch, seq"),
+            "{err}"
+        );
+        std::fs::write(
+            &plan_file,
+            "models = [\"bert.onnx\", \"net.onnx\"]\nprecisions = [\"fp32\"]\nbatch_sizes = [1]\ntargets = [\"ort-cpu\"]\n[dims]\nseq = [128, 64, 64]\n",
+        )
+        .unwrap();
+        let from_file = plan_with(&[]).unwrap();
+        let labels = |p: &Plan| -> Vec<String> {
+            let hashes = vec!["ab".repeat(32), "cd".repeat(32)];
+            p.cells(&hashes, "none").iter().map(|c| c.label()).collect()
+        };
+        assert_eq!(
+            labels(&from_file),
+            [
+                "bert/fp32/b1/seq=64/ort-cpu",
+                "bert/fp32/b1/seq=128/ort-cpu",
+                "net/fp32/b1/ort-cpu"
+            ]
+        );
+        assert_eq!(from_file.settings.dim_max["seq"], 128);
+        let flagged = plan_with(&["--dim", "seq=16,32,512"]).unwrap();
+        assert_eq!(labels(&flagged).len(), 4);
+        assert_eq!(flagged.settings.dim_max["seq"], 512);
+        assert_ne!(from_file.settings.digest(), flagged.settings.digest());
+        for (flag, needle) in [
+            ("batch=1,2", "sweep it with --batch-sizes"),
+            (
+                "seq=16:64:128",
+                "a min:opt:max range makes an engine profile",
+            ),
+            ("seq=0", "--dim"),
+        ] {
+            let err = format!("{:#}", plan_with(&["--dim", flag]).unwrap_err());
+            assert!(err.contains(needle), "{flag}: {err}");
+        }
     }
 }

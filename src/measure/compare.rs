@@ -148,7 +148,10 @@ pub fn is_model(path: &Path) -> bool {
     ModelFile::of(path).is_some()
 }
 
-/// Loads one side; a model gets the input shape overrides applied.
+/// Loads one side; a model gets the input shape overrides applied. An engine takes no
+/// per-input shapes (they were fixed when it was built); named-axis sizes apply to the ONNX
+/// side only, so an engine built at `seq=128` compares with its model at `--dim seq=128` (an
+/// engine built at another size refuses the inputs, naming its shapes).
 fn source(side: &SideConfig, shapes: &ShapeRequest) -> Result<Source> {
     match side.path.extension().and_then(|e| e.to_str()) {
         Some("onnx") => {
@@ -159,7 +162,7 @@ fn source(side: &SideConfig, shapes: &ShapeRequest) -> Result<Source> {
             Ok(Source::Model(Box::new((model, side.backend.clone()))))
         }
         _ if ModelFile::of(&side.path) == Some(ModelFile::Engine) => {
-            if !shapes.is_empty() {
+            if !shapes.shapes.is_empty() {
                 bail!(
                     "{}: an engine's input shapes were fixed when it was built; --input-shape applies to ONNX models only",
                     side.path.display()

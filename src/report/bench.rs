@@ -1,9 +1,11 @@
 //! The tables of `trtkit report`, made from a bench journal alone: one table per metric and
-//! model (rows target × precision, columns batch size; a failed cell says why in a word or two),
+//! model (rows target × precision, columns batch size, and the swept axes' sizes where a plan
+//! sweeps one; a failed cell says why in a word or two),
 //! for the terminal, markdown, CSV (one row per cell) and JSON. [`super::html`] renders the same
 //! tables as a page.
 
 use crate::bench::journal::Journal;
+use crate::bench::key::Point;
 use crate::bench::record::{CellMetrics, CellRecord, Status};
 use crate::bench::target::Target;
 use crate::report::table::{Align, Table};
@@ -13,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 /// What `report` read: the journal files, the lines it skipped and the last record of each cell
-/// (sorted by model, target, precision and batch). This is the JSON report.
+/// (sorted by model, target, precision, batch and swept sizes). This is the JSON report.
 #[derive(Debug, Serialize)]
 pub struct JournalReport<'a> {
     /// The journal files read.
@@ -45,8 +47,8 @@ impl<'a> JournalReport<'a> {
 }
 
 /// Where a record sits in the tables.
-fn position(r: &CellRecord) -> (&str, usize, Precision, usize) {
-    (&r.model, target_rank(r.target()), r.precision(), r.batch())
+fn position(r: &CellRecord) -> (&str, usize, Precision, Point) {
+    (&r.model, target_rank(r.target()), r.precision(), r.point())
 }
 
 /// A target's place in [`Target::ALL`], the order tables and plots list them.
@@ -210,7 +212,7 @@ pub struct Row {
     pub target: Target,
     /// The precision.
     pub precision: Precision,
-    /// One cell per batch size of the model.
+    /// One cell per column of the model.
     pub cells: Vec<Cell>,
 }
 
@@ -228,8 +230,8 @@ pub struct MetricTable {
 pub struct ModelTables {
     /// The model's name.
     pub model: String,
-    /// The batch sizes (the columns), ascending.
-    pub batches: Vec<usize>,
+    /// The columns, ascending: each batch size, at each size of the swept axes.
+    pub columns: Vec<Point>,
     /// One table per metric some cell of the model measured.
     pub tables: Vec<MetricTable>,
 }
@@ -239,7 +241,7 @@ pub struct ModelTables {
 pub struct FailureLine {
     /// The cell's id.
     pub id: String,
-    /// `model target precision batch N`.
+    /// `model target precision batch N` (and `seq 128` for a swept axis).
     pub cell: String,
     /// The kind, in a word or two.
     pub short: String,
@@ -256,14 +258,14 @@ pub struct BenchTables {
     pub failures: Vec<FailureLine>,
 }
 
-/// `model target precision batch N`.
+/// `model target precision batch N` (and `seq 128` for a swept axis).
 pub fn cell_name(r: &CellRecord) -> String {
     format!(
-        "{} {} {} batch {}",
+        "{} {} {} {}",
         r.model,
         r.target(),
         r.precision(),
-        r.batch()
+        r.point().label()
     )
 }
 
@@ -298,18 +300,18 @@ impl BenchTables {
 }
 
 fn model_tables(model: &str, records: &[&CellRecord]) -> ModelTables {
-    let batches: Vec<usize> = records
+    let columns: Vec<Point> = records
         .iter()
-        .map(|r| r.batch())
+        .map(|r| r.point())
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();
-    let mut grid: BTreeMap<(usize, Target, Precision), BTreeMap<usize, &CellRecord>> =
+    let mut grid: BTreeMap<(usize, Target, Precision), BTreeMap<Point, &CellRecord>> =
         BTreeMap::new();
     for r in records {
         grid.entry((target_rank(r.target()), r.target(), r.precision()))
             .or_default()
-            .insert(r.batch(), r);
+            .insert(r.point(), r);
     }
     let tables = METRICS
         .iter()
@@ -329,9 +331,9 @@ fn model_tables(model: &str, records: &[&CellRecord]) -> ModelTables {
                 .map(|(&(_, target, precision), cells)| Row {
                     target,
                     precision,
-                    cells: batches
+                    cells: columns
                         .iter()
-                        .map(|b| cell(cells.get(b).copied(), m))
+                        .map(|p| cell(cells.get(p).copied(), m))
                         .collect(),
                 })
                 .collect(),
@@ -339,7 +341,7 @@ fn model_tables(model: &str, records: &[&CellRecord]) -> ModelTables {
         .collect();
     ModelTables {
         model: model.into(),
-        batches,
+        columns,
         tables,
     }
 }
@@ -361,15 +363,16 @@ fn cell(r: Option<&CellRecord>, m: &Metric) -> Cell {
     }
 }
 
-/// The headers of a metric table: target, precision, then `batch N` per column.
-pub fn headers(batches: &[usize]) -> Vec<String> {
+/// The headers of a metric table: target, precision, then `batch N` (`batch N seq S` for a
+/// swept axis) per column.
+pub fn headers(columns: &[Point]) -> Vec<String> {
     let mut h = vec!["target".to_string(), "precision".to_string()];
-    h.extend(batches.iter().map(|b| format!("batch {b}")));
+    h.extend(columns.iter().map(Point::label));
     h
 }
 
-fn table(t: &MetricTable, batches: &[usize]) -> Table {
-    let headers = headers(batches);
+fn table(t: &MetricTable, columns: &[Point]) -> Table {
+    let headers = headers(columns);
     let refs: Vec<&str> = headers.iter().map(String::as_str).collect();
     let mut align = vec![Align::Left, Align::Left];
     align.resize(headers.len(), Align::Right);
@@ -406,7 +409,7 @@ pub fn render(report: &JournalReport, tables: &BenchTables, markdown: bool) -> S
             format!("\nmodel {}\n", m.model)
         };
         for t in &m.tables {
-            let rendered = table(t, &m.batches);
+            let rendered = table(t, &m.columns);
             out += &if markdown {
                 format!("\n**{}**\n\n{}", t.title, rendered.render_markdown())
             } else {
@@ -437,21 +440,25 @@ pub fn csv_field(s: &str) -> String {
     }
 }
 
-/// One CSV row per cell: `model,target,precision,batch,status,failure,reason,id`, then every
-/// metric's column (empty where not measured), full precision.
+/// One CSV row per cell: `model,target,precision,batch`, one column per swept axis (empty for a
+/// cell whose model lacks it; none when nothing was swept), `status,failure,reason,id`, then
+/// every metric's column (empty where not measured), full precision.
 pub fn render_csv(report: &JournalReport) -> String {
-    let mut head = vec![
-        "model",
-        "target",
-        "precision",
-        "batch",
-        "status",
-        "failure",
-        "reason",
-        "id",
-    ];
+    let axes: BTreeSet<&str> = report
+        .cells
+        .iter()
+        .flat_map(|r| r.key.dims.keys().map(String::as_str))
+        .collect();
+    let mut head = vec!["model", "target", "precision", "batch"];
+    head.extend(axes.iter().copied());
+    head.extend(["status", "failure", "reason", "id"]);
     head.extend(METRICS.iter().map(|m| m.column));
-    let mut out = head.join(",") + "\n";
+    let mut out = head
+        .iter()
+        .map(|h| csv_field(h))
+        .collect::<Vec<_>>()
+        .join(",")
+        + "\n";
     for r in &report.cells {
         let (short, reason) = r
             .failure
@@ -464,18 +471,23 @@ pub fn render_csv(report: &JournalReport) -> String {
         } else {
             "failed"
         };
+        let sizes = axes.iter().map(|a| {
+            r.key
+                .dims
+                .get(*a)
+                .map(|v| v.to_string())
+                .unwrap_or_default()
+        });
         let mut fields: Vec<String> = [
-            r.model.as_str(),
-            r.target().name(),
-            &r.precision().to_string(),
-            &r.batch().to_string(),
-            status,
-            short,
-            reason,
-            &r.id,
+            r.model.clone(),
+            r.target().name().to_string(),
+            r.precision().to_string(),
+            r.batch().to_string(),
         ]
-        .iter()
-        .map(|s| csv_field(s))
+        .into_iter()
+        .chain(sizes)
+        .chain([status, short, reason, &r.id].map(String::from))
+        .map(|s| csv_field(&s))
         .collect();
         fields.extend(METRICS.iter().map(|m| {
             r.metrics
@@ -538,7 +550,8 @@ mod tests {
         assert_eq!(t.models.len(), 2);
         let net = &t.models[1];
         assert_eq!(net.model, "net");
-        assert_eq!(net.batches, vec![1, 8]);
+        let batches: Vec<usize> = net.columns.iter().map(|p| p.batch).collect();
+        assert_eq!(batches, vec![1, 8]);
         let thr = &net.tables[0];
         assert_eq!(thr.title, "samples/s");
         // trt before tract-cpu; within trt fp32 before fp16.
@@ -592,6 +605,52 @@ mod tests {
         );
         let width = lines[0].split(',').count();
         assert!(lines[2..].iter().all(|l| l.split(',').count() == width));
+    }
+
+    /// A swept axis makes one column per batch and size, in size order, and one CSV column; a
+    /// model without the axis keeps batch-only columns and an empty CSV field.
+    #[test]
+    fn a_swept_axis_is_a_column_per_size() {
+        let at = |seq: i64, ms: f64| {
+            let mut r = ok("bert", Precision::Fp16, 1, Target::OrtCpu, ms);
+            r.key.dims.insert("seq".into(), seq);
+            r.id = r.key.id();
+            r
+        };
+        let records = vec![
+            at(512, 8.0),
+            at(64, 1.0),
+            at(128, 2.0),
+            ok("net", Precision::Fp32, 2, Target::OrtCpu, 1.0),
+        ];
+        let j = Journal {
+            records,
+            skipped: vec![],
+            files: vec!["j.jsonl".into()],
+        };
+        let report = JournalReport::new(&j);
+        let t = BenchTables::new(&report.cells);
+        let text = render(&report, &t, true);
+        assert!(
+            text.contains(
+                "| target | precision | batch 1 seq 64 | batch 1 seq 128 | batch 1 seq 512 |"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("| ort-cpu | fp16 | 1000 | 500.0 | 125.0 |"),
+            "{text}"
+        );
+        assert!(text.contains("| target | precision | batch 2 |"), "{text}");
+        let csv = render_csv(&report);
+        let lines: Vec<&str> = csv.lines().collect();
+        assert!(
+            lines[0].starts_with("model,target,precision,batch,seq,status,"),
+            "{}",
+            lines[0]
+        );
+        assert!(lines[1].starts_with("bert,ort-cpu,fp16,1,64,ok,"), "{csv}");
+        assert!(lines[4].starts_with("net,ort-cpu,fp32,2,,ok,"), "{csv}");
     }
 
     #[test]

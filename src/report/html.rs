@@ -102,7 +102,7 @@ fn model_section(report: &JournalReport, m: &ModelTables, index: usize) -> Strin
         escape(&m.model),
         svgs.join("\n")
     );
-    let head: String = headers(&m.batches)
+    let head: String = headers(&m.columns)
         .iter()
         .map(|h| format!("<th>{}</th>", escape(h)))
         .collect();

@@ -1,8 +1,10 @@
-//! The SVG plots of `trtkit report`, drawn with plotters: throughput against batch size, latency
+//! The SVG plots of `trtkit report`, drawn with plotters: throughput against batch size (and the
+//! swept axes' sizes, where a plan sweeps one), latency
 //! bars with p99 whiskers, accuracy against latency (one each per model), and NVML power, SM
 //! utilisation and memory over time for one cell. Each returns `None` when there is nothing to
 //! draw; none panics on degenerate data (one point, equal values, zeros, NaN).
 
+use crate::bench::key::Point;
 use crate::bench::record::{CellMetrics, CellRecord, MonitorSample, Status};
 use crate::bench::target::Target;
 use crate::report::bench::target_rank;
@@ -201,23 +203,23 @@ impl Ranged for Scale {
     }
 }
 
-/// The measured cells of one target at one precision, by batch size.
+/// The measured cells of one target at one precision, by batch size and swept sizes.
 struct Series<'a> {
     label: String,
     color: RGBColor,
     precision: Precision,
-    cells: Vec<(usize, &'a CellMetrics)>,
+    cells: Vec<(Point, &'a CellMetrics)>,
 }
 
 fn series<'a>(cells: &[&'a CellRecord]) -> Vec<Series<'a>> {
-    let mut groups: BTreeMap<(usize, Target, Precision), BTreeMap<usize, &CellMetrics>> =
+    let mut groups: BTreeMap<(usize, Target, Precision), BTreeMap<Point, &CellMetrics>> =
         BTreeMap::new();
     for r in cells.iter().filter(|r| r.status == Status::Ok) {
         if let Some(m) = &r.metrics {
             groups
                 .entry((target_rank(r.target()), r.target(), r.precision()))
                 .or_default()
-                .insert(r.batch(), m);
+                .insert(r.point(), m);
         }
     }
     groups
@@ -317,37 +319,50 @@ fn legend_marker(p: Precision, at: (i32, i32), color: RGBColor) -> Polygon<(i32,
     Polygon::new(pts, color.filled())
 }
 
-fn batches(series: &[Series]) -> Vec<usize> {
-    let set: BTreeSet<usize> = series
+fn points(series: &[Series]) -> Vec<Point> {
+    let set: BTreeSet<Point> = series
         .iter()
-        .flat_map(|s| s.cells.iter().map(|c| c.0))
+        .flat_map(|s| s.cells.iter().map(|c| c.0.clone()))
         .collect();
     set.into_iter().collect()
 }
 
-fn batch_axis(batches: &[usize]) -> Scale {
-    Scale::categories(&batches.iter().map(|b| b.to_string()).collect::<Vec<_>>())
+/// The x axis of the size categories, and its title: `batch size`, or `batch size, seq` when
+/// an axis was swept.
+fn size_axis(points: &[Point]) -> (Scale, String) {
+    let axes: BTreeSet<&String> = points.iter().flat_map(|p| p.dims.keys()).collect();
+    let title = std::iter::once("batch size")
+        .chain(axes.iter().map(|a| a.as_str()))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let labels: Vec<String> = points.iter().map(Point::short_label).collect();
+    (Scale::categories(&labels), title)
 }
 
-fn slot(batches: &[usize], b: usize) -> f64 {
-    batches.iter().position(|x| *x == b).unwrap_or(0) as f64
+fn slot(points: &[Point], p: &Point) -> f64 {
+    points.iter().position(|x| x == p).unwrap_or(0) as f64
+}
+
+/// The label beside an accuracy point: `b8`, or `b8 seq 128`.
+fn point_tag(p: &Point) -> String {
+    format!("b{}", p.short_label())
 }
 
 /// Samples/s against batch size, one line per target and precision, for one model's cells.
 pub fn throughput(model: &str, cells: &[&CellRecord]) -> Option<String> {
     let series = series(cells);
-    let bs = batches(&series);
+    let bs = points(&series);
     let values: Vec<f64> = series
         .iter()
         .flat_map(|s| s.cells.iter().map(|c| c.1.samples_per_s))
         .collect();
     let y = Scale::fit(&values, 10.0, true)?;
-    let x = batch_axis(&bs);
+    let (x, x_title) = size_axis(&bs);
     svg(SIZE, |root| {
         chart(
             root,
             &format!("{model}: throughput"),
-            (&x, "batch size"),
+            (&x, &x_title),
             (&y, "samples/s"),
             &series,
             |c| {
@@ -355,7 +370,7 @@ pub fn throughput(model: &str, cells: &[&CellRecord]) -> Option<String> {
                     let pts: Vec<(f64, f64)> = s
                         .cells
                         .iter()
-                        .filter_map(|(b, m)| Some((slot(&bs, *b) + 0.5, y.map(m.samples_per_s)?)))
+                        .filter_map(|(b, m)| Some((slot(&bs, b) + 0.5, y.map(m.samples_per_s)?)))
                         .collect();
                     let (color, p) = (s.color, s.precision);
                     c.draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))?;
@@ -374,7 +389,7 @@ pub fn throughput(model: &str, cells: &[&CellRecord]) -> Option<String> {
 /// Mean latency-all as bars with a whisker up to p99, grouped by batch size, for one model.
 pub fn latency(model: &str, cells: &[&CellRecord]) -> Option<String> {
     let series = series(cells);
-    let bs = batches(&series);
+    let bs = points(&series);
     let values: Vec<f64> = series
         .iter()
         .flat_map(|s| {
@@ -384,13 +399,13 @@ pub fn latency(model: &str, cells: &[&CellRecord]) -> Option<String> {
         })
         .collect();
     let y = Scale::fit(&values, 30.0, true)?;
-    let x = batch_axis(&bs);
+    let (x, x_title) = size_axis(&bs);
     let w = 0.8 / series.len().max(1) as f64;
     svg(SIZE, |root| {
         chart(
             root,
             &format!("{model}: latency-all mean, whisker to p99"),
-            (&x, "batch size"),
+            (&x, &x_title),
             (&y, "ms per batch"),
             &series,
             |c| {
@@ -399,7 +414,7 @@ pub fn latency(model: &str, cells: &[&CellRecord]) -> Option<String> {
                     let mut bars = vec![];
                     let mut whiskers = vec![];
                     for (b, m) in &s.cells {
-                        let x0 = slot(&bs, *b) + 0.1 + j as f64 * w;
+                        let x0 = slot(&bs, b) + 0.1 + j as f64 * w;
                         let (Some(mean), p99) =
                             (y.map(m.latency_all_ms.mean), y.map(m.latency_all_ms.p99))
                         else {
@@ -431,7 +446,7 @@ pub fn latency(model: &str, cells: &[&CellRecord]) -> Option<String> {
 }
 
 /// Top-1 (or, without a dataset, top-1 agreement with FP32) against ms per sample, one point per
-/// cell, labelled with its batch size, for one model.
+/// cell, labelled with its batch size (and swept sizes), for one model.
 pub fn accuracy(model: &str, cells: &[&CellRecord]) -> Option<String> {
     let series = series(cells);
     type Get = fn(&CellMetrics) -> Option<f64>;
@@ -449,13 +464,13 @@ pub fn accuracy(model: &str, cells: &[&CellRecord]) -> Option<String> {
     } else {
         return None;
     };
-    let points = |s: &Series| -> Vec<(usize, f64, f64)> {
+    let points = |s: &Series| -> Vec<(String, f64, f64)> {
         s.cells
             .iter()
-            .filter_map(|(b, m)| Some((*b, m.ms_per_sample, get(m)?)))
+            .filter_map(|(b, m)| Some((point_tag(b), m.ms_per_sample, get(m)?)))
             .collect()
     };
-    let all: Vec<(usize, f64, f64)> = series.iter().flat_map(points).collect();
+    let all: Vec<(String, f64, f64)> = series.iter().flat_map(points).collect();
     let x = Scale::fit(&all.iter().map(|p| p.1).collect::<Vec<_>>(), 10.0, false)?;
     let y = Scale::fit(
         &all.iter().map(|p| p.2).collect::<Vec<_>>(),
@@ -473,7 +488,7 @@ pub fn accuracy(model: &str, cells: &[&CellRecord]) -> Option<String> {
                 let mut placed = vec![];
                 for s in &series {
                     let color = s.color;
-                    let pts: Vec<(usize, (f64, f64))> = points(s)
+                    let pts: Vec<(String, (f64, f64))> = points(s)
                         .into_iter()
                         .filter_map(|(b, ms, a)| Some((b, (x.map(ms)?, y.map(a)?))))
                         .collect();
@@ -484,10 +499,9 @@ pub fn accuracy(model: &str, cells: &[&CellRecord]) -> Option<String> {
                     let font = ("sans-serif", 10).into_font().color(&color);
                     let labels: Vec<_> = pts
                         .iter()
-                        .filter(|(b, at)| free(&mut placed, c.backend_coord(at), &format!("b{b}")))
-                        .map(|(b, at)| {
-                            EmptyElement::at(*at)
-                                + Text::new(format!("b{b}"), (6, -14), font.clone())
+                        .filter(|(tag, at)| free(&mut placed, c.backend_coord(at), tag))
+                        .map(|(tag, at)| {
+                            EmptyElement::at(*at) + Text::new(tag.clone(), (6, -14), font.clone())
                         })
                         .collect();
                     c.draw_series(labels)?;
@@ -573,11 +587,11 @@ pub fn monitor(cell: &CellRecord) -> Option<String> {
         return None;
     }
     let title = format!(
-        "{} {} {} batch {}: NVML readings",
+        "{} {} {} {}: NVML readings",
         cell.model,
         cell.target(),
         cell.precision(),
-        cell.batch()
+        cell.point().label()
     );
     svg((SIZE.0, 40 + 190 * panels.len() as u32), |root| {
         let root = root.titled(&title, ("sans-serif", 17))?;
