@@ -17,10 +17,19 @@ fn inspect_prints_io_ops_and_parameters() {
     assert!(text.contains("batch×3×16×16"), "{text}");
     assert!(text.contains("batch×10"), "{text}");
     assert!(text.contains("5,388 in 9 initializers"), "{text}");
+    // MACs by hand: 8×16×16 conv outputs × 3×3×3, then 512 × 10 in the Gemm.
     assert!(
-        text.contains("conv_0  Conv  input, conv.weight, conv.bias → conv_out"),
+        text.contains("conv_0  Conv  input, conv.weight, conv.bias → conv_out  [55,296 MACs]"),
         "{text}"
     );
+    assert!(
+        text.contains("compute     60,416 MACs per sample (120.83 kFLOPs): Conv 91.5%, Gemm 8.5%"),
+        "{text}"
+    );
+    let json = trtkit(&["inspect", path.to_str().unwrap(), "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(v["macs"]["total"], 55_296 + 5_120);
+    assert_eq!(v["macs"]["nodes"][1]["op"], "Gemm");
 }
 
 #[test]

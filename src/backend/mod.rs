@@ -4,6 +4,7 @@
 
 pub mod ort;
 pub mod select;
+pub mod shapes;
 pub mod tract;
 
 use crate::tensor::{Dim, HostTensor, IoSpec, TensorData};

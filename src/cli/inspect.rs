@@ -1,7 +1,9 @@
 //! `trtkit inspect MODEL.onnx|ENGINE`: the summary of an ONNX model, or of an engine file
 //! (recognised by its magic, whatever its name), rendered by [`crate::report::inspect`].
 
+use crate::backend::shapes::model_macs;
 use crate::cli::args::output::JsonArgs;
+use crate::onnx::shape::ShapeRequest;
 use crate::onnx::summary::summarize;
 use crate::onnx::OnnxModel;
 use crate::report::inspect::{render, render_engine};
@@ -35,6 +37,7 @@ pub fn run(args: InspectArgs) -> anyhow::Result<()> {
         return args.format.print(&found, || render_engine(&found));
     }
     let model = OnnxModel::load(&args.model)?;
-    let summary = summarize(&model, args.layers);
+    let summary =
+        summarize(&model, args.layers).with_macs(model_macs(&model, &ShapeRequest::default()));
     args.format.print(&summary, || render(&summary))
 }

@@ -5,6 +5,7 @@ pub mod builder;
 pub mod dtype;
 pub mod external;
 pub mod input_roles;
+pub mod macs;
 pub mod model;
 pub mod rewrite;
 pub mod shape;

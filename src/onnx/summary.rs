@@ -1,7 +1,9 @@
-//! What `inspect` reports about a model: I/O, opsets, op counts, parameters and weight bytes.
+//! What `inspect` reports about a model: I/O, opsets, op counts, parameters, weight bytes, and
+//! the MACs per node and in total when the caller could count them.
 
 use super::dtype::{dtype_name, packed_bytes};
 use super::external::{element_count, external_ref, is_external};
+use super::macs::MacsCount;
 use super::model::OnnxModel;
 use super::pb::TensorProto;
 use super::shape::{model_inputs, model_outputs};
@@ -56,6 +58,9 @@ pub struct Layer {
     pub inputs: Vec<String>,
     /// Output tensor names.
     pub outputs: Vec<String>,
+    /// Multiply-accumulates per sample (counted ops only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub macs: Option<u64>,
 }
 
 /// The whole summary of a model.
@@ -94,6 +99,43 @@ pub struct ModelSummary {
     /// Every node, when asked for (`--layers`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub layers: Option<Vec<Layer>>,
+    /// MACs per sample of Conv, ConvTranspose, Gemm and MatMul, per node and in total.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub macs: Option<MacsCount>,
+    /// Why there are no MACs (the shapes could not be inferred).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub macs_missing: Option<String>,
+}
+
+impl ModelSummary {
+    /// The summary with the MACs counted for its model (or why they could not be).
+    pub fn with_macs(mut self, macs: anyhow::Result<MacsCount>) -> Self {
+        match macs {
+            Ok(m) => {
+                if let Some(layers) = &mut self.layers {
+                    for n in &m.nodes {
+                        if let Some(l) = layers.get_mut(n.node) {
+                            l.macs = Some(n.macs);
+                        }
+                    }
+                }
+                self.macs = Some(m);
+            }
+            Err(e) => self.macs_missing = Some(format!("{e:#}")),
+        }
+        self
+    }
+
+    /// MACs per op type, largest first.
+    pub fn macs_by_op(&self) -> Vec<(String, u64)> {
+        let mut by: BTreeMap<String, u64> = BTreeMap::new();
+        for n in self.macs.iter().flat_map(|m| &m.nodes) {
+            *by.entry(n.op.clone()).or_default() += n.macs;
+        }
+        let mut out: Vec<(String, u64)> = by.into_iter().collect();
+        out.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        out
+    }
 }
 
 /// Bytes of one initializer's data, wherever it is stored.
@@ -178,6 +220,8 @@ pub fn summarize(model: &OnnxModel, layers: bool) -> ModelSummary {
         weight_bytes,
         external_weight_bytes,
         largest_initializers: inits,
+        macs: None,
+        macs_missing: None,
         layers: layers.then(|| {
             graph
                 .node
@@ -187,6 +231,7 @@ pub fn summarize(model: &OnnxModel, layers: bool) -> ModelSummary {
                     op: n.op_type.clone(),
                     inputs: n.input.clone(),
                     outputs: n.output.clone(),
+                    macs: None,
                 })
                 .collect()
         }),

@@ -32,7 +32,34 @@ pub fn render(s: &ModelSummary) -> String {
             String::new()
         }
     );
-    out += &format!("nodes       {}\n\n", count(s.node_count as u64));
+    out += &format!("nodes       {}\n", count(s.node_count as u64));
+    match (&s.macs, &s.macs_missing) {
+        (Some(m), _) => {
+            let by_op: Vec<String> = s
+                .macs_by_op()
+                .iter()
+                .map(|(op, n)| format!("{op} {:.1}%", 100.0 * *n as f64 / m.total.max(1) as f64))
+                .collect();
+            out += &format!(
+                "compute     {} MACs per sample ({}FLOPs){}{}\n",
+                count(m.total),
+                si(2.0 * m.total as f64),
+                if by_op.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", by_op.join(", "))
+                },
+                if m.unknown.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (without {}: shapes unknown)", m.unknown.join(", "))
+                }
+            );
+        }
+        (None, Some(why)) => out += &format!("compute     MACs unknown: {why}\n"),
+        (None, None) => {}
+    }
+    out += "\n";
 
     let mut io = Table::new(&["", "name", "dtype", "shape"]).with_align(&[Align::Left; 4]);
     for (kind, list) in [("input", &s.inputs), ("output", &s.outputs)] {
@@ -89,8 +116,12 @@ pub fn render(s: &ModelSummary) -> String {
             } else {
                 &l.name
             };
+            let macs = l
+                .macs
+                .map(|m| format!("  [{} MACs]", count(m)))
+                .unwrap_or_default();
             out += &format!(
-                "{i:>5}  {name}  {}  {} → {}\n",
+                "{i:>5}  {name}  {}  {} → {}{macs}\n",
                 l.op,
                 l.inputs.join(", "),
                 l.outputs.join(", ")
@@ -98,6 +129,15 @@ pub fn render(s: &ModelSummary) -> String {
         }
     }
     out
+}
+
+/// `4.09 G`-style: two decimals and an SI prefix (then the unit).
+fn si(v: f64) -> String {
+    let (scaled, prefix) = [(1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")]
+        .iter()
+        .find(|(f, _)| v >= *f)
+        .map_or((v, ""), |(f, p)| (v / f, *p));
+    format!("{scaled:.2} {prefix}")
 }
 
 /// The terminal rendering of an engine file's description: flavour, size, and what its

@@ -1,0 +1,82 @@
+//! The shape of every tensor of an ONNX model at one sample, as tract infers it, and the MACs
+//! per node counted from those shapes (`inspect`, the INT8 sensitivity table and its INT8
+//! share).
+
+use crate::onnx::macs::{count_macs, MacsCount};
+use crate::onnx::rewrite::pass::Pass;
+use crate::onnx::shape::{fixed_batch, Batch, FixBatch, InputShapes, ShapeRequest};
+use crate::onnx::OnnxModel;
+use anyhow::{Context, Result};
+use std::collections::HashMap;
+use tract_onnx::prelude::*;
+
+/// Every tensor whose shape tract can make concrete, by its ONNX name, at the model's fixed
+/// batch (or batch 1), with `request` applied first; also the batch used.
+pub fn tensor_shapes(
+    model: &OnnxModel,
+    request: &ShapeRequest,
+) -> Result<(HashMap<String, Vec<usize>>, usize)> {
+    let shown = model.path.display().to_string();
+    let mut model = model.clone();
+    if !request.is_empty() {
+        model = InputShapes(request.clone()).run(model)?.0;
+    }
+    let batch = match fixed_batch(&model) {
+        Some(n) if n > 0 => n,
+        _ => {
+            model = FixBatch(Batch::Static(1)).run(model)?.0;
+            1
+        }
+    };
+    let dir = model.base_dir().to_string_lossy().into_owned();
+    let typed = tract_onnx::onnx()
+        .with_ignore_value_info(true)
+        .parse(&model.proto, Some(&dir))
+        .and_then(|p| p.model.into_typed())
+        .map_err(|e| anyhow::anyhow!("{e:#}"))
+        .with_context(|| format!("{shown}: tract cannot infer the shapes"))?;
+    let mut shapes = HashMap::new();
+    for node in typed.nodes() {
+        for (slot, output) in node.outputs.iter().enumerate() {
+            let Some(dims) = output.fact.shape.as_concrete() else {
+                continue;
+            };
+            let name = typed
+                .outlet_label(OutletId::new(node.id, slot))
+                .unwrap_or(&node.name);
+            shapes.insert(name.to_string(), dims.to_vec());
+        }
+    }
+    Ok((shapes, batch))
+}
+
+/// The MACs of `model` per sample (its shapes from [`tensor_shapes`]).
+pub fn model_macs(model: &OnnxModel, request: &ShapeRequest) -> Result<MacsCount> {
+    let (shapes, batch) = tensor_shapes(model, request)?;
+    Ok(count_macs(model.graph(), &shapes, batch))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::onnx::test_models::classifier;
+
+    /// The test classifier by hand: a 3×3 conv, 3 → 8 channels, padding 1, on 16×16 keeps
+    /// 8×16×16 outputs, each summing 3×3×3 products; the Gemm maps 512 features to 10 classes.
+    #[test]
+    fn macs_of_the_classifier_equal_a_hand_count() {
+        for batch in [None, Some(4)] {
+            let model = OnnxModel::from_proto(classifier(batch), "c.onnx");
+            let m = model_macs(&model, &ShapeRequest::default()).unwrap();
+            let conv = 8 * 16 * 16 * (3 * 3 * 3);
+            let gemm = 10 * 512;
+            assert_eq!(m.nodes.len(), 2, "{m:?}");
+            assert_eq!(m.nodes[0].macs, conv);
+            assert_eq!(m.nodes[1].macs, gemm);
+            assert_eq!(m.total, conv + gemm);
+            assert!(m.unknown.is_empty());
+            let share = m.share([m.nodes[0].node]);
+            assert!((share - conv as f64 / (conv + gemm) as f64).abs() < 1e-12);
+        }
+    }
+}

@@ -1,0 +1,188 @@
+//! Multiply-accumulates per node: the compute that INT8 or FP16 can speed up, counted for the
+//! ops that carry nearly all of it (Conv, ConvTranspose, Gemm, MatMul), from tensor shapes the
+//! caller inferred (one sample). Every other op counts 0; FLOPs are twice the MACs.
+
+use super::pb::{GraphProto, NodeProto};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+
+/// The ops whose MACs are counted.
+pub const COUNTED_OPS: [&str; 4] = ["Conv", "ConvTranspose", "Gemm", "MatMul"];
+
+/// The MACs of one node.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeMacs {
+    /// Index of the node in the graph.
+    pub node: usize,
+    /// Node name (may be empty in the model).
+    pub name: String,
+    /// Op type.
+    pub op: String,
+    /// Multiply-accumulates for one sample.
+    pub macs: u64,
+}
+
+/// The MACs of a model for one sample.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct MacsCount {
+    /// Every counted node with a known count, in graph order.
+    pub nodes: Vec<NodeMacs>,
+    /// Their sum.
+    pub total: u64,
+    /// Counted ops whose shapes were not known (their MACs are missing from the total).
+    pub unknown: Vec<String>,
+}
+
+impl MacsCount {
+    /// The MACs of the node at `index` (0 for an op that is not counted).
+    pub fn of(&self, index: usize) -> u64 {
+        self.nodes
+            .iter()
+            .find(|n| n.node == index)
+            .map_or(0, |n| n.macs)
+    }
+
+    /// Share of the total that the nodes at `indices` carry, in [0, 1].
+    pub fn share(&self, indices: impl IntoIterator<Item = usize>) -> f64 {
+        if self.total == 0 {
+            return 0.0;
+        }
+        let part: u64 = indices.into_iter().map(|i| self.of(i)).sum();
+        part as f64 / self.total as f64
+    }
+}
+
+fn product(dims: &[usize]) -> u64 {
+    dims.iter().map(|&d| d as u64).product()
+}
+
+fn attr_i(node: &NodeProto, name: &str) -> Option<i64> {
+    node.attribute.iter().find(|a| a.name == name).map(|a| a.i)
+}
+
+fn attr_ints<'a>(node: &'a NodeProto, name: &str) -> Option<&'a [i64]> {
+    node.attribute
+        .iter()
+        .find(|a| a.name == name)
+        .map(|a| a.ints.as_slice())
+}
+
+/// A Conv's output shape from its input and weight shapes and its attributes (for outputs whose
+/// shape the inference left unnamed).
+fn conv_output(node: &NodeProto, x: &[usize], w: &[usize]) -> Option<Vec<usize>> {
+    let spatial = x.len().checked_sub(2)?;
+    let kernel = w.get(2..)?;
+    let mut out = vec![*x.first()?, *w.first()?];
+    let auto_pad = node
+        .attribute
+        .iter()
+        .find(|a| a.name == "auto_pad")
+        .map(|a| String::from_utf8_lossy(&a.s).into_owned())
+        .unwrap_or_default();
+    for i in 0..spatial {
+        let at = |name: &str, default: i64| {
+            attr_ints(node, name)
+                .and_then(|v| v.get(i).copied())
+                .unwrap_or(default)
+        };
+        let (input, stride, dilation) = (x[2 + i] as i64, at("strides", 1), at("dilations", 1));
+        let size = if auto_pad.starts_with("SAME") {
+            (input + stride - 1) / stride
+        } else {
+            let pads = if auto_pad == "VALID" {
+                0
+            } else {
+                at("pads", 0)
+                    + attr_ints(node, "pads")
+                        .and_then(|v| v.get(spatial + i).copied())
+                        .unwrap_or(0)
+            };
+            let span = dilation * (*kernel.get(i)? as i64 - 1) + 1;
+            (input + pads - span) / stride + 1
+        };
+        out.push(usize::try_from(size).ok()?);
+    }
+    Some(out)
+}
+
+/// The MACs of `node` for the batch the `shapes` were inferred at, when its shapes are known.
+fn node_macs(node: &NodeProto, shape: &dyn Fn(&str) -> Option<Vec<usize>>) -> Option<u64> {
+    let input = |i: usize| node.input.get(i).and_then(|n| shape(n));
+    let output = || node.output.first().and_then(|n| shape(n));
+    match node.op_type.as_str() {
+        // Each output element sums over (input channels / group) × kernel.
+        "Conv" => {
+            let w = input(1)?;
+            let out = output().or_else(|| conv_output(node, &input(0)?, &w))?;
+            Some(product(&out) * product(w.get(1..)?))
+        }
+        // Each input element spreads over (output channels / group) × kernel.
+        "ConvTranspose" => {
+            let w = input(1)?;
+            Some(product(&input(0)?) * product(w.get(1..)?))
+        }
+        "Gemm" => {
+            let a = input(0)?;
+            let k = if attr_i(node, "transA").unwrap_or(0) != 0 {
+                *a.first()?
+            } else {
+                *a.get(1)?
+            };
+            Some(product(&output()?) * k as u64)
+        }
+        "MatMul" => {
+            let a = input(0)?;
+            Some(product(&output()?) * *a.last()? as u64)
+        }
+        _ => None,
+    }
+}
+
+/// Counts the MACs of `graph` from `shapes` (tensor name → dims at batch `batch`; initializer
+/// dims are read from the graph), divided by the batch.
+pub fn count_macs(
+    graph: &GraphProto,
+    shapes: &HashMap<String, Vec<usize>>,
+    batch: usize,
+) -> MacsCount {
+    let inits: HashMap<&str, Vec<usize>> = graph
+        .initializer
+        .iter()
+        .map(|t| {
+            (
+                t.name.as_str(),
+                t.dims.iter().map(|&d| d as usize).collect(),
+            )
+        })
+        .collect();
+    let shape = |name: &str| -> Option<Vec<usize>> {
+        inits
+            .get(name)
+            .cloned()
+            .or_else(|| shapes.get(name).cloned())
+    };
+    let mut out = MacsCount::default();
+    for (i, node) in graph.node.iter().enumerate() {
+        if !COUNTED_OPS.contains(&node.op_type.as_str()) {
+            continue;
+        }
+        match node_macs(node, &shape) {
+            Some(macs) => {
+                let macs = macs / batch.max(1) as u64;
+                out.total += macs;
+                out.nodes.push(NodeMacs {
+                    node: i,
+                    name: node.name.clone(),
+                    op: node.op_type.clone(),
+                    macs,
+                });
+            }
+            None => out.unknown.push(if node.name.is_empty() {
+                format!("{} #{i}", node.op_type)
+            } else {
+                node.name.clone()
+            }),
+        }
+    }
+    out
+}
