@@ -103,7 +103,12 @@ pub fn prepare(spec: &CellSpec) -> Result<Prepared> {
                 }
             ));
             let tag = format!("int8-{}", &hex16(&std::fs::read(&cache)?)[..8]);
-            rewrite(spec, Rewrite::Int8 { cache }, &tag, &mut notes)?
+            let how = Rewrite::Int8 {
+                cache,
+                exclude: Default::default(),
+                fallback: Default::default(),
+            };
+            rewrite(spec, how, &tag, &mut notes)?
         }
     };
     Ok(Prepared {

@@ -276,6 +276,16 @@ fn open_batches(args: &CalibrateConfig, feed: &Feed) -> Result<Box<dyn Calibrati
     )?))
 }
 
+/// The samples `args` names (its `calib_data`, batch size, sample count and preprocessing), as
+/// batches for what `model` takes (the model with `args`' input shapes applied): the data
+/// other jobs measure on, read the way calibration reads it.
+pub fn open_samples(
+    model: &OnnxModel,
+    args: &CalibrateConfig,
+) -> Result<Box<dyn CalibrationBatches>> {
+    open_batches(args, &feed_of(model)?)
+}
+
 /// One requested algorithm: its key, its cache file and what the lookup found.
 struct Pending {
     algo: Algorithm,

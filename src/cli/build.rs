@@ -222,6 +222,7 @@ pub fn config(args: &BuildArgs) -> Result<BuildConfig> {
         fp16: Fp16Options {
             keep_fp32,
             fp16_io: args.fp16_io,
+            keep_nodes: vec![],
         },
         int8,
         builder: BuilderSettings {

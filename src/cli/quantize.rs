@@ -1,11 +1,19 @@
-//! `trtkit quantize MODEL --int8 --calibration-cache FILE -o OUT.onnx` and
-//! `trtkit quantize MODEL --fp16 -o OUT.onnx`: flags into a [`QuantizeConfig`], and the line
-//! that says what was written.
+//! `trtkit quantize MODEL --int8 --calibration-cache FILE -o OUT.onnx` (with `--exclude…`
+//! and `--fallback`), `trtkit quantize MODEL --fp16 -o OUT.onnx`, and the INT8 triage on real
+//! samples: `--sensitivity` (the per-node table) and `--target-cosine` / `--target-agreement`
+//! (the smallest float part that meets it). Flags into the job's config, and its rendering.
 
 use crate::cli::args::output::JsonArgs;
+use crate::cli::args::preprocess::PreprocessArgs;
 use crate::cli::UsageError;
+use crate::measure::int8_eval::EvalConfig;
+use crate::measure::int8_target::{search_target, Goal, TargetConfig};
+use crate::measure::sensitivity::sensitivity;
 use crate::onnx::rewrite::fp16::{Fp16Options, DEFAULT_KEEP_FP32};
-use crate::trt::precision::{quantize, QuantizeConfig, QuantizeReport, Rewrite};
+use crate::onnx::rewrite::plan::Exclusion;
+use crate::report::int8::{render_sensitivity, render_target};
+use crate::report::progress::Bar;
+use crate::trt::precision::{quantize, Fallback, QuantizeConfig, QuantizeReport, Rewrite};
 use anyhow::Result;
 use clap::Args;
 use std::path::PathBuf;
@@ -24,9 +32,65 @@ pub struct QuantizeArgs {
     /// Calibration cache written by `trtkit calibrate` (or TensorRT) for --int8.
     #[arg(long, value_name = "FILE")]
     pub calibration_cache: Option<PathBuf>,
-    /// Where to write the rewritten model.
-    #[arg(short, long, value_name = "OUT.onnx")]
-    pub output: PathBuf,
+    /// Where to write the rewritten model (all but --sensitivity).
+    #[arg(
+        short,
+        long,
+        value_name = "OUT.onnx",
+        required_unless_present = "sensitivity"
+    )]
+    pub output: Option<PathBuf>,
+    /// With --int8: nodes left in float, by name (or `#INDEX` for an unnamed one),
+    /// comma-separated.
+    #[arg(long, value_delimiter = ',', requires = "int8", value_name = "NODES")]
+    pub exclude: Vec<String>,
+    /// With --int8: op types left in float (`Gemm`), comma-separated.
+    #[arg(long, value_delimiter = ',', requires = "int8", value_name = "OPS")]
+    pub exclude_op: Vec<String>,
+    /// With --int8: nodes whose whole name matches this regular expression stay in float
+    /// (repeatable).
+    #[arg(long, requires = "int8", value_name = "REGEX")]
+    pub exclude_regex: Vec<String>,
+    /// With --int8: what the nodes not in INT8 compute in: fp32, or fp16 (what a strongly typed
+    /// engine runs; the INT8 nodes and their Q/DQ stay float32 so TensorRT fuses them).
+    #[arg(long, requires = "int8", value_parser = fallback, default_value = "fp32")]
+    pub fallback: Fallback,
+    /// With --int8: measure every quantized node on --eval-data (its damage alone in INT8,
+    /// what leaving it alone in float recovers) and print the sorted table; writes no model.
+    #[arg(long, requires = "int8", requires = "eval_data", conflicts_with_all = ["target_cosine", "target_agreement"])]
+    pub sensitivity: bool,
+    /// With --int8: leave the fewest nodes in float that keep this cosine with the FP32 model's
+    /// output on --eval-data, and write that model.
+    #[arg(
+        long,
+        requires = "int8",
+        requires = "eval_data",
+        conflicts_with = "target_agreement",
+        value_name = "COSINE"
+    )]
+    pub target_cosine: Option<f64>,
+    /// With --int8: as --target-cosine, for this top-1 agreement with the FP32 model, %.
+    #[arg(long, requires = "int8", requires = "eval_data", value_name = "PCT")]
+    pub target_agreement: Option<f64>,
+    /// Samples the INT8 variants are measured on: images, .npy/.npz, or synthetic:SEED (as
+    /// `calibrate --calib-data` takes them).
+    #[arg(long, value_name = "SRC")]
+    pub eval_data: Option<String>,
+    /// How many of them (default 64).
+    #[arg(long, value_name = "N", requires = "eval_data")]
+    pub eval_samples: Option<usize>,
+    /// Samples per inference while measuring (default 8).
+    #[arg(long, value_name = "N", requires = "eval_data")]
+    pub batch_size: Option<usize>,
+    /// CPU threads of the measurements (default: every core).
+    #[arg(long, value_name = "N", requires = "eval_data")]
+    pub threads: Option<usize>,
+    /// Search for the target again even if a kept result answers it.
+    #[arg(long)]
+    pub research: bool,
+    /// How images of --eval-data become model input (`validate`'s flags).
+    #[command(flatten)]
+    pub preprocess: PreprocessArgs,
     /// With --fp16: graph inputs and outputs in float16 too (default: float32 with Casts).
     #[arg(long, requires = "fp16")]
     pub fp16_io: bool,
@@ -42,33 +106,149 @@ pub struct QuantizeArgs {
     pub format: JsonArgs,
 }
 
-/// The rewrite these flags describe; every flag check of `quantize` is here.
+fn fallback(text: &str) -> Result<Fallback, String> {
+    match text {
+        "fp32" => Ok(Fallback::Fp32),
+        "fp16" => Ok(Fallback::Fp16),
+        other => Err(format!("unknown fallback {other:?}: expected fp32 or fp16")),
+    }
+}
+
+/// The three jobs `quantize` runs.
+pub enum Job {
+    /// Write the rewritten model.
+    Rewrite(QuantizeConfig),
+    /// The per-node INT8 sensitivity table.
+    Sensitivity(EvalConfig),
+    /// The smallest float part that meets a target.
+    Target(TargetConfig),
+}
+
+/// The job these flags describe; every flag check of `quantize` is here.
+pub fn job(args: &QuantizeArgs) -> Result<Job> {
+    let Some(eval_data) = &args.eval_data else {
+        return Ok(Job::Rewrite(config(args)?));
+    };
+    let Some(cache) = &args.calibration_cache else {
+        return Err(UsageError(
+            "--eval-data measures INT8 variants: give --int8 --calibration-cache FILE".into(),
+        )
+        .into());
+    };
+    let eval = EvalConfig {
+        model: args.model.clone(),
+        cache: cache.clone(),
+        eval_data: eval_data.clone(),
+        samples: args.eval_samples,
+        batch_size: args.batch_size.unwrap_or(8),
+        preprocess: args.preprocess.request()?,
+        threads: args.threads,
+        fallback: args.fallback,
+    };
+    if eval.batch_size == 0 || eval.samples == Some(0) {
+        return Err(UsageError("--batch-size and --eval-samples must be at least 1".into()).into());
+    }
+    if args.sensitivity {
+        return Ok(Job::Sensitivity(eval));
+    }
+    let goal = match (args.target_cosine, args.target_agreement) {
+        (Some(c), _) if (0.0..=1.0).contains(&c) => Goal::Cosine(c),
+        (Some(c), _) => {
+            return Err(UsageError(format!("--target-cosine {c}: a cosine lies in [0, 1]")).into())
+        }
+        (None, Some(p)) if (0.0..=100.0).contains(&p) => Goal::Agreement(p),
+        (None, Some(p)) => {
+            return Err(UsageError(format!(
+                "--target-agreement {p}: a percentage lies in [0, 100]"
+            ))
+            .into())
+        }
+        (None, None) => {
+            return Err(UsageError(
+                "--eval-data is for --sensitivity, --target-cosine or --target-agreement".into(),
+            )
+            .into())
+        }
+    };
+    if !exclusion(args).is_empty() {
+        return Err(UsageError("--target-cosine and --target-agreement choose the float nodes themselves; leave out --exclude".into()).into());
+    }
+    Ok(Job::Target(TargetConfig {
+        result_dir: cache
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(".")),
+        eval,
+        goal,
+        output: args
+            .output
+            .clone()
+            .expect("clap requires -o without --sensitivity"),
+        research: args.research,
+    }))
+}
+
+fn exclusion(args: &QuantizeArgs) -> Exclusion {
+    Exclusion {
+        nodes: args.exclude.clone(),
+        ops: args.exclude_op.clone(),
+        patterns: args.exclude_regex.clone(),
+    }
+}
+
+/// The rewrite these flags describe.
 pub fn config(args: &QuantizeArgs) -> Result<QuantizeConfig> {
     let rewrite = match (args.int8, args.fp16, &args.calibration_cache) {
         (true, _, Some(cache)) => Rewrite::Int8 {
             cache: cache.clone(),
+            exclude: exclusion(args),
+            fallback: args.fallback,
         },
         (true, _, None) => {
             return Err(UsageError("--int8 needs --calibration-cache FILE".into()).into())
         }
+        (false, true, _) if args.eval_data.is_some() => {
+            return Err(UsageError(
+                "--eval-data measures INT8 variants; it does not apply to --fp16".into(),
+            )
+            .into())
+        }
         (false, true, _) => Rewrite::Fp16(Fp16Options {
             keep_fp32: keep_fp32_list(args.keep_fp32.as_deref()),
             fp16_io: args.fp16_io,
+            keep_nodes: vec![],
         }),
         (false, false, _) => return Err(UsageError("give one of --int8 or --fp16".into()).into()),
     };
     Ok(QuantizeConfig {
         model: args.model.clone(),
         rewrite,
-        output: args.output.clone(),
+        output: args
+            .output
+            .clone()
+            .ok_or_else(|| UsageError("give the output model with -o OUT.onnx".into()))?,
         check: !args.no_check,
     })
 }
 
 /// Runs `quantize`.
 pub fn run(args: QuantizeArgs) -> Result<()> {
-    let report = quantize(&config(&args)?)?;
-    args.format.print(&report, || render(&report))
+    let bar = Bar::new("variants", args.format.json);
+    match job(&args)? {
+        Job::Rewrite(config) => {
+            let report = quantize(&config)?;
+            args.format.print(&report, || render(&report))
+        }
+        Job::Sensitivity(config) => {
+            let report = sensitivity(&config, &bar)?;
+            args.format.print(&report, || render_sensitivity(&report))
+        }
+        Job::Target(config) => {
+            let report = search_target(&config, &bar)?;
+            args.format.print(&report, || render_target(&report))
+        }
+    }
 }
 
 /// The line that says what was written.
@@ -86,12 +266,28 @@ pub fn render(report: &QuantizeReport) -> String {
                 format!(", clamped to ±65504: {}", r.clamped.join(", "))
             }
         ),
-        None => format!(
-            "wrote {} (int8): {} activations and {} weights quantized\n",
-            report.output,
-            report.quantized_activations.unwrap_or(0),
-            report.quantized_weights.unwrap_or(0)
-        ),
+        None => {
+            let mut line = format!(
+                "wrote {} (int8): {} activations and {} weights quantized",
+                report.output,
+                report.quantized_activations.unwrap_or(0),
+                report.quantized_weights.unwrap_or(0)
+            );
+            if let Some(share) = report.int8_share {
+                line += &format!("; {:.1}% of the MACs in INT8", 100.0 * share);
+            }
+            match report.float_nodes.as_deref() {
+                Some([]) | None => {}
+                Some(nodes) => {
+                    line += &format!(
+                        "; in {}: {}",
+                        report.fallback.unwrap_or_default(),
+                        nodes.join(", ")
+                    )
+                }
+            }
+            line + "\n"
+        }
     }
 }
 

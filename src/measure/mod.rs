@@ -6,7 +6,10 @@
 pub mod accuracy;
 pub mod batches;
 pub mod compare;
+pub mod int8_eval;
+pub mod int8_target;
 pub mod latency;
 pub mod open;
 pub mod precisions;
 pub mod progress;
+pub mod sensitivity;

@@ -282,6 +282,76 @@ pub fn token_classifier() -> ModelProto {
     g.build()
 }
 
+/// Three convolutions and a classifier where one tensor's channels differ in scale by 1000×:
+/// `input` [N,4,8,8] → `conv_0` (4→8, 3×3) → × per-channel scales (channel 0 × 1000) →
+/// `conv_2` (8→8, 3×3; its weights on channel 0 scaled down 1000×, so every channel counts
+/// alike in its output) → Relu → `conv_4` (8→8, 1×1) → global average pool → Flatten →
+/// `gemm_7` → `logits` [N,10]. A per-tensor INT8 scale on `conv_2`'s input rounds the seven
+/// small channels to zero.
+pub fn channel_scaled_convs() -> ModelProto {
+    let n = batch_dim(None);
+    let mut scales = vec![1.0f32; 8];
+    scales[0] = 1000.0;
+    let mut w2 = deterministic_weights(12, 8 * 8 * 9, 0.3);
+    for out in 0..8 {
+        for k in 0..9 {
+            w2[out * 72 + k] *= 0.001;
+        }
+    }
+    let mut g = GraphBuilder::new("trtkit_channel_scaled");
+    g.input(
+        "input",
+        DataType::Float,
+        &[n.clone(), Dim::Fixed(4), Dim::Fixed(8), Dim::Fixed(8)],
+    )
+    .output("logits", DataType::Float, &[n, Dim::Fixed(10)])
+    .initializer(tensor_f32(
+        "w1",
+        &[8, 4, 3, 3],
+        &deterministic_weights(11, 8 * 4 * 9, 0.4),
+    ))
+    .initializer(tensor_f32("channel_scale", &[1, 8, 1, 1], &scales))
+    .initializer(tensor_f32("w2", &[8, 8, 3, 3], &w2))
+    .initializer(tensor_f32(
+        "w3",
+        &[8, 8, 1, 1],
+        &deterministic_weights(13, 64, 0.5),
+    ))
+    .initializer(tensor_f32(
+        "fc.weight",
+        &[10, 8],
+        &deterministic_weights(14, 80, 0.5),
+    ))
+    .initializer(tensor_f32(
+        "fc.bias",
+        &[10],
+        &deterministic_weights(15, 10, 0.1),
+    ));
+    let conv3 = vec![
+        attr_ints("kernel_shape", &[3, 3]),
+        attr_ints("pads", &[1, 1, 1, 1]),
+    ];
+    g.node("Conv", &["input", "w1"], &["t1"], conv3.clone())
+        .node("Mul", &["t1", "channel_scale"], &["t2"], vec![])
+        .node("Conv", &["t2", "w2"], &["t3"], conv3)
+        .node("Relu", &["t3"], &["t4"], vec![])
+        .node(
+            "Conv",
+            &["t4", "w3"],
+            &["t5"],
+            vec![attr_ints("kernel_shape", &[1, 1])],
+        )
+        .node("GlobalAveragePool", &["t5"], &["t6"], vec![])
+        .node("Flatten", &["t6"], &["t7"], vec![])
+        .node(
+            "Gemm",
+            &["t7", "fc.weight", "fc.bias"],
+            &["logits"],
+            vec![attr_int("transB", 1)],
+        );
+    g.build()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

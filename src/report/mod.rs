@@ -17,6 +17,7 @@ pub mod doctor;
 pub mod format;
 pub mod html;
 pub mod inspect;
+pub mod int8;
 pub mod latency;
 pub mod plots;
 pub mod precisions;

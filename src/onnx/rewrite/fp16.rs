@@ -58,6 +58,9 @@ pub struct Fp16Options {
     pub keep_fp32: Vec<String>,
     /// Make graph inputs and outputs float16 too (no Cast at the boundary).
     pub fp16_io: bool,
+    /// Nodes computed in float32 whatever their op, by name (the INT8 nodes of a Q/DQ graph
+    /// whose float part runs in FP16).
+    pub keep_nodes: Vec<String>,
 }
 
 impl Default for Fp16Options {
@@ -65,6 +68,7 @@ impl Default for Fp16Options {
         Fp16Options {
             keep_fp32: DEFAULT_KEEP_FP32.iter().map(|s| s.to_string()).collect(),
             fp16_io: false,
+            keep_nodes: vec![],
         }
     }
 }
@@ -247,7 +251,12 @@ fn to_fp16(model: OnnxModel, options: &Fp16Options) -> Result<(OnnxModel, Fp16Re
     if !types.values().any(|&t| t == DataType::Float) {
         bail!("the model has no float32 tensors; nothing to convert to FP16");
     }
-    let keep: HashSet<&str> = options.keep_fp32.iter().map(String::as_str).collect();
+    let keep_ops: HashSet<&str> = options.keep_fp32.iter().map(String::as_str).collect();
+    let keep_nodes: HashSet<&str> = options.keep_nodes.iter().map(String::as_str).collect();
+    let keep = |node: &NodeProto| {
+        keep_ops.contains(node.op_type.as_str())
+            || (!node.name.is_empty() && keep_nodes.contains(node.name.as_str()))
+    };
     let mut out = model;
     gemm_to_matmul(out.graph_mut())?;
     let types = infer_elem_types(out.graph());
@@ -270,7 +279,7 @@ fn to_fp16(model: OnnxModel, options: &Fp16Options) -> Result<(OnnxModel, Fp16Re
         }
     }
     for node in &g.node {
-        let p = if keep.contains(node.op_type.as_str()) {
+        let p = if keep(node) {
             DataType::Float
         } else {
             DataType::Float16
@@ -284,7 +293,7 @@ fn to_fp16(model: OnnxModel, options: &Fp16Options) -> Result<(OnnxModel, Fp16Re
     // Initializers: float16 unless every reader needs float32.
     let mut init_needs: HashMap<String, (bool, bool)> = HashMap::new(); // (needs16, needs32)
     for node in &g.node {
-        let kept = keep.contains(node.op_type.as_str());
+        let kept = keep(node);
         for (slot, i) in node.input.iter().enumerate() {
             let e = init_needs.entry(i.clone()).or_default();
             if kept || needs_fp32_slot(&node.op_type, slot) {
@@ -319,7 +328,7 @@ fn to_fp16(model: OnnxModel, options: &Fp16Options) -> Result<(OnnxModel, Fp16Re
     }
     // Constants, Casts and ConstantOfShape made in float16 carry their type in attributes.
     for node in g.node.iter_mut() {
-        if keep.contains(node.op_type.as_str()) {
+        if keep(node) {
             report.kept_fp32_nodes += 1;
             continue;
         }
@@ -378,7 +387,7 @@ fn to_fp16(model: OnnxModel, options: &Fp16Options) -> Result<(OnnxModel, Fp16Re
     let mut cast_at_start: Vec<NodeProto> = Vec::new();
     let producers: HashSet<String> = g.node.iter().flat_map(|n| n.output.clone()).collect();
     for node in g.node.iter_mut() {
-        let kept = keep.contains(node.op_type.as_str());
+        let kept = keep(node);
         for slot in 0..node.input.len() {
             let name = node.input[slot].clone();
             let Some(&have) = home.get(&name) else {

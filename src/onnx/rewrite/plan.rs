@@ -13,7 +13,9 @@
 use super::types::infer_elem_types;
 use crate::onnx::pb::tensor_proto::DataType;
 use crate::onnx::pb::GraphProto;
-use std::collections::{HashMap, HashSet};
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 /// One activation tensor to quantize and the node inputs that will read its Q/DQ output.
 #[derive(Clone, Debug, PartialEq)]
@@ -53,6 +55,149 @@ impl QuantPlan {
     /// Names of the activation tensors, in graph order.
     pub fn activation_names(&self) -> Vec<String> {
         self.activations.iter().map(|a| a.tensor.clone()).collect()
+    }
+
+    /// The nodes that read a quantized input (activation or weight), ascending: the nodes that
+    /// run in INT8.
+    pub fn quantized_nodes(&self) -> BTreeSet<usize> {
+        self.activations
+            .iter()
+            .flat_map(|a| a.consumers.iter().map(|c| c.0))
+            .chain(self.weights.iter().map(|w| w.consumer.0))
+            .collect()
+    }
+
+    /// The plan with the nodes of `float` left in float: none of their inputs is quantized, and
+    /// an activation no other node reads quantized loses its Q/DQ pair.
+    pub fn without(&self, float: &BTreeSet<usize>) -> QuantPlan {
+        QuantPlan {
+            activations: self
+                .activations
+                .iter()
+                .filter_map(|a| {
+                    let consumers: Vec<(usize, usize)> = a
+                        .consumers
+                        .iter()
+                        .copied()
+                        .filter(|c| !float.contains(&c.0))
+                        .collect();
+                    (!consumers.is_empty()).then(|| ActivationSite {
+                        tensor: a.tensor.clone(),
+                        consumers,
+                    })
+                })
+                .collect(),
+            weights: self
+                .weights
+                .iter()
+                .filter(|w| !float.contains(&w.consumer.0))
+                .cloned()
+                .collect(),
+        }
+    }
+
+    /// The plan with only the nodes of `int8` quantized.
+    pub fn only(&self, int8: &BTreeSet<usize>) -> QuantPlan {
+        let rest = self.quantized_nodes().difference(int8).copied().collect();
+        self.without(&rest)
+    }
+}
+
+/// How a node is named in reports and in an exclusion: its name, or `#INDEX` when the model
+/// left it unnamed.
+pub fn node_label(graph: &GraphProto, index: usize) -> String {
+    match graph.node.get(index) {
+        Some(n) if !n.name.is_empty() => n.name.clone(),
+        _ => format!("#{index}"),
+    }
+}
+
+/// Nodes to leave in float: by name (or `#INDEX`, any node's place in the graph), by op type,
+/// or by a regular expression over the names.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Exclusion {
+    /// Node names or `#INDEX`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<String>,
+    /// Op types (`Conv`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ops: Vec<String>,
+    /// Regular expressions, each matched against whole node names.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub patterns: Vec<String>,
+}
+
+impl Exclusion {
+    /// Whether nothing is excluded.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty() && self.ops.is_empty() && self.patterns.is_empty()
+    }
+
+    /// The indices of the nodes of `graph` it names. A name no node has, an op no node is, a
+    /// pattern that matches nothing or does not parse is an error (a typo would otherwise
+    /// exclude nothing, silently).
+    pub fn resolve(&self, graph: &GraphProto) -> Result<BTreeSet<usize>> {
+        let mut out = BTreeSet::new();
+        let labels: Vec<String> = (0..graph.node.len())
+            .map(|i| node_label(graph, i))
+            .collect();
+        let by_index = |name: &str| {
+            name.strip_prefix('#')
+                .and_then(|i| i.parse::<usize>().ok())
+                .filter(|&i| i < labels.len())
+        };
+        for name in &self.nodes {
+            let Some(i) = labels
+                .iter()
+                .position(|l| l == name)
+                .or_else(|| by_index(name))
+            else {
+                let near: Vec<&str> = labels
+                    .iter()
+                    .filter(|l| l.contains(name.as_str()) || name.contains(l.as_str()))
+                    .take(5)
+                    .map(String::as_str)
+                    .collect();
+                bail!(
+                    "no node is named '{name}'{}",
+                    if near.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" (similar: {})", near.join(", "))
+                    }
+                );
+            };
+            out.insert(i);
+        }
+        for op in &self.ops {
+            let before = out.len();
+            out.extend(
+                graph
+                    .node
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, n)| &n.op_type == op)
+                    .map(|(i, _)| i),
+            );
+            if out.len() == before && !graph.node.iter().any(|n| &n.op_type == op) {
+                bail!("no node is a '{op}' op");
+            }
+        }
+        for pattern in &self.patterns {
+            let re = regex::Regex::new(&format!("^(?:{pattern})$"))
+                .with_context(|| format!("'{pattern}' is not a regular expression"))?;
+            let matched: Vec<usize> = labels
+                .iter()
+                .enumerate()
+                .filter(|(_, l)| re.is_match(l))
+                .map(|(i, _)| i)
+                .collect();
+            if matched.is_empty() {
+                bail!("no node name matches '{pattern}'");
+            }
+            out.extend(matched);
+        }
+        Ok(out)
     }
 }
 

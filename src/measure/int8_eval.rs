@@ -1,0 +1,223 @@
+//! How close an INT8 variant of a model stays to the float model, on real samples: the samples
+//! are read once and the float model's outputs computed once; each variant (the Q/DQ plan with
+//! some nodes left in float) is then rewritten in memory, opened on tract and scored by the
+//! cosine, top-1 agreement and mean absolute error of its first output against the float one.
+//! The sensitivity scan and the accuracy-target search both measure through it.
+
+use crate::backend::shapes::model_macs;
+use crate::backend::tract::{TractBackend, TractOptions};
+use crate::backend::Backend;
+use crate::calibration::batches::CalibrationBatches;
+use crate::calibration::cache::{check_cache_model, CalibrationTable};
+use crate::calibration::job::{open_samples, CalibrateConfig};
+use crate::data::preprocess::PreprocessRequest;
+use crate::metrics::closeness::{closeness, Tolerance};
+use crate::metrics::topk::topk;
+use crate::onnx::macs::MacsCount;
+use crate::onnx::model::file_sha256;
+use crate::onnx::rewrite::plan::{node_label, plan_int8, QuantPlan};
+use crate::onnx::OnnxModel;
+use crate::tensor::HostTensor;
+use crate::trt::precision::{int8_model, Fallback};
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+
+/// What the measurements of INT8 variants run on.
+#[derive(Clone, Debug)]
+pub struct EvalConfig {
+    /// The FP32 ONNX model.
+    pub model: PathBuf,
+    /// Its calibration cache (the activation scales).
+    pub cache: PathBuf,
+    /// Samples as `calibrate` takes them: images, .npy/.npz, or `synthetic:SEED`.
+    pub eval_data: String,
+    /// Samples used (default 64).
+    pub samples: Option<usize>,
+    /// Samples per inference.
+    pub batch_size: usize,
+    /// How images become model input.
+    pub preprocess: PreprocessRequest,
+    /// CPU threads of tract (`None`: every core).
+    pub threads: Option<usize>,
+    /// What the nodes left in float compute in.
+    pub fallback: Fallback,
+}
+
+/// How close a variant's first output is to the float model's.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Score {
+    /// Cosine similarity of the flattened outputs.
+    pub cosine: f64,
+    /// Samples whose top-1 class agrees, % (`[batch, classes]` outputs; else `None`).
+    pub top1_agreement_pct: Option<f64>,
+    /// Mean absolute difference.
+    pub mae: f64,
+}
+
+/// The default number of samples the variants are measured on.
+pub const DEFAULT_EVAL_SAMPLES: usize = 64;
+
+/// The samples `config` names, as batches for `model`.
+pub fn open_eval_samples(
+    model: &OnnxModel,
+    config: &EvalConfig,
+) -> Result<Box<dyn CalibrationBatches>> {
+    open_samples(
+        model,
+        &CalibrateConfig {
+            model: config.model.clone(),
+            calib_data: config.eval_data.clone(),
+            batch_size: config.batch_size,
+            num_images: Some(config.samples.unwrap_or(DEFAULT_EVAL_SAMPLES)),
+            algorithms: vec![],
+            recalibrate: false,
+            cache_dir: PathBuf::new(),
+            measure_plain: false,
+            backend: Default::default(),
+            preprocess: config.preprocess.clone(),
+        },
+    )
+    .with_context(|| format!("evaluation data {}", config.eval_data))
+}
+
+/// The float model, its plan and scales, the samples and the reference outputs.
+pub struct Evaluator {
+    /// The float model.
+    pub model: OnnxModel,
+    /// The full INT8 plan of the model.
+    pub plan: QuantPlan,
+    /// The activation scales.
+    pub scales: BTreeMap<String, f32>,
+    /// MACs per node (empty when the shapes cannot be inferred).
+    pub macs: MacsCount,
+    /// Samples measured on.
+    pub samples: usize,
+    /// A fingerprint of the samples and how they were made (changes when any sample does).
+    pub data_fingerprint: String,
+    batches: Vec<Vec<HostTensor>>,
+    reference: Vec<f64>,
+    classes: Option<usize>,
+    config: EvalConfig,
+}
+
+impl Evaluator {
+    /// Loads the model and cache, reads the samples and runs the float model on them.
+    pub fn new(config: &EvalConfig) -> Result<Evaluator> {
+        let shown = config.model.display().to_string();
+        let model = OnnxModel::load(&config.model)?;
+        let table = CalibrationTable::load(&config.cache)?;
+        check_cache_model(&config.cache, &config.model, &file_sha256(&config.model)?)?;
+        let plan = plan_int8(model.graph());
+        if plan.is_empty() {
+            bail!("{shown}: no quantizable ops (Conv, ConvTranspose, Gemm, MatMul); nothing to measure");
+        }
+        let samples = open_eval_samples(&model, config)?;
+        let data_fingerprint = format!("{} {}", samples.fingerprint(), samples.preprocessing());
+        let batches: Vec<Vec<HostTensor>> = samples.collect::<Result<_>>()?;
+        if batches.is_empty() {
+            bail!("evaluation data {}: no samples", config.eval_data);
+        }
+        let macs = model_macs(&model, &Default::default()).unwrap_or_default();
+        let mut me = Evaluator {
+            samples: batches
+                .iter()
+                .map(|b| {
+                    b.first()
+                        .map_or(0, |t| t.shape.first().copied().unwrap_or(1))
+                })
+                .sum(),
+            data_fingerprint,
+            model,
+            plan,
+            scales: table.scales,
+            macs,
+            batches,
+            reference: vec![],
+            classes: None,
+            config: config.clone(),
+        };
+        let (reference, shape) = me.outputs(&me.model.clone())?;
+        me.classes = (shape.len() == 2).then_some(shape[1]);
+        me.reference = reference;
+        Ok(me)
+    }
+
+    /// The first output of `model` over every sample, flattened, and its shape per batch.
+    fn outputs(&self, model: &OnnxModel) -> Result<(Vec<f64>, Vec<usize>)> {
+        let mut backend = TractBackend::load(
+            model,
+            &TractOptions {
+                batch: Some(self.config.batch_size),
+                threads: self.config.threads,
+                ..Default::default()
+            },
+        )?;
+        let mut all = vec![];
+        let mut shape = vec![];
+        for batch in &self.batches {
+            let out = backend.run(batch)?;
+            let first = out
+                .outputs
+                .into_iter()
+                .next()
+                .context("the model has no output")?;
+            shape = first.shape.clone();
+            all.extend(first.data.to_f64());
+        }
+        Ok((all, shape))
+    }
+
+    /// The score of the model with every node of the plan in INT8 except `float`.
+    pub fn score(&self, float: &BTreeSet<usize>) -> Result<Score> {
+        let variant = int8_model(
+            &self.model,
+            self.plan.without(float),
+            &self.scales,
+            self.config.fallback,
+        )?;
+        let (out, _) = self.outputs(&variant)?;
+        if out.len() != self.reference.len() {
+            bail!("the INT8 model's output has another size than the float model's");
+        }
+        let c = closeness(&out, &self.reference, self.samples, &Tolerance::default());
+        let top1 = self
+            .classes
+            .filter(|&k| k > 1 && out.len() == self.samples * k)
+            .map(|k| topk(&out, &self.reference, self.samples, k, 1).top1_agreement_pct);
+        Ok(Score {
+            cosine: c.cosine,
+            top1_agreement_pct: top1,
+            mae: c.mean_abs_err,
+        })
+    }
+
+    /// The nodes the plan quantizes, in graph order.
+    pub fn quantized_nodes(&self) -> Vec<usize> {
+        self.plan.quantized_nodes().into_iter().collect()
+    }
+
+    /// A node's label (its name, or `#INDEX`).
+    pub fn label(&self, node: usize) -> String {
+        node_label(self.model.graph(), node)
+    }
+
+    /// A node's op type.
+    pub fn op(&self, node: usize) -> String {
+        self.model
+            .graph()
+            .node
+            .get(node)
+            .map(|n| n.op_type.clone())
+            .unwrap_or_default()
+    }
+
+    /// The share of the model's counted MACs that run in INT8 when `float` is left in float.
+    pub fn int8_share(&self, float: &BTreeSet<usize>) -> Option<f64> {
+        (self.macs.total > 0).then(|| {
+            self.macs
+                .share(self.plan.quantized_nodes().difference(float).copied())
+        })
+    }
+}

@@ -1,0 +1,243 @@
+//! The smallest float part that keeps an INT8 model at an accuracy target: rank the quantized
+//! nodes by what leaving each alone in float recovers, bisect over that order for the shortest
+//! prefix that meets the target, then give back to INT8 every node of the prefix the target
+//! does not need (each step measured). The search's result is kept under a key (model, scales,
+//! samples, fallback, target), so the same question is answered again without measuring.
+
+use super::int8_eval::{open_eval_samples, EvalConfig, Evaluator, Score};
+use super::progress::Progress;
+use crate::atomic_file::write_atomic;
+use crate::onnx::model::file_sha256;
+use crate::onnx::rewrite::plan::{node_label, plan_int8};
+use crate::onnx::OnnxModel;
+use crate::trt::precision::int8_model;
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// What the INT8 model must keep.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Goal {
+    /// Cosine of the first output against the float model, at least this.
+    Cosine(f64),
+    /// Top-1 agreement with the float model, % , at least this.
+    Agreement(f64),
+}
+
+impl Goal {
+    /// Whether `score` meets it.
+    pub fn met_by(&self, score: &Score) -> bool {
+        match *self {
+            Goal::Cosine(c) => score.cosine >= c,
+            Goal::Agreement(p) => score.top1_agreement_pct.is_some_and(|a| a >= p),
+        }
+    }
+
+    /// The score's value on the goal's measure.
+    fn value(&self, score: &Score) -> f64 {
+        match self {
+            Goal::Cosine(_) => score.cosine,
+            Goal::Agreement(_) => score.top1_agreement_pct.unwrap_or(0.0),
+        }
+    }
+}
+
+/// The search's job.
+#[derive(Clone, Debug)]
+pub struct TargetConfig {
+    /// The model, scales and samples.
+    pub eval: EvalConfig,
+    /// What to keep.
+    pub goal: Goal,
+    /// Where the INT8 model goes.
+    pub output: PathBuf,
+    /// Folder of kept search results.
+    pub result_dir: PathBuf,
+    /// Search again even if a result with the same key is kept.
+    pub research: bool,
+}
+
+/// What the search found (also the kept result).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TargetReport {
+    /// The model.
+    pub model: String,
+    /// The INT8 model written.
+    pub output: String,
+    /// The goal.
+    pub goal: Goal,
+    /// Whether the written model meets it.
+    pub met: bool,
+    /// Nodes left in float, in graph order.
+    pub float_nodes: Vec<String>,
+    /// The written model's score.
+    pub score: Score,
+    /// Every quantizable node in INT8.
+    pub full_int8: Score,
+    /// Share of the counted MACs that run in INT8, in [0, 1].
+    pub int8_share: Option<f64>,
+    /// Samples measured on.
+    pub samples: usize,
+    /// Variants measured.
+    pub variants: usize,
+    /// The kept result this came from (or was written to).
+    pub result: String,
+    /// Whether the result was reused rather than searched.
+    pub reused: bool,
+    /// Wall time, seconds.
+    pub wall_s: f64,
+}
+
+/// The key of a search: everything its answer depends on.
+fn result_key(config: &TargetConfig, fingerprint: &str) -> Result<String> {
+    let e = &config.eval;
+    let key = serde_json::json!({
+        "model": file_sha256(&e.model)?,
+        "cache": file_sha256(&e.cache)?,
+        "samples": fingerprint,
+        "batch": e.batch_size,
+        "fallback": e.fallback,
+        "goal": config.goal,
+        "trtkit": env!("CARGO_PKG_VERSION"),
+    });
+    let digest = Sha256::digest(key.to_string().as_bytes());
+    Ok(digest.iter().take(8).map(|b| format!("{b:02x}")).collect())
+}
+
+fn result_path(config: &TargetConfig, key: &str) -> PathBuf {
+    let stem = config
+        .eval
+        .model
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "model".into());
+    config
+        .result_dir
+        .join(format!("{stem}-int8-target-{key}.json"))
+}
+
+/// Searches (or reuses a kept answer), writes the INT8 model and reports.
+pub fn search_target(config: &TargetConfig, progress: &dyn Progress) -> Result<TargetReport> {
+    let start = Instant::now();
+    let model = OnnxModel::load(&config.eval.model)?;
+    let fingerprint = {
+        let s = open_eval_samples(&model, &config.eval)?;
+        format!("{} {}", s.fingerprint(), s.preprocessing())
+    };
+    let key = result_key(config, &fingerprint)?;
+    let kept = result_path(config, &key);
+    if !config.research {
+        if let Some(mut found) = std::fs::read(&kept)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<TargetReport>(&b).ok())
+        {
+            let float = resolve_labels(&model, &found.float_nodes)?;
+            write_model(config, &model, &float)?;
+            found.output = config.output.display().to_string();
+            found.reused = true;
+            found.wall_s = start.elapsed().as_secs_f64();
+            return Ok(found);
+        }
+    }
+    let eval = Evaluator::new(&config.eval)?;
+    let goal = config.goal;
+    let mut variants = 0;
+    let mut score = |float: &BTreeSet<usize>| -> Result<Score> {
+        variants += 1;
+        progress.advance(1);
+        eval.score(float)
+    };
+    let nodes = eval.quantized_nodes();
+    progress.start("variants", None);
+    let full = score(&BTreeSet::new())?;
+    let (float, best) = if goal.met_by(&full) {
+        (BTreeSet::new(), full)
+    } else {
+        // What leaving each node alone in float recovers, best first.
+        let mut ranked = vec![];
+        for &n in &nodes {
+            progress.status(format!("ranking {}", eval.label(n)));
+            ranked.push((n, goal.value(&score(&BTreeSet::from([n]))?)));
+        }
+        ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let prefix = |k: usize| -> BTreeSet<usize> { ranked[..k].iter().map(|r| r.0).collect() };
+        // The shortest prefix that meets the goal (bisection; the whole list is the float model).
+        let (mut lo, mut hi) = (0, ranked.len());
+        let mut at_hi = score(&prefix(hi))?;
+        while hi - lo > 1 {
+            let mid = (lo + hi) / 2;
+            progress.status(format!(
+                "bisecting: {mid} of {} nodes in float",
+                ranked.len()
+            ));
+            let s = score(&prefix(mid))?;
+            if goal.met_by(&s) {
+                (hi, at_hi) = (mid, s);
+            } else {
+                lo = mid;
+            }
+        }
+        // Give back to INT8 each node the goal does not need, the least helpful first.
+        let mut float = prefix(hi);
+        let mut best = at_hi;
+        if goal.met_by(&best) {
+            for &(n, _) in ranked[..hi].iter().rev() {
+                let mut fewer = float.clone();
+                fewer.remove(&n);
+                progress.status(format!("trying {} in INT8", eval.label(n)));
+                let s = score(&fewer)?;
+                if goal.met_by(&s) {
+                    (float, best) = (fewer, s);
+                }
+            }
+        }
+        (float, best)
+    };
+    progress.finish();
+    write_model(config, &model, &float)?;
+    let report = TargetReport {
+        model: config.eval.model.display().to_string(),
+        output: config.output.display().to_string(),
+        goal,
+        met: goal.met_by(&best),
+        float_nodes: float.iter().map(|&i| eval.label(i)).collect(),
+        score: best,
+        full_int8: full,
+        int8_share: eval.int8_share(&float),
+        samples: eval.samples,
+        variants,
+        result: kept.display().to_string(),
+        reused: false,
+        wall_s: start.elapsed().as_secs_f64(),
+    };
+    std::fs::create_dir_all(&config.result_dir)
+        .with_context(|| format!("{}: cannot create", config.result_dir.display()))?;
+    write_atomic(&kept, &serde_json::to_vec_pretty(&report)?)?;
+    Ok(report)
+}
+
+/// The node indices of `labels` in `model`.
+fn resolve_labels(model: &OnnxModel, labels: &[String]) -> Result<BTreeSet<usize>> {
+    let g = model.graph();
+    labels
+        .iter()
+        .map(
+            |l| match (0..g.node.len()).find(|&i| &node_label(g, i) == l) {
+                Some(i) => Ok(i),
+                None => bail!("a kept search result names node '{l}', which the model lacks"),
+            },
+        )
+        .collect()
+}
+
+/// Writes the INT8 model with `float` left in float.
+fn write_model(config: &TargetConfig, model: &OnnxModel, float: &BTreeSet<usize>) -> Result<()> {
+    let table = crate::calibration::cache::CalibrationTable::load(&config.eval.cache)?;
+    let plan = plan_int8(model.graph()).without(float);
+    let out = int8_model(model, plan, &table.scales, config.eval.fallback)?;
+    OnnxModel::from_proto(out.proto, Path::new(&config.output)).save(&config.output)
+}

@@ -1,0 +1,212 @@
+//! The INT8 triage of `quantize`: the sensitivity scan finds the node that breaks the model,
+//! the accuracy target leaves that node (and not the rest) in float, exclusions and the FP16
+//! fallback write models that run, and the search is kept under its key.
+
+mod support;
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use support::{assert_clean_error, save, trtkit};
+use trtkit::onnx::test_models;
+
+/// The channel-scaled model and a min-max calibration cache of it (min-max makes the one big
+/// channel set the scale of `conv_2`'s input).
+fn model_and_cache(dir: &Path) -> (PathBuf, String) {
+    let model = save(dir, "scaled.onnx", test_models::channel_scaled_convs());
+    let out = trtkit(&[
+        "calibrate",
+        model.to_str().unwrap(),
+        "--calib-data",
+        "synthetic:1",
+        "--batch-size",
+        "16",
+        "--num-samples",
+        "64",
+        "--algo",
+        "minmax",
+        "--cache-dir",
+        dir.join("cal").to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    (model, v["caches"][0]["cache"].as_str().unwrap().to_string())
+}
+
+fn json(out: &std::process::Output) -> Value {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn sensitivity_ranks_the_scaled_conv_first_and_the_target_leaves_only_it_in_float() {
+    let dir = tempfile::tempdir().unwrap();
+    let (model, cache) = model_and_cache(dir.path());
+    let m = model.to_str().unwrap();
+    let eval = ["--eval-data", "synthetic:7", "--eval-samples", "32"];
+    let scan = json(&trtkit(
+        &[
+            &[
+                "quantize",
+                m,
+                "--int8",
+                "--calibration-cache",
+                &cache,
+                "--sensitivity",
+                "--json",
+            ][..],
+            &eval,
+        ]
+        .concat(),
+    ));
+    let nodes = scan["nodes"].as_array().unwrap();
+    let names: Vec<&str> = nodes.iter().map(|n| n["name"].as_str().unwrap()).collect();
+    assert_eq!(names.len(), 4, "{names:?}");
+    assert_eq!(names[0], "conv_2", "{scan:#}");
+    let first = &nodes[0];
+    let second = &nodes[1];
+    assert!(
+        first["alone"]["cosine"].as_f64().unwrap()
+            < second["alone"]["cosine"].as_f64().unwrap() - 0.01,
+        "{scan:#}"
+    );
+    assert!(first["recovery"].as_f64().unwrap() > 0.0);
+    assert!(first["macs"].as_u64().unwrap() == 8 * 8 * 8 * 8 * 9);
+    let full = scan["full_int8"]["cosine"].as_f64().unwrap();
+    assert!(
+        full < 0.99,
+        "the full INT8 model must miss the target: {full}"
+    );
+
+    // The target: only conv_2 in float, the cosine met, most of the MACs still INT8.
+    let out_model = dir.path().join("int8.onnx");
+    let target = |extra: &[&str]| {
+        trtkit(
+            &[
+                &[
+                    "quantize",
+                    m,
+                    "--int8",
+                    "--calibration-cache",
+                    &cache,
+                    "--target-cosine",
+                    "0.99",
+                    "-o",
+                    out_model.to_str().unwrap(),
+                    "--json",
+                ][..],
+                &eval,
+                extra,
+            ]
+            .concat(),
+        )
+    };
+    let found = json(&target(&[]));
+    assert_eq!(
+        found["float_nodes"],
+        serde_json::json!(["conv_2"]),
+        "{found:#}"
+    );
+    assert_eq!(found["met"], true);
+    assert!(found["score"]["cosine"].as_f64().unwrap() >= 0.99);
+    let share = found["int8_share"].as_f64().unwrap();
+    let conv2 = (8 * 8 * 8 * 8 * 9) as f64;
+    let total = conv2 + (8 * 8 * 8 * 4 * 9 + 8 * 8 * 8 * 8 + 80) as f64;
+    assert!((share - (1.0 - conv2 / total)).abs() < 1e-9, "{share}");
+    assert_eq!(found["reused"], false);
+    assert!(out_model.is_file());
+    // The written model reads its float conv without Q/DQ: conv_2's inputs are plain tensors.
+    let written = trtkit::onnx::OnnxModel::load(&out_model).unwrap();
+    let conv2_node = written
+        .graph()
+        .node
+        .iter()
+        .find(|n| n.name == "conv_2")
+        .unwrap();
+    assert_eq!(conv2_node.input, ["t2", "w2"]);
+    // The same question again is answered from the kept search.
+    let again = json(&target(&[]));
+    assert_eq!(again["reused"], true);
+    assert_eq!(again["float_nodes"], found["float_nodes"]);
+    assert!(Path::new(again["result"].as_str().unwrap()).is_file());
+}
+
+#[test]
+fn exclusions_and_the_fp16_fallback_write_models_that_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let (model, cache) = model_and_cache(dir.path());
+    let m = model.to_str().unwrap();
+    let out = dir.path().join("x.onnx");
+    let o = out.to_str().unwrap();
+    let q = |extra: &[&str]| {
+        trtkit(
+            &[
+                &[
+                    "quantize",
+                    m,
+                    "--int8",
+                    "--calibration-cache",
+                    &cache,
+                    "-o",
+                    o,
+                    "--json",
+                ][..],
+                extra,
+            ]
+            .concat(),
+        )
+    };
+    let by_name = json(&q(&["--exclude", "conv_2,#7"]));
+    assert_eq!(
+        by_name["float_nodes"],
+        serde_json::json!(["conv_2", "gemm_7"])
+    );
+    let by_op = json(&q(&["--exclude-op", "Gemm"]));
+    assert_eq!(by_op["float_nodes"], serde_json::json!(["gemm_7"]));
+    let by_regex = json(&q(&["--exclude-regex", "conv_[24]"]));
+    assert_eq!(
+        by_regex["float_nodes"],
+        serde_json::json!(["conv_2", "conv_4"])
+    );
+    // FP16 fallback: the float part is float16, the INT8 convs and their Q/DQ stay float32.
+    let fp16 = json(&q(&["--exclude", "conv_2", "--fallback", "fp16"]));
+    assert_eq!(fp16["fallback"], "fp16");
+    let written = trtkit::onnx::OnnxModel::load(&out).unwrap();
+    let g = written.graph();
+    let w2 = g.initializer.iter().find(|t| t.name == "w2").unwrap();
+    assert_eq!(w2.data_type, 10, "the float conv's weights are float16");
+    assert!(g.node.iter().any(|n| n.op_type == "DequantizeLinear"));
+    assert!(g.node.iter().any(|n| n.op_type == "Cast"));
+    for bad in [
+        (&["--exclude", "conv_9"][..], "no node is named 'conv_9'"),
+        (&["--exclude-op", "LSTM"][..], "no node is a 'LSTM' op"),
+        (&["--exclude-regex", "("][..], "is not a regular expression"),
+    ] {
+        assert_clean_error(&q(bad.0), 1, &[bad.1]);
+    }
+    assert_clean_error(
+        &trtkit(&[
+            "quantize",
+            m,
+            "--int8",
+            "--calibration-cache",
+            &cache,
+            "--target-cosine",
+            "2",
+            "--eval-data",
+            "synthetic:1",
+            "-o",
+            o,
+        ]),
+        2,
+        &["--target-cosine 2: a cosine lies in [0, 1]"],
+    );
+}
