@@ -12,7 +12,6 @@ use crate::setting::{fix_with, Setting};
 use crate::tensor::Dim;
 use crate::tensor::{check_input_count, ElemType, HostTensor, IoSpec, TensorData};
 use anyhow::{bail, Context, Result};
-use rayon::prelude::*;
 use std::time::{Duration, Instant};
 use tract_linalg::multithread::Executor;
 use tract_onnx::prelude::*;
@@ -103,7 +102,6 @@ pub struct TractBackend {
     outputs: Vec<IoSpec>,
     device: Device,
     threads: ThreadPlan,
-    pool: Option<rayon::ThreadPool>,
     batch: Option<usize>,
 }
 
@@ -285,17 +283,6 @@ impl TractBackend {
                 .map_err(|e| anyhow::anyhow!("{e:#}"))
                 .with_context(|| format!("{shown}: tract cannot prepare the model for CUDA"))?,
         };
-        let pool = if threads.chunks > 1 {
-            Some(
-                rayon::ThreadPoolBuilder::new()
-                    .num_threads(threads.workers)
-                    .thread_name(|i| format!("trtkit-tract-{i}"))
-                    .build()
-                    .context("cannot start the tract worker threads")?,
-            )
-        } else {
-            None
-        };
         tracing::info!(
             "tract on {:?}: {} chunk(s) of batch {}, {} side by side, {} thread(s) each",
             options.device,
@@ -310,7 +297,6 @@ impl TractBackend {
             outputs,
             device: options.device,
             threads,
-            pool,
             batch: options.batch,
         };
         if let Some(n) = options.batch {
@@ -349,7 +335,7 @@ impl Backend for TractBackend {
 
     fn run(&mut self, inputs: &[HostTensor]) -> Result<RunOutput> {
         check_input_count(&self.inputs, inputs)?;
-        let (Some(pool), Some(n)) = (&self.pool, self.batch) else {
+        let Some(n) = self.batch.filter(|_| self.threads.chunks > 1) else {
             let start = Instant::now();
             let outputs = to_host(&run_plan(self.plan.as_ref(), inputs)?, &self.outputs)?;
             return Ok(RunOutput {
@@ -361,11 +347,8 @@ impl Backend for TractBackend {
         let start = Instant::now();
         let plan = self.plan.as_ref();
         let specs = &self.outputs;
-        let results: Vec<Vec<HostTensor>> = pool.install(|| {
-            chunks
-                .par_iter()
-                .map(|c| to_host(&run_plan(plan, c)?, specs))
-                .collect::<Result<_>>()
+        let results: Vec<Vec<HostTensor>> = on_workers(self.threads.workers, &chunks, |_, c| {
+            to_host(&run_plan(plan, c)?, specs)
         })?;
         let elapsed = start.elapsed();
         let step = self.threads.chunk_batch;
@@ -393,7 +376,7 @@ impl Backend for TractBackend {
     /// concatenated and the visits run side by side like the chunks.
     fn run_visit(&mut self, inputs: &[HostTensor], visit: &OutputVisitor) -> Result<Duration> {
         check_input_count(&self.inputs, inputs)?;
-        let (Some(pool), Some(n)) = (&self.pool, self.batch) else {
+        let Some(n) = self.batch.filter(|_| self.threads.chunks > 1) else {
             let start = Instant::now();
             let out = run_plan(self.plan.as_ref(), inputs)?;
             visit_f32(&out, &self.outputs, None, visit)?;
@@ -404,13 +387,11 @@ impl Backend for TractBackend {
         let plan = self.plan.as_ref();
         let specs = &self.outputs;
         let step = self.threads.chunk_batch;
-        pool.install(|| {
-            chunks.par_iter().enumerate().try_for_each(|(c, chunk)| {
-                let out = run_plan(plan, chunk)?;
-                // The last chunk may be padded past the batch; its padding is not visited.
-                let real = (n - c * step).min(step);
-                visit_f32(&out, specs, Some((step, real)), visit)
-            })
+        on_workers(self.threads.workers, &chunks, |c, chunk| {
+            let out = run_plan(plan, chunk)?;
+            // The last chunk may be padded past the batch; its padding is not visited.
+            let real = (n - c * step).min(step);
+            visit_f32(&out, specs, Some((step, real)), visit)
         })?;
         Ok(start.elapsed())
     }
@@ -439,6 +420,45 @@ impl TractBackend {
             })
             .collect()
     }
+}
+
+/// Runs `f` on every chunk on `workers` plain threads side by side (chunk `i` on thread
+/// `i % workers`, in order), the results in chunk order. Plain threads, not a rayon pool: a
+/// rayon worker that waits inside tract's own multithreaded executor steals other chunks and
+/// re-enters the executor's thread-local scope, which panics ("RefCell already borrowed").
+fn on_workers<C: Sync, T: Send>(
+    workers: usize,
+    chunks: &[C],
+    f: impl Fn(usize, &C) -> Result<T> + Sync,
+) -> Result<Vec<T>> {
+    let workers = workers.clamp(1, chunks.len().max(1));
+    let mut done: Vec<Option<T>> = (0..chunks.len()).map(|_| None).collect();
+    std::thread::scope(|s| -> Result<()> {
+        let f = &f;
+        let handles = (0..workers)
+            .map(|w| {
+                std::thread::Builder::new()
+                    .name(format!("trtkit-tract-{w}"))
+                    .spawn_scoped(s, move || {
+                        (w..chunks.len())
+                            .step_by(workers)
+                            .map(|i| Ok((i, f(i, &chunks[i])?)))
+                            .collect::<Result<Vec<_>>>()
+                    })
+            })
+            .collect::<std::io::Result<Vec<_>>>()
+            .context("cannot start the tract worker threads")?;
+        for h in handles {
+            let results = h
+                .join()
+                .map_err(|_| anyhow::anyhow!("a tract worker thread panicked"))??;
+            for (i, r) in results {
+                done[i] = Some(r);
+            }
+        }
+        Ok(())
+    })?;
+    Ok(done.into_iter().flatten().collect())
 }
 
 fn no_batch_axis(name: &str, step: usize) -> String {
@@ -674,6 +694,44 @@ mod tests {
         assert_eq!(pieces.outputs[0].shape, vec![3, 10]);
         for (p, r) in p.iter().zip(r) {
             assert!((p - r).abs() <= 1e-4 * r.abs().max(1.0), "{p} vs {r}");
+        }
+    }
+
+    /// More threads than pieces: each piece runs on tract's multithreaded executor inside a
+    /// plain worker thread; every piece runs, many times over, and agrees with one thread. (The
+    /// rayon-pool workers this replaced aborted with "RefCell already borrowed" on the 16-core
+    /// machine with real models; this tiny model does not reproduce that here.)
+    #[test]
+    fn pieces_on_multithreaded_executors_run_side_by_side() {
+        let model = OnnxModel::from_proto(test_models::classifier(None), "c.onnx");
+        let open = |threads| {
+            TractBackend::load(
+                &model,
+                &TractOptions {
+                    batch: Some(8),
+                    threads: Some(threads),
+                    ..Default::default()
+                },
+            )
+            .unwrap()
+        };
+        let mut b = open(32);
+        assert_eq!(
+            (b.threads.chunks, b.threads.workers, b.threads.intra),
+            (8, 8, 4)
+        );
+        let x = HostTensor::new(
+            "input",
+            vec![8, 3, 16, 16],
+            TensorData::F32(test_models::deterministic_weights(5, 8 * 768, 1.0)),
+        )
+        .unwrap();
+        let one = open(1).run(std::slice::from_ref(&x)).unwrap();
+        for _ in 0..30 {
+            let out = b.run(std::slice::from_ref(&x)).unwrap();
+            assert_eq!(out.outputs[0].shape, vec![8, 10]);
+            assert_eq!(sorted_output(&out, 0), sorted_output(&one, 0));
+            assert_eq!(visited(&mut b, std::slice::from_ref(&x)).len(), 8);
         }
     }
 

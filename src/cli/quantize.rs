@@ -3,6 +3,7 @@
 //! samples: `--sensitivity` (the per-node table) and `--target-cosine` / `--target-agreement`
 //! (the smallest float part that meets it). Flags into the job's config, and its rendering.
 
+use crate::cli::args::backend::BackendArgs;
 use crate::cli::args::output::JsonArgs;
 use crate::cli::args::preprocess::PreprocessArgs;
 use crate::cli::UsageError;
@@ -82,9 +83,9 @@ pub struct QuantizeArgs {
     /// Samples per inference while measuring (default 8).
     #[arg(long, value_name = "N", requires = "eval_data")]
     pub batch_size: Option<usize>,
-    /// CPU threads of the measurements (default: every core).
-    #[arg(long, value_name = "N", requires = "eval_data")]
-    pub threads: Option<usize>,
+    /// The reference backend of the measurements (--backend tract|ort, --threads).
+    #[command(flatten)]
+    pub backend: BackendArgs,
     /// Search for the target again even if a kept result answers it.
     #[arg(long)]
     pub research: bool,
@@ -142,7 +143,7 @@ pub fn job(args: &QuantizeArgs) -> Result<Job> {
         samples: args.eval_samples,
         batch_size: args.batch_size.unwrap_or(8),
         preprocess: args.preprocess.request()?,
-        threads: args.threads,
+        backend: args.backend.options(None),
         fallback: args.fallback,
     };
     if eval.batch_size == 0 || eval.samples == Some(0) {

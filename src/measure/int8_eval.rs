@@ -1,12 +1,12 @@
 //! How close an INT8 variant of a model stays to the float model, on real samples: the samples
 //! are read once and the float model's outputs computed once; each variant (the Q/DQ plan with
-//! some nodes left in float) is then rewritten in memory, opened on tract and scored by the
+//! some nodes left in float) is then rewritten in memory, opened on the reference backend
+//! (tract or ONNX Runtime) and scored by the
 //! cosine, top-1 agreement and mean absolute error of its first output against the float one.
 //! The sensitivity scan and the accuracy-target search both measure through it.
 
+use crate::backend::select::{open, BackendOptions};
 use crate::backend::shapes::model_macs;
-use crate::backend::tract::{TractBackend, TractOptions};
-use crate::backend::Backend;
 use crate::calibration::batches::CalibrationBatches;
 use crate::calibration::cache::{check_cache_model, CalibrationTable};
 use crate::calibration::job::{open_samples, CalibrateConfig};
@@ -39,8 +39,9 @@ pub struct EvalConfig {
     pub batch_size: usize,
     /// How images become model input.
     pub preprocess: PreprocessRequest,
-    /// CPU threads of tract (`None`: every core).
-    pub threads: Option<usize>,
+    /// The reference backend that runs the float model and every variant (its batch is set to
+    /// `batch_size`).
+    pub backend: BackendOptions,
     /// What the nodes left in float compute in.
     pub fallback: Fallback,
 }
@@ -146,12 +147,11 @@ impl Evaluator {
 
     /// The first output of `model` over every sample, flattened, and its shape per batch.
     fn outputs(&self, model: &OnnxModel) -> Result<(Vec<f64>, Vec<usize>)> {
-        let mut backend = TractBackend::load(
+        let mut backend = open(
             model,
-            &TractOptions {
+            &BackendOptions {
                 batch: Some(self.config.batch_size),
-                threads: self.config.threads,
-                ..Default::default()
+                ..self.config.backend.clone()
             },
         )?;
         let mut all = vec![];
