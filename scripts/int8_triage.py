@@ -7,7 +7,8 @@ disjoint set of crops evaluates. Every variant is run with ONNX Runtime (CPU) on
 set and compared with the FP32 model: cosine of the flattened outputs, top-1 agreement.
 
 Variants: FP16 (`trtkit quantize --fp16`), INT8 entropy (`trtkit calibrate` + `quantize --int8`),
-INT8 at a cosine target (`quantize --int8 --target-cosine`, with its INT8 share), and ONNX
+INT8 at a cosine target (`quantize --int8 --target-cosine`, with its INT8 share), both again with
+`--bias-correction` (input means from the calibration samples), and ONNX
 Runtime's `quantize_static` (QDQ, per-channel, entropy and min-max) on the same calibration data.
 With --scan, the sensitivity scan's wall time beside a Python loop doing the same per-node
 variants with `quantize_static` + ONNX Runtime inference (on the first --scan-nodes nodes; the
@@ -135,6 +136,18 @@ def main():
     found = json.loads(out)
     rows[f"INT8 at cosine {args.target} (trtkit)"] = dict(
         score(outputs(w("int8_target.onnx"), evalx, t), ref), int8_share=found.get("int8_share"),
+        float_nodes=found["float_nodes"], search_s=round(target_s, 1), variants=found["variants"])
+    # Bias correction (input means from the calibration samples), alone and under the target.
+    trtkit(args, "quantize", m, "--int8", "--calibration-cache", cache, "--bias-correction",
+           "--eval-data", w("calib"), "--backend", args.backend, "--no-check", "-o", w("int8_bc.onnx"))
+    rows["INT8 entropy + bias correction (trtkit)"] = score(outputs(w("int8_bc.onnx"), evalx, t), ref)
+    out, target_s = trtkit(args, "quantize", m, "--int8", "--calibration-cache", cache,
+                           "--bias-correction", "--target-cosine", str(args.target), "--eval-data",
+                           w("eval"), "--research", "--backend", args.backend, "-o",
+                           w("int8_target_bc.onnx"), "--json")
+    found = json.loads(out)
+    rows[f"INT8 + bias correction at cosine {args.target} (trtkit)"] = dict(
+        score(outputs(w("int8_target_bc.onnx"), evalx, t), ref), int8_share=found.get("int8_share"),
         float_nodes=found["float_nodes"], search_s=round(target_s, 1), variants=found["variants"])
     # ONNX Runtime's quantizer on the same calibration samples.
     for label, method in [("entropy", CalibrationMethod.Entropy), ("minmax", CalibrationMethod.MinMax)]:

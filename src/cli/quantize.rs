@@ -7,12 +7,12 @@ use crate::cli::args::backend::BackendArgs;
 use crate::cli::args::output::JsonArgs;
 use crate::cli::args::preprocess::PreprocessArgs;
 use crate::cli::UsageError;
-use crate::measure::int8_eval::EvalConfig;
+use crate::measure::int8_eval::{measure_int8, EvalConfig};
 use crate::measure::int8_target::{search_target, Goal, TargetConfig};
 use crate::measure::sensitivity::sensitivity;
 use crate::onnx::rewrite::fp16::{Fp16Options, DEFAULT_KEEP_FP32};
 use crate::onnx::rewrite::plan::Exclusion;
-use crate::report::int8::{render_sensitivity, render_target};
+use crate::report::int8::{render_measured, render_sensitivity, render_target};
 use crate::report::progress::Bar;
 use crate::trt::precision::{quantize, Fallback, QuantizeConfig, QuantizeReport, Rewrite};
 use anyhow::Result;
@@ -86,6 +86,10 @@ pub struct QuantizeArgs {
     /// The reference backend of the measurements (--backend tract|ort, --threads).
     #[command(flatten)]
     pub backend: BackendArgs,
+    /// With --eval-data: correct each INT8 convolution's bias for its weights' rounding (the
+    /// mean shift `ΔW · E[x]`, input means measured on --eval-data).
+    #[arg(long, requires = "eval_data")]
+    pub bias_correction: bool,
     /// Search for the target again even if a kept result answers it.
     #[arg(long)]
     pub research: bool,
@@ -123,6 +127,8 @@ pub enum Job {
     Sensitivity(EvalConfig),
     /// The smallest float part that meets a target.
     Target(TargetConfig),
+    /// Write the INT8 model (exclusions, bias correction) and measure it on the samples.
+    Measured(EvalConfig, Exclusion, PathBuf),
 }
 
 /// The job these flags describe; every flag check of `quantize` is here.
@@ -145,6 +151,7 @@ pub fn job(args: &QuantizeArgs) -> Result<Job> {
         preprocess: args.preprocess.request()?,
         backend: args.backend.options(None),
         fallback: args.fallback,
+        bias_correction: args.bias_correction,
     };
     if eval.batch_size == 0 || eval.samples == Some(0) {
         return Err(UsageError("--batch-size and --eval-samples must be at least 1".into()).into());
@@ -165,10 +172,11 @@ pub fn job(args: &QuantizeArgs) -> Result<Job> {
             .into())
         }
         (None, None) => {
-            return Err(UsageError(
-                "--eval-data is for --sensitivity, --target-cosine or --target-agreement".into(),
-            )
-            .into())
+            let output = args
+                .output
+                .clone()
+                .expect("clap requires -o without --sensitivity");
+            return Ok(Job::Measured(eval, exclusion(args), output));
         }
     };
     if !exclusion(args).is_empty() {
@@ -248,6 +256,10 @@ pub fn run(args: QuantizeArgs) -> Result<()> {
         Job::Target(config) => {
             let report = search_target(&config, &bar)?;
             args.format.print(&report, || render_target(&report))
+        }
+        Job::Measured(config, exclude, output) => {
+            let report = measure_int8(&config, &exclude, &output)?;
+            args.format.print(&report, || render_measured(&report))
         }
     }
 }

@@ -15,13 +15,16 @@ use crate::metrics::closeness::{closeness, Tolerance};
 use crate::metrics::topk::topk;
 use crate::onnx::macs::MacsCount;
 use crate::onnx::model::file_sha256;
+use crate::onnx::rewrite::bias::correct_biases;
+use crate::onnx::rewrite::capture::{Capture, Source};
+use crate::onnx::rewrite::pass::{Pass, PassReport};
 use crate::onnx::rewrite::plan::{node_label, plan_int8, QuantPlan};
 use crate::onnx::OnnxModel;
 use crate::tensor::HostTensor;
 use crate::trt::precision::{int8_model, Fallback};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 
 /// What the measurements of INT8 variants run on.
@@ -44,6 +47,9 @@ pub struct EvalConfig {
     pub backend: BackendOptions,
     /// What the nodes left in float compute in.
     pub fallback: Fallback,
+    /// Correct the biases of the INT8 convolutions for their weights' rounding (the input
+    /// channel means measured on these samples).
+    pub bias_correction: bool,
 }
 
 /// How close a variant's first output is to the float model's.
@@ -98,6 +104,8 @@ pub struct Evaluator {
     /// A fingerprint of the samples and how they were made (changes when any sample does).
     pub data_fingerprint: String,
     batches: Vec<Vec<HostTensor>>,
+    /// Input channel means of the quantized convolutions (bias correction only).
+    means: HashMap<String, Vec<f64>>,
     reference: Vec<f64>,
     classes: Option<usize>,
     config: EvalConfig,
@@ -135,6 +143,7 @@ impl Evaluator {
             scales: table.scales,
             macs,
             batches,
+            means: HashMap::new(),
             reference: vec![],
             classes: None,
             config: config.clone(),
@@ -142,7 +151,75 @@ impl Evaluator {
         let (reference, shape) = me.outputs(&me.model.clone())?;
         me.classes = (shape.len() == 2).then_some(shape[1]);
         me.reference = reference;
+        if config.bias_correction {
+            let g = me.model.graph();
+            let inputs: Vec<String> = me
+                .plan
+                .weights
+                .iter()
+                .filter(|w| g.node[w.consumer.0].op_type == "Conv")
+                .filter_map(|w| g.node[w.consumer.0].input.first().cloned())
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            me.means = me.channel_means(inputs)?;
+        }
         Ok(me)
+    }
+
+    /// The mean of each channel (axis 1) of `tensors` over the samples, from one pass of the
+    /// float model with them exposed as outputs.
+    fn channel_means(&self, tensors: Vec<String>) -> Result<HashMap<String, Vec<f64>>> {
+        let (capture, report) = Capture {
+            names: tensors.clone(),
+        }
+        .run(self.model.clone())?;
+        let PassReport::Capture { sources } = report else {
+            bail!("the capture pass reported no tensor sources");
+        };
+        let mut backend = open(
+            &capture,
+            &BackendOptions {
+                batch: Some(self.config.batch_size),
+                ..self.config.backend.clone()
+            },
+        )?;
+        let mut sums: HashMap<String, (Vec<f64>, usize)> = HashMap::new();
+        for batch in &self.batches {
+            let out = backend.run(batch)?;
+            for (name, source) in &sources {
+                let t = match source {
+                    Source::Output(j) => out.outputs.get(*j),
+                    Source::Input(_) => batch.iter().find(|t| &t.name == name),
+                }
+                .with_context(|| format!("tensor '{name}' was not in the run's outputs"))?;
+                let channels = *t.shape.get(1).unwrap_or(&1);
+                let inner: usize = t.shape.iter().skip(2).product();
+                let entry = sums
+                    .entry(name.clone())
+                    .or_insert_with(|| (vec![0.0; channels], 0));
+                for (i, v) in t.data.to_f64().into_iter().enumerate() {
+                    entry.0[(i / inner.max(1)) % channels] += v;
+                }
+                entry.1 += t.data.len() / channels.max(1);
+            }
+        }
+        Ok(sums
+            .into_iter()
+            .map(|(name, (sum, n))| (name, sum.iter().map(|s| s / n.max(1) as f64).collect()))
+            .collect())
+    }
+
+    /// The INT8 model with every node of the plan in INT8 except `float` (biases corrected
+    /// when asked).
+    pub fn variant(&self, float: &BTreeSet<usize>) -> Result<OnnxModel> {
+        let plan = self.plan.without(float);
+        let mut base = self.model.clone();
+        if self.config.bias_correction {
+            base.inline_external_data()?;
+            correct_biases(&mut base, &plan, &self.means)?;
+        }
+        int8_model(&base, plan, &self.scales, self.config.fallback)
     }
 
     /// The first output of `model` over every sample, flattened, and its shape per batch.
@@ -171,12 +248,7 @@ impl Evaluator {
 
     /// The score of the model with every node of the plan in INT8 except `float`.
     pub fn score(&self, float: &BTreeSet<usize>) -> Result<Score> {
-        let variant = int8_model(
-            &self.model,
-            self.plan.without(float),
-            &self.scales,
-            self.config.fallback,
-        )?;
+        let variant = self.variant(float)?;
         let (out, _) = self.outputs(&variant)?;
         if out.len() != self.reference.len() {
             bail!("the INT8 model's output has another size than the float model's");
@@ -220,4 +292,47 @@ impl Evaluator {
                 .share(self.plan.quantized_nodes().difference(float).copied())
         })
     }
+}
+
+/// What `quantize --int8 --eval-data` wrote and how close it stays.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct MeasuredReport {
+    /// The model written.
+    pub output: String,
+    /// The nodes left in float.
+    pub float_nodes: Vec<String>,
+    /// Convolution biases corrected.
+    pub bias_correction: bool,
+    /// Its score against the float model.
+    pub score: Score,
+    /// Share of the counted MACs that run in INT8, in [0, 1].
+    pub int8_share: Option<f64>,
+    /// Samples measured on.
+    pub samples: usize,
+}
+
+/// Writes the INT8 model with the nodes `exclude` names in float and measures it.
+pub fn measure_int8(
+    config: &EvalConfig,
+    exclude: &crate::onnx::rewrite::plan::Exclusion,
+    output: &std::path::Path,
+) -> Result<MeasuredReport> {
+    let eval = Evaluator::new(config)?;
+    let float = exclude.resolve(eval.model.graph())?;
+    let variant = eval.variant(&float)?;
+    let score = eval.score(&float)?;
+    OnnxModel::from_proto(variant.proto, output).save(output)?;
+    Ok(MeasuredReport {
+        output: output.display().to_string(),
+        float_nodes: eval
+            .plan
+            .quantized_nodes()
+            .intersection(&float)
+            .map(|&i| eval.label(i))
+            .collect(),
+        bias_correction: config.bias_correction,
+        score,
+        int8_share: eval.int8_share(&float),
+        samples: eval.samples,
+    })
 }

@@ -101,6 +101,7 @@ fn result_key(config: &TargetConfig, fingerprint: &str) -> Result<String> {
         "samples": fingerprint,
         "batch": e.batch_size,
         "fallback": e.fallback,
+        "bias_correction": e.bias_correction,
         "goal": config.goal,
         "trtkit": env!("CARGO_PKG_VERSION"),
     });
@@ -136,7 +137,12 @@ pub fn search_target(config: &TargetConfig, progress: &dyn Progress) -> Result<T
             .and_then(|b| serde_json::from_slice::<TargetReport>(&b).ok())
         {
             let float = resolve_labels(&model, &found.float_nodes)?;
-            write_model(config, &model, &float)?;
+            let eval = config
+                .eval
+                .bias_correction
+                .then(|| Evaluator::new(&config.eval))
+                .transpose()?;
+            write_model(config, &model, &float, eval.as_ref())?;
             found.output = config.output.display().to_string();
             found.reused = true;
             found.wall_s = start.elapsed().as_secs_f64();
@@ -198,7 +204,7 @@ pub fn search_target(config: &TargetConfig, progress: &dyn Progress) -> Result<T
         (float, best)
     };
     progress.finish();
-    write_model(config, &model, &float)?;
+    write_model(config, &model, &float, Some(&eval))?;
     let report = TargetReport {
         model: config.eval.model.display().to_string(),
         output: config.output.display().to_string(),
@@ -234,10 +240,21 @@ fn resolve_labels(model: &OnnxModel, labels: &[String]) -> Result<BTreeSet<usize
         .collect()
 }
 
-/// Writes the INT8 model with `float` left in float.
-fn write_model(config: &TargetConfig, model: &OnnxModel, float: &BTreeSet<usize>) -> Result<()> {
-    let table = crate::calibration::cache::CalibrationTable::load(&config.eval.cache)?;
-    let plan = plan_int8(model.graph()).without(float);
-    let out = int8_model(model, plan, &table.scales, config.eval.fallback)?;
+/// Writes the INT8 model with `float` left in float (through the evaluator, when there is one,
+/// so its bias correction applies).
+fn write_model(
+    config: &TargetConfig,
+    model: &OnnxModel,
+    float: &BTreeSet<usize>,
+    eval: Option<&Evaluator>,
+) -> Result<()> {
+    let out = match eval {
+        Some(e) => e.variant(float)?,
+        None => {
+            let table = crate::calibration::cache::CalibrationTable::load(&config.eval.cache)?;
+            let plan = plan_int8(model.graph()).without(float);
+            int8_model(model, plan, &table.scales, config.eval.fallback)?
+        }
+    };
     OnnxModel::from_proto(out.proto, Path::new(&config.output)).save(&config.output)
 }

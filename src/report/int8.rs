@@ -1,7 +1,7 @@
 //! The reports of the INT8 triage: the sensitivity table (one row per quantized node, most
 //! damaging first) and what the accuracy-target search left in float.
 
-use crate::measure::int8_eval::Score;
+use crate::measure::int8_eval::{MeasuredReport, Score};
 use crate::measure::int8_target::{Goal, TargetReport};
 use crate::measure::sensitivity::SensitivityReport;
 use crate::report::table::{Align, Table};
@@ -115,4 +115,25 @@ pub fn render_target(r: &TargetReport) -> String {
         )
     };
     out
+}
+
+/// What `quantize --int8 --eval-data` wrote, for the terminal.
+pub fn render_measured(r: &MeasuredReport) -> String {
+    let mut out = format!(
+        "wrote {} (int8{}): {}\n",
+        r.output,
+        if r.bias_correction {
+            ", biases corrected"
+        } else {
+            ""
+        },
+        score_line(&r.score)
+    );
+    if !r.float_nodes.is_empty() {
+        out += &format!("  left in float: {}\n", r.float_nodes.join(", "));
+    }
+    if let Some(share) = r.int8_share {
+        out += &format!("  INT8 share of the MACs: {:.1}%\n", 100.0 * share);
+    }
+    out + &format!("  measured on {} samples\n", r.samples)
 }

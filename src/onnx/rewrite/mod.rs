@@ -4,12 +4,14 @@
 //! - [`plan`]: which tensors INT8 quantizes (activations and weights) and where.
 //! - [`capture`]: exposes the activations to quantize as extra graph outputs (calibration).
 //! - [`qdq`]: inserts QuantizeLinear/DequantizeLinear pairs with calibrated scales.
+//! - [`bias`]: bias correction of the convolutions whose weights INT8 quantizes.
 //! - [`fp16`]: converts a float32 graph to float16, keeping chosen ops in float32.
 //! - [`types`]: element types of every tensor, which the passes above rely on.
 //! - [`initializer`]: reading and writing initializer values.
 //!
 //! The passes on input declarations (shapes, batch) live in [`crate::onnx::shape`].
 
+pub mod bias;
 pub mod capture;
 pub mod fp16;
 pub mod initializer;

@@ -68,8 +68,9 @@ fn node(op: &str, name: String, inputs: &[&str], output: &str, axis: Option<i64>
     }
 }
 
-/// Symmetric per-channel int8 quantization of `w` (dims `dims`) along `axis`.
-fn quantize_per_channel(w: &[f32], dims: &[i64], axis: usize) -> (Vec<i8>, Vec<f32>) {
+/// Symmetric per-channel int8 quantization of `w` (dims `dims`) along `axis`: the int8 values
+/// and one scale per channel.
+pub fn quantize_per_channel(w: &[f32], dims: &[i64], axis: usize) -> (Vec<i8>, Vec<f32>) {
     let channels = dims[axis] as usize;
     let inner: usize = dims[axis + 1..].iter().product::<i64>() as usize;
     let channel_of = |i: usize| (i / inner) % channels;
