@@ -38,12 +38,7 @@ fn model_and_cache(dir: &Path) -> (PathBuf, String) {
 }
 
 fn json(out: &std::process::Output) -> Value {
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    serde_json::from_str(&support::stdout_of_success(out)).unwrap()
 }
 
 #[test]

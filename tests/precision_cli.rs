@@ -10,14 +10,7 @@ use trtkit::onnx::test_models;
 use trtkit::onnx::OnnxModel;
 use trtkit::tensor::{HostTensor, TensorData};
 
-fn stdout(out: &std::process::Output) -> String {
-    assert!(
-        out.status.success(),
-        "failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
+use support::stdout_of_success as stdout;
 
 fn logits(path: &std::path::Path, x: &[f32], batch: usize) -> Vec<f32> {
     let m = OnnxModel::load(path).unwrap();

@@ -22,6 +22,16 @@ pub fn trtkit(args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// The stdout of a run that must have succeeded (its stderr in the failure).
+pub fn stdout_of_success(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// The folder holding TensorRT-RTX, found the way trtkit finds it (the tests that build or run
 /// engines need it: `python3 -m pip install tensorrt-rtx-cu13-libs==1.7.1.116`).
 pub fn tensorrt_dir() -> PathBuf {
