@@ -92,7 +92,8 @@ pub struct TargetReport {
     pub wall_s: f64,
 }
 
-/// The key of a search: everything its answer depends on.
+/// The key of a search: everything its answer depends on (the reference backend too: its
+/// scores differ slightly).
 fn result_key(config: &TargetConfig, fingerprint: &str) -> Result<String> {
     let e = &config.eval;
     let key = serde_json::json!({
@@ -102,6 +103,8 @@ fn result_key(config: &TargetConfig, fingerprint: &str) -> Result<String> {
         "batch": e.batch_size,
         "fallback": e.fallback,
         "bias_correction": e.bias_correction,
+        "backend": e.backend.kind,
+        "device": format!("{:?}", e.backend.device),
         "goal": config.goal,
         "trtkit": env!("CARGO_PKG_VERSION"),
     });
