@@ -8,7 +8,8 @@ set and compared with the FP32 model: cosine of the flattened outputs, top-1 agr
 
 Variants: FP16 (`trtkit quantize --fp16`), INT8 entropy (`trtkit calibrate` + `quantize --int8`),
 INT8 at a cosine target (`quantize --int8 --target-cosine`, with its INT8 share), both again with
-`--bias-correction` (input means from the calibration samples), and ONNX
+`--bias-correction` (input means from the calibration samples) or `--weight-clip mse`
+(`--improve`), and ONNX
 Runtime's `quantize_static` (QDQ, per-channel, entropy and min-max) on the same calibration data.
 With --scan, the sensitivity scan's wall time beside a Python loop doing the same per-node
 variants with `quantize_static` + ONNX Runtime inference (on the first --scan-nodes nodes; the
@@ -106,6 +107,8 @@ def main():
     ap.add_argument("--scan-nodes", type=int, default=4)
     ap.add_argument("--backend", choices=["tract", "ort"], default="tract",
                     help="trtkit's reference backend for the target search and the scan")
+    ap.add_argument("--improve", choices=["bias", "clip"], default="bias",
+                    help="the item-4 option measured beside plain INT8: --bias-correction or --weight-clip mse")
     ap.add_argument("--json")
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
@@ -137,17 +140,20 @@ def main():
     rows[f"INT8 at cosine {args.target} (trtkit)"] = dict(
         score(outputs(w("int8_target.onnx"), evalx, t), ref), int8_share=found.get("int8_share"),
         float_nodes=found["float_nodes"], search_s=round(target_s, 1), variants=found["variants"])
-    # Bias correction (input means from the calibration samples), alone and under the target.
-    trtkit(args, "quantize", m, "--int8", "--calibration-cache", cache, "--bias-correction",
-           "--eval-data", w("calib"), "--backend", args.backend, "--no-check", "-o", w("int8_bc.onnx"))
-    rows["INT8 entropy + bias correction (trtkit)"] = score(outputs(w("int8_bc.onnx"), evalx, t), ref)
-    out, target_s = trtkit(args, "quantize", m, "--int8", "--calibration-cache", cache,
-                           "--bias-correction", "--target-cosine", str(args.target), "--eval-data",
+    # An item-4 option (input means for bias correction from the calibration samples), alone and
+    # under the target.
+    label, flags = {"bias": ("bias correction", ["--bias-correction"]),
+                    "clip": ("weight clip mse", ["--weight-clip", "mse"])}[args.improve]
+    trtkit(args, "quantize", m, "--int8", "--calibration-cache", cache, *flags,
+           "--eval-data", w("calib"), "--backend", args.backend, "--no-check", "-o", w("int8_x.onnx"))
+    rows[f"INT8 entropy + {label} (trtkit)"] = score(outputs(w("int8_x.onnx"), evalx, t), ref)
+    out, target_s = trtkit(args, "quantize", m, "--int8", "--calibration-cache", cache, *flags,
+                           "--target-cosine", str(args.target), "--eval-data",
                            w("eval"), "--research", "--backend", args.backend, "-o",
-                           w("int8_target_bc.onnx"), "--json")
+                           w("int8_target_x.onnx"), "--json")
     found = json.loads(out)
-    rows[f"INT8 + bias correction at cosine {args.target} (trtkit)"] = dict(
-        score(outputs(w("int8_target_bc.onnx"), evalx, t), ref), int8_share=found.get("int8_share"),
+    rows[f"INT8 + {label} at cosine {args.target} (trtkit)"] = dict(
+        score(outputs(w("int8_target_x.onnx"), evalx, t), ref), int8_share=found.get("int8_share"),
         float_nodes=found["float_nodes"], search_s=round(target_s, 1), variants=found["variants"])
     # ONNX Runtime's quantizer on the same calibration samples.
     for label, method in [("entropy", CalibrationMethod.Entropy), ("minmax", CalibrationMethod.MinMax)]:

@@ -107,6 +107,7 @@ pub fn prepare(spec: &CellSpec) -> Result<Prepared> {
                 cache,
                 exclude: Default::default(),
                 fallback: Default::default(),
+                weight_clip: Default::default(),
             };
             rewrite(spec, how, &tag, &mut notes)?
         }

@@ -12,6 +12,7 @@ use crate::measure::int8_target::{search_target, Goal, TargetConfig};
 use crate::measure::sensitivity::sensitivity;
 use crate::onnx::rewrite::fp16::{Fp16Options, DEFAULT_KEEP_FP32};
 use crate::onnx::rewrite::plan::Exclusion;
+use crate::onnx::rewrite::qdq::WeightClip;
 use crate::report::int8::{render_measured, render_sensitivity, render_target};
 use crate::report::progress::Bar;
 use crate::trt::precision::{quantize, Fallback, QuantizeConfig, QuantizeReport, Rewrite};
@@ -86,6 +87,10 @@ pub struct QuantizeArgs {
     /// The reference backend of the measurements (--backend tract|ort, --threads).
     #[command(flatten)]
     pub backend: BackendArgs,
+    /// With --int8: how each weight channel's range is chosen: max (its largest magnitude), or
+    /// mse (the fraction of it with the least squared rounding error).
+    #[arg(long, requires = "int8", value_parser = weight_clip, default_value = "max")]
+    pub weight_clip: WeightClip,
     /// With --eval-data: correct each INT8 convolution's bias for its weights' rounding (the
     /// mean shift `ΔW · E[x]`, input means measured on --eval-data).
     #[arg(long, requires = "eval_data")]
@@ -119,7 +124,17 @@ fn fallback(text: &str) -> Result<Fallback, String> {
     }
 }
 
-/// The three jobs `quantize` runs.
+fn weight_clip(text: &str) -> Result<WeightClip, String> {
+    match text {
+        "max" => Ok(WeightClip::Max),
+        "mse" => Ok(WeightClip::Mse),
+        other => Err(format!(
+            "unknown weight clip {other:?}: expected max or mse"
+        )),
+    }
+}
+
+/// The jobs `quantize` runs.
 pub enum Job {
     /// Write the rewritten model.
     Rewrite(QuantizeConfig),
@@ -152,6 +167,7 @@ pub fn job(args: &QuantizeArgs) -> Result<Job> {
         backend: args.backend.options(None),
         fallback: args.fallback,
         bias_correction: args.bias_correction,
+        weight_clip: args.weight_clip,
     };
     if eval.batch_size == 0 || eval.samples == Some(0) {
         return Err(UsageError("--batch-size and --eval-samples must be at least 1".into()).into());
@@ -213,6 +229,7 @@ pub fn config(args: &QuantizeArgs) -> Result<QuantizeConfig> {
             cache: cache.clone(),
             exclude: exclusion(args),
             fallback: args.fallback,
+            weight_clip: args.weight_clip,
         },
         (true, _, None) => {
             return Err(UsageError("--int8 needs --calibration-cache FILE".into()).into())

@@ -19,6 +19,7 @@ use crate::onnx::rewrite::bias::correct_biases;
 use crate::onnx::rewrite::capture::{Capture, Source};
 use crate::onnx::rewrite::pass::{Pass, PassReport};
 use crate::onnx::rewrite::plan::{node_label, plan_int8, QuantPlan};
+use crate::onnx::rewrite::qdq::WeightClip;
 use crate::onnx::OnnxModel;
 use crate::tensor::HostTensor;
 use crate::trt::precision::{int8_model, Fallback};
@@ -47,6 +48,8 @@ pub struct EvalConfig {
     pub backend: BackendOptions,
     /// What the nodes left in float compute in.
     pub fallback: Fallback,
+    /// How the weights' per-channel ranges are chosen.
+    pub weight_clip: WeightClip,
     /// Correct the biases of the INT8 convolutions for their weights' rounding (the input
     /// channel means measured on these samples).
     pub bias_correction: bool,
@@ -217,9 +220,15 @@ impl Evaluator {
         let mut base = self.model.clone();
         if self.config.bias_correction {
             base.inline_external_data()?;
-            correct_biases(&mut base, &plan, &self.means)?;
+            correct_biases(&mut base, &plan, &self.means, self.config.weight_clip)?;
         }
-        int8_model(&base, plan, &self.scales, self.config.fallback)
+        int8_model(
+            &base,
+            plan,
+            &self.scales,
+            self.config.fallback,
+            self.config.weight_clip,
+        )
     }
 
     /// The first output of `model` over every sample, flattened, and its shape per batch.

@@ -103,6 +103,7 @@ fn result_key(config: &TargetConfig, fingerprint: &str) -> Result<String> {
         "batch": e.batch_size,
         "fallback": e.fallback,
         "bias_correction": e.bias_correction,
+        "weight_clip": e.weight_clip,
         "backend": e.backend.kind,
         "device": format!("{:?}", e.backend.device),
         "goal": config.goal,
@@ -256,7 +257,13 @@ fn write_model(
         None => {
             let table = crate::calibration::cache::CalibrationTable::load(&config.eval.cache)?;
             let plan = plan_int8(model.graph()).without(float);
-            int8_model(model, plan, &table.scales, config.eval.fallback)?
+            int8_model(
+                model,
+                plan,
+                &table.scales,
+                config.eval.fallback,
+                config.eval.weight_clip,
+            )?
         }
     };
     OnnxModel::from_proto(out.proto, Path::new(&config.output)).save(&config.output)

@@ -9,7 +9,7 @@ use crate::onnx::model::file_sha256;
 use crate::onnx::rewrite::fp16::{Fp16, Fp16Options, Fp16Report};
 use crate::onnx::rewrite::pass::{Pass, PassReport};
 use crate::onnx::rewrite::plan::{node_label, plan_int8, Exclusion, QuantPlan};
-use crate::onnx::rewrite::qdq::Qdq;
+use crate::onnx::rewrite::qdq::{Qdq, WeightClip};
 use crate::onnx::OnnxModel;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
@@ -44,6 +44,7 @@ pub fn int8_model(
     plan: QuantPlan,
     scales: &BTreeMap<String, f32>,
     fallback: Fallback,
+    weight_clip: WeightClip,
 ) -> Result<OnnxModel> {
     let mut model = model.clone();
     let mut keep_nodes = vec![];
@@ -64,6 +65,7 @@ pub fn int8_model(
     let (model, _) = Qdq {
         plan,
         scales: scales.clone(),
+        weight_clip,
     }
     .run(model)?;
     Ok(match fallback {
@@ -107,6 +109,7 @@ pub fn int8_pass(model: &OnnxModel, scales: &BTreeMap<String, f32>) -> Result<Qd
     Ok(Qdq {
         plan,
         scales: scales.clone(),
+        weight_clip: WeightClip::Max,
     })
 }
 
@@ -123,6 +126,8 @@ pub enum Rewrite {
         exclude: Exclusion,
         /// What the nodes left in float compute in.
         fallback: Fallback,
+        /// How the weights' per-channel ranges are chosen.
+        weight_clip: WeightClip,
     },
 }
 
@@ -198,6 +203,7 @@ pub fn quantize(config: &QuantizeConfig) -> Result<QuantizeReport> {
             cache,
             exclude,
             fallback,
+            weight_clip,
         } => {
             let table = CalibrationTable::load(cache)?;
             check_cache_model(cache, &config.model, &file_sha256(&config.model)?)?;
@@ -219,7 +225,7 @@ pub fn quantize(config: &QuantizeConfig) -> Result<QuantizeReport> {
                 .ok()
                 .filter(|m| m.total > 0)
                 .map(|m| m.share(quantized.iter().copied()));
-            int8_model(&model, plan, &table.scales, *fallback)
+            int8_model(&model, plan, &table.scales, *fallback, *weight_clip)
                 .with_context(|| format!("{shown} with {}", cache.display()))?
         }
         Rewrite::Fp16(options) => {
