@@ -2,6 +2,7 @@
 //! ops that carry nearly all of it (Conv, ConvTranspose, Gemm, MatMul), from tensor shapes the
 //! caller inferred (one sample). Every other op counts 0; FLOPs are twice the MACs.
 
+use super::attributes::{int_attr, ints_attr, string_attr};
 use super::pb::{GraphProto, NodeProto};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -56,32 +57,16 @@ fn product(dims: &[usize]) -> u64 {
     dims.iter().map(|&d| d as u64).product()
 }
 
-fn attr_i(node: &NodeProto, name: &str) -> Option<i64> {
-    node.attribute.iter().find(|a| a.name == name).map(|a| a.i)
-}
-
-fn attr_ints<'a>(node: &'a NodeProto, name: &str) -> Option<&'a [i64]> {
-    node.attribute
-        .iter()
-        .find(|a| a.name == name)
-        .map(|a| a.ints.as_slice())
-}
-
 /// A Conv's output shape from its input and weight shapes and its attributes (for outputs whose
 /// shape the inference left unnamed).
 fn conv_output(node: &NodeProto, x: &[usize], w: &[usize]) -> Option<Vec<usize>> {
     let spatial = x.len().checked_sub(2)?;
     let kernel = w.get(2..)?;
     let mut out = vec![*x.first()?, *w.first()?];
-    let auto_pad = node
-        .attribute
-        .iter()
-        .find(|a| a.name == "auto_pad")
-        .map(|a| String::from_utf8_lossy(&a.s).into_owned())
-        .unwrap_or_default();
+    let auto_pad = string_attr(node, "auto_pad").unwrap_or_default();
     for i in 0..spatial {
         let at = |name: &str, default: i64| {
-            attr_ints(node, name)
+            ints_attr(node, name)
                 .and_then(|v| v.get(i).copied())
                 .unwrap_or(default)
         };
@@ -93,7 +78,7 @@ fn conv_output(node: &NodeProto, x: &[usize], w: &[usize]) -> Option<Vec<usize>>
                 0
             } else {
                 at("pads", 0)
-                    + attr_ints(node, "pads")
+                    + ints_attr(node, "pads")
                         .and_then(|v| v.get(spatial + i).copied())
                         .unwrap_or(0)
             };
@@ -123,7 +108,7 @@ fn node_macs(node: &NodeProto, shape: &dyn Fn(&str) -> Option<Vec<usize>>) -> Op
         }
         "Gemm" => {
             let a = input(0)?;
-            let k = if attr_i(node, "transA").unwrap_or(0) != 0 {
+            let k = if int_attr(node, "transA").unwrap_or(0) != 0 {
                 *a.first()?
             } else {
                 *a.get(1)?

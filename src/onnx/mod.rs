@@ -1,6 +1,7 @@
 //! The ONNX model layer: loading and saving, external data, shapes, summaries, and the graph
 //! passes that later stages (rewrites, build) apply.
 
+pub mod attributes;
 pub mod builder;
 pub mod dtype;
 pub mod external;

@@ -5,6 +5,7 @@
 
 use super::plan::QuantPlan;
 use super::qdq::{quantize_weights, WeightClip};
+use crate::onnx::attributes::int_attr;
 use crate::onnx::builder::tensor_f32;
 use crate::onnx::OnnxModel;
 use anyhow::{bail, Result};
@@ -37,11 +38,7 @@ pub fn correct_biases(
         };
         let dims = w.dims.clone();
         let values = read_f32(w)?;
-        let group = node
-            .attribute
-            .iter()
-            .find(|a| a.name == "group")
-            .map_or(1, |a| a.i.max(1)) as usize;
+        let group = int_attr(node, "group").map_or(1, |g| g.max(1)) as usize;
         let (cout, cin_g) = (dims[0] as usize, dims[1] as usize);
         let kernel: usize = dims[2..].iter().product::<i64>() as usize;
         if cin_g * group != mu.len() || cout % group != 0 {

@@ -8,6 +8,7 @@
 use super::initializer::{read_f32, set_f16};
 use super::pass::{Pass, PassReport};
 use super::types::infer_elem_types;
+use crate::onnx::attributes::attribute;
 use crate::onnx::dtype::{data_type, data_type_attr};
 use crate::onnx::pb::tensor_proto::DataType;
 use crate::onnx::pb::NodeProto;
@@ -127,10 +128,6 @@ fn to_f16_clamped(values: &[f32]) -> (Vec<f16>, bool) {
     (v, clamped)
 }
 
-fn attr_of<'a>(node: &'a NodeProto, name: &str) -> Option<&'a crate::onnx::pb::AttributeProto> {
-    node.attribute.iter().find(|a| a.name == name)
-}
-
 /// Replaces `Gemm(A, B, C)` with plain `alpha = beta = 1`, no transA and a float32 initializer
 /// `B` by `MatMul(A, Bᵀ or B)` + `Add(C)`: the same computation, which TensorRT fuses the same
 /// way, and which tract runs in float16 (its Gemm expansion yields float32 from float16
@@ -146,9 +143,9 @@ fn gemm_to_matmul(g: &mut crate::onnx::pb::GraphProto) -> Result<()> {
     let mut nodes = Vec::with_capacity(old.len());
     for node in old {
         let plain = node.op_type == "Gemm"
-            && attr_of(&node, "transA").is_none_or(|a| a.i == 0)
-            && attr_of(&node, "alpha").is_none_or(|a| a.f == 1.0)
-            && attr_of(&node, "beta").is_none_or(|a| a.f == 1.0);
+            && attribute(&node, "transA").is_none_or(|a| a.i == 0)
+            && attribute(&node, "alpha").is_none_or(|a| a.f == 1.0)
+            && attribute(&node, "beta").is_none_or(|a| a.f == 1.0);
         let b = node.input.get(1).and_then(|n| inits.get(n)).copied();
         let (true, Some(bi)) = (plain, b) else {
             nodes.push(node);
@@ -159,7 +156,7 @@ fn gemm_to_matmul(g: &mut crate::onnx::pb::GraphProto) -> Result<()> {
             nodes.push(node);
             continue;
         }
-        let trans_b = attr_of(&node, "transB").is_some_and(|a| a.i != 0);
+        let trans_b = attribute(&node, "transB").is_some_and(|a| a.i != 0);
         let b_name = if trans_b {
             let (rows, cols) = (weight.dims[0] as usize, weight.dims[1] as usize);
             let v = read_f32(weight)?;

@@ -11,6 +11,7 @@
 //! Not quantized: graph outputs, biases (left float; TensorRT folds them), non-float tensors.
 
 use super::types::infer_elem_types;
+use crate::onnx::attributes::int_attr;
 use crate::onnx::pb::tensor_proto::DataType;
 use crate::onnx::pb::GraphProto;
 use anyhow::{bail, Context, Result};
@@ -201,14 +202,6 @@ impl Exclusion {
     }
 }
 
-fn attr_i(node: &crate::onnx::pb::NodeProto, name: &str, default: i64) -> i64 {
-    node.attribute
-        .iter()
-        .find(|a| a.name == name)
-        .map(|a| a.i)
-        .unwrap_or(default)
-}
-
 /// Decides what to quantize in `graph`.
 pub fn plan_int8(graph: &GraphProto) -> QuantPlan {
     let types = infer_elem_types(graph);
@@ -280,7 +273,11 @@ pub fn plan_int8(graph: &GraphProto) -> QuantPlan {
                 if is_float_activation(inp(0)) {
                     add_act(inp(0), (ni, 0));
                 }
-                let axis = if attr_i(node, "transB", 0) != 0 { 0 } else { 1 };
+                let axis = if int_attr(node, "transB").unwrap_or(0) != 0 {
+                    0
+                } else {
+                    1
+                };
                 if !weight(1, axis) && is_float_activation(inp(1)) {
                     add_act(inp(1), (ni, 1));
                 }

@@ -4,14 +4,11 @@
 //! shape arithmetic in int64 (to leave alone). ONNX value_info is optional and often stale, so
 //! the types are propagated from inputs, initializers and per-op rules.
 
+use crate::onnx::attributes::int_attr;
 use crate::onnx::dtype::{data_type, data_type_attr};
 use crate::onnx::pb::tensor_proto::DataType;
 use crate::onnx::pb::{GraphProto, NodeProto};
 use std::collections::HashMap;
-
-fn attr_i(node: &NodeProto, name: &str) -> Option<i64> {
-    node.attribute.iter().find(|a| a.name == name).map(|a| a.i)
-}
 
 fn attr_tensor_type(node: &NodeProto, name: &str) -> Option<DataType> {
     node.attribute
@@ -46,7 +43,7 @@ fn output_types(node: &NodeProto, known: &HashMap<String, DataType>) -> Vec<Opti
             });
             all(t)
         }
-        "Cast" => all(attr_i(node, "to").and_then(data_type_attr)),
+        "Cast" => all(int_attr(node, "to").and_then(data_type_attr)),
         "CastLike" => all(input(1)),
         "Shape" | "Size" | "NonZero" | "ArgMax" | "ArgMin" => all(int64),
         "Equal" | "Less" | "Greater" | "LessOrEqual" | "GreaterOrEqual" | "Not" | "And" | "Or"
@@ -61,7 +58,7 @@ fn output_types(node: &NodeProto, known: &HashMap<String, DataType>) -> Vec<Opti
         "DequantizeLinear" => all(input(1).or(float)),
         "Where" => all(input(1).or(input(2))),
         "RandomNormal" | "RandomUniform" | "EyeLike" | "RandomNormalLike" | "RandomUniformLike" => {
-            all(attr_i(node, "dtype").and_then(data_type_attr).or(float))
+            all(int_attr(node, "dtype").and_then(data_type_attr).or(float))
         }
         _ => all(first_known()),
     }
