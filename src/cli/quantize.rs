@@ -55,7 +55,7 @@ pub struct QuantizeArgs {
     pub exclude_regex: Vec<String>,
     /// With --int8: what the nodes not in INT8 compute in: fp32, or fp16 (what a strongly typed
     /// engine runs; the INT8 nodes and their Q/DQ stay float32 so TensorRT fuses them).
-    #[arg(long, requires = "int8", value_parser = fallback, default_value = "fp32")]
+    #[arg(long, requires = "int8", value_enum, default_value = "fp32")]
     pub fallback: Fallback,
     /// With --int8: measure every quantized node on --eval-data (its damage alone in INT8,
     /// what leaving it alone in float recovers) and print the sorted table; writes no model.
@@ -89,7 +89,7 @@ pub struct QuantizeArgs {
     pub backend: BackendArgs,
     /// With --int8: how each weight channel's range is chosen: max (its largest magnitude), or
     /// mse (the fraction of it with the least squared rounding error).
-    #[arg(long, requires = "int8", value_parser = weight_clip, default_value = "max")]
+    #[arg(long, requires = "int8", value_enum, default_value = "max")]
     pub weight_clip: WeightClip,
     /// With --eval-data: correct each INT8 convolution's bias for its weights' rounding (the
     /// mean shift `ΔW · E[x]`, input means measured on --eval-data).
@@ -114,24 +114,6 @@ pub struct QuantizeArgs {
     /// Output format.
     #[command(flatten)]
     pub format: JsonArgs,
-}
-
-fn fallback(text: &str) -> Result<Fallback, String> {
-    match text {
-        "fp32" => Ok(Fallback::Fp32),
-        "fp16" => Ok(Fallback::Fp16),
-        other => Err(format!("unknown fallback {other:?}: expected fp32 or fp16")),
-    }
-}
-
-fn weight_clip(text: &str) -> Result<WeightClip, String> {
-    match text {
-        "max" => Ok(WeightClip::Max),
-        "mse" => Ok(WeightClip::Mse),
-        other => Err(format!(
-            "unknown weight clip {other:?}: expected max or mse"
-        )),
-    }
 }
 
 /// The jobs `quantize` runs.

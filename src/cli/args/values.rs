@@ -5,6 +5,8 @@ use crate::backend::select::BackendKind;
 use crate::backend::Device;
 use crate::data::preprocess::{ChannelOrder, Layout};
 use crate::data::resize::Interpolation;
+use crate::onnx::rewrite::qdq::WeightClip;
+use crate::trt::precision::Fallback;
 use clap::builder::PossibleValue;
 
 /// Implements `clap::ValueEnum` for a library enum: each variant with its name and help.
@@ -46,6 +48,16 @@ flag_values!(Layout {
 flag_values!(ChannelOrder {
     ChannelOrder::Rgb => "rgb", "Red, green, blue";
     ChannelOrder::Bgr => "bgr", "Blue, green, red (Caffe-style models)";
+});
+
+flag_values!(Fallback {
+    Fallback::Fp32 => "fp32", "float32: the Q/DQ graph as it is";
+    Fallback::Fp16 => "fp16", "float16 outside INT8; the INT8 nodes and their Q/DQ stay float32";
+});
+
+flag_values!(WeightClip {
+    WeightClip::Max => "max", "Each weight channel's largest magnitude";
+    WeightClip::Mse => "mse", "The fraction of it with the least squared rounding error";
 });
 
 #[cfg(test)]
