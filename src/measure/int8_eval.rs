@@ -18,11 +18,11 @@ use crate::onnx::model::file_sha256;
 use crate::onnx::rewrite::bias::correct_biases;
 use crate::onnx::rewrite::capture::{Capture, Source};
 use crate::onnx::rewrite::pass::{Pass, PassReport};
-use crate::onnx::rewrite::plan::{node_label, plan_int8, QuantPlan};
+use crate::onnx::rewrite::plan::{node_label, QuantPlan};
 use crate::onnx::rewrite::qdq::WeightClip;
 use crate::onnx::OnnxModel;
 use crate::tensor::HostTensor;
-use crate::trt::precision::{int8_model, Fallback};
+use crate::trt::precision::{int8_model, int8_pass, Fallback};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -104,8 +104,6 @@ pub struct Evaluator {
     pub macs: MacsCount,
     /// Samples measured on.
     pub samples: usize,
-    /// A fingerprint of the samples and how they were made (changes when any sample does).
-    pub data_fingerprint: String,
     batches: Vec<Vec<HostTensor>>,
     /// Input channel means of the quantized convolutions (bias correction only).
     means: HashMap<String, Vec<f64>>,
@@ -117,30 +115,24 @@ pub struct Evaluator {
 impl Evaluator {
     /// Loads the model and cache, reads the samples and runs the float model on them.
     pub fn new(config: &EvalConfig) -> Result<Evaluator> {
-        let shown = config.model.display().to_string();
-        let model = OnnxModel::load(&config.model)?;
+        Evaluator::from_model(OnnxModel::load(&config.model)?, config)
+    }
+
+    /// [`Evaluator::new`] for `model`, already loaded from `config.model`.
+    pub fn from_model(model: OnnxModel, config: &EvalConfig) -> Result<Evaluator> {
         let table = CalibrationTable::load(&config.cache)?;
         check_cache_model(&config.cache, &config.model, &file_sha256(&config.model)?)?;
-        let plan = plan_int8(model.graph());
-        if plan.is_empty() {
-            bail!("{shown}: no quantizable ops (Conv, ConvTranspose, Gemm, MatMul); nothing to measure");
-        }
+        // The INT8 pass refuses a model with nothing to quantize.
+        let plan = int8_pass(&model, &table.scales)?.plan;
         let samples = open_eval_samples(&model, config)?;
-        let data_fingerprint = format!("{} {}", samples.fingerprint(), samples.preprocessing());
+        let count = samples.image_count();
         let batches: Vec<Vec<HostTensor>> = samples.collect::<Result<_>>()?;
         if batches.is_empty() {
             bail!("evaluation data {}: no samples", config.eval_data);
         }
         let macs = model_macs(&model, &Default::default()).unwrap_or_default();
         let mut me = Evaluator {
-            samples: batches
-                .iter()
-                .map(|b| {
-                    b.first()
-                        .map_or(0, |t| t.shape.first().copied().unwrap_or(1))
-                })
-                .sum(),
-            data_fingerprint,
+            samples: count,
             model,
             plan,
             scales: table.scales,

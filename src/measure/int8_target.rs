@@ -7,15 +7,15 @@
 use super::int8_eval::{open_eval_samples, EvalConfig, Evaluator, Score};
 use super::progress::Progress;
 use crate::atomic_file::write_atomic;
-use crate::onnx::model::file_sha256;
-use crate::onnx::rewrite::plan::{node_label, plan_int8};
+use crate::calibration::cache::CalibrationTable;
+use crate::onnx::model::{file_sha256, sha256_hex};
+use crate::onnx::rewrite::plan::{plan_int8, Exclusion};
 use crate::onnx::OnnxModel;
 use crate::trt::precision::int8_model;
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Instant;
 
 /// What the INT8 model must keep.
@@ -109,8 +109,7 @@ fn result_key(config: &TargetConfig, fingerprint: &str) -> Result<String> {
         "goal": config.goal,
         "trtkit": env!("CARGO_PKG_VERSION"),
     });
-    let digest = Sha256::digest(key.to_string().as_bytes());
-    Ok(digest.iter().take(8).map(|b| format!("{b:02x}")).collect())
+    Ok(sha256_hex(key.to_string().as_bytes())[..16].to_string())
 }
 
 fn result_path(config: &TargetConfig, key: &str) -> PathBuf {
@@ -140,20 +139,26 @@ pub fn search_target(config: &TargetConfig, progress: &dyn Progress) -> Result<T
             .ok()
             .and_then(|b| serde_json::from_slice::<TargetReport>(&b).ok())
         {
-            let float = resolve_labels(&model, &found.float_nodes)?;
-            let eval = config
-                .eval
-                .bias_correction
-                .then(|| Evaluator::new(&config.eval))
-                .transpose()?;
-            write_model(config, &model, &float, eval.as_ref())?;
+            // Labels are names or `#INDEX`, which is what an exclusion resolves.
+            let float = Exclusion {
+                nodes: found.float_nodes.clone(),
+                ..Default::default()
+            }
+            .resolve(model.graph())
+            .with_context(|| format!("{}: a kept search result", kept.display()))?;
+            let out = if config.eval.bias_correction {
+                Evaluator::from_model(model, &config.eval)?.variant(&float)?
+            } else {
+                plain_int8(config, &model, &float)?
+            };
+            save(config, out)?;
             found.output = config.output.display().to_string();
             found.reused = true;
             found.wall_s = start.elapsed().as_secs_f64();
             return Ok(found);
         }
     }
-    let eval = Evaluator::new(&config.eval)?;
+    let eval = Evaluator::from_model(model, &config.eval)?;
     let goal = config.goal;
     let mut variants = 0;
     let mut score = |float: &BTreeSet<usize>| -> Result<Score> {
@@ -208,7 +213,7 @@ pub fn search_target(config: &TargetConfig, progress: &dyn Progress) -> Result<T
         (float, best)
     };
     progress.finish();
-    write_model(config, &model, &float, Some(&eval))?;
+    save(config, eval.variant(&float)?)?;
     let report = TargetReport {
         model: config.eval.model.display().to_string(),
         output: config.output.display().to_string(),
@@ -230,41 +235,24 @@ pub fn search_target(config: &TargetConfig, progress: &dyn Progress) -> Result<T
     Ok(report)
 }
 
-/// The node indices of `labels` in `model`.
-fn resolve_labels(model: &OnnxModel, labels: &[String]) -> Result<BTreeSet<usize>> {
-    let g = model.graph();
-    labels
-        .iter()
-        .map(
-            |l| match (0..g.node.len()).find(|&i| &node_label(g, i) == l) {
-                Some(i) => Ok(i),
-                None => bail!("a kept search result names node '{l}', which the model lacks"),
-            },
-        )
-        .collect()
-}
-
-/// Writes the INT8 model with `float` left in float (through the evaluator, when there is one,
-/// so its bias correction applies).
-fn write_model(
+/// The INT8 model with `float` left in float, without an evaluator (a reused search that needs
+/// no measured bias correction).
+fn plain_int8(
     config: &TargetConfig,
     model: &OnnxModel,
     float: &BTreeSet<usize>,
-    eval: Option<&Evaluator>,
-) -> Result<()> {
-    let out = match eval {
-        Some(e) => e.variant(float)?,
-        None => {
-            let table = crate::calibration::cache::CalibrationTable::load(&config.eval.cache)?;
-            let plan = plan_int8(model.graph()).without(float);
-            int8_model(
-                model,
-                plan,
-                &table.scales,
-                config.eval.fallback,
-                config.eval.weight_clip,
-            )?
-        }
-    };
-    OnnxModel::from_proto(out.proto, Path::new(&config.output)).save(&config.output)
+) -> Result<OnnxModel> {
+    let table = CalibrationTable::load(&config.eval.cache)?;
+    int8_model(
+        model,
+        plan_int8(model.graph()).without(float),
+        &table.scales,
+        config.eval.fallback,
+        config.eval.weight_clip,
+    )
+}
+
+/// Writes `model` (atomically) where the search's INT8 model goes.
+fn save(config: &TargetConfig, model: OnnxModel) -> Result<()> {
+    OnnxModel::from_proto(model.proto, &config.output).save(&config.output)
 }
