@@ -256,9 +256,12 @@ impl CellSettings {
     }
 }
 
-/// The swept axes `model` carries, each with its sizes; an axis that is the batch axis of the
-/// model is an error.
-fn dims_of_model(model: &Path, dims: &BTreeMap<String, Vec<i64>>) -> Result<DimSweep> {
+/// The named input axes of `model`, and the swept axes among them, each with its sizes; an
+/// axis that is the batch axis of the model is an error.
+fn dims_of_model(
+    model: &Path,
+    dims: &BTreeMap<String, Vec<i64>>,
+) -> Result<(Vec<String>, DimSweep)> {
     let loaded = OnnxModel::load(model)?;
     let symbols = input_symbols(&loaded);
     let mut out = vec![];
@@ -274,7 +277,7 @@ fn dims_of_model(model: &Path, dims: &BTreeMap<String, Vec<i64>>) -> Result<DimS
         }
         out.push((symbol.clone(), sizes.clone()));
     }
-    Ok(out)
+    Ok((symbols, out))
 }
 
 /// The plan's swept axes, checked: sizes at least 1, ascending, each once.
@@ -372,8 +375,8 @@ impl Plan {
         let input_shapes = p.input_shapes.unwrap_or_default();
         parse_input_shapes(&input_shapes).context("input shapes")?;
         let dims = checked_dims(p.dims)?;
-        let model_dims = if dims.is_empty() {
-            vec![vec![]; models.len()]
+        let axes: Vec<(Vec<String>, DimSweep)> = if dims.is_empty() {
+            vec![(vec![], vec![]); models.len()]
         } else {
             models
                 .iter()
@@ -381,13 +384,14 @@ impl Plan {
                 .collect::<Result<Vec<_>>>()?
         };
         for symbol in dims.keys() {
-            if !model_dims.iter().flatten().any(|(s, _)| s == symbol) {
+            if !axes
+                .iter()
+                .any(|(_, sweep)| sweep.iter().any(|(s, _)| s == symbol))
+            {
                 let named: Vec<String> = models
                     .iter()
-                    .filter_map(|m| {
-                        let symbols = input_symbols(&OnnxModel::load(m).ok()?);
-                        Some(format!("{}: {}", m.display(), symbols.join(", ")))
-                    })
+                    .zip(&axes)
+                    .map(|(m, (symbols, _))| format!("{}: {}", m.display(), symbols.join(", ")))
                     .collect();
                 bail!(
                     "no model of the plan has an input axis named '{symbol}' (named axes: {})",
@@ -395,6 +399,7 @@ impl Plan {
                 );
             }
         }
+        let model_dims = axes.into_iter().map(|(_, sweep)| sweep).collect();
         let dim_max = dims
             .iter()
             .map(|(s, sizes)| (s.clone(), *sizes.last().unwrap_or(&1)))
