@@ -2,6 +2,7 @@
 //! per node counted from those shapes (`inspect`, the INT8 sensitivity table and its INT8
 //! share).
 
+use super::tract::parse;
 use crate::onnx::macs::{count_macs, MacsCount};
 use crate::onnx::rewrite::pass::Pass;
 use crate::onnx::shape::{fixed_batch, Batch, FixBatch, InputShapes, ShapeRequest};
@@ -28,11 +29,9 @@ pub fn tensor_shapes(
             1
         }
     };
-    let dir = model.base_dir().to_string_lossy().into_owned();
-    let typed = tract_onnx::onnx()
-        .with_ignore_value_info(true)
-        .parse(&model.proto, Some(&dir))
-        .and_then(|p| p.model.into_typed())
+    let typed = parse(&model)?
+        .model
+        .into_typed()
         .map_err(|e| anyhow::anyhow!("{e:#}"))
         .with_context(|| format!("{shown}: tract cannot infer the shapes"))?;
     let mut shapes = HashMap::new();

@@ -29,6 +29,17 @@ pub struct TractOptions {
     pub threads: Option<usize>,
 }
 
+/// `model` as tract parses it: its value_info ignored (trtkit's shape passes decide the
+/// shapes), external data read beside the model file.
+pub(super) fn parse(model: &OnnxModel) -> Result<tract_onnx::model::ParseResult> {
+    let dir = model.base_dir().to_string_lossy().into_owned();
+    tract_onnx::onnx()
+        .with_ignore_value_info(true)
+        .parse(&model.proto, Some(&dir))
+        .map_err(|e| anyhow::anyhow!("{e:#}"))
+        .with_context(|| format!("{}: tract cannot load the model", model.path.display()))
+}
+
 /// How the CPU threads are spent: the batch is cut into `chunks` pieces of `chunk_batch`
 /// samples, `workers` of them run side by side, each with `intra` threads for its matrix
 /// products.
@@ -221,12 +232,7 @@ impl TractBackend {
             model = FixBatch(Batch::Static(prepared as i64)).run(model)?.0;
         }
         let shown = model.path.display().to_string();
-        let dir = model.base_dir().to_string_lossy().into_owned();
-        let parsed = tract_onnx::onnx()
-            .with_ignore_value_info(true)
-            .parse(&model.proto, Some(&dir))
-            .map_err(|e| anyhow::anyhow!("{e:#}"))
-            .with_context(|| format!("{shown}: tract cannot load the model"))?;
+        let parsed = parse(&model)?;
         // The CPU plan is optimized for tract's CPU kernels (weights packed for them); the CUDA
         // runtime needs the decluttered graph with plain constants and optimizes it itself.
         let typed = match cuda {
