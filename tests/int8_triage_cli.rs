@@ -255,3 +255,163 @@ fn bias_correction_lowers_the_error_of_a_conv_quantized_alone() {
         .unwrap();
     assert_eq!(conv4.input[2], "conv_4.bias_corrected");
 }
+
+/// A calibration cache with every range a tenth of the calibrated one (the way an entropy
+/// threshold can clip an activation's tail); the key file beside it is copied.
+fn clipped_cache(cache: &str) -> String {
+    let text = std::fs::read_to_string(cache).unwrap();
+    let lines: Vec<String> = text
+        .lines()
+        .map(|l| match l.split_once(": ") {
+            Some((name, hex)) => {
+                let bits = u32::from_str_radix(hex, 16).unwrap();
+                let scale = f32::from_bits(bits) / 10.0;
+                format!("{name}: {:08x}", scale.to_bits())
+            }
+            None => l.to_string(),
+        })
+        .collect();
+    let clipped = cache.replace(".cache", "-clipped.cache");
+    std::fs::write(&clipped, lines.join("\n") + "\n").unwrap();
+    std::fs::copy(format!("{cache}.json"), format!("{clipped}.json")).unwrap();
+    clipped
+}
+
+/// The layer-error scale search starts from the calibrated ranges, never raises a reading
+/// layer's error, writes the ranges it chose into the model's Q/DQ scales, and repairs ranges
+/// that clip the activations (a cache whose ranges are a tenth of min-max's).
+#[test]
+fn the_scale_search_lowers_the_reading_layers_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let (model, cache) = model_and_cache(dir.path());
+    let cache = clipped_cache(&cache);
+    let out = dir.path().join("ss.onnx");
+    let measure = |extra: &[&str]| {
+        json(&trtkit(
+            &[
+                &[
+                    "quantize",
+                    model.to_str().unwrap(),
+                    "--int8",
+                    "--calibration-cache",
+                    &cache,
+                    "--exclude",
+                    "conv_2",
+                    "--eval-data",
+                    "synthetic:7",
+                    "--eval-samples",
+                    "32",
+                    "-o",
+                    out.to_str().unwrap(),
+                    "--json",
+                ][..],
+                extra,
+            ]
+            .concat(),
+        ))
+    };
+    let plain = measure(&[]);
+    assert!(plain.get("scale_search").is_none(), "{plain:#}");
+    let searched = measure(&["--scale-search", "layer"]);
+    let report = &searched["scale_search"];
+    assert_eq!(report["samples"], 32, "{report:#}");
+    let choices = report["choices"].as_array().unwrap();
+    assert_eq!(choices.len(), report["tensors"].as_u64().unwrap() as usize);
+    assert!(report["changed"].as_u64().unwrap() >= 1, "{report:#}");
+    for c in choices {
+        assert!(
+            c["error"].as_f64().unwrap() <= c["calibrated_error"].as_f64().unwrap(),
+            "{c:#}"
+        );
+    }
+    let (p, s) = (
+        plain["score"]["mae"].as_f64().unwrap(),
+        searched["score"]["mae"].as_f64().unwrap(),
+    );
+    assert!(s < 0.5 * p, "plain {p}, searched {s}");
+    // The written model carries the chosen ranges.
+    let written = trtkit::onnx::OnnxModel::load(&out).unwrap();
+    let changed = choices
+        .iter()
+        .find(|c| c["amax"] != c["calibrated_amax"])
+        .unwrap();
+    let name = format!("{}_scale", changed["tensor"].as_str().unwrap());
+    let scale = written
+        .graph()
+        .initializer
+        .iter()
+        .find(|t| t.name == name)
+        .map(|t| f32::from_le_bytes(t.raw_data[..4].try_into().unwrap()))
+        .unwrap();
+    let amax = changed["amax"].as_f64().unwrap() as f32;
+    assert!(
+        (scale - amax / 127.0).abs() <= 1e-6 * amax,
+        "{scale} vs {amax}"
+    );
+    // The search needs samples.
+    let err = trtkit(&[
+        "quantize",
+        model.to_str().unwrap(),
+        "--int8",
+        "--calibration-cache",
+        &cache,
+        "--scale-search",
+        "layer",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(!err.status.success());
+    assert!(String::from_utf8_lossy(&err.stderr).contains("--eval-data"));
+}
+
+/// A scan with `--exclude` starts from the model with those nodes in float: they are not
+/// rows, the baseline is better than the all-INT8 one, and each row's recovery is measured
+/// from it.
+#[test]
+fn a_scan_with_exclusions_starts_from_them_in_float() {
+    let dir = tempfile::tempdir().unwrap();
+    let (model, cache) = model_and_cache(dir.path());
+    let scan = |extra: &[&str]| {
+        json(&trtkit(
+            &[
+                &[
+                    "quantize",
+                    model.to_str().unwrap(),
+                    "--int8",
+                    "--calibration-cache",
+                    &cache,
+                    "--sensitivity",
+                    "--eval-data",
+                    "synthetic:7",
+                    "--eval-samples",
+                    "16",
+                    "--json",
+                ][..],
+                extra,
+            ]
+            .concat(),
+        ))
+    };
+    let all = scan(&[]);
+    let from = scan(&["--exclude", "conv_2"]);
+    assert_eq!(from["excluded"], serde_json::json!(["conv_2"]));
+    let names: Vec<&str> = from["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.len(), 3, "{names:?}");
+    assert!(!names.contains(&"conv_2"));
+    let cos = |v: &Value| v["full_int8"]["cosine"].as_f64().unwrap();
+    assert!(
+        cos(&from) > cos(&all) + 0.01,
+        "{} vs {}",
+        cos(&from),
+        cos(&all)
+    );
+    for n in from["nodes"].as_array().unwrap() {
+        let recovery = n["left_float"]["cosine"].as_f64().unwrap() - cos(&from);
+        assert!((n["recovery"].as_f64().unwrap() - recovery).abs() < 1e-12);
+    }
+}

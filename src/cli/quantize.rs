@@ -9,6 +9,7 @@ use crate::cli::args::preprocess::PreprocessArgs;
 use crate::cli::UsageError;
 use crate::measure::int8_eval::{measure_int8, EvalConfig};
 use crate::measure::int8_target::{search_target, Goal, TargetConfig};
+use crate::measure::scale_search::ScaleSearch;
 use crate::measure::sensitivity::sensitivity;
 use crate::onnx::rewrite::fp16::{Fp16Options, DEFAULT_KEEP_FP32};
 use crate::onnx::rewrite::plan::Exclusion;
@@ -95,6 +96,11 @@ pub struct QuantizeArgs {
     /// mean shift `ΔW · E[x]`, input means measured on --eval-data).
     #[arg(long, requires = "eval_data")]
     pub bias_correction: bool,
+    /// With --eval-data: how the activation scales are chosen: off (the calibration cache's), or
+    /// layer (each searched for the least output error of the layers that read it, on up to 32
+    /// of the samples, starting from the cache's).
+    #[arg(long, requires = "eval_data", value_enum, default_value = "off")]
+    pub scale_search: ScaleSearch,
     /// Search for the target again even if a kept result answers it.
     #[arg(long)]
     pub research: bool,
@@ -120,8 +126,8 @@ pub struct QuantizeArgs {
 pub enum Job {
     /// Write the rewritten model.
     Rewrite(QuantizeConfig),
-    /// The per-node INT8 sensitivity table.
-    Sensitivity(EvalConfig),
+    /// The per-node INT8 sensitivity table, from the baseline with these nodes in float.
+    Sensitivity(EvalConfig, Exclusion),
     /// The smallest float part that meets a target.
     Target(TargetConfig),
     /// Write the INT8 model (exclusions, bias correction) and measure it on the samples.
@@ -150,12 +156,13 @@ pub fn job(args: &QuantizeArgs) -> Result<Job> {
         fallback: args.fallback,
         bias_correction: args.bias_correction,
         weight_clip: args.weight_clip,
+        scale_search: args.scale_search,
     };
     if eval.batch_size == 0 || eval.samples == Some(0) {
         return Err(UsageError("--batch-size and --eval-samples must be at least 1".into()).into());
     }
     if args.sensitivity {
-        return Ok(Job::Sensitivity(eval));
+        return Ok(Job::Sensitivity(eval, exclusion(args)));
     }
     let goal = match (args.target_cosine, args.target_agreement) {
         (Some(c), _) if (0.0..=1.0).contains(&c) => Goal::Cosine(c),
@@ -248,8 +255,8 @@ pub fn run(args: QuantizeArgs) -> Result<()> {
             let report = quantize(&config)?;
             args.format.print(&report, || render(&report))
         }
-        Job::Sensitivity(config) => {
-            let report = sensitivity(&config, &bar)?;
+        Job::Sensitivity(config, exclude) => {
+            let report = sensitivity(&config, &exclude, &bar)?;
             args.format.print(&report, || render_sensitivity(&report))
         }
         Job::Target(config) => {
@@ -257,7 +264,7 @@ pub fn run(args: QuantizeArgs) -> Result<()> {
             args.format.print(&report, || render_target(&report))
         }
         Job::Measured(config, exclude, output) => {
-            let report = measure_int8(&config, &exclude, &output)?;
+            let report = measure_int8(&config, &exclude, &output, &bar)?;
             args.format.print(&report, || render_measured(&report))
         }
     }

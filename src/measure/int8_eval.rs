@@ -5,6 +5,8 @@
 //! cosine, top-1 agreement and mean absolute error of its first output against the float one.
 //! The sensitivity scan and the accuracy-target search both measure through it.
 
+use super::progress::Progress;
+use super::scale_search::{search_scales, ScaleSearch, ScaleSearchReport, SEARCH_SAMPLES};
 use crate::backend::select::{open, BackendOptions};
 use crate::backend::shapes::model_macs;
 use crate::calibration::batches::CalibrationBatches;
@@ -53,6 +55,8 @@ pub struct EvalConfig {
     /// Correct the biases of the INT8 convolutions for their weights' rounding (the input
     /// channel means measured on these samples).
     pub bias_correction: bool,
+    /// Search the activation scales on these samples (the cache's are the starting point).
+    pub scale_search: ScaleSearch,
 }
 
 /// How close a variant's first output is to the float model's.
@@ -104,6 +108,8 @@ pub struct Evaluator {
     pub macs: MacsCount,
     /// Samples measured on.
     pub samples: usize,
+    /// What the scale search changed (when asked for).
+    pub scale_search: Option<ScaleSearchReport>,
     batches: Vec<Vec<HostTensor>>,
     /// Input channel means of the quantized convolutions (bias correction only).
     means: HashMap<String, Vec<f64>>,
@@ -114,12 +120,16 @@ pub struct Evaluator {
 
 impl Evaluator {
     /// Loads the model and cache, reads the samples and runs the float model on them.
-    pub fn new(config: &EvalConfig) -> Result<Evaluator> {
-        Evaluator::from_model(OnnxModel::load(&config.model)?, config)
+    pub fn new(config: &EvalConfig, progress: &dyn Progress) -> Result<Evaluator> {
+        Evaluator::from_model(OnnxModel::load(&config.model)?, config, progress)
     }
 
     /// [`Evaluator::new`] for `model`, already loaded from `config.model`.
-    pub fn from_model(model: OnnxModel, config: &EvalConfig) -> Result<Evaluator> {
+    pub fn from_model(
+        model: OnnxModel,
+        config: &EvalConfig,
+        progress: &dyn Progress,
+    ) -> Result<Evaluator> {
         let table = CalibrationTable::load(&config.cache)?;
         check_cache_model(&config.cache, &config.model, &file_sha256(&config.model)?)?;
         // The INT8 pass refuses a model with nothing to quantize.
@@ -133,6 +143,7 @@ impl Evaluator {
         let macs = model_macs(&model, &Default::default()).unwrap_or_default();
         let mut me = Evaluator {
             samples: count,
+            scale_search: None,
             model,
             plan,
             scales: table.scales,
@@ -159,16 +170,78 @@ impl Evaluator {
                 .collect();
             me.means = me.channel_means(inputs)?;
         }
+        if config.scale_search == ScaleSearch::Layer {
+            me.search_scales(progress)?;
+        }
         Ok(me)
     }
 
-    /// The mean of each channel (axis 1) of `tensors` over the samples, from one pass of the
-    /// float model with them exposed as outputs.
-    fn channel_means(&self, tensors: Vec<String>) -> Result<HashMap<String, Vec<f64>>> {
-        let (capture, report) = Capture {
-            names: tensors.clone(),
+    /// Replaces the calibrated activation scales with those [`search_scales`] finds on the
+    /// first [`SEARCH_SAMPLES`] samples.
+    fn search_scales(&mut self, progress: &dyn Progress) -> Result<()> {
+        if self
+            .model
+            .graph()
+            .initializer
+            .iter()
+            .any(|t| !t.external_data.is_empty())
+        {
+            self.model.inline_external_data()?;
         }
-        .run(self.model.clone())?;
+        let names = self.plan.activation_names();
+        let mut captured: BTreeMap<String, Vec<HostTensor>> = BTreeMap::new();
+        let mut seen = 0;
+        let keep = self
+            .batches
+            .iter()
+            .take_while(|b| {
+                let first = seen < SEARCH_SAMPLES;
+                seen += b
+                    .first()
+                    .and_then(|t| t.shape.first())
+                    .copied()
+                    .unwrap_or(1);
+                first
+            })
+            .count();
+        self.capture(names, keep, |name, t| {
+            captured
+                .entry(name.to_string())
+                .or_default()
+                .push(t.clone());
+            Ok(())
+        })?;
+        progress.start(
+            "activation scales",
+            Some(self.plan.activations.len() as u64),
+        );
+        let (scales, report) = search_scales(
+            &self.model,
+            &self.plan,
+            &self.scales,
+            &captured,
+            &self.config.backend,
+            self.config.weight_clip,
+            |name| {
+                progress.status(format!("searching the scale of {name}"));
+                progress.advance(1);
+            },
+        )?;
+        progress.finish();
+        self.scales = scales;
+        self.scale_search = Some(report);
+        Ok(())
+    }
+
+    /// Runs the float model with `tensors` exposed as outputs on the first `batches` batches
+    /// and hands each captured tensor to `each`, batch by batch.
+    fn capture(
+        &self,
+        tensors: Vec<String>,
+        batches: usize,
+        mut each: impl FnMut(&str, &HostTensor) -> Result<()>,
+    ) -> Result<()> {
+        let (capture, report) = Capture { names: tensors }.run(self.model.clone())?;
         let PassReport::Capture { sources } = report else {
             bail!("the capture pass reported no tensor sources");
         };
@@ -179,8 +252,7 @@ impl Evaluator {
                 ..self.config.backend.clone()
             },
         )?;
-        let mut sums: HashMap<String, (Vec<f64>, usize)> = HashMap::new();
-        for batch in &self.batches {
+        for batch in self.batches.iter().take(batches) {
             let out = backend.run(batch)?;
             for (name, source) in &sources {
                 let t = match source {
@@ -188,17 +260,28 @@ impl Evaluator {
                     Source::Input(_) => batch.iter().find(|t| &t.name == name),
                 }
                 .with_context(|| format!("tensor '{name}' was not in the run's outputs"))?;
-                let channels = *t.shape.get(1).unwrap_or(&1);
-                let inner: usize = t.shape.iter().skip(2).product();
-                let entry = sums
-                    .entry(name.clone())
-                    .or_insert_with(|| (vec![0.0; channels], 0));
-                for (i, v) in t.data.to_f64().into_iter().enumerate() {
-                    entry.0[(i / inner.max(1)) % channels] += v;
-                }
-                entry.1 += t.data.len() / channels.max(1);
+                each(name, t)?;
             }
         }
+        Ok(())
+    }
+
+    /// The mean of each channel (axis 1) of `tensors` over the samples, from one pass of the
+    /// float model with them exposed as outputs.
+    fn channel_means(&self, tensors: Vec<String>) -> Result<HashMap<String, Vec<f64>>> {
+        let mut sums: HashMap<String, (Vec<f64>, usize)> = HashMap::new();
+        self.capture(tensors, self.batches.len(), |name, t| {
+            let channels = *t.shape.get(1).unwrap_or(&1);
+            let inner: usize = t.shape.iter().skip(2).product();
+            let entry = sums
+                .entry(name.to_string())
+                .or_insert_with(|| (vec![0.0; channels], 0));
+            for (i, v) in t.data.to_f64().into_iter().enumerate() {
+                entry.0[(i / inner.max(1)) % channels] += v;
+            }
+            entry.1 += t.data.len() / channels.max(1);
+            Ok(())
+        })?;
         Ok(sums
             .into_iter()
             .map(|(name, (sum, n))| (name, sum.iter().map(|s| s / n.max(1) as f64).collect()))
@@ -310,6 +393,9 @@ pub struct MeasuredReport {
     pub int8_share: Option<f64>,
     /// Samples measured on.
     pub samples: usize,
+    /// What the activation scale search changed (when asked for).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scale_search: Option<ScaleSearchReport>,
 }
 
 /// Writes the INT8 model with the nodes `exclude` names in float and measures it.
@@ -317,8 +403,9 @@ pub fn measure_int8(
     config: &EvalConfig,
     exclude: &crate::onnx::rewrite::plan::Exclusion,
     output: &std::path::Path,
+    progress: &dyn Progress,
 ) -> Result<MeasuredReport> {
-    let eval = Evaluator::new(config)?;
+    let eval = Evaluator::new(config, progress)?;
     let float = exclude.resolve(eval.model.graph())?;
     let variant = eval.variant(&float)?;
     let score = eval.score(&float)?;
@@ -335,5 +422,6 @@ pub fn measure_int8(
         score,
         int8_share: eval.int8_share(&float),
         samples: eval.samples,
+        scale_search: eval.scale_search.clone(),
     })
 }

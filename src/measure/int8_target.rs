@@ -6,6 +6,7 @@
 
 use super::int8_eval::{open_eval_samples, EvalConfig, Evaluator, Score};
 use super::progress::Progress;
+use super::scale_search::{ScaleSearch, ScaleSearchReport};
 use crate::atomic_file::write_atomic;
 use crate::calibration::cache::CalibrationTable;
 use crate::onnx::model::{file_sha256, sha256_hex};
@@ -90,6 +91,9 @@ pub struct TargetReport {
     pub reused: bool,
     /// Wall time, seconds.
     pub wall_s: f64,
+    /// What the activation scale search changed (when asked for).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scale_search: Option<ScaleSearchReport>,
 }
 
 /// The key of a search: everything its answer depends on (the reference backend too: its
@@ -104,6 +108,7 @@ fn result_key(config: &TargetConfig, fingerprint: &str) -> Result<String> {
         "fallback": e.fallback,
         "bias_correction": e.bias_correction,
         "weight_clip": e.weight_clip,
+        "scale_search": e.scale_search,
         "backend": e.backend.kind,
         "device": format!("{:?}", e.backend.device),
         "goal": config.goal,
@@ -146,8 +151,9 @@ pub fn search_target(config: &TargetConfig, progress: &dyn Progress) -> Result<T
             }
             .resolve(model.graph())
             .with_context(|| format!("{}: a kept search result", kept.display()))?;
-            let out = if config.eval.bias_correction {
-                Evaluator::from_model(model, &config.eval)?.variant(&float)?
+            let out = if config.eval.bias_correction || config.eval.scale_search != ScaleSearch::Off
+            {
+                Evaluator::from_model(model, &config.eval, progress)?.variant(&float)?
             } else {
                 plain_int8(config, &model, &float)?
             };
@@ -158,7 +164,7 @@ pub fn search_target(config: &TargetConfig, progress: &dyn Progress) -> Result<T
             return Ok(found);
         }
     }
-    let eval = Evaluator::from_model(model, &config.eval)?;
+    let eval = Evaluator::from_model(model, &config.eval, progress)?;
     let goal = config.goal;
     let mut variants = 0;
     let mut score = |float: &BTreeSet<usize>| -> Result<Score> {
@@ -228,6 +234,7 @@ pub fn search_target(config: &TargetConfig, progress: &dyn Progress) -> Result<T
         result: kept.display().to_string(),
         reused: false,
         wall_s: start.elapsed().as_secs_f64(),
+        scale_search: eval.scale_search.clone(),
     };
     std::fs::create_dir_all(&config.result_dir)
         .with_context(|| format!("{}: cannot create", config.result_dir.display()))?;

@@ -12,4 +12,5 @@ pub mod latency;
 pub mod open;
 pub mod precisions;
 pub mod progress;
+pub mod scale_search;
 pub mod sensitivity;

@@ -4,6 +4,8 @@
 
 use super::int8_eval::{EvalConfig, Evaluator, Score};
 use super::progress::Progress;
+use super::scale_search::ScaleSearchReport;
+use crate::onnx::rewrite::plan::Exclusion;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -24,7 +26,8 @@ pub struct NodeSensitivity {
     pub macs_pct: f64,
     /// The model with only this node in INT8.
     pub alone: Score,
-    /// The model with every other node in INT8 and this one in float.
+    /// The baseline (every other node in INT8, the excluded ones in float) with this one in
+    /// float too.
     pub left_float: Score,
     /// What leaving it in float buys over the full INT8 model: the gain in cosine.
     pub recovery: f64,
@@ -43,8 +46,14 @@ pub struct SensitivityReport {
     pub samples: usize,
     /// What the float part computed in.
     pub fallback: String,
-    /// Every node of the plan in INT8.
+    /// Every node of the plan in INT8 but the excluded ones.
     pub full_int8: Score,
+    /// Quantizable nodes left in float in every variant (by `--exclude`…).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub excluded: Vec<String>,
+    /// What the activation scale search changed (when asked for).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scale_search: Option<ScaleSearchReport>,
     /// The nodes, most damaging alone first.
     pub nodes: Vec<NodeSensitivity>,
     /// Variants measured.
@@ -63,14 +72,21 @@ pub fn rank(nodes: &mut [NodeSensitivity]) {
     });
 }
 
-/// Scans every quantized node of `config.model`.
-pub fn sensitivity(config: &EvalConfig, progress: &dyn Progress) -> Result<SensitivityReport> {
+/// Scans every quantized node of `config.model` that `exclude` leaves in INT8; the nodes it
+/// names stay float in every variant but the alone-in-INT8 ones (the baseline is the model
+/// with them in float).
+pub fn sensitivity(
+    config: &EvalConfig,
+    exclude: &Exclusion,
+    progress: &dyn Progress,
+) -> Result<SensitivityReport> {
     let start = Instant::now();
-    let eval = Evaluator::new(config)?;
-    let nodes = eval.quantized_nodes();
-    let all: BTreeSet<usize> = nodes.iter().copied().collect();
+    let eval = Evaluator::new(config, progress)?;
+    let excluded = exclude.resolve(eval.model.graph())?;
+    let all: BTreeSet<usize> = eval.quantized_nodes().into_iter().collect();
+    let nodes: Vec<usize> = all.difference(&excluded).copied().collect();
     progress.start("variants", Some(1 + 2 * nodes.len() as u64));
-    let full = eval.score(&BTreeSet::new())?;
+    let full = eval.score(&excluded)?;
     progress.advance(1);
     let mut out = vec![];
     for &node in &nodes {
@@ -79,7 +95,9 @@ pub fn sensitivity(config: &EvalConfig, progress: &dyn Progress) -> Result<Sensi
         others.remove(&node);
         let alone = eval.score(&others)?;
         progress.advance(1);
-        let left_float = eval.score(&BTreeSet::from([node]))?;
+        let mut float = excluded.clone();
+        float.insert(node);
+        let left_float = eval.score(&float)?;
         progress.advance(1);
         let macs = eval.macs.of(node);
         out.push(NodeSensitivity {
@@ -102,6 +120,11 @@ pub fn sensitivity(config: &EvalConfig, progress: &dyn Progress) -> Result<Sensi
         samples: eval.samples,
         fallback: config.fallback.to_string(),
         full_int8: full,
+        excluded: all
+            .intersection(&excluded)
+            .map(|&i| eval.label(i))
+            .collect(),
+        scale_search: eval.scale_search.clone(),
         variants: 1 + 2 * nodes.len(),
         nodes: out,
         wall_s: start.elapsed().as_secs_f64(),

@@ -82,6 +82,16 @@ pub fn tensor_type_mut(v: &mut ValueInfoProto) -> Option<&mut TensorType> {
     }
 }
 
+/// A tensor value info with an element type and no shape at all (an empty dims list would
+/// declare a scalar): for outputs whose shape the backend infers.
+pub fn unshaped_value_info(name: &str, elem_type: i32) -> ValueInfoProto {
+    let mut v = value_info(name, elem_type, &[]);
+    if let Some(t) = tensor_type_mut(&mut v) {
+        t.shape = None;
+    }
+    v
+}
+
 /// Builds a tensor value info with the given element type and dims.
 pub fn value_info(name: &str, elem_type: i32, dims: &[Dim]) -> ValueInfoProto {
     ValueInfoProto {

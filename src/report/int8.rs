@@ -3,6 +3,7 @@
 
 use crate::measure::int8_eval::{MeasuredReport, Score};
 use crate::measure::int8_target::{Goal, TargetReport};
+use crate::measure::scale_search::ScaleSearchReport;
 use crate::measure::sensitivity::SensitivityReport;
 use crate::report::table::{Align, Table};
 
@@ -20,6 +21,20 @@ fn score_line(s: &Score) -> String {
     )
 }
 
+/// The line saying what the activation scale search changed (empty when it did not run).
+fn scale_search_line(r: Option<&ScaleSearchReport>) -> String {
+    let Some(r) = r else {
+        return String::new();
+    };
+    let (before, after) = r.choices.iter().fold((0.0, 0.0), |(b, a), c| {
+        (b + c.calibrated_error, a + c.error)
+    });
+    format!(
+        "  activation scales searched on {} samples: {} of {} changed; the reading layers' relative error {:.3e} -> {:.3e} ({} probed)\n",
+        r.samples, r.changed, r.tensors, before, after, r.probed
+    )
+}
+
 /// The sensitivity table for the terminal.
 pub fn render_sensitivity(r: &SensitivityReport) -> String {
     let mut out = format!(
@@ -32,7 +47,17 @@ pub fn render_sensitivity(r: &SensitivityReport) -> String {
         r.wall_s,
         r.fallback
     );
-    out += &format!("every node in INT8: {}\n\n", score_line(&r.full_int8));
+    if r.excluded.is_empty() {
+        out += &format!("every node in INT8: {}\n", score_line(&r.full_int8));
+    } else {
+        out += &format!(
+            "every node in INT8 but {} (in float in every variant): {}\n",
+            r.excluded.join(", "),
+            score_line(&r.full_int8)
+        );
+    }
+    out += &scale_search_line(r.scale_search.as_ref());
+    out += "\n";
     let mut t = Table::new(&[
         "#",
         "node",
@@ -103,6 +128,7 @@ pub fn render_target(r: &TargetReport) -> String {
     if let Some(share) = r.int8_share {
         out += &format!("  INT8 share of the MACs: {:.1}%\n", 100.0 * share);
     }
+    out += &scale_search_line(r.scale_search.as_ref());
     out += &if r.reused {
         format!(
             "  reused the search kept in {} (--research searches again)\n",
@@ -135,5 +161,6 @@ pub fn render_measured(r: &MeasuredReport) -> String {
     if let Some(share) = r.int8_share {
         out += &format!("  INT8 share of the MACs: {:.1}%\n", 100.0 * share);
     }
+    out += &scale_search_line(r.scale_search.as_ref());
     out + &format!("  measured on {} samples\n", r.samples)
 }

@@ -5,6 +5,7 @@ use crate::backend::select::BackendKind;
 use crate::backend::Device;
 use crate::data::preprocess::{ChannelOrder, Layout};
 use crate::data::resize::Interpolation;
+use crate::measure::scale_search::ScaleSearch;
 use crate::onnx::rewrite::qdq::WeightClip;
 use crate::trt::precision::Fallback;
 use clap::builder::PossibleValue;
@@ -58,6 +59,11 @@ flag_values!(Fallback {
 flag_values!(WeightClip {
     WeightClip::Max => "max", "Each weight channel's largest magnitude";
     WeightClip::Mse => "mse", "The fraction of it with the least squared rounding error";
+});
+
+flag_values!(ScaleSearch {
+    ScaleSearch::Off => "off", "The calibration cache's activation scales";
+    ScaleSearch::Layer => "layer", "Each scale searched for the least error of the layers reading it";
 });
 
 #[cfg(test)]

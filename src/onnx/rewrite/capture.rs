@@ -2,7 +2,7 @@
 
 use super::pass::{Pass, PassReport};
 use crate::onnx::pb::tensor_proto::DataType;
-use crate::onnx::tensor_info::value_info;
+use crate::onnx::tensor_info::unshaped_value_info;
 use crate::onnx::OnnxModel;
 use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
@@ -55,15 +55,8 @@ fn expose(model: OnnxModel, names: &[String]) -> Result<(OnnxModel, Vec<(String,
         } else if let Some(i) = g.output.iter().position(|v| &v.name == name) {
             Source::Output(i)
         } else if produced.contains(name) {
-            g.output.push(value_info(name, DataType::Float as i32, &[]));
-            // A value info with an empty shape would declare a scalar: declare no shape.
-            if let Some(t) = g
-                .output
-                .last_mut()
-                .and_then(crate::onnx::tensor_info::tensor_type_mut)
-            {
-                t.shape = None;
-            }
+            g.output
+                .push(unshaped_value_info(name, DataType::Float as i32));
             Source::Output(g.output.len() - 1)
         } else {
             bail!("tensor '{name}' is neither a graph input nor produced by any node");

@@ -4,6 +4,7 @@
 //! - [`plan`]: which tensors INT8 quantizes (activations and weights) and where.
 //! - [`capture`]: exposes the activations to quantize as extra graph outputs (calibration).
 //! - [`qdq`]: inserts QuantizeLinear/DequantizeLinear pairs with calibrated scales.
+//! - [`probe`]: one node at several activation scales, for the scale search.
 //! - [`bias`]: bias correction of the convolutions whose weights INT8 quantizes.
 //! - [`fp16`]: converts a float32 graph to float16, keeping chosen ops in float32.
 //! - [`types`]: element types of every tensor, which the passes above rely on.
@@ -17,5 +18,6 @@ pub mod fp16;
 pub mod initializer;
 pub mod pass;
 pub mod plan;
+pub mod probe;
 pub mod qdq;
 pub mod types;
