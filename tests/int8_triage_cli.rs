@@ -132,6 +132,14 @@ fn sensitivity_ranks_the_scaled_conv_first_and_the_target_leaves_only_it_in_floa
     assert_eq!(again["reused"], true);
     assert_eq!(again["float_nodes"], found["float_nodes"]);
     assert!(Path::new(again["result"].as_str().unwrap()).is_file());
+    // The greedy search finds the same node, and is kept under its own key.
+    let greedy = json(&target(&["--search", "greedy"]));
+    assert_eq!(greedy["strategy"], "greedy");
+    assert_eq!(greedy["reused"], false);
+    assert_eq!(greedy["float_nodes"], serde_json::json!(["conv_2"]));
+    assert_ne!(greedy["result"], found["result"]);
+    // ranking 4 nodes + the full model + one greedy step of 4 + giving conv_2 back: 10.
+    assert_eq!(greedy["variants"], 10, "{greedy:#}");
 }
 
 #[test]

@@ -8,7 +8,7 @@ use crate::cli::args::output::JsonArgs;
 use crate::cli::args::preprocess::PreprocessArgs;
 use crate::cli::UsageError;
 use crate::measure::int8_eval::{measure_int8, EvalConfig};
-use crate::measure::int8_target::{search_target, Goal, TargetConfig};
+use crate::measure::int8_target::{search_target, Goal, Strategy, TargetConfig};
 use crate::measure::scale_search::ScaleSearch;
 use crate::measure::sensitivity::sensitivity;
 use crate::onnx::rewrite::fp16::{Fp16Options, DEFAULT_KEEP_FP32};
@@ -101,6 +101,11 @@ pub struct QuantizeArgs {
     /// of the samples, starting from the cache's).
     #[arg(long, requires = "eval_data", value_enum, default_value = "off")]
     pub scale_search: ScaleSearch,
+    /// With a target: how the float part is searched for: bisect (the shortest prefix of the
+    /// nodes ranked by what each recovers alone), or greedy (one node at a time, each the best
+    /// of the ranking's next four measured together with the float part so far).
+    #[arg(long, value_enum, default_value = "bisect")]
+    pub search: Strategy,
     /// Search for the target again even if a kept result answers it.
     #[arg(long)]
     pub research: bool,
@@ -136,6 +141,15 @@ pub enum Job {
 
 /// The job these flags describe; every flag check of `quantize` is here.
 pub fn job(args: &QuantizeArgs) -> Result<Job> {
+    if args.search != Strategy::Bisect
+        && args.target_cosine.is_none()
+        && args.target_agreement.is_none()
+    {
+        return Err(UsageError(
+            "--search says how --target-cosine or --target-agreement searches; give one".into(),
+        )
+        .into());
+    }
     let Some(eval_data) = &args.eval_data else {
         return Ok(Job::Rewrite(config(args)?));
     };
@@ -200,6 +214,7 @@ pub fn job(args: &QuantizeArgs) -> Result<Job> {
             .clone()
             .expect("clap requires -o without --sensitivity"),
         research: args.research,
+        strategy: args.search,
     }))
 }
 

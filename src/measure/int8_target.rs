@@ -60,6 +60,8 @@ pub struct TargetConfig {
     pub result_dir: PathBuf,
     /// Search again even if a result with the same key is kept.
     pub research: bool,
+    /// How the float part is searched for.
+    pub strategy: Strategy,
 }
 
 /// What the search found (also the kept result).
@@ -85,6 +87,9 @@ pub struct TargetReport {
     pub samples: usize,
     /// Variants measured.
     pub variants: usize,
+    /// How the float part was searched for.
+    #[serde(default)]
+    pub strategy: Strategy,
     /// The kept result this came from (or was written to).
     pub result: String,
     /// Whether the result was reused rather than searched.
@@ -112,6 +117,7 @@ fn result_key(config: &TargetConfig, fingerprint: &str) -> Result<String> {
         "backend": e.backend.kind,
         "device": format!("{:?}", e.backend.device),
         "goal": config.goal,
+        "strategy": config.strategy,
         "trtkit": env!("CARGO_PKG_VERSION"),
     });
     Ok(sha256_hex(key.to_string().as_bytes())[..16].to_string())
@@ -166,58 +172,29 @@ pub fn search_target(config: &TargetConfig, progress: &dyn Progress) -> Result<T
     }
     let eval = Evaluator::from_model(model, &config.eval, progress)?;
     let goal = config.goal;
-    let mut variants = 0;
-    let mut score = |float: &BTreeSet<usize>| -> Result<Score> {
-        variants += 1;
-        progress.advance(1);
-        eval.score(float)
+    let mut search = Search {
+        eval: &eval,
+        goal,
+        progress,
+        variants: 0,
     };
-    let nodes = eval.quantized_nodes();
     progress.start("variants", None);
-    let full = score(&BTreeSet::new())?;
+    let full = search.score(&BTreeSet::new())?;
     let (float, best) = if goal.met_by(&full) {
         (BTreeSet::new(), full)
     } else {
-        // What leaving each node alone in float recovers, best first.
-        let mut ranked = vec![];
-        for &n in &nodes {
-            progress.status(format!("ranking {}", eval.label(n)));
-            ranked.push((n, goal.value(&score(&BTreeSet::from([n]))?)));
+        let ranked = search.rank()?;
+        let (float, at) = match config.strategy {
+            Strategy::Bisect => search.bisect(&ranked)?,
+            Strategy::Greedy => search.greedy(&ranked, full)?,
+        };
+        if goal.met_by(&at) {
+            search.give_back(&ranked, float, at)?
+        } else {
+            (float, at)
         }
-        ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
-        let prefix = |k: usize| -> BTreeSet<usize> { ranked[..k].iter().map(|r| r.0).collect() };
-        // The shortest prefix that meets the goal (bisection; the whole list is the float model).
-        let (mut lo, mut hi) = (0, ranked.len());
-        let mut at_hi = score(&prefix(hi))?;
-        while hi - lo > 1 {
-            let mid = (lo + hi) / 2;
-            progress.status(format!(
-                "bisecting: {mid} of {} nodes in float",
-                ranked.len()
-            ));
-            let s = score(&prefix(mid))?;
-            if goal.met_by(&s) {
-                (hi, at_hi) = (mid, s);
-            } else {
-                lo = mid;
-            }
-        }
-        // Give back to INT8 each node the goal does not need, the least helpful first.
-        let mut float = prefix(hi);
-        let mut best = at_hi;
-        if goal.met_by(&best) {
-            for &(n, _) in ranked[..hi].iter().rev() {
-                let mut fewer = float.clone();
-                fewer.remove(&n);
-                progress.status(format!("trying {} in INT8", eval.label(n)));
-                let s = score(&fewer)?;
-                if goal.met_by(&s) {
-                    (float, best) = (fewer, s);
-                }
-            }
-        }
-        (float, best)
     };
+    let variants = search.variants;
     progress.finish();
     save(config, eval.variant(&float)?)?;
     let report = TargetReport {
@@ -231,6 +208,7 @@ pub fn search_target(config: &TargetConfig, progress: &dyn Progress) -> Result<T
         int8_share: eval.int8_share(&float),
         samples: eval.samples,
         variants,
+        strategy: config.strategy,
         result: kept.display().to_string(),
         reused: false,
         wall_s: start.elapsed().as_secs_f64(),
@@ -240,6 +218,135 @@ pub fn search_target(config: &TargetConfig, progress: &dyn Progress) -> Result<T
         .with_context(|| format!("{}: cannot create", config.result_dir.display()))?;
     write_atomic(&kept, &serde_json::to_vec_pretty(&report)?)?;
     Ok(report)
+}
+
+/// How the float part is searched for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Strategy {
+    /// Bisect over the nodes ranked by what leaving each alone in float recovers, for the
+    /// shortest prefix that meets the goal (Polygraphy's `debug precision` bisects likewise).
+    #[default]
+    Bisect,
+    /// Add one node at a time, each the best of the next [`GREEDY_CANDIDATES`] of the ranking
+    /// measured together with the nodes already in float (re-ranked after every step).
+    Greedy,
+}
+
+/// How many of the ranking's next nodes each greedy step measures.
+pub const GREEDY_CANDIDATES: usize = 4;
+
+/// One search's evaluator, goal and count of variants measured.
+struct Search<'a> {
+    eval: &'a Evaluator,
+    goal: Goal,
+    progress: &'a dyn Progress,
+    variants: usize,
+}
+
+impl Search<'_> {
+    /// The score with `float` left in float (counted).
+    fn score(&mut self, float: &BTreeSet<usize>) -> Result<Score> {
+        self.variants += 1;
+        self.progress.advance(1);
+        self.eval.score(float)
+    }
+
+    /// Every quantized node with what leaving it alone in float scores, best first.
+    fn rank(&mut self) -> Result<Vec<(usize, f64)>> {
+        let mut ranked = vec![];
+        for n in self.eval.quantized_nodes() {
+            self.progress
+                .status(format!("ranking {}", self.eval.label(n)));
+            let s = self.score(&BTreeSet::from([n]))?;
+            ranked.push((n, self.goal.value(&s)));
+        }
+        ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
+        Ok(ranked)
+    }
+
+    /// The shortest prefix of `ranked` that meets the goal, by bisection (the whole list is
+    /// the float model), and its score.
+    fn bisect(&mut self, ranked: &[(usize, f64)]) -> Result<(BTreeSet<usize>, Score)> {
+        let prefix = |k: usize| -> BTreeSet<usize> { ranked[..k].iter().map(|r| r.0).collect() };
+        let (mut lo, mut hi) = (0, ranked.len());
+        let mut at_hi = self.score(&prefix(hi))?;
+        while hi - lo > 1 {
+            let mid = (lo + hi) / 2;
+            self.progress.status(format!(
+                "bisecting: {mid} of {} nodes in float",
+                ranked.len()
+            ));
+            let s = self.score(&prefix(mid))?;
+            if self.goal.met_by(&s) {
+                (hi, at_hi) = (mid, s);
+            } else {
+                lo = mid;
+            }
+        }
+        Ok((prefix(hi), at_hi))
+    }
+
+    /// Nodes added to the float part one at a time until the goal is met: each step measures
+    /// the next [`GREEDY_CANDIDATES`] of the ranking with the float part so far and keeps the
+    /// best; the measured ones are re-ranked by what they scored.
+    fn greedy(&mut self, ranked: &[(usize, f64)], full: Score) -> Result<(BTreeSet<usize>, Score)> {
+        let mut rest = ranked.to_vec();
+        let mut float = BTreeSet::new();
+        let mut at = full;
+        while !self.goal.met_by(&at) && !rest.is_empty() {
+            let mut tried = vec![];
+            for (i, &(n, _)) in rest.iter().enumerate().take(GREEDY_CANDIDATES) {
+                let mut more = float.clone();
+                more.insert(n);
+                self.progress.status(format!(
+                    "greedy: {} in float, trying {}",
+                    float.len(),
+                    self.eval.label(n)
+                ));
+                let s = self.score(&more)?;
+                tried.push((i, s));
+            }
+            for &(i, s) in &tried {
+                rest[i].1 = self.goal.value(&s);
+            }
+            let (i, s) = tried
+                .into_iter()
+                .max_by(|a, b| self.goal.value(&a.1).total_cmp(&self.goal.value(&b.1)))
+                .expect("at least one candidate");
+            float.insert(rest.remove(i).0);
+            at = s;
+            rest.sort_by(|a, b| b.1.total_cmp(&a.1));
+        }
+        Ok((float, at))
+    }
+
+    /// Gives back to INT8 each node of `float` the goal does not need, the least helpful (by
+    /// `ranked`) first.
+    fn give_back(
+        &mut self,
+        ranked: &[(usize, f64)],
+        mut float: BTreeSet<usize>,
+        mut best: Score,
+    ) -> Result<(BTreeSet<usize>, Score)> {
+        let members: Vec<usize> = ranked
+            .iter()
+            .rev()
+            .map(|r| r.0)
+            .filter(|n| float.contains(n))
+            .collect();
+        for n in members {
+            let mut fewer = float.clone();
+            fewer.remove(&n);
+            self.progress
+                .status(format!("trying {} in INT8", self.eval.label(n)));
+            let s = self.score(&fewer)?;
+            if self.goal.met_by(&s) {
+                (float, best) = (fewer, s);
+            }
+        }
+        Ok((float, best))
+    }
 }
 
 /// The INT8 model with `float` left in float, without an evaluator (a reused search that needs

@@ -2,7 +2,7 @@
 //! damaging first) and what the accuracy-target search left in float.
 
 use crate::measure::int8_eval::{MeasuredReport, Score};
-use crate::measure::int8_target::{Goal, TargetReport};
+use crate::measure::int8_target::{Goal, Strategy, TargetReport};
 use crate::measure::scale_search::ScaleSearchReport;
 use crate::measure::sensitivity::SensitivityReport;
 use crate::report::table::{Align, Table};
@@ -136,8 +136,15 @@ pub fn render_target(r: &TargetReport) -> String {
         )
     } else {
         format!(
-            "  {} variants measured on {} samples in {:.1} s; kept in {}\n",
-            r.variants, r.samples, r.wall_s, r.result
+            "  {} variants ({} search) measured on {} samples in {:.1} s; kept in {}\n",
+            r.variants,
+            match r.strategy {
+                Strategy::Bisect => "bisection",
+                Strategy::Greedy => "greedy",
+            },
+            r.samples,
+            r.wall_s,
+            r.result
         )
     };
     out

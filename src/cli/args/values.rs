@@ -5,6 +5,7 @@ use crate::backend::select::BackendKind;
 use crate::backend::Device;
 use crate::data::preprocess::{ChannelOrder, Layout};
 use crate::data::resize::Interpolation;
+use crate::measure::int8_target::Strategy;
 use crate::measure::scale_search::ScaleSearch;
 use crate::onnx::rewrite::qdq::WeightClip;
 use crate::trt::precision::Fallback;
@@ -64,6 +65,11 @@ flag_values!(WeightClip {
 flag_values!(ScaleSearch {
     ScaleSearch::Off => "off", "The calibration cache's activation scales";
     ScaleSearch::Layer => "layer", "Each scale searched for the least error of the layers reading it";
+});
+
+flag_values!(Strategy {
+    Strategy::Bisect => "bisect", "The shortest prefix of the nodes ranked by what each recovers alone";
+    Strategy::Greedy => "greedy", "One node at a time, re-measured with the float part so far";
 });
 
 #[cfg(test)]
