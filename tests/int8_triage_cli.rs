@@ -423,3 +423,55 @@ fn a_scan_with_exclusions_starts_from_them_in_float() {
         assert!((n["recovery"].as_f64().unwrap() - recovery).abs() < 1e-12);
     }
 }
+
+/// `quantize --equalize` writes a float model with its Conv → Relu → Conv pair equalised
+/// (calibration and quantization then take it as any model), and takes no other rewrite.
+#[test]
+fn equalize_writes_a_float_model_that_calibrates() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = save(
+        dir.path(),
+        "scaled.onnx",
+        test_models::channel_scaled_convs(),
+    );
+    let out = dir.path().join("eq.onnx");
+    let report = json(&trtkit(&[
+        "quantize",
+        model.to_str().unwrap(),
+        "--equalize",
+        "-o",
+        out.to_str().unwrap(),
+        "--json",
+    ]));
+    assert_eq!(report["precision"], "fp32");
+    assert_eq!(
+        report["equalize"]["pairs"],
+        serde_json::json!([["conv_2", "conv_4"]])
+    );
+    let cal = trtkit(&[
+        "calibrate",
+        out.to_str().unwrap(),
+        "--calib-data",
+        "synthetic:1",
+        "--num-samples",
+        "16",
+        "--batch-size",
+        "8",
+        "--cache-dir",
+        dir.path().join("cal").to_str().unwrap(),
+    ]);
+    assert!(
+        cal.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cal.stderr)
+    );
+    let both = trtkit(&[
+        "quantize",
+        model.to_str().unwrap(),
+        "--equalize",
+        "--fp16",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(both.status.code(), Some(2));
+}

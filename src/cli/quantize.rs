@@ -1,7 +1,8 @@
 //! `trtkit quantize MODEL --int8 --calibration-cache FILE -o OUT.onnx` (with `--exclude…`
 //! and `--fallback`), `trtkit quantize MODEL --fp16 -o OUT.onnx`, and the INT8 triage on real
 //! samples: `--sensitivity` (the per-node table) and `--target-cosine` / `--target-agreement`
-//! (the smallest float part that meets it). Flags into the job's config, and its rendering.
+//! (the smallest float part that meets it), and `--equalize` (cross-layer equalisation, a float
+//! rewrite before calibration). Flags into the job's config, and its rendering.
 
 use crate::cli::args::backend::BackendArgs;
 use crate::cli::args::output::JsonArgs;
@@ -32,6 +33,10 @@ pub struct QuantizeArgs {
     /// FP16: convert weights and computation to float16.
     #[arg(long)]
     pub fp16: bool,
+    /// Cross-layer equalisation: even out the channel ranges of Conv → Relu → Conv pairs
+    /// (same function, still float32); calibrate the result, then quantize it with --int8.
+    #[arg(long, conflicts_with_all = ["int8", "fp16"])]
+    pub equalize: bool,
     /// Calibration cache written by `trtkit calibrate` (or TensorRT) for --int8.
     #[arg(long, value_name = "FILE")]
     pub calibration_cache: Option<PathBuf>,
@@ -228,6 +233,14 @@ fn exclusion(args: &QuantizeArgs) -> Exclusion {
 
 /// The rewrite these flags describe.
 pub fn config(args: &QuantizeArgs) -> Result<QuantizeConfig> {
+    if args.equalize {
+        return Ok(QuantizeConfig {
+            model: args.model.clone(),
+            rewrite: Rewrite::Equalize,
+            output: output(args)?,
+            check: !args.no_check,
+        });
+    }
     let rewrite = match (args.int8, args.fp16, &args.calibration_cache) {
         (true, _, Some(cache)) => Rewrite::Int8 {
             cache: cache.clone(),
@@ -249,17 +262,24 @@ pub fn config(args: &QuantizeArgs) -> Result<QuantizeConfig> {
             fp16_io: args.fp16_io,
             keep_nodes: vec![],
         }),
-        (false, false, _) => return Err(UsageError("give one of --int8 or --fp16".into()).into()),
+        (false, false, _) => {
+            return Err(UsageError("give one of --int8, --fp16 or --equalize".into()).into())
+        }
     };
     Ok(QuantizeConfig {
         model: args.model.clone(),
         rewrite,
-        output: args
-            .output
-            .clone()
-            .ok_or_else(|| UsageError("give the output model with -o OUT.onnx".into()))?,
+        output: output(args)?,
         check: !args.no_check,
     })
+}
+
+/// The model `-o` names.
+fn output(args: &QuantizeArgs) -> Result<PathBuf> {
+    Ok(args
+        .output
+        .clone()
+        .ok_or_else(|| UsageError("give the output model with -o OUT.onnx".into()))?)
 }
 
 /// Runs `quantize`.
@@ -287,6 +307,17 @@ pub fn run(args: QuantizeArgs) -> Result<()> {
 
 /// The line that says what was written.
 pub fn render(report: &QuantizeReport) -> String {
+    if let Some(e) = &report.equalize {
+        return format!(
+            "wrote {} (fp32, equalised): {} batch norms folded, {} conv pairs, {} sweeps; the worst pair's channel weight range spread {:.1}x -> {:.1}x; calibrate it, then quantize it with --int8\n",
+            report.output,
+            e.folded_batch_norms,
+            e.pairs.len(),
+            e.sweeps,
+            e.spread_before,
+            e.spread_after
+        );
+    }
     match &report.fp16 {
         Some(r) => format!(
             "wrote {} (fp16): {} initializers converted, {} casts, {} nodes kept in float32{}\n",

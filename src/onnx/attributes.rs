@@ -13,6 +13,11 @@ pub fn int_attr(node: &NodeProto, name: &str) -> Option<i64> {
     attribute(node, name).map(|a| a.i)
 }
 
+/// A float attribute.
+pub fn float_attr(node: &NodeProto, name: &str) -> Option<f32> {
+    attribute(node, name).map(|a| a.f)
+}
+
 /// An integer-list attribute.
 pub fn ints_attr<'a>(node: &'a NodeProto, name: &str) -> Option<&'a [i64]> {
     attribute(node, name).map(|a| a.ints.as_slice())

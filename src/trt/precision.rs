@@ -6,6 +6,7 @@ use crate::backend::shapes::model_macs;
 use crate::backend::tract::{TractBackend, TractOptions};
 use crate::calibration::cache::{check_cache_model, CalibrationTable};
 use crate::onnx::model::file_sha256;
+use crate::onnx::rewrite::equalize::{Equalize, EqualizeReport};
 use crate::onnx::rewrite::fp16::{Fp16, Fp16Options, Fp16Report};
 use crate::onnx::rewrite::pass::{Pass, PassReport};
 use crate::onnx::rewrite::plan::{node_label, plan_int8, Exclusion, QuantPlan};
@@ -118,6 +119,9 @@ pub fn int8_pass(model: &OnnxModel, scales: &BTreeMap<String, f32>) -> Result<Qd
 pub enum Rewrite {
     /// FP16 autocast with these options.
     Fp16(Fp16Options),
+    /// Cross-layer equalisation: the model stays float32 (calibrate the result, then quantize
+    /// it).
+    Equalize,
     /// INT8 Q/DQ with the scales of this calibration cache (made for this model).
     Int8 {
         /// The calibration cache (TensorRT's text format, with trtkit's key beside it).
@@ -171,6 +175,9 @@ pub struct QuantizeReport {
     pub fp16: Option<Fp16Report>,
     /// FP16: the ops kept in float32.
     pub keep_fp32: Option<Vec<String>>,
+    /// Equalisation: what it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub equalize: Option<EqualizeReport>,
     /// Whether the result was loaded in tract as a check.
     pub checked: bool,
 }
@@ -196,6 +203,7 @@ pub fn quantize(config: &QuantizeConfig) -> Result<QuantizeReport> {
         int8_share: None,
         fp16: None,
         keep_fp32: None,
+        equalize: None,
         checked: config.check,
     };
     let rewritten = match &config.rewrite {
@@ -227,6 +235,14 @@ pub fn quantize(config: &QuantizeConfig) -> Result<QuantizeReport> {
                 .map(|m| m.share(quantized.iter().copied()));
             int8_model(&model, plan, &table.scales, *fallback, *weight_clip)
                 .with_context(|| format!("{shown} with {}", cache.display()))?
+        }
+        Rewrite::Equalize => {
+            let (m, r) = Equalize.run(model).with_context(|| shown.clone())?;
+            report.precision = "fp32".into();
+            if let PassReport::Equalize(r) = r {
+                report.equalize = Some(r);
+            }
+            m
         }
         Rewrite::Fp16(options) => {
             let (m, r) = Fp16(options.clone())

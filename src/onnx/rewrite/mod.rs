@@ -6,6 +6,8 @@
 //! - [`qdq`]: inserts QuantizeLinear/DequantizeLinear pairs with calibrated scales.
 //! - [`probe`]: one node at several activation scales, for the scale search.
 //! - [`bias`]: bias correction of the convolutions whose weights INT8 quantizes.
+//! - [`equalize`]: cross-layer equalisation of conv pairs (a float rewrite before calibration).
+//! - [`fold_bn`]: BatchNormalization folded into the Conv before it (equalisation needs it).
 //! - [`fp16`]: converts a float32 graph to float16, keeping chosen ops in float32.
 //! - [`types`]: element types of every tensor, which the passes above rely on.
 //! - [`initializer`]: reading and writing initializer values.
@@ -14,6 +16,8 @@
 
 pub mod bias;
 pub mod capture;
+pub mod equalize;
+pub mod fold_bn;
 pub mod fp16;
 pub mod initializer;
 pub mod pass;

@@ -6,9 +6,10 @@
 //! The passes: [`InputShapes`](crate::onnx::shape::InputShapes) and
 //! [`FixBatch`](crate::onnx::shape::FixBatch) (input declarations),
 //! [`Fp16`](super::fp16::Fp16) (float16 autocast), [`Qdq`](super::qdq::Qdq) (INT8 Q/DQ
-//! insertion) and [`Capture`](super::capture::Capture) (activations as extra outputs).
+//! insertion), [`Equalize`](super::equalize::Equalize) (cross-layer equalisation) and [`Capture`](super::capture::Capture) (activations as extra outputs).
 
 use super::capture::Source;
+use super::equalize::EqualizeReport;
 use super::fp16::Fp16Report;
 use crate::onnx::OnnxModel;
 use anyhow::{Context, Result};
@@ -48,6 +49,13 @@ pub enum PassReport {
         /// Weights quantized per channel.
         weights: usize,
     },
+    /// BatchNormalizations were folded into the convolutions before them.
+    FoldBatchNorm {
+        /// The folded BatchNormalization nodes' names.
+        folded: Vec<String>,
+    },
+    /// Conv pairs were equalised.
+    Equalize(EqualizeReport),
     /// Tensors were exposed as graph outputs.
     Capture {
         /// `(tensor name, where it appears in a run of the new model)`, in the order asked.
