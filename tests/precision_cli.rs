@@ -350,7 +350,7 @@ fn bad_caches_fail_with_the_line_or_the_tensor() {
     ]);
     assert_clean_error(&out, 1, &["calibrated for another model"]);
     let out = trtkit(&["quantize", m, "-o", "never.onnx"]);
-    assert_clean_error(&out, 2, &["--int8 or --fp16"]);
+    assert_clean_error(&out, 2, &["--int8, --fp16 or --equalize"]);
 }
 
 #[test]

@@ -15,14 +15,37 @@ use std::path::{Path, PathBuf};
 /// A finite sequence of input batches for calibration (each one tensor per model input, in the
 /// model's order), with what identifies it for the cache.
 pub trait CalibrationBatches: Iterator<Item = Result<Vec<HostTensor>>> + Send {
+    /// What the source knows of itself before yielding anything.
+    fn facts(&self) -> &SourceFacts;
     /// Batches the iterator will yield in all.
-    fn batch_count(&self) -> usize;
+    fn batch_count(&self) -> usize {
+        self.facts().batches
+    }
     /// Samples (images) those batches hold.
-    fn image_count(&self) -> usize;
+    fn image_count(&self) -> usize {
+        self.facts().batches * self.facts().batch
+    }
     /// A fingerprint of the data (changes when any sample changes).
-    fn fingerprint(&self) -> String;
+    fn fingerprint(&self) -> String {
+        self.facts().fingerprint.clone()
+    }
     /// How the samples were made from the source (the preprocessing), for the cache key.
-    fn preprocessing(&self) -> String;
+    fn preprocessing(&self) -> String {
+        self.facts().preprocessing.clone()
+    }
+}
+
+/// What a calibration source knows of itself: its batches and what identifies its samples.
+#[derive(Clone, Debug)]
+pub struct SourceFacts {
+    /// Samples per batch.
+    pub batch: usize,
+    /// Batches in all.
+    pub batches: usize,
+    /// A fingerprint of the data.
+    pub fingerprint: String,
+    /// How the samples were made from the source.
+    pub preprocessing: String,
 }
 
 /// How many samples to use: all, or the first `limit`, in whole batches; errors when fewer
@@ -79,10 +102,8 @@ pub struct ArrayBatches {
     pending: Vec<f32>,
     input: String,
     sample_shape: Vec<usize>,
-    batch: usize,
     batches_left: usize,
-    batches: usize,
-    fingerprint: String,
+    facts: SourceFacts,
 }
 
 fn is_array_file(p: &Path) -> bool {
@@ -192,10 +213,13 @@ impl ArrayBatches {
             pending: Vec::new(),
             input: input.to_string(),
             sample_shape: sample_shape.to_vec(),
-            batch,
             batches_left: batches,
-            batches,
-            fingerprint: format!("{:x}", hasher.finalize()),
+            facts: SourceFacts {
+                batch,
+                batches,
+                fingerprint: format!("{:x}", hasher.finalize()),
+                preprocessing: "none (numpy arrays fed as stored)".into(),
+            },
         })
     }
 }
@@ -207,7 +231,7 @@ impl Iterator for ArrayBatches {
         if self.batches_left == 0 {
             return None;
         }
-        let need = self.batch * self.sample_shape.iter().product::<usize>();
+        let need = self.facts.batch * self.sample_shape.iter().product::<usize>();
         while self.pending.len() < need && self.next_file < self.files.len() {
             let path = &self.files[self.next_file];
             match read_file(path).and_then(|bytes| array_for(path, &bytes, &self.input)) {
@@ -227,22 +251,13 @@ impl Iterator for ArrayBatches {
         }
         let data = take_front(&mut self.pending, need);
         self.batches_left -= 1;
-        Some(batch_tensor(&self.input, self.batch, &self.sample_shape, data).map(|t| vec![t]))
+        Some(batch_tensor(&self.input, self.facts.batch, &self.sample_shape, data).map(|t| vec![t]))
     }
 }
 
 impl CalibrationBatches for ArrayBatches {
-    fn batch_count(&self) -> usize {
-        self.batches
-    }
-    fn image_count(&self) -> usize {
-        self.batches * self.batch
-    }
-    fn fingerprint(&self) -> String {
-        self.fingerprint.clone()
-    }
-    fn preprocessing(&self) -> String {
-        "none (numpy arrays fed as stored)".into()
+    fn facts(&self) -> &SourceFacts {
+        &self.facts
     }
 }
 
@@ -250,10 +265,9 @@ impl CalibrationBatches for ArrayBatches {
 pub struct SyntheticBatches {
     input: String,
     sample_shape: Vec<usize>,
-    batch: usize,
-    batches: usize,
     done: usize,
     seed: u64,
+    facts: SourceFacts,
 }
 
 impl SyntheticBatches {
@@ -274,10 +288,14 @@ impl SyntheticBatches {
         Ok(SyntheticBatches {
             input: input.into(),
             sample_shape: sample_shape.to_vec(),
-            batch,
-            batches: used / batch,
             done: 0,
             seed,
+            facts: SourceFacts {
+                batch,
+                batches: used / batch,
+                fingerprint: format!("synthetic-normal seed={seed} shape={sample_shape:?}"),
+                preprocessing: "none (synthetic N(0,1))".into(),
+            },
         })
     }
 }
@@ -303,31 +321,19 @@ impl Iterator for SyntheticBatches {
     type Item = Result<Vec<HostTensor>>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.done == self.batches {
+        if self.done == self.facts.batches {
             return None;
         }
-        let n = self.batch * self.sample_shape.iter().product::<usize>();
+        let n = self.facts.batch * self.sample_shape.iter().product::<usize>();
         let data = normal_values(self.seed.wrapping_add(self.done as u64 * 7919), n);
         self.done += 1;
-        Some(batch_tensor(&self.input, self.batch, &self.sample_shape, data).map(|t| vec![t]))
+        Some(batch_tensor(&self.input, self.facts.batch, &self.sample_shape, data).map(|t| vec![t]))
     }
 }
 
 impl CalibrationBatches for SyntheticBatches {
-    fn batch_count(&self) -> usize {
-        self.batches
-    }
-    fn image_count(&self) -> usize {
-        self.batches * self.batch
-    }
-    fn fingerprint(&self) -> String {
-        format!(
-            "synthetic-normal seed={} shape={:?}",
-            self.seed, self.sample_shape
-        )
-    }
-    fn preprocessing(&self) -> String {
-        "none (synthetic N(0,1))".into()
+    fn facts(&self) -> &SourceFacts {
+        &self.facts
     }
 }
 

@@ -1,7 +1,7 @@
 //! Calibration batches from a folder of images (JPEG/PNG, any sub-folder layout), decoded and
 //! preprocessed by the dataset loader with the model's preprocessing.
 
-use super::batches::{batch_tensor, take_front, usable, CalibrationBatches};
+use super::batches::{batch_tensor, take_front, usable, CalibrationBatches, SourceFacts};
 use crate::data::dataset::{Sample, IMAGE_EXTENSIONS};
 use crate::data::loader::Loader;
 use crate::data::preprocess::PreprocessRequest;
@@ -47,11 +47,8 @@ pub struct ImageBatches {
     pending: Vec<f32>,
     input: String,
     sample_shape: Vec<usize>,
-    batch: usize,
-    batches: usize,
     done: usize,
-    fingerprint: String,
-    preprocessing: String,
+    facts: SourceFacts,
 }
 
 impl ImageBatches {
@@ -98,11 +95,13 @@ impl ImageBatches {
             pending: Vec::new(),
             input: input.into(),
             sample_shape: sample_shape.to_vec(),
-            batch,
-            batches: used / batch,
             done: 0,
-            fingerprint: format!("{:x}", hasher.finalize()),
-            preprocessing,
+            facts: SourceFacts {
+                batch,
+                batches: used / batch,
+                fingerprint: format!("{:x}", hasher.finalize()),
+                preprocessing,
+            },
         })
     }
 }
@@ -111,18 +110,18 @@ impl Iterator for ImageBatches {
     type Item = Result<Vec<HostTensor>>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.done == self.batches {
+        if self.done == self.facts.batches {
             return None;
         }
-        let need = self.batch * self.sample_shape.iter().product::<usize>();
+        let need = self.facts.batch * self.sample_shape.iter().product::<usize>();
         while self.pending.len() < need {
             let Some(b) = self.loader.next() else {
                 tracing::warn!(
                     "skipped images left {} of {} batches; calibrating on the images that decoded",
                     self.done,
-                    self.batches
+                    self.facts.batches
                 );
-                self.done = self.batches;
+                self.done = self.facts.batches;
                 return None;
             };
             for f in &b.failures {
@@ -132,21 +131,12 @@ impl Iterator for ImageBatches {
         }
         let data = take_front(&mut self.pending, need);
         self.done += 1;
-        Some(batch_tensor(&self.input, self.batch, &self.sample_shape, data).map(|t| vec![t]))
+        Some(batch_tensor(&self.input, self.facts.batch, &self.sample_shape, data).map(|t| vec![t]))
     }
 }
 
 impl CalibrationBatches for ImageBatches {
-    fn batch_count(&self) -> usize {
-        self.batches
-    }
-    fn image_count(&self) -> usize {
-        self.batches * self.batch
-    }
-    fn fingerprint(&self) -> String {
-        self.fingerprint.clone()
-    }
-    fn preprocessing(&self) -> String {
-        self.preprocessing.clone()
+    fn facts(&self) -> &SourceFacts {
+        &self.facts
     }
 }

@@ -7,7 +7,7 @@
 //! the embedding table, masks of ones then padding zeros, zeros for segment ids) and float
 //! inputs a standard normal.
 
-use super::batches::{source_files, usable, CalibrationBatches};
+use super::batches::{source_files, usable, CalibrationBatches, SourceFacts};
 use crate::data::batch::{concat, slice_padded};
 use crate::data::npz;
 use crate::data::synthetic::{apply_int_inputs, InputDistribution, RandomInputs};
@@ -32,11 +32,8 @@ enum Source {
 pub struct MultiInputBatches {
     specs: Vec<IoSpec>,
     source: Source,
-    batch: usize,
-    batches: usize,
     done: usize,
-    fingerprint: String,
-    preprocessing: String,
+    facts: SourceFacts,
 }
 
 /// How the values of each input are made, as people read it.
@@ -75,15 +72,17 @@ impl MultiInputBatches {
         let preprocessing = format!("generated: {}", describe_roles(specs, &roles));
         Ok(MultiInputBatches {
             specs: specs.to_vec(),
-            fingerprint: format!(
-                "synthetic seed={seed} samples={used} inputs={}",
-                shapes.join(",")
-            ),
-            preprocessing,
             source: Source::Generated { seed, roles },
-            batch,
-            batches: used / batch,
             done: 0,
+            facts: SourceFacts {
+                batch,
+                batches: used / batch,
+                fingerprint: format!(
+                    "synthetic seed={seed} samples={used} inputs={}",
+                    shapes.join(",")
+                ),
+                preprocessing,
+            },
         })
     }
 
@@ -134,11 +133,13 @@ impl MultiInputBatches {
         Ok(MultiInputBatches {
             specs: specs.to_vec(),
             source: Source::Arrays(joined),
-            batch,
-            batches: used / batch,
             done: 0,
-            fingerprint: format!("{:x}", hasher.finalize()),
-            preprocessing: "none (numpy arrays fed as stored, one per input)".into(),
+            facts: SourceFacts {
+                batch,
+                batches: used / batch,
+                fingerprint: format!("{:x}", hasher.finalize()),
+                preprocessing: "none (numpy arrays fed as stored, one per input)".into(),
+            },
         })
     }
 }
@@ -182,7 +183,7 @@ impl Iterator for MultiInputBatches {
     type Item = Result<Vec<HostTensor>>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.done == self.batches {
+        if self.done == self.facts.batches {
             return None;
         }
         let i = self.done;
@@ -190,7 +191,7 @@ impl Iterator for MultiInputBatches {
         Some(match &self.source {
             Source::Arrays(all) => all
                 .iter()
-                .map(|t| slice_padded(t, i * self.batch, self.batch))
+                .map(|t| slice_padded(t, i * self.facts.batch, self.facts.batch))
                 .collect(),
             Source::Generated { seed, roles } => {
                 let seed = seed.wrapping_add(i as u64 * 7919);
@@ -201,7 +202,7 @@ impl Iterator for MultiInputBatches {
                     },
                     seed,
                 }
-                .generate(&self.specs, self.batch)
+                .generate(&self.specs, self.facts.batch)
                 .and_then(|mut tensors| {
                     apply_int_inputs(&mut tensors, roles, seed)?;
                     Ok(tensors)
@@ -212,17 +213,8 @@ impl Iterator for MultiInputBatches {
 }
 
 impl CalibrationBatches for MultiInputBatches {
-    fn batch_count(&self) -> usize {
-        self.batches
-    }
-    fn image_count(&self) -> usize {
-        self.batches * self.batch
-    }
-    fn fingerprint(&self) -> String {
-        self.fingerprint.clone()
-    }
-    fn preprocessing(&self) -> String {
-        self.preprocessing.clone()
+    fn facts(&self) -> &SourceFacts {
+        &self.facts
     }
 }
 
