@@ -217,35 +217,39 @@ fn exclusions_and_the_fp16_fallback_write_models_that_run() {
 /// Bias correction: with only `conv_4` in INT8 (its input is a Relu's, mean far from zero), the
 /// corrected bias cancels the mean shift of its rounded weights and the model's output moves
 /// measurably closer to the float one.
+/// `quantize --int8 --eval-data` of `model` with `exclude` in float, written to `out`, with
+/// `extra` flags: its JSON report.
+fn measured(model: &Path, cache: &str, exclude: &str, out: &Path, extra: &[&str]) -> Value {
+    json(&trtkit(
+        &[
+            &[
+                "quantize",
+                model.to_str().unwrap(),
+                "--int8",
+                "--calibration-cache",
+                cache,
+                "--exclude",
+                exclude,
+                "--eval-data",
+                "synthetic:7",
+                "--eval-samples",
+                "32",
+                "-o",
+                out.to_str().unwrap(),
+                "--json",
+            ][..],
+            extra,
+        ]
+        .concat(),
+    ))
+}
+
 #[test]
 fn bias_correction_lowers_the_error_of_a_conv_quantized_alone() {
     let dir = tempfile::tempdir().unwrap();
     let (model, cache) = model_and_cache(dir.path());
     let out = dir.path().join("bc.onnx");
-    let measure = |extra: &[&str]| {
-        json(&trtkit(
-            &[
-                &[
-                    "quantize",
-                    model.to_str().unwrap(),
-                    "--int8",
-                    "--calibration-cache",
-                    &cache,
-                    "--exclude",
-                    "conv_0,conv_2,gemm_7",
-                    "--eval-data",
-                    "synthetic:7",
-                    "--eval-samples",
-                    "32",
-                    "-o",
-                    out.to_str().unwrap(),
-                    "--json",
-                ][..],
-                extra,
-            ]
-            .concat(),
-        ))
-    };
+    let measure = |extra: &[&str]| measured(&model, &cache, "conv_0,conv_2,gemm_7", &out, extra);
     let plain = measure(&[]);
     let corrected = measure(&["--bias-correction"]);
     assert_eq!(corrected["bias_correction"], true);
@@ -294,30 +298,7 @@ fn the_scale_search_lowers_the_reading_layers_error() {
     let (model, cache) = model_and_cache(dir.path());
     let cache = clipped_cache(&cache);
     let out = dir.path().join("ss.onnx");
-    let measure = |extra: &[&str]| {
-        json(&trtkit(
-            &[
-                &[
-                    "quantize",
-                    model.to_str().unwrap(),
-                    "--int8",
-                    "--calibration-cache",
-                    &cache,
-                    "--exclude",
-                    "conv_2",
-                    "--eval-data",
-                    "synthetic:7",
-                    "--eval-samples",
-                    "32",
-                    "-o",
-                    out.to_str().unwrap(),
-                    "--json",
-                ][..],
-                extra,
-            ]
-            .concat(),
-        ))
-    };
+    let measure = |extra: &[&str]| measured(&model, &cache, "conv_2", &out, extra);
     let plain = measure(&[]);
     assert!(plain.get("scale_search").is_none(), "{plain:#}");
     let searched = measure(&["--scale-search", "layer"]);

@@ -530,6 +530,31 @@ fn to_host(out: &TVec<TValue>, specs: &[IoSpec]) -> Result<Vec<HostTensor>> {
         .collect()
 }
 
+/// The first output of `model` on tract for one input `input` of `shape` filled with
+/// `test_models::deterministic_weights(seed, …)`: for tests of rewrites that must keep what a
+/// model computes.
+#[cfg(test)]
+pub(crate) fn first_output(model: &OnnxModel, input: &str, shape: &[usize], seed: u64) -> Vec<f64> {
+    let mut b = TractBackend::load(
+        model,
+        &TractOptions {
+            batch: Some(shape[0]),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let n = shape.iter().product();
+    let x = HostTensor::new(
+        input,
+        shape.to_vec(),
+        TensorData::F32(crate::onnx::test_models::deterministic_weights(
+            seed, n, 1.0,
+        )),
+    )
+    .unwrap();
+    b.run(&[x]).unwrap().outputs.remove(0).data.to_f64()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

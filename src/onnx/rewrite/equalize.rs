@@ -292,30 +292,11 @@ impl Pass for Equalize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::tract::{TractBackend, TractOptions};
-    use crate::backend::Backend;
+    use crate::backend::tract::first_output;
     use crate::onnx::test_models;
-    use crate::tensor::{HostTensor, TensorData};
 
-    fn logits(m: &OnnxModel) -> Vec<f32> {
-        let mut b = TractBackend::load(
-            m,
-            &TractOptions {
-                batch: Some(2),
-                ..Default::default()
-            },
-        )
-        .unwrap();
-        let x = HostTensor::new(
-            "input",
-            vec![2, 4, 8, 8],
-            TensorData::F32(test_models::deterministic_weights(3, 2 * 4 * 64, 1.0)),
-        )
-        .unwrap();
-        match b.run(&[x]).unwrap().outputs.remove(0).data {
-            TensorData::F32(v) => v,
-            other => panic!("{other:?}"),
-        }
+    fn logits(m: &OnnxModel) -> Vec<f64> {
+        first_output(m, "input", &[2, 4, 8, 8], 3)
     }
 
     /// Multiplies `name`'s values whose flat index `pick` selects by `k`.

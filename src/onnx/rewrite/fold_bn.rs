@@ -150,27 +150,11 @@ impl Pass for FoldBatchNorm {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::tract::{TractBackend, TractOptions};
-    use crate::backend::Backend;
+    use crate::backend::tract::first_output;
     use crate::onnx::test_models;
-    use crate::tensor::{HostTensor, TensorData};
 
     fn logits(m: &OnnxModel) -> Vec<f64> {
-        let mut b = TractBackend::load(
-            m,
-            &TractOptions {
-                batch: Some(2),
-                ..Default::default()
-            },
-        )
-        .unwrap();
-        let x = HostTensor::new(
-            "input",
-            vec![2, 3, 16, 16],
-            TensorData::F32(test_models::deterministic_weights(9, 1536, 1.0)),
-        )
-        .unwrap();
-        b.run(&[x]).unwrap().outputs.remove(0).data.to_f64()
+        first_output(m, "input", &[2, 3, 16, 16], 9)
     }
 
     /// The test classifier's Conv → BatchNormalization becomes one Conv with a bias, and the
