@@ -9,7 +9,8 @@ set and compared with the FP32 model: cosine of the flattened outputs, top-1 agr
 Variants: FP16 (`trtkit quantize --fp16`), INT8 entropy (`trtkit calibrate` + `quantize --int8`),
 INT8 at a cosine target (`quantize --int8 --target-cosine`, with its INT8 share), both again with
 `--bias-correction` (input means from the calibration samples) or `--weight-clip mse`
-(`--improve`), and ONNX
+, `--scale-search layer` (`--improve`, alone or joined), the target searched by bisection and
+greedily (`--strategies`), and ONNX
 Runtime's `quantize_static` (QDQ, per-channel, entropy and min-max) on the same calibration data.
 With --scan, the sensitivity scan's wall time beside a Python loop doing the same per-node
 variants with `quantize_static` + ONNX Runtime inference (on the first --scan-nodes nodes; the
@@ -91,6 +92,19 @@ def trtkit(args, *words):
     return r.stdout, time.time() - t
 
 
+class Rows(dict):
+    """The result rows; each is printed as soon as it is measured (a call cut short keeps them)."""
+
+    def __setitem__(self, k, v):
+        super().__setitem__(k, v)
+        extra = ""
+        if v.get("int8_share") is not None:
+            extra = (f"  INT8 share {100 * v['int8_share']:.1f}%  float: {len(v['float_nodes'])} nodes "
+                     f"({v['variants']} variants, {v['search_s']} s)")
+        print(f"{k:52s} cosine {v['cosine']:.5f}  top-1 agreement {v['top1_agreement_pct']:.1f}%{extra}",
+              flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--trtkit", required=True)
@@ -107,8 +121,16 @@ def main():
     ap.add_argument("--scan-nodes", type=int, default=4)
     ap.add_argument("--backend", choices=["tract", "ort"], default="tract",
                     help="trtkit's reference backend for the target search and the scan")
-    ap.add_argument("--improve", choices=["bias", "clip"], default="bias",
-                    help="the item-4 option measured beside plain INT8: --bias-correction or --weight-clip mse")
+    ap.add_argument("--improve", default="bias",
+                    help="item-4 options measured beside plain INT8, comma-separated, each one of bias "
+                         "(--bias-correction), clip (--weight-clip mse), scale (--scale-search layer) "
+                         "or several joined with +")
+    ap.add_argument("--strategies", default="bisect",
+                    help="target searches of the plain INT8 rows, comma-separated: bisect, greedy")
+    ap.add_argument("--no-ort", action="store_true", help="leave out ONNX Runtime's quantize_static rows")
+    ap.add_argument("--scan-only", action="store_true", help="only calibrate and time the sensitivity scan")
+    ap.add_argument("--ort-scan-method", choices=["entropy", "minmax"], default="entropy",
+                    help="calibration of each quantize_static variant in the Python scan loop")
     ap.add_argument("--json")
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
@@ -123,50 +145,56 @@ def main():
     m = args.model
     name = onnx.load(m, load_external_data=False).graph.input[0].name
     ref = outputs(m, evalx, args.threads)
-    rows, t = {}, args.threads
+    rows, t = Rows(), args.threads
     # trtkit: FP16, INT8 entropy, INT8 at the target.
     # --no-check: tract cannot load some FP16 graphs (a bias of shape [C,1,1]); ORT runs them.
-    trtkit(args, "quantize", m, "--fp16", "--no-check", "-o", w("fp16.onnx"))
-    rows["FP16 (trtkit)"] = score(outputs(w("fp16.onnx"), evalx, t), ref)
+    if not args.scan_only:
+        trtkit(args, "quantize", m, "--fp16", "--no-check", "-o", w("fp16.onnx"))
+        rows["FP16 (trtkit)"] = score(outputs(w("fp16.onnx"), evalx, t), ref)
     out, cal_s = trtkit(args, "calibrate", m, "--calib-data", w("calib"), "--batch-size", "8",
                         "--cache-dir", w("cal"), "--algo", "entropy", "--recalibrate", "--json")
     cache = json.loads(out)["caches"][0]["cache"]
-    trtkit(args, "quantize", m, "--int8", "--calibration-cache", cache, "--no-check", "-o", w("int8.onnx"))
-    rows["INT8 entropy (trtkit)"] = score(outputs(w("int8.onnx"), evalx, t), ref)
-    out, target_s = trtkit(args, "quantize", m, "--int8", "--calibration-cache", cache,
-                           "--target-cosine", str(args.target), "--eval-data", w("eval"),
-                           "--research", "--backend", args.backend, "-o", w("int8_target.onnx"), "--json")
-    found = json.loads(out)
-    rows[f"INT8 at cosine {args.target} (trtkit)"] = dict(
-        score(outputs(w("int8_target.onnx"), evalx, t), ref), int8_share=found.get("int8_share"),
-        float_nodes=found["float_nodes"], search_s=round(target_s, 1), variants=found["variants"])
-    # An item-4 option (input means for bias correction from the calibration samples), alone and
-    # under the target.
-    label, flags = {"bias": ("bias correction", ["--bias-correction"]),
-                    "clip": ("weight clip mse", ["--weight-clip", "mse"])}[args.improve]
-    trtkit(args, "quantize", m, "--int8", "--calibration-cache", cache, *flags,
-           "--eval-data", w("calib"), "--backend", args.backend, "--no-check", "-o", w("int8_x.onnx"))
-    rows[f"INT8 entropy + {label} (trtkit)"] = score(outputs(w("int8_x.onnx"), evalx, t), ref)
-    out, target_s = trtkit(args, "quantize", m, "--int8", "--calibration-cache", cache, *flags,
-                           "--target-cosine", str(args.target), "--eval-data",
-                           w("eval"), "--research", "--backend", args.backend, "-o",
-                           w("int8_target_x.onnx"), "--json")
-    found = json.loads(out)
-    rows[f"INT8 + {label} at cosine {args.target} (trtkit)"] = dict(
-        score(outputs(w("int8_target_x.onnx"), evalx, t), ref), int8_share=found.get("int8_share"),
-        float_nodes=found["float_nodes"], search_s=round(target_s, 1), variants=found["variants"])
-    # ONNX Runtime's quantizer on the same calibration samples.
-    for label, method in [("entropy", CalibrationMethod.Entropy), ("minmax", CalibrationMethod.MinMax)]:
-        path = w(f"ort_{label}.onnx")
-        ort_int8(m, path, name, calib, method)
+
+    def target_row(label, flags, strategy="bisect"):
+        out, target_s = trtkit(args, "quantize", m, "--int8", "--calibration-cache", cache, *flags,
+                               "--target-cosine", str(args.target), "--eval-data", w("eval"),
+                               "--search", strategy, "--research", "--backend", args.backend,
+                               "-o", w("int8_target.onnx"), "--json")
+        found = json.loads(out)
+        rows[label] = dict(
+            score(outputs(w("int8_target.onnx"), evalx, t), ref), int8_share=found.get("int8_share"),
+            float_nodes=found["float_nodes"], search_s=round(target_s, 1), variants=found["variants"])
+
+    if not args.scan_only:
+        trtkit(args, "quantize", m, "--int8", "--calibration-cache", cache, "--no-check", "-o", w("int8.onnx"))
+        rows["INT8 entropy (trtkit)"] = score(outputs(w("int8.onnx"), evalx, t), ref)
+        for strategy in [s for s in args.strategies.split(",") if s]:
+            target_row(f"INT8 at cosine {args.target}, {strategy} (trtkit)", [], strategy)
+    # Item-4 options, alone and under the target. They measure on the calibration samples
+    # (bias correction's input means, the scale search's captures); the rows score on the
+    # evaluation samples.
+    options = {"bias": ("bias correction", ["--bias-correction"]),
+               "clip": ("weight clip mse", ["--weight-clip", "mse"]),
+               "scale": ("scale search", ["--scale-search", "layer"])}
+    for combo in [c for c in args.improve.split(",") if c] if not args.scan_only else []:
+        parts = combo.split("+")
+        label = " + ".join(options[p][0] for p in parts)
+        flags = [f for p in parts for f in options[p][1]]
+        trtkit(args, "quantize", m, "--int8", "--calibration-cache", cache, *flags,
+               "--eval-data", w("calib"), "--backend", args.backend, "--no-check", "-o", w("int8_x.onnx"))
+        rows[f"INT8 entropy + {label} (trtkit)"] = score(outputs(w("int8_x.onnx"), evalx, t), ref)
+        target_row(f"INT8 + {label} at cosine {args.target} (trtkit)", flags)
+    # ONNX Runtime's quantizer on the same calibration samples: its default (activations
+    # asymmetric, with a zero point: not what TensorRT runs) and with symmetric activations
+    # (zero point 0, as TensorRT needs and trtkit writes).
+    sym = {"extra_options": {"ActivationSymmetric": True}}
+    ort_rows = [("entropy", CalibrationMethod.Entropy, {}), ("minmax", CalibrationMethod.MinMax, {}),
+                ("entropy, symmetric activations", CalibrationMethod.Entropy, sym)]
+    for label, method, kw in [] if args.no_ort or args.scan_only else ort_rows:
+        path = w(f"ort_{len(rows)}.onnx")
+        ort_int8(m, path, name, calib, method, **kw)
         rows[f"ORT quantize_static QDQ per-channel {label}"] = score(outputs(path, evalx, t), ref)
     result = {"model": m, "calib_samples": len(calib), "eval_samples": len(evalx), "rows": rows}
-    for k, v in rows.items():
-        extra = ""
-        if "int8_share" in v:
-            share = v["int8_share"]
-            extra = f"  INT8 share {100 * share:.1f}%  float: {len(v['float_nodes'])} nodes ({v['variants']} variants, {v['search_s']} s)" if share is not None else ""
-        print(f"{k:48s} cosine {v['cosine']:.5f}  top-1 agreement {v['top1_agreement_pct']:.1f}%{extra}", flush=True)
     if args.scan:
         out, scan_s = trtkit(args, "quantize", m, "--int8", "--calibration-cache", cache, "--sensitivity",
                              "--eval-data", w("eval"), "--backend", args.backend, "--json")
@@ -176,7 +204,8 @@ def main():
         t0 = time.time()
         for node in nodes:
             for kw in ({"nodes_to_quantize": [node]}, {"nodes_to_exclude": [node]}):
-                ort_int8(m, w("scan.onnx"), name, calib, CalibrationMethod.Entropy, **kw)
+                method = {"entropy": CalibrationMethod.Entropy, "minmax": CalibrationMethod.MinMax}[args.ort_scan_method]
+                ort_int8(m, w("scan.onnx"), name, calib, method, **kw)
                 outputs(w("scan.onnx"), evalx, t)
         per_ort = (time.time() - t0) / (2 * len(nodes))
         result["scan"] = {"trtkit_wall_s": scan_s, "trtkit_variants": scan["variants"],
