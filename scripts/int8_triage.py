@@ -155,7 +155,12 @@ def main():
                         "--cache-dir", w("cal"), "--algo", "entropy", "--recalibrate", "--json")
     cache = json.loads(out)["caches"][0]["cache"]
 
+    def alone(flags):
+        """The flags with the scale search off unless they ask for it (trtkit's default is on)."""
+        return flags if "--scale-search" in flags else [*flags, "--scale-search", "off"]
+
     def target_row(label, flags, strategy="bisect"):
+        flags = alone(flags)
         out, target_s = trtkit(args, "quantize", m, "--int8", "--calibration-cache", cache, *flags,
                                "--target-cosine", str(args.target), "--eval-data", w("eval"),
                                "--search", strategy, "--research", "--backend", args.backend,
@@ -180,7 +185,7 @@ def main():
         parts = combo.split("+")
         label = " + ".join(options[p][0] for p in parts)
         flags = [f for p in parts for f in options[p][1]]
-        trtkit(args, "quantize", m, "--int8", "--calibration-cache", cache, *flags,
+        trtkit(args, "quantize", m, "--int8", "--calibration-cache", cache, *alone(flags),
                "--eval-data", w("calib"), "--backend", args.backend, "--no-check", "-o", w("int8_x.onnx"))
         rows[f"INT8 entropy + {label} (trtkit)"] = score(outputs(w("int8_x.onnx"), evalx, t), ref)
         target_row(f"INT8 + {label} at cosine {args.target} (trtkit)", flags)
@@ -197,7 +202,8 @@ def main():
     result = {"model": m, "calib_samples": len(calib), "eval_samples": len(evalx), "rows": rows}
     if args.scan:
         out, scan_s = trtkit(args, "quantize", m, "--int8", "--calibration-cache", cache, "--sensitivity",
-                             "--eval-data", w("eval"), "--backend", args.backend, "--json")
+                             "--scale-search", "off", "--eval-data", w("eval"), "--backend", args.backend,
+                             "--json")
         scan = json.loads(out)
         per_trtkit = scan_s / scan["variants"]
         nodes = [n.name for n in onnx.load(m).graph.node if n.op_type in ("Conv", "Gemm", "MatMul")][:args.scan_nodes]

@@ -132,14 +132,16 @@ fn sensitivity_ranks_the_scaled_conv_first_and_the_target_leaves_only_it_in_floa
     assert_eq!(again["reused"], true);
     assert_eq!(again["float_nodes"], found["float_nodes"]);
     assert!(Path::new(again["result"].as_str().unwrap()).is_file());
-    // The greedy search finds the same node, and is kept under its own key.
-    let greedy = json(&target(&["--search", "greedy"]));
-    assert_eq!(greedy["strategy"], "greedy");
-    assert_eq!(greedy["reused"], false);
-    assert_eq!(greedy["float_nodes"], serde_json::json!(["conv_2"]));
-    assert_ne!(greedy["result"], found["result"]);
-    // ranking 4 nodes + the full model + one greedy step of 4 + giving conv_2 back: 10.
-    assert_eq!(greedy["variants"], 10, "{greedy:#}");
+    // The default search is greedy: the full model, ranking 4 nodes, one greedy step of 4,
+    // giving conv_2 back: 10 variants.
+    assert_eq!(found["strategy"], "greedy");
+    assert_eq!(found["variants"], 10, "{found:#}");
+    // Bisection finds the same node, and is kept under its own key.
+    let bisect = json(&target(&["--search", "bisect"]));
+    assert_eq!(bisect["strategy"], "bisect");
+    assert_eq!(bisect["reused"], false);
+    assert_eq!(bisect["float_nodes"], serde_json::json!(["conv_2"]));
+    assert_ne!(bisect["result"], found["result"]);
 }
 
 #[test]
@@ -250,8 +252,8 @@ fn bias_correction_lowers_the_error_of_a_conv_quantized_alone() {
     let (model, cache) = model_and_cache(dir.path());
     let out = dir.path().join("bc.onnx");
     let measure = |extra: &[&str]| measured(&model, &cache, "conv_0,conv_2,gemm_7", &out, extra);
-    let plain = measure(&[]);
-    let corrected = measure(&["--bias-correction"]);
+    let plain = measure(&["--scale-search", "off"]);
+    let corrected = measure(&["--scale-search", "off", "--bias-correction"]);
     assert_eq!(corrected["bias_correction"], true);
     let (p, c) = (
         plain["score"]["mae"].as_f64().unwrap(),
@@ -299,9 +301,10 @@ fn the_scale_search_lowers_the_reading_layers_error() {
     let cache = clipped_cache(&cache);
     let out = dir.path().join("ss.onnx");
     let measure = |extra: &[&str]| measured(&model, &cache, "conv_2", &out, extra);
-    let plain = measure(&[]);
+    let plain = measure(&["--scale-search", "off"]);
     assert!(plain.get("scale_search").is_none(), "{plain:#}");
-    let searched = measure(&["--scale-search", "layer"]);
+    // The search is the default wherever samples are given.
+    let searched = measure(&[]);
     let report = &searched["scale_search"];
     assert_eq!(report["samples"], 32, "{report:#}");
     let choices = report["choices"].as_array().unwrap();
@@ -351,6 +354,21 @@ fn the_scale_search_lowers_the_reading_layers_error() {
     ]);
     assert!(!err.status.success());
     assert!(String::from_utf8_lossy(&err.stderr).contains("--eval-data"));
+    // A search strategy needs a target.
+    let err = trtkit(&[
+        "quantize",
+        model.to_str().unwrap(),
+        "--int8",
+        "--calibration-cache",
+        &cache,
+        "--eval-data",
+        "synthetic:7",
+        "--search",
+        "bisect",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_clean_error(&err, 2, &["--target-cosine"]);
 }
 
 /// A scan with `--exclude` starts from the model with those nodes in float: they are not

@@ -101,16 +101,17 @@ pub struct QuantizeArgs {
     /// mean shift `ΔW · E[x]`, input means measured on --eval-data).
     #[arg(long, requires = "eval_data")]
     pub bias_correction: bool,
-    /// With --eval-data: how the activation scales are chosen: off (the calibration cache's), or
-    /// layer (each searched for the least output error of the layers that read it, on up to 32
-    /// of the samples, starting from the cache's).
-    #[arg(long, requires = "eval_data", value_enum, default_value = "off")]
+    /// With --eval-data: how the activation scales are chosen: layer (each searched for the
+    /// least output error of the layers that read it, on up to 32 of the samples, starting
+    /// from the cache's), or off (the calibration cache's as they are).
+    #[arg(long, requires = "eval_data", value_enum, default_value = "layer")]
     pub scale_search: ScaleSearch,
-    /// With a target: how the float part is searched for: bisect (the shortest prefix of the
-    /// nodes ranked by what each recovers alone), or greedy (one node at a time, each the best
-    /// of the ranking's next four measured together with the float part so far).
-    #[arg(long, value_enum, default_value = "bisect")]
-    pub search: Strategy,
+    /// With a target: how the float part is searched for: greedy (one node at a time, each
+    /// the best of the ranking's next four measured together with the float part so far), or
+    /// bisect (the shortest prefix of the nodes ranked by what each recovers alone: fewer
+    /// variants, often more nodes in float). Default: greedy.
+    #[arg(long, value_enum)]
+    pub search: Option<Strategy>,
     /// Search for the target again even if a kept result answers it.
     #[arg(long)]
     pub research: bool,
@@ -146,10 +147,7 @@ pub enum Job {
 
 /// The job these flags describe; every flag check of `quantize` is here.
 pub fn job(args: &QuantizeArgs) -> Result<Job> {
-    if args.search != Strategy::Bisect
-        && args.target_cosine.is_none()
-        && args.target_agreement.is_none()
-    {
+    if args.search.is_some() && args.target_cosine.is_none() && args.target_agreement.is_none() {
         return Err(UsageError(
             "--search says how --target-cosine or --target-agreement searches; give one".into(),
         )
@@ -219,7 +217,7 @@ pub fn job(args: &QuantizeArgs) -> Result<Job> {
             .clone()
             .expect("clap requires -o without --sensitivity"),
         research: args.research,
-        strategy: args.search,
+        strategy: args.search.unwrap_or_default(),
     }))
 }
 

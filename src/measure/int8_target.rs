@@ -226,10 +226,12 @@ pub fn search_target(config: &TargetConfig, progress: &dyn Progress) -> Result<T
 pub enum Strategy {
     /// Bisect over the nodes ranked by what leaving each alone in float recovers, for the
     /// shortest prefix that meets the goal (Polygraphy's `debug precision` bisects likewise).
-    #[default]
     Bisect,
     /// Add one node at a time, each the best of the next [`GREEDY_CANDIDATES`] of the ranking
-    /// measured together with the nodes already in float (re-ranked after every step).
+    /// measured together with the nodes already in float (re-ranked after every step). The
+    /// default: on both real models measured it left fewer MACs in float than bisection did,
+    /// for 1.2–2.4× the variants.
+    #[default]
     Greedy,
 }
 

@@ -21,9 +21,11 @@ use std::collections::BTreeMap;
 #[serde(rename_all = "lowercase")]
 pub enum ScaleSearch {
     /// The calibration cache's scales as they are.
-    #[default]
     Off,
-    /// Each scale searched for the least error of the layers reading the activation.
+    /// Each scale searched for the least error of the layers reading the activation (the
+    /// default wherever samples are given: on both real models measured it beat the
+    /// histogram's ranges by far).
+    #[default]
     Layer,
 }
 
