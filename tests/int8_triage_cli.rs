@@ -474,3 +474,94 @@ fn equalize_writes_a_float_model_that_calibrates() {
     ]);
     assert_eq!(both.status.code(), Some(2));
 }
+
+/// The triage of a token model: samples are made at `--dim seq=16`, the scan and the measured
+/// model work, and the written model keeps its dynamic `seq` axis.
+#[test]
+fn a_token_model_is_triaged_at_a_named_length() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = save(dir.path(), "tok.onnx", test_models::token_classifier());
+    let m = model.to_str().unwrap();
+    let cal = json(&trtkit(&[
+        "calibrate",
+        m,
+        "--calib-data",
+        "synthetic:1",
+        "--dim",
+        "seq=16",
+        "--batch-size",
+        "8",
+        "--num-samples",
+        "16",
+        "--cache-dir",
+        dir.path().join("cal").to_str().unwrap(),
+        "--json",
+    ]));
+    let cache = cal["caches"][0]["cache"].as_str().unwrap().to_string();
+    let eval = [
+        "--eval-data",
+        "synthetic:2",
+        "--eval-samples",
+        "16",
+        "--dim",
+        "seq=16",
+    ];
+    let scan = json(&trtkit(
+        &[
+            &[
+                "quantize",
+                m,
+                "--int8",
+                "--calibration-cache",
+                &cache,
+                "--sensitivity",
+                "--json",
+            ][..],
+            &eval,
+        ]
+        .concat(),
+    ));
+    let nodes = scan["nodes"].as_array().unwrap();
+    assert!(nodes.iter().any(|n| n["op"] == "MatMul"), "{scan:#}");
+    assert!(
+        scan["full_int8"]["cosine"].as_f64().unwrap() > 0.5,
+        "{scan:#}"
+    );
+    let out = dir.path().join("q.onnx");
+    let measured = json(&trtkit(
+        &[
+            &[
+                "quantize",
+                m,
+                "--int8",
+                "--calibration-cache",
+                &cache,
+                "-o",
+                out.to_str().unwrap(),
+                "--json",
+            ][..],
+            &eval,
+        ]
+        .concat(),
+    ));
+    assert!(
+        measured["int8_share"].as_f64().unwrap() > 0.5,
+        "{measured:#}"
+    );
+    let written = trtkit::onnx::OnnxModel::load(&out).unwrap();
+    let ids = format!("{:?}", written.graph().input[0]);
+    assert!(ids.contains("seq"), "{ids}");
+    // Without samples, a size has nothing to apply to.
+    let err = trtkit(&[
+        "quantize",
+        m,
+        "--int8",
+        "--calibration-cache",
+        &cache,
+        "--dim",
+        "seq=16",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_clean_error(&err, 2, &["--eval-data"]);
+}

@@ -4,9 +4,11 @@
 //! (the smallest float part that meets it), and `--equalize` (cross-layer equalisation, a float
 //! rewrite before calibration). Flags into the job's config, and its rendering.
 
+use crate::backend::select::BackendOptions;
 use crate::cli::args::backend::BackendArgs;
 use crate::cli::args::output::JsonArgs;
 use crate::cli::args::preprocess::PreprocessArgs;
+use crate::cli::args::shapes::ShapeArgs;
 use crate::cli::UsageError;
 use crate::measure::int8_eval::{measure_int8, EvalConfig};
 use crate::measure::int8_target::{search_target, Goal, Strategy, TargetConfig};
@@ -93,6 +95,10 @@ pub struct QuantizeArgs {
     /// The reference backend of the measurements (--backend tract|ort, --threads).
     #[command(flatten)]
     pub backend: BackendArgs,
+    /// With --eval-data: input shapes and named axes the samples are made and measured at
+    /// (`--dim seq=128` for a token model).
+    #[command(flatten)]
+    pub shapes: ShapeArgs,
     /// With --int8: how each weight channel's range is chosen: max (its largest magnitude), or
     /// mse (the fraction of it with the least squared rounding error).
     #[arg(long, requires = "int8", value_enum, default_value = "max")]
@@ -154,6 +160,12 @@ pub fn job(args: &QuantizeArgs) -> Result<Job> {
         .into());
     }
     let Some(eval_data) = &args.eval_data else {
+        if !args.shapes.one_shape("quantize")?.is_empty() {
+            return Err(UsageError(
+                "--input-shape and --dim set the sizes --eval-data is measured at; give --eval-data (a rewrite keeps the model's own shapes)".into(),
+            )
+            .into());
+        }
         return Ok(Job::Rewrite(config(args)?));
     };
     let Some(cache) = &args.calibration_cache else {
@@ -169,7 +181,10 @@ pub fn job(args: &QuantizeArgs) -> Result<Job> {
         samples: args.eval_samples,
         batch_size: args.batch_size.unwrap_or(8),
         preprocess: args.preprocess.request()?,
-        backend: args.backend.options(None),
+        backend: BackendOptions {
+            input_shapes: args.shapes.one_shape("quantize")?,
+            ..args.backend.options(None)
+        },
         fallback: args.fallback,
         bias_correction: args.bias_correction,
         weight_clip: args.weight_clip,

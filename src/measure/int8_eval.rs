@@ -22,6 +22,7 @@ use crate::onnx::rewrite::capture::{Capture, Source};
 use crate::onnx::rewrite::pass::{Pass, PassReport};
 use crate::onnx::rewrite::plan::{node_label, QuantPlan};
 use crate::onnx::rewrite::qdq::WeightClip;
+use crate::onnx::shape::InputShapes;
 use crate::onnx::OnnxModel;
 use crate::tensor::HostTensor;
 use crate::trt::precision::{int8_model, int8_pass, Fallback};
@@ -78,6 +79,17 @@ pub fn open_eval_samples(
     model: &OnnxModel,
     config: &EvalConfig,
 ) -> Result<Box<dyn CalibrationBatches>> {
+    // Samples are made at the sizes `--input-shape`/`--dim` fix (a token model's `seq`).
+    let shaped;
+    let model = if config.backend.input_shapes.is_empty() {
+        model
+    } else {
+        shaped = InputShapes(config.backend.input_shapes.clone())
+            .run(model.clone())
+            .with_context(|| config.model.display().to_string())?
+            .0;
+        &shaped
+    };
     open_samples(
         model,
         &CalibrateConfig {
@@ -140,7 +152,7 @@ impl Evaluator {
         if batches.is_empty() {
             bail!("evaluation data {}: no samples", config.eval_data);
         }
-        let macs = model_macs(&model, &Default::default()).unwrap_or_default();
+        let macs = model_macs(&model, &config.backend.input_shapes).unwrap_or_default();
         let mut me = Evaluator {
             samples: count,
             scale_search: None,

@@ -110,6 +110,7 @@ fn result_key(config: &TargetConfig, fingerprint: &str) -> Result<String> {
         "cache": file_sha256(&e.cache)?,
         "samples": fingerprint,
         "batch": e.batch_size,
+        "shapes": format!("{:?}", e.backend.input_shapes),
         "fallback": e.fallback,
         "bias_correction": e.bias_correction,
         "weight_clip": e.weight_clip,
