@@ -37,6 +37,18 @@ fn model_and_cache(dir: &Path) -> (PathBuf, String) {
     (model, v["caches"][0]["cache"].as_str().unwrap().to_string())
 }
 
+/// `trtkit quantize MODEL --int8 --calibration-cache CACHE ARGS… --json`.
+fn int8(model: &str, cache: &str, args: &[&str]) -> std::process::Output {
+    trtkit(
+        &[
+            &["quantize", model, "--int8", "--calibration-cache", cache][..],
+            args,
+            &["--json"],
+        ]
+        .concat(),
+    )
+}
+
 fn json(out: &std::process::Output) -> Value {
     serde_json::from_str(&support::stdout_of_success(out)).unwrap()
 }
@@ -47,21 +59,7 @@ fn sensitivity_ranks_the_scaled_conv_first_and_the_target_leaves_only_it_in_floa
     let (model, cache) = model_and_cache(dir.path());
     let m = model.to_str().unwrap();
     let eval = ["--eval-data", "synthetic:7", "--eval-samples", "32"];
-    let scan = json(&trtkit(
-        &[
-            &[
-                "quantize",
-                m,
-                "--int8",
-                "--calibration-cache",
-                &cache,
-                "--sensitivity",
-                "--json",
-            ][..],
-            &eval,
-        ]
-        .concat(),
-    ));
+    let scan = json(&int8(m, &cache, &[&["--sensitivity"][..], &eval].concat()));
     let nodes = scan["nodes"].as_array().unwrap();
     let names: Vec<&str> = nodes.iter().map(|n| n["name"].as_str().unwrap()).collect();
     assert_eq!(names.len(), 4, "{names:?}");
@@ -84,24 +82,11 @@ fn sensitivity_ranks_the_scaled_conv_first_and_the_target_leaves_only_it_in_floa
     // The target: only conv_2 in float, the cosine met, most of the MACs still INT8.
     let out_model = dir.path().join("int8.onnx");
     let target = |extra: &[&str]| {
-        trtkit(
-            &[
-                &[
-                    "quantize",
-                    m,
-                    "--int8",
-                    "--calibration-cache",
-                    &cache,
-                    "--target-cosine",
-                    "0.99",
-                    "-o",
-                    out_model.to_str().unwrap(),
-                    "--json",
-                ][..],
-                &eval,
-                extra,
-            ]
-            .concat(),
+        let o = out_model.to_str().unwrap();
+        int8(
+            m,
+            &cache,
+            &[&["--target-cosine", "0.99", "-o", o][..], &eval, extra].concat(),
         )
     };
     let found = json(&target(&[]));
@@ -151,24 +136,7 @@ fn exclusions_and_the_fp16_fallback_write_models_that_run() {
     let m = model.to_str().unwrap();
     let out = dir.path().join("x.onnx");
     let o = out.to_str().unwrap();
-    let q = |extra: &[&str]| {
-        trtkit(
-            &[
-                &[
-                    "quantize",
-                    m,
-                    "--int8",
-                    "--calibration-cache",
-                    &cache,
-                    "-o",
-                    o,
-                    "--json",
-                ][..],
-                extra,
-            ]
-            .concat(),
-        )
-    };
+    let q = |extra: &[&str]| int8(m, &cache, &[&["-o", o][..], extra].concat());
     let by_name = json(&q(&["--exclude", "conv_2,#7"]));
     assert_eq!(
         by_name["float_nodes"],
@@ -222,27 +190,20 @@ fn exclusions_and_the_fp16_fallback_write_models_that_run() {
 /// `quantize --int8 --eval-data` of `model` with `exclude` in float, written to `out`, with
 /// `extra` flags: its JSON report.
 fn measured(model: &Path, cache: &str, exclude: &str, out: &Path, extra: &[&str]) -> Value {
-    json(&trtkit(
-        &[
-            &[
-                "quantize",
-                model.to_str().unwrap(),
-                "--int8",
-                "--calibration-cache",
-                cache,
-                "--exclude",
-                exclude,
-                "--eval-data",
-                "synthetic:7",
-                "--eval-samples",
-                "32",
-                "-o",
-                out.to_str().unwrap(),
-                "--json",
-            ][..],
-            extra,
-        ]
-        .concat(),
+    let args = [
+        "--exclude",
+        exclude,
+        "--eval-data",
+        "synthetic:7",
+        "--eval-samples",
+        "32",
+        "-o",
+        out.to_str().unwrap(),
+    ];
+    json(&int8(
+        model.to_str().unwrap(),
+        cache,
+        &[&args[..], extra].concat(),
     ))
 }
 
@@ -379,24 +340,17 @@ fn a_scan_with_exclusions_starts_from_them_in_float() {
     let dir = tempfile::tempdir().unwrap();
     let (model, cache) = model_and_cache(dir.path());
     let scan = |extra: &[&str]| {
-        json(&trtkit(
-            &[
-                &[
-                    "quantize",
-                    model.to_str().unwrap(),
-                    "--int8",
-                    "--calibration-cache",
-                    &cache,
-                    "--sensitivity",
-                    "--eval-data",
-                    "synthetic:7",
-                    "--eval-samples",
-                    "16",
-                    "--json",
-                ][..],
-                extra,
-            ]
-            .concat(),
+        let args = [
+            "--sensitivity",
+            "--eval-data",
+            "synthetic:7",
+            "--eval-samples",
+            "16",
+        ];
+        json(&int8(
+            model.to_str().unwrap(),
+            &cache,
+            &[&args[..], extra].concat(),
         ))
     };
     let all = scan(&[]);
@@ -506,21 +460,7 @@ fn a_token_model_is_triaged_at_a_named_length() {
         "--dim",
         "seq=16",
     ];
-    let scan = json(&trtkit(
-        &[
-            &[
-                "quantize",
-                m,
-                "--int8",
-                "--calibration-cache",
-                &cache,
-                "--sensitivity",
-                "--json",
-            ][..],
-            &eval,
-        ]
-        .concat(),
-    ));
+    let scan = json(&int8(m, &cache, &[&["--sensitivity"][..], &eval].concat()));
     let nodes = scan["nodes"].as_array().unwrap();
     assert!(nodes.iter().any(|n| n["op"] == "MatMul"), "{scan:#}");
     assert!(
@@ -528,22 +468,8 @@ fn a_token_model_is_triaged_at_a_named_length() {
         "{scan:#}"
     );
     let out = dir.path().join("q.onnx");
-    let measured = json(&trtkit(
-        &[
-            &[
-                "quantize",
-                m,
-                "--int8",
-                "--calibration-cache",
-                &cache,
-                "-o",
-                out.to_str().unwrap(),
-                "--json",
-            ][..],
-            &eval,
-        ]
-        .concat(),
-    ));
+    let o = out.to_str().unwrap();
+    let measured = json(&int8(m, &cache, &[&["-o", o][..], &eval].concat()));
     assert!(
         measured["int8_share"].as_f64().unwrap() > 0.5,
         "{measured:#}"

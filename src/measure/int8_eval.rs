@@ -231,7 +231,7 @@ impl Evaluator {
             &self.model,
             &self.plan,
             &self.scales,
-            &captured,
+            captured,
             &self.config.backend,
             self.config.weight_clip,
             |name| {

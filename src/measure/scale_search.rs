@@ -7,6 +7,7 @@
 //! activation itself.
 
 use crate::backend::select::{open, BackendOptions};
+use crate::data::batch::concat;
 use crate::onnx::rewrite::plan::{ActivationSite, QuantPlan};
 use crate::onnx::rewrite::probe::scale_probe;
 use crate::onnx::rewrite::qdq::{scale_of, WeightClip};
@@ -102,29 +103,6 @@ pub fn candidates(calibrated: f32, peak: f32) -> Vec<f32> {
     out
 }
 
-/// `batches` of one tensor joined along axis 0.
-fn join(batches: &[HostTensor]) -> Result<(Vec<usize>, Vec<f32>)> {
-    let mut shape = batches.first().map(|t| t.shape.clone()).unwrap_or_default();
-    let mut data = vec![];
-    for t in batches {
-        match &t.data {
-            TensorData::F32(v) => data.extend_from_slice(v),
-            other => bail!(
-                "tensor '{}' is {:?}, not float32; its scale cannot be searched",
-                t.name,
-                other.elem_type()
-            ),
-        }
-    }
-    if let Some(first) = shape.first_mut() {
-        *first = batches
-            .iter()
-            .map(|t| t.shape.first().copied().unwrap_or(1))
-            .sum();
-    }
-    Ok((shape, data))
-}
-
 /// What every activation's search shares: the model, its plan, where probes run and how
 /// weights are quantized.
 struct Searcher<'a> {
@@ -141,9 +119,17 @@ impl Searcher<'_> {
         &self,
         site: &ActivationSite,
         calibrated_scale: f32,
-        captured: &[HostTensor],
+        captured: Vec<HostTensor>,
     ) -> Result<(ScaleChoice, usize)> {
-        let (dims, values) = join(captured)?;
+        let x = concat(captured)?;
+        let TensorData::F32(values) = &x.data else {
+            bail!(
+                "tensor '{}' is {:?}, not float32; its scale cannot be searched",
+                x.name,
+                x.elem_type()
+            );
+        };
+        let dims = &x.shape;
         let peak = values.iter().fold(0f32, |m, v| m.max(v.abs()));
         let calibrated = calibrated_scale * 127.0;
         let amaxes = candidates(calibrated, peak);
@@ -156,18 +142,13 @@ impl Searcher<'_> {
                 self.plan,
                 &site.tensor,
                 consumer,
-                &dims,
+                dims,
                 &scales,
                 self.clip,
             )?;
             match probe {
                 Some(probe) => {
                     probed += 1;
-                    let x = HostTensor::new(
-                        &site.tensor,
-                        dims.clone(),
-                        TensorData::F32(values.clone()),
-                    )?;
                     let mut b = open(
                         &probe,
                         &BackendOptions {
@@ -176,7 +157,7 @@ impl Searcher<'_> {
                             ..self.backend.clone()
                         },
                     )?;
-                    let outs = b.run(&[x])?.outputs;
+                    let outs = b.run(std::slice::from_ref(&x))?.outputs;
                     let float = float_values(&outs[0]);
                     for (k, e) in errors.iter_mut().enumerate() {
                         *e += relative_error(&float_values(&outs[k + 1]), &float);
@@ -184,7 +165,7 @@ impl Searcher<'_> {
                 }
                 None => {
                     for (e, &a) in errors.iter_mut().zip(&amaxes) {
-                        *e += relative_error(&fake_quantize(&values, a), &values);
+                        *e += relative_error(&fake_quantize(values, a), values);
                     }
                 }
             }
@@ -218,7 +199,7 @@ pub fn search_scales(
     model: &OnnxModel,
     plan: &QuantPlan,
     scales: &BTreeMap<String, f32>,
-    captured: &BTreeMap<String, Vec<HostTensor>>,
+    mut captured: BTreeMap<String, Vec<HostTensor>>,
     backend: &BackendOptions,
     clip: WeightClip,
     mut on_tensor: impl FnMut(&str),
@@ -229,12 +210,18 @@ pub fn search_scales(
         backend,
         clip,
     };
+    let samples = captured.values().next().map_or(0, |b| {
+        b.iter()
+            .map(|t| t.shape.first().copied().unwrap_or(1))
+            .sum()
+    });
     let mut searched = scales.clone();
     let mut choices = vec![];
     let mut probed = 0;
     for site in &plan.activations {
         on_tensor(&site.tensor);
-        let (Some(&scale), Some(values)) = (scales.get(&site.tensor), captured.get(&site.tensor))
+        let (Some(&scale), Some(values)) =
+            (scales.get(&site.tensor), captured.remove(&site.tensor))
         else {
             bail!(
                 "tensor '{}': no calibrated scale or no captured values",
@@ -249,11 +236,7 @@ pub fn search_scales(
     Ok((
         searched,
         ScaleSearchReport {
-            samples: captured.values().next().map_or(0, |b| {
-                b.iter()
-                    .map(|t| t.shape.first().copied().unwrap_or(1))
-                    .sum()
-            }),
+            samples,
             tensors: choices.len(),
             changed: choices
                 .iter()
