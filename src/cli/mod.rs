@@ -47,7 +47,7 @@ pub enum Command {
     Doctor(doctor::DoctorArgs),
     /// INT8 calibration: activation ranges into a TensorRT-format cache keyed on the batch size.
     Calibrate(calibrate::CalibrateArgs),
-    /// Precision rewrites: INT8 Q/DQ insertion from a calibration cache, or FP16 conversion.
+    /// Precision rewrites: INT8 Q/DQ from a calibration cache (with the INT8 triage on samples), FP16, or cross-layer equalisation.
     Quantize(quantize::QuantizeArgs),
     /// Top-1/top-5 accuracy of a model on an ImageNet-style folder, with images/s and latency.
     Validate(Box<validate::ValidateArgs>),
