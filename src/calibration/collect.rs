@@ -4,7 +4,7 @@
 //! range search runs per tensor in parallel.
 
 use super::batches::CalibrationBatches;
-use super::histogram::{Histogram, DEFAULT_BINS};
+use super::histogram::{Counter, Histogram, DEFAULT_BINS};
 use super::range::Algorithm;
 use crate::backend::select::{open, BackendOptions};
 use crate::onnx::rewrite::capture::{Capture, Source};
@@ -15,6 +15,7 @@ use crate::tensor::{HostTensor, TensorData};
 use anyhow::{bail, Context, Result};
 use rayon::prelude::*;
 use serde::Serialize;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -45,52 +46,97 @@ fn f32_data<'a>(t: &'a HostTensor, name: &str) -> Result<&'a [f32]> {
     }
 }
 
-/// Histograms filled from several threads: one per captured tensor, plus a tally of the
-/// thread-time spent counting.
+/// Histograms filled from several threads. Each tensor has one [`Counter`] per core: a thread
+/// counts into the first of them it finds free, so the backend's workers, which reach the same
+/// tensors at about the same time, seldom wait for each other, and a sample's piece is counted
+/// where it was computed with no allocation or merge per piece. The counters of a tensor are
+/// merged once, at the end.
 struct SharedHistograms {
-    hists: Vec<Mutex<Histogram>>,
-    busy_ns: std::sync::atomic::AtomicU64,
+    counters: Vec<Vec<Mutex<Counter>>>,
+    /// Threads inside [`SharedHistograms::add`] now, and the most seen at once.
+    active: AtomicUsize,
+    most_active: AtomicUsize,
+    busy_ns: AtomicU64,
+}
+
+/// The first counter a thread tries (threads are numbered as they first count).
+fn first_stripe(stripes: usize) -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static SLOT: usize = NEXT.fetch_add(1, Ordering::Relaxed);
+    }
+    SLOT.with(|s| *s) % stripes
 }
 
 impl SharedHistograms {
     fn new(n: usize) -> Self {
+        let stripes = std::thread::available_parallelism().map_or(1, |n| n.get());
         SharedHistograms {
-            hists: (0..n)
-                .map(|_| Mutex::new(Histogram::new(DEFAULT_BINS)))
+            counters: (0..n)
+                .map(|_| {
+                    (0..stripes)
+                        .map(|_| Mutex::new(Counter::new(DEFAULT_BINS)))
+                        .collect()
+                })
                 .collect(),
+            active: AtomicUsize::new(0),
+            most_active: AtomicUsize::new(0),
             busy_ns: Default::default(),
         }
     }
 
-    /// Counts `values` into histogram `i`: a histogram of its own first, then one exact merge
-    /// under the lock, so threads only wait for the merge.
+    /// Counts `values` into tensor `i`'s histogram, on the calling thread once several threads
+    /// have been seen counting at the same time (the backend's workers then keep the cores
+    /// busy, and the piece is still in this core's cache); until then a large tensor is split
+    /// across rayon's threads.
     fn add(&self, i: usize, values: &[f32]) -> Result<()> {
         let t0 = Instant::now();
-        let part = Histogram::from_values(DEFAULT_BINS, values);
-        self.hists[i]
-            .lock()
-            .map_err(|_| anyhow::anyhow!("a histogram thread panicked"))?
-            .merge_owned(part);
-        self.busy_ns.fetch_add(
-            t0.elapsed().as_nanos() as u64,
-            std::sync::atomic::Ordering::Relaxed,
-        );
+        let now = self.active.fetch_add(1, Ordering::AcqRel) + 1;
+        let most = self.most_active.fetch_max(now, Ordering::AcqRel).max(now);
+        let split = (most == 1 && values.len() > SPLIT_ABOVE)
+            .then(|| Histogram::from_values(DEFAULT_BINS, values));
+        let stripes = &self.counters[i];
+        let first = first_stripe(stripes.len());
+        let free = (0..stripes.len())
+            .map(|k| &stripes[(first + k) % stripes.len()])
+            .find_map(|m| m.try_lock().ok());
+        let counted = match free {
+            Some(c) => Ok(c),
+            None => stripes[first].lock(),
+        }
+        .map(|mut c| match split {
+            Some(h) => c.merge(h),
+            None => c.add(values),
+        });
+        self.active.fetch_sub(1, Ordering::AcqRel);
+        counted.map_err(|_| anyhow::anyhow!("a histogram thread panicked"))?;
+        self.busy_ns
+            .fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
         Ok(())
     }
 
     fn into_parts(self) -> Result<(Vec<Histogram>, Duration)> {
         let busy = Duration::from_nanos(self.busy_ns.into_inner());
         let hists = self
-            .hists
+            .counters
             .into_iter()
-            .map(|m| {
-                m.into_inner()
-                    .map_err(|_| anyhow::anyhow!("a histogram thread panicked"))
+            .map(|stripes| {
+                let mut whole = Histogram::new(DEFAULT_BINS);
+                for m in stripes {
+                    let c = m
+                        .into_inner()
+                        .map_err(|_| anyhow::anyhow!("a histogram thread panicked"))?;
+                    whole.merge_owned(c.finish());
+                }
+                Ok(whole)
             })
             .collect::<Result<_>>()?;
         Ok((hists, busy))
     }
 }
+
+/// Values above which a tensor visited by one thread alone is histogrammed on rayon's threads.
+const SPLIT_ABOVE: usize = 1 << 18;
 
 /// Runs `model` over `batches` at batch size `batch` on the backend `backend` describes and
 /// histograms the plan's activations.

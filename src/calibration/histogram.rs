@@ -132,77 +132,124 @@ fn bin_block(block: &[f32], range: f32, bins: usize, index: &mut [u32]) -> Scan 
     scan
 }
 
-/// The histogram of one piece of a tensor (at most [`CHUNK`] values), read once: block by
-/// block, the block's bin numbers and its scan (maximum, NaNs, infinities, zeros) come from
-/// one pass while it sits in the L1 cache, and the range grows (exactly, by doubling) when a
-/// block needs it.
-fn count_chunk(values: &[f32], bins: usize) -> Histogram {
-    debug_assert!(values.len() <= CHUNK && bins <= 1 << 16);
-    let mut h = Histogram::new(bins);
-    let small = values.len() < SMALL_PIECE;
-    let mut lanes = if small {
-        Vec::new()
-    } else {
-        vec![0u32; COUNT_LANES * bins]
-    };
-    // NaNs and infinities counted in the last bin since the last flush.
-    let mut misplaced = 0u64;
-    let mut index = [0u32; INDEX_BLOCK];
-    for block in values.chunks(INDEX_BLOCK) {
-        let mut scan = bin_block(block, h.range, bins, &mut index);
-        if scan.max_abs >= h.range && scan.max_abs > 0.0 {
-            if !small {
-                flush(&mut h, &mut lanes, &mut misplaced);
-            }
-            h.grow_to(pow2_above(scan.max_abs));
-            scan = bin_block(block, h.range, bins, &mut index);
-        }
-        let index = &index[..block.len()];
-        if small {
-            for &b in index {
-                h.counts[b as usize] += 1;
-            }
-        } else {
-            let (l0, rest) = lanes.split_at_mut(bins);
-            let (l1, rest) = rest.split_at_mut(bins);
-            let (l2, l3) = rest.split_at_mut(bins);
-            let mut quads = index.chunks_exact(COUNT_LANES);
-            for q in &mut quads {
-                l0[q[0] as usize] += 1;
-                l1[q[1] as usize] += 1;
-                l2[q[2] as usize] += 1;
-                l3[q[3] as usize] += 1;
-            }
-            for &b in quads.remainder() {
-                l0[b as usize] += 1;
-            }
-        }
-        misplaced += scan.non_finite;
-        h.max_abs = h.max_abs.max(scan.max_abs);
-        h.total += block.len() as u64 - scan.non_finite;
-        h.non_finite += scan.non_finite;
-        h.zeros += scan.zeros;
-    }
-    if small {
-        h.counts[bins - 1] -= misplaced;
-    } else {
-        flush(&mut h, &mut lanes, &mut misplaced);
-    }
-    h
+/// Counts values into one histogram piece after piece. Between pieces it keeps its rotating
+/// count arrays, so a tensor that arrives sample by sample (the calibration run's pieces) costs
+/// no allocation, clearing or merge per piece; [`Counter::finish`] moves the counts into the
+/// histogram. Every piece is read once: block by block, the block's bin numbers and its scan
+/// (maximum, NaNs, infinities, zeros) come from one pass while it sits in the L1 cache, and the
+/// range grows (exactly, by doubling) when a block needs it.
+#[derive(Debug)]
+pub struct Counter {
+    hist: Histogram,
+    /// [`COUNT_LANES`] arrays of per-bin counts not yet in `hist`; empty until a piece is large
+    /// enough to be worth them, counted straight into `hist` until then.
+    lanes: Vec<u32>,
+    /// Values counted into `lanes` since they were last moved (kept below `u32::MAX`).
+    pending: u64,
+    /// NaNs and infinities counted in the last bin of `lanes` since they were last moved.
+    misplaced: u64,
 }
 
-/// Moves the lane counts into `h` (at its current range) and takes the misplaced NaNs and
-/// infinities back out of its last bin.
-fn flush(h: &mut Histogram, lanes: &mut [u32], misplaced: &mut u64) {
-    let bins = h.counts.len();
-    for lane in lanes.chunks_exact_mut(bins) {
-        h.counts.iter_mut().zip(lane.iter_mut()).for_each(|(c, n)| {
-            *c += *n as u64;
-            *n = 0;
-        });
+impl Counter {
+    /// An empty counter of `bins` bins (a power of two from 2 to 65536).
+    pub fn new(bins: usize) -> Self {
+        Counter {
+            hist: Histogram::new(bins),
+            lanes: Vec::new(),
+            pending: 0,
+            misplaced: 0,
+        }
     }
-    h.counts[bins - 1] -= *misplaced;
-    *misplaced = 0;
+
+    /// Counts `values` (|x| of each) on the calling thread.
+    pub fn add(&mut self, values: &[f32]) {
+        let bins = self.hist.counts.len();
+        if self.lanes.is_empty() && values.len() >= SMALL_PIECE {
+            self.lanes = vec![0u32; COUNT_LANES * bins];
+        }
+        let mut index = [0u32; INDEX_BLOCK];
+        for block in values.chunks(INDEX_BLOCK) {
+            let mut scan = bin_block(block, self.hist.range, bins, &mut index);
+            if scan.max_abs >= self.hist.range && scan.max_abs > 0.0 {
+                self.flush();
+                self.hist.grow_to(pow2_above(scan.max_abs));
+                scan = bin_block(block, self.hist.range, bins, &mut index);
+            }
+            if self.pending + block.len() as u64 > u64::from(u32::MAX) {
+                self.flush();
+            }
+            let index = &index[..block.len()];
+            if self.lanes.is_empty() {
+                for &b in index {
+                    self.hist.counts[b as usize] += 1;
+                }
+                self.hist.counts[bins - 1] -= scan.non_finite;
+            } else {
+                let (l0, rest) = self.lanes.split_at_mut(bins);
+                let (l1, rest) = rest.split_at_mut(bins);
+                let (l2, l3) = rest.split_at_mut(bins);
+                let mut quads = index.chunks_exact(COUNT_LANES);
+                for q in &mut quads {
+                    l0[q[0] as usize] += 1;
+                    l1[q[1] as usize] += 1;
+                    l2[q[2] as usize] += 1;
+                    l3[q[3] as usize] += 1;
+                }
+                for &b in quads.remainder() {
+                    l0[b as usize] += 1;
+                }
+                self.pending += block.len() as u64;
+                self.misplaced += scan.non_finite;
+            }
+            let h = &mut self.hist;
+            h.max_abs = h.max_abs.max(scan.max_abs);
+            h.total += block.len() as u64 - scan.non_finite;
+            h.non_finite += scan.non_finite;
+            h.zeros += scan.zeros;
+        }
+    }
+
+    /// Adds a histogram counted elsewhere (exactly, as [`Histogram::merge_owned`]).
+    pub fn merge(&mut self, other: Histogram) {
+        self.flush();
+        self.hist.merge_owned(other);
+    }
+
+    /// The histogram of everything counted.
+    pub fn finish(mut self) -> Histogram {
+        self.flush();
+        self.hist
+    }
+
+    /// Moves the lane counts into the histogram (at its current range) and takes the misplaced
+    /// NaNs and infinities back out of its last bin.
+    fn flush(&mut self) {
+        if self.pending == 0 {
+            return;
+        }
+        let bins = self.hist.counts.len();
+        for lane in self.lanes.chunks_exact_mut(bins) {
+            self.hist
+                .counts
+                .iter_mut()
+                .zip(lane.iter_mut())
+                .for_each(|(c, n)| {
+                    *c += *n as u64;
+                    *n = 0;
+                });
+        }
+        self.hist.counts[bins - 1] -= self.misplaced;
+        self.misplaced = 0;
+        self.pending = 0;
+    }
+}
+
+/// The histogram of one piece of a tensor (at most [`CHUNK`] values).
+fn count_chunk(values: &[f32], bins: usize) -> Histogram {
+    debug_assert!(values.len() <= CHUNK && bins <= 1 << 16);
+    let mut counter = Counter::new(bins);
+    counter.add(values);
+    counter.finish()
 }
 
 impl Histogram {
@@ -408,6 +455,38 @@ mod tests {
             prop_assert_eq!(h.total(), total);
             prop_assert_eq!(h.non_finite(), non_finite);
             prop_assert_eq!(h.zeros(), values.iter().filter(|v| **v == 0.0).count() as u64);
+        }
+
+        /// A counter fed piece by piece (pieces below and above the size that takes the
+        /// rotating arrays, NaNs among them, the range growing between pieces and within one)
+        /// gives the histogram of all the values at once.
+        #[test]
+        fn counter_over_pieces_equals_one_pass(
+            pieces in proptest::collection::vec(
+                (proptest::collection::vec(-1f32..1.0, 0..6_000), -3i32..4, any::<bool>()),
+                0..6,
+            ),
+        ) {
+            let pieces: Vec<Vec<f32>> = pieces
+                .into_iter()
+                .map(|(v, exp, nan)| {
+                    let mut v: Vec<f32> = v.iter().map(|x| x * 10f32.powi(exp)).collect();
+                    if nan && !v.is_empty() {
+                        v[0] = f32::NAN;
+                    }
+                    v
+                })
+                .collect();
+            let all: Vec<f32> = pieces.concat();
+            let mut counter = Counter::new(64);
+            for p in &pieces {
+                counter.add(p);
+            }
+            prop_assert_eq!(counter.finish(), Histogram::from_values(64, &all));
+            let (counts, range, total, non_finite) = naive(64, &all);
+            let h = Histogram::from_values(64, &all);
+            prop_assert_eq!(h.counts(), counts.as_slice());
+            prop_assert_eq!((h.range(), h.total(), h.non_finite()), (range, total, non_finite));
         }
 
         /// Growing and merging in any split gives the histogram of all values at once.
