@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! cargo build --release --example tract_profile
-//! target/release/examples/tract_profile models/resnet50.onnx --batch 2 --runs 5 [--threads 1]
+//! target/release/examples/tract_profile models/resnet50.onnx --batch 2 --runs 5 [--threads 1] [--info]
 //! ```
 
 use anyhow::{bail, Context, Result};
@@ -22,6 +22,7 @@ struct Args {
     runs: usize,
     threads: usize,
     top: usize,
+    info: bool,
 }
 
 fn args() -> Result<Args> {
@@ -31,6 +32,7 @@ fn args() -> Result<Args> {
         runs: 5,
         threads: 1,
         top: 15,
+        info: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -45,12 +47,13 @@ fn args() -> Result<Args> {
             "--runs" => a.runs = value("--runs")?,
             "--threads" => a.threads = value("--threads")?,
             "--top" => a.top = value("--top")?,
+            "--info" => a.info = true,
             _ if arg.starts_with("--") => bail!("unknown flag {arg}"),
             _ => a.model = PathBuf::from(arg),
         }
     }
     if a.model.as_os_str().is_empty() {
-        bail!("usage: tract_profile MODEL.onnx [--batch N] [--runs N] [--threads N] [--top N]");
+        bail!("usage: tract_profile MODEL.onnx [--batch N] [--runs N] [--threads N] [--top N] [--info]");
     }
     Ok(a)
 }
@@ -154,6 +157,12 @@ fn main() -> Result<()> {
             node.name,
             out.shape
         );
+        if a.info {
+            // What the op says about itself: for OptMatMul, the m/k/n and the kernel picked.
+            for line in node.op().info()? {
+                println!("             {line}");
+            }
+        }
     }
     Ok(())
 }
