@@ -3,6 +3,8 @@ use std::process::ExitCode;
 use trtkit::cli;
 
 fn main() -> ExitCode {
+    // Before any thread starts: it may write the process environment.
+    trtkit::backend::tract_kernels::choose();
     let args = cli::Cli::parse();
     cli::init_logging(args.verbose, args.quiet);
     cli::exit_code(cli::run(args))

@@ -221,3 +221,28 @@ fn doctor_says_whether_the_jpeg_decoder_has_simd() {
         );
     }
 }
+
+/// On x86-64, tract's kernel cost model is trtkit's default (the AMD-measured one) unless
+/// `TRACT_X86_KIND` is set, and `doctor` says which is in use and who chose it.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn doctor_names_the_tract_kernel_model_and_who_chose_it() {
+    let doctor = |kind: Option<&str>| {
+        let mut cmd = assert_cmd::Command::cargo_bin("trtkit").unwrap();
+        cmd.args(["doctor", "--json"]).env_remove("TRACT_X86_KIND");
+        if let Some(k) = kind {
+            cmd.env("TRACT_X86_KIND", k);
+        }
+        let out = cmd.output().unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        (
+            v["tract_kernels"]["model"].clone(),
+            v["tract_kernels"]["source"].clone(),
+        )
+    };
+    assert_eq!(doctor(None), ("amd".into(), "trtkit".into()));
+    assert_eq!(
+        doctor(Some("intel")),
+        ("intel".into(), "TRACT_X86_KIND".into())
+    );
+}

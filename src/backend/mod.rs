@@ -6,6 +6,7 @@ pub mod ort;
 pub mod select;
 pub mod shapes;
 pub mod tract;
+pub mod tract_kernels;
 
 use crate::tensor::{Dim, HostTensor, IoSpec, TensorData};
 use anyhow::Result;

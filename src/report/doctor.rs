@@ -1,5 +1,6 @@
 //! The report of `doctor`: what this machine offers trtkit, one line per fact.
 
+use crate::backend::tract_kernels::KernelModel;
 use crate::data::decode::JpegDecoder;
 use crate::report::format::bytes;
 use crate::trt::support::DoctorReport;
@@ -72,7 +73,22 @@ pub fn render(r: &DoctorReport) -> String {
     };
     out += &format!("backends     {backends}\n");
     out += &format!("JPEG decoder {}\n", jpeg_line(&r.jpeg_decoder));
+    if let Some(k) = &r.tract_kernels {
+        out += &format!("tract kernels {}\n", kernels_line(k));
+    }
     out
+}
+
+/// tract's x86-64 kernel cost model and who chose it.
+fn kernels_line(k: &KernelModel) -> String {
+    match k.source.as_str() {
+        "trtkit" => format!(
+            "{} cost model (trtkit's default, the faster one measured on Intel and AMD; set TRACT_X86_KIND=intel|amd|other to choose)",
+            k.model
+        ),
+        "CPUID" => "cost model of the CPU's vendor (read by tract)".into(),
+        source => format!("{} cost model (set by {source})", k.model),
+    }
 }
 
 /// The decoder and its SIMD state; without SIMD, what it costs and how to get it.

@@ -1,6 +1,7 @@
 //! What this machine offers trtkit: the CUDA driver and GPUs, the TensorRT libraries, and which
 //! TensorRT flavour's engines run on which GPU (the report of `trtkit doctor`).
 
+use crate::backend::tract_kernels::{self, KernelModel};
 use crate::cuda::info::{driver_info, DriverInfo};
 use crate::data::decode::{jpeg_decoder, JpegDecoder};
 use crate::trt::loader::{can_run_on, probe_tensorrt, LibraryProbe};
@@ -24,6 +25,8 @@ pub struct DoctorReport {
     pub backends: Vec<String>,
     /// The JPEG decoder compiled in, and whether it has its SIMD code.
     pub jpeg_decoder: JpegDecoder,
+    /// The cost model tract picks its x86-64 matrix kernels with (`None` off x86-64).
+    pub tract_kernels: Option<KernelModel>,
 }
 
 /// Whether one TensorRT flavour's engines run on one GPU.
@@ -84,5 +87,6 @@ pub fn collect() -> DoctorReport {
         engine_support,
         backends: compiled_backends(),
         jpeg_decoder: jpeg_decoder(),
+        tract_kernels: tract_kernels::in_use(),
     }
 }
