@@ -12,6 +12,7 @@ use crate::setting::{fix_with, Setting};
 use crate::tensor::Dim;
 use crate::tensor::{check_input_count, ElemType, HostTensor, IoSpec, TensorData};
 use anyhow::{bail, Context, Result};
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 use tract_linalg::multithread::Executor;
 use tract_onnx::prelude::*;
@@ -109,6 +110,8 @@ fn runs_per_sample(model: &OnnxModel) -> bool {
 /// A model prepared for tract on the CPU or on CUDA.
 pub struct TractBackend {
     plan: Box<dyn Runnable>,
+    /// The same plan on the CPU, run node by node by [`Backend::run_visit`]; `None` on CUDA.
+    cpu_plan: Option<CpuPlan>,
     inputs: Vec<IoSpec>,
     outputs: Vec<IoSpec>,
     device: Device,
@@ -277,17 +280,21 @@ impl TractBackend {
             executor: Some(executor),
             ..Default::default()
         };
-        let plan: Box<dyn Runnable> = match cuda {
-            None => Box::new(
-                typed
+        let (plan, cpu_plan): (Box<dyn Runnable>, _) = match cuda {
+            None => {
+                let plan = typed
                     .into_runnable_with_options(&run_options)
                     .map_err(|e| anyhow::anyhow!("{e:#}"))
-                    .with_context(|| format!("{shown}: tract cannot prepare the model"))?,
+                    .with_context(|| format!("{shown}: tract cannot prepare the model"))?;
+                let cpu = CpuPlan::new(plan.clone());
+                (Box::new(plan), Some(cpu))
+            }
+            Some(rt) => (
+                rt.prepare_with_options(typed, &run_options)
+                    .map_err(|e| anyhow::anyhow!("{e:#}"))
+                    .with_context(|| format!("{shown}: tract cannot prepare the model for CUDA"))?,
+                None,
             ),
-            Some(rt) => rt
-                .prepare_with_options(typed, &run_options)
-                .map_err(|e| anyhow::anyhow!("{e:#}"))
-                .with_context(|| format!("{shown}: tract cannot prepare the model for CUDA"))?,
         };
         tracing::info!(
             "tract on {:?}: {} chunk(s) of batch {}, {} side by side, {} thread(s) each",
@@ -299,6 +306,7 @@ impl TractBackend {
         );
         let mut backend = TractBackend {
             plan,
+            cpu_plan,
             inputs,
             outputs,
             device: options.device,
@@ -382,22 +390,27 @@ impl Backend for TractBackend {
     /// concatenated and the visits run side by side like the chunks.
     fn run_visit(&mut self, inputs: &[HostTensor], visit: &OutputVisitor) -> Result<Duration> {
         check_input_count(&self.inputs, inputs)?;
+        let plan = self.plan.as_ref();
+        let cpu = self.cpu_plan.as_ref();
+        let specs = &self.outputs;
+        // On the CPU each output is visited as soon as its node has run, while it is still in
+        // this core's cache; on CUDA after the run.
+        let run_and_visit = |piece: &[HostTensor], chunk: Option<(usize, usize)>| match cpu {
+            Some(cpu) => cpu.run_visit(piece, specs, chunk, visit),
+            None => visit_f32(&run_plan(plan, piece)?, specs, chunk, visit),
+        };
         let Some(n) = self.batch.filter(|_| self.threads.chunks > 1) else {
             let start = Instant::now();
-            let out = run_plan(self.plan.as_ref(), inputs)?;
-            visit_f32(&out, &self.outputs, None, visit)?;
+            run_and_visit(inputs, None)?;
             return Ok(start.elapsed());
         };
         let chunks = self.chunk_inputs(inputs, n)?;
         let start = Instant::now();
-        let plan = self.plan.as_ref();
-        let specs = &self.outputs;
         let step = self.threads.chunk_batch;
         on_workers(self.threads.workers, &chunks, |c, chunk| {
-            let out = run_plan(plan, chunk)?;
             // The last chunk may be padded past the batch; its padding is not visited.
             let real = (n - c * step).min(step);
-            visit_f32(&out, specs, Some((step, real)), visit)
+            run_and_visit(chunk, Some((step, real)))
         })?;
         Ok(start.elapsed())
     }
@@ -480,25 +493,87 @@ fn visit_f32(
     visit: &OutputVisitor,
 ) -> Result<()> {
     for (i, (t, spec)) in out.iter().zip(specs).enumerate() {
-        if t.datum_type() != DatumType::F32 {
-            continue;
-        }
-        let plain = t
-            .try_as_plain_ram()
-            .map_err(|e| anyhow::anyhow!("output '{}': {e}", spec.name))?;
-        let values = plain.as_slice::<f32>()?;
-        let values = match chunk {
-            None => values,
-            Some((step, real)) => {
-                if t.shape().first() != Some(&step) {
-                    bail!("{}", no_batch_axis(&spec.name, step));
-                }
-                &values[..values.len() / step * real]
-            }
-        };
-        visit(i, values)?;
+        visit_one(i, t, spec, chunk, visit)?;
     }
     Ok(())
+}
+
+/// Hands output `i` to `visit` if it is float32 (only its real samples, as [`visit_f32`]).
+fn visit_one(
+    i: usize,
+    t: &Tensor,
+    spec: &IoSpec,
+    chunk: Option<(usize, usize)>,
+    visit: &OutputVisitor,
+) -> Result<()> {
+    if t.datum_type() != DatumType::F32 {
+        return Ok(());
+    }
+    let plain = t
+        .try_as_plain_ram()
+        .map_err(|e| anyhow::anyhow!("output '{}': {e}", spec.name))?;
+    let values = plain.as_slice::<f32>()?;
+    let values = match chunk {
+        None => values,
+        Some((step, real)) => {
+            if t.shape().first() != Some(&step) {
+                bail!("{}", no_batch_axis(&spec.name, step));
+            }
+            &values[..values.len() / step * real]
+        }
+    };
+    visit(i, values)
+}
+
+/// A CPU plan with, for each node, the model outputs it produces, so that a run can hand each
+/// output to a visitor right after its node, not after the whole run.
+struct CpuPlan {
+    plan: Arc<TypedRunnableModel>,
+    /// `(node, [(slot, output index)])` for every node that produces a model output.
+    outputs_of: HashMap<usize, Vec<(usize, usize)>>,
+}
+
+impl CpuPlan {
+    fn new(plan: Arc<TypedRunnableModel>) -> Self {
+        let mut outputs_of: HashMap<usize, Vec<(usize, usize)>> = HashMap::new();
+        for (i, o) in plan.model().outputs.iter().enumerate() {
+            outputs_of.entry(o.node).or_default().push((o.slot, i));
+        }
+        CpuPlan { plan, outputs_of }
+    }
+
+    /// Runs `inputs` node by node, visiting each float32 output as its node produces it;
+    /// outputs no node evaluation produced (none are expected) are visited after the run.
+    fn run_visit(
+        &self,
+        inputs: &[HostTensor],
+        specs: &[IoSpec],
+        chunk: Option<(usize, usize)>,
+        visit: &OutputVisitor,
+    ) -> Result<()> {
+        let values: TVec<TValue> = inputs
+            .iter()
+            .map(|t| Ok(to_tract(t)?.into()))
+            .collect::<Result<_>>()?;
+        let mut visited = vec![false; specs.len()];
+        let mut state = tract_onnx::tract_core::plan::SimpleState::new(&self.plan)
+            .map_err(|e| anyhow::anyhow!("{e:#}"))?;
+        let out = state
+            .run_plan_with_eval(values, |ctx, op_state, node, inputs| -> Result<_> {
+                let out = tract_onnx::tract_core::plan::eval(ctx, op_state, node, inputs)?;
+                for &(slot, i) in self.outputs_of.get(&node.id).into_iter().flatten() {
+                    visit_one(i, &out[slot], &specs[i], chunk, visit)?;
+                    visited[i] = true;
+                }
+                Ok(out)
+            })
+            .map_err(|e| anyhow::anyhow!("{e:#}"))
+            .context("tract inference failed")?;
+        for (i, t) in out.iter().enumerate().filter(|(i, _)| !visited[*i]) {
+            visit_one(i, t, &specs[i], chunk, visit)?;
+        }
+        Ok(())
+    }
 }
 
 /// Runs `plan` on host tensors and returns tract's values (no copy out).
@@ -640,6 +715,58 @@ mod tests {
         };
         v.sort_by(f32::total_cmp);
         v
+    }
+
+    /// On the CPU an output is visited as soon as its node has run: the classifier's `flat`
+    /// (exposed as output 1, after the logits) is visited before the logits in every piece,
+    /// and each visit holds what `run` returns.
+    #[test]
+    fn outputs_are_visited_as_their_nodes_run() {
+        use crate::onnx::rewrite::capture::Capture;
+        let m = OnnxModel::from_proto(test_models::classifier(None), "c.onnx");
+        let (cap, _) = Capture {
+            names: vec!["flat".into()],
+        }
+        .run(m)
+        .unwrap();
+        let mut b = TractBackend::load(
+            &cap,
+            &TractOptions {
+                batch: Some(2),
+                threads: Some(1),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!((b.threads.chunks, b.threads.workers), (2, 1));
+        let x = HostTensor::new(
+            "input",
+            vec![2, 3, 16, 16],
+            TensorData::F32(test_models::deterministic_weights(2, 1536, 1.0)),
+        )
+        .unwrap();
+        let expected = b.run(std::slice::from_ref(&x)).unwrap();
+        let order = std::sync::Mutex::new(Vec::new());
+        b.run_visit(std::slice::from_ref(&x), &|i, values| {
+            order.lock().unwrap().push((i, values.to_vec()));
+            Ok(())
+        })
+        .unwrap();
+        let order = order.into_inner().unwrap();
+        assert_eq!(
+            order.iter().map(|(i, _)| *i).collect::<Vec<_>>(),
+            [1, 0, 1, 0],
+            "per piece: flat, then the logits"
+        );
+        for i in 0..2 {
+            let mut got: Vec<f32> = order
+                .iter()
+                .filter(|(j, _)| *j == i)
+                .flat_map(|(_, v)| v.iter().copied())
+                .collect();
+            got.sort_by(f32::total_cmp);
+            assert_eq!(got, sorted_output(&expected, i));
+        }
     }
 
     /// Visiting a chunked run sees exactly the values `run` returns: every real sample once,

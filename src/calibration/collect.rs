@@ -1,7 +1,8 @@
 //! The calibration run: the model with its quantized tensors exposed runs batch after batch on
 //! a reference backend, and every captured tensor is folded into its histogram where the
-//! backend left it (no copy), inside the backend's own workers where it has them; then the
-//! range search runs per tensor in parallel.
+//! backend left it (no copy), inside the backend's own workers where it has them (on tract's
+//! CPU plan right after the node that made it, while it is still in that core's cache); then
+//! the range search runs per tensor in parallel.
 
 use super::batches::CalibrationBatches;
 use super::histogram::{Counter, Histogram, DEFAULT_BINS};
@@ -85,15 +86,29 @@ impl SharedHistograms {
         }
     }
 
-    /// Counts `values` into tensor `i`'s histogram, on the calling thread once several threads
-    /// have been seen counting at the same time (the backend's workers then keep the cores
-    /// busy, and the piece is still in this core's cache); until then a large tensor is split
-    /// across rayon's threads.
+    /// Counts a backend output's `values` into tensor `i`'s histogram, on the calling thread
+    /// once several threads have been seen counting at the same time (the backend's workers
+    /// then keep the cores busy, and the piece is still in this core's cache); until then a
+    /// large tensor is split across rayon's threads.
     fn add(&self, i: usize, values: &[f32]) -> Result<()> {
-        let t0 = Instant::now();
         let now = self.active.fetch_add(1, Ordering::AcqRel) + 1;
         let most = self.most_active.fetch_max(now, Ordering::AcqRel).max(now);
-        let split = (most == 1 && values.len() > SPLIT_ABOVE)
+        let counted = self.count(i, values, most == 1);
+        self.active.fetch_sub(1, Ordering::AcqRel);
+        counted
+    }
+
+    /// Counts a graph input's `values` (between the runs, when nothing else is counting: a
+    /// large one is split across rayon's threads).
+    fn add_input(&self, i: usize, values: &[f32]) -> Result<()> {
+        self.count(i, values, true)
+    }
+
+    /// Counts `values` into the first free counter of tensor `i` (split across rayon's
+    /// threads first when `may_split` and they are many), timing it.
+    fn count(&self, i: usize, values: &[f32], may_split: bool) -> Result<()> {
+        let t0 = Instant::now();
+        let split = (may_split && values.len() > SPLIT_ABOVE)
             .then(|| Histogram::from_values(DEFAULT_BINS, values));
         let stripes = &self.counters[i];
         let first = first_stripe(stripes.len());
@@ -108,7 +123,6 @@ impl SharedHistograms {
             Some(h) => c.merge(h),
             None => c.add(values),
         });
-        self.active.fetch_sub(1, Ordering::AcqRel);
         counted.map_err(|_| anyhow::anyhow!("a histogram thread panicked"))?;
         self.busy_ns
             .fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
@@ -185,7 +199,7 @@ pub fn collect(
                 .iter()
                 .find(|t| t.name == names[h])
                 .with_context(|| format!("calibration batch {i} lacks input '{}'", names[h]))?;
-            shared.add(h, f32_data(input, &names[h])?)
+            shared.add_input(h, f32_data(input, &names[h])?)
         })?;
         count += 1;
         on_batch();
