@@ -41,6 +41,26 @@ pub struct BackendOptions {
 
 /// Opens `model` on the backend `options` names.
 pub fn open(model: &OnnxModel, options: &BackendOptions) -> Result<Box<dyn Backend>> {
+    open_visiting(model, options, None)
+}
+
+/// Opens a model whose outputs from index `from` on are only visited through
+/// [`Backend::run_visit`] (the calibration run's captured activations): on tract's CPU each is
+/// freed after its last reader instead of being kept to the end of every run (see
+/// [`TractOptions::visit_only_from`]); other backends keep them as outputs.
+pub fn open_capture(
+    model: &OnnxModel,
+    options: &BackendOptions,
+    from: usize,
+) -> Result<Box<dyn Backend>> {
+    open_visiting(model, options, Some(from))
+}
+
+fn open_visiting(
+    model: &OnnxModel,
+    options: &BackendOptions,
+    visit_only_from: Option<usize>,
+) -> Result<Box<dyn Backend>> {
     Ok(match options.kind {
         BackendKind::Tract => Box::new(TractBackend::load(
             model,
@@ -49,6 +69,7 @@ pub fn open(model: &OnnxModel, options: &BackendOptions) -> Result<Box<dyn Backe
                 batch: options.batch,
                 device: options.device,
                 threads: options.threads,
+                visit_only_from,
             },
         )?),
         BackendKind::Ort => {

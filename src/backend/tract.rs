@@ -28,6 +28,12 @@ pub struct TractOptions {
     pub device: Device,
     /// CPU threads; `None` uses every core. Ignored on CUDA.
     pub threads: Option<usize>,
+    /// On the CPU, the model outputs from this index on are only visited (the calibration
+    /// run's captured activations): [`Backend::run_visit`] hands each to the visitor as its
+    /// node runs, and tract frees it after its last reader instead of keeping it to the end of
+    /// the run. [`Backend::run`] then returns the outputs before it (and any of the others
+    /// nothing reads); [`Backend::outputs`] still lists them all, as the visitor numbers them.
+    pub visit_only_from: Option<usize>,
 }
 
 /// `model` as tract parses it: its value_info ignored (trtkit's shape passes decide the
@@ -112,6 +118,9 @@ pub struct TractBackend {
     plan: Box<dyn Runnable>,
     /// The same plan on the CPU, run node by node by [`Backend::run_visit`]; `None` on CUDA.
     cpu_plan: Option<CpuPlan>,
+    /// What [`Backend::run`] returns: the outputs the plan keeps (all of them, unless
+    /// [`TractOptions::visit_only_from`] made some visit-only).
+    returned: Vec<IoSpec>,
     inputs: Vec<IoSpec>,
     outputs: Vec<IoSpec>,
     device: Device,
@@ -238,7 +247,7 @@ impl TractBackend {
         let parsed = parse(&model)?;
         // The CPU plan is optimized for tract's CPU kernels (weights packed for them); the CUDA
         // runtime needs the decluttered graph with plain constants and optimizes it itself.
-        let typed = match cuda {
+        let mut typed = match cuda {
             None => parsed.model.into_optimized(),
             Some(_) => parsed.model.into_typed().and_then(|m| m.into_decluttered()),
         }
@@ -282,11 +291,20 @@ impl TractBackend {
         };
         let (plan, cpu_plan): (Box<dyn Runnable>, _) = match cuda {
             None => {
+                let all_outputs = typed.outputs.clone();
+                if let Some(from) = options.visit_only_from {
+                    keep_only_needed_outputs(&mut typed, from)?;
+                }
+                let kept = typed
+                    .outputs
+                    .iter()
+                    .map(|o| all_outputs.iter().position(|a| a == o).unwrap_or(0))
+                    .collect();
                 let plan = typed
                     .into_runnable_with_options(&run_options)
                     .map_err(|e| anyhow::anyhow!("{e:#}"))
                     .with_context(|| format!("{shown}: tract cannot prepare the model"))?;
-                let cpu = CpuPlan::new(plan.clone());
+                let cpu = CpuPlan::new(plan.clone(), &all_outputs, kept);
                 (Box::new(plan), Some(cpu))
             }
             Some(rt) => (
@@ -304,9 +322,14 @@ impl TractBackend {
             threads.workers,
             threads.intra
         );
+        let returned = match &cpu_plan {
+            Some(cpu) => cpu.kept.iter().map(|&i| outputs[i].clone()).collect(),
+            None => outputs.clone(),
+        };
         let mut backend = TractBackend {
             plan,
             cpu_plan,
+            returned,
             inputs,
             outputs,
             device: options.device,
@@ -315,7 +338,12 @@ impl TractBackend {
         };
         if let Some(n) = options.batch {
             // The specs show the batch the caller asked for, not the chunk size.
-            for spec in backend.inputs.iter_mut().chain(backend.outputs.iter_mut()) {
+            for spec in backend
+                .inputs
+                .iter_mut()
+                .chain(backend.outputs.iter_mut())
+                .chain(backend.returned.iter_mut())
+            {
                 if threads.chunks > 1
                     && spec.dims.first() == Some(&Dim::Fixed(threads.chunk_batch as i64))
                 {
@@ -351,7 +379,7 @@ impl Backend for TractBackend {
         check_input_count(&self.inputs, inputs)?;
         let Some(n) = self.batch.filter(|_| self.threads.chunks > 1) else {
             let start = Instant::now();
-            let outputs = to_host(&run_plan(self.plan.as_ref(), inputs)?, &self.outputs)?;
+            let outputs = to_host(&run_plan(self.plan.as_ref(), inputs)?, &self.returned)?;
             return Ok(RunOutput {
                 outputs,
                 elapsed: start.elapsed(),
@@ -360,7 +388,7 @@ impl Backend for TractBackend {
         let chunks = self.chunk_inputs(inputs, n)?;
         let start = Instant::now();
         let plan = self.plan.as_ref();
-        let specs = &self.outputs;
+        let specs = &self.returned;
         let results: Vec<Vec<HostTensor>> = on_workers(self.threads.workers, &chunks, |_, c| {
             to_host(&run_plan(plan, c)?, specs)
         })?;
@@ -525,21 +553,55 @@ fn visit_one(
     visit(i, values)
 }
 
+/// Makes the outputs of `model` from index `from` on ordinary tensors, so that tract frees each
+/// after its last reader: all but those nothing reads (they stay outputs, or they would not be
+/// computed) and those the outputs before `from` do not need.
+fn keep_only_needed_outputs(model: &mut TypedModel, from: usize) -> Result<()> {
+    let all = model.outputs.clone();
+    let read = |o: &OutletId| !model.outlet_successors(*o).is_empty();
+    let mut keep: Vec<OutletId> = all
+        .iter()
+        .enumerate()
+        .filter(|(i, o)| *i < from || !read(o))
+        .map(|(_, o)| *o)
+        .collect();
+    let tract_err = |e: TractError| anyhow::anyhow!("{e:#}");
+    model.select_output_outlets(&keep).map_err(tract_err)?;
+    let computed: std::collections::HashSet<usize> =
+        model.eval_order().map_err(tract_err)?.into_iter().collect();
+    let uncomputed: Vec<OutletId> = all
+        .iter()
+        .filter(|o| !keep.contains(o) && !computed.contains(&o.node))
+        .copied()
+        .collect();
+    keep.extend(uncomputed);
+    model.select_output_outlets(&keep).map_err(tract_err)
+}
+
 /// A CPU plan with, for each node, the model outputs it produces, so that a run can hand each
 /// output to a visitor right after its node, not after the whole run.
 struct CpuPlan {
     plan: Arc<TypedRunnableModel>,
-    /// `(node, [(slot, output index)])` for every node that produces a model output.
+    /// `(node, [(slot, output index)])` for every node that produces a model output (visit-only
+    /// ones included).
     outputs_of: HashMap<usize, Vec<(usize, usize)>>,
+    /// The output index of each output the plan returns.
+    kept: Vec<usize>,
 }
 
 impl CpuPlan {
-    fn new(plan: Arc<TypedRunnableModel>) -> Self {
+    /// `outputs`: every model output, visit-only ones included; `kept`: the output index of
+    /// each output `plan` returns.
+    fn new(plan: Arc<TypedRunnableModel>, outputs: &[OutletId], kept: Vec<usize>) -> Self {
         let mut outputs_of: HashMap<usize, Vec<(usize, usize)>> = HashMap::new();
-        for (i, o) in plan.model().outputs.iter().enumerate() {
+        for (i, o) in outputs.iter().enumerate() {
             outputs_of.entry(o.node).or_default().push((o.slot, i));
         }
-        CpuPlan { plan, outputs_of }
+        CpuPlan {
+            plan,
+            outputs_of,
+            kept,
+        }
     }
 
     /// Runs `inputs` node by node, visiting each float32 output as its node produces it;
@@ -569,8 +631,14 @@ impl CpuPlan {
             })
             .map_err(|e| anyhow::anyhow!("{e:#}"))
             .context("tract inference failed")?;
-        for (i, t) in out.iter().enumerate().filter(|(i, _)| !visited[*i]) {
-            visit_one(i, t, &specs[i], chunk, visit)?;
+        for (&i, t) in self.kept.iter().zip(out.iter()) {
+            if !visited[i] {
+                visit_one(i, t, &specs[i], chunk, visit)?;
+                visited[i] = true;
+            }
+        }
+        if let Some(i) = visited.iter().position(|v| !v) {
+            bail!("tract did not compute output '{}'", specs[i].name);
         }
         Ok(())
     }
@@ -767,6 +835,53 @@ mod tests {
             got.sort_by(f32::total_cmp);
             assert_eq!(got, sorted_output(&expected, i));
         }
+    }
+
+    /// With the captured `flat` visit-only, a run returns the logits alone, and a visit still
+    /// sees both outputs with the values the model computes.
+    #[test]
+    fn visit_only_outputs_are_visited_and_not_returned() {
+        use crate::onnx::rewrite::capture::Capture;
+        let m = OnnxModel::from_proto(test_models::classifier(None), "c.onnx");
+        let (cap, _) = Capture {
+            names: vec!["flat".into()],
+        }
+        .run(m)
+        .unwrap();
+        let open = |visit_only_from| {
+            TractBackend::load(
+                &cap,
+                &TractOptions {
+                    batch: Some(2),
+                    visit_only_from,
+                    ..Default::default()
+                },
+            )
+            .unwrap()
+        };
+        let x = HostTensor::new(
+            "input",
+            vec![2, 3, 16, 16],
+            TensorData::F32(test_models::deterministic_weights(3, 1536, 1.0)),
+        )
+        .unwrap();
+        let inputs = std::slice::from_ref(&x);
+        let mut all = open(None);
+        let mut only = open(Some(1));
+        assert_eq!(
+            only.outputs().len(),
+            2,
+            "outputs() still lists the visit-only one"
+        );
+        let returned = only.run(inputs).unwrap();
+        let names: Vec<&str> = returned.outputs.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["logits"]);
+        assert_eq!(returned.outputs[0].shape[0], 2);
+        assert_eq!(
+            sorted_output(&returned, 0),
+            sorted_output(&all.run(inputs).unwrap(), 0)
+        );
+        assert_eq!(visited(&mut only, inputs), visited(&mut all, inputs));
     }
 
     /// Visiting a chunked run sees exactly the values `run` returns: every real sample once,

@@ -7,7 +7,7 @@
 use super::batches::CalibrationBatches;
 use super::histogram::{Counter, Histogram, DEFAULT_BINS};
 use super::range::Algorithm;
-use crate::backend::select::{open, BackendOptions};
+use crate::backend::select::{open_capture, BackendOptions};
 use crate::onnx::rewrite::capture::{Capture, Source};
 use crate::onnx::rewrite::pass::{Pass, PassReport};
 use crate::onnx::rewrite::plan::QuantPlan;
@@ -171,7 +171,8 @@ pub fn collect(
     let PassReport::Capture { sources } = report else {
         bail!("the capture pass reported no tensor sources");
     };
-    let mut backend = open(&capture_model, backend)?;
+    // The captured tensors come after the model's own outputs, and are only visited.
+    let mut backend = open_capture(&capture_model, backend, model.graph().output.len())?;
     // Which histogram each backend output feeds, and which histograms read a graph input
     // (found in each batch by name).
     let mut of_output: Vec<Vec<usize>> = vec![vec![]; backend.outputs().len()];
