@@ -785,18 +785,27 @@ mod tests {
         v
     }
 
+    /// The test classifier with its `flat` tensor exposed as output 1, after the logits.
+    fn classifier_capturing_flat() -> OnnxModel {
+        let m = OnnxModel::from_proto(test_models::classifier(None), "c.onnx");
+        let capture = crate::onnx::rewrite::capture::Capture {
+            names: vec!["flat".into()],
+        };
+        capture.run(m).unwrap().0
+    }
+
+    /// A batch of 2 for the test classifier, seeded.
+    fn classifier_batch_of_2(seed: u64) -> HostTensor {
+        let values = test_models::deterministic_weights(seed, 1536, 1.0);
+        HostTensor::new("input", vec![2, 3, 16, 16], TensorData::F32(values)).unwrap()
+    }
+
     /// On the CPU an output is visited as soon as its node has run: the classifier's `flat`
     /// (exposed as output 1, after the logits) is visited before the logits in every piece,
     /// and each visit holds what `run` returns.
     #[test]
     fn outputs_are_visited_as_their_nodes_run() {
-        use crate::onnx::rewrite::capture::Capture;
-        let m = OnnxModel::from_proto(test_models::classifier(None), "c.onnx");
-        let (cap, _) = Capture {
-            names: vec!["flat".into()],
-        }
-        .run(m)
-        .unwrap();
+        let cap = classifier_capturing_flat();
         let mut b = TractBackend::load(
             &cap,
             &TractOptions {
@@ -807,12 +816,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!((b.threads.chunks, b.threads.workers), (2, 1));
-        let x = HostTensor::new(
-            "input",
-            vec![2, 3, 16, 16],
-            TensorData::F32(test_models::deterministic_weights(2, 1536, 1.0)),
-        )
-        .unwrap();
+        let x = classifier_batch_of_2(2);
         let expected = b.run(std::slice::from_ref(&x)).unwrap();
         let order = std::sync::Mutex::new(Vec::new());
         b.run_visit(std::slice::from_ref(&x), &|i, values| {
@@ -841,13 +845,7 @@ mod tests {
     /// sees both outputs with the values the model computes.
     #[test]
     fn visit_only_outputs_are_visited_and_not_returned() {
-        use crate::onnx::rewrite::capture::Capture;
-        let m = OnnxModel::from_proto(test_models::classifier(None), "c.onnx");
-        let (cap, _) = Capture {
-            names: vec!["flat".into()],
-        }
-        .run(m)
-        .unwrap();
+        let cap = classifier_capturing_flat();
         let open = |visit_only_from| {
             TractBackend::load(
                 &cap,
@@ -859,12 +857,7 @@ mod tests {
             )
             .unwrap()
         };
-        let x = HostTensor::new(
-            "input",
-            vec![2, 3, 16, 16],
-            TensorData::F32(test_models::deterministic_weights(3, 1536, 1.0)),
-        )
-        .unwrap();
+        let x = classifier_batch_of_2(3);
         let inputs = std::slice::from_ref(&x);
         let mut all = open(None);
         let mut only = open(Some(1));
