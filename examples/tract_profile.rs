@@ -1,7 +1,7 @@
 //! Where tract's CPU time goes on one model: the model is prepared as the tract backend
 //! prepares it (batch fixed, optimized for the CPU kernels), run `--runs` times after one
 //! warm-up, and every node is timed; prints the time per op kind and the slowest nodes.
-//! The profile behind the "tract against ONNX Runtime" figures in the README.
+//! The profile behind the README's figures of tract against ONNX Runtime.
 //!
 //! ```text
 //! cargo build --release --example tract_profile
@@ -59,6 +59,8 @@ fn args() -> Result<Args> {
 }
 
 fn main() -> Result<()> {
+    // The kernel cost model trtkit itself uses (before any thread starts).
+    trtkit::backend::tract_kernels::choose();
     let a = args()?;
     let model = trtkit::onnx::OnnxModel::load(&a.model)?;
     let model = FixBatch(Batch::Static(a.batch as i64)).run(model)?.0;
@@ -121,8 +123,12 @@ fn main() -> Result<()> {
     }
     let total: Duration = per_node.values().sum();
     let ms = |d: Duration| d.as_secs_f64() * 1e3 / a.runs as f64;
+    let kernels = trtkit::backend::tract_kernels::in_use().map_or_else(
+        || "-".to_string(),
+        |k| format!("{} ({})", k.model, k.source),
+    );
     println!(
-        "{}: batch {}, {} thread(s), {} runs: {:.2} ms per run ({:.2} ms per sample), nodes {:.2} ms",
+        "{}: batch {}, {} thread(s), {} runs, kernel cost model {kernels}: {:.2} ms per run ({:.2} ms per sample), nodes {:.2} ms",
         a.model.display(),
         a.batch,
         a.threads,

@@ -3,7 +3,7 @@
 //! has one model measured on Intel parts and one measured on AMD parts, chosen from CPUID unless
 //! `TRACT_X86_KIND` says otherwise. On the Intel Xeon of our GPU machine the AMD model's picks
 //! ran ResNet-50 in 157 ms instead of 222 ms and MobileNetV3-Large in 28 ms instead of 39 ms on
-//! one thread (`examples/tract_profile.rs`, README "tract against ONNX Runtime"), so trtkit
+//! one thread (`examples/tract_profile.rs` on the GPU machine; README, `doctor`), so trtkit
 //! asks for it unless the user has set the variable.
 
 use serde::{Deserialize, Serialize};
