@@ -292,14 +292,10 @@ impl TractBackend {
         let (plan, cpu_plan): (Box<dyn Runnable>, _) = match cuda {
             None => {
                 let all_outputs = typed.outputs.clone();
-                if let Some(from) = options.visit_only_from {
-                    keep_only_needed_outputs(&mut typed, from)?;
-                }
-                let kept = typed
-                    .outputs
-                    .iter()
-                    .map(|o| all_outputs.iter().position(|a| a == o).unwrap_or(0))
-                    .collect();
+                let kept = match options.visit_only_from {
+                    Some(from) => keep_only_needed_outputs(&mut typed, from)?,
+                    None => (0..all_outputs.len()).collect(),
+                };
                 let plan = typed
                     .into_runnable_with_options(&run_options)
                     .map_err(|e| anyhow::anyhow!("{e:#}"))
@@ -555,27 +551,29 @@ fn visit_one(
 
 /// Makes the outputs of `model` from index `from` on ordinary tensors, so that tract frees each
 /// after its last reader: all but those nothing reads (they stay outputs, or they would not be
-/// computed) and those the outputs before `from` do not need.
-fn keep_only_needed_outputs(model: &mut TypedModel, from: usize) -> Result<()> {
+/// computed) and those the outputs before `from` do not need. Returns, in the order tract now
+/// returns them, the index (among all the outputs) of each output kept.
+fn keep_only_needed_outputs(model: &mut TypedModel, from: usize) -> Result<Vec<usize>> {
     let all = model.outputs.clone();
     let read = |o: &OutletId| !model.outlet_successors(*o).is_empty();
-    let mut keep: Vec<OutletId> = all
-        .iter()
-        .enumerate()
-        .filter(|(i, o)| *i < from || !read(o))
-        .map(|(_, o)| *o)
+    let mut kept: Vec<usize> = (0..all.len())
+        .filter(|&i| i < from || !read(&all[i]))
         .collect();
+    let outlets = |kept: &[usize]| kept.iter().map(|&i| all[i]).collect::<Vec<_>>();
     let tract_err = |e: TractError| anyhow::anyhow!("{e:#}");
-    model.select_output_outlets(&keep).map_err(tract_err)?;
+    model
+        .select_output_outlets(&outlets(&kept))
+        .map_err(tract_err)?;
     let computed: std::collections::HashSet<usize> =
         model.eval_order().map_err(tract_err)?.into_iter().collect();
-    let uncomputed: Vec<OutletId> = all
-        .iter()
-        .filter(|o| !keep.contains(o) && !computed.contains(&o.node))
-        .copied()
+    let uncomputed: Vec<usize> = (0..all.len())
+        .filter(|i| !kept.contains(i) && !computed.contains(&all[*i].node))
         .collect();
-    keep.extend(uncomputed);
-    model.select_output_outlets(&keep).map_err(tract_err)
+    kept.extend(uncomputed);
+    model
+        .select_output_outlets(&outlets(&kept))
+        .map_err(tract_err)?;
+    Ok(kept)
 }
 
 /// A CPU plan with, for each node, the model outputs it produces, so that a run can hand each

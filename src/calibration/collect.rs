@@ -47,13 +47,13 @@ fn f32_data<'a>(t: &'a HostTensor, name: &str) -> Result<&'a [f32]> {
     }
 }
 
-/// Histograms filled from several threads. Each tensor has one [`Counter`] per core: a thread
-/// counts into the first of them it finds free, so the backend's workers, which reach the same
-/// tensors at about the same time, seldom wait for each other, and a sample's piece is counted
-/// where it was computed with no allocation or merge per piece. The counters of a tensor are
-/// merged once, at the end.
+/// Histograms filled from several threads. Each tensor has one [`Counter`] per core (up to
+/// [`MAX_STRIPES`], each made when first used): a thread counts into the first of them it
+/// finds free, so the backend's workers, which reach the same tensors at about the same time,
+/// seldom wait for each other, and a sample's piece is counted where it was computed with no
+/// allocation or merge per piece. The counters of a tensor are merged once, at the end.
 struct SharedHistograms {
-    counters: Vec<Vec<Mutex<Counter>>>,
+    counters: Vec<Vec<Mutex<Option<Counter>>>>,
     /// Threads inside [`SharedHistograms::add`] now, and the most seen at once.
     active: AtomicUsize,
     most_active: AtomicUsize,
@@ -71,14 +71,12 @@ fn first_stripe(stripes: usize) -> usize {
 
 impl SharedHistograms {
     fn new(n: usize) -> Self {
-        let stripes = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let stripes = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(MAX_STRIPES);
         SharedHistograms {
             counters: (0..n)
-                .map(|_| {
-                    (0..stripes)
-                        .map(|_| Mutex::new(Counter::new(DEFAULT_BINS)))
-                        .collect()
-                })
+                .map(|_| (0..stripes).map(|_| Mutex::new(None)).collect())
                 .collect(),
             active: AtomicUsize::new(0),
             most_active: AtomicUsize::new(0),
@@ -119,9 +117,12 @@ impl SharedHistograms {
             Some(c) => Ok(c),
             None => stripes[first].lock(),
         }
-        .map(|mut c| match split {
-            Some(h) => c.merge(h),
-            None => c.add(values),
+        .map(|mut c| {
+            let c = c.get_or_insert_with(|| Counter::new(DEFAULT_BINS));
+            match split {
+                Some(h) => c.merge(h),
+                None => c.add(values),
+            }
         });
         counted.map_err(|_| anyhow::anyhow!("a histogram thread panicked"))?;
         self.busy_ns
@@ -140,7 +141,9 @@ impl SharedHistograms {
                     let c = m
                         .into_inner()
                         .map_err(|_| anyhow::anyhow!("a histogram thread panicked"))?;
-                    whole.merge_owned(c.finish());
+                    if let Some(c) = c {
+                        whole.merge_owned(c.finish());
+                    }
                 }
                 Ok(whole)
             })
@@ -151,6 +154,10 @@ impl SharedHistograms {
 
 /// Values above which a tensor visited by one thread alone is histogrammed on rayon's threads.
 const SPLIT_ABOVE: usize = 1 << 18;
+
+/// Counters per tensor at most (each up to 48 KB): on a many-core machine a model with
+/// hundreds of quantized tensors would otherwise hold gigabytes of them.
+const MAX_STRIPES: usize = 16;
 
 /// Runs `model` over `batches` at batch size `batch` on the backend `backend` describes and
 /// histograms the plan's activations.
