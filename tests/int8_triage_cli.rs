@@ -302,33 +302,16 @@ fn the_scale_search_lowers_the_reading_layers_error() {
         "{scale} vs {amax}"
     );
     // The search needs samples.
-    let err = trtkit(&[
-        "quantize",
-        model.to_str().unwrap(),
-        "--int8",
-        "--calibration-cache",
-        &cache,
-        "--scale-search",
-        "layer",
-        "-o",
-        out.to_str().unwrap(),
-    ]);
+    let (m, o) = (model.to_str().unwrap(), out.to_str().unwrap());
+    let err = int8(m, &cache, &["--scale-search", "layer", "-o", o]);
     assert!(!err.status.success());
     assert!(String::from_utf8_lossy(&err.stderr).contains("--eval-data"));
     // A search strategy needs a target.
-    let err = trtkit(&[
-        "quantize",
-        model.to_str().unwrap(),
-        "--int8",
-        "--calibration-cache",
+    let err = int8(
+        m,
         &cache,
-        "--eval-data",
-        "synthetic:7",
-        "--search",
-        "bisect",
-        "-o",
-        out.to_str().unwrap(),
-    ]);
+        &["--eval-data", "synthetic:7", "--search", "bisect", "-o", o],
+    );
     assert_clean_error(&err, 2, &["--target-cosine"]);
 }
 
