@@ -1,7 +1,9 @@
-//! The ONNX Runtime backend (`--backend ort`): the reference most users already trust. The
-//! library is loaded at run time, never downloaded at build time: `ORT_DYLIB_PATH`, else the
-//! `libonnxruntime.so.*` shipped in the `onnxruntime` Python package's `capi/` folder.
+//! The ONNX Runtime backend on the CPU (`--backend ort`): the reference most users already
+//! trust, and what its CUDA twin (`ort_cuda`) shares with it: the environment, the model as
+//! ONNX Runtime gets it, the I/O specs and the runs on host tensors. The library is loaded at
+//! run time, never downloaded at build time (`ort_libs` finds it).
 
+use super::ort_libs::{locate_library, OrtLibrary, HOW_TO_GET};
 use super::{Backend, OutputVisitor, RunOutput};
 use crate::onnx::rewrite::pass::Pass;
 use crate::onnx::shape::{Batch, FixBatch, InputShapes, ShapeRequest};
@@ -9,10 +11,11 @@ use crate::onnx::OnnxModel;
 use crate::tensor::Dim;
 use crate::tensor::{check_input_count, ElemType, HostTensor, IoSpec, TensorData};
 use anyhow::{anyhow, bail, Context, Result};
-use ort::session::{builder::GraphOptimizationLevel, Session, SessionInputValue, SessionOutputs};
+use ort::environment::Environment;
+use ort::session::builder::{GraphOptimizationLevel, SessionBuilder};
+use ort::session::{Session, SessionInputValue, SessionOutputs};
 use ort::value::{DynValue, Tensor, TensorElementType, ValueType};
 use rayon::prelude::*;
-use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -27,75 +30,75 @@ pub struct OrtOptions {
     pub threads: Option<usize>,
 }
 
-/// How to get the library, said when it cannot be found.
-pub const HOW_TO_GET: &str = "install it with `python3 -m pip install onnxruntime` or set ORT_DYLIB_PATH to libonnxruntime.so";
-
-fn capi_library(package_dir: &Path) -> Option<PathBuf> {
-    let mut found: Vec<PathBuf> = std::fs::read_dir(package_dir.join("capi"))
-        .ok()?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("libonnxruntime.so"))
-        })
-        .collect();
-    found.sort();
-    found.pop()
-}
-
-/// Finds the ONNX Runtime shared library: `ORT_DYLIB_PATH`, else the Python package.
-pub fn locate_library() -> Result<PathBuf> {
-    if let Some(p) = std::env::var_os("ORT_DYLIB_PATH").filter(|p| !p.is_empty()) {
-        let p = PathBuf::from(p);
-        if !p.is_file() {
-            bail!(
-                "ORT_DYLIB_PATH={} does not exist; {HOW_TO_GET}",
-                p.display()
-            );
-        }
-        return Ok(p);
-    }
-    let probe = std::process::Command::new("python3")
-        .args([
-            "-c",
-            "import onnxruntime, os; print(os.path.dirname(onnxruntime.__file__))",
-        ])
-        .stderr(std::process::Stdio::null())
-        .output();
-    if let Some(out) = probe.ok().filter(|o| o.status.success()) {
-        let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-        if let Some(lib) = capi_library(&dir) {
-            return Ok(lib);
-        }
-    }
-    bail!("ONNX Runtime library not found (no ORT_DYLIB_PATH, no onnxruntime Python package); {HOW_TO_GET}")
-}
-
-/// Loads the library once per process; later calls return the first outcome.
-fn ensure_loaded() -> Result<&'static Path> {
-    static LOADED: OnceLock<std::result::Result<PathBuf, String>> = OnceLock::new();
+/// The process's ONNX Runtime environment: the library is loaded once (from where
+/// [`locate_library`] finds it); later calls return the first outcome.
+pub(crate) fn environment() -> Result<&'static Environment> {
+    static LOADED: OnceLock<std::result::Result<(Environment, OrtLibrary), String>> =
+        OnceLock::new();
     let outcome = LOADED.get_or_init(|| {
-        let path = locate_library().map_err(|e| format!("{e:#}"))?;
-        let builder = ort::init_from(&path).map_err(|e| {
+        let lib = locate_library().map_err(|e| format!("{e:#}"))?;
+        let builder = ort::init_from(&lib.path).map_err(|e| {
             format!(
                 "{}: cannot load ONNX Runtime: {e}; {HOW_TO_GET}",
-                path.display()
+                lib.path.display()
             )
         })?;
-        builder.with_name("trtkit").commit();
-        tracing::info!("ONNX Runtime loaded from {}", path.display());
-        Ok(path)
+        let env = builder
+            .with_name("trtkit")
+            .build()
+            .map_err(|e| format!("{}: {e}", lib.path.display()))?;
+        tracing::info!("ONNX Runtime loaded from {}", lib.path.display());
+        Ok((env, lib))
     });
     match outcome {
-        Ok(p) => Ok(p.as_path()),
+        Ok((env, _)) => Ok(env),
         Err(e) => Err(anyhow!("{e}")),
     }
 }
 
-/// Whether ONNX Runtime can be loaded on this machine (for `doctor`), with its path.
-pub fn available() -> Result<PathBuf> {
-    ensure_loaded().map(Path::to_path_buf)
+/// Whether ONNX Runtime loads on this machine (for `doctor`), with the library it loaded.
+pub fn available() -> Result<OrtLibrary> {
+    environment()?;
+    locate_library()
+}
+
+/// A session builder with trtkit's settings for `options` (all graph optimizations, the
+/// thread count).
+pub(crate) fn session_builder(options: &OrtOptions) -> Result<SessionBuilder> {
+    let builder = Session::builder(environment()?)
+        .map_err(|e| anyhow!("{e}"))?
+        .with_optimization_level(GraphOptimizationLevel::All)
+        .map_err(|e| anyhow!("{e}"))?;
+    match options.threads {
+        Some(n) => builder.with_intra_threads(n).map_err(|e| anyhow!("{e}")),
+        None => Ok(builder),
+    }
+}
+
+/// `model` as ONNX Runtime gets it: the shape overrides and the fixed batch applied, external
+/// data inlined.
+pub(crate) fn prepared_model(model: &OnnxModel, options: &OrtOptions) -> Result<OnnxModel> {
+    let mut model = model.clone();
+    if !options.input_shapes.is_empty() {
+        model = InputShapes(options.input_shapes.clone()).run(model)?.0;
+    }
+    if let Some(n) = options.batch {
+        model = FixBatch(Batch::Static(n as i64)).run(model)?.0;
+    }
+    model.inline_external_data()?;
+    Ok(model)
+}
+
+/// The session's inputs and outputs as I/O specs.
+pub(crate) fn session_io(session: &Session, shown: &str) -> Result<(Vec<IoSpec>, Vec<IoSpec>)> {
+    let specs = |outlets: &[ort::value::Outlet]| {
+        outlets
+            .iter()
+            .map(|o| spec_of(o.name(), o.dtype()))
+            .collect::<Result<Vec<_>>>()
+            .with_context(|| shown.to_string())
+    };
+    Ok((specs(session.inputs())?, specs(session.outputs())?))
 }
 
 fn elem_of(t: TensorElementType, what: &str) -> Result<ElemType> {
@@ -191,40 +194,13 @@ pub struct OrtBackend {
 impl OrtBackend {
     /// Loads the library if needed and creates a session for `model`.
     pub fn load(model: &OnnxModel, options: &OrtOptions) -> Result<Self> {
-        ensure_loaded()?;
-        let mut model = model.clone();
-        if !options.input_shapes.is_empty() {
-            model = InputShapes(options.input_shapes.clone()).run(model)?.0;
-        }
-        if let Some(n) = options.batch {
-            model = FixBatch(Batch::Static(n as i64)).run(model)?.0;
-        }
-        model.inline_external_data()?;
+        let model = prepared_model(model, options)?;
         let shown = model.path.display().to_string();
-        let ort_err = |e: ort::Error| anyhow!("{e}");
-        let mut builder = Session::builder()
-            .map_err(ort_err)?
-            .with_optimization_level(GraphOptimizationLevel::All)
-            .map_err(|e| anyhow!("{e}"))?;
-        if let Some(n) = options.threads {
-            builder = builder.with_intra_threads(n).map_err(|e| anyhow!("{e}"))?;
-        }
-        let session = builder
+        let session = session_builder(options)?
             .commit_from_memory(&model.to_bytes())
-            .map_err(ort_err)
+            .map_err(|e| anyhow!("{e}"))
             .with_context(|| format!("{shown}: ONNX Runtime cannot load the model"))?;
-        let inputs = session
-            .inputs()
-            .iter()
-            .map(|o| spec_of(o.name(), o.dtype()))
-            .collect::<Result<Vec<_>>>()
-            .with_context(|| shown.clone())?;
-        let outputs = session
-            .outputs()
-            .iter()
-            .map(|o| spec_of(o.name(), o.dtype()))
-            .collect::<Result<Vec<_>>>()
-            .with_context(|| shown.clone())?;
+        let (inputs, outputs) = session_io(&session, &shown)?;
         Ok(OrtBackend {
             session,
             inputs,
@@ -247,26 +223,53 @@ impl Backend for OrtBackend {
     }
 
     fn run(&mut self, inputs: &[HostTensor]) -> Result<RunOutput> {
-        let values = self.input_values(inputs)?;
-        let start = Instant::now();
-        let out = infer(&mut self.session, values)?;
-        let elapsed = start.elapsed();
-        let outputs = self
-            .outputs
-            .iter()
-            .map(|spec| from_value(&spec.name, output(&out, &spec.name)?))
-            .collect::<Result<_>>()?;
-        Ok(RunOutput { outputs, elapsed })
+        run_host(&mut self.session, (&self.inputs, &self.outputs), inputs)
     }
 
-    /// Visits the float32 outputs where ONNX Runtime left them, in parallel across outputs.
     fn run_visit(&mut self, inputs: &[HostTensor], visit: &OutputVisitor) -> Result<Duration> {
-        let values = self.input_values(inputs)?;
-        let start = Instant::now();
-        let out = infer(&mut self.session, values)?;
-        let floats = self
-            .outputs
-            .iter()
+        run_host_visit(
+            &mut self.session,
+            (&self.inputs, &self.outputs),
+            inputs,
+            visit,
+        )
+    }
+}
+
+/// A session's inputs and outputs, in the order trtkit passes and returns them.
+pub(crate) type SessionIo<'a> = (&'a [IoSpec], &'a [IoSpec]);
+
+/// Runs `session` on host tensors: ONNX Runtime copies them to wherever its provider computes
+/// and the outputs back, and returns when they are on the host.
+pub(crate) fn run_host(
+    session: &mut Session,
+    io: SessionIo,
+    inputs: &[HostTensor],
+) -> Result<RunOutput> {
+    let values = input_values(io.0, inputs)?;
+    let start = Instant::now();
+    let out = infer(session, values)?;
+    let elapsed = start.elapsed();
+    let outputs =
+        io.1.iter()
+            .map(|spec| from_value(&spec.name, output(&out, &spec.name)?))
+            .collect::<Result<_>>()?;
+    Ok(RunOutput { outputs, elapsed })
+}
+
+/// Runs `session` on host tensors and visits the float32 outputs where ONNX Runtime left them,
+/// in parallel across outputs.
+pub(crate) fn run_host_visit(
+    session: &mut Session,
+    io: SessionIo,
+    inputs: &[HostTensor],
+    visit: &OutputVisitor,
+) -> Result<Duration> {
+    let values = input_values(io.0, inputs)?;
+    let start = Instant::now();
+    let out = infer(session, values)?;
+    let floats =
+        io.1.iter()
             .enumerate()
             .filter(|(_, spec)| spec.elem_type == ElemType::F32)
             .map(|(i, spec)| {
@@ -274,26 +277,23 @@ impl Backend for OrtBackend {
                 Ok((i, data))
             })
             .collect::<Result<Vec<(usize, &[f32])>>>()?;
-        floats
-            .par_iter()
-            .try_for_each(|&(i, data)| visit(i, data))?;
-        Ok(start.elapsed())
-    }
+    floats
+        .par_iter()
+        .try_for_each(|&(i, data)| visit(i, data))?;
+    Ok(start.elapsed())
 }
 
-impl OrtBackend {
-    /// The session's named input values for `inputs` (checked against the model's count).
-    fn input_values(
-        &self,
-        inputs: &[HostTensor],
-    ) -> Result<Vec<(String, SessionInputValue<'static>)>> {
-        check_input_count(&self.inputs, inputs)?;
-        inputs
-            .iter()
-            .zip(&self.inputs)
-            .map(|(t, spec)| Ok((spec.name.clone(), to_value(t)?.into())))
-            .collect()
-    }
+/// The session's named input values for `inputs` (checked against the model's count).
+fn input_values(
+    specs: &[IoSpec],
+    inputs: &[HostTensor],
+) -> Result<Vec<(String, SessionInputValue<'static>)>> {
+    check_input_count(specs, inputs)?;
+    inputs
+        .iter()
+        .zip(specs)
+        .map(|(t, spec)| Ok((spec.name.clone(), to_value(t)?.into())))
+        .collect()
 }
 
 /// Runs the session on named input values.
@@ -311,22 +311,4 @@ fn infer<'s>(
 fn output<'a>(out: &'a SessionOutputs<'_>, name: &str) -> Result<&'a DynValue> {
     out.get(name)
         .with_context(|| format!("ONNX Runtime returned no output '{name}'"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn finds_the_library_in_a_python_package_layout() {
-        let dir = tempfile::tempdir().unwrap();
-        assert!(capi_library(dir.path()).is_none());
-        std::fs::create_dir(dir.path().join("capi")).unwrap();
-        std::fs::write(dir.path().join("capi/libonnxruntime.so.1.28.0"), b"").unwrap();
-        std::fs::write(dir.path().join("capi/other.so"), b"").unwrap();
-        assert_eq!(
-            capi_library(dir.path()).unwrap(),
-            dir.path().join("capi/libonnxruntime.so.1.28.0")
-        );
-    }
 }
