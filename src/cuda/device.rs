@@ -174,10 +174,12 @@ impl Stream {
     }
 
     /// Starts capturing the work queued on this stream into a graph (nothing runs until the
-    /// graph is launched).
+    /// graph is launched). Relaxed mode: a library may allocate device memory while its work is
+    /// captured (ONNX Runtime's arena grows on the captured run); the allocation is not part of
+    /// the graph and stays with the library, which runs nothing else while the graph replays.
     pub fn begin_capture(&self) -> Result<()> {
         self.inner
-            .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+            .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED)
             .map_err(|e| driver_err("cuStreamBeginCapture failed", e))
     }
 

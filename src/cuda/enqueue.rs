@@ -34,12 +34,15 @@ pub struct IoBindings {
 
 /// A backend that can queue an inference on a caller's CUDA stream.
 pub trait GpuEnqueue {
-    /// Prepares `slots` independent execution slots on `gpu` for batch size `batch` (TensorRT:
-    /// one execution context per slot, input shapes set). Called once per batch size, before
-    /// any [`GpuEnqueue::enqueue`]; errors when the batch is outside what the model allows.
-    fn prepare(&mut self, gpu: &Gpu, batch: usize, slots: usize) -> Result<()>;
+    /// Prepares `slots` independent execution slots on `gpu` for batch size `batch` and returns
+    /// the stream each slot runs on (TensorRT: one execution context per slot, input shapes set,
+    /// on new streams; ONNX Runtime: one session per slot, each made with its stream). Called
+    /// once per batch size, before any [`GpuEnqueue::enqueue`]; errors when the batch is outside
+    /// what the model allows.
+    fn prepare(&mut self, gpu: &Gpu, batch: usize, slots: usize) -> Result<Vec<Stream>>;
 
-    /// Queues one inference of slot `slot` on `stream` over `io`. Must not wait for the GPU
+    /// Queues one inference of slot `slot` on `stream` (the one [`GpuEnqueue::prepare`] gave
+    /// for that slot) over `io`. Must not wait for the GPU
     /// and must be capturable into a CUDA graph (no synchronizing calls, no allocation).
     fn enqueue(&mut self, slot: usize, stream: &Stream, io: &IoBindings) -> Result<()>;
 }

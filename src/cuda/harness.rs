@@ -4,10 +4,11 @@
 //! Per iteration, on one stream: event `t0`, host→device copies of every input, event `t1`,
 //! the inference, event `t2`, device→host copies of every output, event `t3`. latency-model is
 //! `t2 - t1`, latency-all is `t3 - t0`; the host time to queue all of it is measured too.
-//! Iterations go round-robin over `--streams K` streams, each with its own buffers and slot;
-//! event sets are reused from a small ring per stream so the host queues ahead of the GPU.
-//! GPU memory is polled with `cuMemGetInfo` from a side thread every
-//! [`MEMORY_POLL_INTERVAL`] while iterations run.
+//! Iterations go round-robin over `--streams K` streams, each with its own buffers and slot
+//! (the backend says which stream each slot runs on: ONNX Runtime's sessions are made with
+//! theirs); event sets are reused from a small ring per stream so the host queues ahead of the
+//! GPU. GPU memory is polled with `cuMemGetInfo` from a side thread every
+//! [`MEMORY_POLL_INTERVAL`] while iterations run, and what this process holds from NVML.
 
 use super::device::{Gpu, MemInfo, Stream};
 use super::enqueue::{GpuEnqueue, IoBindings, TensorBinding};
@@ -24,6 +25,9 @@ use std::time::{Duration, Instant};
 
 /// How often the side thread reads free GPU memory while the harness runs.
 pub const MEMORY_POLL_INTERVAL: Duration = Duration::from_millis(5);
+
+/// The side thread reads this process's memory from NVML every this many polls.
+const PROCESS_POLL_EVERY: u64 = 10;
 
 /// Event sets per stream: how far the host may queue ahead of the GPU.
 const RING: usize = 4;
@@ -62,6 +66,10 @@ pub struct MemoryReport {
     pub after_setup: MemInfo,
     /// Highest used bytes seen while iterations ran.
     pub peak_used: u64,
+    /// Highest device memory this process held while iterations ran, as NVML reports it per
+    /// process (the VRAM figure users publish); `None` where NVML cannot say.
+    #[serde(default)]
+    pub process_peak: Option<u64>,
     /// How the peak was observed.
     pub peak_method: String,
 }
@@ -118,12 +126,12 @@ pub fn input_bytes(inputs: &[IoSpec], batch: usize) -> Result<Vec<Vec<u8>>> {
 impl Lane {
     fn new(
         gpu: &Gpu,
+        stream: Stream,
         inputs: &[IoSpec],
         input_data: &[Vec<u8>],
         outputs: &[IoSpec],
         batch: usize,
     ) -> Result<Lane> {
-        let stream = gpu.new_stream()?;
         let mut lane = Lane {
             stream,
             inputs_dev: vec![],
@@ -244,22 +252,60 @@ impl Lane {
     }
 }
 
-/// Polls free memory from a side thread until dropped; keeps the lowest free seen.
+/// Polls free memory from a side thread until dropped; keeps the lowest free seen, and the
+/// most this process held (NVML's per-process count, where NVML answers).
 struct MemoryPoller {
     stop: Arc<AtomicBool>,
     min_free: Arc<AtomicU64>,
+    process_peak: Arc<AtomicU64>,
     handle: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Device memory this process holds on GPU `index` now, per NVML.
+fn process_memory(device: &nvml_wrapper::Device) -> Option<u64> {
+    use nvml_wrapper::enums::device::UsedGpuMemory;
+    let me = std::process::id();
+    let processes = device.running_compute_processes().ok()?;
+    processes
+        .iter()
+        .find(|p| p.pid == me)
+        .and_then(|p| match p.used_gpu_memory {
+            UsedGpuMemory::Used(b) => Some(b),
+            UsedGpuMemory::Unavailable => None,
+        })
 }
 
 impl MemoryPoller {
     fn start(gpu: &Gpu, start_free: u64) -> MemoryPoller {
         let stop = Arc::new(AtomicBool::new(false));
         let min_free = Arc::new(AtomicU64::new(start_free));
-        let (g, s, m) = (gpu.clone(), stop.clone(), min_free.clone());
+        let process_peak = Arc::new(AtomicU64::new(0));
+        let (g, s, m, p) = (
+            gpu.clone(),
+            stop.clone(),
+            min_free.clone(),
+            process_peak.clone(),
+        );
         let handle = std::thread::spawn(move || {
-            while !s.load(Ordering::Relaxed) {
+            let nvml = nvml_wrapper::Nvml::init().ok();
+            let device = nvml
+                .as_ref()
+                .and_then(|n| n.device_by_index(g.id() as u32).ok());
+            // NVML's process list is a heavier call than cuMemGetInfo, and a process's own
+            // memory moves slowly once set up: read it every PROCESS_POLL_EVERY-th poll (and
+            // on the last).
+            for n in 0u64.. {
                 if let Ok(info) = g.mem_info() {
                     m.fetch_min(info.free, Ordering::Relaxed);
+                }
+                let last = s.load(Ordering::Relaxed);
+                if n % PROCESS_POLL_EVERY == 0 || last {
+                    if let Some(held) = device.as_ref().and_then(process_memory) {
+                        p.fetch_max(held, Ordering::Relaxed);
+                    }
+                }
+                if last {
+                    break;
                 }
                 std::thread::sleep(MEMORY_POLL_INTERVAL);
             }
@@ -267,16 +313,22 @@ impl MemoryPoller {
         MemoryPoller {
             stop,
             min_free,
+            process_peak,
             handle: Some(handle),
         }
     }
 
-    fn finish(mut self) -> u64 {
+    /// Stops polling: the lowest free memory seen, and the most this process held.
+    fn finish(mut self) -> (u64, Option<u64>) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(h) = self.handle.take() {
             let _ = h.join();
         }
-        self.min_free.load(Ordering::Relaxed)
+        let peak = self.process_peak.load(Ordering::Relaxed);
+        (
+            self.min_free.load(Ordering::Relaxed),
+            (peak > 0).then_some(peak),
+        )
     }
 }
 
@@ -345,12 +397,20 @@ pub fn run(
     }
     gpu.bind()?;
     let before_setup = gpu.mem_info()?;
-    backend
+    let streams = backend
         .prepare(gpu, batch, options.streams)
         .with_context(|| format!("batch {batch}"))?;
+    if streams.len() != options.streams {
+        bail!(
+            "the backend prepared {} streams for {} slots",
+            streams.len(),
+            options.streams
+        );
+    }
     let input_data = input_bytes(inputs, batch)?;
-    let mut lanes = (0..options.streams)
-        .map(|_| Lane::new(gpu, inputs, &input_data, outputs, batch))
+    let mut lanes = streams
+        .into_iter()
+        .map(|stream| Lane::new(gpu, stream, inputs, &input_data, outputs, batch))
         .collect::<Result<Vec<_>>>()?;
     // One plain run per lane first, each waited for: some libraries (TensorRT-RTX among them)
     // compile kernels or set up lazily on the first enqueue, which must neither count in the
@@ -394,7 +454,7 @@ pub fn run(
             true,
         )
     })();
-    let min_free = poller.finish();
+    let (min_free, process_peak) = poller.finish();
     let (iterations, wall_s) = outcome?;
     gpu.synchronize()?;
     let samples = iterations.len() as u64 * batch as u64;
@@ -409,9 +469,11 @@ pub fn run(
             before_setup,
             after_setup,
             peak_used: after_setup.total.saturating_sub(min_free),
+            process_peak,
             peak_method: format!(
-                "cuMemGetInfo polled every {} ms from a side thread (device-wide)",
-                MEMORY_POLL_INTERVAL.as_millis()
+                "cuMemGetInfo (device-wide) every {} ms and NVML's per-process count every {} ms, from a side thread",
+                MEMORY_POLL_INTERVAL.as_millis(),
+                MEMORY_POLL_INTERVAL.as_millis() as u64 * PROCESS_POLL_EVERY
             ),
         },
     })

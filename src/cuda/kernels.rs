@@ -148,13 +148,13 @@ impl KernelWorkload {
 }
 
 impl GpuEnqueue for KernelWorkload {
-    fn prepare(&mut self, _gpu: &Gpu, batch: usize, _slots: usize) -> Result<()> {
+    fn prepare(&mut self, gpu: &Gpu, batch: usize, slots: usize) -> Result<Vec<Stream>> {
         if let Work::Copy { bytes } = self.work {
             if bytes % 4 != 0 || batch == 0 {
                 bail!("the copy workload needs a positive batch and a multiple of 4 bytes");
             }
         }
-        Ok(())
+        (0..slots).map(|_| gpu.new_stream()).collect()
     }
 
     fn enqueue(&mut self, _slot: usize, stream: &Stream, io: &IoBindings) -> Result<()> {

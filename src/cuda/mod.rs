@@ -9,3 +9,4 @@ pub mod harness;
 pub mod info;
 pub mod kernels;
 pub mod memory;
+pub mod ort_stream;

@@ -331,7 +331,7 @@ fn engine_io(
 }
 
 impl GpuEnqueue for TrtBackend {
-    fn prepare(&mut self, gpu: &Gpu, batch: usize, slots: usize) -> Result<()> {
+    fn prepare(&mut self, gpu: &Gpu, batch: usize, slots: usize) -> Result<Vec<Stream>> {
         if gpu.id() != self.gpu.id() {
             bail!(
                 "{}: the engine was opened on GPU {}, not GPU {}",
@@ -369,7 +369,7 @@ impl GpuEnqueue for TrtBackend {
             input_bytes: buffer_sizes(&self.inputs, &shapes)?,
             output_bytes: buffer_sizes(&self.outputs, &outputs)?,
         });
-        Ok(())
+        (0..slots).map(|_| gpu.new_stream()).collect()
     }
 
     fn enqueue(&mut self, slot: usize, stream: &Stream, io: &IoBindings) -> Result<()> {

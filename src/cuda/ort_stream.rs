@@ -1,0 +1,236 @@
+//! ONNX Runtime sessions that compute on one of trtkit's CUDA streams, over device buffers
+//! trtkit owns: the one place trtkit hands ONNX Runtime a raw stream and raw device addresses.
+//!
+//! A [`StreamSession`] is made with its stream (ONNX Runtime's CUDA provider takes it once, as
+//! `user_compute_stream`) and keeps that stream alive for as long as the session exists. Its
+//! inputs and outputs are bound (I/O binding) to the addresses the timing harness hands it, and
+//! [`StreamSession::enqueue`] only queues the inference: the run options turn off ONNX
+//! Runtime's synchronization at the end of a run, so the call returns once the kernels are on
+//! the stream and the harness's events bracket exactly those kernels.
+
+use super::device::Stream;
+use super::enqueue::TensorBinding;
+use crate::tensor::ElemType;
+use anyhow::{anyhow, bail, Result};
+use ort::memory::{AllocationDevice, AllocatorType, MemoryInfo, MemoryType};
+use ort::session::builder::SessionBuilder;
+use ort::session::{IoBinding, RunOptions, Session};
+use ort::value::{DynValueTypeMarker, Shape, TensorRefMut, ValueRefMut};
+use ort::AsPointer;
+use std::ffi::CString;
+
+/// What the CUDA provider is asked for, besides the stream.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CudaProviderSettings {
+    /// The GPU (CUDA device ordinal).
+    pub device_id: usize,
+    /// Let the provider run convolutions in NHWC (`prefer_nhwc`): tensor-core friendly for FP16.
+    pub prefer_nhwc: bool,
+    /// How cuDNN picks each convolution's algorithm.
+    pub conv_algo_search: ConvAlgoSearch,
+}
+
+/// How cuDNN picks convolution algorithms in ONNX Runtime's CUDA provider.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConvAlgoSearch {
+    /// Time every algorithm on the first run and keep the fastest (ONNX Runtime's default).
+    Exhaustive,
+    /// cuDNN's heuristics, no timing.
+    Heuristic,
+    /// The default algorithm.
+    Default,
+}
+
+/// A device tensor wrapped for ONNX Runtime, bound under `name`.
+struct BoundValue {
+    name: CString,
+    value: ValueRefMut<'static, DynValueTypeMarker>,
+}
+
+/// The binding of one set of device buffers: the addresses it was made for, and the values
+/// ONNX Runtime reads and writes through (kept alive while bound).
+struct Bound {
+    binding: IoBinding,
+    values: Vec<BoundValue>,
+    key: Vec<(u64, Vec<usize>)>,
+}
+
+/// An ONNX Runtime session on the CUDA provider whose kernels run on `stream`.
+pub struct StreamSession {
+    // Field order is drop order: the binding and its values go first, then the session, and
+    // the stream the session computes on last.
+    bound: Option<Bound>,
+    run_options: RunOptions,
+    session: Session,
+    stream: Stream,
+    device_id: usize,
+}
+
+fn ort_err(e: ort::Error) -> anyhow::Error {
+    anyhow!("{e}")
+}
+
+fn element_type_error(name: &str, t: ElemType) -> anyhow::Error {
+    anyhow!("tensor '{name}' is {t}, which trtkit cannot bind on the GPU")
+}
+
+/// Wraps `b`'s device memory as an ONNX Runtime tensor of `elem` (no copy).
+fn device_value(
+    info: &MemoryInfo<'static>,
+    b: &TensorBinding,
+    elem: ElemType,
+) -> Result<ValueRefMut<'static, DynValueTypeMarker>> {
+    let shape = Shape::new(b.shape.iter().map(|&d| d as i64));
+    let need = b.shape.iter().product::<usize>() * elem.size();
+    if b.bytes < need {
+        bail!(
+            "tensor '{}': a {}-byte buffer for {need} bytes",
+            b.name,
+            b.bytes
+        );
+    }
+    let ptr = b.ptr as usize as *mut ort::sys::c_void;
+    macro_rules! wrap {
+        ($t:ty) => {{
+            // SAFETY: `ptr` is a live device allocation of at least `need` bytes on the GPU
+            // `info` names (checked above); the harness keeps it alive until the session's
+            // binding is dropped or replaced, and the value never frees it.
+            let v = unsafe { TensorRefMut::<$t>::from_raw(info.clone(), ptr, shape) };
+            v.map_err(ort_err)?.into_dyn()
+        }};
+    }
+    Ok(match elem {
+        ElemType::F32 => wrap!(f32),
+        ElemType::F16 => wrap!(half::f16),
+        ElemType::F64 => wrap!(f64),
+        ElemType::I64 => wrap!(i64),
+        ElemType::I32 => wrap!(i32),
+        ElemType::I8 => wrap!(i8),
+        ElemType::U8 => wrap!(u8),
+        ElemType::Bool => wrap!(bool),
+    })
+}
+
+impl StreamSession {
+    /// Makes a session of `model_bytes` whose CUDA provider computes on `stream`. Registering
+    /// the provider must succeed (no silent fallback to the CPU).
+    pub fn new(
+        builder: SessionBuilder,
+        model_bytes: &[u8],
+        cuda: &CudaProviderSettings,
+        stream: Stream,
+    ) -> Result<StreamSession> {
+        let provider = ort::ep::CUDA::default()
+            .with_device_id(cuda.device_id as i32)
+            .with_prefer_nhwc(cuda.prefer_nhwc)
+            .with_conv_algorithm_search(match cuda.conv_algo_search {
+                ConvAlgoSearch::Exhaustive => ort::ep::cuda::ConvAlgorithmSearch::Exhaustive,
+                ConvAlgoSearch::Heuristic => ort::ep::cuda::ConvAlgorithmSearch::Heuristic,
+                ConvAlgoSearch::Default => ort::ep::cuda::ConvAlgorithmSearch::Default,
+            });
+        // SAFETY: the stream handle stays valid for the session's whole life: the session is
+        // stored beside a clone of `stream` (which owns the CUstream), and dropped before it.
+        let provider = unsafe { provider.with_compute_stream(stream.raw() as *mut ()) };
+        let mut builder = builder
+            .with_execution_providers([provider.build().error_on_failure()])
+            .map_err(|e| anyhow!("{e}"))?;
+        let session = builder.commit_from_memory(model_bytes).map_err(ort_err)?;
+        let mut run_options = RunOptions::new().map_err(ort_err)?;
+        run_options.disable_device_sync().map_err(ort_err)?;
+        Ok(StreamSession {
+            bound: None,
+            run_options,
+            session,
+            stream,
+            device_id: cuda.device_id,
+        })
+    }
+
+    /// The session, for runs on host tensors (ONNX Runtime copies in and out and waits).
+    pub fn session_mut(&mut self) -> &mut Session {
+        &mut self.session
+    }
+
+    /// The stream the session computes on.
+    pub fn stream(&self) -> &Stream {
+        &self.stream
+    }
+
+    /// Binds the inputs and outputs to `inputs`/`outputs` (of the given element types) unless
+    /// they are bound to exactly those buffers already.
+    pub fn bind(
+        &mut self,
+        inputs: &[(TensorBinding, ElemType)],
+        outputs: &[(TensorBinding, ElemType)],
+    ) -> Result<()> {
+        let key: Vec<(u64, Vec<usize>)> = inputs
+            .iter()
+            .chain(outputs)
+            .map(|(b, _)| (b.ptr, b.shape.clone()))
+            .collect();
+        if self.bound.as_ref().is_some_and(|b| b.key == key) {
+            return Ok(());
+        }
+        self.bound = None;
+        let info = MemoryInfo::new(
+            AllocationDevice::CUDA,
+            self.device_id as i32,
+            AllocatorType::Device,
+            MemoryType::Default,
+        )
+        .map_err(ort_err)?;
+        let mut binding = self.session.create_binding().map_err(ort_err)?;
+        let mut values = vec![];
+        for (is_input, list) in [(true, inputs), (false, outputs)] {
+            for (b, elem) in list {
+                let value = BoundValue {
+                    name: CString::new(b.name.as_str())
+                        .map_err(|_| anyhow!("tensor name '{}' holds a NUL byte", b.name))?,
+                    value: device_value(&info, b, *elem)
+                        .map_err(|_| element_type_error(&b.name, *elem))?,
+                };
+                let api = ort::api();
+                let call = if is_input {
+                    api.BindInput
+                } else {
+                    api.BindOutput
+                };
+                // SAFETY: the binding, the name and the value are live; ONNX Runtime keeps its
+                // own reference to the value's tensor, whose memory the harness owns.
+                let status =
+                    unsafe { call(binding.ptr_mut(), value.name.as_ptr(), value.value.ptr()) };
+                // SAFETY: `status` is what the API call above returned.
+                unsafe { ort::Error::result_from_status(status) }
+                    .map_err(|e| anyhow!("binding '{}': {e}", b.name))?;
+                values.push(value);
+            }
+        }
+        self.bound = Some(Bound {
+            binding,
+            values,
+            key,
+        });
+        Ok(())
+    }
+
+    /// Queues one inference over the bound buffers on the session's stream and returns
+    /// without waiting for it.
+    pub fn enqueue(&mut self) -> Result<()> {
+        let Some(bound) = &self.bound else {
+            bail!("the ONNX Runtime session was run before its buffers were bound");
+        };
+        debug_assert_eq!(bound.values.len(), bound.key.len());
+        // SAFETY: session, run options and binding are live and belong together; RunWithBinding
+        // only reads them and writes the bound output buffers.
+        let status = unsafe {
+            (ort::api().RunWithBinding)(
+                self.session.ptr_mut(),
+                self.run_options.ptr(),
+                bound.binding.ptr(),
+            )
+        };
+        // SAFETY: `status` is what the API call above returned.
+        unsafe { ort::Error::result_from_status(status) }
+            .map_err(|e| anyhow!("ONNX Runtime inference failed: {e}"))
+    }
+}
