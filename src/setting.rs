@@ -5,8 +5,6 @@
 /// A user-facing setting, by what it controls.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Setting {
-    /// Which reference backend runs an ONNX model.
-    Backend,
     /// CPU or CUDA.
     Device,
     /// Which GPU.

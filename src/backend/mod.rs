@@ -1,8 +1,11 @@
 //! Execution backends: one trait, several implementations (tract on the CPU or CUDA and ONNX
-//! Runtime here; TensorRT engines in `trt::backend`, where its `unsafe` lives). Commands hold a `Box<dyn Backend>` and do
+//! Runtime on the CPU or CUDA here; TensorRT engines in `trt::backend`, where its `unsafe` lives). Commands hold a `Box<dyn Backend>` and do
 //! not care which one it is.
 
 pub mod ort;
+pub mod ort_cuda;
+pub mod ort_libs;
+pub mod ort_placement;
 pub mod select;
 pub mod shapes;
 pub mod tract;

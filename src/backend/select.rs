@@ -1,11 +1,11 @@
 //! Opening a backend by name: what the `--backend`/`--device`/`--threads` flags turn into.
 
 use super::ort::{OrtBackend, OrtOptions};
+use super::ort_cuda::{OrtCudaBackend, OrtCudaOptions};
 use super::tract::{TractBackend, TractOptions};
 use super::{Backend, Device};
 use crate::onnx::shape::ShapeRequest;
 use crate::onnx::OnnxModel;
-use crate::setting::{fix_with, Setting};
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
@@ -16,8 +16,24 @@ pub enum BackendKind {
     /// tract, embedded (CPU, or CUDA with `--device cuda`).
     #[default]
     Tract,
-    /// ONNX Runtime, loaded at run time (CPU).
+    /// ONNX Runtime, loaded at run time (CPU, or its CUDA provider with `--device cuda`).
     Ort,
+}
+
+/// The backend that runs an ONNX model on `device` when none is named: tract on the CPU; on
+/// CUDA, ONNX Runtime's CUDA provider where it can run here, else tract's CUDA runtime (the
+/// embedded fallback; `-v` logs why).
+pub fn default_kind(device: Device) -> BackendKind {
+    match device {
+        Device::Cpu => BackendKind::Tract,
+        Device::Cuda => match super::ort_cuda::ensure_cuda_provider() {
+            Ok(()) => BackendKind::Ort,
+            Err(e) => {
+                tracing::info!("tract's CUDA runtime runs the model: ONNX Runtime's CUDA provider cannot ({e:#})");
+                BackendKind::Tract
+            }
+        },
+    }
 }
 
 /// Everything needed to open a backend on an ONNX model.
@@ -37,6 +53,8 @@ pub struct BackendOptions {
     pub device_id: Option<usize>,
     /// Folder holding the TensorRT libraries, for engines; `None` searches the usual places.
     pub tensorrt_dir: Option<std::path::PathBuf>,
+    /// ONNX Runtime's CUDA provider: run convolutions in NHWC (`prefer_nhwc`).
+    pub nhwc: bool,
 }
 
 /// Opens `model` on the backend `options` names.
@@ -73,17 +91,22 @@ fn open_visiting(
             },
         )?),
         BackendKind::Ort => {
-            if options.device != Device::Cpu {
-                return Err(fix_with(Setting::Backend, "ONNX Runtime (ort) runs on the CPU only here (the onnxruntime package is the CPU build); tract runs on CUDA"));
+            let model_options = OrtOptions {
+                input_shapes: options.input_shapes.clone(),
+                batch: options.batch,
+                threads: options.threads,
+            };
+            match options.device {
+                Device::Cpu => Box::new(OrtBackend::load(model, &model_options)?),
+                Device::Cuda => Box::new(OrtCudaBackend::load(
+                    model,
+                    &OrtCudaOptions {
+                        model: model_options,
+                        device_id: options.device_id.unwrap_or(0),
+                        prefer_nhwc: options.nhwc,
+                    },
+                )?),
             }
-            Box::new(OrtBackend::load(
-                model,
-                &OrtOptions {
-                    input_shapes: options.input_shapes.clone(),
-                    batch: options.batch,
-                    threads: options.threads,
-                },
-            )?)
         }
     })
 }

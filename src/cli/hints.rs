@@ -23,7 +23,6 @@ pub fn gpu_setting_flag(setting: GpuSetting) -> &'static str {
 /// The flags that change a setting, as a hint appended to the library's message.
 pub fn setting_hint(setting: Setting) -> &'static str {
     match setting {
-        Setting::Backend => "--backend ort runs on the CPU only; use --backend tract --device cuda",
         Setting::Device => "--device cuda needs a GPU; use --device cpu",
         Setting::DeviceId => "--device-id",
         Setting::Threads => "--threads 1, or --batch-size at the model's batch",

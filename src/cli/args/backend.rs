@@ -2,7 +2,7 @@
 //! model, the per-side overrides `compare` builds from the same group, and the engine group
 //! (`--device-id`, `--tensorrt-dir`) of the commands that run TensorRT engines.
 
-use crate::backend::select::{BackendKind, BackendOptions};
+use crate::backend::select::{default_kind, BackendKind, BackendOptions};
 use crate::backend::Device;
 use clap::Args;
 use std::path::PathBuf;
@@ -10,28 +10,34 @@ use std::path::PathBuf;
 /// Which backend runs the model, where, and on how many CPU threads.
 #[derive(Clone, Debug, Args)]
 pub struct BackendArgs {
-    /// Backend that runs an ONNX model.
-    #[arg(long, value_enum, default_value = "tract")]
-    pub backend: BackendKind,
-    /// Where the backend runs: cpu, or cuda (tract's CUDA runtime).
+    /// Backend that runs an ONNX model (default: tract on the CPU; on cuda, ONNX Runtime's CUDA
+    /// provider where it is installed, else tract's CUDA runtime).
+    #[arg(long, value_enum)]
+    pub backend: Option<BackendKind>,
+    /// Where the backend runs: cpu, or cuda (an NVIDIA GPU).
     #[arg(long, value_enum, default_value = "cpu")]
     pub device: Device,
     /// CPU threads for CPU backends (default: every core).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// ONNX Runtime on CUDA: let its convolutions run in NHWC (prefer_nhwc), which suits FP16
+    /// tensor cores.
+    #[arg(long)]
+    pub nhwc: bool,
 }
 
 impl BackendArgs {
     /// The options that open this backend (at a fixed batch size, if given).
     pub fn options(&self, batch: Option<usize>) -> BackendOptions {
         BackendOptions {
-            kind: self.backend,
+            kind: self.backend.unwrap_or_else(|| default_kind(self.device)),
             device: self.device,
             threads: self.threads,
             input_shapes: Default::default(),
             batch,
             device_id: None,
             tensorrt_dir: None,
+            nhwc: self.nhwc,
         }
     }
 }
@@ -81,9 +87,10 @@ macro_rules! side_backend_args {
             /// The shared group with this side's overrides applied.
             pub fn over(&self, shared: &BackendArgs) -> BackendArgs {
                 BackendArgs {
-                    backend: self.backend.unwrap_or(shared.backend),
+                    backend: self.backend.or(shared.backend),
                     device: self.device.unwrap_or(shared.device),
                     threads: self.threads.or(shared.threads),
+                    nhwc: shared.nhwc,
                 }
             }
         }

@@ -29,7 +29,7 @@ macro_rules! flag_values {
 
 flag_values!(BackendKind {
     BackendKind::Tract => "tract", "tract, embedded (CPU, or CUDA with --device cuda)";
-    BackendKind::Ort => "ort", "ONNX Runtime, loaded at run time (CPU)";
+    BackendKind::Ort => "ort", "ONNX Runtime, loaded at run time (CPU, or its CUDA provider with --device cuda)";
 });
 
 flag_values!(Device {

@@ -1,0 +1,290 @@
+//! ONNX Runtime's CUDA provider (`--backend ort --device cuda`, bench target `ort-cuda`): the
+//! GPU reference that runs on every NVIDIA GPU ONNX Runtime supports, Hopper included, timed by
+//! trtkit's own harness exactly as engines are.
+//!
+//! One session per harness slot, each made with the slot's stream as its compute stream and its
+//! inputs and outputs bound to the harness's device buffers ([`StreamSession`]); session 0 also
+//! runs host tensors for `compare`, `validate` and calibration. Each session holds its own copy
+//! of the weights and its own memory arena, so `--streams N` holds the weights N times.
+
+use super::ort::{environment, OrtOptions};
+use super::ort::{prepared_model, run_host, run_host_visit, session_builder, session_io};
+use super::ort_libs::{
+    cuda_provider_missing, cuda_search_dirs, find_cuda_dependencies, locate_library,
+    preload_cuda_dependencies,
+};
+use super::ort_placement::Placement;
+use super::{Backend, OutputVisitor, RunOutput};
+use crate::cuda::device::{Gpu, Stream};
+use crate::cuda::enqueue::{GpuEnqueue, IoBindings, TensorBinding};
+use crate::cuda::ort_stream::{ConvAlgoSearch, CudaProviderSettings, StreamSession};
+use crate::data::synthetic::timing_inputs;
+use crate::onnx::OnnxModel;
+use crate::tensor::{ElemType, HostTensor, IoSpec};
+use anyhow::{anyhow, bail, Context, Result};
+use std::path::Path;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+/// How to open a model on ONNX Runtime's CUDA provider.
+#[derive(Clone, Debug, Default)]
+pub struct OrtCudaOptions {
+    /// Shapes, batch and CPU threads, as on the CPU.
+    pub model: OrtOptions,
+    /// The GPU.
+    pub device_id: usize,
+    /// Convolutions in NHWC inside the provider (`prefer_nhwc`).
+    pub prefer_nhwc: bool,
+}
+
+/// Checks, once per process, that ONNX Runtime's CUDA provider can run here and loads the CUDA
+/// libraries it needs from where they were found: the one-line reason when it cannot.
+pub fn ensure_cuda_provider() -> Result<()> {
+    static READY: OnceLock<std::result::Result<(), String>> = OnceLock::new();
+    let outcome = READY.get_or_init(|| {
+        let lib = locate_library().map_err(|e| format!("{e:#}"))?;
+        let deps = find_cuda_dependencies(&cuda_search_dirs());
+        if let Some(why) = cuda_provider_missing(&lib, &deps) {
+            return Err(why);
+        }
+        preload_cuda_dependencies(&deps).map_err(|e| format!("{e:#}"))?;
+        environment().map_err(|e| format!("{e:#}"))?;
+        Ok(())
+    });
+    outcome.clone().map_err(|e| anyhow!("{e}"))
+}
+
+/// Whether ONNX Runtime's CUDA provider can run on GPU `device_id` of this machine: the GPU
+/// opens and every library the provider needs is there.
+pub fn ort_cuda_usable(device_id: usize) -> bool {
+    Gpu::open(device_id).is_ok() && ensure_cuda_provider().is_ok()
+}
+
+/// A model on ONNX Runtime's CUDA provider.
+pub struct OrtCudaBackend {
+    gpu: Gpu,
+    shown: String,
+    model_bytes: Vec<u8>,
+    options: OrtOptions,
+    cuda: CudaProviderSettings,
+    sessions: Vec<StreamSession>,
+    inputs: Vec<IoSpec>,
+    outputs: Vec<IoSpec>,
+    quantized: bool,
+}
+
+impl OrtCudaBackend {
+    /// Opens GPU `options.device_id` and makes the first session of `model` there. Errors in
+    /// one line when there is no GPU, no GPU build of ONNX Runtime or a missing CUDA library.
+    pub fn load(model: &OnnxModel, options: &OrtCudaOptions) -> Result<Self> {
+        let shown = model.path.display();
+        let gpu = Gpu::open(options.device_id).with_context(|| {
+            format!("{shown}: ONNX Runtime's CUDA provider (ort-cuda) needs an NVIDIA GPU")
+        })?;
+        ensure_cuda_provider().with_context(|| format!("{shown}: ort-cuda"))?;
+        let prepared = prepared_model(model, &options.model)?;
+        let shown = prepared.path.display().to_string();
+        let mut backend = OrtCudaBackend {
+            gpu,
+            shown,
+            model_bytes: prepared.to_bytes(),
+            options: options.model.clone(),
+            cuda: CudaProviderSettings {
+                device_id: options.device_id,
+                prefer_nhwc: options.prefer_nhwc,
+                conv_algo_search: ConvAlgoSearch::Exhaustive,
+            },
+            sessions: vec![],
+            inputs: vec![],
+            outputs: vec![],
+            quantized: prepared
+                .graph()
+                .node
+                .iter()
+                .any(|n| n.op_type == "DequantizeLinear"),
+        };
+        let stream = backend.gpu.new_stream()?;
+        backend.add_session(stream)?;
+        let (inputs, outputs) = session_io(backend.sessions[0].session_mut(), &backend.shown)?;
+        backend.inputs = inputs;
+        backend.outputs = outputs;
+        Ok(backend)
+    }
+
+    fn add_session(&mut self, stream: Stream) -> Result<()> {
+        let session = StreamSession::new(
+            session_builder(&self.options)?,
+            &self.model_bytes,
+            &self.cuda,
+            stream,
+        )
+        .with_context(|| {
+            format!(
+                "{}: ONNX Runtime's CUDA provider cannot load the model",
+                self.shown
+            )
+        })?;
+        self.sessions.push(session);
+        Ok(())
+    }
+}
+
+impl OrtCudaBackend {
+    /// Where ONNX Runtime runs each node of the model: one profiled run of a session of its own.
+    fn placement(&self) -> Result<Placement> {
+        let dir = tempfile::tempdir()?;
+        let builder = session_builder(&self.options)?
+            .with_profiling(dir.path().join("ort-profile"))
+            .map_err(|e| anyhow!("{e}"))?;
+        let mut session = StreamSession::new(
+            builder,
+            &self.model_bytes,
+            &self.cuda,
+            self.gpu.new_stream()?,
+        )?;
+        let inputs = timing_inputs(&self.inputs, self.fixed_batch().unwrap_or(1))?;
+        run_host(
+            session.session_mut(),
+            (&self.inputs, &self.outputs),
+            &inputs,
+        )?;
+        let file = session
+            .session_mut()
+            .end_profiling()
+            .map_err(|e| anyhow!("{e}"))?;
+        Placement::from_file(Path::new(&file))
+    }
+}
+
+/// Pairs each binding with the element type of its spec.
+fn typed(bindings: &[TensorBinding], specs: &[IoSpec]) -> Result<Vec<(TensorBinding, ElemType)>> {
+    if bindings.len() != specs.len() {
+        bail!(
+            "{} buffers bound for {} tensors",
+            bindings.len(),
+            specs.len()
+        );
+    }
+    Ok(bindings
+        .iter()
+        .zip(specs)
+        .map(|(b, s)| (b.clone(), s.elem_type))
+        .collect())
+}
+
+impl GpuEnqueue for OrtCudaBackend {
+    fn prepare(&mut self, gpu: &Gpu, batch: usize, slots: usize) -> Result<Vec<Stream>> {
+        if gpu.id() != self.gpu.id() {
+            bail!(
+                "{}: the model was opened on GPU {}, not GPU {}",
+                self.shown,
+                self.gpu.id(),
+                gpu.id()
+            );
+        }
+        for spec in self.inputs.iter().chain(&self.outputs) {
+            spec.concrete_shape(batch)
+                .with_context(|| format!("{}: at batch {batch}", self.shown))?;
+        }
+        while self.sessions.len() < slots {
+            let stream = self.gpu.new_stream()?;
+            self.add_session(stream)?;
+        }
+        Ok(self.sessions[..slots]
+            .iter()
+            .map(|s| s.stream().clone())
+            .collect())
+    }
+
+    fn enqueue(&mut self, slot: usize, stream: &Stream, io: &IoBindings) -> Result<()> {
+        let Some(session) = self.sessions.get_mut(slot) else {
+            bail!("slot {slot} was not prepared");
+        };
+        if session.stream().raw() != stream.raw() {
+            bail!("slot {slot} runs on the stream its session was made with, not another");
+        }
+        let inputs = typed(&io.inputs, &self.inputs)?;
+        let outputs = typed(&io.outputs, &self.outputs)?;
+        session.bind(&inputs, &outputs)?;
+        session.enqueue()
+    }
+}
+
+impl Backend for OrtCudaBackend {
+    fn name(&self) -> String {
+        "ort-cuda".into()
+    }
+
+    fn inputs(&self) -> &[IoSpec] {
+        &self.inputs
+    }
+
+    fn outputs(&self) -> &[IoSpec] {
+        &self.outputs
+    }
+
+    fn run(&mut self, inputs: &[HostTensor]) -> Result<RunOutput> {
+        let session = self.sessions[0].session_mut();
+        run_host(session, (&self.inputs, &self.outputs), inputs)
+    }
+
+    fn run_visit(&mut self, inputs: &[HostTensor], visit: &OutputVisitor) -> Result<Duration> {
+        let session = self.sessions[0].session_mut();
+        run_host_visit(session, (&self.inputs, &self.outputs), inputs, visit)
+    }
+
+    fn gpu(&mut self) -> Option<&mut dyn GpuEnqueue> {
+        Some(self)
+    }
+
+    /// How the provider was set up, and for a Q/DQ model which ops ONNX Runtime ran where and
+    /// which computed in INT8.
+    fn finish(&mut self) -> Result<Vec<String>> {
+        let mut notes = vec![format!(
+            "ort-cuda: ONNX Runtime {}'s CUDA provider on GPU {}, {} session(s) (one per stream, each with its own copy of the weights), cuDNN convolution search {:?} (during the first iteration), TF32 allowed, convolutions in {}",
+            locate_library()
+                .ok()
+                .and_then(|l| super::ort_libs::version_of(&l.path))
+                .unwrap_or_else(|| "(version unknown)".into()),
+            self.cuda.device_id,
+            self.sessions.len(),
+            self.cuda.conv_algo_search,
+            if self.cuda.prefer_nhwc { "NHWC (--nhwc)" } else { "NCHW" }
+        )];
+        if self.quantized {
+            match self.placement() {
+                Ok(p) => notes.extend(p.lines()),
+                Err(e) => notes.push(format!(
+                    "where ONNX Runtime ran each node could not be read from its profile: {e:#}"
+                )),
+            }
+        }
+        Ok(notes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bindings_take_the_element_types_of_their_specs() {
+        let spec = |name: &str, elem_type| IoSpec {
+            name: name.into(),
+            elem_type,
+            dims: vec![crate::tensor::Dim::Fixed(2)],
+        };
+        let binding = |name: &str| TensorBinding {
+            name: name.into(),
+            shape: vec![2],
+            ptr: 0x1000,
+            bytes: 8,
+        };
+        let specs = [spec("ids", ElemType::I64), spec("mask", ElemType::F16)];
+        let typed = typed(&[binding("ids"), binding("mask")], &specs).unwrap();
+        assert_eq!(typed[0].1, ElemType::I64);
+        assert_eq!(typed[1].1, ElemType::F16);
+        let err = super::typed(&[binding("ids")], &specs).unwrap_err();
+        assert!(err.to_string().contains("1 buffers bound for 2 tensors"));
+    }
+}
