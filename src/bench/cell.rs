@@ -252,13 +252,21 @@ pub fn run_cell(spec: &CellSpec) -> Result<CellMetrics> {
     })
 }
 
-/// GPU memory before and at peak: NVML's readings where there are some, else the CUDA
-/// driver's counts from the harness (engines).
+/// GPU memory before and at peak: what this process held at most where the harness could read
+/// it from NVML (backends timed on trtkit's streams: the VRAM figure users publish), else
+/// NVML's whole-device readings, else the CUDA driver's counts from the harness.
 fn gpu_memory(
     before: Option<f64>,
     samples: &[super::record::MonitorSample],
     result: &BatchResult,
 ) -> Option<GpuMemory> {
+    if let Some(held) = result.memory.as_ref().and_then(|m| m.process_peak) {
+        return Some(GpuMemory {
+            before_mib: 0.0,
+            peak_mib: held as f64 / MIB,
+            method: "nvml (this process, peak while timed)".into(),
+        });
+    }
     let nvml_peak = samples
         .iter()
         .filter_map(|s| s.memory_used_mib)

@@ -149,7 +149,8 @@ impl From<&Stats> for Latency {
     }
 }
 
-/// GPU memory around a cell, MiB of the whole device (NVML, or the CUDA driver's count).
+/// GPU memory around a cell, MiB: what the cell's process held (NVML's per-process count) or,
+/// where that cannot be read, the whole device (NVML, or the CUDA driver's count).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct GpuMemory {
     /// Used before the model was opened.

@@ -227,6 +227,7 @@ pub fn classify(line: &str) -> FailureKind {
         "out_of_memory",
         "out of gpu memory",
         "memory allocation of",
+        "failed to allocate memory",
     ]) {
         FailureKind::Oom
     } else if any(&[
@@ -282,6 +283,18 @@ mod tests {
                 FailureKind::Batch,
             ),
             ("m.onnx: failed to parse the protobuf", FailureKind::Parser),
+            (
+                "BFCArena::AllocateRawInternal Failed to allocate memory for requested buffer of size 8589934592",
+                FailureKind::Oom,
+            ),
+            (
+                "the ONNX Runtime at /x/libonnxruntime.so.1.31.1 is the CPU build: it has no libonnxruntime_providers_cuda.so beside it",
+                FailureKind::Missing,
+            ),
+            (
+                "ONNX Runtime's CUDA provider needs libcudnn.so.9, which is not installed",
+                FailureKind::Missing,
+            ),
             ("something else", FailureKind::Error),
         ];
         for (line, kind) in cases {

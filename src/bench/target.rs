@@ -1,4 +1,5 @@
-//! Where a cell runs: TensorRT, tract on the CPU or on CUDA, or ONNX Runtime on the CPU.
+//! Where a cell runs: TensorRT, tract on the CPU or on CUDA, or ONNX Runtime on the CPU or on
+//! its CUDA provider.
 
 use crate::backend::select::{BackendKind, BackendOptions};
 use crate::backend::Device;
@@ -18,12 +19,15 @@ pub enum Target {
     TractCuda,
     /// ONNX Runtime on the CPU.
     OrtCpu,
+    /// ONNX Runtime's CUDA provider, timed by trtkit's harness on its own streams.
+    OrtCuda,
 }
 
 impl Target {
     /// Every target, in the order tables list them.
-    pub const ALL: [Target; 4] = [
+    pub const ALL: [Target; 5] = [
         Target::Trt,
+        Target::OrtCuda,
         Target::TractCuda,
         Target::TractCpu,
         Target::OrtCpu,
@@ -36,6 +40,7 @@ impl Target {
             Target::TractCpu => "tract-cpu",
             Target::TractCuda => "tract-cuda",
             Target::OrtCpu => "ort-cpu",
+            Target::OrtCuda => "ort-cuda",
         }
     }
 
@@ -47,6 +52,7 @@ impl Target {
             Target::TractCpu => (BackendKind::Tract, Device::Cpu),
             Target::TractCuda => (BackendKind::Tract, Device::Cuda),
             Target::OrtCpu => (BackendKind::Ort, Device::Cpu),
+            Target::OrtCuda => (BackendKind::Ort, Device::Cuda),
         };
         Some(BackendOptions {
             kind,
@@ -57,7 +63,7 @@ impl Target {
 
     /// Whether the target runs on the GPU.
     pub fn on_gpu(self) -> bool {
-        matches!(self, Target::Trt | Target::TractCuda)
+        matches!(self, Target::Trt | Target::TractCuda | Target::OrtCuda)
     }
 }
 
@@ -69,7 +75,7 @@ impl fmt::Display for Target {
 
 /// A target name that is not one of [`Target::ALL`].
 #[derive(Debug, thiserror::Error)]
-#[error("unknown target {0:?}: expected one of trt, tract-cpu, tract-cuda, ort-cpu")]
+#[error("unknown target {0:?}: expected one of trt, ort-cuda, tract-cuda, tract-cpu, ort-cpu")]
 pub struct UnknownTarget(pub String);
 
 impl FromStr for Target {
@@ -98,5 +104,8 @@ mod tests {
         assert!(err.to_string().contains("tract-gpu"));
         assert!(Target::Trt.backend().is_none());
         assert_eq!(Target::OrtCpu.backend().unwrap().kind, BackendKind::Ort);
+        let gpu = Target::OrtCuda.backend().unwrap();
+        assert_eq!((gpu.kind, gpu.device), (BackendKind::Ort, Device::Cuda));
+        assert!(Target::OrtCuda.on_gpu() && !Target::OrtCpu.on_gpu());
     }
 }

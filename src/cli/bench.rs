@@ -38,7 +38,7 @@ pub struct BenchArgs {
     /// (one table column per size) for every model whose inputs carry it.
     #[command(flatten)]
     pub shapes: ShapeArgs,
-    /// Targets, comma-separated: trt, tract-cpu, tract-cuda, ort-cpu.
+    /// Targets, comma-separated: trt, ort-cuda, tract-cuda, tract-cpu, ort-cpu.
     #[arg(long, value_delimiter = ',')]
     pub targets: Option<Vec<Target>>,
     /// ImageNet-style folder: top-1/top-5 per cell.
