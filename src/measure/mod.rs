@@ -6,6 +6,7 @@
 pub mod accuracy;
 pub mod batches;
 pub mod compare;
+pub mod gpu_check;
 pub mod int8_eval;
 pub mod int8_target;
 pub mod latency;

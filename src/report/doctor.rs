@@ -1,7 +1,9 @@
 //! The report of `doctor`: what this machine offers trtkit, one line per fact.
 
+use crate::backend::ort_libs::OrtProbe;
 use crate::backend::tract_kernels::KernelModel;
 use crate::data::decode::JpegDecoder;
+use crate::measure::gpu_check::{CheckReport, CheckStatus};
 use crate::report::format::bytes;
 use crate::trt::support::DoctorReport;
 
@@ -66,6 +68,7 @@ pub fn render(r: &DoctorReport) -> String {
             e.reason
         );
     }
+    out += &ort_lines(&r.onnxruntime);
     let backends = if r.backends.is_empty() {
         "none yet".to_string()
     } else {
@@ -75,6 +78,72 @@ pub fn render(r: &DoctorReport) -> String {
     out += &format!("JPEG decoder {}\n", jpeg_line(&r.jpeg_decoder));
     if let Some(k) = &r.tract_kernels {
         out += &format!("tract kernels {}\n", kernels_line(k));
+    }
+    out
+}
+
+/// ONNX Runtime: the library, whether it loads, and its CUDA provider's libraries.
+fn ort_lines(p: &OrtProbe) -> String {
+    let mut out = match (&p.library, &p.error) {
+        (Some(lib), None) => format!(
+            "onnxruntime  {}, {} (from {}), {} build\n",
+            p.version.as_deref().unwrap_or("(version unknown)"),
+            lib.path.display(),
+            lib.source,
+            if lib.cuda_provider.is_some() {
+                "GPU"
+            } else {
+                "CPU"
+            }
+        ),
+        (_, Some(e)) => format!("onnxruntime  {e}\n"),
+        (None, None) => "onnxruntime  not found\n".into(),
+    };
+    if p.library
+        .as_ref()
+        .is_some_and(|l| l.cuda_provider.is_some())
+    {
+        for d in &p.cuda_libraries {
+            let at = match &d.path {
+                Some(path) => path.display().to_string(),
+                None => format!("not found (pip: {})", d.wheel),
+            };
+            out += &format!("  {:<18} {at}\n", d.library);
+        }
+    }
+    out += &match &p.cuda_missing {
+        None => "ort-cuda     ready: ONNX Runtime's CUDA provider and every library it loads were found\n".to_string(),
+        Some(why) => format!("ort-cuda     not available: {why}\n"),
+    };
+    out
+}
+
+/// The `doctor --check` report: per GPU, one line per backend.
+pub fn render_check(r: &CheckReport) -> String {
+    let mut out = format!("check: {}\n", r.setup);
+    if let Some(why) = &r.no_gpu {
+        out += &format!("no GPU checked: {why}\n");
+    }
+    for g in &r.gpus {
+        out += &format!(
+            "GPU {} ({}, compute capability {})\n",
+            g.gpu.index, g.gpu.name, g.gpu.compute_capability
+        );
+        for b in &g.backends {
+            let status = match b.status {
+                CheckStatus::Pass => "PASS",
+                CheckStatus::Fail => "FAIL",
+                CheckStatus::Skip => "SKIP",
+            };
+            let model = b
+                .latency_model_ms
+                .map(|m| format!(", latency-model {m:.3} ms"))
+                .unwrap_or_default();
+            out += &format!(
+                "  {status} {:<13} {}{model} ({:.1} s)\n",
+                b.backend, b.detail, b.seconds
+            );
+        }
     }
     out
 }

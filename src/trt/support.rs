@@ -1,6 +1,7 @@
 //! What this machine offers trtkit: the CUDA driver and GPUs, the TensorRT libraries, and which
 //! TensorRT flavour's engines run on which GPU (the report of `trtkit doctor`).
 
+use crate::backend::ort_libs::{self, OrtProbe};
 use crate::backend::tract_kernels::{self, KernelModel};
 use crate::cuda::info::{driver_info, DriverInfo};
 use crate::data::decode::{jpeg_decoder, JpegDecoder};
@@ -19,6 +20,8 @@ pub struct DoctorReport {
     pub cuda: DriverInfo,
     /// TensorRT libraries.
     pub tensorrt: Vec<LibraryProbe>,
+    /// ONNX Runtime and its CUDA provider's libraries.
+    pub onnxruntime: OrtProbe,
     /// Per found TensorRT flavour and GPU: whether its engines run there, and why not.
     pub engine_support: Vec<EngineSupport>,
     /// Execution backends compiled into this binary.
@@ -53,6 +56,7 @@ pub fn compiled_backends() -> Vec<String> {
         "tract-cpu".into(),
         "tract-cuda".into(),
         "ort-cpu".into(),
+        "ort-cuda".into(),
         engines.into(),
     ]
 }
@@ -84,6 +88,7 @@ pub fn collect() -> DoctorReport {
         git_commit: env!("TRTKIT_GIT_COMMIT").into(),
         cuda,
         tensorrt,
+        onnxruntime: ort_libs::probe(|| crate::backend::ort::available().map(|_| ())),
         engine_support,
         backends: compiled_backends(),
         jpeg_decoder: jpeg_decoder(),
