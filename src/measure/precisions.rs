@@ -1,12 +1,16 @@
 //! Every precision of one model side by side, the tables the public TensorRT benchmark projects
 //! print: `validate` over the ONNX model and each engine built from it (and, where an engine
-//! cannot run here, the rewritten graph its build kept, on the reference backend), and `compare`
+//! cannot run here, the rewritten graph its build kept: on ONNX Runtime's CUDA provider where it
+//! runs here, else on the reference backend), and `compare`
 //! of each against the FP32 ONNX model. Built on the `validate` and `compare` jobs; which
 //! engines belong to the model is `workspace::artifacts`' answer.
 
 use super::accuracy::{dataset_tensor, validate, ValidateConfig, ValidateReport};
 use super::compare::{compare, CompareConfig, InputSource, SideConfig};
 use super::progress::Progress;
+use crate::backend::ort_cuda::ort_cuda_usable;
+use crate::backend::select::{BackendKind, BackendOptions};
+use crate::backend::Device;
 use crate::data::npz;
 use crate::metrics::closeness::Tolerance;
 use crate::metrics::latency::BatchLatency;
@@ -113,6 +117,20 @@ fn candidates(model: &Path, artifacts: &Artifacts, with_onnx: bool) -> Vec<Candi
         }
     }
     out
+}
+
+/// The backend a row runs on: a graph an engine's build kept (because the engine cannot run
+/// here) goes to ONNX Runtime's CUDA provider where it can run on this machine's GPU (fast, and
+/// FP16 graphs in real FP16 arithmetic); everything else, and a graph without it, to `base`.
+fn row_backend(kind: &RowKind, base: &BackendOptions) -> BackendOptions {
+    if *kind == RowKind::Graph && ort_cuda_usable(base.device_id.unwrap_or(0)) {
+        return BackendOptions {
+            kind: BackendKind::Ort,
+            device: Device::Cuda,
+            ..base.clone()
+        };
+    }
+    base.clone()
 }
 
 /// Why a row could not run, in a few words (the whole message is kept beside it).
@@ -286,6 +304,7 @@ pub fn validate_all(
             let job = ValidateConfig {
                 model: c.path.clone(),
                 batch_size: run_at,
+                backend: row_backend(&c.kind, &config.base.backend),
                 ..config.base.clone()
             };
             let outcome = validate(&job, progress);
@@ -433,7 +452,7 @@ pub fn compare_all(config: &CompareAllConfig, progress: &dyn Progress) -> Result
         let job = CompareConfig {
             a: SideConfig {
                 path: c.path.clone(),
-                backend: config.base.a.backend.clone(),
+                backend: row_backend(&c.kind, &config.base.a.backend),
             },
             b,
             inputs,

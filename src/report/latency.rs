@@ -46,6 +46,7 @@ pub fn render(r: &RunReport, markdown: bool) -> String {
             "host ms",
             "samples/s",
             "GPU mem peak",
+            "process peak",
         ])
         .collect();
     let mut t = Table::new(&headers);
@@ -72,6 +73,11 @@ pub fn render(r: &RunReport, markdown: bool) -> String {
             b.memory
                 .as_ref()
                 .map(|m| bytes(m.peak_used))
+                .unwrap_or_else(|| "-".into()),
+            b.memory
+                .as_ref()
+                .and_then(|m| m.process_peak)
+                .map(bytes)
                 .unwrap_or_else(|| "-".into()),
         ]);
         t.row(cells);
@@ -107,11 +113,12 @@ pub fn render(r: &RunReport, markdown: bool) -> String {
     for b in &r.results {
         if let Some(m) = &b.memory {
             out += &format!(
-                "{}: GPU memory used {} before setup, {} after, peak {} ({})\n",
+                "{}: GPU memory used {} before setup, {} after, peak {} (device-wide); this process held at most {} ({})\n",
                 point_label(b.batch, &b.dims),
                 bytes(m.before_setup.used()),
                 bytes(m.after_setup.used()),
                 bytes(m.peak_used),
+                m.process_peak.map(bytes).unwrap_or_else(|| "? (NVML did not say)".into()),
                 m.peak_method
             );
         }
