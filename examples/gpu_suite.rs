@@ -1,11 +1,13 @@
 //! The GPU test suite: drives the timing harness with NVRTC kernels of known cost and checks
 //! what it measures, then builds the test classifier's TensorRT engine and runs it through the
-//! same harness and against tract-cpu. Not run by CI (it needs a GPU). Build here, carry, run on
-//! the GPU machine:
+//! same harness and against tract-cpu, and with `--onnx MODEL` (a ResNet-50 export) runs a real
+//! network on ONNX Runtime's CUDA provider through the same enqueue seam: plain, with CUDA
+//! graphs and on 2 streams, then against tract-cpu. Not run by CI (it needs a GPU). Build it, then
+//! run it on the GPU machine:
 //!
 //! ```text
 //! cargo build --release --example gpu_suite
-//! target/release/examples/gpu_suite [--device-id N] [--tensorrt-dir DIR]
+//! target/release/examples/gpu_suite [--device-id N] [--tensorrt-dir DIR] [--onnx resnet50.onnx]
 //! ```
 //!
 //! Prints one line per check (PASS/FAIL with the figures; SKIP with the reason where this GPU
@@ -265,7 +267,13 @@ impl Suite {
     /// harness, compare with tract-cpu.
     fn engine(&mut self) -> Result<()> {
         let dir = tempfile::tempdir()?;
-        let (engine, model) = build_test_engine(dir.path(), self.tensorrt_dir.clone())?;
+        let (engine, model) = match build_test_engine(dir.path(), self.tensorrt_dir.clone()) {
+            Ok(built) => built,
+            Err(e) => {
+                println!("SKIP engine section: {e:#}");
+                return Ok(());
+            }
+        };
         println!("INFO engine built: {}", engine.display());
         let options = TrtOptions {
             device_id: self.gpu.id(),
@@ -361,6 +369,108 @@ impl Suite {
     }
 }
 
+impl Suite {
+    /// A real network on ONNX Runtime's CUDA provider through the enqueue seam engines use.
+    fn ort_network(&mut self, model: &std::path::Path) -> Result<()> {
+        use trtkit::backend::select::{BackendKind, BackendOptions};
+        let batch = 32;
+        let options = BackendOptions {
+            kind: BackendKind::Ort,
+            device: trtkit::backend::Device::Cuda,
+            device_id: Some(self.gpu.id()),
+            batch: Some(batch),
+            ..Default::default()
+        };
+        let mut backend = trtkit::measure::open::open_backend(model, &options)?;
+        let (inputs, outputs) = (backend.inputs().to_vec(), backend.outputs().to_vec());
+        let enqueue = backend
+            .gpu()
+            .context("ort-cuda enqueues on trtkit's streams")?;
+        let mut worst = f64::INFINITY;
+        let mut n = 0;
+        let mut plain_model_ms = 0.0;
+        for (name, graph, streams) in [
+            ("plain", false, 1),
+            ("CUDA graph", true, 1),
+            ("2 streams", false, 2),
+        ] {
+            let r = harness::run(
+                &self.gpu,
+                enqueue,
+                &inputs,
+                &outputs,
+                batch,
+                &opts(10, 100, true, graph, streams),
+            )?;
+            let model_ms = stat(&r, |s| s.compute_ms).mean;
+            if !graph && streams == 1 {
+                plain_model_ms = model_ms;
+            }
+            println!(
+                "INFO ort-cuda {} batch {batch} {name}: first iteration {:.1} ms, latency-model mean {model_ms:.3} ms, latency-all mean {:.3} ms, {:.0} samples/s, process GPU memory peak {}",
+                model.display(),
+                r.first_iteration_ms,
+                stat(&r, |s| Some(s.all_ms)).mean,
+                r.throughput,
+                r.memory.process_peak.map(trtkit::report::format::bytes).unwrap_or("?".into())
+            );
+            worst = worst.min(smallest_all_minus_model(&r));
+            n += r.iterations.len();
+        }
+        self.check(
+            "ort-cuda ResNet-50: latency-all >= latency-model in every iteration (plain, graph, 2 streams)",
+            worst >= 0.0 && plain_model_ms > 0.0,
+            format!("{n} iterations, smallest all - model = {worst:.6} ms"),
+        );
+        drop(backend);
+        let config = CompareConfig {
+            a: SideConfig {
+                path: model.to_path_buf(),
+                backend: options,
+            },
+            b: SideConfig {
+                path: model.to_path_buf(),
+                backend: Default::default(),
+            },
+            input_shapes: Default::default(),
+            batch_size: Some(batch),
+            inputs: InputSource::Random {
+                random: trtkit::data::synthetic::RandomInputs {
+                    dist: trtkit::data::synthetic::InputDistribution::Uniform {
+                        low: 0.0,
+                        high: 1.0,
+                    },
+                    seed: 0,
+                },
+                int_inputs: Default::default(),
+                samples: 64,
+            },
+            tolerance: Tolerance {
+                rtol: 1e-2,
+                atol: 1e-3,
+                equal_nan: false,
+            },
+            topk: 5,
+        };
+        let (report, _) = compare(&config, &NoProgress)?;
+        let out = &report.outputs[0];
+        let top1 = out
+            .topk
+            .as_ref()
+            .map(|k| k.top1_agreement_pct)
+            .unwrap_or(0.0);
+        self.check(
+            "ort-cuda ResNet-50 vs tract-cpu: top-1 agreement 100%",
+            top1 == 100.0,
+            format!(
+                "top-1 agreement {top1:.2}%, max abs error {:.3e}, cosine {:.6}, 64 samples",
+                out.closeness.max_abs_err, out.closeness.cosine
+            ),
+        );
+        Ok(())
+    }
+}
+
 fn flag(name: &str) -> Option<String> {
     std::env::args().skip_while(|a| a != name).nth(1)
 }
@@ -370,6 +480,7 @@ fn main() -> ExitCode {
         .and_then(|s| s.parse().ok())
         .unwrap_or(0);
     let tensorrt_dir = flag("--tensorrt-dir").map(std::path::PathBuf::from);
+    let onnx = flag("--onnx").map(std::path::PathBuf::from);
     let outcome = (|| -> Result<usize> {
         let gpu = Gpu::open(device_id)?;
         let kernels = Kernels::compile(&gpu).context("compiling the test kernels")?;
@@ -394,6 +505,9 @@ fn main() -> ExitCode {
         s.streams()?;
         s.bad_input()?;
         s.engine()?;
+        if let Some(model) = &onnx {
+            s.ort_network(model)?;
+        }
         Ok(s.failed)
     })();
     match outcome {

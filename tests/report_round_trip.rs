@@ -82,6 +82,9 @@ fn reports_of_the_model_file_jobs_round_trip() {
     assert!(!summary.inputs.is_empty());
     let doctor: DoctorReport = round_trips(&["doctor", "--json"]);
     assert!(!doctor.backends.is_empty());
+    let checked: trtkit::measure::gpu_check::DoctorCheck =
+        round_trips(&["doctor", "--check", "--json"]);
+    assert_eq!(checked.doctor.backends, doctor.backends);
 
     let calibration: CalibrateReport = round_trips(&[
         "calibrate",
