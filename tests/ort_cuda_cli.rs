@@ -56,6 +56,20 @@ fn run_compare_validate_and_calibrate_on_ort_cuda_say_what_is_missing() {
             "--cuda-graph",
         ],
         vec!["compare", m, m, "--a-backend", "ort", "--a-device", "cuda"],
+        vec![
+            "calibrate",
+            m,
+            "--calib-data",
+            "synthetic:1",
+            "--batch-size",
+            "2",
+            "--backend",
+            "ort",
+            "--device",
+            "cuda",
+            "--cache-dir",
+            dir.path().to_str().unwrap(),
+        ],
     ] {
         let out = trtkit(&args);
         assert_clean_error(&out, 1, &with_file);
