@@ -19,7 +19,8 @@ use trtkit::cuda::device::Gpu;
 use trtkit::cuda::harness::{self, Amount, HarnessOptions, HarnessReport};
 use trtkit::cuda::kernels::{KernelWorkload, Kernels, Work};
 use trtkit::cuda::memory::DeviceBuffer;
-use trtkit::measure::compare::{compare, CompareConfig, InputSource, SideConfig};
+use trtkit::measure::compare::{compare, SideConfig};
+use trtkit::measure::gpu_check::{against_tract_cpu, build_classifier_engine};
 use trtkit::measure::progress::NoProgress;
 use trtkit::metrics::closeness::Tolerance;
 use trtkit::metrics::latency::{IterationSpans, Stats};
@@ -225,41 +226,32 @@ impl Suite {
     }
 }
 
+/// Compares side `a` with `model` on tract-cpu over 64 seeded samples: the top-1 agreement (0
+/// without a class axis) and the first output's closeness.
+fn top1_against_tract_cpu(
+    a: SideConfig,
+    model: &std::path::Path,
+    batch: usize,
+    tolerance: Tolerance,
+) -> Result<(f64, trtkit::metrics::closeness::Closeness)> {
+    let config = against_tract_cpu(a, model, batch, 64, tolerance);
+    let (report, _) = compare(&config, &NoProgress)?;
+    let out = report.outputs.into_iter().next().context("no output")?;
+    let top1 = out.topk.map(|k| k.top1_agreement_pct).unwrap_or(0.0);
+    Ok((top1, out.closeness))
+}
+
 /// Builds the test classifier's dynamic-batch engine (batch 1..8) in `dir` with the build job.
 fn build_test_engine(
     dir: &std::path::Path,
     tensorrt_dir: Option<std::path::PathBuf>,
 ) -> Result<(std::path::PathBuf, std::path::PathBuf)> {
     use trtkit::onnx::{test_models, OnnxModel};
-    use trtkit::trt::build::{build, BuildConfig, BuildObservers};
-    use trtkit::trt::profile::BatchRequest;
     let model = dir.join("clf.onnx");
     OnnxModel::from_proto(test_models::classifier(None), &model).save(&model)?;
-    let config = BuildConfig {
-        model: model.clone(),
-        input_shapes: Default::default(),
-        batch: BatchRequest {
-            min: Some(1),
-            opt: Some(4),
-            max: Some(8),
-        },
-        explicit_shapes: Default::default(),
-        precision: trtkit::trt::engine_file::Precision::Fp32,
-        fp16: Default::default(),
-        int8: None,
-        builder: Default::default(),
-        output: None,
-        engine_dir: dir.join("engines"),
-        rebuild: false,
-        tensorrt_dir,
-    };
-    let observers = BuildObservers {
-        calibration: &trtkit::calibration::job::NoProgress,
-        builder: std::sync::Arc::new(trtkit::trt::builder::Silent),
-        note: &|n: &str| println!("INFO build: {n}"),
-    };
-    let report = build(&config, &observers)?;
-    Ok((std::path::PathBuf::from(report.engine), model))
+    let note = |n: &str| println!("INFO build: {n}");
+    let engine = build_classifier_engine(dir, &model, 8, tensorrt_dir, &note)?;
+    Ok((engine, model))
 }
 
 impl Suite {
@@ -317,52 +309,26 @@ impl Suite {
         for note in backend.finish()? {
             println!("INFO {note}");
         }
-        let config = CompareConfig {
-            a: SideConfig {
-                path: engine.clone(),
-                backend: trtkit::backend::select::BackendOptions {
-                    device_id: Some(self.gpu.id()),
-                    tensorrt_dir: self.tensorrt_dir.clone(),
-                    ..Default::default()
-                },
+        let a = SideConfig {
+            path: engine.clone(),
+            backend: trtkit::backend::select::BackendOptions {
+                device_id: Some(self.gpu.id()),
+                tensorrt_dir: self.tensorrt_dir.clone(),
+                ..Default::default()
             },
-            b: SideConfig {
-                path: model,
-                backend: Default::default(),
-            },
-            input_shapes: Default::default(),
-            batch_size: Some(8),
-            inputs: InputSource::Random {
-                random: trtkit::data::synthetic::RandomInputs {
-                    dist: trtkit::data::synthetic::InputDistribution::Uniform {
-                        low: 0.0,
-                        high: 1.0,
-                    },
-                    seed: 0,
-                },
-                int_inputs: Default::default(),
-                samples: 64,
-            },
-            tolerance: Tolerance {
-                rtol: 1e-3,
-                atol: 1e-5,
-                equal_nan: false,
-            },
-            topk: 5,
         };
-        let (report, _) = compare(&config, &NoProgress)?;
-        let out = &report.outputs[0];
-        let top1 = out
-            .topk
-            .as_ref()
-            .map(|k| k.top1_agreement_pct)
-            .unwrap_or(0.0);
+        let tolerance = Tolerance {
+            rtol: 1e-3,
+            atol: 1e-5,
+            equal_nan: false,
+        };
+        let (top1, out) = top1_against_tract_cpu(a, &model, 8, tolerance)?;
         self.check(
             "engine vs tract-cpu: top-1 agreement 100%",
             top1 == 100.0,
             format!(
                 "top-1 agreement {top1:.2}%, max abs error {:.3e}, equal {:.2}% at rtol 1e-3 atol 1e-5, 64 samples",
-                out.closeness.max_abs_err, out.closeness.equal_pct
+                out.max_abs_err, out.equal_pct
             ),
         );
         Ok(())
@@ -423,48 +389,22 @@ impl Suite {
             format!("{n} iterations, smallest all - model = {worst:.6} ms"),
         );
         drop(backend);
-        let config = CompareConfig {
-            a: SideConfig {
-                path: model.to_path_buf(),
-                backend: options,
-            },
-            b: SideConfig {
-                path: model.to_path_buf(),
-                backend: Default::default(),
-            },
-            input_shapes: Default::default(),
-            batch_size: Some(batch),
-            inputs: InputSource::Random {
-                random: trtkit::data::synthetic::RandomInputs {
-                    dist: trtkit::data::synthetic::InputDistribution::Uniform {
-                        low: 0.0,
-                        high: 1.0,
-                    },
-                    seed: 0,
-                },
-                int_inputs: Default::default(),
-                samples: 64,
-            },
-            tolerance: Tolerance {
-                rtol: 1e-2,
-                atol: 1e-3,
-                equal_nan: false,
-            },
-            topk: 5,
+        let a = SideConfig {
+            path: model.to_path_buf(),
+            backend: options,
         };
-        let (report, _) = compare(&config, &NoProgress)?;
-        let out = &report.outputs[0];
-        let top1 = out
-            .topk
-            .as_ref()
-            .map(|k| k.top1_agreement_pct)
-            .unwrap_or(0.0);
+        let tolerance = Tolerance {
+            rtol: 1e-2,
+            atol: 1e-3,
+            equal_nan: false,
+        };
+        let (top1, out) = top1_against_tract_cpu(a, model, batch, tolerance)?;
         self.check(
             "ort-cuda ResNet-50 vs tract-cpu: top-1 agreement 100%",
             top1 == 100.0,
             format!(
                 "top-1 agreement {top1:.2}%, max abs error {:.3e}, cosine {:.6}, 64 samples",
-                out.closeness.max_abs_err, out.closeness.cosine
+                out.max_abs_err, out.cosine
             ),
         );
         Ok(())

@@ -126,7 +126,8 @@ pub fn check_gpus(tensorrt_dir: Option<PathBuf>) -> Result<CheckReport> {
     let dir = tempfile::tempdir().context("a temporary folder for the check's model")?;
     let model = dir.path().join("check_classifier.onnx");
     OnnxModel::from_proto(test_models::classifier(None), &model).save(&model)?;
-    let engine = build_engine(dir.path(), &model, tensorrt_dir.clone());
+    let engine = build_classifier_engine(dir.path(), &model, BATCH, tensorrt_dir.clone(), &|_| {})
+        .map_err(|e| format!("the engine could not be built: {e:#}"));
     let mut gpus = vec![];
     for gpu in &info.gpus {
         let ctx = GpuContext {
@@ -153,13 +154,16 @@ pub fn check_gpus(tensorrt_dir: Option<PathBuf>) -> Result<CheckReport> {
     })
 }
 
-/// The engine of the check's model, built once for every GPU (TensorRT-RTX builds without a
-/// GPU), or why it could not be built.
-fn build_engine(
+/// Builds an FP32 engine of `model` (batch 1 to `max_batch`, tuned for `max_batch`) into
+/// `dir/engines` with the build job (TensorRT-RTX builds without a GPU); `note` hears the
+/// build's notes.
+pub fn build_classifier_engine(
     dir: &Path,
     model: &Path,
+    max_batch: usize,
     tensorrt_dir: Option<PathBuf>,
-) -> std::result::Result<PathBuf, String> {
+    note: &dyn Fn(&str),
+) -> Result<PathBuf> {
     use crate::trt::build::{build, BuildConfig, BuildObservers};
     use crate::trt::profile::BatchRequest;
     let config = BuildConfig {
@@ -167,8 +171,8 @@ fn build_engine(
         input_shapes: Default::default(),
         batch: BatchRequest {
             min: Some(1),
-            opt: Some(BATCH as i64),
-            max: Some(BATCH as i64),
+            opt: Some(max_batch as i64),
+            max: Some(max_batch as i64),
         },
         explicit_shapes: Default::default(),
         precision: crate::trt::engine_file::Precision::Fp32,
@@ -183,11 +187,42 @@ fn build_engine(
     let observers = BuildObservers {
         calibration: &crate::calibration::job::NoProgress,
         builder: std::sync::Arc::new(crate::trt::builder::Silent),
-        note: &|_: &str| {},
+        note,
     };
-    build(&config, &observers)
-        .map(|r| PathBuf::from(r.engine))
-        .map_err(|e| format!("the engine could not be built: {e:#}"))
+    Ok(PathBuf::from(build(&config, &observers)?.engine))
+}
+
+/// A comparison of `a` against `reference` on tract's CPU backend over `samples` seeded
+/// uniform [0, 1) samples at `batch`, with a top-5 table.
+pub fn against_tract_cpu(
+    a: SideConfig,
+    reference: &Path,
+    batch: usize,
+    samples: usize,
+    tolerance: Tolerance,
+) -> CompareConfig {
+    CompareConfig {
+        a,
+        b: SideConfig {
+            path: reference.to_path_buf(),
+            backend: BackendOptions::default(),
+        },
+        input_shapes: Default::default(),
+        batch_size: Some(batch),
+        inputs: InputSource::Random {
+            random: RandomInputs {
+                dist: InputDistribution::Uniform {
+                    low: 0.0,
+                    high: 1.0,
+                },
+                seed: 0,
+            },
+            int_inputs: Default::default(),
+            samples,
+        },
+        tolerance,
+        topk: 5,
+    }
 }
 
 /// Runs `f` and stamps its wall time; an error becomes a failed check with its message.
@@ -291,7 +326,12 @@ impl GpuContext<'_> {
             latency_model_ms = SpanStats::of(&r.iterations).and_then(|s| s.compute.map(|c| c.mean));
         }
         drop(backend);
-        let (report, _) = compare(&self.compare_config(path, options), &NoProgress)?;
+        let a = SideConfig {
+            path: path.to_path_buf(),
+            backend: options,
+        };
+        let config = against_tract_cpu(a, self.model, BATCH, SAMPLES, tolerance());
+        let (report, _) = compare(&config, &NoProgress)?;
         let out = report.outputs.first().context("the model has no output")?;
         let top1 = out.topk.as_ref().map(|k| k.top1_agreement_pct);
         let pass = top1.is_none_or(|t| t == 100.0) && out.closeness.equal_pct == 100.0;
@@ -313,33 +353,5 @@ impl GpuContext<'_> {
             latency_model_ms,
             seconds: 0.0,
         })
-    }
-
-    fn compare_config(&self, path: &Path, options: BackendOptions) -> CompareConfig {
-        CompareConfig {
-            a: SideConfig {
-                path: path.to_path_buf(),
-                backend: options,
-            },
-            b: SideConfig {
-                path: self.model.to_path_buf(),
-                backend: BackendOptions::default(),
-            },
-            input_shapes: Default::default(),
-            batch_size: Some(BATCH),
-            inputs: InputSource::Random {
-                random: RandomInputs {
-                    dist: InputDistribution::Uniform {
-                        low: 0.0,
-                        high: 1.0,
-                    },
-                    seed: 0,
-                },
-                int_inputs: Default::default(),
-                samples: SAMPLES,
-            },
-            tolerance: tolerance(),
-            topk: 5,
-        }
     }
 }
