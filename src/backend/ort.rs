@@ -30,9 +30,9 @@ pub struct OrtOptions {
     pub threads: Option<usize>,
 }
 
-/// The process's ONNX Runtime environment: the library is loaded once (from where
-/// [`locate_library`] finds it); later calls return the first outcome.
-pub(crate) fn environment() -> Result<&'static Environment> {
+/// The process's ONNX Runtime: the library is located and loaded once; later calls return the
+/// first outcome (the environment and the library it loaded, or why not).
+fn loaded() -> Result<&'static (Environment, OrtLibrary)> {
     static LOADED: OnceLock<std::result::Result<(Environment, OrtLibrary), String>> =
         OnceLock::new();
     let outcome = LOADED.get_or_init(|| {
@@ -50,16 +50,17 @@ pub(crate) fn environment() -> Result<&'static Environment> {
         tracing::info!("ONNX Runtime loaded from {}", lib.path.display());
         Ok((env, lib))
     });
-    match outcome {
-        Ok((env, _)) => Ok(env),
-        Err(e) => Err(anyhow!("{e}")),
-    }
+    outcome.as_ref().map_err(|e| anyhow!("{e}"))
 }
 
-/// Whether ONNX Runtime loads on this machine (for `doctor`), with the library it loaded.
-pub fn available() -> Result<OrtLibrary> {
-    environment()?;
-    locate_library()
+/// The process's ONNX Runtime environment (loading the library on first use).
+pub(crate) fn environment() -> Result<&'static Environment> {
+    loaded().map(|(env, _)| env)
+}
+
+/// The ONNX Runtime library this process loaded (loading it on first use), or why it cannot.
+pub fn available() -> Result<&'static OrtLibrary> {
+    loaded().map(|(_, lib)| lib)
 }
 
 /// A session builder with trtkit's settings for `options` (all graph optimizations, the

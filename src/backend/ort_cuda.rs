@@ -7,11 +7,10 @@
 //! runs host tensors for `compare`, `validate` and calibration. Each session holds its own copy
 //! of the weights and its own memory arena, so `--streams N` holds the weights N times.
 
-use super::ort::{environment, OrtOptions};
+use super::ort::{available, OrtOptions};
 use super::ort::{prepared_model, run_host, run_host_visit, session_builder, session_io};
 use super::ort_libs::{
-    cuda_provider_missing, cuda_search_dirs, find_cuda_dependencies, locate_library,
-    preload_cuda_dependencies,
+    cuda_provider_missing, cuda_search_dirs, find_cuda_dependencies, preload_cuda_dependencies,
 };
 use super::ort_placement::Placement;
 use super::{Backend, OutputVisitor, RunOutput};
@@ -37,19 +36,18 @@ pub struct OrtCudaOptions {
     pub prefer_nhwc: bool,
 }
 
-/// Checks, once per process, that ONNX Runtime's CUDA provider can run here and loads the CUDA
-/// libraries it needs from where they were found: the one-line reason when it cannot.
+/// Checks, once per process, that the ONNX Runtime this process loads has its CUDA provider and
+/// that the CUDA libraries it needs are loadable (loading those the linker cannot find from
+/// where they were found): the one-line reason when it cannot.
 pub fn ensure_cuda_provider() -> Result<()> {
     static READY: OnceLock<std::result::Result<(), String>> = OnceLock::new();
     let outcome = READY.get_or_init(|| {
-        let lib = locate_library().map_err(|e| format!("{e:#}"))?;
+        let lib = available().map_err(|e| format!("{e:#}"))?;
         let deps = find_cuda_dependencies(&cuda_search_dirs());
-        if let Some(why) = cuda_provider_missing(&lib, &deps) {
+        if let Some(why) = cuda_provider_missing(lib, &deps) {
             return Err(why);
         }
-        preload_cuda_dependencies(&deps).map_err(|e| format!("{e:#}"))?;
-        environment().map_err(|e| format!("{e:#}"))?;
-        Ok(())
+        preload_cuda_dependencies(&deps).map_err(|e| format!("{e:#}"))
     });
     outcome.clone().map_err(|e| anyhow!("{e}"))
 }
@@ -242,7 +240,7 @@ impl Backend for OrtCudaBackend {
     fn finish(&mut self) -> Result<Vec<String>> {
         let mut notes = vec![format!(
             "ort-cuda: ONNX Runtime {}'s CUDA provider on GPU {}, {} session(s) (one per stream, each with its own copy of the weights), cuDNN convolution search {:?} (during the first iteration), TF32 allowed, convolutions in {}",
-            locate_library()
+            available()
                 .ok()
                 .and_then(|l| super::ort_libs::version_of(&l.path))
                 .unwrap_or_else(|| "(version unknown)".into()),

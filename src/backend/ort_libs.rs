@@ -267,7 +267,7 @@ pub(crate) fn version_of(path: &Path) -> Option<String> {
 }
 
 /// Looks for ONNX Runtime and its CUDA provider's libraries; `load` tries loading the library
-/// too (with `loaded` saying how that went). Never fails: what is missing is in the report.
+/// too, and its error goes in the report. Never fails: what is missing is in the report.
 pub fn probe(load: impl FnOnce() -> Result<()>) -> OrtProbe {
     let deps = find_cuda_dependencies(&cuda_search_dirs());
     match locate_library() {
