@@ -19,11 +19,11 @@ use trtkit::cuda::device::Gpu;
 use trtkit::cuda::harness::{self, Amount, HarnessOptions, HarnessReport};
 use trtkit::cuda::kernels::{KernelWorkload, Kernels, Work};
 use trtkit::cuda::memory::DeviceBuffer;
-use trtkit::measure::compare::{compare, SideConfig};
-use trtkit::measure::gpu_check::{against_tract_cpu, build_classifier_engine};
-use trtkit::measure::progress::NoProgress;
+use trtkit::jobs::compare::{compare, SideConfig};
+use trtkit::jobs::doctor_check::{against_tract_cpu, build_classifier_engine};
 use trtkit::metrics::closeness::Tolerance;
 use trtkit::metrics::latency::{IterationSpans, Stats};
+use trtkit::progress::NoProgress;
 use trtkit::trt::backend::{TrtBackend, TrtOptions};
 
 /// PyTorch pinned-tensor copies on the GPU machine at 64 MiB (GiB/s), the anchor.
@@ -347,7 +347,7 @@ impl Suite {
             batch: Some(batch),
             ..Default::default()
         };
-        let mut backend = trtkit::measure::open::open_backend(model, &options)?;
+        let mut backend = trtkit::jobs::open::open_backend(model, &options)?;
         let (inputs, outputs) = (backend.inputs().to_vec(), backend.outputs().to_vec());
         let enqueue = backend
             .gpu()

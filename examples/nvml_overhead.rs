@@ -16,7 +16,7 @@ use trtkit::backend::select::{BackendKind, BackendOptions};
 use trtkit::backend::Device;
 use trtkit::bench::monitor::Monitor;
 use trtkit::data::synthetic::timing_inputs;
-use trtkit::measure::open::open_backend;
+use trtkit::jobs::open::open_backend;
 
 struct Args {
     model: PathBuf,

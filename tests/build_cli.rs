@@ -382,8 +382,9 @@ const PEER_BUILD_FLOOR: usize = 98;
 
 #[test]
 fn peer_models_build_or_say_why() {
+    use trtkit::tensor::Precision;
     use trtkit::trt::build::{build, BuildConfig, BuildObservers};
-    use trtkit::trt::engine_file::{BuilderSettings, Precision};
+    use trtkit::trt::engine_file::BuilderSettings;
     let root = support::onnx_test_data();
     assert!(
         root.is_dir(),
@@ -413,7 +414,7 @@ fn peer_models_build_or_say_why() {
         };
         let observers = BuildObservers {
             calibration: &trtkit::calibration::job::NoProgress,
-            builder: std::sync::Arc::new(trtkit::trt::builder::Silent),
+            builder: std::sync::Arc::new(trtkit::trt::engine_builder::Silent),
             note: &|_| {},
         };
         match build(&config, &observers) {

@@ -4,7 +4,7 @@ mod support;
 
 use support::{assert_clean_error, save, trtkit};
 use trtkit::data::npz;
-use trtkit::onnx::builder::GraphBuilder;
+use trtkit::onnx::graph_builder::GraphBuilder;
 use trtkit::onnx::pb::tensor_proto::DataType;
 use trtkit::onnx::test_models::classifier;
 use trtkit::tensor::Dim;

@@ -5,7 +5,7 @@ mod support;
 use support::{assert_clean_error, files, save, trtkit};
 use trtkit::backend::tract::{TractBackend, TractOptions};
 use trtkit::backend::Backend;
-use trtkit::calibration::batches::normal_values;
+use trtkit::calibration::sample_source::normal_values;
 use trtkit::onnx::test_models;
 use trtkit::onnx::OnnxModel;
 use trtkit::tensor::{HostTensor, TensorData};

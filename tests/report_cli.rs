@@ -10,7 +10,7 @@ use support::{assert_clean_error, trtkit};
 use trtkit::bench::key::CellKey;
 use trtkit::bench::record::*;
 use trtkit::bench::target::Target;
-use trtkit::trt::engine_file::Precision;
+use trtkit::tensor::Precision;
 
 /// A measured cell: `ms` per batch of latency-all and consistent figures around it.
 fn ok(model: &str, target: Target, precision: Precision, batch: usize, ms: f64) -> CellRecord {

@@ -29,9 +29,9 @@ fn round_trips<T: Serialize + DeserializeOwned>(args: &[&str]) -> T {
 
 #[test]
 fn reports_of_the_model_jobs_round_trip() {
-    use trtkit::measure::accuracy::ValidateReport;
-    use trtkit::measure::compare::CompareReport;
-    use trtkit::measure::latency::RunReport;
+    use trtkit::jobs::compare::CompareReport;
+    use trtkit::jobs::run::RunReport;
+    use trtkit::jobs::validate::ValidateReport;
     let dir = tempfile::tempdir().unwrap();
     let model = save(dir.path(), "c.onnx", test_models::classifier(None));
     let m = model.to_str().unwrap();
@@ -71,7 +71,7 @@ fn reports_of_the_model_jobs_round_trip() {
 fn reports_of_the_model_file_jobs_round_trip() {
     use trtkit::calibration::job::CalibrateReport;
     use trtkit::onnx::summary::ModelSummary;
-    use trtkit::trt::precision::QuantizeReport;
+    use trtkit::quantize::job::QuantizeReport;
     use trtkit::trt::support::DoctorReport;
     let dir = tempfile::tempdir().unwrap();
     let model = save(dir.path(), "c.onnx", test_models::classifier(None));
@@ -82,7 +82,7 @@ fn reports_of_the_model_file_jobs_round_trip() {
     assert!(!summary.inputs.is_empty());
     let doctor: DoctorReport = round_trips(&["doctor", "--json"]);
     assert!(!doctor.backends.is_empty());
-    let checked: trtkit::measure::gpu_check::DoctorCheck =
+    let checked: trtkit::jobs::doctor_check::DoctorCheck =
         round_trips(&["doctor", "--check", "--json"]);
     assert_eq!(checked.doctor.backends, doctor.backends);
 

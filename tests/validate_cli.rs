@@ -5,7 +5,7 @@ mod support;
 
 use std::path::Path;
 use support::{assert_clean_error, save, trtkit, write_jpeg};
-use trtkit::onnx::builder::{attr_int, tensor_f32, GraphBuilder};
+use trtkit::onnx::graph_builder::{attr_int, tensor_f32, GraphBuilder};
 use trtkit::onnx::pb::tensor_proto::DataType;
 use trtkit::onnx::pb::ModelProto;
 use trtkit::tensor::Dim;

@@ -2,12 +2,12 @@
 //! Runtime on the CPU or CUDA here; TensorRT engines in `trt::backend`, where its `unsafe` lives). Commands hold a `Box<dyn Backend>` and do
 //! not care which one it is.
 
+pub mod mac_count;
 pub mod ort;
 pub mod ort_cuda;
 pub mod ort_libs;
 pub mod ort_placement;
 pub mod select;
-pub mod shapes;
 pub mod tract;
 pub mod tract_kernels;
 

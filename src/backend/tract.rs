@@ -4,7 +4,7 @@
 //! tract-linalg's multithreaded executor. `Device::Cuda` runs tract's CUDA runtime instead.
 
 use super::{Backend, Device, OutputVisitor, RunOutput};
-use crate::data::batch::{concat, slice_padded, truncate};
+use crate::data::batch_axis::{concat, slice_padded, truncate};
 use crate::onnx::rewrite::pass::Pass;
 use crate::onnx::shape::{model_inputs, Batch, FixBatch, InputShapes, ShapeRequest};
 use crate::onnx::OnnxModel;

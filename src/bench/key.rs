@@ -2,7 +2,7 @@
 //! measured, so a re-run skips it.
 
 use super::target::Target;
-use crate::trt::engine_file::Precision;
+use crate::tensor::Precision;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -60,7 +60,7 @@ pub struct Point {
 impl Point {
     /// `batch 8`, or `batch 8 seq 128` with a swept axis (a table's column header).
     pub fn label(&self) -> String {
-        crate::measure::latency::point_label(self.batch, &self.dims)
+        crate::jobs::run::point_label(self.batch, &self.dims)
     }
 
     /// `8`, or `8 seq 128` (a plot's category).

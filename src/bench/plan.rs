@@ -11,7 +11,7 @@ use crate::onnx::shape::{
     NamedDim, ShapeRequest,
 };
 use crate::onnx::OnnxModel;
-use crate::trt::engine_file::Precision;
+use crate::tensor::Precision;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

@@ -4,7 +4,7 @@
 use super::key::CellKey;
 use super::target::Target;
 use crate::metrics::latency::Stats;
-use crate::trt::engine_file::Precision;
+use crate::tensor::Precision;
 use serde::{Deserialize, Serialize};
 
 /// How a cell ended.

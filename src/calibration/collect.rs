@@ -4,9 +4,9 @@
 //! CPU plan right after the node that made it, while it is still in that core's cache); then
 //! the range search runs per tensor in parallel.
 
-use super::batches::CalibrationBatches;
 use super::histogram::{Counter, Histogram, DEFAULT_BINS};
 use super::range::Algorithm;
+use super::sample_source::CalibrationBatches;
 use crate::backend::select::{open_capture, BackendOptions};
 use crate::onnx::rewrite::capture::{Capture, Source};
 use crate::onnx::rewrite::pass::{Pass, PassReport};
@@ -274,7 +274,7 @@ pub fn compute_ranges(histograms: &[(String, Histogram)], algo: Algorithm) -> Ve
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::calibration::batches::SyntheticBatches;
+    use crate::calibration::sample_source::SyntheticBatches;
     use crate::onnx::rewrite::plan::plan_int8;
     use crate::onnx::test_models;
 

@@ -2,12 +2,12 @@
 //! algorithm out (reused when its key matches, rewritten with the reasons when it does not).
 //! `trtkit calibrate` and `trtkit build --int8` both run it.
 
-use super::batches::{ArrayBatches, CalibrationBatches, SyntheticBatches};
 use super::cache::{self, CacheKey, CalibrationTable, Lookup};
 use super::collect::{collect, compute_ranges, TensorRange};
-use super::image_batches::{has_images, ImageBatches};
+use super::image_source::{has_images, ImageBatches};
 use super::multi_input::MultiInputBatches;
 use super::range::Algorithm;
+use super::sample_source::{ArrayBatches, CalibrationBatches, SyntheticBatches};
 use crate::backend::select::{open, BackendOptions};
 use crate::data::preprocess::{preprocess_fields, Preprocess, PreprocessRequest};
 use crate::onnx::dtype::elem_type;

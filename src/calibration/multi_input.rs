@@ -7,8 +7,8 @@
 //! the embedding table, masks of ones then padding zeros, zeros for segment ids) and float
 //! inputs a standard normal.
 
-use super::batches::{source_files, usable, CalibrationBatches, SourceFacts};
-use crate::data::batch::{concat, slice_padded};
+use super::sample_source::{source_files, usable, CalibrationBatches, SourceFacts};
+use crate::data::batch_axis::{concat, slice_padded};
 use crate::data::npz;
 use crate::data::synthetic::{apply_int_inputs, InputDistribution, RandomInputs};
 use crate::tensor::{HostTensor, IntInput, IoSpec};

@@ -15,7 +15,7 @@ use crate::cli::usage;
 use crate::data::preprocess::PreprocessRequest;
 use crate::report::bench_run::{cell_line, render};
 use crate::report::progress::Bar;
-use crate::trt::engine_file::Precision;
+use crate::tensor::Precision;
 use anyhow::{Context, Result};
 use clap::Args;
 use std::path::PathBuf;
@@ -29,7 +29,7 @@ pub struct BenchArgs {
     #[arg(long, num_args = 1.., value_name = "ONNX")]
     pub models: Option<Vec<PathBuf>>,
     /// Precisions, comma-separated: fp32, fp16, int8.
-    #[arg(long, value_delimiter = ',', value_parser = precision)]
+    #[arg(long, value_delimiter = ',')]
     pub precisions: Option<Vec<Precision>>,
     /// Batch sizes, comma-separated.
     #[arg(long, value_delimiter = ',')]
@@ -109,17 +109,6 @@ pub struct BenchArgs {
     /// Output format.
     #[command(flatten)]
     pub format: JsonArgs,
-}
-
-fn precision(text: &str) -> Result<Precision, String> {
-    match text.trim() {
-        "fp32" => Ok(Precision::Fp32),
-        "fp16" => Ok(Precision::Fp16),
-        "int8" => Ok(Precision::Int8),
-        other => Err(format!(
-            "unknown precision {other:?}: expected fp32, fp16 or int8"
-        )),
-    }
 }
 
 impl BenchArgs {

@@ -11,8 +11,9 @@ use crate::onnx::rewrite::fp16::Fp16Options;
 use crate::onnx::shape::{DimValues, NamedDim, ShapeRequest};
 use crate::report::build::render;
 use crate::report::progress::{BuildBar, CalibrationBar};
+use crate::tensor::Precision;
 use crate::trt::build::{build, BuildConfig, BuildObservers, Int8Source};
-use crate::trt::engine_file::{BuilderSettings, Precision};
+use crate::trt::engine_file::BuilderSettings;
 use crate::trt::loader::DIR_ENV;
 use crate::trt::profile::{
     parse_named_shapes, AxisRange, BatchRange, BatchRequest, ExplicitShapes,

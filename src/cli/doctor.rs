@@ -1,9 +1,9 @@
 //! `trtkit doctor`: what this machine offers for trtkit ([`crate::trt::support`]), rendered by
 //! [`crate::report::doctor`]; with `--check`, a small network through every GPU backend on every
-//! GPU ([`crate::measure::gpu_check`]).
+//! GPU ([`crate::jobs::doctor_check`]).
 
 use crate::cli::args::output::JsonArgs;
-use crate::measure::gpu_check::{check_gpus, DoctorCheck};
+use crate::jobs::doctor_check::{check_gpus, DoctorCheck};
 use crate::report::doctor::{render, render_check};
 use crate::trt::support::collect;
 use clap::Args;

@@ -2,13 +2,13 @@
 //! wrong in its own terms, the command line says which flag fixes it.
 
 use crate::cli::UsageError;
-use crate::measure::accuracy::BadPreprocess;
-use crate::measure::compare::{NotComparable, UndeclaredShape, Verdict};
-use crate::measure::latency::{GpuSetting, NeedsGpuBackend};
+use crate::jobs::compare::{NotComparable, UndeclaredShape, Verdict};
+use crate::jobs::run::{GpuSetting, NeedsGpuBackend};
+use crate::jobs::validate::BadPreprocess;
 use crate::onnx::shape::NamedAxisError;
+use crate::quantize::job::RewriteDoesNotLoad;
 use crate::setting::{FixWith, Setting};
 use crate::tensor::{Dim, UnfixedAxis};
-use crate::trt::precision::RewriteDoesNotLoad;
 
 /// The flag that asks for a GPU-only setting.
 pub fn gpu_setting_flag(setting: GpuSetting) -> &'static str {

@@ -1,7 +1,7 @@
 //! `trtkit inspect MODEL.onnx|ENGINE`: the summary of an ONNX model, or of an engine file
 //! (recognised by its magic, whatever its name), rendered by [`crate::report::inspect`].
 
-use crate::backend::shapes::model_macs;
+use crate::backend::mac_count::model_macs;
 use crate::cli::args::output::JsonArgs;
 use crate::onnx::shape::ShapeRequest;
 use crate::onnx::summary::summarize;

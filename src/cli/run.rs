@@ -8,7 +8,7 @@ use crate::cli::args::shapes::ShapeArgs;
 use crate::cli::args::timing::TimingArgs;
 use crate::cli::UsageError;
 use crate::cuda::harness::HarnessOptions;
-use crate::measure::latency::{measure_latency, GpuSetting, RunConfig};
+use crate::jobs::run::{measure_latency, GpuSetting, RunConfig};
 use crate::report::latency::{export_times, render};
 use crate::report::progress::Bar;
 use anyhow::Result;

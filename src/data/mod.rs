@@ -2,7 +2,7 @@
 //! preprocessing presets and the parallel loader; `.npy`/`.npz` and ONNX `TensorProto` files,
 //! seeded random inputs, and batch slicing.
 
-pub mod batch;
+pub mod batch_axis;
 pub mod dataset;
 pub mod decode;
 pub mod loader;

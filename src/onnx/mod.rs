@@ -2,9 +2,9 @@
 //! passes that later stages (rewrites, build) apply.
 
 pub mod attributes;
-pub mod builder;
 pub mod dtype;
 pub mod external;
+pub mod graph_builder;
 pub mod input_roles;
 pub mod macs;
 pub mod model;

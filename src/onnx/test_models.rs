@@ -2,7 +2,7 @@
 //!
 //! No binary blobs: every test that needs a model builds one here.
 
-use super::builder::{attr_float, attr_int, attr_ints, tensor_f32, tensor_i64, GraphBuilder};
+use super::graph_builder::{attr_float, attr_int, attr_ints, tensor_f32, tensor_i64, GraphBuilder};
 use super::pb::tensor_proto::DataType;
 use super::pb::ModelProto;
 use crate::tensor::Dim;

@@ -2,7 +2,7 @@
 //! and latency as a table, and the per-image predictions as CSV.
 
 use crate::atomic_file::write_atomic_with;
-use crate::measure::accuracy::{Prediction, ValidateReport};
+use crate::jobs::validate::{Prediction, ValidateReport};
 use crate::metrics::latency::BatchLatency;
 use crate::report::table::{Align, Table};
 use anyhow::Result;

@@ -9,7 +9,7 @@ use crate::bench::key::Point;
 use crate::bench::record::{CellMetrics, CellRecord, Status};
 use crate::bench::target::Target;
 use crate::report::table::{Align, Table};
-use crate::trt::engine_file::Precision;
+use crate::tensor::Precision;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;

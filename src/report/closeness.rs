@@ -1,7 +1,7 @@
 //! The closeness report of `compare` (and of saved compare reports): how far A is from the
 //! reference B per output, and how often their top-k classes disagree, as tables.
 
-use crate::measure::compare::CompareReport;
+use crate::jobs::compare::CompareReport;
 use crate::report::table::Table;
 
 /// An error value: `0`, six decimals in [1e-3, 1e4), scientific notation otherwise.

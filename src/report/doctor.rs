@@ -3,7 +3,7 @@
 use crate::backend::ort_libs::OrtProbe;
 use crate::backend::tract_kernels::KernelModel;
 use crate::data::decode::JpegDecoder;
-use crate::measure::gpu_check::{CheckReport, CheckStatus};
+use crate::jobs::doctor_check::{CheckReport, CheckStatus};
 use crate::report::format::bytes;
 use crate::trt::support::DoctorReport;
 

@@ -144,7 +144,7 @@ mod tests {
     use crate::bench::record::fixtures::{failed, ok};
     use crate::bench::record::FailureKind;
     use crate::bench::target::Target;
-    use crate::trt::engine_file::Precision;
+    use crate::tensor::Precision;
 
     #[test]
     fn page_has_plots_tables_and_escapes_the_journal() {

@@ -1,10 +1,10 @@
 //! The reports of the INT8 triage: the sensitivity table (one row per quantized node, most
 //! damaging first) and what the accuracy-target search left in float.
 
-use crate::measure::int8_eval::{MeasuredReport, Score};
-use crate::measure::int8_target::{Goal, Strategy, TargetReport};
-use crate::measure::scale_search::ScaleSearchReport;
-use crate::measure::sensitivity::SensitivityReport;
+use crate::quantize::evaluate::{MeasuredReport, Score};
+use crate::quantize::scale_search::ScaleSearchReport;
+use crate::quantize::sensitivity_scan::SensitivityReport;
+use crate::quantize::target_search::{Goal, Strategy, TargetReport};
 use crate::report::table::{Align, Table};
 
 fn agreement(s: &Score) -> String {

@@ -2,7 +2,7 @@
 //! terminal or markdown, and the per-iteration export as CSV or JSON.
 
 use crate::atomic_file::write_atomic;
-use crate::measure::latency::{point_label, BatchResult, RunReport};
+use crate::jobs::run::{point_label, BatchResult, RunReport};
 use crate::metrics::latency::{IterationSpans, Stats};
 use crate::report::format::{bytes, json};
 use crate::report::table::Table;

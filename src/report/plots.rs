@@ -8,7 +8,7 @@ use crate::bench::key::Point;
 use crate::bench::record::{CellMetrics, CellRecord, MonitorSample, Status};
 use crate::bench::target::Target;
 use crate::report::bench::target_rank;
-use crate::trt::engine_file::Precision;
+use crate::tensor::Precision;
 use anyhow::{bail, Result};
 use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint};
 use plotters::coord::Shift;

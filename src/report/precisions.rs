@@ -3,7 +3,7 @@
 //! and `compare`'s (equality per precision, and the top-10 table: one row per rank, one
 //! `MAE / Disg %` column per precision), for the terminal or as markdown.
 
-use crate::measure::precisions::{CompareAllReport, ValidateAllReport};
+use crate::jobs::precision_table::{CompareAllReport, ValidateAllReport};
 use crate::report::table::Table;
 
 fn render_table(t: &Table, markdown: bool) -> String {

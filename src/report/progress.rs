@@ -4,8 +4,8 @@
 //! ([`BatchProgress`]); [`BuildBar`] follows TensorRT's builder phases ([`BuildProgress`]).
 
 use crate::calibration::job::BatchProgress;
-use crate::measure::progress::Progress;
-use crate::trt::builder::BuildProgress;
+use crate::progress::Progress;
+use crate::trt::engine_builder::BuildProgress;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::sync::Mutex;
 

@@ -1,13 +1,15 @@
-//! The bottom of the crate: element types, host tensors, dims, I/O specs and the values integer
-//! inputs take. It imports nothing
+//! The bottom of the crate: element types, host tensors, dims, I/O specs, precisions and the values
+//! integer inputs take. It imports nothing
 //! else of the crate, so every other module can use it without a cycle.
 
 mod dim;
 mod host;
 mod io_spec;
+mod precision;
 mod values;
 
 pub use dim::{format_dims, Dim};
 pub use host::{ElemType, HostTensor, TensorData};
 pub use io_spec::{check_input_count, IoSpec, UnfixedAxis};
+pub use precision::Precision;
 pub use values::IntInput;

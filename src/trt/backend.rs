@@ -8,7 +8,7 @@
 //! Everything before TensorRT is asked anything lives in `preflight` and `engine_io`, which
 //! run (and are tested) on any machine; this file is the thin part that needs a GPU.
 
-use super::builder::{load, LogCollector};
+use super::engine_builder::{load, LogCollector};
 use super::engine_io::{
     batch_outside_profile, buffer_sizes, elem_type, in_profile, input_shape_at, io_spec,
     probe_batch_range,

@@ -6,10 +6,10 @@
 //! Q/DQ, since TensorRT 11 and TensorRT-RTX have no precision flags); parse and build with
 //! TensorRT-RTX; write the engine and its sidecar atomically.
 
-use super::builder::{build_engine, load, BuildProgress};
+use super::engine_builder::{build_engine, load, BuildProgress};
 use super::engine_file::{
     engine_path, kept_graph_path, lookup, store, BuilderSettings, EngineFacts, EngineKey,
-    EngineSidecar, Lookup, Precision,
+    EngineSidecar, Lookup,
 };
 use super::loader::{locate_usable, Flavour, BOUND};
 use super::profile::{resolve_profile, BatchRequest, ExplicitShapes, ShapeProfile};
@@ -25,9 +25,10 @@ use crate::onnx::shape::{
     check_named_axes, model_inputs, Batch, DimSpec, FixBatch, InputShape, InputShapes, ShapeRequest,
 };
 use crate::onnx::OnnxModel;
+use crate::quantize::job::int8_pass;
 use crate::setting::{fix_with, Setting};
 use crate::tensor::Dim;
-use crate::trt::precision::int8_pass;
+use crate::tensor::Precision;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;

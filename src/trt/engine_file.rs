@@ -7,6 +7,7 @@ use super::loader::Flavour;
 use super::profile::ShapeProfile;
 use crate::atomic_file::{write_atomic, write_atomic_unsynced};
 use crate::onnx::model::sha256_hex;
+use crate::tensor::Precision;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -35,28 +36,6 @@ pub fn file_flavour(path: &Path) -> Result<Option<Flavour>> {
         .read(&mut head)
         .with_context(|| format!("{}: cannot read", path.display()))?;
     Ok(engine_flavour(&head[..n]))
-}
-
-/// The precision an engine was built at (the rewrite applied before the build).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Precision {
-    /// The model as it is.
-    Fp32,
-    /// trtkit's FP16 rewrite (float16 weights and computation).
-    Fp16,
-    /// trtkit's Q/DQ rewrite with calibrated scales.
-    Int8,
-}
-
-impl std::fmt::Display for Precision {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Precision::Fp32 => "fp32",
-            Precision::Fp16 => "fp16",
-            Precision::Int8 => "int8",
-        })
-    }
 }
 
 /// Builder settings that change the engine.

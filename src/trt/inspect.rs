@@ -2,7 +2,7 @@
 //! it (key, build facts, I/O, profile), and — where this machine's GPU can deserialize it —
 //! the layer list from TensorRT's engine inspector.
 
-use super::builder::LogCollector;
+use super::engine_builder::LogCollector;
 use super::engine_file::{file_flavour, read_sidecar, sidecar_path, EngineSidecar};
 use super::loader::{can_run_on, locate_usable, Flavour, BOUND};
 use crate::cuda::info::driver_info;
@@ -83,7 +83,7 @@ fn layer_list(path: &Path, flavour: Flavour, tensorrt_dir: Option<&Path>) -> Res
         bail!("{why}");
     }
     let libs = locate_usable(tensorrt_dir)?;
-    super::builder::load(&libs)?;
+    super::engine_builder::load(&libs)?;
     let bytes = std::fs::read(path)?;
     let errors = LogCollector::default();
     let logger = Logger::new(errors.clone()).map_err(|e| anyhow!("TensorRT logger: {e}"))?;

@@ -2,9 +2,9 @@
 //! everywhere and TensorRT commands fail with a clear message where it is missing.
 //!
 //! `loader` finds the libraries; `profile` turns shape flags into an optimization profile;
-//! `builder` drives TensorRT-RTX's parser and builder (through the `trtx` crate);
-//! `engine_file` names, keys, checks and writes engines; `precision` picks the FP16 or INT8
-//! rewrite (and is the `quantize` job); `build` is the `build` job that chains them; `inspect`
+//! `engine_builder` drives TensorRT-RTX's parser and builder (through the `trtx` crate);
+//! `engine_file` names, keys, checks and writes engines; `build` is the `build` job that chains
+//! them with the precision rewrite of [`crate::quantize`]; `inspect`
 //! describes an engine file; `support` says what this machine offers (driver, GPUs, libraries,
 //! which engines run where). Running engines: `preflight` checks a file before TensorRT sees
 //! it, `engine_io` maps its tensors to trtkit's I/O specs and checks batches against its
@@ -15,12 +15,11 @@
 
 pub mod backend;
 pub mod build;
-pub mod builder;
+pub mod engine_builder;
 pub mod engine_file;
 pub mod engine_io;
 pub mod inspect;
 pub mod loader;
-pub mod precision;
 pub mod preflight;
 pub mod profile;
 pub mod runtime_cache;

@@ -166,9 +166,10 @@ pub fn deserialize_refusal(path: &Path, gpu: &GpuInfo, version: &str, said: &str
 
 #[cfg(test)]
 mod tests {
-    use super::super::engine_file::{EngineFacts, EngineKey, Precision};
+    use super::super::engine_file::{EngineFacts, EngineKey};
     use super::super::profile::ShapeProfile;
     use super::*;
+    use crate::tensor::Precision;
 
     fn sidecar(bytes: &[u8]) -> EngineSidecar {
         EngineSidecar {

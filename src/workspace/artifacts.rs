@@ -4,8 +4,9 @@
 //! beside its engine, when its bytes are the ones the sidecar vouches for.
 
 use crate::onnx::model::{file_sha256, sha256_hex};
+use crate::tensor::Precision;
 use crate::trt::engine_file::{
-    is_engine_name, kept_graph_path, read_sidecar, sidecar_path, EngineSidecar, Precision,
+    is_engine_name, kept_graph_path, read_sidecar, sidecar_path, EngineSidecar,
 };
 use std::path::{Path, PathBuf};
 

@@ -2,7 +2,7 @@
 //! the model (iterations in `run`, batches in `validate`), left out of the figures.
 
 use crate::cuda::harness::Amount;
-use crate::measure::accuracy::WarmupBatches;
+use crate::jobs::validate::WarmupBatches;
 use clap::Args;
 
 /// How long `run` warms up and measures, per batch size.

@@ -5,10 +5,10 @@ use crate::backend::select::BackendKind;
 use crate::backend::Device;
 use crate::data::preprocess::{ChannelOrder, Layout};
 use crate::data::resize::Interpolation;
-use crate::measure::int8_target::Strategy;
-use crate::measure::scale_search::ScaleSearch;
 use crate::onnx::rewrite::qdq::WeightClip;
-use crate::trt::precision::Fallback;
+use crate::quantize::job::Fallback;
+use crate::quantize::scale_search::ScaleSearch;
+use crate::quantize::target_search::Strategy;
 use clap::builder::PossibleValue;
 
 /// Implements `clap::ValueEnum` for a library enum: each variant with its name and help.

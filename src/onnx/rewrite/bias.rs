@@ -6,7 +6,7 @@
 use super::plan::QuantPlan;
 use super::qdq::{quantize_weights, WeightClip};
 use crate::onnx::attributes::int_attr;
-use crate::onnx::builder::tensor_f32;
+use crate::onnx::graph_builder::tensor_f32;
 use crate::onnx::OnnxModel;
 use anyhow::{bail, Result};
 use std::collections::HashMap;

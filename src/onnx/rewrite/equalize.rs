@@ -14,7 +14,7 @@ use super::fold_bn::FoldBatchNorm;
 use super::initializer::read_f32;
 use super::pass::{Pass, PassReport};
 use crate::onnx::attributes::int_attr;
-use crate::onnx::builder::tensor_f32;
+use crate::onnx::graph_builder::tensor_f32;
 use crate::onnx::pb::GraphProto;
 use crate::onnx::OnnxModel;
 use anyhow::{bail, Result};

@@ -105,7 +105,7 @@ fn cast_node(input: &str, output: &str, to: DataType) -> NodeProto {
         op_type: "Cast".into(),
         input: vec![input.to_string()],
         output: vec![output.to_string()],
-        attribute: vec![crate::onnx::builder::attr_int("to", to as i64)],
+        attribute: vec![crate::onnx::graph_builder::attr_int("to", to as i64)],
         ..Default::default()
     }
 }
@@ -168,7 +168,7 @@ fn gemm_to_matmul(g: &mut crate::onnx::pb::GraphProto) -> Result<()> {
             }
             let name = format!("{}_transposed", weight.name);
             if !g.initializer.iter().any(|i| i.name == name) {
-                g.initializer.push(crate::onnx::builder::tensor_f32(
+                g.initializer.push(crate::onnx::graph_builder::tensor_f32(
                     &name,
                     &[cols as i64, rows as i64],
                     &t,
@@ -357,7 +357,7 @@ fn to_fp16(model: OnnxModel, options: &Fp16Options) -> Result<(OnnxModel, Fp16Re
                         } else {
                             vec![vals.len() as i64]
                         };
-                        let mut t = crate::onnx::builder::tensor_f32("", &dims, &vals);
+                        let mut t = crate::onnx::graph_builder::tensor_f32("", &dims, &vals);
                         set_f16(&mut t, &h);
                         *a = crate::onnx::pb::AttributeProto {
                             name: "value".into(),

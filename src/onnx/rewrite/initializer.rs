@@ -60,7 +60,7 @@ pub fn tensor_i8(name: &str, dims: &[i64], data: &[i8]) -> TensorProto {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::onnx::builder::tensor_f32;
+    use crate::onnx::graph_builder::tensor_f32;
 
     #[test]
     fn reads_raw_and_float_data() {

@@ -7,7 +7,7 @@
 use super::initializer::{read_f32, tensor_i8};
 use super::pass::{Pass, PassReport};
 use super::plan::QuantPlan;
-use crate::onnx::builder::{attr_int, tensor_f32};
+use crate::onnx::graph_builder::{attr_int, tensor_f32};
 use crate::onnx::pb::NodeProto;
 use crate::onnx::OnnxModel;
 use anyhow::{bail, Result};

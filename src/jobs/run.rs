@@ -6,17 +6,17 @@
 //! on the wall clock around `Backend::run`: latency-all only, and the report says so. Both feed
 //! the same inputs ([`timing_inputs`]) and share the statistics of `metrics::latency`.
 
-use super::open::{open_backend, ModelFile};
-use super::progress::Progress;
 use crate::backend::select::BackendOptions;
 use crate::backend::{Backend, Device};
 use crate::cuda::device::Gpu;
 use crate::cuda::harness::{self, Amount, HarnessOptions, MemoryReport};
 use crate::data::synthetic::{apply_int_inputs, timing_inputs, TIMING_SEED};
+use crate::jobs::open::{open_backend, ModelFile};
 use crate::metrics::latency::{throughput, IterationSpans, SpanStats};
 use crate::onnx::input_roles::int_input_roles;
 use crate::onnx::shape::{dim_points, DimSweep};
 use crate::onnx::OnnxModel;
+use crate::progress::Progress;
 use crate::setting::{fix_with, Setting};
 use crate::tensor::IntInput;
 use anyhow::{Context, Result};
@@ -302,8 +302,8 @@ pub fn measure_wall_clock(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::measure::progress::NoProgress;
     use crate::onnx::test_models;
+    use crate::progress::NoProgress;
     use crate::tensor::{Dim, ElemType, IoSpec, TensorData};
 
     fn spec(name: &str, elem_type: ElemType) -> IoSpec {

@@ -4,15 +4,15 @@
 //! does not need (each step measured). The search's result is kept under a key (model, scales,
 //! samples, fallback, target), so the same question is answered again without measuring.
 
-use super::int8_eval::{open_eval_samples, EvalConfig, Evaluator, Score};
-use super::progress::Progress;
-use super::scale_search::{ScaleSearch, ScaleSearchReport};
 use crate::atomic_file::write_atomic;
 use crate::calibration::cache::CalibrationTable;
 use crate::onnx::model::{file_sha256, sha256_hex};
 use crate::onnx::rewrite::plan::{plan_int8, Exclusion};
 use crate::onnx::OnnxModel;
-use crate::trt::precision::int8_model;
+use crate::progress::Progress;
+use crate::quantize::evaluate::{open_eval_samples, EvalConfig, Evaluator, Score};
+use crate::quantize::job::int8_model;
+use crate::quantize::scale_search::{ScaleSearch, ScaleSearchReport};
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;

@@ -3,18 +3,18 @@
 //! and is compared with tract on the CPU; each backend passes, fails, or is skipped with the
 //! one-line reason it cannot run there.
 
-use super::compare::{compare, CompareConfig, InputSource, SideConfig};
-use super::open::open_backend;
-use super::progress::NoProgress;
 use crate::backend::select::{BackendKind, BackendOptions};
 use crate::backend::Device;
 use crate::cuda::device::Gpu;
 use crate::cuda::harness::{self, Amount, HarnessOptions};
 use crate::cuda::info::{driver_info, GpuInfo};
 use crate::data::synthetic::{InputDistribution, RandomInputs};
+use crate::jobs::compare::{compare, CompareConfig, InputSource, SideConfig};
+use crate::jobs::open::open_backend;
 use crate::metrics::closeness::Tolerance;
 use crate::metrics::latency::SpanStats;
 use crate::onnx::{test_models, OnnxModel};
+use crate::progress::NoProgress;
 use crate::trt::loader::{can_run_on, BOUND};
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
@@ -175,7 +175,7 @@ pub fn build_classifier_engine(
             max: Some(max_batch as i64),
         },
         explicit_shapes: Default::default(),
-        precision: crate::trt::engine_file::Precision::Fp32,
+        precision: crate::tensor::Precision::Fp32,
         fp16: Default::default(),
         int8: None,
         builder: Default::default(),
@@ -186,7 +186,7 @@ pub fn build_classifier_engine(
     };
     let observers = BuildObservers {
         calibration: &crate::calibration::job::NoProgress,
-        builder: std::sync::Arc::new(crate::trt::builder::Silent),
+        builder: std::sync::Arc::new(crate::trt::engine_builder::Silent),
         note,
     };
     Ok(PathBuf::from(build(&config, &observers)?.engine))

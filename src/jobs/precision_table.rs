@@ -5,19 +5,19 @@
 //! of each against the FP32 ONNX model. Built on the `validate` and `compare` jobs; which
 //! engines belong to the model is `workspace::artifacts`' answer.
 
-use super::accuracy::{dataset_tensor, validate, ValidateConfig, ValidateReport};
-use super::compare::{compare, CompareConfig, InputSource, SideConfig};
-use super::progress::Progress;
 use crate::backend::ort_cuda::ort_cuda_usable;
 use crate::backend::select::{BackendKind, BackendOptions};
 use crate::backend::Device;
 use crate::data::npz;
+use crate::jobs::compare::{compare, CompareConfig, InputSource, SideConfig};
+use crate::jobs::validate::{dataset_tensor, validate, ValidateConfig, ValidateReport};
 use crate::metrics::closeness::Tolerance;
 use crate::metrics::latency::BatchLatency;
 use crate::metrics::topk::RankRow;
 use crate::onnx::shape::fixed_batch;
 use crate::onnx::OnnxModel;
-use crate::trt::engine_file::Precision;
+use crate::progress::Progress;
+use crate::tensor::Precision;
 use crate::workspace::artifacts::{list, Artifacts};
 use anyhow::Result;
 use serde::{Deserialize, Serialize};

@@ -2,16 +2,16 @@
 //! images/s and per-batch latency (all = preprocessed batch in → outputs out; model = inference
 //! only), measured after a warm-up.
 
-use super::batches::run_batched;
-use super::open::open_backend;
-use super::progress::{NoProgress, Progress};
 use crate::backend::select::BackendOptions;
 use crate::backend::Backend;
 use crate::data::dataset::{Dataset, DatasetOptions};
 use crate::data::loader::{Failure, Loader};
 use crate::data::preprocess::{Layout, Preprocess, PreprocessRequest};
+use crate::jobs::batch_runner::run_batched;
+use crate::jobs::open::open_backend;
 use crate::metrics::accuracy::TopKAccuracy;
 use crate::metrics::latency::BatchLatency;
+use crate::progress::{NoProgress, Progress};
 use crate::tensor::{Dim, ElemType, HostTensor, TensorData};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};

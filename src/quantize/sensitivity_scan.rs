@@ -1,11 +1,11 @@
 //! Which INT8 nodes break a model: for every node the INT8 plan quantizes, the score when it
 //! alone is INT8 (its own damage) and when it alone stays float (what leaving it out recovers),
-//! against the float model on real samples ([`super::int8_eval`]).
+//! against the float model on real samples ([`crate::quantize::evaluate`]).
 
-use super::int8_eval::{EvalConfig, Evaluator, Score};
-use super::progress::Progress;
-use super::scale_search::ScaleSearchReport;
 use crate::onnx::rewrite::plan::Exclusion;
+use crate::progress::Progress;
+use crate::quantize::evaluate::{EvalConfig, Evaluator, Score};
+use crate::quantize::scale_search::ScaleSearchReport;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;

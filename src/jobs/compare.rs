@@ -2,19 +2,19 @@
 //! reference backend, a TensorRT engine, or an `.npz` of saved outputs), and how close A is to
 //! the reference B.
 
-use super::batches::{run_batched, samples_of};
-use super::open::{open_backend, open_model, ModelFile};
-use super::progress::Progress;
 use crate::backend::select::BackendOptions;
 use crate::backend::Backend;
 use crate::data::npz;
 use crate::data::synthetic::{apply_int_inputs, InputDistribution, RandomInputs};
+use crate::jobs::batch_runner::{run_batched, samples_of};
+use crate::jobs::open::{open_backend, open_model, ModelFile};
 use crate::metrics::closeness::Tolerance;
 use crate::metrics::compare::{compare_outputs, OutputComparison};
 use crate::onnx::input_roles::int_input_roles;
 use crate::onnx::rewrite::pass::Pass;
 use crate::onnx::shape::{fixed_batch, model_inputs, InputShapes, ShapeRequest};
 use crate::onnx::OnnxModel;
+use crate::progress::Progress;
 use crate::tensor::{HostTensor, IntInput, IoSpec};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};

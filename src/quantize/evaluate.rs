@@ -5,13 +5,11 @@
 //! cosine, top-1 agreement and mean absolute error of its first output against the float one.
 //! The sensitivity scan and the accuracy-target search both measure through it.
 
-use super::progress::Progress;
-use super::scale_search::{search_scales, ScaleSearch, ScaleSearchReport, SEARCH_SAMPLES};
+use crate::backend::mac_count::model_macs;
 use crate::backend::select::{open, BackendOptions};
-use crate::backend::shapes::model_macs;
-use crate::calibration::batches::CalibrationBatches;
 use crate::calibration::cache::{check_cache_model, CalibrationTable};
 use crate::calibration::job::{open_samples, CalibrateConfig};
+use crate::calibration::sample_source::CalibrationBatches;
 use crate::data::preprocess::PreprocessRequest;
 use crate::metrics::closeness::{closeness, Tolerance};
 use crate::metrics::topk::topk;
@@ -24,8 +22,12 @@ use crate::onnx::rewrite::plan::{node_label, QuantPlan};
 use crate::onnx::rewrite::qdq::WeightClip;
 use crate::onnx::shape::InputShapes;
 use crate::onnx::OnnxModel;
+use crate::progress::Progress;
+use crate::quantize::job::{int8_model, int8_pass, Fallback};
+use crate::quantize::scale_search::{
+    search_scales, ScaleSearch, ScaleSearchReport, SEARCH_SAMPLES,
+};
 use crate::tensor::HostTensor;
-use crate::trt::precision::{int8_model, int8_pass, Fallback};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap};

@@ -2,9 +2,9 @@
 //! last batch to the backend's batch size and dropping the padded rows from the outputs. The
 //! comparator and the accuracy evaluation both run their models through it.
 
-use super::progress::Progress;
 use crate::backend::Backend;
-use crate::data::batch::{concat, slice_padded, truncate};
+use crate::data::batch_axis::{concat, slice_padded, truncate};
+use crate::progress::Progress;
 use crate::tensor::HostTensor;
 use anyhow::{bail, Context, Result};
 use std::time::Duration;
@@ -111,8 +111,8 @@ fn join(parts: Vec<Vec<HostTensor>>) -> Result<Vec<HostTensor>> {
 mod tests {
     use super::*;
     use crate::backend::tract::{TractBackend, TractOptions};
-    use crate::measure::progress::NoProgress;
     use crate::onnx::{test_models, OnnxModel};
+    use crate::progress::NoProgress;
     use crate::tensor::TensorData;
 
     #[test]

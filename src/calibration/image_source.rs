@@ -1,7 +1,9 @@
 //! Calibration batches from a folder of images (JPEG/PNG, any sub-folder layout), decoded and
 //! preprocessed by the dataset loader with the model's preprocessing.
 
-use super::batches::{batch_tensor, take_front, usable, CalibrationBatches, SourceFacts};
+use crate::calibration::sample_source::{
+    batch_tensor, take_front, usable, CalibrationBatches, SourceFacts,
+};
 use crate::data::dataset::{Sample, IMAGE_EXTENSIONS};
 use crate::data::loader::Loader;
 use crate::data::preprocess::PreprocessRequest;

@@ -2,7 +2,7 @@
 //! autocast, or INT8 Q/DQ with calibrated scales where the INT8 plan says. `build` runs the pass
 //! before building; the `quantize` job runs it alone and writes the rewritten ONNX.
 
-use crate::backend::shapes::model_macs;
+use crate::backend::mac_count::model_macs;
 use crate::backend::tract::{TractBackend, TractOptions};
 use crate::calibration::cache::{check_cache_model, CalibrationTable};
 use crate::onnx::model::file_sha256;

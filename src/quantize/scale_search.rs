@@ -7,7 +7,7 @@
 //! activation itself.
 
 use crate::backend::select::{open, BackendOptions};
-use crate::data::batch::concat;
+use crate::data::batch_axis::concat;
 use crate::onnx::rewrite::plan::{ActivationSite, QuantPlan};
 use crate::onnx::rewrite::probe::scale_probe;
 use crate::onnx::rewrite::qdq::{scale_of, WeightClip};
