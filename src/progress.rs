@@ -1,8 +1,9 @@
-//! How a long measurement tells the caller how far it got, without knowing about terminals:
-//! the command line draws a bar, a script or a test passes [`NoProgress`].
+//! How a long job tells its caller how far it got, without knowing about terminals: the command
+//! line draws a bar, a script or a test passes [`NoProgress`]. Every job reports through this one
+//! trait: measurements, calibration over batches, and TensorRT's builder phases.
 
-/// Receives the progress of a measurement.
-pub trait Progress {
+/// Receives the progress of a job.
+pub trait Progress: Send + Sync {
     /// A phase starts: `what` is being done over `total` units (samples, images, iterations;
     /// `None` when the amount is a duration).
     fn start(&self, what: &str, total: Option<u64>);

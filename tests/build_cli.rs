@@ -413,8 +413,8 @@ fn peer_models_build_or_say_why() {
             tensorrt_dir: Some(tensorrt_dir()),
         };
         let observers = BuildObservers {
-            calibration: &trtkit::calibration::job::NoProgress,
-            builder: std::sync::Arc::new(trtkit::trt::engine_builder::Silent),
+            calibration: &trtkit::progress::NoProgress,
+            builder: std::sync::Arc::new(trtkit::progress::NoProgress),
             note: &|_| {},
         };
         match build(&config, &observers) {

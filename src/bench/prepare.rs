@@ -9,15 +9,15 @@ use super::key::hex16;
 use super::plan::CellSpec;
 use super::target::Target;
 use crate::backend::select::BackendOptions;
-use crate::calibration::job::{calibrate, CalibrateConfig, NoProgress};
+use crate::calibration::job::{calibrate, CalibrateConfig};
 use crate::calibration::range::Algorithm;
 use crate::onnx::rewrite::fp16::Fp16Options;
 use crate::onnx::shape::fixed_batch;
 use crate::onnx::OnnxModel;
+use crate::progress::NoProgress;
 use crate::quantize::job::{quantize, QuantizeConfig, Rewrite};
 use crate::tensor::Precision;
 use crate::trt::build::{build, BuildConfig, BuildObservers, Int8Source};
-use crate::trt::engine_builder::Silent;
 use crate::trt::engine_file::BuilderSettings;
 use crate::trt::profile::{BatchRequest, ExplicitShapes};
 use anyhow::{Context, Result};
@@ -172,7 +172,7 @@ fn build_engine(spec: &CellSpec, notes: &mut Vec<String>) -> Result<PathBuf> {
         &config,
         &BuildObservers {
             calibration: &NoProgress,
-            builder: Arc::new(Silent),
+            builder: Arc::new(NoProgress),
             note: &note,
         },
     )?;

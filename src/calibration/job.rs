@@ -17,6 +17,7 @@ use crate::onnx::rewrite::pass::Pass;
 use crate::onnx::rewrite::plan::plan_int8;
 use crate::onnx::shape::{model_inputs, InputShapes};
 use crate::onnx::OnnxModel;
+use crate::progress::Progress;
 use crate::setting::{fix_with, Setting};
 use crate::tensor::{Dim, ElemType, IntInput, IoSpec};
 use anyhow::{bail, Context, Result};
@@ -24,25 +25,6 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
-
-/// Told how a run over calibration batches advances (a progress bar in the CLI).
-pub trait BatchProgress: Sync {
-    /// The run starts over `batches` batches.
-    fn start(&self, batches: usize);
-    /// One more batch went through the model.
-    fn advance(&self);
-    /// The run is over.
-    fn finish(&self);
-}
-
-/// No progress shown.
-pub struct NoProgress;
-
-impl BatchProgress for NoProgress {
-    fn start(&self, _: usize) {}
-    fn advance(&self) {}
-    fn finish(&self) {}
-}
 
 /// Everything a calibration run needs; no flag names here.
 #[derive(Clone, Debug)]
@@ -297,7 +279,7 @@ struct Pending {
 
 /// Calibrates (or reuses caches) and returns what happened, telling `progress` how far the
 /// run over the batches has got.
-pub fn calibrate(args: &CalibrateConfig, progress: &dyn BatchProgress) -> Result<CalibrateReport> {
+pub fn calibrate(args: &CalibrateConfig, progress: &dyn Progress) -> Result<CalibrateReport> {
     let algos = &args.algorithms;
     if algos.is_empty() {
         bail!("no range algorithm given");
@@ -360,7 +342,7 @@ pub fn calibrate(args: &CalibrateConfig, progress: &dyn BatchProgress) -> Result
         });
     }
     let total = Instant::now();
-    progress.start(batches.batch_count());
+    progress.start("calibrating", Some(batches.batch_count() as u64));
     // The model already has the requested shapes.
     let options = BackendOptions {
         batch: Some(args.batch_size),
@@ -368,7 +350,7 @@ pub fn calibrate(args: &CalibrateConfig, progress: &dyn BatchProgress) -> Result
         ..args.backend.clone()
     };
     let collected = collect(&model, &plan, batches.as_mut(), &options, &|| {
-        progress.advance()
+        progress.advance(1)
     })
     .with_context(|| shown.clone())?;
     progress.finish();

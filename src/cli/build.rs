@@ -9,8 +9,9 @@ use crate::cli::workspace::{for_model, required};
 use crate::cli::{usage, UsageError};
 use crate::onnx::rewrite::fp16::Fp16Options;
 use crate::onnx::shape::{DimValues, NamedDim, ShapeRequest};
+use crate::progress::Progress;
 use crate::report::build::render;
-use crate::report::progress::{BuildBar, CalibrationBar};
+use crate::report::progress::Bar;
 use crate::tensor::Precision;
 use crate::trt::build::{build, BuildConfig, BuildObservers, Int8Source};
 use crate::trt::engine_file::BuilderSettings;
@@ -240,8 +241,8 @@ pub fn config(args: &BuildArgs) -> Result<BuildConfig> {
 /// Runs `build`.
 pub fn run(args: BuildArgs) -> Result<()> {
     let config = config(&args)?;
-    let bar = Arc::new(BuildBar::new(args.format.json));
-    let calibration = CalibrationBar::new(args.format.json);
+    let bar = Arc::new(Bar::new("steps", args.format.json));
+    let calibration = Bar::new("batches", args.format.json);
     let quiet = args.format.json;
     let note = move |line: &str| {
         if !quiet {

@@ -7,7 +7,7 @@ use crate::cli::args::output::JsonArgs;
 use crate::cli::args::shapes::ShapeArgs;
 use crate::cli::workspace::for_model;
 use crate::report::calibration::render;
-use crate::report::progress::CalibrationBar;
+use crate::report::progress::Bar;
 use anyhow::Result;
 use clap::Args;
 use std::path::PathBuf;
@@ -67,6 +67,6 @@ pub fn config(args: &CalibrateArgs) -> Result<CalibrateConfig> {
 /// Runs `calibrate`; `verbose` prints every tensor's range.
 pub fn run(args: CalibrateArgs, verbose: bool) -> Result<()> {
     let config = config(&args)?;
-    let report = calibrate(&config, &CalibrationBar::new(args.output.json))?;
+    let report = calibrate(&config, &Bar::new("batches", args.output.json))?;
     args.output.print(&report, || render(&report, verbose))
 }

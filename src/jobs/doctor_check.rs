@@ -185,8 +185,8 @@ pub fn build_classifier_engine(
         tensorrt_dir,
     };
     let observers = BuildObservers {
-        calibration: &crate::calibration::job::NoProgress,
-        builder: std::sync::Arc::new(crate::trt::engine_builder::Silent),
+        calibration: &NoProgress,
+        builder: std::sync::Arc::new(NoProgress),
         note,
     };
     Ok(PathBuf::from(build(&config, &observers)?.engine))

@@ -6,7 +6,7 @@
 //! Q/DQ, since TensorRT 11 and TensorRT-RTX have no precision flags); parse and build with
 //! TensorRT-RTX; write the engine and its sidecar atomically.
 
-use super::engine_builder::{build_engine, load, BuildProgress};
+use super::engine_builder::{build_engine, load};
 use super::engine_file::{
     engine_path, kept_graph_path, lookup, store, BuilderSettings, EngineFacts, EngineKey,
     EngineSidecar, Lookup,
@@ -16,7 +16,7 @@ use super::profile::{resolve_profile, BatchRequest, ExplicitShapes, ShapeProfile
 use crate::atomic_file::write_atomic_unsynced;
 use crate::calibration::cache::check_cache_model;
 use crate::calibration::cache::CalibrationTable;
-use crate::calibration::job::{calibrate, BatchProgress, CalibrateConfig, CalibrateReport};
+use crate::calibration::job::{calibrate, CalibrateConfig, CalibrateReport};
 use crate::onnx::external::is_external;
 use crate::onnx::model::sha256_hex;
 use crate::onnx::rewrite::fp16::{Fp16, Fp16Options, Fp16Report};
@@ -25,6 +25,7 @@ use crate::onnx::shape::{
     check_named_axes, model_inputs, Batch, DimSpec, FixBatch, InputShape, InputShapes, ShapeRequest,
 };
 use crate::onnx::OnnxModel;
+use crate::progress::Progress;
 use crate::quantize::job::int8_pass;
 use crate::setting::{fix_with, Setting};
 use crate::tensor::Dim;
@@ -151,9 +152,9 @@ pub struct BuildReport {
 /// What a build needs to tell as it goes.
 pub struct BuildObservers<'a> {
     /// The calibration run over batches.
-    pub calibration: &'a dyn BatchProgress,
+    pub calibration: &'a dyn Progress,
     /// TensorRT's builder phases.
-    pub builder: Arc<dyn BuildProgress>,
+    pub builder: Arc<dyn Progress>,
     /// One-line notes as they happen (reusing a cache, recalibrating and why, …).
     pub note: &'a dyn Fn(&str),
 }

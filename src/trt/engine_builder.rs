@@ -7,6 +7,7 @@ use super::engine_io::dtype_name;
 use super::loader::{TrtLibraries, BOUND};
 use super::profile::ShapeProfile;
 use crate::onnx::pb::GraphProto;
+use crate::progress::Progress;
 use anyhow::{anyhow, bail, Context, Result};
 use std::ops::ControlFlow;
 use std::sync::{Arc, Mutex};
@@ -14,25 +15,6 @@ use std::time::Instant;
 use trtx::interfaces::MonitorProgress;
 use trtx::trtx_sys::Dims64;
 use trtx::{Builder, LogHandler, Logger, OnnxParser, OptProfileSelector, Severity};
-
-/// Told how the build advances: TensorRT's phases, nested, each with a number of steps.
-pub trait BuildProgress: Send + Sync {
-    /// A phase starts; `depth` 0 is the outermost.
-    fn phase_start(&self, name: &str, depth: usize, steps: i32);
-    /// A step of the phase `name` completed.
-    fn step(&self, name: &str, depth: usize, step: i32);
-    /// The phase `name` finished.
-    fn phase_finish(&self, name: &str, depth: usize);
-}
-
-/// No progress shown.
-pub struct Silent;
-
-impl BuildProgress for Silent {
-    fn phase_start(&self, _: &str, _: usize, _: i32) {}
-    fn step(&self, _: &str, _: usize, _: i32) {}
-    fn phase_finish(&self, _: &str, _: usize) {}
-}
 
 /// A serialized engine and the network it came from.
 pub struct BuiltEngine {
@@ -100,9 +82,10 @@ impl LogCollector {
     }
 }
 
-/// Adapts [`BuildProgress`] to TensorRT's progress monitor, keeping the phase nesting.
+/// Adapts TensorRT's progress monitor to a [`Progress`], keeping the phase nesting: the
+/// outermost phase's steps advance the bar, the innermost phase's name is its status.
 struct Monitor {
-    inner: Arc<dyn BuildProgress>,
+    inner: Arc<dyn Progress>,
     stack: Mutex<Vec<String>>,
 }
 
@@ -112,17 +95,22 @@ impl MonitorProgress for Monitor {
             s.push(phase_name.to_string());
             s.len() - 1
         });
-        self.inner
-            .phase_start(phase_name, depth.unwrap_or(0), num_steps);
+        if depth.unwrap_or(0) == 0 {
+            self.inner.start("building", Some(num_steps.max(0) as u64));
+        }
+        self.inner.status(phase_name.to_string());
     }
-    fn step_complete(&self, phase_name: &str, step: i32) -> ControlFlow<()> {
+    fn step_complete(&self, phase_name: &str, _step: i32) -> ControlFlow<()> {
         let depth = self
             .stack
             .lock()
             .ok()
             .and_then(|s| s.iter().rposition(|p| p == phase_name))
             .unwrap_or(0);
-        self.inner.step(phase_name, depth, step);
+        if depth == 0 {
+            self.inner.advance(1);
+        }
+        self.inner.status(phase_name.to_string());
         ControlFlow::Continue(())
     }
     fn phase_finish(&self, phase_name: &str) {
@@ -131,7 +119,9 @@ impl MonitorProgress for Monitor {
             s.truncate(at);
             Some(at)
         });
-        self.inner.phase_finish(phase_name, depth.unwrap_or(0));
+        if depth.unwrap_or(0) == 0 {
+            self.inner.finish();
+        }
     }
 }
 
@@ -196,7 +186,7 @@ pub fn build_engine(
     graph: &GraphProto,
     profile: &ShapeProfile,
     settings: &BuilderSettings,
-    progress: Arc<dyn BuildProgress>,
+    progress: Arc<dyn Progress>,
 ) -> Result<BuiltEngine> {
     let collector = LogCollector::default();
     let logger = Logger::new(collector.clone()).map_err(|e| anyhow!("TensorRT logger: {e}"))?;
