@@ -1,21 +1,11 @@
 //! Exposing intermediate tensors as graph outputs, so one run of the model returns them.
 
 use super::pass::{Pass, PassReport};
+pub use super::report::Source;
 use crate::onnx::pb::tensor_proto::DataType;
 use crate::onnx::tensor_info::unshaped_value_info;
 use crate::onnx::OnnxModel;
 use anyhow::{bail, Result};
-use serde::{Deserialize, Serialize};
-
-/// Where a captured tensor comes from in a run of the capture model.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Source {
-    /// The graph input at this index (taken from the batch itself).
-    Input(usize),
-    /// The graph output at this index.
-    Output(usize),
-}
 
 /// The capture pass: every tensor of `names` that is not already a graph input or output
 /// becomes an extra float32 graph output (no shape declared; the backend infers it).

@@ -13,12 +13,12 @@
 use super::fold_bn::FoldBatchNorm;
 use super::initializer::read_f32;
 use super::pass::{Pass, PassReport};
+pub use super::report::EqualizeReport;
 use crate::onnx::attributes::int_attr;
 use crate::onnx::graph_builder::tensor_f32;
 use crate::onnx::pb::GraphProto;
 use crate::onnx::OnnxModel;
 use anyhow::{bail, Result};
-use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
 /// Sweeps over every pair at most; a sweep that moves no scale by more than [`SETTLED`]
@@ -31,22 +31,6 @@ pub const SETTLED: f32 = 1e-4;
 /// The equalisation pass.
 #[derive(Clone, Debug, Default)]
 pub struct Equalize;
-
-/// What the equalisation did.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct EqualizeReport {
-    /// BatchNormalizations folded into the convolutions before them first.
-    pub folded_batch_norms: usize,
-    /// `(first conv, second conv)` names of each pair.
-    pub pairs: Vec<(String, String)>,
-    /// Sweeps over the pairs until the scales settled.
-    pub sweeps: usize,
-    /// Largest-to-smallest output channel weight range of the pairs' first convs, the worst
-    /// pair's, before the pass.
-    pub spread_before: f32,
-    /// The same after.
-    pub spread_after: f32,
-}
 
 /// Two convolutions equalised together (node indices).
 #[derive(Clone, Debug, PartialEq)]

@@ -7,6 +7,7 @@
 
 use super::initializer::{read_f32, set_f16};
 use super::pass::{Pass, PassReport};
+pub use super::report::Fp16Report;
 use super::types::infer_elem_types;
 use crate::onnx::attributes::attribute;
 use crate::onnx::dtype::{data_type, data_type_attr};
@@ -72,19 +73,6 @@ impl Default for Fp16Options {
             keep_nodes: vec![],
         }
     }
-}
-
-/// What the rewrite did, for the command's report.
-#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Fp16Report {
-    /// Initializers converted to float16.
-    pub converted_initializers: usize,
-    /// Initializers and Constant outputs with values beyond ±65504, clamped to it (names).
-    pub clamped: Vec<String>,
-    /// Casts inserted.
-    pub casts: usize,
-    /// Nodes computed in float32 (kept ops).
-    pub kept_fp32_nodes: usize,
 }
 
 /// Whether an input slot of an op must be float32 whatever the graph's precision.

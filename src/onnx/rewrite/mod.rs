@@ -1,6 +1,7 @@
 //! Graph passes: each takes a model and gives a new one with a report ([`pass::Pass`]).
 //!
-//! - [`pass`]: the pass trait, its report, and running a declared list of passes.
+//! - [`pass`]: the pass trait and running a declared list of passes.
+//! - [`report`]: what each pass reports (a leaf: the passes import it, it imports none of them).
 //! - [`plan`]: which tensors INT8 quantizes (activations and weights) and where.
 //! - [`capture`]: exposes the activations to quantize as extra graph outputs (calibration).
 //! - [`qdq`]: inserts QuantizeLinear/DequantizeLinear pairs with calibrated scales.
@@ -24,4 +25,5 @@ pub mod pass;
 pub mod plan;
 pub mod probe;
 pub mod qdq;
+pub mod report;
 pub mod types;

@@ -8,12 +8,9 @@
 //! [`Fp16`](super::fp16::Fp16) (float16 autocast), [`Qdq`](super::qdq::Qdq) (INT8 Q/DQ
 //! insertion), [`Equalize`](super::equalize::Equalize) (cross-layer equalisation) and [`Capture`](super::capture::Capture) (activations as extra outputs).
 
-use super::capture::Source;
-use super::equalize::EqualizeReport;
-use super::fp16::Fp16Report;
+pub use super::report::PassReport;
 use crate::onnx::OnnxModel;
 use anyhow::{Context, Result};
-use serde::{Deserialize, Serialize};
 
 /// A model-to-model rewrite with its options.
 pub trait Pass {
@@ -22,45 +19,6 @@ pub trait Pass {
 
     /// Rewrites `model`; the report says what changed.
     fn run(&self, model: OnnxModel) -> Result<(OnnxModel, PassReport)>;
-}
-
-/// What one pass changed in a model.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "pass", rename_all = "kebab-case")]
-pub enum PassReport {
-    /// Input shapes were written into the input declarations.
-    InputShapes {
-        /// The inputs whose declared shape changed.
-        changed: Vec<String>,
-    },
-    /// Axis 0 of the inputs was fixed to a batch size or made dynamic.
-    FixBatch {
-        /// The batch size; `None` for a dynamic batch.
-        batch: Option<i64>,
-        /// The inputs whose declared shape changed.
-        changed: Vec<String>,
-    },
-    /// The model was converted to float16.
-    Fp16(Fp16Report),
-    /// Q/DQ pairs were inserted.
-    Qdq {
-        /// Activation tensors quantized.
-        activations: usize,
-        /// Weights quantized per channel.
-        weights: usize,
-    },
-    /// BatchNormalizations were folded into the convolutions before them.
-    FoldBatchNorm {
-        /// The folded BatchNormalization nodes' names.
-        folded: Vec<String>,
-    },
-    /// Conv pairs were equalised.
-    Equalize(EqualizeReport),
-    /// Tensors were exposed as graph outputs.
-    Capture {
-        /// `(tensor name, where it appears in a run of the new model)`, in the order asked.
-        sources: Vec<(String, Source)>,
-    },
 }
 
 /// Runs `passes` in order on `model`; the error names the pass that failed.

@@ -1,0 +1,83 @@
+//! What the rewrite passes report: one [`PassReport`] per pass run, and the reports of the passes
+//! that say more than a count. A leaf of `onnx::rewrite`: the passes import it, it imports none
+//! of them, so the pass trait and the passes do not name each other.
+
+use serde::{Deserialize, Serialize};
+
+/// What one pass changed in a model.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "pass", rename_all = "kebab-case")]
+pub enum PassReport {
+    /// Input shapes were written into the input declarations.
+    InputShapes {
+        /// The inputs whose declared shape changed.
+        changed: Vec<String>,
+    },
+    /// Axis 0 of the inputs was fixed to a batch size or made dynamic.
+    FixBatch {
+        /// The batch size; `None` for a dynamic batch.
+        batch: Option<i64>,
+        /// The inputs whose declared shape changed.
+        changed: Vec<String>,
+    },
+    /// The model was converted to float16.
+    Fp16(Fp16Report),
+    /// Q/DQ pairs were inserted.
+    Qdq {
+        /// Activation tensors quantized.
+        activations: usize,
+        /// Weights quantized per channel.
+        weights: usize,
+    },
+    /// BatchNormalizations were folded into the convolutions before them.
+    FoldBatchNorm {
+        /// The folded BatchNormalization nodes' names.
+        folded: Vec<String>,
+    },
+    /// Conv pairs were equalised.
+    Equalize(EqualizeReport),
+    /// Tensors were exposed as graph outputs.
+    Capture {
+        /// `(tensor name, where it appears in a run of the new model)`, in the order asked.
+        sources: Vec<(String, Source)>,
+    },
+}
+
+/// What the rewrite did, for the command's report.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Fp16Report {
+    /// Initializers converted to float16.
+    pub converted_initializers: usize,
+    /// Initializers and Constant outputs with values beyond ±65504, clamped to it (names).
+    pub clamped: Vec<String>,
+    /// Casts inserted.
+    pub casts: usize,
+    /// Nodes computed in float32 (kept ops).
+    pub kept_fp32_nodes: usize,
+}
+
+/// What the equalisation did.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EqualizeReport {
+    /// BatchNormalizations folded into the convolutions before them first.
+    pub folded_batch_norms: usize,
+    /// `(first conv, second conv)` names of each pair.
+    pub pairs: Vec<(String, String)>,
+    /// Sweeps over the pairs until the scales settled.
+    pub sweeps: usize,
+    /// Largest-to-smallest output channel weight range of the pairs' first convs, the worst
+    /// pair's, before the pass.
+    pub spread_before: f32,
+    /// The same after.
+    pub spread_after: f32,
+}
+
+/// Where a captured tensor comes from in a run of the capture model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    /// The graph input at this index (taken from the batch itself).
+    Input(usize),
+    /// The graph output at this index.
+    Output(usize),
+}
