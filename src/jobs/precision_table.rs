@@ -3,7 +3,7 @@
 //! cannot run here, the rewritten graph its build kept: on ONNX Runtime's CUDA provider where it
 //! runs here, else on the reference backend), and `compare`
 //! of each against the FP32 ONNX model. Built on the `validate` and `compare` jobs; which
-//! engines belong to the model is `workspace::artifacts`' answer.
+//! engines belong to the model is `trt::built_engines`' answer.
 
 use crate::backend::ort_cuda::ort_cuda_usable;
 use crate::backend::select::{BackendKind, BackendOptions};
@@ -18,7 +18,7 @@ use crate::onnx::shape::fixed_batch;
 use crate::onnx::OnnxModel;
 use crate::progress::Progress;
 use crate::tensor::Precision;
-use crate::workspace::artifacts::{list, Artifacts};
+use crate::trt::built_engines::{list, Artifacts};
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};

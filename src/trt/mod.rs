@@ -3,7 +3,8 @@
 //!
 //! `loader` finds the libraries; `profile` turns shape flags into an optimization profile;
 //! `engine_builder` drives TensorRT-RTX's parser and builder (through the `trtx` crate);
-//! `engine_file` names, keys, checks and writes engines; `build` is the `build` job that chains
+//! `engine_file` names, keys, checks and writes engines and their sidecars; `built_engines` lists
+//! the engines of a folder built from one model, by their sidecars; `build` is the job that chains
 //! them with the precision rewrite of [`crate::quantize`]; `inspect`
 //! describes an engine file; `support` says what this machine offers (driver, GPUs, libraries,
 //! which engines run where). Running engines: `preflight` checks a file before TensorRT sees
@@ -15,6 +16,7 @@
 
 pub mod backend;
 pub mod build;
+pub mod built_engines;
 pub mod engine_builder;
 pub mod engine_file;
 pub mod engine_io;

@@ -3,11 +3,11 @@
 //! (stale: listed, never run by mistake), and the rewritten graph each FP16 or INT8 build kept
 //! beside its engine, when its bytes are the ones the sidecar vouches for.
 
-use crate::onnx::model::{file_sha256, sha256_hex};
-use crate::tensor::Precision;
-use crate::trt::engine_file::{
+use super::engine_file::{
     is_engine_name, kept_graph_path, read_sidecar, sidecar_path, EngineSidecar,
 };
+use crate::onnx::model::{file_sha256, sha256_hex};
+use crate::tensor::Precision;
 use std::path::{Path, PathBuf};
 
 /// An engine built from the model as it is now.
