@@ -1,9 +1,13 @@
 //! trtkit: take an ONNX model to a validated TensorRT engine and prove how fast and how
 //! accurate it is. The modules follow the pipeline: `tensor` (the bottom: element types, host
-//! tensors, dims), `onnx` (load, inspect, rewrite passes), `data`, `backend`, `calibration`,
-//! `cuda` and `trt` (the GPU side, the only places with `unsafe`), `measure` (the run, validate
-//! and compare jobs), `metrics`, `report` (rendering reports and progress), and `cli` (flags
-//! and configs). `tests/module_layers.rs` keeps the imports between them free of cycles.
+//! tensors, dims, precisions), `onnx` (load, inspect, rewrite passes), `data`, `backend`,
+//! `cuda`, `calibration`, `quantize` (the FP16/INT8 rewrites and the INT8 searches), `trt` (the
+//! TensorRT build job, engine files, the engine backend; with `cuda` the only places with
+//! `unsafe`), `jobs` (run, validate, compare, inspect: the jobs that open a model from a path),
+//! `metrics` (pure arithmetic), `bench`, `report` (rendering reports and progress), and `cli`
+//! (flags and configs). Leaves beside them: `progress`, `atomic_file`, `setting`, `units`.
+//! `tests/module_layers.rs` keeps the imports between modules, and between the files of each
+//! module, free of cycles.
 
 #![deny(unsafe_code)]
 

@@ -135,3 +135,105 @@ fn cli_never_opens_a_backend() {
         }
     }
 }
+
+/// The library source of a file without its comment lines: a doc link is not an import.
+fn code_lines(path: &Path) -> String {
+    library_source(path)
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// For one folder of `src/` (as `module::path`), which of its files name which of its other
+/// files (through `super::` or the folder's full `crate::` path).
+fn file_graph(dir: &Path, module: &str) -> Graph {
+    let entries: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    let name = |p: &Path| p.file_stem().unwrap().to_string_lossy().to_string();
+    let siblings: BTreeSet<String> = entries
+        .iter()
+        .filter(|p| p.is_dir() || p.extension().is_some_and(|e| e == "rs"))
+        .map(|p| name(p))
+        .filter(|n| n != "mod")
+        .collect();
+    let mut graph = Graph::new();
+    for file in entries
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "rs"))
+    {
+        let me = name(file);
+        let text = code_lines(file);
+        let mut prefixes = vec![format!("crate::{module}::")];
+        if me != "mod" {
+            prefixes.push("super::".to_string());
+        }
+        let used = graph.entry(me.clone()).or_default();
+        for prefix in &prefixes {
+            for (i, _) in text.match_indices(prefix.as_str()) {
+                let next: String = text[i + prefix.len()..]
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                if siblings.contains(&next) && next != me {
+                    used.insert(next);
+                }
+            }
+        }
+    }
+    graph
+}
+
+#[test]
+fn files_of_a_module_import_each_other_without_cycles() {
+    fn folders(dir: &Path, module: &str, out: &mut Vec<(std::path::PathBuf, String)>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                let name = path.file_name().unwrap().to_string_lossy().to_string();
+                let inner = if module.is_empty() {
+                    name
+                } else {
+                    format!("{module}::{name}")
+                };
+                out.push((path.clone(), inner.clone()));
+                folders(&path, &inner, out);
+            }
+        }
+    }
+    let mut all = vec![];
+    folders(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+        "",
+        &mut all,
+    );
+    assert!(all.len() >= 10, "{all:?}");
+    for (dir, module) in all {
+        let graph = file_graph(&dir, &module);
+        assert_eq!(find_cycle(&graph), None, "files of {module}: {graph:#?}");
+    }
+}
+
+#[test]
+fn the_file_graph_sees_super_and_full_paths() {
+    let dir = std::env::temp_dir().join(format!("trtkit-layers-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("a.rs"), "use super::b::B;\n").unwrap();
+    std::fs::write(
+        dir.join("b.rs"),
+        "//! see [`super::a`]\nuse crate::m::c::C;\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("c.rs"), "fn f() {}\n").unwrap();
+    let graph = file_graph(&dir, "m");
+    assert_eq!(find_cycle(&graph), None, "{graph:?}");
+    assert!(
+        graph["a"].contains("b") && graph["b"].contains("c"),
+        "{graph:?}"
+    );
+    std::fs::write(dir.join("c.rs"), "use crate::m::a::A;\n").unwrap();
+    assert!(find_cycle(&file_graph(&dir, "m")).is_some());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
