@@ -32,7 +32,7 @@ pub struct Matrix {
 
 impl Matrix {
     /// Expands `plan` for this machine and reads its journal.
-    pub fn of(plan: &Plan, retry_failed: bool) -> Result<Matrix> {
+    pub fn expand(plan: &Plan, retry_failed: bool) -> Result<Matrix> {
         let hashes = plan
             .models
             .iter()
@@ -185,7 +185,7 @@ pub fn bench(
             plan.folder.display()
         )
     })?;
-    let matrix = Matrix::of(plan, retry_failed)?;
+    let matrix = Matrix::expand(plan, retry_failed)?;
     let exe = std::env::current_exe().context("cannot find trtkit's own executable")?;
     let (cells, journal) = match only {
         Some(which) => {

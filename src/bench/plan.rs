@@ -105,9 +105,9 @@ impl PlanFile {
     /// `self` with every field `over` sets replaced by `over`'s.
     /// The swept axes merge axis by axis (`--dim seq=64` replaces the file's `seq` only), and so
     /// do the preprocessing settings.
-    pub fn under(self, over: PlanFile) -> PlanFile {
+    pub fn overridden_by(self, over: PlanFile) -> PlanFile {
         let preprocess = match (over.preprocess, self.preprocess) {
-            (Some(top), Some(base)) => Some(top.over(&base)),
+            (Some(top), Some(base)) => Some(top.with_defaults_from(&base)),
             (top, base) => top.or(base),
         };
         let dims = match (over.dims, self.dims) {

@@ -2,7 +2,7 @@
 //! preprocessed by the dataset loader with the model's preprocessing.
 
 use crate::calibration::sample_source::{
-    batch_tensor, take_front, usable, CalibrationBatches, SourceFacts,
+    batch_tensor, take_front, usable, CalibrationBatches, SourceSummary,
 };
 use crate::data::dataset::{Sample, IMAGE_EXTENSIONS};
 use crate::data::loader::Loader;
@@ -50,7 +50,7 @@ pub struct ImageBatches {
     input: String,
     sample_shape: Vec<usize>,
     done: usize,
-    facts: SourceFacts,
+    facts: SourceSummary,
 }
 
 impl ImageBatches {
@@ -98,7 +98,7 @@ impl ImageBatches {
             input: input.into(),
             sample_shape: sample_shape.to_vec(),
             done: 0,
-            facts: SourceFacts {
+            facts: SourceSummary {
                 batch,
                 batches: used / batch,
                 fingerprint: format!("{:x}", hasher.finalize()),
@@ -138,7 +138,7 @@ impl Iterator for ImageBatches {
 }
 
 impl CalibrationBatches for ImageBatches {
-    fn facts(&self) -> &SourceFacts {
+    fn summary(&self) -> &SourceSummary {
         &self.facts
     }
 }

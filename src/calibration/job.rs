@@ -113,7 +113,7 @@ pub struct Timing {
 }
 
 /// What calibration feeds the model.
-enum Feed {
+enum CalibrationInputs {
     /// One float input, as images, numpy arrays or synthetic normal data: its name and the
     /// dims of one sample.
     Single { input: String, sample: Vec<usize> },
@@ -125,7 +125,7 @@ enum Feed {
 }
 
 /// The model's inputs as calibration feeds them; every axis but the batch must be fixed.
-fn feed_of(model: &OnnxModel) -> Result<Feed> {
+fn calibration_inputs(model: &OnnxModel) -> Result<CalibrationInputs> {
     let inputs = model_inputs(model);
     let shown = model.path.display();
     if inputs.is_empty() {
@@ -167,11 +167,11 @@ fn feed_of(model: &OnnxModel) -> Result<Feed> {
         });
     }
     Ok(match specs.as_slice() {
-        [one] if one.elem_type == ElemType::F32 => Feed::Single {
+        [one] if one.elem_type == ElemType::F32 => CalibrationInputs::Single {
             input: one.name.clone(),
             sample: one.concrete_shape(1)?[1..].to_vec(),
         },
-        _ => Feed::Multi {
+        _ => CalibrationInputs::Multi {
             specs,
             roles: int_input_roles(model),
         },
@@ -192,7 +192,10 @@ fn synthetic_seed(calib_data: &str) -> Result<Option<u64>> {
 }
 
 /// Opens the batches `args` names for what the model takes.
-fn open_batches(args: &CalibrateConfig, feed: &Feed) -> Result<Box<dyn CalibrationBatches>> {
+fn open_batches(
+    args: &CalibrateConfig,
+    feed: &CalibrationInputs,
+) -> Result<Box<dyn CalibrationBatches>> {
     if args.batch_size == 0 {
         bail!("the calibration batch size must be at least 1");
     }
@@ -200,8 +203,8 @@ fn open_batches(args: &CalibrateConfig, feed: &Feed) -> Result<Box<dyn Calibrati
     let n = args.num_images.unwrap_or(512);
     let source = Path::new(&args.calib_data);
     let (input, sample) = match feed {
-        Feed::Single { input, sample } => (input, sample),
-        Feed::Multi { specs, roles } => {
+        CalibrationInputs::Single { input, sample } => (input, sample),
+        CalibrationInputs::Multi { specs, roles } => {
             return Ok(match seed {
                 Some(seed) => Box::new(MultiInputBatches::generated(
                     specs,
@@ -265,11 +268,11 @@ pub fn open_samples(
     model: &OnnxModel,
     args: &CalibrateConfig,
 ) -> Result<Box<dyn CalibrationBatches>> {
-    open_batches(args, &feed_of(model)?)
+    open_batches(args, &calibration_inputs(model)?)
 }
 
 /// One requested algorithm: its key, its cache file and what the lookup found.
-struct Pending {
+struct RequestedCache {
     algo: Algorithm,
     key: CacheKey,
     path: PathBuf,
@@ -296,7 +299,7 @@ pub fn calibrate(args: &CalibrateConfig, progress: &dyn Progress) -> Result<Cali
     if plan.is_empty() {
         bail!("{shown}: no quantizable ops (Conv, ConvTranspose, Gemm, MatMul, residual Add); nothing to calibrate, no cache written");
     }
-    let feed = feed_of(&model)?;
+    let feed = calibration_inputs(&model)?;
     let mut batches = open_batches(args, &feed)?;
     let model_sha256 = file_sha256(&args.model)?;
     let stem = args
@@ -304,7 +307,7 @@ pub fn calibrate(args: &CalibrateConfig, progress: &dyn Progress) -> Result<Cali
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "model".into());
-    let pending: Vec<Pending> = algos
+    let pending: Vec<RequestedCache> = algos
         .iter()
         .map(|&algo| {
             let key = CacheKey {
@@ -318,7 +321,7 @@ pub fn calibrate(args: &CalibrateConfig, progress: &dyn Progress) -> Result<Cali
             };
             let path = cache::cache_path(&args.cache_dir, &stem, &key, &algo.file_tag());
             let (found, because) = look_up(&path, &key, args.recalibrate);
-            Pending {
+            RequestedCache {
                 algo,
                 key,
                 path,
@@ -458,7 +461,7 @@ fn look_up(
 }
 
 /// The report of a cache whose key matched.
-fn reused(p: Pending, table: CalibrationTable) -> CacheReport {
+fn reused(p: RequestedCache, table: CalibrationTable) -> CacheReport {
     CacheReport {
         algorithm: p.algo.to_string(),
         cache: p.path.display().to_string(),
@@ -485,7 +488,7 @@ fn reused(p: Pending, table: CalibrationTable) -> CacheReport {
 fn time_plain(
     model: &OnnxModel,
     args: &CalibrateConfig,
-    feed: &Feed,
+    feed: &CalibrationInputs,
     options: &BackendOptions,
 ) -> Result<(f64, f64)> {
     let mut backend = open(model, options)?;

@@ -7,7 +7,7 @@
 //! the embedding table, masks of ones then padding zeros, zeros for segment ids) and float
 //! inputs a standard normal.
 
-use super::sample_source::{source_files, usable, CalibrationBatches, SourceFacts};
+use super::sample_source::{source_files, usable, CalibrationBatches, SourceSummary};
 use crate::data::batch_axis::{concat, slice_padded};
 use crate::data::npz;
 use crate::data::synthetic::{apply_int_inputs, InputDistribution, RandomInputs};
@@ -33,7 +33,7 @@ pub struct MultiInputBatches {
     specs: Vec<IoSpec>,
     source: Source,
     done: usize,
-    facts: SourceFacts,
+    facts: SourceSummary,
 }
 
 /// How the values of each input are made, as people read it.
@@ -74,7 +74,7 @@ impl MultiInputBatches {
             specs: specs.to_vec(),
             source: Source::Generated { seed, roles },
             done: 0,
-            facts: SourceFacts {
+            facts: SourceSummary {
                 batch,
                 batches: used / batch,
                 fingerprint: format!(
@@ -134,7 +134,7 @@ impl MultiInputBatches {
             specs: specs.to_vec(),
             source: Source::Arrays(joined),
             done: 0,
-            facts: SourceFacts {
+            facts: SourceSummary {
                 batch,
                 batches: used / batch,
                 fingerprint: format!("{:x}", hasher.finalize()),
@@ -213,7 +213,7 @@ impl Iterator for MultiInputBatches {
 }
 
 impl CalibrationBatches for MultiInputBatches {
-    fn facts(&self) -> &SourceFacts {
+    fn summary(&self) -> &SourceSummary {
         &self.facts
     }
 }

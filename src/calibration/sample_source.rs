@@ -16,28 +16,28 @@ use std::path::{Path, PathBuf};
 /// model's order), with what identifies it for the cache.
 pub trait CalibrationBatches: Iterator<Item = Result<Vec<HostTensor>>> + Send {
     /// What the source knows of itself before yielding anything.
-    fn facts(&self) -> &SourceFacts;
+    fn summary(&self) -> &SourceSummary;
     /// Batches the iterator will yield in all.
     fn batch_count(&self) -> usize {
-        self.facts().batches
+        self.summary().batches
     }
     /// Samples (images) those batches hold.
     fn image_count(&self) -> usize {
-        self.facts().batches * self.facts().batch
+        self.summary().batches * self.summary().batch
     }
     /// A fingerprint of the data (changes when any sample changes).
     fn fingerprint(&self) -> String {
-        self.facts().fingerprint.clone()
+        self.summary().fingerprint.clone()
     }
     /// How the samples were made from the source (the preprocessing), for the cache key.
     fn preprocessing(&self) -> String {
-        self.facts().preprocessing.clone()
+        self.summary().preprocessing.clone()
     }
 }
 
 /// What a calibration source knows of itself: its batches and what identifies its samples.
 #[derive(Clone, Debug)]
-pub struct SourceFacts {
+pub struct SourceSummary {
     /// Samples per batch.
     pub batch: usize,
     /// Batches in all.
@@ -103,7 +103,7 @@ pub struct ArrayBatches {
     input: String,
     sample_shape: Vec<usize>,
     batches_left: usize,
-    facts: SourceFacts,
+    facts: SourceSummary,
 }
 
 fn is_array_file(p: &Path) -> bool {
@@ -214,7 +214,7 @@ impl ArrayBatches {
             input: input.to_string(),
             sample_shape: sample_shape.to_vec(),
             batches_left: batches,
-            facts: SourceFacts {
+            facts: SourceSummary {
                 batch,
                 batches,
                 fingerprint: format!("{:x}", hasher.finalize()),
@@ -256,7 +256,7 @@ impl Iterator for ArrayBatches {
 }
 
 impl CalibrationBatches for ArrayBatches {
-    fn facts(&self) -> &SourceFacts {
+    fn summary(&self) -> &SourceSummary {
         &self.facts
     }
 }
@@ -267,7 +267,7 @@ pub struct SyntheticBatches {
     sample_shape: Vec<usize>,
     done: usize,
     seed: u64,
-    facts: SourceFacts,
+    facts: SourceSummary,
 }
 
 impl SyntheticBatches {
@@ -290,7 +290,7 @@ impl SyntheticBatches {
             sample_shape: sample_shape.to_vec(),
             done: 0,
             seed,
-            facts: SourceFacts {
+            facts: SourceSummary {
                 batch,
                 batches: used / batch,
                 fingerprint: format!("synthetic-normal seed={seed} shape={sample_shape:?}"),
@@ -332,7 +332,7 @@ impl Iterator for SyntheticBatches {
 }
 
 impl CalibrationBatches for SyntheticBatches {
-    fn facts(&self) -> &SourceFacts {
+    fn summary(&self) -> &SourceSummary {
         &self.facts
     }
 }

@@ -152,7 +152,7 @@ pub fn plan(args: &BenchArgs) -> Result<Plan> {
         Some(p) => PlanFile::load(p).map_err(usage)?,
         None => PlanFile::default(),
     };
-    Plan::from_file(base.under(args.plan_fields()?)).map_err(usage)
+    Plan::from_file(base.overridden_by(args.plan_fields()?)).map_err(usage)
 }
 
 /// A word of a command line, quoted for a POSIX shell when it needs it.
@@ -183,7 +183,7 @@ fn cell_command(cell: &CellSpec) -> String {
 pub fn run(args: BenchArgs) -> Result<()> {
     let plan = plan(&args)?;
     if args.print_cells {
-        let matrix = Matrix::of(&plan, args.retry_failed)?;
+        let matrix = Matrix::expand(&plan, args.retry_failed)?;
         for cell in matrix.missing() {
             println!("{}", cell_command(cell));
         }

@@ -141,13 +141,13 @@ pub fn config(args: &CompareArgs, ws: Option<&Workspace>) -> Result<CompareConfi
             path: a,
             backend: args
                 .engine
-                .apply(args.a_side.over(&args.backend).options(None)),
+                .apply(args.a_side.with_defaults_from(&args.backend).options(None)),
         },
         b: SideConfig {
             path: b,
             backend: args
                 .engine
-                .apply(args.b_side.over(&args.backend).options(None)),
+                .apply(args.b_side.with_defaults_from(&args.backend).options(None)),
         },
         input_shapes: args.shapes.one_shape("compare")?,
         batch_size: args.batch_size,
@@ -183,7 +183,7 @@ fn images(args: &CompareArgs, ws: &Workspace, dir: &std::path::Path) -> Result<V
         batch_size: args.batch_size.unwrap_or(32),
         backend: args
             .engine
-            .apply(args.b_side.over(&args.backend).options(None)),
+            .apply(args.b_side.with_defaults_from(&args.backend).options(None)),
         warmup: WarmupBatches::Count(0),
         preprocess: ws.preprocess_under(&Default::default()),
         prefetch: 4,

@@ -95,7 +95,9 @@ pub struct HarnessReport {
     pub memory: MemoryReport,
 }
 
-struct Lane {
+/// One stream's share of a run: its device and pinned buffers, their bindings, the CUDA graph
+/// captured on it, and the ring of events of the iterations in flight.
+struct StreamWork {
     stream: Stream,
     inputs_dev: Vec<DeviceBuffer>,
     outputs_dev: Vec<DeviceBuffer>,
@@ -123,7 +125,7 @@ pub fn input_bytes(inputs: &[IoSpec], batch: usize) -> Result<Vec<Vec<u8>>> {
         .collect())
 }
 
-impl Lane {
+impl StreamWork {
     fn new(
         gpu: &Gpu,
         stream: Stream,
@@ -131,8 +133,8 @@ impl Lane {
         input_data: &[Vec<u8>],
         outputs: &[IoSpec],
         batch: usize,
-    ) -> Result<Lane> {
-        let mut lane = Lane {
+    ) -> Result<StreamWork> {
+        let mut work = StreamWork {
             stream,
             inputs_dev: vec![],
             outputs_dev: vec![],
@@ -160,30 +162,30 @@ impl Lane {
                 );
             }
             host.as_mut_slice().copy_from_slice(data);
-            lane.io.inputs.push(TensorBinding {
+            work.io.inputs.push(TensorBinding {
                 name: spec.name.clone(),
                 shape,
                 ptr: dev.ptr(),
                 bytes: n,
             });
-            lane.inputs_dev.push(dev);
-            lane.inputs_host.push(host);
+            work.inputs_dev.push(dev);
+            work.inputs_host.push(host);
         }
         for spec in outputs {
             let (shape, n) = byte_len(spec, batch)?;
             let dev = DeviceBuffer::new(gpu, n)
                 .with_context(|| format!("output '{}' at batch {batch}", spec.name))?;
-            lane.outputs_host.push(PinnedBuffer::new(gpu, n)?);
-            lane.io.outputs.push(TensorBinding {
+            work.outputs_host.push(PinnedBuffer::new(gpu, n)?);
+            work.io.outputs.push(TensorBinding {
                 name: spec.name.clone(),
                 shape,
                 ptr: dev.ptr(),
                 bytes: n,
             });
-            lane.outputs_dev.push(dev);
+            work.outputs_dev.push(dev);
         }
         for _ in 0..RING {
-            lane.events.push([
+            work.events.push([
                 gpu.new_event()?,
                 gpu.new_event()?,
                 gpu.new_event()?,
@@ -191,11 +193,11 @@ impl Lane {
             ]);
         }
         // Device-resident inputs for --no-transfers (and a defined state for the first run).
-        for (h, d) in lane.inputs_host.iter().zip(&lane.inputs_dev) {
-            copy_h2d_async(h, d, &lane.stream)?;
+        for (h, d) in work.inputs_host.iter().zip(&work.inputs_dev) {
+            copy_h2d_async(h, d, &work.stream)?;
         }
-        lane.stream.synchronize()?;
-        Ok(lane)
+        work.stream.synchronize()?;
+        Ok(work)
     }
 
     /// Queues one iteration on backend slot `index` and remembers its host enqueue time.
@@ -233,7 +235,7 @@ impl Lane {
     }
 
     /// Waits for the oldest pending iteration and returns its spans.
-    fn complete_oldest(&mut self, lane: usize) -> Result<Option<IterationSpans>> {
+    fn complete_oldest(&mut self, stream_index: usize) -> Result<Option<IterationSpans>> {
         let Some((slot, host_ms)) = self.pending.pop_front() else {
             return Ok(None);
         };
@@ -246,7 +248,7 @@ impl Lane {
             t2: ev[2].elapsed_since_completed(&ev[0])?,
             t3: ev[3].elapsed_since_completed(&ev[0])?,
         };
-        IterationSpans::from_events(lane, times, host_ms)
+        IterationSpans::from_events(stream_index, times, host_ms)
             .map(Some)
             .map_err(|e| anyhow::anyhow!(e))
     }
@@ -338,10 +340,10 @@ impl Drop for MemoryPoller {
     }
 }
 
-/// Runs `amount` of iterations round-robin over the lanes; returns the completed spans when
+/// Runs `amount` of iterations round-robin over the streams; returns the completed spans when
 /// `record` is set, and the wall time from the first enqueue to the last completion.
-fn drive(
-    lanes: &mut [Lane],
+fn run_iterations(
+    streams_work: &mut [StreamWork],
     backend: &mut dyn GpuEnqueue,
     amount: Amount,
     transfers: bool,
@@ -358,20 +360,20 @@ fn drive(
         if done {
             break;
         }
-        let k = (i % lanes.len() as u64) as usize;
-        let lane = &mut lanes[k];
-        if lane.pending.len() == RING {
-            if let Some(s) = lane.complete_oldest(k)? {
+        let k = (i % streams_work.len() as u64) as usize;
+        let work = &mut streams_work[k];
+        if work.pending.len() == RING {
+            if let Some(s) = work.complete_oldest(k)? {
                 if record {
                     spans.push(s);
                 }
             }
         }
-        lane.enqueue(k, backend, transfers)?;
+        work.enqueue(k, backend, transfers)?;
         i += 1;
     }
-    for (k, lane) in lanes.iter_mut().enumerate() {
-        while let Some(s) = lane.complete_oldest(k)? {
+    for (k, work) in streams_work.iter_mut().enumerate() {
+        while let Some(s) = work.complete_oldest(k)? {
             if record {
                 spans.push(s);
             }
@@ -408,46 +410,46 @@ pub fn run(
         );
     }
     let input_data = input_bytes(inputs, batch)?;
-    let mut lanes = streams
+    let mut streams_work = streams
         .into_iter()
-        .map(|stream| Lane::new(gpu, stream, inputs, &input_data, outputs, batch))
+        .map(|stream| StreamWork::new(gpu, stream, inputs, &input_data, outputs, batch))
         .collect::<Result<Vec<_>>>()?;
-    // One plain run per lane first, each waited for: some libraries (TensorRT-RTX among them)
+    // One plain run per stream first, each waited for: some libraries (TensorRT-RTX among them)
     // compile kernels or set up lazily on the first enqueue, which must neither count in the
-    // statistics nor end up inside a CUDA graph. The first lane's is reported.
+    // statistics nor end up inside a CUDA graph. The first stream's is reported.
     let mut first_iteration_ms = 0.0;
-    for (k, lane) in lanes.iter_mut().enumerate() {
+    for (k, work) in streams_work.iter_mut().enumerate() {
         let start = Instant::now();
         backend
-            .enqueue(k, &lane.stream, &lane.io)
+            .enqueue(k, &work.stream, &work.io)
             .context("the first inference")?;
-        lane.stream.synchronize()?;
+        work.stream.synchronize()?;
         if k == 0 {
             first_iteration_ms = start.elapsed().as_secs_f64() * 1e3;
         }
     }
     if options.cuda_graph {
-        for (k, lane) in lanes.iter_mut().enumerate() {
-            lane.stream.begin_capture()?;
-            let queued = backend.enqueue(k, &lane.stream, &lane.io);
-            let graph = lane.stream.end_capture();
+        for (k, work) in streams_work.iter_mut().enumerate() {
+            work.stream.begin_capture()?;
+            let queued = backend.enqueue(k, &work.stream, &work.io);
+            let graph = work.stream.end_capture();
             queued.context("queueing the inference during CUDA graph capture")?;
-            lane.graph = Some(graph.context("capturing the inference into a CUDA graph")?);
+            work.graph = Some(graph.context("capturing the inference into a CUDA graph")?);
         }
     }
     gpu.synchronize()?;
     let after_setup = gpu.mem_info()?;
     let poller = MemoryPoller::start(gpu, after_setup.free);
     let outcome = (|| {
-        drive(
-            &mut lanes,
+        run_iterations(
+            &mut streams_work,
             backend,
             options.warmup,
             options.transfers,
             false,
         )?;
-        drive(
-            &mut lanes,
+        run_iterations(
+            &mut streams_work,
             backend,
             options.measure,
             options.transfers,

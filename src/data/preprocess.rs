@@ -78,7 +78,7 @@ pub struct PreprocessRequest {
 impl PreprocessRequest {
     /// `self` laid over `base`, field by field: what `self` sets wins (flags over a
     /// workspace's or a bench plan's settings).
-    pub fn over(&self, base: &PreprocessRequest) -> PreprocessRequest {
+    pub fn with_defaults_from(&self, base: &PreprocessRequest) -> PreprocessRequest {
         PreprocessRequest {
             resize: self.resize.or(base.resize),
             crop: self.crop.or(base.crop),

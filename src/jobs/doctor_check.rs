@@ -323,7 +323,8 @@ impl GpuContext<'_> {
             };
             let r = harness::run(&gpu, enqueue, &inputs, &outputs, BATCH, &harness_options)
                 .context("through trtkit's harness")?;
-            latency_model_ms = SpanStats::of(&r.iterations).and_then(|s| s.compute.map(|c| c.mean));
+            latency_model_ms =
+                SpanStats::from_iterations(&r.iterations).and_then(|s| s.compute.map(|c| c.mean));
         }
         drop(backend);
         let a = SideConfig {

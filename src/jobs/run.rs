@@ -188,7 +188,7 @@ pub fn measure_latency(config: &RunConfig, progress: &dyn Progress) -> Result<Ru
                     backend: name,
                     timing: "cuda-events".into(),
                     iterations: r.iterations.len(),
-                    latency_ms: SpanStats::of(&r.iterations)
+                    latency_ms: SpanStats::from_iterations(&r.iterations)
                         .context("no iteration was measured")?,
                     throughput: r.throughput,
                     wall_s: r.wall_s,
@@ -290,7 +290,7 @@ pub fn measure_wall_clock(
         backend: backend.name(),
         timing: "wall-clock".into(),
         iterations: spans.len(),
-        latency_ms: SpanStats::of(&spans).context("no iteration was measured")?,
+        latency_ms: SpanStats::from_iterations(&spans).context("no iteration was measured")?,
         throughput: throughput(samples, wall_s),
         wall_s,
         first_iteration_ms,

@@ -174,7 +174,7 @@ pub struct SpanStats {
 
 impl SpanStats {
     /// Statistics of each span over `iters`; `None` when there are no iterations.
-    pub fn of(iters: &[IterationSpans]) -> Option<SpanStats> {
+    pub fn from_iterations(iters: &[IterationSpans]) -> Option<SpanStats> {
         let col = |f: &dyn Fn(&IterationSpans) -> Option<f64>| -> Option<Stats> {
             let v: Option<Vec<f64>> = iters.iter().map(f).collect();
             Stats::from_samples(&v?)
@@ -249,10 +249,10 @@ mod tests {
             IterationSpans::wall_only(2.0),
             IterationSpans::wall_only(4.0),
         ];
-        let s = SpanStats::of(&iters).unwrap();
+        let s = SpanStats::from_iterations(&iters).unwrap();
         assert_eq!(s.all.mean, 3.0);
         assert!(s.compute.is_none() && s.h2d.is_none());
-        assert!(SpanStats::of(&[]).is_none());
+        assert!(SpanStats::from_iterations(&[]).is_none());
         assert_eq!(throughput(64, 0.5), 128.0);
         assert_eq!(throughput(64, 0.0), 0.0);
     }

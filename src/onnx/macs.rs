@@ -36,7 +36,7 @@ pub struct MacsCount {
 
 impl MacsCount {
     /// The MACs of the node at `index` (0 for an op that is not counted).
-    pub fn of(&self, index: usize) -> u64 {
+    pub fn node_macs(&self, index: usize) -> u64 {
         self.nodes
             .iter()
             .find(|n| n.node == index)
@@ -48,7 +48,7 @@ impl MacsCount {
         if self.total == 0 {
             return 0.0;
         }
-        let part: u64 = indices.into_iter().map(|i| self.of(i)).sum();
+        let part: u64 = indices.into_iter().map(|i| self.node_macs(i)).sum();
         part as f64 / self.total as f64
     }
 }

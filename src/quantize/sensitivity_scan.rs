@@ -99,7 +99,7 @@ pub fn sensitivity(
         float.insert(node);
         let left_float = eval.score(&float)?;
         progress.advance(1);
-        let macs = eval.macs.of(node);
+        let macs = eval.macs.node_macs(node);
         out.push(NodeSensitivity {
             node,
             name: eval.label(node),

@@ -207,7 +207,7 @@ mod tests {
             backend: "tract-cpu".into(),
             timing: "wall-clock".into(),
             iterations: 1,
-            latency_ms: SpanStats::of(&spans).unwrap(),
+            latency_ms: SpanStats::from_iterations(&spans).unwrap(),
             throughput: 1.0,
             wall_s: 1.0,
             first_iteration_ms: 3.0,

@@ -136,7 +136,7 @@ fn loaded_path(stem: &str) -> Option<String> {
 }
 
 /// Opens a library for the life of the process.
-fn open_forever(name: &std::ffi::OsStr) -> Option<Library> {
+fn open_for_process_lifetime(name: &std::ffi::OsStr) -> Option<Library> {
     // SAFETY: loading a TensorRT library runs only its static initialisers, which have no
     // preconditions; the caller leaks the handle so the library stays loaded.
     unsafe { Library::new(name) }.ok()
@@ -173,7 +173,7 @@ fn rtx_version(lib: &Library) -> Option<String> {
 fn probe_names(library: &str, names: &[&str], version_symbol: &[u8]) -> LibraryProbe {
     let tried: Vec<String> = names.iter().map(|s| s.to_string()).collect();
     for name in names {
-        let Some(lib) = open_forever(name.as_ref()) else {
+        let Some(lib) = open_for_process_lifetime(name.as_ref()) else {
             continue;
         };
         let version = read_i32(&lib, version_symbol).map(decode_version);
@@ -248,7 +248,7 @@ fn open_in(dir: &Path, source: &str) -> Result<TrtLibraries> {
             ));
         }
     }
-    let lib = open_forever(runtime.as_os_str()).with_context(|| {
+    let lib = open_for_process_lifetime(runtime.as_os_str()).with_context(|| {
         format!(
             "{}: cannot be loaded (a damaged or foreign library?)",
             runtime.display()
@@ -274,7 +274,7 @@ pub fn locate_libraries(dir: Option<&Path>) -> Result<TrtLibraries> {
     if let Some(d) = std::env::var_os(DIR_ENV).filter(|d| !d.is_empty()) {
         return open_in(Path::new(&d), DIR_ENV);
     }
-    if let Some(lib) = open_forever(BOUND.runtime.as_ref()) {
+    if let Some(lib) = open_for_process_lifetime(BOUND.runtime.as_ref()) {
         let version = library_version(&lib).unwrap_or_else(|| "unknown".into());
         std::mem::forget(lib);
         let stem = BOUND.runtime.split(".so").next().unwrap_or(BOUND.runtime);

@@ -108,7 +108,7 @@ impl Workspace {
     /// `given` laid over the workspace's preprocessing: each flag given wins, each unset one
     /// takes the file's value.
     pub fn preprocess_under(&self, given: &PreprocessRequest) -> PreprocessRequest {
-        given.over(&self.settings.preprocess)
+        given.with_defaults_from(&self.settings.preprocess)
     }
 }
 

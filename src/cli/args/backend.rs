@@ -85,7 +85,7 @@ macro_rules! side_backend_args {
 
         impl $name {
             /// The shared group with this side's overrides applied.
-            pub fn over(&self, shared: &BackendArgs) -> BackendArgs {
+            pub fn with_defaults_from(&self, shared: &BackendArgs) -> BackendArgs {
                 BackendArgs {
                     backend: self.backend.or(shared.backend),
                     device: self.device.unwrap_or(shared.device),
