@@ -67,7 +67,7 @@ pub fn host_rss_peak_mib() -> Option<f64> {
 fn artifact(path: &Path) -> Artifact {
     let bytes = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
     let file = path.display().to_string();
-    if ModelFile::of(path) == Some(ModelFile::Engine) {
+    if ModelFile::from_path(path) == Some(ModelFile::Engine) {
         let facts = read_sidecar(path).ok().map(|s| s.facts);
         return Artifact {
             file,

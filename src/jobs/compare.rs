@@ -145,7 +145,7 @@ impl Source {
 
 /// Whether `path` is a model or an engine (as opposed to saved outputs).
 pub fn is_model(path: &Path) -> bool {
-    ModelFile::of(path).is_some()
+    ModelFile::from_path(path).is_some()
 }
 
 /// Loads one side; a model gets the input shape overrides applied. An engine takes no
@@ -161,7 +161,7 @@ fn source(side: &SideConfig, shapes: &ShapeRequest) -> Result<Source> {
             }
             Ok(Source::Model(Box::new((model, side.backend.clone()))))
         }
-        _ if ModelFile::of(&side.path) == Some(ModelFile::Engine) => {
+        _ if ModelFile::from_path(&side.path) == Some(ModelFile::Engine) => {
             if !shapes.shapes.is_empty() {
                 bail!(
                     "{}: an engine's input shapes were fixed when it was built; --input-shape applies to ONNX models only",

@@ -20,7 +20,7 @@ pub enum ModelFile {
 
 impl ModelFile {
     /// The kind of `path`, or `None` for an extension trtkit does not run.
-    pub fn of(path: &Path) -> Option<ModelFile> {
+    pub fn from_path(path: &Path) -> Option<ModelFile> {
         let ext = path.extension()?.to_str()?.to_ascii_lowercase();
         if ext == "onnx" {
             Some(ModelFile::Onnx)
@@ -35,7 +35,7 @@ impl ModelFile {
 /// Opens the backend that runs the model at `path`, choosing by file type. Anything but an
 /// engine is read as ONNX (so a model saved without the extension still opens).
 pub fn open_backend(path: &Path, options: &BackendOptions) -> Result<Box<dyn Backend>> {
-    if ModelFile::of(path) == Some(ModelFile::Engine) {
+    if ModelFile::from_path(path) == Some(ModelFile::Engine) {
         let trt = TrtOptions {
             device_id: options.device_id.unwrap_or(0),
             tensorrt_dir: options.tensorrt_dir.clone(),
@@ -57,11 +57,17 @@ mod tests {
     #[test]
     fn kinds_by_extension() {
         assert_eq!(
-            ModelFile::of(Path::new("a/m.ENGINE")),
+            ModelFile::from_path(Path::new("a/m.ENGINE")),
             Some(ModelFile::Engine)
         );
-        assert_eq!(ModelFile::of(Path::new("m.plan")), Some(ModelFile::Engine));
-        assert_eq!(ModelFile::of(Path::new("m.onnx")), Some(ModelFile::Onnx));
-        assert_eq!(ModelFile::of(Path::new("m.npz")), None);
+        assert_eq!(
+            ModelFile::from_path(Path::new("m.plan")),
+            Some(ModelFile::Engine)
+        );
+        assert_eq!(
+            ModelFile::from_path(Path::new("m.onnx")),
+            Some(ModelFile::Onnx)
+        );
+        assert_eq!(ModelFile::from_path(Path::new("m.npz")), None);
     }
 }

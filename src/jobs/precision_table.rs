@@ -192,7 +192,11 @@ impl RowSource {
     }
 
     /// The row of `c` labelled `label`: ran on `backend`, or failed with `error`.
-    fn of(c: &Candidate, label: String, outcome: Result<String, &anyhow::Error>) -> RowSource {
+    fn from_outcome(
+        c: &Candidate,
+        label: String,
+        outcome: Result<String, &anyhow::Error>,
+    ) -> RowSource {
         let (backend, unavailable, detail) = match outcome {
             Ok(backend) => (backend, None, None),
             Err(e) => {
@@ -315,12 +319,12 @@ pub fn validate_all(
             };
             let (source, accuracy) = match outcome {
                 Ok(r) => (
-                    RowSource::of(c, label, Ok(r.backend.clone())),
+                    RowSource::from_outcome(c, label, Ok(r.backend.clone())),
                     Some(accuracy_of(&r)),
                 ),
                 // The ONNX model failing is a failure of the whole run, not a row.
                 Err(e) if c.kind == RowKind::Onnx => return Err(e),
-                Err(e) => (RowSource::of(c, label, Err(&e)), None),
+                Err(e) => (RowSource::from_outcome(c, label, Err(&e)), None),
             };
             rows.push(ValidateRow {
                 source,
@@ -396,7 +400,7 @@ pub struct CompareAllReport {
 }
 
 /// The reference's inputs and outputs, saved after the first row that ran, replayed for the rest.
-struct Replay {
+struct SavedReference {
     inputs: PathBuf,
     outputs: PathBuf,
     backend: String,
@@ -424,7 +428,7 @@ pub fn compare_all(config: &CompareAllConfig, progress: &dyn Progress) -> Result
         }
         None => (config.base.inputs.clone(), None),
     };
-    let mut replay: Option<Replay> = None;
+    let mut replay: Option<SavedReference> = None;
     let mut rows = vec![];
     for c in candidates(&config.model, &artifacts, false) {
         let engine_ran = rows.iter().any(|r: &CompareRow| {
@@ -461,7 +465,7 @@ pub fn compare_all(config: &CompareAllConfig, progress: &dyn Progress) -> Result
         };
         let outcome = compare(&job, progress);
         if let (None, Ok((report, tensors))) = (&replay, &outcome) {
-            let r = Replay {
+            let r = SavedReference {
                 inputs: saved.path().join("inputs.npz"),
                 outputs: saved.path().join("reference.npz"),
                 backend: report.sides[1].backend.clone(),
@@ -478,7 +482,7 @@ pub fn compare_all(config: &CompareAllConfig, progress: &dyn Progress) -> Result
         }
         let ran = outcome.as_ref().map(|(r, _)| r.sides[0].backend.clone());
         let mut row = CompareRow {
-            source: RowSource::of(&c, c.label(), ran.clone()),
+            source: RowSource::from_outcome(&c, c.label(), ran.clone()),
             equal_pct: None,
             all_close_samples_pct: None,
             max_abs_err: None,

@@ -120,7 +120,7 @@ pub fn measure_latency(config: &RunConfig, progress: &dyn Progress) -> Result<Ru
     let mut gpu: Option<Gpu> = None;
     let mut results = vec![];
     let mut notes = vec![];
-    let is_engine = ModelFile::of(&config.model) == Some(ModelFile::Engine);
+    let is_engine = ModelFile::from_path(&config.model) == Some(ModelFile::Engine);
     if is_engine && !config.dim_sweep.is_empty() {
         return Err(fix_with(
             Setting::InputShape,
