@@ -3,7 +3,7 @@
 //! same harness and against tract-cpu, and with `--onnx MODEL` (a ResNet-50 export) runs a real
 //! network on ONNX Runtime's CUDA provider through the same enqueue seam: plain, with CUDA
 //! graphs and on 2 streams, then against tract-cpu. Not run by CI (it needs a GPU). Build it, then
-//! run it on the GPU machine:
+//! run it on a machine with an NVIDIA GPU:
 //!
 //! ```text
 //! cargo build --release --example gpu_suite
@@ -26,7 +26,8 @@ use trtkit::metrics::latency::{IterationSpans, Stats};
 use trtkit::progress::NoProgress;
 use trtkit::trt::backend::{TrtBackend, TrtOptions};
 
-/// PyTorch pinned-tensor copies on the GPU machine at 64 MiB (GiB/s), the issue's anchor.
+/// The anchor for pinned copies: PyTorch's pinned-tensor copies at 64 MiB on an H100 host, in
+/// GiB/s (`scripts/bench_pinned_copy.py`).
 const ANCHOR_COPY_GIBS: f64 = 51.0;
 
 struct Suite {

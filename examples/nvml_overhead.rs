@@ -1,8 +1,8 @@
 //! What NVML sampling costs a cell: one model opened once on tract-cuda, run in blocks of
 //! `--seconds` each, with `bench`'s own monitor sampling at `--hz` in half of the blocks and off
 //! in the other half (in ABBA order, so drift of clocks and temperature falls on both sides
-//! alike). Prints every block and the paired difference of samples/s. Needs a GPU; run on the
-//! GPU machine:
+//! alike). Prints every block and the paired difference of samples/s. Needs a GPU; run on a
+//! machine with an NVIDIA GPU:
 //!
 //! ```text
 //! cargo build --release --example nvml_overhead

@@ -1,4 +1,4 @@
-//! `trtkit compare`: equal runs, saved outputs, gating, and every bad input of issue 3.
+//! `trtkit compare`: equal runs, saved outputs, gating, and every bad input it must refuse.
 
 mod support;
 

@@ -1,6 +1,6 @@
 //! Parity of the `imagenet` preset with torchvision's Resize(256) + CenterCrop(224) +
 //! ToTensor() on PIL images, on the JPEG fixture made by scripts/make_parity_fixture.py
-//! (baseline 4:2:0 colour, grayscale, CMYK, progressive 4:2:2). The issue asks for 2/255 per
+//! (baseline 4:2:0 colour, grayscale, CMYK, progressive 4:2:2). The target is 2/255 per
 //! element; measured: 0 on every photo (the same decoder as PIL's, libjpeg-turbo, and PIL's
 //! resampling arithmetic give the same bytes).
 
@@ -90,7 +90,7 @@ fn imagenet_preset_parity_with_torchvision() {
             jpg.display(),
             max_err * 255.0
         );
-        // What we measured is stronger: the 8-bit crop is PIL's, byte for byte. A change of
+        // What is measured is stronger: the 8-bit crop is PIL's, byte for byte. A change of
         // decoder settings (IDCT, upsampling) or of the resampling arithmetic shows up here.
         let crop = pre.crop_rgb(&img).unwrap();
         let differing = crop.iter().zip(&reference).filter(|(a, b)| a != b).count();

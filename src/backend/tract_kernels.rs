@@ -1,10 +1,10 @@
 //! Which cost model tract ranks its x86-64 matrix kernels with. For every matrix product tract
 //! picks the kernel (tile shape, AVX-512 or AVX2) that a linear cost model predicts fastest; it
 //! has one model measured on Intel parts and one measured on AMD parts, chosen from CPUID unless
-//! `TRACT_X86_KIND` says otherwise. On the Intel Xeon of our GPU machine the AMD model's picks
-//! ran ResNet-50 in 157 ms instead of 222 ms and MobileNetV3-Large in 28 ms instead of 39 ms on
-//! one thread (`examples/tract_profile.rs` on the GPU machine; README, `doctor`), so trtkit
-//! asks for it unless the user has set the variable.
+//! `TRACT_X86_KIND` says otherwise. On an Intel Xeon (the host CPU of an H100 machine) the AMD
+//! model's picks ran ResNet-50 in 157 ms instead of 222 ms and MobileNetV3-Large in 28 ms
+//! instead of 39 ms on one thread, measured with `examples/tract_profile.rs` (README, `doctor`),
+//! so trtkit asks for it unless the user has set the variable.
 
 use serde::{Deserialize, Serialize};
 use std::sync::OnceLock;
