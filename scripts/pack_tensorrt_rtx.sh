@@ -1,43 +1,43 @@
 #!/usr/bin/env bash
-# Pack the TensorRT-RTX libraries for the GPU machine, which receives at most 64 MiB per
-# device call and has no zstd.
+# Packs TensorRT-RTX for a remote GPU host that accepts files of limited size: the two libraries
+# in one zstd archive split into pieces of at most PIECE_MIB MiB, with checksums, a zstd binary
+# (for hosts without one) and the Python bindings wheel (for hosts without a package index).
 #
-# Here (where `pip install tensorrt-rtx-cu13-libs==1.7.1.116` put the libraries):
+# usage: scripts/pack_tensorrt_rtx.sh [DIR]
+#   DIR defaults to $TRTRTX_PACK_DIR, else dist/tensorrt-rtx in the repository.
 #
-#     bash scripts/pack_tensorrt_rtx.sh
+# Run it where `pip install tensorrt-rtx-cu13-libs==1.7.1.116` put the libraries. It makes
+# tar(libtensorrt_rtx.so.1, libtensorrt_onnxparser_rtx.so.1) | zstd -19 --long=27 and writes:
 #
-# makes tar(libtensorrt_rtx.so.1, libtensorrt_onnxparser_rtx.so.1) | zstd -19 --long=27 and
-# lays it out in two git-ignored folders, one per device call:
+#     DIR/part.aa, part.ab, …   the archive, in pieces of at most PIECE_MIB MiB (default 39)
+#     DIR/zstd                  this machine's zstd binary (the libraries it needs are listed at
+#                               the end; Debian's needs only libc 2.34, libz, liblzma, liblz4)
+#     DIR/*.whl                 the tensorrt-rtx-cu13-bindings cp312 wheel
+#     DIR/SHA256SUMS            of the archive and of both libraries
 #
-#     .carry/trt-a/part.aa           first piece of the archive (PART_A_MIB, default 39 MiB)
-#     .carry/trt-b/part.ab           the rest
-#     .carry/trt-b/zstd              Debian's zstd binary (needs only libc 2.34, libz, liblzma,
-#                                    liblz4: all in Ubuntu 24.04's base system)
-#     .carry/trt-b/*.whl             the tensorrt-rtx-cu13-bindings cp312 wheel
-#     .carry/trt-b/SHA256SUMS        of the archive and of both libraries
+# Copy every file of DIR into one folder on the host (in as many transfers as its limit needs)
+# and run `eval "$(bash scripts/unpack_tensorrt_rtx.sh FOLDER)"` there: it joins the pieces,
+# checks them, unpacks the libraries and installs the bindings.
 #
-# Call 1 copies .carry/trt-a/part.aa to /tmp there; call 2 runs scripts/unpack_tensorrt_rtx.sh,
-# which joins, checks, unpacks and installs the bindings. The first piece is the larger one so
-# that call 2 has room for the trtkit binary beside the second.
-#
-# Environment: PYTHON (python with tensorrt_rtx_libs; default python3), TRT_LIBDIR (folder with
-# the two libraries; default: the tensorrt_rtx_libs package), BINDINGS_WHEEL (the cp312 wheel;
-# fetched with pip download when missing), PART_A_MIB (default 39), JOBS (zstd threads,
-# default 2), ZSTD_LEVEL (default 19).
+# Environment: TRTRTX_PACK_DIR (see DIR), PYTHON (python with tensorrt_rtx_libs; default
+# python3), TRT_LIBDIR (folder with the two libraries; default: the tensorrt_rtx_libs package),
+# BINDINGS_WHEEL (the cp312 wheel; fetched with pip download when missing), PIECE_MIB
+# (default 39), JOBS (zstd threads, default 2), ZSTD_LEVEL (default 19).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PY=${PYTHON:-python3}
-PART_A_MIB=${PART_A_MIB:-39}
+OUT_DIR=${1:-${TRTRTX_PACK_DIR:-$ROOT/dist/tensorrt-rtx}}
+PIECE_MIB=${PIECE_MIB:-39}
 JOBS=${JOBS:-2}
 ZSTD_LEVEL=${ZSTD_LEVEL:-19}
 WHEEL_NAME=tensorrt_rtx_cu13_bindings-1.7.1.116-cp312-none-manylinux_2_28_x86_64.whl
 BINDINGS_WHEEL=${BINDINGS_WHEEL:-/tmp/whl/$WHEEL_NAME}
 LIBS=(libtensorrt_rtx.so.1 libtensorrt_onnxparser_rtx.so.1)
-LIMIT_PART=$((40 << 20))
-LIMIT_DIR=$((60 << 20))
 
 die() { echo "pack_tensorrt_rtx: $*" >&2; exit 1; }
+
+[[ $PIECE_MIB =~ ^[1-9][0-9]*$ ]] || die "PIECE_MIB=$PIECE_MIB is not a whole number of MiB"
 
 if [[ -z ${TRT_LIBDIR:-} ]]; then
     TRT_LIBDIR=$("$PY" -c 'import os, importlib.util as u; s = u.find_spec("tensorrt_rtx_libs"); print(os.path.dirname(s.origin) if s else "")')
@@ -63,8 +63,6 @@ if [[ ! -f $BINDINGS_WHEEL ]]; then
     [[ -f $BINDINGS_WHEEL ]] || die "expected $BINDINGS_WHEEL after pip download"
 fi
 
-A=$ROOT/.carry/trt-a
-B=$ROOT/.carry/trt-b
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/pack-trtrtx.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
 
@@ -75,37 +73,29 @@ tar -C "$TRT_LIBDIR" --owner=0 --group=0 --numeric-owner -cf - "${LIBS[@]}" \
 echo "compressed in $(( $(date +%s) - start )) s" >&2
 
 total=$(stat -c %s "$TMP/trtrtx.tar.zst")
-a_bytes=$((PART_A_MIB << 20))
-(( a_bytes < total )) || a_bytes=$(( (total + 1) / 2 ))
-(( a_bytes < LIMIT_PART )) || die "PART_A_MIB=$PART_A_MIB is not under 40 MiB"
-(( total - a_bytes < LIMIT_PART )) || die "archive of $total bytes does not fit two pieces under 40 MiB"
 
-rm -rf "$A" "$B"
-mkdir -p "$A" "$B"
-head -c "$a_bytes" "$TMP/trtrtx.tar.zst" > "$A/part.aa"
-tail -c +$((a_bytes + 1)) "$TMP/trtrtx.tar.zst" > "$B/part.ab"
-cat "$A/part.aa" "$B/part.ab" | cmp - "$TMP/trtrtx.tar.zst" || die "split pieces do not join back"
+mkdir -p "$OUT_DIR"
+# Only the files a pack consists of are replaced; anything else in DIR stays.
+rm -f "$OUT_DIR"/part.?? "$OUT_DIR/zstd" "$OUT_DIR/SHA256SUMS" "$OUT_DIR"/tensorrt_rtx_cu13_bindings-*.whl
+split -b "${PIECE_MIB}M" -a 2 "$TMP/trtrtx.tar.zst" "$OUT_DIR/part."
+cat "$OUT_DIR"/part.?? | cmp - "$TMP/trtrtx.tar.zst" || die "split pieces do not join back"
 
-cp "$ZSTD_BIN" "$B/zstd"
-chmod 755 "$B/zstd"
-cp "$BINDINGS_WHEEL" "$B/"
+cp "$ZSTD_BIN" "$OUT_DIR/zstd"
+chmod 755 "$OUT_DIR/zstd"
+cp "$BINDINGS_WHEEL" "$OUT_DIR/"
 (
     cd "$TMP" && sha256sum trtrtx.tar.zst
     cd "$TRT_LIBDIR" && sha256sum "${LIBS[@]}"
-) > "$B/SHA256SUMS"
+) > "$OUT_DIR/SHA256SUMS"
 
 echo "zstd needs:" >&2
-readelf -d "$B/zstd" 2>/dev/null | awk '/NEEDED/ {print "  " $NF}' >&2 || true
+readelf -d "$OUT_DIR/zstd" 2>/dev/null | awk '/NEEDED/ {print "  " $NF}' >&2 || true
 
-fail=0
-for d in "$A" "$B"; do
-    size=$(du -cb "$d"/* | tail -1 | cut -f1)
-    printf '%-22s %10d bytes (%.1f MiB)\n' "${d#"$ROOT"/}" "$size" "$(echo "$size / 1048576" | bc -l)"
-    for f in "$d"/*; do
-        printf '    %-58s %10d\n' "$(basename "$f")" "$(stat -c %s "$f")"
-    done
-    (( size < LIMIT_DIR )) || { echo "  over 60 MiB" >&2; fail=1; }
+pieces=("$OUT_DIR"/part.??)
+echo "$OUT_DIR:"
+for f in "${pieces[@]}" "$OUT_DIR/zstd" "$OUT_DIR"/tensorrt_rtx_cu13_bindings-*.whl "$OUT_DIR/SHA256SUMS"; do
+    printf '    %-74s %10d\n' "$(basename "$f")" "$(stat -c %s "$f")"
 done
-printf 'archive %d bytes (%.1f MiB) from %d bytes of libraries\n' "$total" "$(echo "$total / 1048576" | bc -l)" \
+printf 'archive %d bytes (%.1f MiB) in %d pieces of at most %d MiB, from %d bytes of libraries\n' \
+    "$total" "$(echo "$total / 1048576" | bc -l)" "${#pieces[@]}" "$PIECE_MIB" \
     "$(cd "$TRT_LIBDIR" && du -cb "${LIBS[@]}" | tail -1 | cut -f1)"
-exit $fail
