@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# ONNX Runtime's CUDA provider through trtkit's harness, measured on a GPU machine, each figure
-# side by side with its anchor in the same run.
+# ONNX Runtime's CUDA provider through trtkit's harness, measured on a machine with an NVIDIA
+# GPU, each figure side by side with its anchor in the same run. Run it from the repository root.
 #
-# Needs: a trtkit release binary ($TRTKIT, default /tmp/trtkit), the GPU suite
-# ($GPU_SUITE, default /tmp/gpu_suite), the onnxruntime-gpu 1.31.1 Python package unpacked
-# under $ORT_PKG (default /tmp/ortpkg: the folder that holds `onnxruntime/`), PyTorch and
-# torchvision (to export the models and for the eager anchor), and the CUDA 13 / cuDNN 9
-# libraries PyTorch's wheels or /usr/local/cuda bring. Results go to $OUT (default ./out).
+# Needs: a trtkit release binary ($TRTKIT; default target/release/trtkit, else trtkit on PATH),
+# the GPU suite ($GPU_SUITE, default target/release/examples/gpu_suite), the onnxruntime-gpu
+# 1.31.1 Python package (installed, or unpacked in a folder given as $ORT_PKG: the folder that
+# holds `onnxruntime/`), PyTorch and torchvision (to export the models and for the eager anchor),
+# and the CUDA 13 / cuDNN 9 libraries PyTorch's wheels or /usr/local/cuda bring. Work files go
+# to $WORK (default /tmp/work), results to $OUT (default ./out).
 #
 #     STEPS="setup check runs anchors compare" bash scripts/gpu_ort_cuda.sh
 #     STEPS="matrix" MATRIX_S=540 bash scripts/gpu_ort_cuda.sh   # again to finish missing cells
@@ -24,14 +25,18 @@
 set -u
 export PYTHONUNBUFFERED=1
 REPO=$(pwd)
-T=${TRTKIT:-/tmp/trtkit}
-SUITE=${GPU_SUITE:-/tmp/gpu_suite}
+if [ -n "${TRTKIT:-}" ]; then T=$(realpath "$TRTKIT")
+elif [ -x "$REPO/target/release/trtkit" ]; then T=$REPO/target/release/trtkit
+else T=$(command -v trtkit || true); fi
+if [ -z "$T" ] || [ ! -x "$T" ]; then echo "gpu_ort_cuda: no trtkit binary (build it, or set TRTKIT)" >&2; exit 1; fi
+SUITE=$(realpath "${GPU_SUITE:-$REPO/target/release/examples/gpu_suite}")
 W=${WORK:-/tmp/work}
 OUT=${OUT:-$REPO/out}
 STEPS=${STEPS:-"setup check runs anchors compare"}
 MATRIX_S=${MATRIX_S:-540}
 mkdir -p "$W/models" "$OUT"
-export PYTHONPATH=${ORT_PKG:-/tmp/ortpkg}${PYTHONPATH:+:$PYTHONPATH}
+W=$(realpath "$W"); OUT=$(realpath "$OUT")
+if [ -n "${ORT_PKG:-}" ]; then ORT_PKG=$(realpath "$ORT_PKG"); export PYTHONPATH=$ORT_PKG${PYTHONPATH:+:$PYTHONPATH}; fi
 # The CUDA 13 and cuDNN 9 libraries, for the Python anchor (trtkit finds them itself).
 SITE=$(python3 -c 'import site; print(site.getsitepackages()[0])')
 for d in "$SITE/nvidia/cu13/lib" "$SITE/nvidia/cudnn/lib" /usr/local/cuda/lib64; do
