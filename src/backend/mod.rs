@@ -78,6 +78,15 @@ pub trait Backend: Send {
         let first = sizes.next()??;
         sizes.all(|s| s == Some(first)).then_some(first)
     }
+
+    /// Whether a batch of `n` samples, fewer than it was prepared for, runs as it is and costs no
+    /// more than the full batch would. A backend prepared for one batch size (an optimized plan,
+    /// a session with a static shape) needs that size, so the batch runner pads a short last
+    /// batch to it; one that cuts every batch into pieces prepared for the piece's size runs
+    /// only the pieces `n` samples fill, and padding would only add work.
+    fn runs_short_batch(&self, _n: usize) -> bool {
+        false
+    }
 }
 
 /// Where a backend runs.

@@ -371,6 +371,11 @@ impl Backend for TractBackend {
         &self.outputs
     }
 
+    /// A batch cut into pieces runs only the pieces its samples fill.
+    fn runs_short_batch(&self, n: usize) -> bool {
+        self.threads.chunks > 1 && self.batch.is_some_and(|b| (1..=b).contains(&n))
+    }
+
     fn run(&mut self, inputs: &[HostTensor]) -> Result<RunOutput> {
         check_input_count(&self.inputs, inputs)?;
         let Some(n) = self.batch.filter(|_| self.threads.chunks > 1) else {
@@ -381,7 +386,7 @@ impl Backend for TractBackend {
                 elapsed: start.elapsed(),
             });
         };
-        let chunks = self.chunk_inputs(inputs, n)?;
+        let (given, chunks) = self.chunk_inputs(inputs, n)?;
         let start = Instant::now();
         let plan = self.plan.as_ref();
         let specs = &self.returned;
@@ -405,7 +410,7 @@ impl Backend for TractBackend {
             if parts.iter().any(|p| p.shape.first() != Some(&step)) {
                 bail!("{}", no_batch_axis(&spec.name, step));
             }
-            outputs.push(truncate(concat(parts)?, n)?);
+            outputs.push(truncate(concat(parts)?, given)?);
         }
         Ok(RunOutput { outputs, elapsed })
     }
@@ -428,12 +433,12 @@ impl Backend for TractBackend {
             run_and_visit(inputs, None)?;
             return Ok(start.elapsed());
         };
-        let chunks = self.chunk_inputs(inputs, n)?;
+        let (given, chunks) = self.chunk_inputs(inputs, n)?;
         let start = Instant::now();
         let step = self.threads.chunk_batch;
         on_workers(self.threads.workers, &chunks, |c, chunk| {
             // The last chunk may be padded past the batch; its padding is not visited.
-            let real = (n - c * step).min(step);
+            let real = (given - c * step).min(step);
             run_and_visit(chunk, Some((step, real)))
         })?;
         Ok(start.elapsed())
@@ -441,19 +446,29 @@ impl Backend for TractBackend {
 }
 
 impl TractBackend {
-    /// Splits a batch of `n` into the chunks the worker pool runs (the last one padded).
-    fn chunk_inputs(&self, inputs: &[HostTensor], n: usize) -> Result<Vec<Vec<HostTensor>>> {
+    /// Splits a batch into the chunks the worker pool runs (the last one padded): the batch
+    /// of `prepared` samples the backend was prepared for, or fewer, which fill fewer chunks.
+    /// Returns the number of samples given and the chunks.
+    fn chunk_inputs(
+        &self,
+        inputs: &[HostTensor],
+        prepared: usize,
+    ) -> Result<(usize, Vec<Vec<HostTensor>>)> {
+        let given = inputs
+            .first()
+            .and_then(|t| t.shape.first().copied())
+            .unwrap_or(prepared);
         for t in inputs {
-            if t.shape.first() != Some(&n) {
+            if t.shape.first() != Some(&given) || !(1..=prepared).contains(&given) {
                 bail!(
-                    "input '{}' has shape {:?}; this backend was prepared for batch {n}",
+                    "input '{}' has shape {:?}; this backend was prepared for batches of 1 to {prepared}, the same for every input",
                     t.name,
                     t.shape
                 );
             }
         }
         let step = self.threads.chunk_batch;
-        (0..n)
+        let chunks = (0..given)
             .step_by(step)
             .map(|s| {
                 inputs
@@ -461,7 +476,8 @@ impl TractBackend {
                     .map(|t| slice_padded(t, s, step))
                     .collect::<Result<Vec<_>>>()
             })
-            .collect()
+            .collect::<Result<_>>()?;
+        Ok((given, chunks))
     }
 }
 

@@ -1,6 +1,7 @@
-//! The batch runner: feeds any number of samples through a backend, batch by batch, padding the
-//! last batch to the backend's batch size and dropping the padded rows from the outputs. The
-//! comparator and the accuracy evaluation both run their models through it.
+//! The batch runner: feeds any number of samples through a backend, batch by batch, padding a
+//! short last batch to the backend's batch size where the backend needs that size, and dropping
+//! the padded rows from the outputs. The comparator and the accuracy evaluation both run their
+//! models through it.
 
 use crate::backend::Backend;
 use crate::data::batch_axis::{concat, slice_padded, truncate};
@@ -42,7 +43,9 @@ pub fn samples_of(inputs: &[HostTensor]) -> Result<usize> {
 }
 
 /// Runs `inputs` (every tensor with the same number of samples on axis 0) through `backend`
-/// in batches of `batch`, and joins the outputs. `progress` advances by samples.
+/// in batches of `batch`, and joins the outputs. A short last batch is padded to `batch` only
+/// where the backend needs the full size ([`Backend::runs_short_batch`]): elsewhere the padding
+/// would be computed for nothing. `progress` advances by samples.
 pub fn run_batched(
     backend: &mut dyn Backend,
     inputs: &[HostTensor],
@@ -58,9 +61,14 @@ pub fn run_batched(
     let mut start = 0;
     while start < samples {
         let take = batch.min(samples - start);
+        let run_as = if take < batch && backend.runs_short_batch(take) {
+            take
+        } else {
+            batch
+        };
         let chunk = inputs
             .iter()
-            .map(|t| slice_padded(t, start, batch))
+            .map(|t| slice_padded(t, start, run_as))
             .collect::<Result<Vec<_>>>()?;
         let out = backend.run(&chunk).with_context(|| {
             format!(
@@ -74,7 +82,7 @@ pub fn run_batched(
             .outputs
             .into_iter()
             .map(|t| {
-                if take < batch {
+                if take < run_as {
                     truncate(t, take)
                 } else {
                     Ok(t)
@@ -111,9 +119,10 @@ fn join(parts: Vec<Vec<HostTensor>>) -> Result<Vec<HostTensor>> {
 mod tests {
     use super::*;
     use crate::backend::tract::{TractBackend, TractOptions};
+    use crate::backend::RunOutput;
     use crate::onnx::{test_models, OnnxModel};
     use crate::progress::NoProgress;
-    use crate::tensor::TensorData;
+    use crate::tensor::{Dim, ElemType, IoSpec, TensorData};
 
     #[test]
     fn padded_batches_give_the_same_outputs_as_one_run() {
@@ -140,5 +149,73 @@ mod tests {
         let (a, b) = (one.outputs[0].data.to_f64(), three.outputs[0].data.to_f64());
         assert!(a.iter().zip(&b).all(|(x, y)| (x - y).abs() < 1e-5));
         assert!(run_batched(&mut small, &x, 0, &NoProgress).is_err());
+        // tract runs one sample a piece for this convolutional model: the short last batch
+        // runs the piece it fills, unpadded.
+        assert!(small.runs_short_batch(1));
+    }
+
+    /// A backend at a fixed batch of 4 that echoes its input and records the batch of every run.
+    struct Recorder {
+        short: bool,
+        io: Vec<IoSpec>,
+        batches: Vec<usize>,
+    }
+
+    impl Recorder {
+        fn new(short: bool) -> Recorder {
+            let io = vec![IoSpec {
+                name: "x".into(),
+                elem_type: ElemType::F32,
+                dims: vec![Dim::Fixed(4), Dim::Fixed(2)],
+            }];
+            Recorder {
+                short,
+                io,
+                batches: vec![],
+            }
+        }
+    }
+
+    impl Backend for Recorder {
+        fn name(&self) -> String {
+            "recorder".into()
+        }
+        fn inputs(&self) -> &[IoSpec] {
+            &self.io
+        }
+        fn outputs(&self) -> &[IoSpec] {
+            &self.io
+        }
+        fn run(&mut self, inputs: &[HostTensor]) -> Result<RunOutput> {
+            self.batches.push(inputs[0].shape[0]);
+            Ok(RunOutput {
+                outputs: inputs.to_vec(),
+                elapsed: Duration::ZERO,
+            })
+        }
+        fn runs_short_batch(&self, _n: usize) -> bool {
+            self.short
+        }
+    }
+
+    #[test]
+    fn a_short_last_batch_is_padded_only_where_the_backend_needs_the_full_size() {
+        let x = HostTensor::new(
+            "x",
+            vec![5, 2],
+            TensorData::F32((0..10).map(|v| v as f32).collect()),
+        )
+        .unwrap();
+        for (short, ran) in [(false, [4, 4]), (true, [4, 1])] {
+            let mut backend = Recorder::new(short);
+            let out = run_batched(&mut backend, std::slice::from_ref(&x), 4, &NoProgress).unwrap();
+            assert_eq!(
+                backend.batches, ran,
+                "short batches run as they are: {short}"
+            );
+            assert_eq!(out.samples, 5);
+            assert_eq!(out.outputs[0].shape, [5, 2]);
+            assert_eq!(out.outputs[0].data.to_f64(), x.data.to_f64());
+        }
     }
 }
