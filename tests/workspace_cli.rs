@@ -1,7 +1,8 @@
 //! The workspace (`trtkit init`, `trtkit.toml`) and the three commands users type in it,
 //! verbatim: `trtkit build --fp16 --input-shape -1 3 224 224`, `trtkit validate --dataset val/`,
 //! `trtkit compare --rtol 1e-3`. Real TensorRT-RTX builds on the CPU; no GPU, so the engine rows
-//! say why they did not run and the kept FP16/INT8 graphs run on the reference backend instead.
+//! say why they did not run and the kept FP16/INT8 graphs run instead, on ONNX Runtime's CPU
+//! build where it is installed (else on tract).
 //!
 //! Needs TensorRT-RTX (`python3 -m pip install tensorrt-rtx-cu13-libs==1.7.1.116`; CI installs it).
 
@@ -129,6 +130,7 @@ fn the_three_lines_work_verbatim_in_a_workspace() {
         ]
     );
     let no_gpu = trtkit::cuda::info::driver_info().gpus.is_empty();
+    let ort = trtkit::backend::ort::available().is_ok();
     for r in rows {
         let ran = r["accuracy"].is_object();
         match r["kind"].as_str().unwrap() {
@@ -142,6 +144,16 @@ fn the_three_lines_work_verbatim_in_a_workspace() {
                 assert!(r["layers"].as_u64().unwrap() > 0 && r["parameters"].as_u64().unwrap() > 0);
             }
             _ => {}
+        }
+        // Without a GPU the kept graphs run on ONNX Runtime's CPU build where it is installed,
+        // else on tract.
+        if r["kind"] == "graph" && no_gpu {
+            let backend = r["backend"].as_str().unwrap();
+            if ort {
+                assert_eq!(backend, "ort-cpu", "{r}");
+            } else {
+                assert!(backend.starts_with("tract-cpu"), "{r}");
+            }
         }
     }
     // Two batch sizes give two tables.

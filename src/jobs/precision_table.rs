@@ -1,7 +1,7 @@
 //! Every precision of one model side by side, the tables the public TensorRT benchmark projects
 //! print: `validate` over the ONNX model and each engine built from it (and, where an engine
-//! cannot run here, the rewritten graph its build kept: on ONNX Runtime's CUDA provider where it
-//! runs here, else on the reference backend), and `compare`
+//! cannot run here, the rewritten graph its build kept: on ONNX Runtime where it is installed,
+//! its CUDA provider where that runs here, else on the reference backend), and `compare`
 //! of each against the FP32 ONNX model. Built on the `validate` and `compare` jobs; which
 //! engines belong to the model is `trt::built_engines`' answer.
 
@@ -31,7 +31,8 @@ pub enum RowKind {
     Onnx,
     /// A TensorRT engine.
     Engine,
-    /// The rewritten ONNX graph an engine's build kept, on the reference backend.
+    /// The rewritten ONNX graph an engine's build kept, on ONNX Runtime where it is installed,
+    /// else on the reference backend.
     Graph,
 }
 
@@ -119,14 +120,27 @@ fn candidates(model: &Path, artifacts: &Artifacts, with_onnx: bool) -> Vec<Candi
     out
 }
 
-/// The backend a row runs on: a graph an engine's build kept (because the engine cannot run
-/// here) goes to ONNX Runtime's CUDA provider where it can run on this machine's GPU (fast, and
-/// FP16 graphs in real FP16 arithmetic); everything else, and a graph without it, to `base`.
+/// The backend a row runs on. A graph an engine's build kept (because the engine cannot run
+/// here) goes to ONNX Runtime wherever it is installed: to its CUDA provider where that can run
+/// on this machine's GPU (fast, and FP16 graphs in real FP16 arithmetic), else, on a CPU run, to
+/// its CPU build, which runs an FP16 graph about as fast as the FP32 model (a float16 node
+/// without a float16 kernel computes in float32 between casts) where tract's CPU runtime,
+/// computing in float16, is a hundred times slower. Everything else, and a graph where ONNX
+/// Runtime is not installed, runs on `base`.
 fn row_backend(kind: &RowKind, base: &BackendOptions) -> BackendOptions {
-    if *kind == RowKind::Graph && ort_cuda_usable(base.device_id.unwrap_or(0)) {
+    if *kind != RowKind::Graph {
+        return base.clone();
+    }
+    if ort_cuda_usable(base.device_id.unwrap_or(0)) {
         return BackendOptions {
             kind: BackendKind::Ort,
             device: Device::Cuda,
+            ..base.clone()
+        };
+    }
+    if base.device == Device::Cpu && crate::backend::ort::available().is_ok() {
+        return BackendOptions {
+            kind: BackendKind::Ort,
             ..base.clone()
         };
     }
