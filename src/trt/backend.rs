@@ -8,16 +8,19 @@
 //! Everything before TensorRT is asked anything lives in `preflight` and `engine_io`, which
 //! run (and are tested) on any machine; this file is the thin part that needs a GPU.
 
-use super::engine_builder::{load, LogCollector};
+use super::engine_builder::load;
 use super::engine_io::{
     batch_outside_profile, buffer_sizes, elem_type, in_profile, input_shape_at, io_spec,
     probe_batch_range,
 };
+#[cfg(not(feature = "tensorrt"))]
+use super::engine_runtime_cache::{runtime_cache_key, RuntimeCacheState};
 use super::loader::{locate_usable, Flavour, BOUND};
 use super::preflight::{
     check_built_version, deserialize_refusal, gpu_refusal, no_gpu, read_engine,
 };
 use super::profile::{InputProfile, ShapeProfile};
+use super::runtime_log::{logged_errors_or, logger, take_log};
 use crate::backend::{Backend, RunOutput};
 use crate::cuda::device::{Gpu, Stream};
 use crate::cuda::enqueue::{GpuEnqueue, IoBindings};
@@ -26,10 +29,9 @@ use crate::cuda::memory::{copy_from_host, copy_to_host, DeviceBuffer};
 use crate::tensor::{check_input_count, HostTensor, IoSpec};
 use anyhow::{anyhow, bail, Context, Result};
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 use std::time::Instant;
 use trtx::trtx_sys::Dims64;
-use trtx::{CudaEngine, ExecutionContext, Logger, Runtime, TensorIOMode};
+use trtx::{CudaEngine, ExecutionContext, Runtime, TensorIOMode};
 
 /// Where an engine runs and where TensorRT is.
 #[derive(Clone, Debug, Default)]
@@ -38,34 +40,6 @@ pub struct TrtOptions {
     pub device_id: usize,
     /// Folder holding the TensorRT libraries (`--tensorrt-dir`), else the usual search.
     pub tensorrt_dir: Option<PathBuf>,
-}
-
-/// One process-wide logger for every runtime: TensorRT keeps a pointer to it, so it must
-/// outlive every engine, which `'static` guarantees. Its errors are collected for messages.
-fn logger() -> Result<&'static (Logger, LogCollector)> {
-    static LOGGER: OnceLock<(Logger, LogCollector)> = OnceLock::new();
-    if let Some(l) = LOGGER.get() {
-        return Ok(l);
-    }
-    let collector = LogCollector::default();
-    let logger = Logger::new(collector.clone()).map_err(|e| anyhow!("TensorRT logger: {e}"))?;
-    Ok(LOGGER.get_or_init(|| (logger, collector)))
-}
-
-/// TensorRT's errors logged since the last call, leaving none (refusals that trtkit expects,
-/// such as probing a profile, are taken and dropped).
-fn take_log() -> Vec<String> {
-    logger().map(|l| l.1.take()).unwrap_or_default()
-}
-
-/// TensorRT's own errors since the last call, on one line, or `fallback` when it said none.
-fn said(fallback: impl std::fmt::Display) -> String {
-    let errors = take_log();
-    if errors.is_empty() {
-        fallback.to_string()
-    } else {
-        errors.join("; ").replace('\n', " ")
-    }
 }
 
 /// Buffers and a stream for [`Backend::run`] on host tensors.
@@ -88,7 +62,7 @@ pub struct TrtBackend {
     host: Option<HostSlot>,
     contexts: Vec<ExecutionContext<'static>>,
     #[cfg(not(feature = "tensorrt"))]
-    cache: rtx_cache::RuntimeCacheState,
+    cache: RuntimeCacheState,
     engine: CudaEngine<'static>,
     _runtime: Runtime<'static>,
     gpu: Gpu,
@@ -149,7 +123,7 @@ impl TrtBackend {
         let engine = runtime.deserialize_cuda_engine(&file.bytes).map_err(|e| {
             anyhow!(
                 "{}",
-                deserialize_refusal(path, &info, &libs.version, &said(e))
+                deserialize_refusal(path, &info, &libs.version, &logged_errors_or(e))
             )
         })?;
         if let Some(refusal) = gpu_refusal(path, &info, None) {
@@ -160,8 +134,8 @@ impl TrtBackend {
         let mut engine = engine;
         #[cfg(not(feature = "tensorrt"))]
         let cache = {
-            let key = rtx_cache::key(&file.sha256, &libs.version, &info, driver.driver_version);
-            rtx_cache::RuntimeCacheState::open(&mut engine, path, key)?
+            let key = runtime_cache_key(&file.sha256, &libs.version, &info, driver.driver_version);
+            RuntimeCacheState::open(&mut engine, path, key)?
         };
         #[cfg(not(feature = "tensorrt"))]
         let notes = vec![cache.opening_note()];
@@ -199,7 +173,7 @@ impl TrtBackend {
                 anyhow!(
                     "{}: cannot create an execution context: {}",
                     self.path.display(),
-                    said(e)
+                    logged_errors_or(e)
                 )
             })?;
             self.contexts.push(ctx);
@@ -292,7 +266,7 @@ impl TrtBackend {
                 "{}: {} could not queue the inference: {}",
                 self.path.display(),
                 BOUND.flavour,
-                said(e)
+                logged_errors_or(e)
             )
         })
     }
@@ -510,128 +484,5 @@ impl Backend for TrtBackend {
             self.notes.extend(saved);
         }
         Ok(std::mem::take(&mut self.notes))
-    }
-}
-
-#[cfg(not(feature = "tensorrt"))]
-mod rtx_cache {
-    //! TensorRT-RTX's runtime cache for one opened engine: read from its keyed file before the
-    //! first execution context, handed to every context through one runtime config, and
-    //! written back when the job is done if TensorRT-RTX compiled anything new.
-
-    use super::super::runtime_cache::{cache_path, read, write, CacheLookup, RuntimeCacheKey};
-    use super::said;
-    use crate::cuda::info::GpuInfo;
-    use crate::units::bytes;
-    use anyhow::{anyhow, Result};
-    use std::path::{Path, PathBuf};
-    use std::rc::Rc;
-    use std::sync::Arc;
-    use trtx::{CudaEngine, RuntimeCache, RuntimeConfig};
-
-    /// The key of the runtime cache for an engine on a GPU.
-    pub fn key(
-        engine_sha256: &str,
-        version: &str,
-        gpu: &GpuInfo,
-        driver_version: Option<String>,
-    ) -> RuntimeCacheKey {
-        RuntimeCacheKey {
-            engine_sha256: engine_sha256.into(),
-            tensorrt_version: version.into(),
-            gpu: gpu.name.clone(),
-            compute_capability: gpu.compute_capability.clone(),
-            driver_version,
-        }
-    }
-
-    /// The runtime cache of one opened engine and what became of it.
-    pub struct RuntimeCacheState {
-        /// The runtime config every execution context is created with.
-        pub config: Rc<RuntimeConfig<'static>>,
-        cache: Option<Arc<RuntimeCache>>,
-        place: Option<(PathBuf, RuntimeCacheKey)>,
-        loaded: Option<Vec<u8>>,
-        opening: String,
-    }
-
-    impl RuntimeCacheState {
-        /// Creates the runtime config of `engine` with a runtime cache, filled from the file
-        /// for `key` beside `engine_path` when one matches.
-        pub fn open(
-            engine: &mut CudaEngine<'static>,
-            engine_path: &Path,
-            key: RuntimeCacheKey,
-        ) -> Result<RuntimeCacheState> {
-            let mut config = engine
-                .create_runtime_config()
-                .map_err(|e| anyhow!("runtime config: {}", said(e)))?;
-            let cache = Arc::new(
-                config
-                    .create_runtime_cache()
-                    .map_err(|e| anyhow!("runtime cache: {}", said(e)))?,
-            );
-            let path = cache_path(engine_path, &key);
-            let shown = path.display();
-            let (loaded, opening) = match read(&path, &key) {
-                CacheLookup::Hit(blob) => match cache.deserialize(&blob) {
-                    Ok(()) => (
-                        Some(blob.clone()),
-                        format!("runtime cache: reusing {shown} ({} of compiled kernels for {}): its key matches", bytes(blob.len() as u64), key.gpu),
-                    ),
-                    Err(e) => (
-                        None,
-                        format!("runtime cache: {shown} was refused by TensorRT-RTX ({}); the first iteration compiles the kernels again", said(e)),
-                    ),
-                },
-                CacheLookup::Missing => (
-                    None,
-                    format!("runtime cache: none yet for this engine on {}; the first iteration compiles the kernels", key.gpu),
-                ),
-                CacheLookup::Stale(why) => (
-                    None,
-                    format!("runtime cache: {shown} is not reused: {why}; the first iteration compiles the kernels"),
-                ),
-            };
-            config
-                .set_runtime_cache(cache.clone())
-                .map_err(|e| anyhow!("runtime cache: {}", said(e)))?;
-            Ok(RuntimeCacheState {
-                config: Rc::new(config),
-                cache: Some(cache),
-                place: Some((path, key)),
-                loaded,
-                opening,
-            })
-        }
-
-        /// What was found when the engine was opened.
-        pub fn opening_note(&self) -> String {
-            self.opening.clone()
-        }
-
-        /// Writes the cache back when TensorRT-RTX added to it; says what was written.
-        pub fn save(&mut self) -> Result<Vec<String>> {
-            let (Some(cache), Some((path, key))) = (&self.cache, &self.place) else {
-                return Ok(vec![]);
-            };
-            let blob = cache
-                .serialize()
-                .map_err(|e| anyhow!("runtime cache: {}", said(e)))?
-                .as_ref()
-                .to_vec();
-            if blob.is_empty() || self.loaded.as_deref() == Some(&blob[..]) {
-                return Ok(vec![]);
-            }
-            write(path, key, &blob)?;
-            let note = format!(
-                "runtime cache: saved {} ({}); the next run on {} skips compiling",
-                path.display(),
-                bytes(blob.len() as u64),
-                key.gpu
-            );
-            self.loaded = Some(blob);
-            Ok(vec![note])
-        }
     }
 }

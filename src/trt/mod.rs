@@ -9,8 +9,9 @@
 //! describes an engine file; `support` says what this machine offers (driver, GPUs, libraries,
 //! which engines run where). Running engines: `preflight` checks a file before TensorRT sees
 //! it, `engine_io` maps its tensors to trtkit's I/O specs and checks batches against its
-//! profile, `runtime_cache` keeps TensorRT-RTX's compiled kernels beside it, and `backend` is
-//! the engine behind the one `Backend` trait.
+//! profile, `runtime_cache` keeps TensorRT-RTX's compiled kernels beside it (`engine_runtime_cache`
+//! for one opened engine), `runtime_log` holds the runtime's logger and what TensorRT said, and
+//! `backend` is the engine behind the one `Backend` trait.
 
 #![allow(unsafe_code)]
 
@@ -20,9 +21,12 @@ pub mod built_engines;
 pub mod engine_builder;
 pub mod engine_file;
 pub mod engine_io;
+#[cfg(not(feature = "tensorrt"))]
+mod engine_runtime_cache;
 pub mod inspect;
 pub mod loader;
 pub mod preflight;
 pub mod profile;
 pub mod runtime_cache;
+mod runtime_log;
 pub mod support;
