@@ -6,8 +6,9 @@
 
 use crate::bench::journal::Journal;
 use crate::bench::key::Point;
-use crate::bench::record::{CellMetrics, CellRecord, Status};
+use crate::bench::record::{CellRecord, Status};
 use crate::bench::target::Target;
+use crate::report::bench_metrics::{Metric, METRICS};
 use crate::report::table::{Align, Table};
 use crate::tensor::Precision;
 use serde::Serialize;
@@ -58,106 +59,6 @@ pub fn target_rank(t: Target) -> usize {
         .position(|x| *x == t)
         .unwrap_or(Target::ALL.len())
 }
-
-/// One metric: its table title, its CSV column and how to read it from a cell's metrics.
-#[derive(Clone, Copy)]
-pub struct Metric {
-    /// The table's title.
-    pub title: &'static str,
-    /// The CSV column.
-    pub column: &'static str,
-    /// The value of a cell that measured it.
-    pub get: fn(&CellMetrics) -> Option<f64>,
-}
-
-/// Every metric, in the order the tables come.
-pub const METRICS: &[Metric] = &[
-    Metric {
-        title: "samples/s",
-        column: "samples_per_s",
-        get: |m| Some(m.samples_per_s),
-    },
-    Metric {
-        title: "ms per sample",
-        column: "ms_per_sample",
-        get: |m| Some(m.ms_per_sample),
-    },
-    Metric {
-        title: "latency-all mean (ms)",
-        column: "latency_all_mean_ms",
-        get: |m| Some(m.latency_all_ms.mean),
-    },
-    Metric {
-        title: "latency-all p99 (ms)",
-        column: "latency_all_p99_ms",
-        get: |m| Some(m.latency_all_ms.p99),
-    },
-    Metric {
-        title: "latency-model mean (ms)",
-        column: "latency_model_mean_ms",
-        get: |m| m.latency_model_ms.as_ref().map(|l| l.mean),
-    },
-    Metric {
-        title: "GPU memory peak (MiB)",
-        column: "gpu_memory_peak_mib",
-        get: |m| m.gpu_memory.as_ref().map(|g| g.peak_mib),
-    },
-    Metric {
-        title: "host RSS peak (MiB)",
-        column: "host_rss_peak_mib",
-        get: |m| m.host_rss_peak_mib,
-    },
-    Metric {
-        title: "top-1 %",
-        column: "top1_pct",
-        get: |m| m.accuracy.as_ref().map(|a| a.top1_pct),
-    },
-    Metric {
-        title: "top-5 %",
-        column: "top5_pct",
-        get: |m| m.accuracy.as_ref().map(|a| a.top5_pct),
-    },
-    Metric {
-        title: "equal % vs FP32",
-        column: "equal_pct",
-        get: |m| m.closeness.as_ref().map(|c| c.equal_pct),
-    },
-    Metric {
-        title: "top-1 agreement % vs FP32",
-        column: "top1_agreement_pct",
-        get: |m| m.closeness.as_ref().and_then(|c| c.top1_agreement_pct),
-    },
-    Metric {
-        title: "artifact size (MB)",
-        column: "artifact_mb",
-        get: |m| Some(m.artifact.bytes as f64 / 1e6),
-    },
-    Metric {
-        title: "samples/s per W",
-        column: "samples_per_s_per_w",
-        get: |m| m.power.as_ref().and_then(|p| p.samples_per_s_per_w),
-    },
-    Metric {
-        title: "energy per sample (mJ)",
-        column: "energy_per_sample_mj",
-        get: |m| {
-            m.power
-                .as_ref()
-                .and_then(|p| p.energy_per_sample_j)
-                .map(|j| j * 1e3)
-        },
-    },
-    Metric {
-        title: "mean power (W)",
-        column: "power_mean_w",
-        get: |m| m.power.as_ref().and_then(|p| p.mean_w),
-    },
-    Metric {
-        title: "SM util %",
-        column: "sm_util_mean_pct",
-        get: |m| m.power.as_ref().and_then(|p| p.sm_util_mean_pct),
-    },
-];
 
 /// A number with about four significant digits: `12345`, `1234.5`, `12.35`, `0.0123`; `-` when
 /// it is not finite.

@@ -2,13 +2,16 @@
 //! module per kind of report, named for what it renders, each taking the library job's report
 //! (live, or read back from a saved JSON report): `latency` (`run`), `accuracy` (`validate`),
 //! `closeness` (`compare`), `calibration` (`calibrate`), `build`, `inspect`, `doctor`,
-//! `precisions` (`validate` and `compare` over a workspace's precisions) and `workspace` (`init`). `format`
+//! `precisions` (`validate` and `compare` over a workspace's precisions) and `workspace` (`init`). `bench`
+//! renders a bench journal's tables (its metrics listed in `bench_metrics`) and `plots` its SVG
+//! plots (on the axes of `plot_scale`). `format`
 //! and `table` are the pieces they share; `progress` draws the long jobs' progress bars on
 //! stderr. Nothing here prints results or knows about flags (the two exports, per-iteration
 //! times and per-image predictions, write their file atomically).
 
 pub mod accuracy;
 pub mod bench;
+pub mod bench_metrics;
 pub mod bench_run;
 pub mod build;
 pub mod calibration;
@@ -19,6 +22,7 @@ pub mod html;
 pub mod inspect;
 pub mod int8;
 pub mod latency;
+pub mod plot_scale;
 pub mod plots;
 pub mod precisions;
 pub mod progress;
