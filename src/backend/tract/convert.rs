@@ -6,6 +6,7 @@ use crate::tensor::{ElemType, HostTensor, IoSpec, TensorData};
 use anyhow::{bail, Context, Result};
 use tract_onnx::prelude::*;
 
+/// trtkit's element type for tract's `dt`; `what` names the tensor in the error.
 pub(super) fn elem_type_of(dt: DatumType, what: &str) -> Result<ElemType> {
     Ok(match dt {
         DatumType::F32 => ElemType::F32,
@@ -20,6 +21,7 @@ pub(super) fn elem_type_of(dt: DatumType, what: &str) -> Result<ElemType> {
     })
 }
 
+/// The I/O spec of tensor `name` from tract's fact (a symbolic axis keeps its symbol).
 pub(super) fn spec_of(name: &str, fact: &TypedFact) -> Result<IoSpec> {
     let dims = fact
         .shape
@@ -36,6 +38,7 @@ pub(super) fn spec_of(name: &str, fact: &TypedFact) -> Result<IoSpec> {
     })
 }
 
+/// A host tensor as a tract tensor (copied).
 pub(super) fn to_tract(t: &HostTensor) -> Result<Tensor> {
     let shape = &t.shape;
     Ok(match &t.data {
@@ -50,6 +53,7 @@ pub(super) fn to_tract(t: &HostTensor) -> Result<Tensor> {
     })
 }
 
+/// A tract tensor as host tensor `name` (copied).
 pub(super) fn from_tract(name: &str, t: &Tensor) -> Result<HostTensor> {
     let shape = t.shape().to_vec();
     let plain = t

@@ -10,6 +10,7 @@ use anyhow::{bail, Context, Result};
 use std::collections::HashMap;
 use tract_onnx::prelude::*;
 
+/// The error when output `name` of a piece does not have the piece's `step` samples on axis 0.
 pub(super) fn no_batch_axis(name: &str, step: usize) -> String {
     format!("output '{name}' has no batch axis of {step}: run this model single-threaded, at its own batch size")
 }
