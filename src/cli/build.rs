@@ -8,7 +8,7 @@ use crate::cli::quantize::keep_fp32_list;
 use crate::cli::workspace::{for_model, required};
 use crate::cli::{usage, UsageError};
 use crate::onnx::rewrite::fp16::Fp16Options;
-use crate::onnx::shape::{DimValues, NamedDim, ShapeRequest};
+use crate::onnx::shape::{parse_named_shapes, DimValues, NamedDim, ShapeRequest};
 use crate::progress::Progress;
 use crate::report::build::render;
 use crate::report::progress::Bar;
@@ -16,9 +16,7 @@ use crate::tensor::Precision;
 use crate::trt::build::{build, BuildConfig, BuildObservers, Int8Source};
 use crate::trt::engine_file::BuilderSettings;
 use crate::trt::loader::DIR_ENV;
-use crate::trt::profile::{
-    parse_named_shapes, AxisRange, BatchRange, BatchRequest, ExplicitShapes,
-};
+use crate::trt::profile::{AxisRange, BatchRange, BatchRequest, ExplicitShapes};
 use crate::workspace::ENGINES_DIR;
 use anyhow::Result;
 use clap::Args;

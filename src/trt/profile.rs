@@ -2,6 +2,7 @@
 //! (`--input-shape` with `-1`, `--min-batch/--opt-batch/--max-batch`) or trtexec's
 //! (`--min-shapes/--opt-shapes/--max-shapes name:1x3x224x224`), checked against the model.
 
+use crate::onnx::shape::NamedShape;
 use crate::onnx::tensor_info::TensorInfo;
 use crate::setting::{fix_with, Setting};
 use crate::tensor::Dim;
@@ -83,41 +84,6 @@ pub fn format_shape(dims: &[i64]) -> String {
         })
         .collect::<Vec<_>>()
         .join("×")
-}
-
-/// One named shape from `--min-shapes`/`--opt-shapes`/`--max-shapes`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NamedShape {
-    /// Input name.
-    pub name: String,
-    /// Dims (all fixed).
-    pub dims: Vec<i64>,
-}
-
-/// Parses trtexec's `name:1x3x224x224[,name2:…]` (occurrences may also be repeated).
-pub fn parse_named_shapes(flag: &str, values: &[String]) -> Result<Vec<NamedShape>> {
-    let mut out = Vec::new();
-    for item in values.iter().flat_map(|v| v.split(',')) {
-        let item = item.trim();
-        let Some((name, dims)) = item.rsplit_once(':') else {
-            bail!("{flag} {item}: expected name:dims, e.g. input:1x3x224x224");
-        };
-        if name.is_empty() {
-            bail!("{flag} {item}: the input name before ':' is empty");
-        }
-        let dims = dims
-            .split(['x', 'X'])
-            .map(|d| match d.trim().parse::<i64>() {
-                Ok(n) if n >= 1 => Ok(n),
-                _ => bail!("{flag} {item}: '{d}' is not a dimension (a positive integer)"),
-            })
-            .collect::<Result<Vec<_>>>()?;
-        out.push(NamedShape {
-            name: name.trim_matches('\'').to_string(),
-            dims,
-        });
-    }
-    Ok(out)
 }
 
 /// trtexec-style explicit shapes for the profile.
@@ -400,6 +366,7 @@ fn from_batch(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::onnx::shape::parse_named_shapes;
 
     fn input(name: &str, dims: Vec<Dim>) -> TensorInfo {
         TensorInfo {
@@ -575,18 +542,5 @@ mod tests {
             }],
         };
         assert!(p.file_tag().starts_with('p') && p.file_tag().len() == 9);
-    }
-
-    #[test]
-    fn named_shapes_parse_lists_and_refuse_garbage() {
-        let s = parse_named_shapes("--min-shapes", &["a:1x3,b:2x4".into()]).unwrap();
-        assert_eq!(s.len(), 2);
-        assert_eq!(s[1].dims, vec![2, 4]);
-        for bad in ["1x3", "a:0x3", "a:1xq", ":1x3"] {
-            assert!(
-                parse_named_shapes("--min-shapes", &[bad.into()]).is_err(),
-                "{bad}"
-            );
-        }
     }
 }

@@ -1,0 +1,117 @@
+//! Questions about a model's inputs and outputs: the real inputs (not initializers), the
+//! outputs, a batch every input is fixed to, the symbols of named axes, and whether a named
+//! axis exists and is not the batch axis.
+
+use crate::onnx::model::OnnxModel;
+use crate::onnx::tensor_info::TensorInfo;
+use crate::tensor::Dim;
+use anyhow::Result;
+
+/// The symbols of the model's input axes, each once, in order of appearance.
+pub fn input_symbols(model: &OnnxModel) -> Vec<String> {
+    let mut out: Vec<String> = vec![];
+    for info in model_inputs(model) {
+        for d in info.dims.iter().flatten() {
+            if let Dim::Symbol(s) = d {
+                if !out.contains(s) {
+                    out.push(s.clone());
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A size given to a named axis that the model's inputs do not have, or that is their batch
+/// axis.
+#[derive(Debug, thiserror::Error)]
+pub enum NamedAxisError {
+    /// No input has the axis.
+    #[error("no input has an axis named '{symbol}' ({known})")]
+    Unknown {
+        /// The name asked for.
+        symbol: String,
+        /// The names the inputs have, as a phrase.
+        known: String,
+    },
+    /// The axis is axis 0, whose size is the batch size.
+    #[error("axis '{symbol}' is the batch axis; its size is the batch size")]
+    Batch {
+        /// The name asked for.
+        symbol: String,
+    },
+}
+
+/// Checks that each named axis is a non-batch axis of some input; the error lists the names
+/// the model has.
+pub fn check_named_axes<'a>(
+    model: &OnnxModel,
+    symbols: impl IntoIterator<Item = &'a str>,
+) -> Result<()> {
+    let inputs = model_inputs(model);
+    for symbol in symbols {
+        let axes: Vec<usize> = inputs
+            .iter()
+            .filter_map(|i| i.dims.as_ref())
+            .flat_map(|dims| {
+                dims.iter()
+                    .enumerate()
+                    .filter(|(_, d)| matches!(d, Dim::Symbol(s) if s == symbol))
+                    .map(|(axis, _)| axis)
+            })
+            .collect();
+        if axes.is_empty() {
+            let known = input_symbols(model);
+            return Err(NamedAxisError::Unknown {
+                symbol: symbol.to_string(),
+                known: if known.is_empty() {
+                    "the inputs have no named axes".to_string()
+                } else {
+                    format!("named axes: {}", known.join(", "))
+                },
+            }
+            .into());
+        }
+        if axes.contains(&0) {
+            return Err(NamedAxisError::Batch {
+                symbol: symbol.to_string(),
+            }
+            .into());
+        }
+    }
+    Ok(())
+}
+
+/// The real inputs of a model: graph inputs that are not initializers.
+pub fn model_inputs(model: &OnnxModel) -> Vec<TensorInfo> {
+    let graph = model.graph();
+    let inits: std::collections::HashSet<&str> =
+        graph.initializer.iter().map(|t| t.name.as_str()).collect();
+    graph
+        .input
+        .iter()
+        .filter(|v| !inits.contains(v.name.as_str()))
+        .map(TensorInfo::from_value_info)
+        .collect()
+}
+
+/// The batch every input of `model` is fixed to, if any.
+pub fn fixed_batch(model: &OnnxModel) -> Option<usize> {
+    let inputs = model_inputs(model);
+    let mut sizes = inputs.iter().map(|i| match i.dims.as_ref()?.first()? {
+        Dim::Fixed(n) => Some(*n as usize),
+        _ => None,
+    });
+    let first = sizes.next()??;
+    sizes.all(|s| s == Some(first)).then_some(first)
+}
+
+/// The outputs of a model.
+pub fn model_outputs(model: &OnnxModel) -> Vec<TensorInfo> {
+    model
+        .graph()
+        .output
+        .iter()
+        .map(TensorInfo::from_value_info)
+        .collect()
+}
