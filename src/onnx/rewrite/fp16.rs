@@ -5,14 +5,14 @@
 //! it is a float32 graph input) and every node input a precision it needs (float32 for kept
 //! ops and for the inputs ONNX requires in float32); a Cast is inserted wherever the two differ.
 
+use super::gemm_to_matmul::gemm_to_matmul;
 use super::initializer::{read_f32, set_f16};
 use super::pass::{Pass, PassReport};
 pub use super::report::Fp16Report;
 use super::types::infer_elem_types;
-use crate::onnx::attributes::attribute;
 use crate::onnx::dtype::{data_type, data_type_attr};
 use crate::onnx::pb::tensor_proto::DataType;
-use crate::onnx::pb::NodeProto;
+use crate::onnx::pb::{GraphProto, NodeProto};
 use crate::onnx::tensor_info::tensor_type_mut;
 use crate::onnx::OnnxModel;
 use anyhow::{bail, Result};
@@ -116,88 +116,6 @@ fn to_f16_clamped(values: &[f32]) -> (Vec<f16>, bool) {
     (v, clamped)
 }
 
-/// Replaces `Gemm(A, B, C)` with plain `alpha = beta = 1`, no transA and a float32 initializer
-/// `B` by `MatMul(A, Bᵀ or B)` + `Add(C)`: the same computation, which TensorRT fuses the same
-/// way, and which tract runs in float16 (its Gemm expansion yields float32 from float16
-/// inputs: "expected F16 got F32"). Other Gemms are left as they are.
-fn gemm_to_matmul(g: &mut crate::onnx::pb::GraphProto) -> Result<()> {
-    let inits: HashMap<String, usize> = g
-        .initializer
-        .iter()
-        .enumerate()
-        .map(|(i, t)| (t.name.clone(), i))
-        .collect();
-    let old = std::mem::take(&mut g.node);
-    let mut nodes = Vec::with_capacity(old.len());
-    for node in old {
-        let plain = node.op_type == "Gemm"
-            && attribute(&node, "transA").is_none_or(|a| a.i == 0)
-            && attribute(&node, "alpha").is_none_or(|a| a.f == 1.0)
-            && attribute(&node, "beta").is_none_or(|a| a.f == 1.0);
-        let b = node.input.get(1).and_then(|n| inits.get(n)).copied();
-        let (true, Some(bi)) = (plain, b) else {
-            nodes.push(node);
-            continue;
-        };
-        let weight = &g.initializer[bi];
-        if data_type(weight.data_type) != Some(DataType::Float) || weight.dims.len() != 2 {
-            nodes.push(node);
-            continue;
-        }
-        let trans_b = attribute(&node, "transB").is_some_and(|a| a.i != 0);
-        let b_name = if trans_b {
-            let (rows, cols) = (weight.dims[0] as usize, weight.dims[1] as usize);
-            let v = read_f32(weight)?;
-            let mut t = vec![0f32; v.len()];
-            for r in 0..rows {
-                for c in 0..cols {
-                    t[c * rows + r] = v[r * cols + c];
-                }
-            }
-            let name = format!("{}_transposed", weight.name);
-            if !g.initializer.iter().any(|i| i.name == name) {
-                g.initializer.push(crate::onnx::graph_builder::tensor_f32(
-                    &name,
-                    &[cols as i64, rows as i64],
-                    &t,
-                ));
-            }
-            name
-        } else {
-            weight.name.clone()
-        };
-        let out = node.output[0].clone();
-        let has_c = node.input.get(2).is_some_and(|c| !c.is_empty());
-        let mm_out = if has_c {
-            format!("{out}_matmul")
-        } else {
-            out.clone()
-        };
-        nodes.push(NodeProto {
-            name: format!("{}_matmul", node.name),
-            op_type: "MatMul".into(),
-            input: vec![node.input[0].clone(), b_name],
-            output: vec![mm_out.clone()],
-            ..Default::default()
-        });
-        if has_c {
-            nodes.push(NodeProto {
-                name: format!("{}_bias", node.name),
-                op_type: "Add".into(),
-                input: vec![mm_out, node.input[2].clone()],
-                output: vec![out],
-                ..Default::default()
-            });
-        }
-    }
-    g.node = nodes;
-    let read: HashSet<String> = g.node.iter().flat_map(|n| n.input.clone()).collect();
-    let inputs: HashSet<String> = g.input.iter().map(|v| v.name.clone()).collect();
-    g.initializer
-        .retain(|t| read.contains(&t.name) || inputs.contains(&t.name));
-    Ok(())
-}
-
 /// The FP16 pass: the model becomes float16 as its options say (see the module comment).
 ///
 /// Errors if the model already holds float16 tensors or has no float32 ones.
@@ -217,8 +135,41 @@ impl Pass for Fp16 {
 
 /// Rewrites `model` to float16. Errors if the model already holds float16 tensors.
 fn to_fp16(model: OnnxModel, options: &Fp16Options) -> Result<(OnnxModel, Fp16Report)> {
-    let graph = model.graph();
-    let types = infer_elem_types(graph);
+    check_convertible(&infer_elem_types(model.graph()))?;
+    let keep_ops: HashSet<&str> = options.keep_fp32.iter().map(String::as_str).collect();
+    let keep_nodes: HashSet<&str> = options.keep_nodes.iter().map(String::as_str).collect();
+    let keep = |node: &NodeProto| {
+        keep_ops.contains(node.op_type.as_str())
+            || (!node.name.is_empty() && keep_nodes.contains(node.name.as_str()))
+    };
+    let mut out = model;
+    gemm_to_matmul(out.graph_mut())?;
+    let types = infer_elem_types(out.graph());
+    let is_float = |n: &str| types.get(n) == Some(&DataType::Float);
+    let mut report = Fp16Report::default();
+    let g = out.graph_mut();
+    let mut home = float_homes(g, &is_float, &keep, options.fp16_io);
+    convert_initializers(g, &keep, &mut home, &mut report)?;
+    convert_typed_attributes(g, &keep, &mut report)?;
+    let (cast_at_start, mut cast_after) = cast_for_readers(g, &keep, &home, &mut report);
+    let renames = cast_outputs(g, &home, options.fp16_io, &mut cast_after, &mut report);
+    if options.fp16_io {
+        for v in g.input.iter_mut() {
+            if is_float(&v.name) {
+                if let Some(t) = tensor_type_mut(v) {
+                    t.elem_type = DataType::Float16 as i32;
+                }
+            }
+        }
+    }
+    place_casts(g, &renames, cast_after, cast_at_start);
+    g.value_info.clear();
+    Ok((out, report))
+}
+
+/// Refuses a model that already holds float16 tensors or has no float32 ones (`types`: the
+/// element type of each tensor).
+fn check_convertible(types: &HashMap<String, DataType>) -> Result<()> {
     let already: Vec<&String> = types
         .iter()
         .filter(|(_, &t)| t == DataType::Float16)
@@ -236,26 +187,23 @@ fn to_fp16(model: OnnxModel, options: &Fp16Options) -> Result<(OnnxModel, Fp16Re
     if !types.values().any(|&t| t == DataType::Float) {
         bail!("the model has no float32 tensors; nothing to convert to FP16");
     }
-    let keep_ops: HashSet<&str> = options.keep_fp32.iter().map(String::as_str).collect();
-    let keep_nodes: HashSet<&str> = options.keep_nodes.iter().map(String::as_str).collect();
-    let keep = |node: &NodeProto| {
-        keep_ops.contains(node.op_type.as_str())
-            || (!node.name.is_empty() && keep_nodes.contains(node.name.as_str()))
-    };
-    let mut out = model;
-    gemm_to_matmul(out.graph_mut())?;
-    let types = infer_elem_types(out.graph());
-    let is_float = |n: &str| types.get(n) == Some(&DataType::Float);
-    let mut report = Fp16Report::default();
-    let g = out.graph_mut();
+    Ok(())
+}
 
-    // Where each float tensor is made, and in which precision.
+/// Where each float tensor is made, and in which precision: graph inputs in float16 only with
+/// `fp16_io`, node outputs in float32 where `keep` keeps the node.
+fn float_homes(
+    g: &GraphProto,
+    is_float: &impl Fn(&str) -> bool,
+    keep: &impl Fn(&NodeProto) -> bool,
+    fp16_io: bool,
+) -> HashMap<String, DataType> {
     let mut home: HashMap<String, DataType> = HashMap::new();
     for v in &g.input {
         if is_float(&v.name) {
             home.insert(
                 v.name.clone(),
-                if options.fp16_io {
+                if fp16_io {
                     DataType::Float16
                 } else {
                     DataType::Float
@@ -275,7 +223,16 @@ fn to_fp16(model: OnnxModel, options: &Fp16Options) -> Result<(OnnxModel, Fp16Re
             }
         }
     }
-    // Initializers: float16 unless every reader needs float32.
+    home
+}
+
+/// Initializers: float16 unless every reader needs float32; their precision goes into `home`.
+fn convert_initializers(
+    g: &mut GraphProto,
+    keep: &impl Fn(&NodeProto) -> bool,
+    home: &mut HashMap<String, DataType>,
+    report: &mut Fp16Report,
+) -> Result<()> {
     let mut init_needs: HashMap<String, (bool, bool)> = HashMap::new(); // (needs16, needs32)
     for node in &g.node {
         let kept = keep(node);
@@ -311,7 +268,15 @@ fn to_fp16(model: OnnxModel, options: &Fp16Options) -> Result<(OnnxModel, Fp16Re
         home.insert(init.name.clone(), DataType::Float16);
         report.converted_initializers += 1;
     }
-    // Constants, Casts and ConstantOfShape made in float16 carry their type in attributes.
+    Ok(())
+}
+
+/// Constants, Casts and ConstantOfShape made in float16 carry their type in attributes.
+fn convert_typed_attributes(
+    g: &mut GraphProto,
+    keep: &impl Fn(&NodeProto) -> bool,
+    report: &mut Fp16Report,
+) -> Result<()> {
     for node in g.node.iter_mut() {
         if keep(node) {
             report.kept_fp32_nodes += 1;
@@ -366,7 +331,18 @@ fn to_fp16(model: OnnxModel, options: &Fp16Options) -> Result<(OnnxModel, Fp16Re
             _ => {}
         }
     }
-    // Casts where a reader needs another precision than the tensor has.
+    Ok(())
+}
+
+/// Casts where a reader needs another precision than the tensor has: the readers are rewired
+/// to the cast tensors; returns the casts of graph inputs and initializers (placed first) and,
+/// by the tensor they cast, those placed after its producer.
+fn cast_for_readers(
+    g: &mut GraphProto,
+    keep: &impl Fn(&NodeProto) -> bool,
+    home: &HashMap<String, DataType>,
+    report: &mut Fp16Report,
+) -> (Vec<NodeProto>, HashMap<String, Vec<NodeProto>>) {
     let mut casts: HashMap<(String, DataType), String> = HashMap::new();
     let mut cast_after: HashMap<String, Vec<NodeProto>> = HashMap::new();
     let mut cast_at_start: Vec<NodeProto> = Vec::new();
@@ -408,8 +384,20 @@ fn to_fp16(model: OnnxModel, options: &Fp16Options) -> Result<(OnnxModel, Fp16Re
             node.input[slot] = cast_name;
         }
     }
-    // Graph outputs: float32 at the boundary unless fp16_io.
-    let want_out = if options.fp16_io {
+    (cast_at_start, cast_after)
+}
+
+/// Graph outputs: float32 at the boundary unless `fp16_io`. An output made in the other
+/// precision is renamed inside the graph and cast to its own name (the cast joins
+/// `cast_after`); returns the renames.
+fn cast_outputs(
+    g: &mut GraphProto,
+    home: &HashMap<String, DataType>,
+    fp16_io: bool,
+    cast_after: &mut HashMap<String, Vec<NodeProto>>,
+    report: &mut Fp16Report,
+) -> HashMap<String, String> {
+    let want_out = if fp16_io {
         DataType::Float16
     } else {
         DataType::Float
@@ -440,15 +428,17 @@ fn to_fp16(model: OnnxModel, options: &Fp16Options) -> Result<(OnnxModel, Fp16Re
             report.casts += 1;
         }
     }
-    if options.fp16_io {
-        for v in g.input.iter_mut() {
-            if is_float(&v.name) {
-                if let Some(t) = tensor_type_mut(v) {
-                    t.elem_type = DataType::Float16 as i32;
-                }
-            }
-        }
-    }
+    renames
+}
+
+/// Applies `renames` to the nodes and the casts, then places the casts: `cast_at_start` first,
+/// each of `cast_after` right after the node that makes the tensor it casts.
+fn place_casts(
+    g: &mut GraphProto,
+    renames: &HashMap<String, String>,
+    mut cast_after: HashMap<String, Vec<NodeProto>>,
+    cast_at_start: Vec<NodeProto>,
+) {
     // The producer of a renamed output writes the inner name; readers of the old name too.
     for node in g.node.iter_mut() {
         for o in node.output.iter_mut() {
@@ -487,8 +477,6 @@ fn to_fp16(model: OnnxModel, options: &Fp16Options) -> Result<(OnnxModel, Fp16Re
         }
     }
     g.node = nodes;
-    g.value_info.clear();
-    Ok((out, report))
 }
 
 #[cfg(test)]

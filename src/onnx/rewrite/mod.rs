@@ -20,6 +20,7 @@ pub mod capture;
 pub mod equalize;
 pub mod fold_bn;
 pub mod fp16;
+mod gemm_to_matmul;
 pub mod initializer;
 pub mod pass;
 pub mod plan;

@@ -8,7 +8,7 @@ use super::initializer::{read_f32, tensor_i8};
 use super::pass::{Pass, PassReport};
 use super::plan::QuantPlan;
 use crate::onnx::graph_builder::{attr_int, tensor_f32};
-use crate::onnx::pb::NodeProto;
+use crate::onnx::pb::{GraphProto, NodeProto};
 use crate::onnx::OnnxModel;
 use anyhow::{bail, Result};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -145,6 +145,52 @@ fn insert_qdq(
     scales: &BTreeMap<String, f32>,
     clip: WeightClip,
 ) -> Result<OnnxModel> {
+    check_qdq_inputs(&model, plan, scales)?;
+    let mut out = model;
+    let g = out.graph_mut();
+    // Rewire consumers first (indices refer to the original node list).
+    let mut after: HashMap<String, Vec<NodeProto>> = HashMap::new();
+    let mut at_start: Vec<NodeProto> = Vec::new();
+    quantize_activations(g, plan, scales, &mut after, &mut at_start);
+    let replaced_weights = dequantize_weights(g, plan, clip, &mut at_start)?;
+    // Drop float weights nothing reads any more.
+    let still_read: HashSet<String> = g
+        .node
+        .iter()
+        .flat_map(|n| n.input.iter().cloned())
+        .collect();
+    g.initializer
+        .retain(|t| !replaced_weights.contains(&t.name) || still_read.contains(&t.name));
+    g.input
+        .retain(|v| !replaced_weights.contains(&v.name) || still_read.contains(&v.name));
+    // Rebuild the node list in topological order: Q/DQ right after their producer.
+    let old = std::mem::take(&mut g.node);
+    let mut nodes = at_start;
+    for n in old {
+        let outs = n.output.clone();
+        nodes.push(n);
+        for o in &outs {
+            if let Some(extra) = after.remove(o) {
+                nodes.extend(extra);
+            }
+        }
+    }
+    if let Some(name) = after.keys().next() {
+        bail!("Q/DQ insertion: tensor '{name}' is produced by no node");
+    }
+    g.node = nodes;
+    g.value_info.clear();
+    Ok(out)
+}
+
+/// Refuses what Q/DQ insertion cannot do: an opset before [`MIN_OPSET`], a model already
+/// quantized, a cache that names tensors the model lacks or lacks a scale the plan needs, a
+/// plan made for another graph.
+fn check_qdq_inputs(
+    model: &OnnxModel,
+    plan: &QuantPlan,
+    scales: &BTreeMap<String, f32>,
+) -> Result<()> {
     if model.opset() < MIN_OPSET {
         bail!(
             "INT8 Q/DQ needs opset {MIN_OPSET} or newer, the model has opset {}; re-export it with a newer opset",
@@ -199,12 +245,19 @@ fn insert_qdq(
     {
         bail!("the INT8 plan names nodes the model does not have (it was made for another graph)");
     }
+    Ok(())
+}
 
-    let mut out = model;
-    let g = out.graph_mut();
-    // Rewire consumers first (indices refer to the original node list).
-    let mut after: HashMap<String, Vec<NodeProto>> = HashMap::new();
-    let mut at_start: Vec<NodeProto> = Vec::new();
+/// A Quantize/DequantizeLinear pair on each planned activation, its scale from `scales`, its
+/// consumers rewired to the dequantized tensor; pairs on graph inputs go to `at_start`, the
+/// others to `after` (by the tensor they follow).
+fn quantize_activations(
+    g: &mut GraphProto,
+    plan: &QuantPlan,
+    scales: &BTreeMap<String, f32>,
+    after: &mut HashMap<String, Vec<NodeProto>>,
+    at_start: &mut Vec<NodeProto>,
+) {
     let graph_inputs: HashSet<String> = g.input.iter().map(|v| v.name.clone()).collect();
     for a in &plan.activations {
         let t = &a.tensor;
@@ -241,6 +294,16 @@ fn insert_qdq(
             g.node[ni].input[ii] = dq.clone();
         }
     }
+}
+
+/// Each planned weight quantized per channel into an int8 initializer with a DequantizeLinear
+/// (in `at_start`) its consumer reads instead; returns the float weights replaced.
+fn dequantize_weights(
+    g: &mut GraphProto,
+    plan: &QuantPlan,
+    clip: WeightClip,
+    at_start: &mut Vec<NodeProto>,
+) -> Result<HashSet<String>> {
     let mut replaced_weights = HashSet::new();
     for w in &plan.weights {
         let Some(init) = g.initializer.iter().find(|t| t.name == w.tensor) else {
@@ -286,34 +349,7 @@ fn insert_qdq(
         ));
         g.node[w.consumer.0].input[w.consumer.1] = dq;
     }
-    // Drop float weights nothing reads any more.
-    let still_read: HashSet<String> = g
-        .node
-        .iter()
-        .flat_map(|n| n.input.iter().cloned())
-        .collect();
-    g.initializer
-        .retain(|t| !replaced_weights.contains(&t.name) || still_read.contains(&t.name));
-    g.input
-        .retain(|v| !replaced_weights.contains(&v.name) || still_read.contains(&v.name));
-    // Rebuild the node list in topological order: Q/DQ right after their producer.
-    let old = std::mem::take(&mut g.node);
-    let mut nodes = at_start;
-    for n in old {
-        let outs = n.output.clone();
-        nodes.push(n);
-        for o in &outs {
-            if let Some(extra) = after.remove(o) {
-                nodes.extend(extra);
-            }
-        }
-    }
-    if let Some(name) = after.keys().next() {
-        bail!("Q/DQ insertion: tensor '{name}' is produced by no node");
-    }
-    g.node = nodes;
-    g.value_info.clear();
-    Ok(out)
+    Ok(replaced_weights)
 }
 
 #[cfg(test)]
