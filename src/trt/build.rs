@@ -6,20 +6,22 @@
 //! Q/DQ, since TensorRT 11 and TensorRT-RTX have no precision flags); parse and build with
 //! TensorRT-RTX; write the engine and its sidecar atomically.
 
+use super::build_report::new_report;
+pub use super::build_report::{BuildReport, BuildTiming, Int8Summary, TensorRtUsed};
 use super::engine_builder::{build_engine, load};
 use super::engine_file::{
     engine_path, kept_graph_path, lookup, store, BuilderSettings, EngineFacts, EngineKey,
     EngineSidecar, Lookup,
 };
-use super::loader::{locate_usable, Flavour, BOUND};
+use super::loader::{locate_usable, BOUND};
 use super::profile::{resolve_profile, BatchRequest, ExplicitShapes, ShapeProfile};
 use crate::atomic_file::write_atomic_unsynced;
 use crate::calibration::cache::check_cache_model;
 use crate::calibration::cache::CalibrationTable;
-use crate::calibration::job::{calibrate, CalibrateConfig, CalibrateReport};
+use crate::calibration::job::{calibrate, CalibrateConfig};
 use crate::onnx::external::is_external;
 use crate::onnx::model::sha256_hex;
-use crate::onnx::rewrite::fp16::{Fp16, Fp16Options, Fp16Report};
+use crate::onnx::rewrite::fp16::{Fp16, Fp16Options};
 use crate::onnx::rewrite::pass::{run_passes, Pass, PassReport};
 use crate::onnx::shape::{
     check_named_axes, model_inputs, Batch, DimSpec, FixBatch, InputShape, InputShapes, ShapeRequest,
@@ -31,8 +33,7 @@ use crate::setting::{fix_with, Setting};
 use crate::tensor::Dim;
 use crate::tensor::Precision;
 use anyhow::{bail, Context, Result};
-use serde::{Deserialize, Serialize};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -73,80 +74,6 @@ pub struct BuildConfig {
     /// Folder holding the TensorRT-RTX libraries (else `TRTKIT_TENSORRT_DIR`, the system, the
     /// Python package).
     pub tensorrt_dir: Option<PathBuf>,
-}
-
-/// The TensorRT that built (or would have built) the engine.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct TensorRtUsed {
-    /// Flavour.
-    pub flavour: Flavour,
-    /// Version.
-    pub version: String,
-    /// The runtime library's path.
-    pub library: String,
-}
-
-/// INT8: the calibration behind the scales.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Int8Summary {
-    /// The calibration cache used.
-    pub cache: String,
-    /// The calibration run (absent for a cache given by hand).
-    pub calibration: Option<CalibrateReport>,
-    /// Activation tensors given a Q/DQ pair (absent when the engine was reused).
-    pub quantized_activations: Option<usize>,
-    /// Weights quantized per channel (absent when the engine was reused).
-    pub quantized_weights: Option<usize>,
-}
-
-/// Where the time went, in seconds.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct BuildTiming {
-    /// Finding TensorRT, reading, hashing and decoding the model, the shape pass.
-    pub load_s: f64,
-    /// INT8 calibration (or the cache lookup).
-    pub calibrate_s: f64,
-    /// The precision rewrite and serializing the model handed to TensorRT.
-    pub rewrite_s: f64,
-    /// TensorRT's ONNX parser.
-    pub parse_s: f64,
-    /// TensorRT's builder.
-    pub build_s: f64,
-    /// Writing the engine and its sidecar (or checking the existing one).
-    pub write_s: f64,
-    /// Everything, from the job's start.
-    pub total_s: f64,
-}
-
-/// What `build` reports.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct BuildReport {
-    /// The source model.
-    pub model: String,
-    /// The engine file.
-    pub engine: String,
-    /// Its sidecar.
-    pub sidecar: String,
-    /// Size of the engine in bytes.
-    pub engine_bytes: u64,
-    /// Whether an existing engine with the same key was reused.
-    pub reused: bool,
-    /// Why an existing engine at that path was not reused (empty when there was none).
-    pub rebuilt_because: Vec<String>,
-    /// Whether the batch range came from the defaults.
-    pub default_batch_range: bool,
-    /// The key the engine is stored under.
-    pub key: EngineKey,
-    /// The facts of the build (from the sidecar when reused).
-    pub facts: EngineFacts,
-    /// The TensorRT used.
-    pub tensorrt: TensorRtUsed,
-    /// FP16: what the rewrite did (absent when reused).
-    pub fp16: Option<Fp16Report>,
-    /// INT8: the scales and what the rewrite did.
-    pub int8: Option<Int8Summary>,
-    /// Where the time went.
-    pub timing: BuildTiming,
 }
 
 /// What a build needs to tell as it goes.
@@ -337,42 +264,14 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
         library: libs.runtime.display().to_string(),
     };
     let (mut model, file_bytes, model_sha256) = OnnxModel::load_hashed(&config.model)?;
-    let released_batch = fixed_batch_made_dynamic(&model, &config.input_shapes.shapes);
-    if let Some(fixed) = &released_batch {
-        (observers.note)(&format!(
-            "{shown}: input '{fixed}' was exported with a fixed batch; its batch axis is made dynamic"
-        ));
-    }
-    let passes = shape_passes(config, released_batch.is_some());
-    let (shaped, reports) =
-        run_passes(model, &passes.iter().map(AsRef::as_ref).collect::<Vec<_>>())
-            .with_context(|| shown.clone())?;
+    let ShapedModel {
+        model: shaped,
+        released_batch,
+        reshaped,
+        changed,
+        profile,
+    } = shape_model(config, model, observers)?;
     model = shaped;
-    // `-1 3 224 224` on a model that is already dynamic in batch changes nothing: the
-    // file's own bytes go to TensorRT then, without serializing the model again.
-    let reshaped = reports
-        .iter()
-        .any(|r| matches!(r, PassReport::InputShapes { changed } if !changed.is_empty()));
-    let mut changed = reports.iter().any(|r| match r {
-        PassReport::FixBatch { .. } => true,
-        PassReport::InputShapes { changed } => !changed.is_empty(),
-        _ => false,
-    });
-    check_named_axes(
-        &model,
-        config
-            .explicit_shapes
-            .axes
-            .iter()
-            .map(|a| a.symbol.as_str()),
-    )
-    .with_context(|| shown.clone())?;
-    let profile: ShapeProfile = resolve_profile(
-        &model_inputs(&model),
-        &config.batch,
-        &config.explicit_shapes,
-    )
-    .with_context(|| shown.clone())?;
     let default_batch_range =
         !config.batch.is_set() && !config.explicit_shapes.is_set() && !profile.is_static();
     let load_s = start.elapsed().as_secs_f64();
@@ -395,103 +294,40 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
         tensorrt_version: libs.version.clone(),
         trtkit_version: env!("CARGO_PKG_VERSION").into(),
     };
-    let stem = config
-        .model
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "model".into());
-    let path = config
-        .output
-        .clone()
-        .unwrap_or_else(|| engine_path(&config.engine_dir, &stem, &key, reshaped));
-    let sidecar = super::engine_file::sidecar_path(&path);
-    let mut report = BuildReport {
-        model: shown.clone(),
-        engine: path.display().to_string(),
-        sidecar: sidecar.display().to_string(),
-        engine_bytes: 0,
-        reused: false,
-        rebuilt_because: vec![],
+    let path = output_path(config, &key, reshaped);
+    let mut report = new_report(
+        &shown,
+        &path,
+        key.clone(),
         default_batch_range,
-        key: key.clone(),
-        facts: EngineFacts {
-            source_model: shown.clone(),
-            build_s: 0.0,
-            engine_bytes: 0,
-            engine_sha256: String::new(),
-            onnx_nodes: 0,
-            parameters: 0,
-            network_layers: 0,
-            io: vec![],
-            graph_sha256: None,
-        },
         tensorrt,
-        fp16: None,
-        int8: scales.as_ref().map(|s| s.summary.clone()),
-        timing: BuildTiming {
+        scales.as_ref().map(|s| s.summary.clone()),
+        BuildTiming {
             load_s,
             calibrate_s,
             ..Default::default()
         },
-    };
+    );
 
     let t_look = Instant::now();
-    if config.rebuild {
-        if path.exists() {
-            report.rebuilt_because.push("--rebuild given".into());
-        }
-    } else {
-        match lookup(&path, &key) {
-            Lookup::Hit(found) => {
-                report.reused = true;
-                report.engine_bytes = found.facts.engine_bytes;
-                report.facts = found.facts;
-                report.timing.write_s = t_look.elapsed().as_secs_f64();
-                report.timing.total_s = start.elapsed().as_secs_f64();
-                return Ok(report);
-            }
-            Lookup::Missing => {}
-            Lookup::Stale(why) => report.rebuilt_because = why,
-        }
+    if reuse_engine(config.rebuild, &path, &key, &mut report) {
+        report.timing.write_s = t_look.elapsed().as_secs_f64();
+        report.timing.total_s = start.elapsed().as_secs_f64();
+        return Ok(report);
     }
     let lookup_s = t_look.elapsed().as_secs_f64();
 
     let t_rewrite = Instant::now();
     let parameters: u64 = model.parameters();
-    let passes = precision_passes(config, &model, scales.as_ref())?;
-    let (rewritten, reports) =
-        run_passes(model, &passes.iter().map(AsRef::as_ref).collect::<Vec<_>>()).with_context(
-            || match &scales {
-                Some(s) => format!("{shown} with {}", s.summary.cache),
-                None => shown.clone(),
-            },
-        )?;
-    model = rewritten;
-    for r in reports {
-        changed = true;
-        match r {
-            PassReport::Fp16(r) => report.fp16 = Some(r),
-            PassReport::Qdq {
-                activations,
-                weights,
-            } => {
-                if let Some(s) = report.int8.as_mut() {
-                    s.quantized_activations = Some(activations);
-                    s.quantized_weights = Some(weights);
-                }
-            }
-            _ => {}
-        }
-    }
-    let has_external = model.graph().initializer.iter().any(is_external);
-    let onnx_bytes = if changed || has_external {
-        model
-            .inline_external_data()
-            .with_context(|| shown.clone())?;
-        model.to_bytes()
-    } else {
-        file_bytes
-    };
+    let onnx_bytes;
+    (model, onnx_bytes) = rewrite_precision(
+        config,
+        model,
+        scales.as_ref(),
+        changed,
+        file_bytes,
+        &mut report,
+    )?;
     report.timing.rewrite_s = t_rewrite.elapsed().as_secs_f64();
 
     check_writable(&path)?;
@@ -540,4 +376,156 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
     report.timing.write_s = lookup_s + t_write.elapsed().as_secs_f64();
     report.timing.total_s = start.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// Where the engine goes: `--output`, else its keyed name in the engine folder.
+fn output_path(config: &BuildConfig, key: &EngineKey, reshaped: bool) -> PathBuf {
+    let stem = config
+        .model
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "model".into());
+    config
+        .output
+        .clone()
+        .unwrap_or_else(|| engine_path(&config.engine_dir, &stem, key, reshaped))
+}
+
+/// Whether the engine at `path` is reused: its key matches and `rebuild` is not asked. Then
+/// `report` takes the found engine's facts; otherwise it says why the engine is built again.
+fn reuse_engine(rebuild: bool, path: &Path, key: &EngineKey, report: &mut BuildReport) -> bool {
+    if rebuild {
+        if path.exists() {
+            report.rebuilt_because.push("--rebuild given".into());
+        }
+        return false;
+    }
+    match lookup(path, key) {
+        Lookup::Hit(found) => {
+            report.reused = true;
+            report.engine_bytes = found.facts.engine_bytes;
+            report.facts = found.facts;
+            true
+        }
+        Lookup::Missing => false,
+        Lookup::Stale(why) => {
+            report.rebuilt_because = why;
+            false
+        }
+    }
+}
+
+/// The model with its shapes as the build asks, and what that changed.
+struct ShapedModel {
+    model: OnnxModel,
+    /// The input whose fixed batch was made dynamic, if one was.
+    released_batch: Option<String>,
+    /// Whether an input-shapes pass changed a declaration.
+    reshaped: bool,
+    /// Whether any pass changed the model (then it is serialized again).
+    changed: bool,
+    profile: ShapeProfile,
+}
+
+/// Runs the shape passes of `config` on `model` and resolves its optimization profile.
+fn shape_model(
+    config: &BuildConfig,
+    model: OnnxModel,
+    observers: &BuildObservers,
+) -> Result<ShapedModel> {
+    let shown = config.model.display().to_string();
+    let mut model = model;
+    let released_batch = fixed_batch_made_dynamic(&model, &config.input_shapes.shapes);
+    if let Some(fixed) = &released_batch {
+        (observers.note)(&format!(
+            "{shown}: input '{fixed}' was exported with a fixed batch; its batch axis is made dynamic"
+        ));
+    }
+    let passes = shape_passes(config, released_batch.is_some());
+    let (shaped, reports) =
+        run_passes(model, &passes.iter().map(AsRef::as_ref).collect::<Vec<_>>())
+            .with_context(|| shown.clone())?;
+    model = shaped;
+    // `-1 3 224 224` on a model that is already dynamic in batch changes nothing: the
+    // file's own bytes go to TensorRT then, without serializing the model again.
+    let reshaped = reports
+        .iter()
+        .any(|r| matches!(r, PassReport::InputShapes { changed } if !changed.is_empty()));
+    let changed = reports.iter().any(|r| match r {
+        PassReport::FixBatch { .. } => true,
+        PassReport::InputShapes { changed } => !changed.is_empty(),
+        _ => false,
+    });
+    check_named_axes(
+        &model,
+        config
+            .explicit_shapes
+            .axes
+            .iter()
+            .map(|a| a.symbol.as_str()),
+    )
+    .with_context(|| shown.clone())?;
+    let profile: ShapeProfile = resolve_profile(
+        &model_inputs(&model),
+        &config.batch,
+        &config.explicit_shapes,
+    )
+    .with_context(|| shown.clone())?;
+    Ok(ShapedModel {
+        model,
+        released_batch,
+        reshaped,
+        changed,
+        profile,
+    })
+}
+
+/// Runs the precision passes on `model` (recording what they did in `report`) and returns it
+/// with the bytes TensorRT parses: the file's own when nothing changed and no data is external.
+fn rewrite_precision(
+    config: &BuildConfig,
+    model: OnnxModel,
+    scales: Option<&Scales>,
+    changed: bool,
+    file_bytes: Vec<u8>,
+    report: &mut BuildReport,
+) -> Result<(OnnxModel, Vec<u8>)> {
+    let shown = config.model.display().to_string();
+    let mut changed = changed;
+    let mut model = model;
+    let passes = precision_passes(config, &model, scales)?;
+    let (rewritten, reports) =
+        run_passes(model, &passes.iter().map(AsRef::as_ref).collect::<Vec<_>>()).with_context(
+            || match scales {
+                Some(s) => format!("{shown} with {}", s.summary.cache),
+                None => shown.clone(),
+            },
+        )?;
+    model = rewritten;
+    for r in reports {
+        changed = true;
+        match r {
+            PassReport::Fp16(r) => report.fp16 = Some(r),
+            PassReport::Qdq {
+                activations,
+                weights,
+            } => {
+                if let Some(s) = report.int8.as_mut() {
+                    s.quantized_activations = Some(activations);
+                    s.quantized_weights = Some(weights);
+                }
+            }
+            _ => {}
+        }
+    }
+    let has_external = model.graph().initializer.iter().any(is_external);
+    let onnx_bytes = if changed || has_external {
+        model
+            .inline_external_data()
+            .with_context(|| shown.clone())?;
+        model.to_bytes()
+    } else {
+        file_bytes
+    };
+    Ok((model, onnx_bytes))
 }

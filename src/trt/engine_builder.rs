@@ -179,6 +179,27 @@ pub fn parse_error_message(graph: &GraphProto, desc: &str, errors: &[String]) ->
     }
 }
 
+/// The message when the builder failed with `e`: the last three errors TensorRT logged
+/// (`errors`), or `e` when it logged none.
+fn build_failure(errors: &[String], e: &dyn std::fmt::Display) -> String {
+    let detail = errors
+        .iter()
+        .rev()
+        .take(3)
+        .rev()
+        .map(|e| e.replace('\n', " "))
+        .collect::<Vec<_>>()
+        .join("; ");
+    format!(
+        "TensorRT-RTX could not build the engine: {}",
+        if detail.is_empty() {
+            e.to_string()
+        } else {
+            detail
+        }
+    )
+}
+
 /// Parses `onnx` (whose graph is `graph`, for naming failing nodes) and builds a serialized
 /// engine with one optimization profile.
 pub fn build_engine(
@@ -287,25 +308,7 @@ pub fn build_engine(
     let build_s = t_build.elapsed().as_secs_f64();
     let bytes = match built {
         Ok(mem) => mem.to_vec(),
-        Err(e) => {
-            let errors = collector.take();
-            let detail = errors
-                .iter()
-                .rev()
-                .take(3)
-                .rev()
-                .map(|e| e.replace('\n', " "))
-                .collect::<Vec<_>>()
-                .join("; ");
-            bail!(
-                "TensorRT-RTX could not build the engine: {}",
-                if detail.is_empty() {
-                    e.to_string()
-                } else {
-                    detail
-                }
-            );
-        }
+        Err(e) => bail!("{}", build_failure(&collector.take(), &e)),
     };
     Ok(BuiltEngine {
         bytes,

@@ -5,18 +5,19 @@
 //! `engine_builder` drives TensorRT-RTX's parser and builder (through the `trtx` crate);
 //! `engine_file` names, keys, checks and writes engines and their sidecars; `built_engines` lists
 //! the engines of a folder built from one model, by their sidecars; `build` is the job that chains
-//! them with the precision rewrite of [`crate::quantize`]; `inspect`
-//! describes an engine file; `support` says what this machine offers (driver, GPUs, libraries,
-//! which engines run where). Running engines: `preflight` checks a file before TensorRT sees
-//! it, `engine_io` maps its tensors to trtkit's I/O specs and checks batches against its
-//! profile, `runtime_cache` keeps TensorRT-RTX's compiled kernels beside it (`engine_runtime_cache`
-//! for one opened engine), `runtime_log` holds the runtime's logger and what TensorRT said, and
-//! `backend` is the engine behind the one `Backend` trait.
+//! them with the precision rewrite of [`crate::quantize`], and `build_report` what it reports;
+//! `inspect` describes an engine file; `support` says what this machine offers (driver, GPUs,
+//! libraries, which engines run where). Running engines: `preflight` checks a file before
+//! TensorRT sees it, `engine_io` maps its tensors to trtkit's I/O specs and checks batches
+//! against its profile, `runtime_cache` keeps TensorRT-RTX's compiled kernels beside it
+//! (`engine_runtime_cache`: for one opened engine), `runtime_log` holds the runtime's logger and
+//! what TensorRT said, and `backend` is the engine behind the one `Backend` trait.
 
 #![allow(unsafe_code)]
 
 pub mod backend;
 pub mod build;
+pub mod build_report;
 pub mod built_engines;
 pub mod engine_builder;
 pub mod engine_file;
