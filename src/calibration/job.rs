@@ -280,33 +280,19 @@ struct RequestedCache {
     because: Vec<String>,
 }
 
-/// Calibrates (or reuses caches) and returns what happened, telling `progress` how far the
-/// run over the batches has got.
-pub fn calibrate(args: &CalibrateConfig, progress: &dyn Progress) -> Result<CalibrateReport> {
-    let algos = &args.algorithms;
-    if algos.is_empty() {
-        bail!("no range algorithm given");
-    }
-    let mut model = OnnxModel::load(&args.model)?;
-    let shown = args.model.display().to_string();
-    if !args.backend.input_shapes.is_empty() {
-        model = InputShapes(args.backend.input_shapes.clone())
-            .run(model)
-            .with_context(|| shown.clone())?
-            .0;
-    }
-    let plan = plan_int8(model.graph());
-    if plan.is_empty() {
-        bail!("{shown}: no quantizable ops (Conv, ConvTranspose, Gemm, MatMul, residual Add); nothing to calibrate, no cache written");
-    }
-    let feed = calibration_inputs(&model)?;
-    let mut batches = open_batches(args, &feed)?;
+/// Each requested algorithm's cache: its key (from the model and `batches`), its path, and
+/// what looking it up found.
+fn algorithm_caches(
+    args: &CalibrateConfig,
+    batches: &dyn CalibrationBatches,
+) -> Result<Vec<RequestedCache>> {
     let model_sha256 = file_sha256(&args.model)?;
     let stem = args
         .model
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "model".into());
+    let algos = &args.algorithms;
     let pending: Vec<RequestedCache> = algos
         .iter()
         .map(|&algo| {
@@ -330,6 +316,31 @@ pub fn calibrate(args: &CalibrateConfig, progress: &dyn Progress) -> Result<Cali
             }
         })
         .collect();
+    Ok(pending)
+}
+
+/// Calibrates (or reuses caches) and returns what happened, telling `progress` how far the
+/// run over the batches has got.
+pub fn calibrate(args: &CalibrateConfig, progress: &dyn Progress) -> Result<CalibrateReport> {
+    let algos = &args.algorithms;
+    if algos.is_empty() {
+        bail!("no range algorithm given");
+    }
+    let mut model = OnnxModel::load(&args.model)?;
+    let shown = args.model.display().to_string();
+    if !args.backend.input_shapes.is_empty() {
+        model = InputShapes(args.backend.input_shapes.clone())
+            .run(model)
+            .with_context(|| shown.clone())?
+            .0;
+    }
+    let plan = plan_int8(model.graph());
+    if plan.is_empty() {
+        bail!("{shown}: no quantizable ops (Conv, ConvTranspose, Gemm, MatMul, residual Add); nothing to calibrate, no cache written");
+    }
+    let feed = calibration_inputs(&model)?;
+    let mut batches = open_batches(args, &feed)?;
+    let pending = algorithm_caches(args, batches.as_ref())?;
     let (preprocessing, warnings) = describe_inputs(&batches.preprocessing(), &args.preprocess);
     if pending.iter().all(|p| p.found.is_some()) {
         return Ok(CalibrateReport {

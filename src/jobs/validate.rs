@@ -254,13 +254,8 @@ fn resolve_preprocess(config: &ValidateConfig, plan: &InputPlan) -> Result<Prepr
         .map_err(|e| BadPreprocess(format!("{e:#}")).into())
 }
 
-/// Runs the validation: `progress` advances by images, with the running accuracy as status.
-pub fn validate(config: &ValidateConfig, progress: &dyn Progress) -> Result<ValidateReport> {
-    if config.batch_size == 0 {
-        bail!("the batch size must be at least 1");
-    }
-    let dataset = open_dataset(config)?;
-    let (mut backend, plan) = open_planned(config)?;
+/// Refuses a dataset whose largest label is beyond the model's classes.
+fn check_labels(dataset: &Dataset, plan: &InputPlan) -> Result<()> {
     if let Some(s) = dataset.max_label() {
         if s.label >= plan.classes {
             bail!(
@@ -272,15 +267,31 @@ pub fn validate(config: &ValidateConfig, progress: &dyn Progress) -> Result<Vali
             );
         }
     }
+    Ok(())
+}
+
+/// The warm-up batches (left out of the latencies) among `batches`: at least one is timed.
+fn warmup_batches(warmup: WarmupBatches, batches: usize) -> usize {
+    match warmup {
+        WarmupBatches::Count(n) => n,
+        WarmupBatches::Fraction(f) => (batches as f64 * f).floor() as usize,
+    }
+    .min(batches.saturating_sub(1))
+}
+
+/// Runs the validation: `progress` advances by images, with the running accuracy as status.
+pub fn validate(config: &ValidateConfig, progress: &dyn Progress) -> Result<ValidateReport> {
+    if config.batch_size == 0 {
+        bail!("the batch size must be at least 1");
+    }
+    let dataset = open_dataset(config)?;
+    let (mut backend, plan) = open_planned(config)?;
+    check_labels(&dataset, &plan)?;
     let run_batch = backend.fixed_batch().unwrap_or(config.batch_size);
     let pre = resolve_preprocess(config, &plan)?;
     let total = dataset.samples.len();
     let batches = total.div_ceil(config.batch_size);
-    let warmup = match config.warmup {
-        WarmupBatches::Count(n) => n,
-        WarmupBatches::Fraction(f) => (batches as f64 * f).floor() as usize,
-    }
-    .min(batches.saturating_sub(1));
+    let warmup = warmup_batches(config.warmup, batches);
     tracing::info!(
         "{total} images, {batches} batches of {}, {warmup} warm-up batches, backend {}",
         config.batch_size,

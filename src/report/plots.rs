@@ -331,7 +331,9 @@ pub fn accuracy(model: &str, cells: &[&CellRecord]) -> Option<String> {
                     let font = ("sans-serif", 10).into_font().color(&color);
                     let labels: Vec<_> = pts
                         .iter()
-                        .filter(|(tag, at)| free(&mut placed, c.backend_coord(at), tag))
+                        .filter(|(tag, at)| {
+                            place_label_if_clear(&mut placed, c.backend_coord(at), tag)
+                        })
                         .map(|(tag, at)| {
                             EmptyElement::at(*at) + Text::new(tag.clone(), (6, -14), font.clone())
                         })
@@ -346,7 +348,7 @@ pub fn accuracy(model: &str, cells: &[&CellRecord]) -> Option<String> {
 
 /// Whether a batch label `text` drawn beside the point at pixel `at` overlaps none of the `placed`
 /// ones; if so it is placed.
-fn free(placed: &mut Vec<[i32; 4]>, at: (i32, i32), text: &str) -> bool {
+fn place_label_if_clear(placed: &mut Vec<[i32; 4]>, at: (i32, i32), text: &str) -> bool {
     let b = [
         at.0 + 5,
         at.1 - 16,
