@@ -9,6 +9,7 @@ use crate::bench::key::Point;
 use crate::bench::record::{CellRecord, Status};
 use crate::bench::target::Target;
 use crate::report::bench_metrics::{Metric, METRICS};
+use crate::report::format::num;
 use crate::report::table::{Align, Table};
 use crate::tensor::Precision;
 use serde::Serialize;
@@ -58,21 +59,6 @@ pub fn target_rank(t: Target) -> usize {
         .iter()
         .position(|x| *x == t)
         .unwrap_or(Target::ALL.len())
-}
-
-/// A number with about four significant digits: `12345`, `1234.5`, `12.35`, `0.0123`; `-` when
-/// it is not finite.
-pub fn num(v: f64) -> String {
-    if !v.is_finite() {
-        return "-".into();
-    }
-    let a = v.abs();
-    let decimals = if a >= 1000.0 || a == 0.0 {
-        0
-    } else {
-        (3 - a.log10().floor() as i32).clamp(1, 6) as usize
-    };
-    format!("{v:.decimals$}")
 }
 
 /// One table position.

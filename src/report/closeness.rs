@@ -2,18 +2,8 @@
 //! reference B per output, and how often their top-k classes disagree, as tables.
 
 use crate::jobs::compare::CompareReport;
+use crate::report::format::num;
 use crate::report::table::Table;
-
-/// An error value: `0`, six decimals in [1e-3, 1e4), scientific notation otherwise.
-fn num(x: f64) -> String {
-    if x == 0.0 {
-        "0".into()
-    } else if x.abs() >= 1e-3 && x.abs() < 1e4 {
-        format!("{x:.6}")
-    } else {
-        format!("{x:.3e}")
-    }
-}
 
 /// The tables of a compare report, for the terminal or as markdown: the two sides, the
 /// tolerance, closeness per output, and the top-k rank table of classifier outputs.
