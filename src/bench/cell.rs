@@ -12,7 +12,7 @@ use crate::cuda::harness::{Amount, HarnessOptions};
 use crate::data::dataset::DatasetOptions;
 use crate::data::synthetic::{InputDistribution, RandomInputs};
 use crate::jobs::compare::{compare, CompareConfig, InputSource, SideConfig};
-use crate::jobs::open::ModelFile;
+use crate::jobs::open::FileKind;
 use crate::jobs::run::{measure_latency, BatchResult, RunConfig};
 use crate::jobs::validate::{validate, ValidateConfig, WarmupBatches};
 use crate::metrics::closeness::Tolerance;
@@ -67,7 +67,7 @@ pub fn host_rss_peak_mib() -> Option<f64> {
 fn artifact(path: &Path) -> Artifact {
     let bytes = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
     let file = path.display().to_string();
-    if ModelFile::from_path(path) == Some(ModelFile::Engine) {
+    if FileKind::from_path(path) == Some(FileKind::Engine) {
         let facts = read_sidecar(path).ok().map(|s| s.facts);
         return Artifact {
             file,

@@ -7,7 +7,7 @@ use crate::backend::Backend;
 use crate::data::npz;
 use crate::data::synthetic::{apply_int_inputs, InputDistribution, RandomInputs};
 use crate::jobs::batch_runner::{run_batched, samples_of};
-use crate::jobs::open::{open_backend, open_model, ModelFile};
+use crate::jobs::open::{open_file, open_model, FileKind, Opened};
 use crate::metrics::closeness::Tolerance;
 use crate::metrics::compare::{compare_outputs, OutputComparison};
 use crate::onnx::input_roles::int_input_roles;
@@ -145,34 +145,34 @@ impl Source {
 
 /// Whether `path` is a model or an engine (as opposed to saved outputs).
 pub fn is_model(path: &Path) -> bool {
-    ModelFile::from_path(path).is_some()
+    FileKind::runs(path)
 }
 
-/// Loads one side; a model gets the input shape overrides applied. An engine takes no
-/// per-input shapes (they were fixed when it was built); named-axis sizes apply to the ONNX
-/// side only, so an engine built at `seq=128` compares with its model at `--dim seq=128` (an
-/// engine built at another size refuses the inputs, naming its shapes).
+/// Loads one side, by its kind ([`open_file`]); a model gets the input shape overrides applied.
+/// An engine takes no per-input shapes (they were fixed when it was built); named-axis sizes
+/// apply to the ONNX side only, so an engine built at `seq=128` compares with its model at
+/// `--dim seq=128` (an engine built at another size refuses the inputs, naming its shapes).
 fn source(side: &SideConfig, shapes: &ShapeRequest) -> Result<Source> {
-    match side.path.extension().and_then(|e| e.to_str()) {
-        Some("onnx") => {
-            let mut model = OnnxModel::load(&side.path)?;
+    let Some(kind) = FileKind::from_path(&side.path) else {
+        return Err(NotComparable(side.path.display().to_string()).into());
+    };
+    if kind == FileKind::Engine && !shapes.shapes.is_empty() {
+        bail!(
+            "{}: an engine's input shapes were fixed when it was built; --input-shape applies to ONNX models only",
+            side.path.display()
+        );
+    }
+    Ok(match open_file(&side.path, &side.backend)? {
+        Opened::Model(model) => {
+            let mut model = *model;
             if !shapes.is_empty() {
                 model = InputShapes(shapes.clone()).run(model)?.0;
             }
-            Ok(Source::Model(Box::new((model, side.backend.clone()))))
+            Source::Model(Box::new((model, side.backend.clone())))
         }
-        _ if ModelFile::from_path(&side.path) == Some(ModelFile::Engine) => {
-            if !shapes.shapes.is_empty() {
-                bail!(
-                    "{}: an engine's input shapes were fixed when it was built; --input-shape applies to ONNX models only",
-                    side.path.display()
-                );
-            }
-            Ok(Source::Engine(open_backend(&side.path, &side.backend)?))
-        }
-        Some("npz") | Some("npy") => Ok(Source::Saved(npz::load(&side.path)?)),
-        _ => Err(NotComparable(side.path.display().to_string()).into()),
-    }
+        Opened::Engine(backend) => Source::Engine(backend),
+        Opened::Saved(tensors) => Source::Saved(tensors),
+    })
 }
 
 fn load_inputs(path: &Path, specs: &[IoSpec]) -> Result<Vec<HostTensor>> {

@@ -1,48 +1,91 @@
-//! The one place a backend is opened from a file: an ONNX model goes to the reference backend
-//! the options name (tract or ONNX Runtime), a TensorRT engine to TensorRT.
+//! The one place a file given to a command is told apart and opened: an ONNX model goes to the
+//! reference backend the options name (tract or ONNX Runtime), a TensorRT engine to TensorRT,
+//! and saved tensors (`.npz`/`.npy`) are read as they are.
 
 use crate::backend::select::{open, BackendOptions};
 use crate::backend::Backend;
+use crate::data::npz;
 use crate::onnx::OnnxModel;
+use crate::tensor::HostTensor;
 use crate::trt::backend::{TrtBackend, TrtOptions};
-use crate::trt::engine_file::is_engine_name;
+use crate::trt::engine_file::{file_flavour, is_engine_name};
 use anyhow::Result;
 use std::path::Path;
 
-/// What a model file is, by its extension.
+/// What a file given to a command is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ModelFile {
+pub enum FileKind {
     /// An ONNX model (`.onnx`).
     Onnx,
-    /// A serialized TensorRT engine (`.engine`, `.plan`, `.trt`).
+    /// A serialized TensorRT engine (`.engine`, `.plan`, `.trt`, or any name with the magic).
     Engine,
+    /// Saved tensors: an `.npz`, or an `.npy` holding one.
+    Saved,
 }
 
-impl ModelFile {
-    /// The kind of `path`, or `None` for an extension trtkit does not run.
-    pub fn from_path(path: &Path) -> Option<ModelFile> {
-        let ext = path.extension()?.to_str()?.to_ascii_lowercase();
-        if ext == "onnx" {
-            Some(ModelFile::Onnx)
-        } else if is_engine_name(path) {
-            Some(ModelFile::Engine)
-        } else {
-            None
+impl FileKind {
+    /// The kind of `path`: an engine by its first bytes (`ftrt`/`vtrt`, whatever its name) or by
+    /// its name; saved tensors and ONNX models by their extension. `None` for any other name.
+    pub fn from_path(path: &Path) -> Option<FileKind> {
+        if path.is_file() && matches!(file_flavour(path), Ok(Some(_))) {
+            return Some(FileKind::Engine);
+        }
+        if is_engine_name(path) {
+            return Some(FileKind::Engine);
+        }
+        match path.extension()?.to_str()?.to_ascii_lowercase().as_str() {
+            "onnx" => Some(FileKind::Onnx),
+            "npz" | "npy" => Some(FileKind::Saved),
+            _ => None,
         }
     }
+
+    /// Whether `path` is something that runs (a model or an engine), as opposed to saved
+    /// tensors or a file of no known kind.
+    pub fn runs(path: &Path) -> bool {
+        matches!(
+            FileKind::from_path(path),
+            Some(FileKind::Onnx | FileKind::Engine)
+        )
+    }
 }
 
-/// Opens the backend that runs the model at `path`, choosing by file type. Anything but an
+/// A file opened by its kind.
+pub enum Opened {
+    /// An ONNX model, loaded but on no backend yet (its shapes and batch are the caller's).
+    Model(Box<OnnxModel>),
+    /// A TensorRT engine on its backend.
+    Engine(Box<dyn Backend>),
+    /// Saved tensors.
+    Saved(Vec<HostTensor>),
+}
+
+/// Opens `path` by its kind ([`FileKind::from_path`]); a file of no known kind is read as ONNX (so a
+/// model saved without the extension still opens).
+pub fn open_file(path: &Path, options: &BackendOptions) -> Result<Opened> {
+    Ok(match FileKind::from_path(path) {
+        Some(FileKind::Engine) => Opened::Engine(open_engine(path, options)?),
+        Some(FileKind::Saved) => Opened::Saved(npz::load(path)?),
+        Some(FileKind::Onnx) | None => Opened::Model(Box::new(OnnxModel::load(path)?)),
+    })
+}
+
+/// Opens the backend that runs the model at `path`, choosing by file kind. Anything but an
 /// engine is read as ONNX (so a model saved without the extension still opens).
 pub fn open_backend(path: &Path, options: &BackendOptions) -> Result<Box<dyn Backend>> {
-    if ModelFile::from_path(path) == Some(ModelFile::Engine) {
-        let trt = TrtOptions {
-            device_id: options.device_id.unwrap_or(0),
-            tensorrt_dir: options.tensorrt_dir.clone(),
-        };
-        return Ok(Box::new(TrtBackend::open(path, &trt)?));
+    if FileKind::from_path(path) == Some(FileKind::Engine) {
+        return open_engine(path, options);
     }
     open_model(&OnnxModel::load(path)?, options)
+}
+
+/// Opens the TensorRT engine at `path` on the GPU the options name.
+fn open_engine(path: &Path, options: &BackendOptions) -> Result<Box<dyn Backend>> {
+    let trt = TrtOptions {
+        device_id: options.device_id.unwrap_or(0),
+        tensorrt_dir: options.tensorrt_dir.clone(),
+    };
+    Ok(Box::new(TrtBackend::open(path, &trt)?))
 }
 
 /// Opens an ONNX model already in memory (after a shape override or a rewrite).
@@ -55,19 +98,33 @@ mod tests {
     use super::*;
 
     #[test]
-    fn kinds_by_extension() {
+    fn kinds_by_extension_and_magic() {
         assert_eq!(
-            ModelFile::from_path(Path::new("a/m.ENGINE")),
-            Some(ModelFile::Engine)
+            FileKind::from_path(Path::new("a/m.ENGINE")),
+            Some(FileKind::Engine)
         );
         assert_eq!(
-            ModelFile::from_path(Path::new("m.plan")),
-            Some(ModelFile::Engine)
+            FileKind::from_path(Path::new("m.plan")),
+            Some(FileKind::Engine)
         );
         assert_eq!(
-            ModelFile::from_path(Path::new("m.onnx")),
-            Some(ModelFile::Onnx)
+            FileKind::from_path(Path::new("m.onnx")),
+            Some(FileKind::Onnx)
         );
-        assert_eq!(ModelFile::from_path(Path::new("m.npz")), None);
+        assert_eq!(
+            FileKind::from_path(Path::new("m.npz")),
+            Some(FileKind::Saved)
+        );
+        assert_eq!(
+            FileKind::from_path(Path::new("m.npy")),
+            Some(FileKind::Saved)
+        );
+        assert_eq!(FileKind::from_path(Path::new("m.bin")), None);
+        let dir = tempfile::tempdir().unwrap();
+        let named_onnx = dir.path().join("m.onnx");
+        std::fs::write(&named_onnx, b"vtrt rest of an engine").unwrap();
+        assert_eq!(FileKind::from_path(&named_onnx), Some(FileKind::Engine));
+        assert!(FileKind::runs(&named_onnx));
+        assert!(!FileKind::runs(Path::new("out.npz")));
     }
 }

@@ -11,7 +11,7 @@ use crate::backend::{Backend, Device};
 use crate::cuda::device::Gpu;
 use crate::cuda::harness::{self, Amount, HarnessOptions, MemoryReport};
 use crate::data::synthetic::{apply_int_inputs, timing_inputs, TIMING_SEED};
-use crate::jobs::open::{open_backend, ModelFile};
+use crate::jobs::open::{open_backend, FileKind};
 use crate::metrics::latency::{throughput, IterationSpans, SpanStats};
 use crate::onnx::input_roles::int_input_roles;
 use crate::onnx::shape::{dim_points, DimSweep};
@@ -120,7 +120,7 @@ pub fn measure_latency(config: &RunConfig, progress: &dyn Progress) -> Result<Ru
     let mut gpu: Option<Gpu> = None;
     let mut results = vec![];
     let mut notes = vec![];
-    let is_engine = ModelFile::from_path(&config.model) == Some(ModelFile::Engine);
+    let is_engine = FileKind::from_path(&config.model) == Some(FileKind::Engine);
     if is_engine && !config.dim_sweep.is_empty() {
         return Err(fix_with(
             Setting::InputShape,
