@@ -70,7 +70,7 @@ fn reports_of_the_model_jobs_round_trip() {
 #[test]
 fn reports_of_the_model_file_jobs_round_trip() {
     use trtkit::calibration::job::CalibrateReport;
-    use trtkit::onnx::summary::ModelSummary;
+    use trtkit::jobs::inspect::InspectReport;
     use trtkit::quantize::job::QuantizeReport;
     use trtkit::trt::support::DoctorReport;
     let dir = tempfile::tempdir().unwrap();
@@ -78,8 +78,19 @@ fn reports_of_the_model_file_jobs_round_trip() {
     let m = model.to_str().unwrap();
     let d = dir.path().to_str().unwrap();
 
-    let summary: ModelSummary = round_trips(&["inspect", m, "--json"]);
+    let inspected: InspectReport = round_trips(&["inspect", m, "--json"]);
+    let InspectReport::Onnx(summary) = inspected else {
+        panic!("an ONNX model reads back as an engine: {inspected:?}");
+    };
     assert!(!summary.inputs.is_empty());
+    // An engine (by its magic) reads back as one.
+    let engine = dir.path().join("e.engine");
+    std::fs::write(&engine, b"vtrt\x00\x00\x00\x00rest of an engine").unwrap();
+    let inspected: InspectReport = round_trips(&["inspect", engine.to_str().unwrap(), "--json"]);
+    assert!(
+        matches!(&inspected, InspectReport::Engine(e) if e.sidecar.is_none()),
+        "{inspected:?}"
+    );
     let doctor: DoctorReport = round_trips(&["doctor", "--json"]);
     assert!(!doctor.backends.is_empty());
     let checked: trtkit::jobs::doctor_check::DoctorCheck =

@@ -1,14 +1,9 @@
-//! `trtkit inspect MODEL.onnx|ENGINE`: the summary of an ONNX model, or of an engine file
-//! (recognised by its magic, whatever its name), rendered by [`crate::report::inspect`].
+//! `trtkit inspect MODEL.onnx|ENGINE`: flags into an [`InspectConfig`]; the summary of an ONNX
+//! model, or of an engine file, is rendered by [`crate::report::inspect`].
 
-use crate::backend::mac_count::model_macs;
 use crate::cli::args::output::JsonArgs;
-use crate::onnx::shape::ShapeRequest;
-use crate::onnx::summary::summarize;
-use crate::onnx::OnnxModel;
-use crate::report::inspect::{render, render_engine};
-use crate::trt::engine_file::file_flavour;
-use crate::trt::inspect::inspect_engine;
+use crate::jobs::inspect::{inspect, InspectConfig};
+use crate::report::inspect::render_report;
 use crate::trt::loader::DIR_ENV;
 use clap::Args;
 use std::path::PathBuf;
@@ -30,14 +25,17 @@ pub struct InspectArgs {
     pub format: JsonArgs,
 }
 
+/// The inspection these flags describe.
+pub fn config(args: &InspectArgs) -> InspectConfig {
+    InspectConfig {
+        path: args.model.clone(),
+        layers: args.layers,
+        tensorrt_dir: args.tensorrt_dir.clone(),
+    }
+}
+
 /// Runs `inspect`.
 pub fn run(args: InspectArgs) -> anyhow::Result<()> {
-    if args.model.is_file() && file_flavour(&args.model)?.is_some() {
-        let found = inspect_engine(&args.model, args.layers, args.tensorrt_dir.as_deref())?;
-        return args.format.print(&found, || render_engine(&found));
-    }
-    let model = OnnxModel::load(&args.model)?;
-    let summary =
-        summarize(&model, args.layers).with_macs(model_macs(&model, &ShapeRequest::default()));
-    args.format.print(&summary, || render(&summary))
+    let report = inspect(&config(&args))?;
+    args.format.print(&report, || render_report(&report))
 }

@@ -1,11 +1,21 @@
 //! The report of `inspect`: an ONNX model's summary or an engine file's description, for the
 //! terminal.
 
+use crate::jobs::inspect::InspectReport;
 use crate::onnx::summary::ModelSummary;
 use crate::report::format::{bytes, count};
 use crate::report::table::{Align, Table};
 use crate::trt::inspect::EngineInspection;
 use crate::trt::profile::format_shape;
+
+/// The terminal rendering of what `inspect` found: [`render`] for a model, [`render_engine`]
+/// for an engine file.
+pub fn render_report(r: &InspectReport) -> String {
+    match r {
+        InspectReport::Onnx(s) => render(s),
+        InspectReport::Engine(e) => render_engine(e),
+    }
+}
 
 /// The terminal rendering of an ONNX model summary: header lines, the I/O table, op counts,
 /// the largest initializers, and every node when the summary lists them.
