@@ -160,3 +160,36 @@ fn the_build_report_round_trips() {
     ]);
     assert!(!build.reused);
 }
+
+#[test]
+fn the_bench_and_report_reports_round_trip() {
+    use trtkit::bench::matrix::BenchReport;
+    use trtkit::report::job::ResultsReport;
+    let dir = tempfile::tempdir().unwrap();
+    let model = save(dir.path(), "c.onnx", test_models::classifier(None));
+    let results = dir.path().join("results");
+    let bench: BenchReport = round_trips(&[
+        "bench",
+        "--models",
+        model.to_str().unwrap(),
+        "--precisions",
+        "fp32",
+        "--batch-sizes",
+        "1",
+        "--targets",
+        "tract-cpu",
+        "--warmup",
+        "1",
+        "--iterations",
+        "2",
+        "--results",
+        results.to_str().unwrap(),
+        "--name",
+        "rt",
+        "--json",
+    ]);
+    assert_eq!((bench.ran, bench.ok), (1, 1), "{:?}", bench.failures);
+    let report: ResultsReport =
+        round_trips(&["report", results.join("rt").to_str().unwrap(), "--json"]);
+    assert_eq!((report.ok, report.cells.len()), (1, 1));
+}

@@ -1,13 +1,11 @@
-//! `trtkit report RESULTS...`: the tables of one or more bench journals (merged; the last line for
-//! a cell wins) on stdout as text, markdown, CSV or JSON, and with `-o` the HTML page with plots,
-//! rendered by [`crate::report::bench`] and [`crate::report::html`].
+//! `trtkit report RESULTS...`: flags into a [`ReportConfig`]; the tables of the journals read
+//! go to stdout as text, markdown, CSV or JSON, rendered by [`crate::report::bench`] (with `-o`
+//! the job also writes the HTML page with plots).
 
-use crate::atomic_file::write_atomic;
-use crate::bench::journal::read_files;
 use crate::cli::args::output::OutputArgs;
-use crate::report::bench::{render, render_csv, BenchTables, JournalReport};
-use crate::report::{html, plots};
-use anyhow::{bail, Context, Result};
+use crate::report::bench::{render, render_csv, BenchTables};
+use crate::report::job::{report, ReportConfig};
+use anyhow::Result;
 use clap::Args;
 use std::path::PathBuf;
 
@@ -33,47 +31,29 @@ pub struct ReportArgs {
     pub format: OutputArgs,
 }
 
+/// The report these flags describe.
+pub fn config(args: &ReportArgs) -> ReportConfig {
+    ReportConfig {
+        results: args.results.clone(),
+        html: args.output.clone(),
+        cell: args.cell.clone(),
+    }
+}
+
 /// Runs `report`.
 pub fn run(args: ReportArgs) -> Result<()> {
-    for p in &args.results {
-        if !p.exists() {
-            bail!("{}: no such results folder or journal file", p.display());
-        }
-    }
-    let journal = read_files(&args.results)?;
-    for s in &journal.skipped {
-        tracing::warn!("skipped a journal line that is not a cell record: {s}");
-    }
-    let names = || {
-        args.results
-            .iter()
-            .map(|p| p.display().to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    if journal.records.is_empty() {
-        bail!(
-            "{}: no cell records in the journal (has `trtkit bench` finished a cell yet?)",
-            names()
-        );
-    }
-    let report = JournalReport::new(&journal);
-    let tables = BenchTables::new(&report.cells);
-    let cell = plots::pick_cell(&report.cells, args.cell.as_deref())?;
-    if let Some(path) = &args.output {
-        let page = html::render(&report, &tables, cell);
-        write_atomic(path, page.as_bytes())
-            .with_context(|| format!("{}: cannot write the report", path.display()))?;
-    }
+    let report = report(&config(&args))?;
+    let view = report.journal();
     if args.csv {
-        print!("{}", render_csv(&report));
+        print!("{}", render_csv(&view));
         return Ok(());
     }
+    let tables = BenchTables::new(&view.cells);
     let wrote = match (&args.output, args.format.quiet()) {
         (Some(p), false) => format!("\nwrote {}\n", p.display()),
         _ => String::new(),
     };
     args.format.print(&report, |markdown| {
-        render(&report, &tables, markdown) + &wrote
+        render(&view, &tables, markdown) + &wrote
     })
 }

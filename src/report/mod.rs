@@ -21,6 +21,7 @@ pub mod format;
 pub mod html;
 pub mod inspect;
 pub mod int8;
+pub mod job;
 pub mod latency;
 pub mod plot_scale;
 pub mod plots;
