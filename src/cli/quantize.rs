@@ -14,12 +14,13 @@ use crate::onnx::rewrite::fp16::{Fp16Options, DEFAULT_KEEP_FP32};
 use crate::onnx::rewrite::plan::Exclusion;
 use crate::onnx::rewrite::qdq::WeightClip;
 use crate::quantize::evaluate::{measure_int8, EvalConfig};
-use crate::quantize::job::{quantize, Fallback, QuantizeConfig, QuantizeReport, Rewrite};
+use crate::quantize::job::{quantize, Fallback, QuantizeConfig, Rewrite};
 use crate::quantize::scale_search::ScaleSearch;
 use crate::quantize::sensitivity_scan::sensitivity;
 use crate::quantize::target_search::{search_target, Goal, Strategy, TargetConfig};
 use crate::report::int8::{render_measured, render_sensitivity, render_target};
 use crate::report::progress::Bar;
+use crate::report::quantize::render;
 use anyhow::Result;
 use clap::Args;
 use std::path::PathBuf;
@@ -220,11 +221,7 @@ pub fn job(args: &QuantizeArgs) -> Result<Job> {
         return Err(UsageError("--target-cosine and --target-agreement choose the float nodes themselves; leave out --exclude".into()).into());
     }
     Ok(Job::Target(TargetConfig {
-        result_dir: cache
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(".")),
+        result_dir: None,
         eval,
         goal,
         output: args
@@ -314,57 +311,6 @@ pub fn run(args: QuantizeArgs) -> Result<()> {
         Job::Measured(config, exclude, output) => {
             let report = measure_int8(&config, &exclude, &output, &bar)?;
             args.format.print(&report, || render_measured(&report))
-        }
-    }
-}
-
-/// The line that says what was written.
-pub fn render(report: &QuantizeReport) -> String {
-    if let Some(e) = &report.equalize {
-        return format!(
-            "wrote {} (fp32, equalised): {} batch norms folded, {} conv pairs, {} sweeps; the worst pair's channel weight range spread {:.1}x -> {:.1}x; calibrate it, then quantize it with --int8\n",
-            report.output,
-            e.folded_batch_norms,
-            e.pairs.len(),
-            e.sweeps,
-            e.spread_before,
-            e.spread_after
-        );
-    }
-    match &report.fp16 {
-        Some(r) => format!(
-            "wrote {} (fp16): {} initializers converted, {} casts, {} nodes kept in float32{}\n",
-            report.output,
-            r.converted_initializers,
-            r.casts,
-            r.kept_fp32_nodes,
-            if r.clamped.is_empty() {
-                String::new()
-            } else {
-                format!(", clamped to ±65504: {}", r.clamped.join(", "))
-            }
-        ),
-        None => {
-            let mut line = format!(
-                "wrote {} (int8): {} activations and {} weights quantized",
-                report.output,
-                report.quantized_activations.unwrap_or(0),
-                report.quantized_weights.unwrap_or(0)
-            );
-            if let Some(share) = report.int8_share {
-                line += &format!("; {:.1}% of the MACs in INT8", 100.0 * share);
-            }
-            match report.float_nodes.as_deref() {
-                Some([]) | None => {}
-                Some(nodes) => {
-                    line += &format!(
-                        "; in {}: {}",
-                        report.fallback.unwrap_or_default(),
-                        nodes.join(", ")
-                    )
-                }
-            }
-            line + "\n"
         }
     }
 }

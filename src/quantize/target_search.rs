@@ -56,8 +56,8 @@ pub struct TargetConfig {
     pub goal: Goal,
     /// Where the INT8 model goes.
     pub output: PathBuf,
-    /// Folder of kept search results.
-    pub result_dir: PathBuf,
+    /// Folder of kept search results; `None`: the calibration cache's folder.
+    pub result_dir: Option<PathBuf>,
     /// Search again even if a result with the same key is kept.
     pub research: bool,
     /// How the float part is searched for.
@@ -124,6 +124,21 @@ fn result_key(config: &TargetConfig, fingerprint: &str) -> Result<String> {
     Ok(sha256_hex(key.to_string().as_bytes())[..16].to_string())
 }
 
+impl TargetConfig {
+    /// The folder kept search results go to: the one given, else the calibration cache's.
+    pub fn result_dir(&self) -> PathBuf {
+        if let Some(dir) = &self.result_dir {
+            return dir.clone();
+        }
+        self.eval
+            .cache
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("."))
+    }
+}
+
 fn result_path(config: &TargetConfig, key: &str) -> PathBuf {
     let stem = config
         .eval
@@ -132,7 +147,7 @@ fn result_path(config: &TargetConfig, key: &str) -> PathBuf {
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "model".into());
     config
-        .result_dir
+        .result_dir()
         .join(format!("{stem}-int8-target-{key}.json"))
 }
 
@@ -215,8 +230,8 @@ pub fn search_target(config: &TargetConfig, progress: &dyn Progress) -> Result<T
         wall_s: start.elapsed().as_secs_f64(),
         scale_search: eval.scale_search.clone(),
     };
-    std::fs::create_dir_all(&config.result_dir)
-        .with_context(|| format!("{}: cannot create", config.result_dir.display()))?;
+    let dir = config.result_dir();
+    std::fs::create_dir_all(&dir).with_context(|| format!("{}: cannot create", dir.display()))?;
     write_atomic(&kept, &serde_json::to_vec_pretty(&report)?)?;
     Ok(report)
 }

@@ -2,12 +2,14 @@
 //! module per kind of report, named for what it renders, each taking the library job's report
 //! (live, or read back from a saved JSON report): `latency` (`run`), `accuracy` (`validate`),
 //! `closeness` (`compare`), `calibration` (`calibrate`), `build`, `inspect`, `doctor`,
-//! `precisions` (`validate` and `compare` over a workspace's precisions) and `workspace` (`init`). `bench`
-//! renders a bench journal's tables (its metrics listed in `bench_metrics`) and `plots` its SVG
-//! plots (on the axes of `plot_scale`). `format`
-//! and `table` are the pieces they share; `progress` draws the long jobs' progress bars on
-//! stderr. Nothing here prints results or knows about flags (the two exports, per-iteration
-//! times and per-image predictions, write their file atomically).
+//! `quantize` and `int8` (`quantize`), `precisions` (`validate` and `compare` over a workspace's
+//! precisions), `workspace` (`init`) and `bench_run` (`bench`). For `report`: `bench` renders a
+//! bench journal's tables (its metrics listed in `bench_metrics`), `plots` its SVG plots (on the
+//! axes of `plot_scale`) and `html` the page; `job` is the `report` job itself (it reads the
+//! journals and writes the page). `format` and `table` are the pieces they share; `progress`
+//! draws the long jobs' progress bars on stderr. Nothing here prints results or knows about
+//! flags (the two exports, per-iteration times and per-image predictions, and the HTML page are
+//! written atomically).
 
 pub mod accuracy;
 pub mod bench;
@@ -27,5 +29,6 @@ pub mod plot_scale;
 pub mod plots;
 pub mod precisions;
 pub mod progress;
+pub mod quantize;
 pub mod table;
 pub mod workspace;

@@ -1,0 +1,55 @@
+//! The report of `quantize`'s rewrites (`--int8`, `--fp16`, `--equalize`): the line that says
+//! what was written.
+
+use crate::quantize::job::QuantizeReport;
+
+/// The line that says what was written.
+pub fn render(report: &QuantizeReport) -> String {
+    if let Some(e) = &report.equalize {
+        return format!(
+            "wrote {} (fp32, equalised): {} batch norms folded, {} conv pairs, {} sweeps; the worst pair's channel weight range spread {:.1}x -> {:.1}x; calibrate it, then quantize it with --int8\n",
+            report.output,
+            e.folded_batch_norms,
+            e.pairs.len(),
+            e.sweeps,
+            e.spread_before,
+            e.spread_after
+        );
+    }
+    match &report.fp16 {
+        Some(r) => format!(
+            "wrote {} (fp16): {} initializers converted, {} casts, {} nodes kept in float32{}\n",
+            report.output,
+            r.converted_initializers,
+            r.casts,
+            r.kept_fp32_nodes,
+            if r.clamped.is_empty() {
+                String::new()
+            } else {
+                format!(", clamped to ±65504: {}", r.clamped.join(", "))
+            }
+        ),
+        None => {
+            let mut line = format!(
+                "wrote {} (int8): {} activations and {} weights quantized",
+                report.output,
+                report.quantized_activations.unwrap_or(0),
+                report.quantized_weights.unwrap_or(0)
+            );
+            if let Some(share) = report.int8_share {
+                line += &format!("; {:.1}% of the MACs in INT8", 100.0 * share);
+            }
+            match report.float_nodes.as_deref() {
+                Some([]) | None => {}
+                Some(nodes) => {
+                    line += &format!(
+                        "; in {}: {}",
+                        report.fallback.unwrap_or_default(),
+                        nodes.join(", ")
+                    )
+                }
+            }
+            line + "\n"
+        }
+    }
+}
