@@ -13,7 +13,7 @@ use crate::progress::Progress;
 use crate::report::build::render;
 use crate::report::progress::Bar;
 use crate::tensor::Precision;
-use crate::trt::build::{build, BuildConfig, BuildObservers, Int8Source};
+use crate::trt::build::{build, calibration_shapes, BuildConfig, BuildObservers, Int8Source};
 use crate::trt::engine_file::BuilderSettings;
 use crate::trt::loader::DIR_ENV;
 use crate::trt::profile::{AxisRange, BatchRange, BatchRequest, ExplicitShapes};
@@ -133,24 +133,6 @@ fn build_dims(shapes: &ShapeArgs) -> Result<(ShapeRequest, Vec<AxisRange>)> {
         }
     }
     Ok((request, axes))
-}
-
-/// The named-axis sizes INT8 calibration runs at: the build's fixed ones, and each profile
-/// range's opt. (`--input-shape` stays the engine's: calibration sets the batch itself, and a
-/// `-1` batch on a model exported with a fixed one is a build-only rewrite.)
-fn calibration_shapes(fixed: &ShapeRequest, axes: &[AxisRange]) -> ShapeRequest {
-    let opt: Vec<NamedDim> = axes
-        .iter()
-        .map(|a| NamedDim {
-            symbol: a.symbol.clone(),
-            size: a.range.opt,
-        })
-        .collect();
-    ShapeRequest {
-        shapes: vec![],
-        dims: fixed.dims.clone(),
-    }
-    .with_dims(&opt)
 }
 
 /// The build job these flags describe, in the workspace when the model is left out (or lies in

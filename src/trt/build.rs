@@ -14,7 +14,7 @@ use super::engine_file::{
     EngineSidecar, Lookup,
 };
 use super::loader::{locate_usable, BOUND};
-use super::profile::{resolve_profile, BatchRequest, ExplicitShapes, ShapeProfile};
+use super::profile::{resolve_profile, AxisRange, BatchRequest, ExplicitShapes, ShapeProfile};
 use crate::atomic_file::write_atomic_unsynced;
 use crate::calibration::cache::check_cache_model;
 use crate::calibration::cache::CalibrationTable;
@@ -24,7 +24,8 @@ use crate::onnx::model::sha256_hex;
 use crate::onnx::rewrite::fp16::{Fp16, Fp16Options};
 use crate::onnx::rewrite::pass::{run_passes, Pass, PassReport};
 use crate::onnx::shape::{
-    check_named_axes, model_inputs, Batch, DimSpec, FixBatch, InputShape, InputShapes, ShapeRequest,
+    check_named_axes, model_inputs, Batch, DimSpec, FixBatch, InputShape, InputShapes, NamedDim,
+    ShapeRequest,
 };
 use crate::onnx::OnnxModel;
 use crate::progress::Progress;
@@ -44,6 +45,25 @@ pub enum Int8Source {
     Calibrate(Box<CalibrateConfig>),
     /// A calibration cache given by hand (TensorRT's text format).
     Cache(PathBuf),
+}
+
+/// The named-axis sizes the INT8 calibration of a build runs at: the build's fixed ones
+/// (`fixed`, its input shape request), and each profile range's opt. (The input shapes stay the
+/// engine's: calibration sets the batch itself, and a `-1` batch on a model exported with a
+/// fixed one is a build-only rewrite.)
+pub fn calibration_shapes(fixed: &ShapeRequest, axes: &[AxisRange]) -> ShapeRequest {
+    let opt: Vec<NamedDim> = axes
+        .iter()
+        .map(|a| NamedDim {
+            symbol: a.symbol.clone(),
+            size: a.range.opt,
+        })
+        .collect();
+    ShapeRequest {
+        shapes: vec![],
+        dims: fixed.dims.clone(),
+    }
+    .with_dims(&opt)
 }
 
 /// Everything a build needs; no flag names here.
