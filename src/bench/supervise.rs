@@ -1,7 +1,10 @@
 //! A cell as a child process: `trtkit bench-cell --spec FILE --result FILE`, its stderr kept as
 //! the cell's log, killed when it runs past the time limit, and its end turned into a record:
 //! the metrics it wrote, or why there are none (exit code, signal, timeout, out of memory, …).
+//! Both sides of that exchange are here: the parent's ([`run_child`]) and the child's
+//! ([`run_in_child`]).
 
+use super::cell::run_cell;
 use super::plan::CellSpec;
 use super::record::{CellFailure, CellMetrics, CellRecord, FailureKind, Status};
 use crate::atomic_file::write_atomic;
@@ -111,6 +114,17 @@ pub fn run_child(exe: &Path, spec: &CellSpec, timeout_s: f64) -> Result<CellReco
         wall_s,
         host: host_name(),
     })
+}
+
+/// The child's side: reads the cell [`run_child`] wrote to `spec`, runs it in this process and
+/// writes its metrics to `result`.
+pub fn run_in_child(spec: &Path, result: &Path) -> Result<()> {
+    let text = std::fs::read_to_string(spec)
+        .with_context(|| format!("{}: cannot read the cell", spec.display()))?;
+    let cell: CellSpec = serde_json::from_str(&text)
+        .with_context(|| format!("{}: not a cell of trtkit bench", spec.display()))?;
+    let metrics = run_cell(&cell)?;
+    write_atomic(result, &serde_json::to_vec(&metrics)?)
 }
 
 fn read_result(path: &PathBuf) -> Result<CellMetrics, CellFailure> {

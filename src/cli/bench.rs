@@ -2,11 +2,10 @@
 //! own process, resumable; `--print-cells` lists the missing cells as commands for a
 //! scheduler, `--cell` runs one. `bench-cell` (hidden) is what each child process runs.
 
-use crate::atomic_file::write_atomic;
-use crate::bench::cell::run_cell;
 use crate::bench::matrix::{bench, Matrix};
 use crate::bench::plan::{CellSpec, Plan, PlanFile};
 use crate::bench::record::CellRecord;
+use crate::bench::supervise::run_in_child;
 use crate::bench::target::Target;
 use crate::cli::args::output::JsonArgs;
 use crate::cli::args::preprocess::PreprocessArgs;
@@ -16,7 +15,7 @@ use crate::data::preprocess::PreprocessRequest;
 use crate::report::bench_run::{cell_line, render};
 use crate::report::progress::Bar;
 use crate::tensor::Precision;
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
 use std::path::PathBuf;
 
@@ -219,12 +218,7 @@ pub struct CellArgs {
 
 /// Runs one cell in this process and writes its metrics.
 pub fn run_one(args: CellArgs) -> Result<()> {
-    let text = std::fs::read_to_string(&args.spec)
-        .with_context(|| format!("{}: cannot read the cell", args.spec.display()))?;
-    let spec: CellSpec = serde_json::from_str(&text)
-        .with_context(|| format!("{}: not a cell of trtkit bench", args.spec.display()))?;
-    let metrics = run_cell(&spec)?;
-    write_atomic(&args.result, &serde_json::to_vec(&metrics)?)
+    run_in_child(&args.spec, &args.result)
 }
 
 #[cfg(test)]
