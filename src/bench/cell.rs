@@ -20,6 +20,7 @@ use crate::onnx::OnnxModel;
 use crate::progress::{NoProgress, Progress};
 use crate::trt::engine_file::read_sidecar;
 use anyhow::{Context, Result};
+use std::num::NonZeroUsize;
 use std::path::Path;
 use std::time::Instant;
 
@@ -172,7 +173,7 @@ fn closeness(spec: &CellSpec, prepared: &Prepared, reference: Target) -> Result<
                 backend: backend_of(spec, reference),
             },
             input_shapes: spec.settings.shape_request(&spec.key.dims)?,
-            batch_size: Some(batch.min(samples)),
+            batch_size: NonZeroUsize::new(batch.min(samples)),
             inputs: InputSource::Random {
                 random: RandomInputs {
                     dist: InputDistribution::Uniform {

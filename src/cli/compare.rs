@@ -8,9 +8,10 @@ use crate::cli::args::shapes::ShapeArgs;
 use crate::cli::workspace::required;
 use crate::cli::UsageError;
 use crate::data::dataset::DatasetOptions;
-use crate::data::npz;
 use crate::data::synthetic::{InputDistribution, RandomInputs};
-use crate::jobs::compare::{compare, is_model, verdict, CompareConfig, InputSource, SideConfig};
+use crate::jobs::compare::{
+    compare, is_model, verdict, CompareConfig, InputSource, SideConfig, DEFAULT_BATCH,
+};
 use crate::jobs::precision_table::{compare_all, CompareAllConfig};
 use crate::jobs::validate::{ValidateConfig, WarmupBatches};
 use crate::metrics::closeness::Tolerance;
@@ -21,6 +22,7 @@ use crate::tensor::IntInput;
 use crate::workspace::Workspace;
 use anyhow::Result;
 use clap::Args;
+use std::num::NonZeroUsize;
 use std::path::PathBuf;
 
 /// Flags of `compare`.
@@ -112,9 +114,12 @@ pub struct CompareArgs {
 /// workspace form both sides are the workspace's model (the job replaces A per precision).
 pub fn config(args: &CompareArgs, ws: Option<&Workspace>) -> Result<CompareConfig> {
     let usage = |m: String| -> anyhow::Error { UsageError(m).into() };
-    if args.batch_size == Some(0) {
-        return Err(usage("--batch-size must be at least 1".into()));
-    }
+    let batch_size = match args.batch_size {
+        Some(b) => Some(
+            NonZeroUsize::new(b).ok_or_else(|| usage("--batch-size must be at least 1".into()))?,
+        ),
+        None => None,
+    };
     if args.inputs.is_none() && args.num_samples == 0 {
         return Err(usage("--num-samples must be at least 1".into()));
     }
@@ -150,7 +155,7 @@ pub fn config(args: &CompareArgs, ws: Option<&Workspace>) -> Result<CompareConfi
                 .apply(args.b_side.with_defaults_from(&args.backend).options(None)),
         },
         input_shapes: args.shapes.one_shape("compare")?,
-        batch_size: args.batch_size,
+        batch_size,
         inputs: match &args.inputs {
             Some(p) => InputSource::File(p.clone()),
             None => InputSource::Random {
@@ -180,7 +185,7 @@ fn images(args: &CompareArgs, ws: &Workspace, dir: &std::path::Path) -> Result<V
         dataset_options: DatasetOptions::default(),
         shuffle_seed: None,
         limit: Some(args.num_samples),
-        batch_size: args.batch_size.unwrap_or(32),
+        batch_size: args.batch_size.unwrap_or(DEFAULT_BATCH),
         backend: args
             .engine
             .apply(args.b_side.with_defaults_from(&args.backend).options(None)),
@@ -230,15 +235,11 @@ pub fn run(args: CompareArgs) -> Result<()> {
     }
     let config = config(&args, None)?;
     let (report, tensors) = compare(&config, &bar)?;
-    if let (Some(p), Some(inputs)) = (&args.save_inputs, &tensors.inputs) {
-        npz::save(p, inputs)?;
-    }
-    if let Some(p) = &args.save_outputs {
-        npz::save(p, &tensors.a)?;
-    }
-    if let Some(p) = &args.save_reference {
-        npz::save(p, &tensors.b)?;
-    }
+    tensors.save(
+        args.save_inputs.as_deref(),
+        args.save_outputs.as_deref(),
+        args.save_reference.as_deref(),
+    )?;
     args.output
         .print(&report, |markdown| render(&report, markdown))?;
     Ok(verdict(&report, args.fail_below)?)

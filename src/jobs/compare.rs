@@ -19,7 +19,11 @@ use crate::tensor::{HostTensor, IntInput, IoSpec};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
+
+/// The most samples per inference when neither the caller nor the model sets the batch.
+pub const DEFAULT_BATCH: usize = 32;
 
 /// One side of a comparison: the file and, for a model, the backend that runs it.
 #[derive(Clone, Debug)]
@@ -55,8 +59,8 @@ pub struct CompareConfig {
     pub b: SideConfig,
     /// Input shape overrides applied to both models.
     pub input_shapes: ShapeRequest,
-    /// Samples per inference; `None`: the model's fixed batch, else up to 32.
-    pub batch_size: Option<usize>,
+    /// Samples per inference; `None`: the model's fixed batch, else up to [`DEFAULT_BATCH`].
+    pub batch_size: Option<NonZeroUsize>,
     /// The inputs.
     pub inputs: InputSource,
     /// isclose tolerances.
@@ -106,6 +110,23 @@ pub struct CompareTensors {
     pub a: Vec<HostTensor>,
     /// B's outputs.
     pub b: Vec<HostTensor>,
+}
+
+impl CompareTensors {
+    /// Saves the tensors asked for as `.npz`: the inputs (when a model ran), A's outputs and
+    /// B's outputs.
+    pub fn save(&self, inputs: Option<&Path>, a: Option<&Path>, b: Option<&Path>) -> Result<()> {
+        if let (Some(p), Some(t)) = (inputs, &self.inputs) {
+            npz::save(p, t)?;
+        }
+        if let Some(p) = a {
+            npz::save(p, &self.a)?;
+        }
+        if let Some(p) = b {
+            npz::save(p, &self.b)?;
+        }
+        Ok(())
+    }
 }
 
 /// A file that is neither an ONNX model nor saved outputs.
@@ -312,14 +333,11 @@ pub fn compare(
     config: &CompareConfig,
     progress: &dyn Progress,
 ) -> Result<(CompareReport, CompareTensors)> {
-    if config.batch_size == Some(0) {
-        bail!("the batch size must be at least 1");
-    }
     let sides = [&config.a, &config.b];
     let shapes = &config.input_shapes;
     let sources = [source(sides[0], shapes)?, source(sides[1], shapes)?];
     // The batch, decided once from the first model and used on both.
-    let mut batch = config.batch_size;
+    let mut batch = config.batch_size.map(NonZeroUsize::get);
     let mut dynamic = [false; 2];
     let mut specs = [None, None];
     for (i, src) in sources.iter().enumerate() {
@@ -356,7 +374,7 @@ pub fn compare(
                     // Inputs first: their count decides the batch of a dynamic model.
                     let probe = specs[i].as_deref().expect("read for every model above");
                     let (made, note) = make_inputs(config, probe, path, &graph_roles)?;
-                    batch = Some(batch.unwrap_or(samples_of(&made)?.min(32)));
+                    batch = Some(batch.unwrap_or(samples_of(&made)?.min(DEFAULT_BATCH)));
                     input_note = note;
                     tensors.inputs = Some(made);
                 }

@@ -18,6 +18,7 @@ use crate::progress::NoProgress;
 use crate::trt::loader::{can_run_on, BOUND};
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
+use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -208,7 +209,7 @@ pub fn against_tract_cpu(
             backend: BackendOptions::default(),
         },
         input_shapes: Default::default(),
-        batch_size: Some(batch),
+        batch_size: NonZeroUsize::new(batch),
         inputs: InputSource::Random {
             random: RandomInputs {
                 dist: InputDistribution::Uniform {
