@@ -1,6 +1,7 @@
 //! The crate's top-level modules import each other without cycles, `tensor` imports nothing of
-//! the crate, and `cli` never opens a backend: read from the sources, so a new import that
-//! breaks the layering fails here. Unit-test modules (`#[cfg(test)] mod tests`) are left out.
+//! the crate, and `cli` names only what its allowlist allows: read from the sources, so a new
+//! import that breaks the layering fails here. Unit-test modules (`#[cfg(test)] mod tests`) are
+//! left out.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -117,21 +118,121 @@ fn the_cycle_finder_finds_cycles() {
     assert_eq!(find_cycle(&g).unwrap().len(), 4);
 }
 
-#[test]
-fn cli_never_opens_a_backend() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/cli");
-    let mut files = vec![];
-    rust_files(&dir, &mut files);
-    for file in files {
-        let text = library_source(&file);
-        for opener in [
-            "select::open",
-            "open_backend",
-            "open_model",
-            "TractBackend",
-            "OrtBackend",
-        ] {
-            assert!(!text.contains(opener), "{} uses {opener}", file.display());
+/// What `cli/` may name of the rest of the crate. A module path allows the items directly in it,
+/// a path ending in `::*` everything beneath it (and itself), any other path that one item. The
+/// jobs' entry points with their config, report and error types, `report/` (renderers, progress
+/// bars), the workspace settings, and the plain value types the configs are made of; no
+/// backend openers, data loaders, journal readers or cache decisions.
+const CLI_MAY_NAME: &[&str] = &[
+    "crate::cli::*",
+    "crate::report::*",
+    "crate::setting",
+    "crate::tensor",
+    "crate::progress::Progress",
+    // The jobs.
+    "crate::jobs::compare",
+    "crate::jobs::doctor_check",
+    "crate::jobs::inspect",
+    "crate::jobs::precision_table",
+    "crate::jobs::run",
+    "crate::jobs::validate",
+    "crate::quantize::job",
+    "crate::quantize::evaluate",
+    "crate::quantize::scale_search",
+    "crate::quantize::sensitivity_scan",
+    "crate::quantize::target_search",
+    "crate::calibration::job",
+    "crate::calibration::range",
+    "crate::trt::build",
+    "crate::trt::support",
+    "crate::bench::matrix",
+    "crate::bench::plan",
+    "crate::bench::record::CellRecord",
+    "crate::bench::target::Target",
+    "crate::bench::supervise::run_in_child",
+    "crate::workspace",
+    "crate::workspace::init",
+    // Value types of the configs.
+    "crate::trt::engine_file::BuilderSettings",
+    "crate::trt::loader::DIR_ENV",
+    "crate::trt::profile::AxisRange",
+    "crate::trt::profile::BatchRange",
+    "crate::trt::profile::BatchRequest",
+    "crate::trt::profile::ExplicitShapes",
+    "crate::backend::Device",
+    "crate::backend::select::BackendKind",
+    "crate::backend::select::BackendOptions",
+    "crate::backend::select::default_kind",
+    "crate::cuda::harness::Amount",
+    "crate::cuda::harness::HarnessOptions",
+    "crate::data::dataset::DatasetOptions",
+    "crate::data::preprocess::ChannelOrder",
+    "crate::data::preprocess::Layout",
+    "crate::data::preprocess::PreprocessRequest",
+    "crate::data::resize::Interpolation",
+    "crate::data::synthetic::InputDistribution",
+    "crate::data::synthetic::RandomInputs",
+    "crate::metrics::closeness::Tolerance",
+    "crate::onnx::rewrite::fp16::DEFAULT_KEEP_FP32",
+    "crate::onnx::rewrite::fp16::Fp16Options",
+    "crate::onnx::rewrite::plan::Exclusion",
+    "crate::onnx::rewrite::qdq::WeightClip",
+    "crate::onnx::shape::DimRange",
+    "crate::onnx::shape::DimSweep",
+    "crate::onnx::shape::DimValues",
+    "crate::onnx::shape::InputShape",
+    "crate::onnx::shape::NamedAxisError",
+    "crate::onnx::shape::NamedDim",
+    "crate::onnx::shape::ShapeRequest",
+    "crate::onnx::shape::parse_dim_ranges",
+    "crate::onnx::shape::parse_input_shapes",
+    "crate::onnx::shape::parse_named_shapes",
+];
+
+/// Whether `path` (a full `crate::…` path) is one `allowed` lets `cli/` name.
+fn may_name(allowed: &[&str], path: &str) -> bool {
+    allowed.iter().any(|entry| match entry.strip_suffix("::*") {
+        Some(module) => path == module || path.starts_with(&format!("{module}::")),
+        None => {
+            path == *entry
+                || path
+                    .strip_prefix(&format!("{entry}::"))
+                    .is_some_and(|item| !item.contains("::"))
+        }
+    })
+}
+
+/// `prefix` joined with each path of a `use` group's inside (`a::b, c::{d, e}, f as g, self`).
+fn expand_group(prefix: &str, group: &str, out: &mut Vec<String>) {
+    let mut depth = 0;
+    let mut start = 0;
+    let mut parts = vec![];
+    for (i, c) in group.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                parts.push(&group[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&group[start..]);
+    for part in parts {
+        let part = part.trim();
+        let part = part.split(" as ").next().unwrap_or(part).trim();
+        if part.is_empty() {
+            continue;
+        }
+        match part.find('{') {
+            Some(open) => {
+                let inner = &part[open + 1..part.rfind('}').unwrap_or(part.len())];
+                let head = part[..open].trim_end_matches("::");
+                expand_group(&format!("{prefix}::{head}"), inner, out);
+            }
+            None if part == "self" => out.push(prefix.to_string()),
+            None => out.push(format!("{prefix}::{part}")),
         }
     }
 }
@@ -236,4 +337,101 @@ fn the_file_graph_sees_super_and_full_paths() {
     std::fs::write(dir.join("c.rs"), "use crate::m::a::A;\n").unwrap();
     assert!(find_cycle(&file_graph(&dir, "m")).is_some());
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Every `crate::…` path `text` names (comments left out), groups expanded.
+fn crate_paths(text: &str) -> Vec<String> {
+    let code: String = text
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let mut out = vec![];
+    for (i, _) in code.match_indices("crate::") {
+        let rest = &code[i..];
+        let len = rest
+            .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
+            .unwrap_or(rest.len());
+        let path = rest[..len].trim_end_matches("::");
+        if rest[len..].starts_with('{') && rest[..len].ends_with("::") {
+            let close = {
+                let mut depth = 0;
+                rest[len..]
+                    .char_indices()
+                    .find(|&(_, c)| {
+                        depth += match c {
+                            '{' => 1,
+                            '}' => -1,
+                            _ => 0,
+                        };
+                        depth == 0
+                    })
+                    .map_or(rest.len(), |(j, _)| len + j)
+            };
+            expand_group(path, &rest[len + 1..close], &mut out);
+        } else {
+            out.push(path.to_string());
+        }
+    }
+    out
+}
+
+#[test]
+fn cli_names_only_what_its_allowlist_allows() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/cli");
+    let mut files = vec![];
+    rust_files(&dir, &mut files);
+    let mut named = 0;
+    for file in files {
+        for path in crate_paths(&library_source(&file)) {
+            named += 1;
+            assert!(
+                may_name(CLI_MAY_NAME, &path),
+                "{} names {path}, which cli/ may not (see CLI_MAY_NAME)",
+                file.display()
+            );
+        }
+    }
+    assert!(
+        named > 50,
+        "only {named} paths found: is the reader broken?"
+    );
+}
+
+#[test]
+fn the_allowlist_reader_expands_groups_and_refuses_openers() {
+    let text = "use crate::jobs::open::{open_backend, FileKind};\nuse crate::workspace::{self, Workspace};\n// [`crate::bench::journal`]\nlet x = crate::data::npz::save(p);\nuse crate::onnx::rewrite::{fp16::Fp16Options, plan::Exclusion as E};\n";
+    assert_eq!(
+        crate_paths(text),
+        [
+            "crate::jobs::open::open_backend",
+            "crate::jobs::open::FileKind",
+            "crate::workspace",
+            "crate::workspace::Workspace",
+            "crate::data::npz::save",
+            "crate::onnx::rewrite::fp16::Fp16Options",
+            "crate::onnx::rewrite::plan::Exclusion",
+        ]
+    );
+    for refused in [
+        "crate::jobs::open::open_backend",
+        "crate::backend::select::open",
+        "crate::backend::tract::TractBackend",
+        "crate::data::npz::save",
+        "crate::data::loader::Loader",
+        "crate::bench::journal::read_files",
+        "crate::workspace::artifacts::list",
+        "crate::onnx::OnnxModel",
+    ] {
+        assert!(!may_name(CLI_MAY_NAME, refused), "{refused}");
+    }
+    for allowed in [
+        "crate::workspace",
+        "crate::workspace::Workspace",
+        "crate::report::bench::render",
+        "crate::report",
+        "crate::jobs::compare::CompareConfig",
+    ] {
+        assert!(may_name(CLI_MAY_NAME, allowed), "{allowed}");
+    }
 }
