@@ -137,10 +137,12 @@ const CLI_MAY_NAME: &[&str] = &[
     "crate::jobs::run",
     "crate::jobs::validate",
     "crate::quantize::job",
-    "crate::quantize::evaluate",
-    "crate::quantize::scale_search",
-    "crate::quantize::sensitivity_scan",
-    "crate::quantize::target_search",
+    "crate::quantize::request",
+    "crate::quantize::evaluate::EvalConfig",
+    "crate::quantize::scale_search::ScaleSearch",
+    "crate::quantize::target_search::Goal",
+    "crate::quantize::target_search::Strategy",
+    "crate::quantize::target_search::TargetConfig",
     "crate::calibration::job",
     "crate::calibration::range",
     "crate::trt::build",
@@ -434,4 +436,73 @@ fn the_allowlist_reader_expands_groups_and_refuses_openers() {
     ] {
         assert!(may_name(CLI_MAY_NAME, allowed), "{allowed}");
     }
+}
+
+/// The modules of `quantize/` whose functions run the INT8 searches.
+const SEARCHES: &[&str] = &[
+    "crate::quantize::evaluate",
+    "crate::quantize::scale_search",
+    "crate::quantize::sensitivity_scan",
+    "crate::quantize::target_search",
+];
+
+/// The search functions `text` names: paths into [`SEARCHES`] whose item is not a type or a
+/// constant (types and constants start with a capital letter).
+fn search_functions_named(text: &str) -> Vec<String> {
+    crate_paths(text)
+        .into_iter()
+        .filter(|path| {
+            SEARCHES.iter().any(|module| {
+                path.strip_prefix(&format!("{module}::"))
+                    .is_some_and(|item| !item.starts_with(|c: char| c.is_ascii_uppercase()))
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn quantization_has_one_home_and_only_it_runs_the_searches() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    for file in [
+        "mod",
+        "job",
+        "request",
+        "evaluate",
+        "scale_search",
+        "sensitivity_scan",
+        "target_search",
+    ] {
+        assert!(
+            src.join("quantize").join(format!("{file}.rs")).is_file(),
+            "src/quantize/{file}.rs"
+        );
+    }
+    let mut files = vec![];
+    rust_files(&src, &mut files);
+    let mut outside = 0;
+    for file in files {
+        if file.starts_with(src.join("quantize")) {
+            continue;
+        }
+        outside += 1;
+        let named = search_functions_named(&library_source(&file));
+        assert!(
+            named.is_empty(),
+            "{} runs a search itself: {named:?}",
+            file.display()
+        );
+    }
+    assert!(outside > 100, "only {outside} files read");
+}
+
+#[test]
+fn the_search_reader_tells_functions_from_types() {
+    let text = "use crate::quantize::target_search::{search_target, Goal, TargetConfig};\nuse crate::quantize::scale_search::SEARCH_SAMPLES;\nlet r = crate::quantize::evaluate::measure_int8(&c);\n";
+    assert_eq!(
+        search_functions_named(text),
+        [
+            "crate::quantize::target_search::search_target",
+            "crate::quantize::evaluate::measure_int8"
+        ]
+    );
 }

@@ -13,14 +13,13 @@ use crate::cli::UsageError;
 use crate::onnx::rewrite::fp16::{Fp16Options, DEFAULT_KEEP_FP32};
 use crate::onnx::rewrite::plan::Exclusion;
 use crate::onnx::rewrite::qdq::WeightClip;
-use crate::quantize::evaluate::{measure_int8, EvalConfig};
-use crate::quantize::job::{quantize, Fallback, QuantizeConfig, Rewrite};
+use crate::quantize::evaluate::EvalConfig;
+use crate::quantize::job::{Fallback, QuantizeConfig, Rewrite};
+use crate::quantize::request::{run_request, QuantizeRequest};
 use crate::quantize::scale_search::ScaleSearch;
-use crate::quantize::sensitivity_scan::sensitivity;
-use crate::quantize::target_search::{search_target, Goal, Strategy, TargetConfig};
-use crate::report::int8::{render_measured, render_sensitivity, render_target};
+use crate::quantize::target_search::{Goal, Strategy, TargetConfig};
 use crate::report::progress::Bar;
-use crate::report::quantize::render;
+use crate::report::quantize::render_outcome;
 use anyhow::Result;
 use clap::Args;
 use std::path::PathBuf;
@@ -140,20 +139,8 @@ pub struct QuantizeArgs {
     pub format: JsonArgs,
 }
 
-/// The jobs `quantize` runs.
-pub enum Job {
-    /// Write the rewritten model.
-    Rewrite(QuantizeConfig),
-    /// The per-node INT8 sensitivity table, from the baseline with these nodes in float.
-    Sensitivity(EvalConfig, Exclusion),
-    /// The smallest float part that meets a target.
-    Target(TargetConfig),
-    /// Write the INT8 model (exclusions, bias correction) and measure it on the samples.
-    Measured(EvalConfig, Exclusion, PathBuf),
-}
-
 /// The job these flags describe; every flag check of `quantize` is here.
-pub fn job(args: &QuantizeArgs) -> Result<Job> {
+pub fn job(args: &QuantizeArgs) -> Result<QuantizeRequest> {
     if args.search.is_some() && args.target_cosine.is_none() && args.target_agreement.is_none() {
         return Err(UsageError(
             "--search says how --target-cosine or --target-agreement searches; give one".into(),
@@ -167,7 +154,7 @@ pub fn job(args: &QuantizeArgs) -> Result<Job> {
             )
             .into());
         }
-        return Ok(Job::Rewrite(config(args)?));
+        return Ok(QuantizeRequest::Rewrite(config(args)?));
     };
     let Some(cache) = &args.calibration_cache else {
         return Err(UsageError(
@@ -195,7 +182,10 @@ pub fn job(args: &QuantizeArgs) -> Result<Job> {
         return Err(UsageError("--batch-size and --eval-samples must be at least 1".into()).into());
     }
     if args.sensitivity {
-        return Ok(Job::Sensitivity(eval, exclusion(args)));
+        return Ok(QuantizeRequest::Sensitivity {
+            eval,
+            exclude: exclusion(args),
+        });
     }
     let goal = match (args.target_cosine, args.target_agreement) {
         (Some(c), _) if (0.0..=1.0).contains(&c) => Goal::Cosine(c),
@@ -214,13 +204,17 @@ pub fn job(args: &QuantizeArgs) -> Result<Job> {
                 .output
                 .clone()
                 .expect("clap requires -o without --sensitivity");
-            return Ok(Job::Measured(eval, exclusion(args), output));
+            return Ok(QuantizeRequest::Measured {
+                eval,
+                exclude: exclusion(args),
+                output,
+            });
         }
     };
     if !exclusion(args).is_empty() {
         return Err(UsageError("--target-cosine and --target-agreement choose the float nodes themselves; leave out --exclude".into()).into());
     }
-    Ok(Job::Target(TargetConfig {
+    Ok(QuantizeRequest::Target(TargetConfig {
         result_dir: None,
         eval,
         goal,
@@ -295,24 +289,8 @@ fn output(args: &QuantizeArgs) -> Result<PathBuf> {
 /// Runs `quantize`.
 pub fn run(args: QuantizeArgs) -> Result<()> {
     let bar = Bar::new("variants", args.format.json);
-    match job(&args)? {
-        Job::Rewrite(config) => {
-            let report = quantize(&config)?;
-            args.format.print(&report, || render(&report))
-        }
-        Job::Sensitivity(config, exclude) => {
-            let report = sensitivity(&config, &exclude, &bar)?;
-            args.format.print(&report, || render_sensitivity(&report))
-        }
-        Job::Target(config) => {
-            let report = search_target(&config, &bar)?;
-            args.format.print(&report, || render_target(&report))
-        }
-        Job::Measured(config, exclude, output) => {
-            let report = measure_int8(&config, &exclude, &output, &bar)?;
-            args.format.print(&report, || render_measured(&report))
-        }
-    }
+    let outcome = run_request(&job(&args)?, &bar)?;
+    args.format.print(&outcome, || render_outcome(&outcome))
 }
 
 /// The ops `--keep-fp32` keeps in float32: the list given, none for `none`, else the defaults.

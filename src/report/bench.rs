@@ -539,15 +539,4 @@ mod tests {
         assert!(lines[1].starts_with("bert,ort-cpu,fp16,1,64,ok,"), "{csv}");
         assert!(lines[4].starts_with("net,ort-cpu,fp32,2,,ok,"), "{csv}");
     }
-
-    #[test]
-    fn numbers_keep_four_significant_digits() {
-        assert_eq!(num(12345.6), "12346");
-        assert_eq!(num(1234.4), "1234");
-        assert_eq!(num(12.346), "12.35");
-        assert_eq!(num(0.012346), "0.01235");
-        assert_eq!(num(0.0), "0");
-        assert_eq!(num(f64::NAN), "-");
-        assert_eq!(num(-2.5), "-2.500");
-    }
 }

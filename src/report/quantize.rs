@@ -1,7 +1,19 @@
-//! The report of `quantize`'s rewrites (`--int8`, `--fp16`, `--equalize`): the line that says
-//! what was written.
+//! The report of `quantize`: the line that says what a rewrite (`--int8`, `--fp16`,
+//! `--equalize`) wrote, and which renderer draws each kind of outcome.
 
 use crate::quantize::job::QuantizeReport;
+use crate::quantize::request::QuantizeOutcome;
+use crate::report::int8::{render_measured, render_sensitivity, render_target};
+
+/// What any `quantize` request printed: the rewrite's line or the triage's tables.
+pub fn render_outcome(outcome: &QuantizeOutcome) -> String {
+    match outcome {
+        QuantizeOutcome::Rewrite(r) => render(r),
+        QuantizeOutcome::Sensitivity(r) => render_sensitivity(r),
+        QuantizeOutcome::Target(r) => render_target(r),
+        QuantizeOutcome::Measured(r) => render_measured(r),
+    }
+}
 
 /// The line that says what was written.
 pub fn render(report: &QuantizeReport) -> String {
