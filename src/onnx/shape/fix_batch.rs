@@ -121,19 +121,7 @@ fn set_batch(model: &mut OnnxModel, batch: Batch) -> Result<Vec<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::onnx::shape::model_outputs;
-
-    fn model(batch: Option<i64>) -> OnnxModel {
-        OnnxModel::from_proto(crate::onnx::test_models::classifier(batch), "c.onnx")
-    }
-
-    fn dims_of(m: &OnnxModel, name: &str) -> String {
-        let all = model_inputs(m).into_iter().chain(model_outputs(m));
-        all.filter(|i| i.name == name)
-            .map(|i| i.shape_string())
-            .next()
-            .unwrap()
-    }
+    use crate::onnx::shape::test_support::{dims_of, model};
 
     #[test]
     fn fix_batch_pass_static_and_dynamic() {

@@ -242,24 +242,12 @@ fn spec_to_dim(spec: DimSpec, axis: usize, declared: Option<&Dim>) -> Dim {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::onnx::shape::model_outputs;
     use crate::onnx::shape::parse_input_shapes;
+    use crate::onnx::shape::test_support::{dims_of, model};
     use crate::onnx::shape::{dim_points, NamedDim};
 
     fn toks(s: &str) -> Vec<String> {
         s.split_whitespace().map(String::from).collect()
-    }
-
-    fn model(batch: Option<i64>) -> OnnxModel {
-        OnnxModel::from_proto(crate::onnx::test_models::classifier(batch), "c.onnx")
-    }
-
-    fn dims_of(m: &OnnxModel, name: &str) -> String {
-        let all = model_inputs(m).into_iter().chain(model_outputs(m));
-        all.filter(|i| i.name == name)
-            .map(|i| i.shape_string())
-            .next()
-            .unwrap()
     }
 
     #[test]

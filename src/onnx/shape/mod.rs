@@ -28,3 +28,24 @@ pub use request::{
     dim_points, DimRange, DimSpec, DimSweep, DimValues, InputShape, NamedDim, NamedShape,
     ShapeRequest, BATCH_SYMBOL,
 };
+
+/// The test model and the shape reading the pass tests of this folder share.
+#[cfg(test)]
+mod test_support {
+    use super::{model_inputs, model_outputs};
+    use crate::onnx::OnnxModel;
+
+    /// The test classifier, with a fixed batch or a dynamic one.
+    pub fn model(batch: Option<i64>) -> OnnxModel {
+        OnnxModel::from_proto(crate::onnx::test_models::classifier(batch), "c.onnx")
+    }
+
+    /// The declared shape of the input or output `name`, as text.
+    pub fn dims_of(m: &OnnxModel, name: &str) -> String {
+        let all = model_inputs(m).into_iter().chain(model_outputs(m));
+        all.filter(|i| i.name == name)
+            .map(|i| i.shape_string())
+            .next()
+            .unwrap()
+    }
+}
