@@ -3,7 +3,7 @@
 //! Here: numpy arrays — a folder of `.npy`/`.npz` files, or one such file — each one sample
 //! `[C,H,W]` or a stack `[n,C,H,W]`, already preprocessed; and seeded synthetic data for
 //! tests and timing. The ImageFolder loader with the model's preprocessing
-//! (`image_batches`) implements the same trait.
+//! (`image_source`) implements the same trait.
 
 use crate::data::npz;
 use crate::setting::{fix_with, Setting};
