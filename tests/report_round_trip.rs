@@ -164,7 +164,7 @@ fn the_build_report_round_trips() {
 #[test]
 fn the_bench_and_report_reports_round_trip() {
     use trtkit::bench::matrix::BenchReport;
-    use trtkit::report::job::ResultsReport;
+    use trtkit::report::bench::JournalReport;
     let dir = tempfile::tempdir().unwrap();
     let model = save(dir.path(), "c.onnx", test_models::classifier(None));
     let results = dir.path().join("results");
@@ -189,7 +189,7 @@ fn the_bench_and_report_reports_round_trip() {
         "--json",
     ]);
     assert_eq!((bench.ran, bench.ok), (1, 1), "{:?}", bench.failures);
-    let report: ResultsReport =
+    let report: JournalReport =
         round_trips(&["report", results.join("rt").to_str().unwrap(), "--json"]);
     assert_eq!((report.ok, report.cells.len()), (1, 1));
 }

@@ -43,17 +43,16 @@ pub fn config(args: &ReportArgs) -> ReportConfig {
 /// Runs `report`.
 pub fn run(args: ReportArgs) -> Result<()> {
     let report = report(&config(&args))?;
-    let view = report.journal();
     if args.csv {
-        print!("{}", render_csv(&view));
+        print!("{}", render_csv(&report));
         return Ok(());
     }
-    let tables = BenchTables::new(&view.cells);
+    let tables = BenchTables::new(&report.cells);
     let wrote = match (&args.output, args.format.quiet()) {
         (Some(p), false) => format!("\nwrote {}\n", p.display()),
         _ => String::new(),
     };
     args.format.print(&report, |markdown| {
-        render(&view, &tables, markdown) + &wrote
+        render(&report, &tables, markdown) + &wrote
     })
 }

@@ -12,35 +12,35 @@ use crate::report::bench_metrics::{Metric, METRICS};
 use crate::report::format::num;
 use crate::report::table::{Align, Table};
 use crate::tensor::Precision;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 /// What `report` read: the journal files, the lines it skipped and the last record of each cell
 /// (sorted by model, target, precision, batch and swept sizes). This is the JSON report.
-#[derive(Debug, Serialize)]
-pub struct JournalReport<'a> {
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct JournalReport {
     /// The journal files read.
-    pub files: &'a [PathBuf],
+    pub files: Vec<PathBuf>,
     /// Lines that were not records, as `file:line: why`.
-    pub skipped: &'a [String],
+    pub skipped: Vec<String>,
     /// Cells that measured.
     pub ok: usize,
     /// Cells that failed.
     pub failed: usize,
     /// The last record of each cell.
-    pub cells: Vec<&'a CellRecord>,
+    pub cells: Vec<CellRecord>,
 }
 
-impl<'a> JournalReport<'a> {
+impl JournalReport {
     /// The report of a journal (one file or several merged).
-    pub fn new(journal: &'a Journal) -> Self {
-        let mut cells = journal.latest();
+    pub fn new(journal: &Journal) -> Self {
+        let mut cells: Vec<CellRecord> = journal.latest().into_iter().cloned().collect();
         cells.sort_by(|a, b| position(a).cmp(&position(b)));
         let ok = cells.iter().filter(|r| r.status == Status::Ok).count();
         JournalReport {
-            files: &journal.files,
-            skipped: &journal.skipped,
+            files: journal.files.clone(),
+            skipped: journal.skipped.clone(),
             ok,
             failed: cells.len() - ok,
             cells,
@@ -159,7 +159,7 @@ pub fn cell_name(r: &CellRecord) -> String {
 impl BenchTables {
     /// The tables of these records (the last one of each cell; a later record at the same table
     /// position, e.g. from another GPU or other settings, replaces an earlier one).
-    pub fn new(cells: &[&CellRecord]) -> Self {
+    pub fn new(cells: &[CellRecord]) -> Self {
         let mut by_model: BTreeMap<&str, Vec<&CellRecord>> = BTreeMap::new();
         for r in cells {
             by_model.entry(&r.model).or_default().push(r);
@@ -460,7 +460,7 @@ mod tests {
         assert!(other.tables.iter().all(|t| t.title != "mean power (W)"));
         assert!(net.tables.iter().any(|t| t.title == "mean power (W)"));
         let only_failed = failed("f", Precision::Fp32, 2, Target::Trt, FailureKind::Timeout);
-        let f = BenchTables::new(&[&only_failed]);
+        let f = BenchTables::new(std::slice::from_ref(&only_failed));
         assert_eq!(f.models[0].tables.len(), 1);
         assert_eq!(f.models[0].tables[0].rows[0].cells[0].text(), "timeout");
         let text = render(&report, &t, true);

@@ -78,7 +78,7 @@ pub fn render(
     }
     if !report.skipped.is_empty() {
         out += "<h2>Skipped journal lines</h2>\n<ul>\n";
-        for s in report.skipped {
+        for s in &report.skipped {
             out += &format!("<li>{}</li>\n", escape(s));
         }
         out += "</ul>\n";
@@ -87,12 +87,7 @@ pub fn render(
 }
 
 fn model_section(report: &JournalReport, m: &ModelTables, index: usize) -> String {
-    let cells: Vec<&CellRecord> = report
-        .cells
-        .iter()
-        .copied()
-        .filter(|c| c.model == m.model)
-        .collect();
+    let cells: Vec<&CellRecord> = report.cells.iter().filter(|c| c.model == m.model).collect();
     let svgs: Vec<String> = [plots::throughput, plots::latency, plots::accuracy]
         .iter()
         .filter_map(|plot| plot(&m.model, &cells))

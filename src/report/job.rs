@@ -5,11 +5,9 @@
 
 use crate::atomic_file::write_atomic;
 use crate::bench::journal::read_files;
-use crate::bench::record::CellRecord;
 use crate::report::bench::{BenchTables, JournalReport};
 use crate::report::{html, plots};
 use anyhow::{bail, Context, Result};
-use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
 /// What `report` reads and writes.
@@ -24,38 +22,8 @@ pub struct ReportConfig {
     pub cell: Option<String>,
 }
 
-/// What `report` read: the journal files, the lines it skipped and the last record of each cell
-/// (sorted by model, target, precision, batch and swept sizes). The owned form of
-/// [`JournalReport`], with the same JSON.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct ResultsReport {
-    /// The journal files read.
-    pub files: Vec<PathBuf>,
-    /// Lines that were not records, as `file:line: why`.
-    pub skipped: Vec<String>,
-    /// Cells that measured.
-    pub ok: usize,
-    /// Cells that failed.
-    pub failed: usize,
-    /// The last record of each cell.
-    pub cells: Vec<CellRecord>,
-}
-
-impl ResultsReport {
-    /// The view the table renderers take.
-    pub fn journal(&self) -> JournalReport<'_> {
-        JournalReport {
-            files: &self.files,
-            skipped: &self.skipped,
-            ok: self.ok,
-            failed: self.failed,
-            cells: self.cells.iter().collect(),
-        }
-    }
-}
-
 /// Reads the journals `config` names and writes the HTML page it asks for.
-pub fn report(config: &ReportConfig) -> Result<ResultsReport> {
+pub fn report(config: &ReportConfig) -> Result<JournalReport> {
     for p in &config.results {
         if !p.exists() {
             bail!("{}: no such results folder or journal file", p.display());
@@ -83,11 +51,5 @@ pub fn report(config: &ReportConfig) -> Result<ResultsReport> {
         write_atomic(path, page.as_bytes())
             .with_context(|| format!("{}: cannot write the report", path.display()))?;
     }
-    Ok(ResultsReport {
-        files: view.files.to_vec(),
-        skipped: view.skipped.to_vec(),
-        ok: view.ok,
-        failed: view.failed,
-        cells: view.cells.into_iter().cloned().collect(),
-    })
+    Ok(view)
 }

@@ -366,7 +366,7 @@ fn place_label_if_clear(placed: &mut Vec<[i32; 4]>, at: (i32, i32), text: &str) 
 
 /// The cell whose readings the page plots: `id` (whole, or a prefix naming one cell), or else the
 /// measured GPU cell with the most NVML readings (`None` when no cell has any).
-pub fn pick_cell<'a>(cells: &[&'a CellRecord], id: Option<&str>) -> Result<Option<&'a CellRecord>> {
+pub fn pick_cell<'a>(cells: &'a [CellRecord], id: Option<&str>) -> Result<Option<&'a CellRecord>> {
     let Some(id) = id else {
         let readings = |r: &CellRecord| r.metrics.as_ref().map_or(0, |m| m.monitor.len());
         // The first of the cells with the most readings.
@@ -375,11 +375,10 @@ pub fn pick_cell<'a>(cells: &[&'a CellRecord], id: Option<&str>) -> Result<Optio
             .filter(|r| r.target().on_gpu() && readings(r) > 0)
             .rev()
             .max_by_key(|r| readings(r));
-        return Ok(best.copied());
+        return Ok(best);
     };
     let found: Vec<&CellRecord> = cells
         .iter()
-        .copied()
         .filter(|r| r.id == id || r.id.starts_with(id) || r.label() == id)
         .collect();
     match found.as_slice() {
@@ -481,17 +480,17 @@ mod tests {
             accuracy("m", &cells).unwrap().contains("b1"),
             "labels that would overlap are left out"
         );
-        let cell = pick_cell(&cells, None).unwrap().unwrap();
+        let cell = pick_cell(&recs, None).unwrap().unwrap();
         assert_eq!(cell.target(), Target::Trt);
         assert!(monitor(cell).unwrap().contains("SM util %"));
         assert_eq!(
-            pick_cell(&cells, Some(&cell.id[..10])).unwrap().unwrap().id,
+            pick_cell(&recs, Some(&cell.id[..10])).unwrap().unwrap().id,
             cell.id
         );
-        let by_label = pick_cell(&cells, Some(&cell.label())).unwrap().unwrap();
+        let by_label = pick_cell(&recs, Some(&cell.label())).unwrap().unwrap();
         assert_eq!(by_label.id, cell.id);
         assert!(cell.label().starts_with("m/") && cell.label().ends_with("/trt"));
-        assert!(pick_cell(&cells, Some("zz")).is_err());
+        assert!(pick_cell(&recs, Some("zz")).is_err());
     }
 
     #[test]
