@@ -19,7 +19,7 @@ use crate::onnx::rewrite::bias::correct_biases;
 use crate::onnx::rewrite::capture::{Capture, Source};
 use crate::onnx::rewrite::pass::{Pass, PassReport};
 use crate::onnx::rewrite::plan::{node_label, QuantPlan};
-use crate::onnx::rewrite::qdq::WeightClip;
+use crate::onnx::rewrite::qdq::{WeightClip, WeightQuant};
 use crate::onnx::shape::InputShapes;
 use crate::onnx::OnnxModel;
 use crate::progress::Progress;
@@ -127,6 +127,8 @@ pub struct Evaluator {
     batches: Vec<Vec<HostTensor>>,
     /// Input channel means of the quantized convolutions (bias correction only).
     means: HashMap<String, Vec<f64>>,
+    /// How the weights become INT8 (with the adaptively rounded ones, when asked for).
+    weights: WeightQuant,
     reference: Vec<f64>,
     classes: Option<usize>,
     config: EvalConfig,
@@ -164,6 +166,7 @@ impl Evaluator {
             macs,
             batches,
             means: HashMap::new(),
+            weights: WeightQuant::nearest(config.weight_clip),
             reference: vec![],
             classes: None,
             config: config.clone(),
@@ -309,14 +312,14 @@ impl Evaluator {
         let mut base = self.model.clone();
         if self.config.bias_correction {
             base.inline_external_data()?;
-            correct_biases(&mut base, &plan, &self.means, self.config.weight_clip)?;
+            correct_biases(&mut base, &plan, &self.means, &self.weights)?;
         }
         int8_model(
             &base,
             plan,
             &self.scales,
             self.config.fallback,
-            self.config.weight_clip,
+            &self.weights,
         )
     }
 

@@ -10,7 +10,7 @@ use crate::onnx::rewrite::equalize::{Equalize, EqualizeReport};
 use crate::onnx::rewrite::fp16::{Fp16, Fp16Options, Fp16Report};
 use crate::onnx::rewrite::pass::{Pass, PassReport};
 use crate::onnx::rewrite::plan::{node_label, plan_int8, Exclusion, QuantPlan};
-use crate::onnx::rewrite::qdq::{Qdq, WeightClip};
+use crate::onnx::rewrite::qdq::{Qdq, WeightClip, WeightQuant};
 use crate::onnx::OnnxModel;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
@@ -45,7 +45,7 @@ pub fn int8_model(
     plan: QuantPlan,
     scales: &BTreeMap<String, f32>,
     fallback: Fallback,
-    weight_clip: WeightClip,
+    weights: &WeightQuant,
 ) -> Result<OnnxModel> {
     let mut model = model.clone();
     let mut keep_nodes = vec![];
@@ -66,7 +66,7 @@ pub fn int8_model(
     let (model, _) = Qdq {
         plan,
         scales: scales.clone(),
-        weight_clip,
+        weights: weights.clone(),
     }
     .run(model)?;
     Ok(match fallback {
@@ -110,7 +110,7 @@ pub fn int8_pass(model: &OnnxModel, scales: &BTreeMap<String, f32>) -> Result<Qd
     Ok(Qdq {
         plan,
         scales: scales.clone(),
-        weight_clip: WeightClip::Max,
+        weights: WeightQuant::default(),
     })
 }
 
@@ -233,8 +233,14 @@ pub fn quantize(config: &QuantizeConfig) -> Result<QuantizeReport> {
                 .ok()
                 .filter(|m| m.total > 0)
                 .map(|m| m.share(quantized.iter().copied()));
-            int8_model(&model, plan, &table.scales, *fallback, *weight_clip)
-                .with_context(|| format!("{shown} with {}", cache.display()))?
+            int8_model(
+                &model,
+                plan,
+                &table.scales,
+                *fallback,
+                &WeightQuant::nearest(*weight_clip),
+            )
+            .with_context(|| format!("{shown} with {}", cache.display()))?
         }
         Rewrite::Equalize => {
             let (m, r) = Equalize.run(model).with_context(|| shown.clone())?;

@@ -8,6 +8,7 @@ use crate::atomic_file::write_atomic;
 use crate::calibration::cache::CalibrationTable;
 use crate::onnx::model::{file_sha256, sha256_hex};
 use crate::onnx::rewrite::plan::{plan_int8, Exclusion};
+use crate::onnx::rewrite::qdq::WeightQuant;
 use crate::onnx::OnnxModel;
 use crate::progress::Progress;
 use crate::quantize::evaluate::{open_eval_samples, EvalConfig, Evaluator, Score};
@@ -380,7 +381,7 @@ fn plain_int8(
         plan_int8(model.graph()).without(float),
         &table.scales,
         config.eval.fallback,
-        config.eval.weight_clip,
+        &WeightQuant::nearest(config.eval.weight_clip),
     )
 }
 

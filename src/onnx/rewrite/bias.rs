@@ -4,7 +4,7 @@
 //! that shift from the bias removes the weights' systematic error; the activations' is left.
 
 use super::plan::QuantPlan;
-use super::qdq::{quantize_weights, WeightClip};
+use super::qdq::WeightQuant;
 use crate::onnx::attributes::int_attr;
 use crate::onnx::graph_builder::tensor_f32;
 use crate::onnx::OnnxModel;
@@ -15,12 +15,12 @@ use super::initializer::read_f32;
 
 /// For every Conv whose weights `plan` quantizes and whose input's channel means are in
 /// `means` (tensor name → one mean per channel), a new bias that cancels the mean shift of
-/// the weights quantized as `clip` says (a Conv without a bias gets one). Returns the corrected nodes' names.
+/// the weights quantized as `weights` says (a Conv without a bias gets one). Returns the corrected nodes' names.
 pub fn correct_biases(
     model: &mut OnnxModel,
     plan: &QuantPlan,
     means: &HashMap<String, Vec<f64>>,
-    clip: WeightClip,
+    weights: &WeightQuant,
 ) -> Result<Vec<String>> {
     let mut corrected = vec![];
     for site in &plan.weights {
@@ -48,7 +48,7 @@ pub fn correct_biases(
                 mu.len()
             );
         }
-        let (q, scales) = quantize_weights(&values, &dims, 0, clip);
+        let (q, scales) = weights.quantize(&site.tensor, &values, &dims, 0);
         let per_group = cout / group;
         let shift: Vec<f64> = (0..cout)
             .map(|o| {

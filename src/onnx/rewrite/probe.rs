@@ -5,7 +5,7 @@
 
 use super::pass::Pass;
 use super::plan::{ActivationSite, QuantPlan, WeightSite};
-use super::qdq::{Qdq, WeightClip};
+use super::qdq::{Qdq, WeightClip, WeightQuant};
 use crate::onnx::pb::tensor_proto::DataType;
 use crate::onnx::pb::{GraphProto, ModelProto, NodeProto};
 use crate::onnx::tensor_info::{unshaped_value_info, value_info};
@@ -111,7 +111,7 @@ pub fn scale_probe(
     let (probe, _) = Qdq {
         plan: probe_plan,
         scales: probe_scales,
-        weight_clip: clip,
+        weights: WeightQuant::nearest(clip),
     }
     .run(OnnxModel::from_proto(proto, &model.path))?;
     Ok(Some(probe))

@@ -12,6 +12,7 @@ use crate::onnx::pb::{GraphProto, NodeProto};
 use crate::onnx::OnnxModel;
 use anyhow::{bail, Result};
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
 /// The lowest opset with per-axis QuantizeLinear/DequantizeLinear.
 pub const MIN_OPSET: i64 = 13;
@@ -42,6 +43,55 @@ pub enum WeightClip {
     Mse,
 }
 
+/// A weight's INT8 form: its int8 values (in the weight's own layout) and one scale per
+/// output channel.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Int8Weight {
+    /// The int8 values.
+    pub values: Vec<i8>,
+    /// One scale per channel along the weight's channel axis.
+    pub scales: Vec<f32>,
+}
+
+/// How the weights become INT8: each channel's range (`clip`), and the weights whose int8
+/// values were chosen before the pass (adaptive rounding), by tensor name; every other weight
+/// is rounded to nearest.
+#[derive(Clone, Debug, Default)]
+pub struct WeightQuant {
+    /// How each channel's range is chosen.
+    pub clip: WeightClip,
+    /// Int8 values chosen for some weights, shared by the many variants of one search.
+    pub chosen: Arc<BTreeMap<String, Int8Weight>>,
+}
+
+impl WeightQuant {
+    /// Rounds to nearest within ranges chosen by `clip`.
+    pub fn nearest(clip: WeightClip) -> WeightQuant {
+        WeightQuant {
+            clip,
+            chosen: Arc::default(),
+        }
+    }
+
+    /// The int8 values and per-channel scales of weight `name` (values `w`, dims `dims`,
+    /// channels along `axis`): the chosen ones when there are (and they fit), else
+    /// [`quantize_weights`] with `clip`.
+    pub fn quantize(
+        &self,
+        name: &str,
+        w: &[f32],
+        dims: &[i64],
+        axis: usize,
+    ) -> (Vec<i8>, Vec<f32>) {
+        match self.chosen.get(name) {
+            Some(c) if c.values.len() == w.len() && c.scales.len() == dims[axis] as usize => {
+                (c.values.clone(), c.scales.clone())
+            }
+            _ => quantize_weights(w, dims, axis, self.clip),
+        }
+    }
+}
+
 /// The INT8 pass: Q/DQ pairs where `plan` says, with the calibrated activation `scales`.
 ///
 /// The plan must have been made ([`plan_int8`](super::plan::plan_int8)) for the model the
@@ -53,8 +103,8 @@ pub struct Qdq {
     pub plan: QuantPlan,
     /// The scale of each activation tensor, by name.
     pub scales: BTreeMap<String, f32>,
-    /// How the weights' per-channel ranges are chosen.
-    pub weight_clip: WeightClip,
+    /// How the weights become INT8.
+    pub weights: WeightQuant,
 }
 
 impl Pass for Qdq {
@@ -63,7 +113,7 @@ impl Pass for Qdq {
     }
 
     fn run(&self, model: OnnxModel) -> Result<(OnnxModel, PassReport)> {
-        let model = insert_qdq(model, &self.plan, &self.scales, self.weight_clip)?;
+        let model = insert_qdq(model, &self.plan, &self.scales, &self.weights)?;
         let report = PassReport::Qdq {
             activations: self.plan.activations.len(),
             weights: self.plan.weights.len(),
@@ -143,7 +193,7 @@ fn insert_qdq(
     model: OnnxModel,
     plan: &QuantPlan,
     scales: &BTreeMap<String, f32>,
-    clip: WeightClip,
+    weights: &WeightQuant,
 ) -> Result<OnnxModel> {
     check_qdq_inputs(&model, plan, scales)?;
     let mut out = model;
@@ -152,7 +202,7 @@ fn insert_qdq(
     let mut after: HashMap<String, Vec<NodeProto>> = HashMap::new();
     let mut at_start: Vec<NodeProto> = Vec::new();
     quantize_activations(g, plan, scales, &mut after, &mut at_start);
-    let replaced_weights = dequantize_weights(g, plan, clip, &mut at_start)?;
+    let replaced_weights = dequantize_weights(g, plan, weights, &mut at_start)?;
     // Drop float weights nothing reads any more.
     let still_read: HashSet<String> = g
         .node
@@ -301,7 +351,7 @@ fn quantize_activations(
 fn dequantize_weights(
     g: &mut GraphProto,
     plan: &QuantPlan,
-    clip: WeightClip,
+    weights: &WeightQuant,
     at_start: &mut Vec<NodeProto>,
 ) -> Result<HashSet<String>> {
     let mut replaced_weights = HashSet::new();
@@ -323,7 +373,7 @@ fn dequantize_weights(
                 w.axis
             );
         }
-        let (q, wscales) = quantize_weights(&values, &dims, axis, clip);
+        let (q, wscales) = weights.quantize(&w.tensor, &values, &dims, axis);
         let t = &w.tensor;
         let (qn, s, zp, dq) = (
             format!("{t}_int8"),
@@ -367,7 +417,7 @@ mod tests {
         Qdq {
             plan: plan_int8(m.graph()),
             scales: scales.iter().map(|(n, s)| (n.to_string(), *s)).collect(),
-            weight_clip: WeightClip::Max,
+            weights: WeightQuant::default(),
         }
     }
 
