@@ -2,6 +2,7 @@
 //! Runtime on the CPU or CUDA here; TensorRT engines in `trt::backend`, where its `unsafe` lives). Commands hold a `Box<dyn Backend>` and do
 //! not care which one it is.
 
+pub mod batch_runner;
 pub mod mac_count;
 pub mod ort;
 pub mod ort_cuda;

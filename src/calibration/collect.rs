@@ -7,6 +7,7 @@
 use super::histogram::{Counter, Histogram, DEFAULT_BINS};
 use super::range::Algorithm;
 use super::sample_source::CalibrationBatches;
+use crate::backend::batch_runner::run_visit_short;
 use crate::backend::select::{open_capture, BackendOptions};
 use crate::onnx::rewrite::capture::{Capture, Source};
 use crate::onnx::rewrite::pass::{Pass, PassReport};
@@ -159,15 +160,16 @@ const SPLIT_ABOVE: usize = 1 << 18;
 /// hundreds of quantized tensors would otherwise hold gigabytes of them.
 const MAX_STRIPES: usize = 16;
 
-/// Runs `model` over `batches` at batch size `batch` on the backend `backend` describes and
-/// histograms the plan's activations.
+/// Runs `model` over `batches` on the backend `options` describes and histograms the plan's
+/// activations (of every sample: a short last batch is padded where the backend needs its
+/// full batch, and the padding is not counted).
 ///
 /// `on_batch` is called after each batch (for a progress bar).
 pub fn collect(
     model: &OnnxModel,
     plan: &QuantPlan,
     batches: &mut dyn CalibrationBatches,
-    backend: &BackendOptions,
+    options: &BackendOptions,
     on_batch: &(dyn Fn() + Sync),
 ) -> Result<Collected> {
     let names = plan.activation_names();
@@ -179,7 +181,7 @@ pub fn collect(
         bail!("the capture pass reported no tensor sources");
     };
     // The captured tensors come after the model's own outputs, and are only visited.
-    let mut backend = open_capture(&capture_model, backend, model.graph().output.len())?;
+    let mut backend = open_capture(&capture_model, options, model.graph().output.len())?;
     // Which histogram each backend output feeds, and which histograms read a graph input
     // (found in each batch by name).
     let mut of_output: Vec<Vec<usize>> = vec![vec![]; backend.outputs().len()];
@@ -199,8 +201,7 @@ pub fn collect(
     let mut count = 0usize;
     for (i, input) in std::iter::from_fn(|| batches.next()).enumerate() {
         let inputs = input.with_context(|| format!("calibration batch {i}"))?;
-        model_time += backend
-            .run_visit(&inputs, &visit)
+        model_time += run_visit_short(backend.as_mut(), &inputs, options.batch, &visit)
             .with_context(|| format!("calibration batch {i}"))?;
         of_input.par_iter().try_for_each(|&h| {
             let input = inputs

@@ -74,7 +74,8 @@ impl ImageBatches {
         if files.is_empty() {
             bail!("{shown}: no JPEG or PNG images in the folder");
         }
-        let used = usable(&shown, files.len(), limit, batch)?;
+        let available = files.len();
+        let used = usable(&shown, available, limit, batch)?;
         files.truncate(used);
         let mut hasher = Sha256::new();
         for f in &files {
@@ -98,12 +99,13 @@ impl ImageBatches {
             input: input.into(),
             sample_shape: sample_shape.to_vec(),
             done: 0,
-            facts: SourceSummary {
+            facts: SourceSummary::new(
                 batch,
-                batches: used / batch,
-                fingerprint: format!("{:x}", hasher.finalize()),
+                used,
+                available,
+                format!("{:x}", hasher.finalize()),
                 preprocessing,
-            },
+            ),
         })
     }
 }
@@ -115,7 +117,8 @@ impl Iterator for ImageBatches {
         if self.done == self.facts.batches {
             return None;
         }
-        let need = self.facts.batch * self.sample_shape.iter().product::<usize>();
+        let rows = self.facts.rows(self.done);
+        let need = rows * self.sample_shape.iter().product::<usize>();
         while self.pending.len() < need {
             let Some(b) = self.loader.next() else {
                 tracing::warn!(
@@ -133,7 +136,7 @@ impl Iterator for ImageBatches {
         }
         let data = take_front(&mut self.pending, need);
         self.done += 1;
-        Some(batch_tensor(&self.input, self.facts.batch, &self.sample_shape, data).map(|t| vec![t]))
+        Some(batch_tensor(&self.input, rows, &self.sample_shape, data).map(|t| vec![t]))
     }
 }
 

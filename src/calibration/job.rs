@@ -8,6 +8,7 @@ use super::image_source::{has_images, ImageBatches};
 use super::multi_input::MultiInputBatches;
 use super::range::Algorithm;
 use super::sample_source::{ArrayBatches, CalibrationBatches, SyntheticBatches};
+use crate::backend::batch_runner::run_batched;
 use crate::backend::select::{open, BackendOptions};
 use crate::data::preprocess::{preprocess_fields, Preprocess, PreprocessRequest};
 use crate::onnx::dtype::elem_type;
@@ -17,7 +18,7 @@ use crate::onnx::rewrite::pass::Pass;
 use crate::onnx::rewrite::plan::plan_int8;
 use crate::onnx::shape::{model_inputs, InputShapes};
 use crate::onnx::OnnxModel;
-use crate::progress::Progress;
+use crate::progress::{NoProgress, Progress};
 use crate::setting::{fix_with, Setting};
 use crate::tensor::{Dim, ElemType, IntInput, IoSpec};
 use anyhow::{bail, Context, Result};
@@ -68,6 +69,9 @@ pub struct CalibrateReport {
     pub backend: Option<String>,
     /// Timings in seconds (absent when every cache was reused).
     pub timing: Option<Timing>,
+    /// Samples the source has beyond those used (left out by the sample limit).
+    #[serde(default)]
+    pub samples_left_out: usize,
 }
 
 /// One algorithm's cache: reused or written by this run.
@@ -342,8 +346,10 @@ pub fn calibrate(args: &CalibrateConfig, progress: &dyn Progress) -> Result<Cali
     let mut batches = open_batches(args, &feed)?;
     let pending = algorithm_caches(args, batches.as_ref())?;
     let (preprocessing, warnings) = describe_inputs(&batches.preprocessing(), &args.preprocess);
+    let samples_left_out = batches.summary().available - batches.image_count();
     if pending.iter().all(|p| p.found.is_some()) {
         return Ok(CalibrateReport {
+            samples_left_out,
             model: shown,
             preprocessing,
             warnings,
@@ -398,6 +404,7 @@ pub fn calibrate(args: &CalibrateConfig, progress: &dyn Progress) -> Result<Cali
         None
     };
     Ok(CalibrateReport {
+        samples_left_out,
         model: shown,
         preprocessing,
         warnings,
@@ -507,7 +514,9 @@ fn time_plain(
     let wall = Instant::now();
     let mut model_s = 0.0;
     for b in batches {
-        model_s += backend.run(&b?)?.elapsed.as_secs_f64();
+        model_s += run_batched(backend.as_mut(), &b?, args.batch_size, &NoProgress)?
+            .inference
+            .as_secs_f64();
     }
     Ok((model_s, wall.elapsed().as_secs_f64()))
 }

@@ -50,8 +50,8 @@ fn describe_roles(specs: &[IoSpec], roles: &BTreeMap<String, IntInput>) -> Strin
 }
 
 impl MultiInputBatches {
-    /// Generated batches for `specs` (sample dims fixed, axis 0 the batch): `samples` samples in
-    /// whole batches, integer inputs following `roles`.
+    /// Generated batches for `specs` (sample dims fixed, axis 0 the batch): `samples` samples (the
+    /// last batch short when `batch` does not divide them), integer inputs following `roles`.
     pub fn generated(
         specs: &[IoSpec],
         roles: BTreeMap<String, IntInput>,
@@ -74,15 +74,16 @@ impl MultiInputBatches {
             specs: specs.to_vec(),
             source: Source::Generated { seed, roles },
             done: 0,
-            facts: SourceSummary {
+            facts: SourceSummary::new(
                 batch,
-                batches: used / batch,
-                fingerprint: format!(
+                used,
+                samples,
+                format!(
                     "synthetic seed={seed} samples={used} inputs={}",
                     shapes.join(",")
                 ),
                 preprocessing,
-            },
+            ),
         })
     }
 
@@ -134,12 +135,13 @@ impl MultiInputBatches {
             specs: specs.to_vec(),
             source: Source::Arrays(joined),
             done: 0,
-            facts: SourceSummary {
+            facts: SourceSummary::new(
                 batch,
-                batches: used / batch,
-                fingerprint: format!("{:x}", hasher.finalize()),
-                preprocessing: "none (numpy arrays fed as stored, one per input)".into(),
-            },
+                used,
+                available,
+                format!("{:x}", hasher.finalize()),
+                "none (numpy arrays fed as stored, one per input)".into(),
+            ),
         })
     }
 }
@@ -191,7 +193,7 @@ impl Iterator for MultiInputBatches {
         Some(match &self.source {
             Source::Arrays(all) => all
                 .iter()
-                .map(|t| slice_padded(t, i * self.facts.batch, self.facts.batch))
+                .map(|t| slice_padded(t, i * self.facts.batch, self.facts.rows(i)))
                 .collect(),
             Source::Generated { seed, roles } => {
                 let seed = seed.wrapping_add(i as u64 * 7919);
@@ -202,7 +204,7 @@ impl Iterator for MultiInputBatches {
                     },
                     seed,
                 }
-                .generate(&self.specs, self.facts.batch)
+                .generate(&self.specs, self.facts.rows(i))
                 .and_then(|mut tensors| {
                     apply_int_inputs(&mut tensors, roles, seed)?;
                     Ok(tensors)
@@ -250,7 +252,8 @@ mod tests {
                 .collect()
         };
         let a = all(3);
-        assert_eq!(a.len(), 2, "10 samples make two whole batches of 4");
+        assert_eq!(a.len(), 3, "10 samples: two batches of 4 and one of 2");
+        assert_eq!(a[2][0].shape[0], 2);
         assert_eq!(a, all(3));
         assert_ne!(a, all(4));
         let TensorData::I64(ids) = &a[0][0].data else {

@@ -21,9 +21,9 @@ pub trait CalibrationBatches: Iterator<Item = Result<Vec<HostTensor>>> + Send {
     fn batch_count(&self) -> usize {
         self.summary().batches
     }
-    /// Samples (images) those batches hold.
+    /// Samples (images) those batches hold: the last batch may hold fewer than the others.
     fn image_count(&self) -> usize {
-        self.summary().batches * self.summary().batch
+        self.summary().samples
     }
     /// A fingerprint of the data (changes when any sample changes).
     fn fingerprint(&self) -> String {
@@ -38,18 +38,50 @@ pub trait CalibrationBatches: Iterator<Item = Result<Vec<HostTensor>>> + Send {
 /// What a calibration source knows of itself: its batches and what identifies its samples.
 #[derive(Clone, Debug)]
 pub struct SourceSummary {
-    /// Samples per batch.
+    /// Samples per batch (the last batch may hold fewer).
     pub batch: usize,
     /// Batches in all.
     pub batches: usize,
+    /// Samples the batches hold.
+    pub samples: usize,
+    /// Samples the source has (more than `samples` when a limit left some out).
+    pub available: usize,
     /// A fingerprint of the data.
     pub fingerprint: String,
     /// How the samples were made from the source.
     pub preprocessing: String,
 }
 
-/// How many samples to use: all, or the first `limit`, in whole batches; errors when fewer
-/// samples than one batch are available.
+impl SourceSummary {
+    /// The summary of `samples` of `available` samples in batches of `batch` (the last one
+    /// short when `batch` does not divide `samples`).
+    pub(crate) fn new(
+        batch: usize,
+        samples: usize,
+        available: usize,
+        fingerprint: String,
+        preprocessing: String,
+    ) -> SourceSummary {
+        SourceSummary {
+            batch,
+            batches: samples.div_ceil(batch.max(1)),
+            samples,
+            available,
+            fingerprint,
+            preprocessing,
+        }
+    }
+
+    /// The samples batch `index` holds: `batch`, or fewer in the last one.
+    pub fn rows(&self, index: usize) -> usize {
+        self.samples
+            .saturating_sub(index * self.batch)
+            .min(self.batch)
+    }
+}
+
+/// How many samples to use: all, or the first `limit`; every one counts (the last batch is
+/// short when the batch size does not divide them). Errors when there are none.
 pub(crate) fn usable(
     source: &str,
     available: usize,
@@ -57,23 +89,16 @@ pub(crate) fn usable(
     batch: usize,
 ) -> Result<usize> {
     if batch == 0 {
-        bail!("the batch size must be at least 1");
-    }
-    let n = limit.map_or(available, |k| k.min(available));
-    if n < batch {
         return Err(fix_with(
             Setting::BatchSize,
-            format!("{source}: {n} calibration images, fewer than the batch size {batch}; give more images or a smaller batch size"),
+            format!("{source}: the batch size must be at least 1"),
         ));
     }
-    if !n.is_multiple_of(batch) {
-        tracing::warn!(
-            "{source}: using {} of {n} images ({} whole batches of {batch})",
-            n / batch * batch,
-            n / batch
-        );
+    let n = limit.map_or(available, |k| k.min(available));
+    if n == 0 {
+        bail!("{source}: no samples to use");
     }
-    Ok(n / batch * batch)
+    Ok(n)
 }
 
 /// One batch of `sample_shape` samples for input `input`, from its flat values.
@@ -206,20 +231,21 @@ impl ArrayBatches {
         if let Some(k) = limit {
             hasher.update(format!("first {k}").as_bytes());
         }
-        let batches = used / batch;
+        let facts = SourceSummary::new(
+            batch,
+            used,
+            available,
+            format!("{:x}", hasher.finalize()),
+            "none (numpy arrays fed as stored)".into(),
+        );
         Ok(ArrayBatches {
             files,
             next_file: 0,
             pending: Vec::new(),
             input: input.to_string(),
             sample_shape: sample_shape.to_vec(),
-            batches_left: batches,
-            facts: SourceSummary {
-                batch,
-                batches,
-                fingerprint: format!("{:x}", hasher.finalize()),
-                preprocessing: "none (numpy arrays fed as stored)".into(),
-            },
+            batches_left: facts.batches,
+            facts,
         })
     }
 }
@@ -231,7 +257,8 @@ impl Iterator for ArrayBatches {
         if self.batches_left == 0 {
             return None;
         }
-        let need = self.facts.batch * self.sample_shape.iter().product::<usize>();
+        let rows = self.facts.rows(self.facts.batches - self.batches_left);
+        let need = rows * self.sample_shape.iter().product::<usize>();
         while self.pending.len() < need && self.next_file < self.files.len() {
             let path = &self.files[self.next_file];
             match read_file(path).and_then(|bytes| array_for(path, &bytes, &self.input)) {
@@ -251,7 +278,7 @@ impl Iterator for ArrayBatches {
         }
         let data = take_front(&mut self.pending, need);
         self.batches_left -= 1;
-        Some(batch_tensor(&self.input, self.facts.batch, &self.sample_shape, data).map(|t| vec![t]))
+        Some(batch_tensor(&self.input, rows, &self.sample_shape, data).map(|t| vec![t]))
     }
 }
 
@@ -271,7 +298,7 @@ pub struct SyntheticBatches {
 }
 
 impl SyntheticBatches {
-    /// `images` samples (whole batches) of `sample_shape` for input `input`, from `seed`.
+    /// `images` samples of `sample_shape` for input `input`, from `seed`.
     pub fn new(
         input: &str,
         sample_shape: &[usize],
@@ -290,12 +317,13 @@ impl SyntheticBatches {
             sample_shape: sample_shape.to_vec(),
             done: 0,
             seed,
-            facts: SourceSummary {
+            facts: SourceSummary::new(
                 batch,
-                batches: used / batch,
-                fingerprint: format!("synthetic-normal seed={seed} shape={sample_shape:?}"),
-                preprocessing: "none (synthetic N(0,1))".into(),
-            },
+                used,
+                images,
+                format!("synthetic-normal seed={seed} shape={sample_shape:?}"),
+                "none (synthetic N(0,1))".into(),
+            ),
         })
     }
 }
@@ -324,10 +352,11 @@ impl Iterator for SyntheticBatches {
         if self.done == self.facts.batches {
             return None;
         }
-        let n = self.facts.batch * self.sample_shape.iter().product::<usize>();
+        let rows = self.facts.rows(self.done);
+        let n = rows * self.sample_shape.iter().product::<usize>();
         let data = normal_values(self.seed.wrapping_add(self.done as u64 * 7919), n);
         self.done += 1;
-        Some(batch_tensor(&self.input, self.facts.batch, &self.sample_shape, data).map(|t| vec![t]))
+        Some(batch_tensor(&self.input, rows, &self.sample_shape, data).map(|t| vec![t]))
     }
 }
 
@@ -349,7 +378,7 @@ mod tests {
     #[test]
     fn npy_folder_in_batches_across_files() {
         let dir = tempfile::tempdir().unwrap();
-        // 3 samples in one stack + 2 single samples = 5 → 2 batches of 2, one dropped.
+        // 3 samples in one stack + 2 single samples = 5 → 2 batches of 2 and one of 1.
         write(
             &dir.path().join("a.npy"),
             &[3, 2],
@@ -358,20 +387,22 @@ mod tests {
         write(&dir.path().join("b.npy"), &[2], &[6., 7.]);
         write(&dir.path().join("c.npy"), &[2], &[8., 9.]);
         let b = ArrayBatches::open(dir.path(), "x", &[2], 2, None).unwrap();
-        assert_eq!((b.batch_count(), b.image_count()), (2, 4));
+        assert_eq!((b.batch_count(), b.image_count()), (3, 5));
         let fp = b.fingerprint();
         let all: Vec<HostTensor> = b.map(|b| b.unwrap().remove(0)).collect();
         assert_eq!(all[1].data, TensorData::F32(vec![4., 5., 6., 7.]));
         assert_eq!(all[1].shape, vec![2, 2]);
+        assert_eq!(all[2].data, TensorData::F32(vec![8., 9.]));
+        assert_eq!(all[2].shape, vec![1, 2]);
         write(&dir.path().join("c.npy"), &[2], &[8., 9.5]);
         let b = ArrayBatches::open(dir.path(), "x", &[2], 2, None).unwrap();
         assert_ne!(b.fingerprint(), fp);
-        let err = ArrayBatches::open(dir.path(), "x", &[2], 8, None)
-            .err()
-            .unwrap();
-        assert!(err
-            .to_string()
-            .contains("5 calibration images, fewer than the batch size 8"));
+        let one = ArrayBatches::open(dir.path(), "x", &[2], 8, None).unwrap();
+        assert_eq!(
+            (one.batch_count(), one.image_count()),
+            (1, 5),
+            "fewer than a batch"
+        );
         let err = ArrayBatches::open(dir.path(), "x", &[3], 1, None)
             .err()
             .unwrap();
@@ -424,7 +455,8 @@ mod tests {
             .unwrap()
             .map(Result::unwrap)
             .collect();
-        assert_eq!(a.len(), 2);
+        assert_eq!(a.len(), 3, "5 samples at batch 2: the last batch holds 1");
+        assert_eq!(a[2][0].shape, vec![1, 4]);
         assert_eq!(a, b);
         assert_ne!(a[0], a[1]);
     }

@@ -2,11 +2,11 @@
 //! reference backend, a TensorRT engine, or an `.npz` of saved outputs), and how close A is to
 //! the reference B.
 
+use crate::backend::batch_runner::{run_batched, samples_of};
 use crate::backend::select::BackendOptions;
 use crate::backend::Backend;
 use crate::data::npz;
 use crate::data::synthetic::{apply_int_inputs, InputDistribution, RandomInputs};
-use crate::jobs::batch_runner::{run_batched, samples_of};
 use crate::jobs::open::{open_file, open_model, FileKind, Opened};
 use crate::metrics::closeness::Tolerance;
 use crate::metrics::compare::{compare_outputs, OutputComparison};

@@ -2,12 +2,12 @@
 //! images/s and per-batch latency (all = preprocessed batch in → outputs out; model = inference
 //! only), measured after a warm-up.
 
+use crate::backend::batch_runner::run_batched;
 use crate::backend::select::BackendOptions;
 use crate::backend::Backend;
 use crate::data::dataset::{Dataset, DatasetOptions};
 use crate::data::loader::{Failure, Loader};
 use crate::data::preprocess::{Layout, Preprocess, PreprocessRequest};
-use crate::jobs::batch_runner::run_batched;
 use crate::jobs::open::open_backend;
 use crate::metrics::accuracy::TopKAccuracy;
 use crate::metrics::latency::BatchLatency;

@@ -36,6 +36,12 @@ pub fn render(report: &CalibrateReport, verbose: bool) -> String {
 /// why it could be), or calibrated (and why it was).
 pub fn cache_lines(report: &CalibrateReport) -> Vec<String> {
     let mut lines = vec![format!("calibration inputs: {}", report.preprocessing)];
+    if report.samples_left_out > 0 {
+        lines.push(format!(
+            "left out: {} more samples of the source, past the sample limit (--num-samples)",
+            report.samples_left_out
+        ));
+    }
     lines.extend(report.warnings.iter().map(|w| format!("warning: {w}")));
     for c in &report.caches {
         let k = &c.key;

@@ -1,9 +1,9 @@
 //! The batch runner: feeds any number of samples through a backend, batch by batch, padding a
 //! short last batch to the backend's batch size where the backend needs that size, and dropping
-//! the padded rows from the outputs. The comparator and the accuracy evaluation both run their
-//! models through it.
+//! the padded rows from the outputs. The comparator, the accuracy evaluation, calibration and the
+//! INT8 triage run their models through it, so no sample is dropped for not filling a batch.
 
-use crate::backend::Backend;
+use crate::backend::{Backend, OutputVisitor};
 use crate::data::batch_axis::{concat, slice_padded, truncate};
 use crate::progress::Progress;
 use crate::tensor::HostTensor;
@@ -98,6 +98,29 @@ pub fn run_batched(
         inference,
         samples,
     })
+}
+
+/// [`Backend::run_visit`] on one batch of up to `batch` samples: a short batch is padded to
+/// `batch` where the backend needs that size (it then runs the whole padded batch in one piece,
+/// so each output is visited once) and only the real samples' values are visited.
+pub fn run_visit_short(
+    backend: &mut dyn Backend,
+    inputs: &[HostTensor],
+    batch: Option<usize>,
+    visit: &OutputVisitor,
+) -> Result<Duration> {
+    let rows = samples_of(inputs)?;
+    match batch {
+        Some(full) if rows < full && !backend.runs_short_batch(rows) => {
+            let padded = inputs
+                .iter()
+                .map(|t| slice_padded(t, 0, full))
+                .collect::<Result<Vec<_>>>()?;
+            let real = |j: usize, values: &[f32]| visit(j, &values[..values.len() / full * rows]);
+            backend.run_visit(&padded, &real)
+        }
+        _ => backend.run_visit(inputs, visit),
+    }
 }
 
 /// Joins per-batch outputs along axis 0, output by output.
@@ -216,6 +239,27 @@ mod tests {
             assert_eq!(out.samples, 5);
             assert_eq!(out.outputs[0].shape, [5, 2]);
             assert_eq!(out.outputs[0].data.to_f64(), x.data.to_f64());
+        }
+    }
+
+    #[test]
+    fn a_padded_visit_sees_only_the_real_samples() {
+        let x = HostTensor::new(
+            "x",
+            vec![3, 2],
+            TensorData::F32(vec![1., 2., 3., 4., 5., 6.]),
+        )
+        .unwrap();
+        for (short, ran) in [(false, 4), (true, 3)] {
+            let mut backend = Recorder::new(short);
+            let seen = std::sync::Mutex::new(vec![]);
+            let visit = |_: usize, v: &[f32]| {
+                seen.lock().unwrap().extend_from_slice(v);
+                Ok(())
+            };
+            run_visit_short(&mut backend, std::slice::from_ref(&x), Some(4), &visit).unwrap();
+            assert_eq!(backend.batches, [ran]);
+            assert_eq!(seen.into_inner().unwrap(), [1., 2., 3., 4., 5., 6.]);
         }
     }
 }
