@@ -1,7 +1,8 @@
 //! Metrics: top-k accuracy, closeness of two outputs (numpy `isclose`, errors, cosine, top-k
-//! rank agreement), latency statistics.
+//! rank agreement), latency statistics, bootstrap intervals of scores.
 
 pub mod accuracy;
+pub mod bootstrap;
 pub mod closeness;
 pub mod compare;
 pub mod latency;
