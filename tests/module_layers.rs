@@ -139,6 +139,9 @@ const CLI_MAY_NAME: &[&str] = &[
     "crate::quantize::job",
     "crate::quantize::request",
     "crate::quantize::evaluate::EvalConfig",
+    "crate::quantize::evaluate::WeightRounding",
+    "crate::quantize::eval_config::CheckSet",
+    "crate::quantize::eval_config::DEFAULT_CHECK_FRACTION",
     "crate::quantize::scale_search::ScaleSearch",
     "crate::quantize::target_search::Goal",
     "crate::quantize::target_search::Strategy",
@@ -440,7 +443,9 @@ fn the_allowlist_reader_expands_groups_and_refuses_openers() {
 
 /// The modules of `quantize/` whose functions run the INT8 searches.
 const SEARCHES: &[&str] = &[
+    "crate::quantize::adaptive_rounding",
     "crate::quantize::evaluate",
+    "crate::quantize::eval_samples",
     "crate::quantize::scale_search",
     "crate::quantize::sensitivity_scan",
     "crate::quantize::target_search",
@@ -468,6 +473,7 @@ fn quantization_has_one_home_and_only_it_runs_the_searches() {
         "job",
         "request",
         "evaluate",
+        "eval_samples",
         "scale_search",
         "sensitivity_scan",
         "target_search",

@@ -13,7 +13,8 @@ use crate::cli::UsageError;
 use crate::onnx::rewrite::fp16::{Fp16Options, DEFAULT_KEEP_FP32};
 use crate::onnx::rewrite::plan::Exclusion;
 use crate::onnx::rewrite::qdq::WeightClip;
-use crate::quantize::evaluate::EvalConfig;
+use crate::quantize::eval_config::{CheckSet, DEFAULT_CHECK_FRACTION};
+use crate::quantize::evaluate::{EvalConfig, WeightRounding};
 use crate::quantize::job::{Fallback, QuantizeConfig, Rewrite};
 use crate::quantize::request::{run_request, QuantizeRequest};
 use crate::quantize::scale_search::ScaleSearch;
@@ -86,9 +87,26 @@ pub struct QuantizeArgs {
     /// `calibrate --calib-data` takes them).
     #[arg(long, value_name = "SRC")]
     pub eval_data: Option<String>,
-    /// How many of them (default 64).
+    /// How many of them (default 64; every one counts, a short last batch is padded).
     #[arg(long, value_name = "N", requires = "eval_data")]
     pub eval_samples: Option<usize>,
+    /// Samples the scores that decide "met" come from, kept apart from everything the search
+    /// tunes (read as --eval-data is, up to --eval-samples). Default: a seeded share of
+    /// --eval-data (--check-fraction).
+    #[arg(
+        long,
+        value_name = "SRC",
+        requires = "eval_data",
+        conflicts_with = "check_fraction"
+    )]
+    pub check_data: Option<String>,
+    /// The share of --eval-data kept apart for the check, in [0, 1): 0 keeps none (targets
+    /// are then judged on the samples the search tuned on). Default 0.25.
+    #[arg(long, value_name = "F", requires = "eval_data")]
+    pub check_fraction: Option<f64>,
+    /// The seed of the shuffle that picks the check samples.
+    #[arg(long, value_name = "N", requires = "eval_data", default_value_t = 0)]
+    pub split_seed: u64,
     /// Samples per inference while measuring (default 8).
     #[arg(long, value_name = "N", requires = "eval_data")]
     pub batch_size: Option<usize>,
@@ -112,6 +130,11 @@ pub struct QuantizeArgs {
     /// from the cache's), or off (the calibration cache's as they are).
     #[arg(long, requires = "eval_data", value_enum, default_value = "layer")]
     pub scale_search: ScaleSearch,
+    /// With --eval-data: how each weight is rounded within its channel's range: nearest, or
+    /// adaptive (up or down, weight by weight, for the least output error of its layer on up
+    /// to 32 of the tuning samples).
+    #[arg(long, requires = "eval_data", value_enum, default_value = "nearest")]
+    pub weight_rounding: WeightRounding,
     /// With a target: how the float part is searched for: greedy (one node at a time, each
     /// the best of the ranking's next four measured together with the float part so far), or
     /// bisect (the shortest prefix of the nodes ranked by what each recovers alone: fewer
@@ -137,6 +160,24 @@ pub struct QuantizeArgs {
     /// Output format.
     #[command(flatten)]
     pub format: JsonArgs,
+}
+
+/// Where the check samples come from, as the flags say.
+fn check_set(args: &QuantizeArgs) -> Result<CheckSet> {
+    if let Some(source) = &args.check_data {
+        return Ok(CheckSet::Data(source.clone()));
+    }
+    match args.check_fraction {
+        Some(0.0) => Ok(CheckSet::Off),
+        Some(f) if !(0.0..1.0).contains(&f) => Err(UsageError(format!(
+            "--check-fraction {f}: give a share in [0, 1) (0 keeps no check set)"
+        ))
+        .into()),
+        f => Ok(CheckSet::Split {
+            fraction: f.unwrap_or(DEFAULT_CHECK_FRACTION),
+            seed: args.split_seed,
+        }),
+    }
 }
 
 /// The job these flags describe; every flag check of `quantize` is here.
@@ -177,6 +218,8 @@ pub fn job(args: &QuantizeArgs) -> Result<QuantizeRequest> {
         bias_correction: args.bias_correction,
         weight_clip: args.weight_clip,
         scale_search: args.scale_search,
+        weight_rounding: args.weight_rounding,
+        check: check_set(args)?,
     };
     if eval.batch_size == 0 || eval.samples == Some(0) {
         return Err(UsageError("--batch-size and --eval-samples must be at least 1".into()).into());

@@ -59,6 +59,24 @@ pub fn slice_padded(t: &HostTensor, start: usize, len: usize) -> Result<HostTens
     HostTensor::new(t.name.clone(), shape, data)
 }
 
+/// The samples `rows` of `t` along axis 0, in that order.
+pub fn select_rows(t: &HostTensor, rows: &[usize]) -> Result<HostTensor> {
+    let Some(&n) = t.shape.first() else {
+        bail!("tensor '{}' is a scalar: it has no batch axis", t.name);
+    };
+    let per = t.shape[1..].iter().product::<usize>();
+    let mut data = slice_data(&t.data, 0, 0);
+    for &r in rows {
+        if r >= n {
+            bail!("tensor '{}': sample {r} is past its {n} samples", t.name);
+        }
+        extend_data(&mut data, &slice_data(&t.data, r * per, (r + 1) * per))?;
+    }
+    let mut shape = t.shape.clone();
+    shape[0] = rows.len();
+    HostTensor::new(t.name.clone(), shape, data)
+}
+
 /// The first `keep` samples of `t` (drops padding).
 pub fn truncate(t: HostTensor, keep: usize) -> Result<HostTensor> {
     if t.shape.first() == Some(&keep) {
@@ -107,6 +125,10 @@ mod tests {
         assert_eq!(joined, t);
         assert!(slice_padded(&t, 3, 1).is_err());
         let other = HostTensor::new("x", vec![1, 3], TensorData::I64(vec![0; 3])).unwrap();
-        assert!(concat(vec![t, other]).is_err());
+        assert!(concat(vec![t.clone(), other]).is_err());
+        let picked = select_rows(&t, &[2, 0]).unwrap();
+        assert_eq!(picked.shape, vec![2, 2]);
+        assert_eq!(picked.data, TensorData::I64(vec![4, 5, 0, 1]));
+        assert!(select_rows(&t, &[3]).is_err());
     }
 }

@@ -5,25 +5,26 @@
 //! cosine, top-1 agreement and mean absolute error of its first output against the float one.
 //! The sensitivity scan and the accuracy-target search both measure through it.
 
+use crate::backend::batch_runner::run_batched;
 use crate::backend::mac_count::model_macs;
 use crate::backend::select::{open, BackendOptions};
+use crate::backend::Backend;
 use crate::calibration::cache::{check_cache_model, CalibrationTable};
-use crate::calibration::job::{open_samples, CalibrateConfig};
-use crate::calibration::sample_source::CalibrationBatches;
-use crate::data::preprocess::PreprocessRequest;
-use crate::metrics::closeness::{closeness, Tolerance};
-use crate::metrics::topk::topk;
+use crate::data::batch_axis::slice_padded;
+use crate::metrics::bootstrap::{interval_scores, sample_sums, IntervalScores};
 use crate::onnx::macs::MacsCount;
 use crate::onnx::model::file_sha256;
 use crate::onnx::rewrite::bias::correct_biases;
 use crate::onnx::rewrite::capture::{Capture, Source};
 use crate::onnx::rewrite::pass::{Pass, PassReport};
 use crate::onnx::rewrite::plan::{node_label, QuantPlan};
-use crate::onnx::rewrite::qdq::{WeightClip, WeightQuant};
-use crate::onnx::shape::InputShapes;
+use crate::onnx::rewrite::qdq::WeightQuant;
 use crate::onnx::OnnxModel;
-use crate::progress::Progress;
-use crate::quantize::job::{int8_model, int8_pass, Fallback};
+use crate::progress::{NoProgress, Progress};
+use crate::quantize::adaptive_rounding::{round_adaptively, rounding_inputs, RoundingReport};
+pub use crate::quantize::eval_config::{EvalConfig, WeightRounding};
+use crate::quantize::eval_samples::{batches_of, read_eval_samples};
+use crate::quantize::job::{int8_model, int8_pass};
 use crate::quantize::scale_search::{
     search_scales, ScaleSearch, ScaleSearchReport, SEARCH_SAMPLES,
 };
@@ -31,84 +32,18 @@ use crate::tensor::HostTensor;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::path::PathBuf;
+use std::sync::Arc;
 
-/// What the measurements of INT8 variants run on.
-#[derive(Clone, Debug)]
-pub struct EvalConfig {
-    /// The FP32 ONNX model.
-    pub model: PathBuf,
-    /// Its calibration cache (the activation scales).
-    pub cache: PathBuf,
-    /// Samples as `calibrate` takes them: images, .npy/.npz, or `synthetic:SEED`.
-    pub eval_data: String,
-    /// Samples used (default 64).
-    pub samples: Option<usize>,
-    /// Samples per inference.
-    pub batch_size: usize,
-    /// How images become model input.
-    pub preprocess: PreprocessRequest,
-    /// The reference backend that runs the float model and every variant (its batch is set to
-    /// `batch_size`).
-    pub backend: BackendOptions,
-    /// What the nodes left in float compute in.
-    pub fallback: Fallback,
-    /// How the weights' per-channel ranges are chosen.
-    pub weight_clip: WeightClip,
-    /// Correct the biases of the INT8 convolutions for their weights' rounding (the input
-    /// channel means measured on these samples).
-    pub bias_correction: bool,
-    /// Search the activation scales on these samples (the cache's are the starting point).
-    pub scale_search: ScaleSearch,
-}
+/// How close a variant's first output is to the float model's, on a set of samples, with 95%
+/// bootstrap intervals.
+pub type Score = IntervalScores;
 
-/// How close a variant's first output is to the float model's.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Score {
-    /// Cosine similarity of the flattened outputs.
-    pub cosine: f64,
-    /// Samples whose top-1 class agrees, % (`[batch, classes]` outputs; else `None`).
-    pub top1_agreement_pct: Option<f64>,
-    /// Mean absolute difference.
-    pub mae: f64,
-}
+/// The seed of the bootstrap intervals (fixed: the same scores, the same intervals).
+const INTERVAL_SEED: u64 = 0x5eed;
 
-/// The default number of samples the variants are measured on.
-pub const DEFAULT_EVAL_SAMPLES: usize = 64;
-
-/// The samples `config` names, as batches for `model`.
-pub fn open_eval_samples(
-    model: &OnnxModel,
-    config: &EvalConfig,
-) -> Result<Box<dyn CalibrationBatches>> {
-    // Samples are made at the sizes `--input-shape`/`--dim` fix (a token model's `seq`).
-    let shaped;
-    let model = if config.backend.input_shapes.is_empty() {
-        model
-    } else {
-        shaped = InputShapes(config.backend.input_shapes.clone())
-            .run(model.clone())
-            .with_context(|| config.model.display().to_string())?
-            .0;
-        &shaped
-    };
-    open_samples(
-        model,
-        &CalibrateConfig {
-            model: config.model.clone(),
-            calib_data: config.eval_data.clone(),
-            batch_size: config.batch_size,
-            num_images: Some(config.samples.unwrap_or(DEFAULT_EVAL_SAMPLES)),
-            algorithms: vec![],
-            recalibrate: false,
-            cache_dir: PathBuf::new(),
-            measure_plain: false,
-            backend: Default::default(),
-            preprocess: config.preprocess.clone(),
-        },
-    )
-    .with_context(|| format!("evaluation data {}", config.eval_data))
-}
+/// Samples the layers' inputs are captured on for adaptive rounding (the first of the tuning
+/// part).
+pub const ROUNDING_SAMPLES: usize = 32;
 
 /// The float model, its plan and scales, the samples and the reference outputs.
 pub struct Evaluator {
@@ -120,18 +55,31 @@ pub struct Evaluator {
     pub scales: BTreeMap<String, f32>,
     /// MACs per node (empty when the shapes cannot be inferred).
     pub macs: MacsCount,
-    /// Samples measured on.
-    pub samples: usize,
+    /// Samples tuned on (the scale search, bias correction, rounding and the search's choices).
+    pub tune_samples: usize,
+    /// Samples kept apart for the check (0 without a check set).
+    pub check_samples: usize,
+    /// Samples the sources had beyond `--eval-samples`.
+    pub left_out: usize,
     /// What the scale search changed (when asked for).
     pub scale_search: Option<ScaleSearchReport>,
-    batches: Vec<Vec<HostTensor>>,
+    /// What adaptive rounding changed (when asked for).
+    pub rounding: Option<RoundingReport>,
+    tune: SampleSet,
+    check: Option<SampleSet>,
     /// Input channel means of the quantized convolutions (bias correction only).
     means: HashMap<String, Vec<f64>>,
     /// How the weights become INT8 (with the adaptively rounded ones, when asked for).
     weights: WeightQuant,
-    reference: Vec<f64>,
     classes: Option<usize>,
     config: EvalConfig,
+}
+
+/// Samples and the float model's first output on them.
+struct SampleSet {
+    inputs: Vec<HostTensor>,
+    count: usize,
+    reference: Vec<f64>,
 }
 
 impl Evaluator {
@@ -150,52 +98,71 @@ impl Evaluator {
         check_cache_model(&config.cache, &config.model, &file_sha256(&config.model)?)?;
         // The INT8 pass refuses a model with nothing to quantize.
         let plan = int8_pass(&model, &table.scales)?.plan;
-        let samples = open_eval_samples(&model, config)?;
-        let count = samples.image_count();
-        let batches: Vec<Vec<HostTensor>> = samples.collect::<Result<_>>()?;
-        if batches.is_empty() {
-            bail!("evaluation data {}: no samples", config.eval_data);
-        }
+        let samples = read_eval_samples(&model, config)?;
         let macs = model_macs(&model, &config.backend.input_shapes).unwrap_or_default();
+        let set = |inputs: Vec<HostTensor>, count: usize| SampleSet {
+            inputs,
+            count,
+            reference: vec![],
+        };
         let mut me = Evaluator {
-            samples: count,
+            tune_samples: samples.tune_count,
+            check_samples: samples.check_count,
+            left_out: samples.left_out,
             scale_search: None,
+            rounding: None,
             model,
             plan,
             scales: table.scales,
             macs,
-            batches,
+            tune: set(samples.tune, samples.tune_count),
+            check: (samples.check_count > 0).then(|| set(samples.check, samples.check_count)),
             means: HashMap::new(),
             weights: WeightQuant::nearest(config.weight_clip),
-            reference: vec![],
             classes: None,
             config: config.clone(),
         };
-        let (reference, shape) = me.outputs(&me.model.clone())?;
+        let (reference, shape) = me.outputs(&me.model, &me.tune.inputs)?;
         me.classes = (shape.len() == 2).then_some(shape[1]);
-        me.reference = reference;
+        me.tune.reference = reference;
+        if let Some(check) = &me.check {
+            let reference = me.outputs(&me.model, &check.inputs)?.0;
+            if let Some(c) = me.check.as_mut() {
+                c.reference = reference;
+            }
+        }
         if config.bias_correction {
-            let g = me.model.graph();
-            let inputs: Vec<String> = me
-                .plan
-                .weights
-                .iter()
-                .filter(|w| g.node[w.consumer.0].op_type == "Conv")
-                .filter_map(|w| g.node[w.consumer.0].input.first().cloned())
-                .collect::<BTreeSet<_>>()
-                .into_iter()
-                .collect();
-            me.means = me.channel_means(inputs)?;
+            me.means = me.channel_means(me.bias_inputs())?;
         }
         if config.scale_search == ScaleSearch::Layer {
             me.search_scales(progress)?;
         }
+        if config.weight_rounding == WeightRounding::Adaptive {
+            me.round_weights(progress)?;
+        }
         Ok(me)
     }
 
-    /// Replaces the calibrated activation scales with those [`search_scales`] finds on the
-    /// first [`SEARCH_SAMPLES`] samples.
-    fn search_scales(&mut self, progress: &dyn Progress) -> Result<()> {
+    /// The inputs of the convolutions bias correction corrects.
+    fn bias_inputs(&self) -> Vec<String> {
+        let g = self.model.graph();
+        self.plan
+            .weights
+            .iter()
+            .filter(|w| g.node[w.consumer.0].op_type == "Conv")
+            .filter_map(|w| g.node[w.consumer.0].input.first().cloned())
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect()
+    }
+
+    /// Every tensor `names` lists, captured from the float model on the first `samples`
+    /// tuning samples, batch by batch.
+    fn capture_all(
+        &mut self,
+        names: Vec<String>,
+        samples: usize,
+    ) -> Result<BTreeMap<String, Vec<HostTensor>>> {
         if self
             .model
             .graph()
@@ -205,29 +172,21 @@ impl Evaluator {
         {
             self.model.inline_external_data()?;
         }
-        let names = self.plan.activation_names();
         let mut captured: BTreeMap<String, Vec<HostTensor>> = BTreeMap::new();
-        let mut seen = 0;
-        let keep = self
-            .batches
-            .iter()
-            .take_while(|b| {
-                let first = seen < SEARCH_SAMPLES;
-                seen += b
-                    .first()
-                    .and_then(|t| t.shape.first())
-                    .copied()
-                    .unwrap_or(1);
-                first
-            })
-            .count();
-        self.capture(names, keep, |name, t| {
+        self.capture(names, samples, |name, t| {
             captured
                 .entry(name.to_string())
                 .or_default()
                 .push(t.clone());
             Ok(())
         })?;
+        Ok(captured)
+    }
+
+    /// Replaces the calibrated activation scales with those [`search_scales`] finds on the
+    /// first [`SEARCH_SAMPLES`] tuning samples.
+    fn search_scales(&mut self, progress: &dyn Progress) -> Result<()> {
+        let captured = self.capture_all(self.plan.activation_names(), SEARCH_SAMPLES)?;
         progress.start(
             "activation scales",
             Some(self.plan.activations.len() as u64),
@@ -250,27 +209,48 @@ impl Evaluator {
         Ok(())
     }
 
-    /// Runs the float model with `tensors` exposed as outputs on the first `batches` batches
-    /// and hands each captured tensor to `each`, batch by batch.
+    /// Chooses each quantized weight's rounding by its layer's output on the first
+    /// [`ROUNDING_SAMPLES`] tuning samples ([`round_adaptively`]).
+    fn round_weights(&mut self, progress: &dyn Progress) -> Result<()> {
+        progress.start("adaptive rounding", None);
+        progress.status("capturing the layers' inputs".into());
+        let names = rounding_inputs(&self.model, &self.plan);
+        let captured = self.capture_all(names, ROUNDING_SAMPLES)?;
+        progress.status("rounding the weights".into());
+        let (chosen, report) =
+            round_adaptively(&self.model, &self.plan, self.config.weight_clip, &captured)?;
+        progress.finish();
+        self.weights.chosen = Arc::new(chosen);
+        self.rounding = Some(report);
+        Ok(())
+    }
+
+    /// Runs the float model with `tensors` exposed as outputs on the first `samples` tuning
+    /// samples and hands each captured tensor to `each`, batch by batch.
     fn capture(
         &self,
         tensors: Vec<String>,
-        batches: usize,
+        samples: usize,
         mut each: impl FnMut(&str, &HostTensor) -> Result<()>,
     ) -> Result<()> {
         let (capture, report) = Capture { names: tensors }.run(self.model.clone())?;
         let PassReport::Capture { sources } = report else {
             bail!("the capture pass reported no tensor sources");
         };
-        let mut backend = open(
-            &capture,
-            &BackendOptions {
-                batch: Some(self.config.batch_size),
-                ..self.config.backend.clone()
-            },
-        )?;
-        for batch in self.batches.iter().take(batches) {
-            let out = backend.run(batch)?;
+        let mut backend = self.open_backend(&capture)?;
+        let first: Vec<HostTensor> = self
+            .tune
+            .inputs
+            .iter()
+            .map(|t| slice_padded(t, 0, samples.min(self.tune.count)))
+            .collect::<Result<_>>()?;
+        for batch in batches_of(&first, self.config.batch_size)? {
+            let out = run_batched(
+                backend.as_mut(),
+                &batch,
+                self.config.batch_size,
+                &NoProgress,
+            )?;
             for (name, source) in &sources {
                 let t = match source {
                     Source::Output(j) => out.outputs.get(*j),
@@ -283,11 +263,11 @@ impl Evaluator {
         Ok(())
     }
 
-    /// The mean of each channel (axis 1) of `tensors` over the samples, from one pass of the
-    /// float model with them exposed as outputs.
+    /// The mean of each channel (axis 1) of `tensors` over the tuning samples, from one pass
+    /// of the float model with them exposed as outputs.
     fn channel_means(&self, tensors: Vec<String>) -> Result<HashMap<String, Vec<f64>>> {
         let mut sums: HashMap<String, (Vec<f64>, usize)> = HashMap::new();
-        self.capture(tensors, self.batches.len(), |name, t| {
+        self.capture(tensors, self.tune.count, |name, t| {
             let channels = *t.shape.get(1).unwrap_or(&1);
             let inner: usize = t.shape.iter().skip(2).product();
             let entry = sums
@@ -323,47 +303,69 @@ impl Evaluator {
         )
     }
 
-    /// The first output of `model` over every sample, flattened, and its shape per batch.
-    fn outputs(&self, model: &OnnxModel) -> Result<(Vec<f64>, Vec<usize>)> {
-        let mut backend = open(
+    /// The reference backend, opened on `model` at the evaluation's batch size.
+    fn open_backend(&self, model: &OnnxModel) -> Result<Box<dyn Backend>> {
+        open(
             model,
             &BackendOptions {
                 batch: Some(self.config.batch_size),
                 ..self.config.backend.clone()
             },
-        )?;
-        let mut all = vec![];
-        let mut shape = vec![];
-        for batch in &self.batches {
-            let out = backend.run(batch)?;
-            let first = out
-                .outputs
-                .into_iter()
-                .next()
-                .context("the model has no output")?;
-            shape = first.shape.clone();
-            all.extend(first.data.to_f64());
-        }
-        Ok((all, shape))
+        )
     }
 
-    /// The score of the model with every node of the plan in INT8 except `float`.
-    pub fn score(&self, float: &BTreeSet<usize>) -> Result<Score> {
-        let variant = self.variant(float)?;
-        let (out, _) = self.outputs(&variant)?;
-        if out.len() != self.reference.len() {
+    /// The first output of `model` over `inputs`, flattened, and its shape per sample set.
+    fn outputs(&self, model: &OnnxModel, inputs: &[HostTensor]) -> Result<(Vec<f64>, Vec<usize>)> {
+        let mut backend = self.open_backend(model)?;
+        let out = run_batched(
+            backend.as_mut(),
+            inputs,
+            self.config.batch_size,
+            &NoProgress,
+        )?;
+        let first = out
+            .outputs
+            .into_iter()
+            .next()
+            .context("the model has no output")?;
+        Ok((first.data.to_f64(), first.shape))
+    }
+
+    /// The score of `variant` on `set`.
+    fn score_on(&self, variant: &OnnxModel, set: &SampleSet) -> Result<Score> {
+        let (out, _) = self.outputs(variant, &set.inputs)?;
+        if out.len() != set.reference.len() {
             bail!("the INT8 model's output has another size than the float model's");
         }
-        let c = closeness(&out, &self.reference, self.samples, &Tolerance::default());
-        let top1 = self
+        let classes = self
             .classes
-            .filter(|&k| k > 1 && out.len() == self.samples * k)
-            .map(|k| topk(&out, &self.reference, self.samples, k, 1).top1_agreement_pct);
-        Ok(Score {
-            cosine: c.cosine,
-            top1_agreement_pct: top1,
-            mae: c.mean_abs_err,
-        })
+            .filter(|&k| k > 1 && out.len() == set.count * k);
+        let sums = sample_sums(&out, &set.reference, set.count, classes);
+        Ok(interval_scores(&sums, INTERVAL_SEED))
+    }
+
+    /// The score, on the tuning samples, of the model with every node of the plan in INT8
+    /// except `float`.
+    pub fn score(&self, float: &BTreeSet<usize>) -> Result<Score> {
+        self.score_on(&self.variant(float)?, &self.tune)
+    }
+
+    /// The score of the same model on the check samples (`None` without a check set).
+    pub fn check_score(&self, float: &BTreeSet<usize>) -> Result<Option<Score>> {
+        let Some(check) = &self.check else {
+            return Ok(None);
+        };
+        Ok(Some(self.score_on(&self.variant(float)?, check)?))
+    }
+
+    /// Which samples the scores come from.
+    pub fn sample_use(&self) -> SampleUse {
+        SampleUse {
+            tune: self.tune_samples,
+            check: self.check_samples,
+            check_from: self.config.check.to_string(),
+            left_out: self.left_out,
+        }
     }
 
     /// The nodes the plan quantizes, in graph order.
@@ -395,6 +397,19 @@ impl Evaluator {
     }
 }
 
+/// Which samples a triage report's scores come from.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SampleUse {
+    /// Samples tuned on (the scale search, bias correction, rounding, the search's choices).
+    pub tune: usize,
+    /// Samples kept apart and only scored (0 without a check set).
+    pub check: usize,
+    /// Where the check samples came from.
+    pub check_from: String,
+    /// Samples the sources had beyond `--eval-samples`, left out.
+    pub left_out: usize,
+}
+
 /// What `quantize --int8 --eval-data` wrote and how close it stays.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct MeasuredReport {
@@ -404,15 +419,24 @@ pub struct MeasuredReport {
     pub float_nodes: Vec<String>,
     /// Convolution biases corrected.
     pub bias_correction: bool,
-    /// Its score against the float model.
+    /// How the weights were rounded.
+    #[serde(default)]
+    pub weight_rounding: WeightRounding,
+    /// Its score against the float model on the tuning samples.
     pub score: Score,
+    /// Its score on the check samples (absent without a check set).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<Score>,
     /// Share of the counted MACs that run in INT8, in [0, 1].
     pub int8_share: Option<f64>,
-    /// Samples measured on.
-    pub samples: usize,
+    /// The samples scored.
+    pub samples: SampleUse,
     /// What the activation scale search changed (when asked for).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scale_search: Option<ScaleSearchReport>,
+    /// What adaptive rounding changed (when asked for).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rounding: Option<RoundingReport>,
 }
 
 /// Writes the INT8 model with the nodes `exclude` names in float and measures it.
@@ -426,6 +450,7 @@ pub fn measure_int8(
     let float = exclude.resolve(eval.model.graph())?;
     let variant = eval.variant(&float)?;
     let score = eval.score(&float)?;
+    let check = eval.check_score(&float)?;
     OnnxModel::from_proto(variant.proto, output).save(output)?;
     Ok(MeasuredReport {
         output: output.display().to_string(),
@@ -436,9 +461,12 @@ pub fn measure_int8(
             .map(|&i| eval.label(i))
             .collect(),
         bias_correction: config.bias_correction,
+        weight_rounding: config.weight_rounding,
         score,
+        check,
         int8_share: eval.int8_share(&float),
-        samples: eval.samples,
+        samples: eval.sample_use(),
         scale_search: eval.scale_search.clone(),
+        rounding: eval.rounding.clone(),
     })
 }

@@ -4,8 +4,14 @@
 //! what is searched with it: which nodes stay in float for a target closeness (`target_search`),
 //! per-layer scales (`scale_search`) and the per-node sensitivity table (`sensitivity_scan`).
 //! `request` is the one entry that runs any of them for a caller. The graph passes themselves are
-//! in `onnx::rewrite`; the calibration ranges in `calibration`.
+//! in `onnx::rewrite`; the calibration ranges in `calibration`. `eval_config` says what the
+//! measurements run on, `eval_samples` reads the samples and keeps a check part apart from the
+//! tuning part, and `adaptive_rounding` chooses the weights' int8 values for the least error of
+//! each layer's output.
 
+pub mod adaptive_rounding;
+pub mod eval_config;
+pub mod eval_samples;
 pub mod evaluate;
 pub mod job;
 pub mod request;

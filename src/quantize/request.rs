@@ -47,9 +47,9 @@ pub enum QuantizeOutcome {
     /// The sensitivity table.
     Sensitivity(SensitivityReport),
     /// The target search's result.
-    Target(TargetReport),
+    Target(Box<TargetReport>),
     /// The measured INT8 model.
-    Measured(MeasuredReport),
+    Measured(Box<MeasuredReport>),
 }
 
 /// Runs `request`, telling `progress` how the variants advance.
@@ -60,12 +60,12 @@ pub fn run_request(request: &QuantizeRequest, progress: &dyn Progress) -> Result
             QuantizeOutcome::Sensitivity(sensitivity(eval, exclude, progress)?)
         }
         QuantizeRequest::Target(config) => {
-            QuantizeOutcome::Target(search_target(config, progress)?)
+            QuantizeOutcome::Target(Box::new(search_target(config, progress)?))
         }
         QuantizeRequest::Measured {
             eval,
             exclude,
             output,
-        } => QuantizeOutcome::Measured(measure_int8(eval, exclude, output, progress)?),
+        } => QuantizeOutcome::Measured(Box::new(measure_int8(eval, exclude, output, progress)?)),
     })
 }

@@ -4,7 +4,7 @@
 
 use crate::onnx::rewrite::plan::Exclusion;
 use crate::progress::Progress;
-use crate::quantize::evaluate::{EvalConfig, Evaluator, Score};
+use crate::quantize::evaluate::{EvalConfig, Evaluator, SampleUse, Score};
 use crate::quantize::scale_search::ScaleSearchReport;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
@@ -42,8 +42,8 @@ pub struct SensitivityReport {
     pub cache: String,
     /// The evaluation data.
     pub eval_data: String,
-    /// Samples measured on.
-    pub samples: usize,
+    /// The samples: the scan scores on the tuning part only.
+    pub samples: SampleUse,
     /// What the float part computed in.
     pub fallback: String,
     /// Every node of the plan in INT8 but the excluded ones.
@@ -117,7 +117,7 @@ pub fn sensitivity(
         model: config.model.display().to_string(),
         cache: config.cache.display().to_string(),
         eval_data: config.eval_data.clone(),
-        samples: eval.samples,
+        samples: eval.sample_use(),
         fallback: config.fallback.to_string(),
         full_int8: full,
         excluded: all

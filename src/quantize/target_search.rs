@@ -11,7 +11,9 @@ use crate::onnx::rewrite::plan::{plan_int8, Exclusion};
 use crate::onnx::rewrite::qdq::WeightQuant;
 use crate::onnx::OnnxModel;
 use crate::progress::Progress;
-use crate::quantize::evaluate::{open_eval_samples, EvalConfig, Evaluator, Score};
+use crate::quantize::adaptive_rounding::RoundingReport;
+use crate::quantize::eval_samples::samples_fingerprint;
+use crate::quantize::evaluate::{EvalConfig, Evaluator, SampleUse, Score, WeightRounding};
 use crate::quantize::job::int8_model;
 use crate::quantize::scale_search::{ScaleSearch, ScaleSearchReport};
 use anyhow::{Context, Result};
@@ -74,18 +76,35 @@ pub struct TargetReport {
     pub output: String,
     /// The goal.
     pub goal: Goal,
-    /// Whether the written model meets it.
+    /// Whether the written model meets it on the check samples (on the tuning samples when
+    /// there is no check set).
     pub met: bool,
+    /// Whether it meets it on the tuning samples the search chose on.
+    #[serde(default)]
+    pub met_on_tuning: bool,
+    /// What the user should know about how "met" was decided (a check that missed, and what the
+    /// search did about it; no check set).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
     /// Nodes left in float, in graph order.
     pub float_nodes: Vec<String>,
-    /// The written model's score.
+    /// The written model's score on the tuning samples.
     pub score: Score,
-    /// Every quantizable node in INT8.
+    /// Its score on the check samples (absent without a check set).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<Score>,
+    /// Every quantizable node in INT8, on the tuning samples.
     pub full_int8: Score,
+    /// The same on the check samples.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub full_int8_check: Option<Score>,
     /// Share of the counted MACs that run in INT8, in [0, 1].
     pub int8_share: Option<f64>,
-    /// Samples measured on.
-    pub samples: usize,
+    /// The samples scored.
+    pub samples: SampleUse,
+    /// How the weights were rounded.
+    #[serde(default)]
+    pub weight_rounding: WeightRounding,
     /// Variants measured.
     pub variants: usize,
     /// How the float part was searched for.
@@ -100,6 +119,9 @@ pub struct TargetReport {
     /// What the activation scale search changed (when asked for).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scale_search: Option<ScaleSearchReport>,
+    /// What adaptive rounding changed (when asked for).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rounding: Option<RoundingReport>,
 }
 
 /// The key of a search: everything its answer depends on (the reference backend too: its
@@ -116,6 +138,8 @@ fn result_key(config: &TargetConfig, fingerprint: &str) -> Result<String> {
         "bias_correction": e.bias_correction,
         "weight_clip": e.weight_clip,
         "scale_search": e.scale_search,
+        "weight_rounding": e.weight_rounding,
+        "check": e.check,
         "backend": e.backend.kind,
         "device": format!("{:?}", e.backend.device),
         "goal": config.goal,
@@ -156,10 +180,7 @@ fn result_path(config: &TargetConfig, key: &str) -> PathBuf {
 pub fn search_target(config: &TargetConfig, progress: &dyn Progress) -> Result<TargetReport> {
     let start = Instant::now();
     let model = OnnxModel::load(&config.eval.model)?;
-    let fingerprint = {
-        let s = open_eval_samples(&model, &config.eval)?;
-        format!("{} {}", s.fingerprint(), s.preprocessing())
-    };
+    let fingerprint = samples_fingerprint(&model, &config.eval)?;
     let key = result_key(config, &fingerprint)?;
     let kept = result_path(config, &key);
     if !config.research {
@@ -174,8 +195,10 @@ pub fn search_target(config: &TargetConfig, progress: &dyn Progress) -> Result<T
             }
             .resolve(model.graph())
             .with_context(|| format!("{}: a kept search result", kept.display()))?;
-            let out = if config.eval.bias_correction || config.eval.scale_search != ScaleSearch::Off
-            {
+            let tuned = config.eval.bias_correction
+                || config.eval.scale_search != ScaleSearch::Off
+                || config.eval.weight_rounding != WeightRounding::Nearest;
+            let out = if tuned {
                 Evaluator::from_model(model, &config.eval, progress)?.variant(&float)?
             } else {
                 plain_int8(config, &model, &float)?
@@ -197,10 +220,12 @@ pub fn search_target(config: &TargetConfig, progress: &dyn Progress) -> Result<T
     };
     progress.start("variants", None);
     let full = search.score(&BTreeSet::new())?;
-    let (float, best) = if goal.met_by(&full) {
+    let full_check = eval.check_score(&BTreeSet::new())?;
+    let mut ranked = vec![];
+    let (mut float, mut best) = if goal.met_by(&full) {
         (BTreeSet::new(), full)
     } else {
-        let ranked = search.rank()?;
+        ranked = search.rank()?;
         let (float, at) = match config.strategy {
             Strategy::Bisect => search.bisect(&ranked)?,
             Strategy::Greedy => search.greedy(&ranked, full)?,
@@ -211,6 +236,29 @@ pub fn search_target(config: &TargetConfig, progress: &dyn Progress) -> Result<T
             (float, at)
         }
     };
+    let met_on_tuning = goal.met_by(&best);
+    let mut check = eval.check_score(&float)?;
+    let mut notes = vec![];
+    if met_on_tuning && check.is_some_and(|c| !goal.met_by(&c)) {
+        if ranked.is_empty() {
+            ranked = search.rank()?;
+        }
+        let missed = check.map(|c| goal.value(&c)).unwrap_or_default();
+        let before = float.len();
+        (float, best, check) = search.until_checked(&ranked, float, best)?;
+        notes.push(match check {
+            Some(c) if goal.met_by(&c) => format!(
+                "the check samples missed the goal ({missed:.5}) where the tuning samples met it; {} more nodes left in float until the check met it too",
+                float.len() - before
+            ),
+            _ => format!(
+                "the check samples miss the goal ({missed:.5}) where the tuning samples meet it, even with every quantized node in float; the written model is the last one tried"
+            ),
+        });
+    }
+    if check.is_none() {
+        notes.push("no check set (--check-fraction 0): the goal was judged on the samples the search tuned on".into());
+    }
     let variants = search.variants;
     progress.finish();
     save(config, eval.variant(&float)?)?;
@@ -218,18 +266,24 @@ pub fn search_target(config: &TargetConfig, progress: &dyn Progress) -> Result<T
         model: config.eval.model.display().to_string(),
         output: config.output.display().to_string(),
         goal,
-        met: goal.met_by(&best),
+        met: goal.met_by(check.as_ref().unwrap_or(&best)),
+        met_on_tuning: goal.met_by(&best),
+        notes,
         float_nodes: float.iter().map(|&i| eval.label(i)).collect(),
         score: best,
+        check,
         full_int8: full,
+        full_int8_check: full_check,
         int8_share: eval.int8_share(&float),
-        samples: eval.samples,
+        samples: eval.sample_use(),
+        weight_rounding: config.eval.weight_rounding,
         variants,
         strategy: config.strategy,
         result: kept.display().to_string(),
         reused: false,
         wall_s: start.elapsed().as_secs_f64(),
         scale_search: eval.scale_search.clone(),
+        rounding: eval.rounding.clone(),
     };
     let dir = config.result_dir();
     std::fs::create_dir_all(&dir).with_context(|| format!("{}: cannot create", dir.display()))?;
@@ -314,30 +368,70 @@ impl Search<'_> {
         let mut float = BTreeSet::new();
         let mut at = full;
         while !self.goal.met_by(&at) && !rest.is_empty() {
-            let mut tried = vec![];
-            for (i, &(n, _)) in rest.iter().enumerate().take(GREEDY_CANDIDATES) {
-                let mut more = float.clone();
-                more.insert(n);
-                self.progress.status(format!(
-                    "greedy: {} in float, trying {}",
-                    float.len(),
-                    self.eval.label(n)
-                ));
-                let s = self.score(&more)?;
-                tried.push((i, s));
-            }
-            for &(i, s) in &tried {
-                rest[i].1 = self.goal.value(&s);
-            }
-            let (i, s) = tried
-                .into_iter()
-                .max_by(|a, b| self.goal.value(&a.1).total_cmp(&self.goal.value(&b.1)))
-                .expect("at least one candidate");
-            float.insert(rest.remove(i).0);
-            at = s;
-            rest.sort_by(|a, b| b.1.total_cmp(&a.1));
+            at = self.greedy_step(&mut rest, &mut float)?;
         }
         Ok((float, at))
+    }
+
+    /// One greedy step: the best of the next [`GREEDY_CANDIDATES`] of `rest`, measured with
+    /// `float`, moves into `float`; the measured ones are re-ranked by what they scored.
+    /// Returns the new float part's score. `rest` must not be empty.
+    fn greedy_step(
+        &mut self,
+        rest: &mut Vec<(usize, f64)>,
+        float: &mut BTreeSet<usize>,
+    ) -> Result<Score> {
+        let mut tried = vec![];
+        for (i, &(n, _)) in rest.iter().enumerate().take(GREEDY_CANDIDATES) {
+            let mut more = float.clone();
+            more.insert(n);
+            self.progress.status(format!(
+                "greedy: {} in float, trying {}",
+                float.len(),
+                self.eval.label(n)
+            ));
+            let s = self.score(&more)?;
+            tried.push((i, s));
+        }
+        for &(i, s) in &tried {
+            rest[i].1 = self.goal.value(&s);
+        }
+        let (i, s) = tried
+            .into_iter()
+            .max_by(|a, b| self.goal.value(&a.1).total_cmp(&self.goal.value(&b.1)))
+            .context("no node left to move into float")?;
+        float.insert(rest.remove(i).0);
+        rest.sort_by(|a, b| b.1.total_cmp(&a.1));
+        Ok(s)
+    }
+
+    /// Grows `float` a greedy step at a time until the check samples meet the goal too (or
+    /// every node is in float): the search's choices fit the tuning samples, and "met" is
+    /// decided on samples it never chose on. Returns the float part, its tuning score and
+    /// its check score.
+    fn until_checked(
+        &mut self,
+        ranked: &[(usize, f64)],
+        mut float: BTreeSet<usize>,
+        mut at: Score,
+    ) -> Result<(BTreeSet<usize>, Score, Option<Score>)> {
+        let mut rest: Vec<(usize, f64)> = ranked
+            .iter()
+            .filter(|r| !float.contains(&r.0))
+            .copied()
+            .collect();
+        loop {
+            self.progress.status(format!(
+                "checking {} nodes in float on the samples kept apart",
+                float.len()
+            ));
+            self.variants += 1;
+            let check = self.eval.check_score(&float)?;
+            if check.is_none_or(|c| self.goal.met_by(&c)) || rest.is_empty() {
+                return Ok((float, at, check));
+            }
+            at = self.greedy_step(&mut rest, &mut float)?;
+        }
     }
 
     /// Gives back to INT8 each node of `float` the goal does not need, the least helpful (by

@@ -1,7 +1,8 @@
 //! The reports of the INT8 triage: the sensitivity table (one row per quantized node, most
 //! damaging first) and what the accuracy-target search left in float.
 
-use crate::quantize::evaluate::{MeasuredReport, Score};
+use crate::quantize::adaptive_rounding::RoundingReport;
+use crate::quantize::evaluate::{MeasuredReport, SampleUse, Score, WeightRounding};
 use crate::quantize::scale_search::ScaleSearchReport;
 use crate::quantize::sensitivity_scan::SensitivityReport;
 use crate::quantize::target_search::{Goal, Strategy, TargetReport};
@@ -12,13 +13,35 @@ fn agreement(s: &Score) -> String {
         .map_or("-".into(), |a| format!("{a:.1}"))
 }
 
+/// A score with its 95% intervals and the samples it is on.
 fn score_line(s: &Score) -> String {
+    let [clo, chi] = s.cosine_interval;
+    let top1 = match (s.top1_agreement_pct, s.top1_agreement_interval) {
+        (Some(a), Some([lo, hi])) => format!("{a:.1}% [{lo:.1}, {hi:.1}]"),
+        (Some(a), None) => format!("{a:.1}%"),
+        _ => "-".into(),
+    };
     format!(
-        "cosine {:.5}, top-1 agreement {}%, MAE {:.4}",
-        s.cosine,
-        agreement(s),
-        s.mae
+        "cosine {:.5} [{clo:.5}, {chi:.5}], top-1 agreement {top1}, MAE {:.4} ({} samples)",
+        s.cosine, s.mae, s.samples
     )
+}
+
+/// Which samples the scores are on: tuned on, checked on, and what was left out.
+fn samples_line(u: &SampleUse) -> String {
+    let mut line = format!("  samples: {} tuned on", u.tune);
+    if u.check > 0 {
+        line += &format!(", {} checked on (check set: {})", u.check, u.check_from);
+    } else {
+        line += ", no check set";
+    }
+    if u.left_out > 0 {
+        line += &format!(
+            "; {} more in the sources left out by --eval-samples",
+            u.left_out
+        );
+    }
+    line + "; [..] are 95% bootstrap intervals\n"
 }
 
 /// The line saying what the activation scale search changed (empty when it did not run).
@@ -35,13 +58,33 @@ fn scale_search_line(r: Option<&ScaleSearchReport>) -> String {
     )
 }
 
+/// The line saying what adaptive rounding changed (empty when it did not run).
+fn rounding_line(r: Option<&RoundingReport>) -> String {
+    let Some(r) = r else {
+        return String::new();
+    };
+    let kept = if r.kept_nearest.is_empty() {
+        String::new()
+    } else {
+        format!("; {} weights kept at nearest", r.kept_nearest.len())
+    };
+    format!(
+        "  weights rounded adaptively in {} layers: {} of {} values off nearest; the layers' mean relative output error {:.3e} -> {:.3e}{kept}\n",
+        r.layers.len(),
+        r.changed,
+        r.weights,
+        r.mean_nearest_error,
+        r.mean_adaptive_error
+    )
+}
+
 /// The sensitivity table for the terminal.
 pub fn render_sensitivity(r: &SensitivityReport) -> String {
     let mut out = format!(
-        "{}: {} quantized nodes measured on {} samples of {} ({} variants, {:.1} s); float part in {}\n",
+        "{}: {} quantized nodes measured on {} tuning samples of {} ({} variants, {:.1} s); float part in {}\n",
         r.model,
         r.nodes.len(),
-        r.samples,
+        r.samples.tune,
         r.eval_data,
         r.variants,
         r.wall_s,
@@ -57,6 +100,7 @@ pub fn render_sensitivity(r: &SensitivityReport) -> String {
         );
     }
     out += &scale_search_line(r.scale_search.as_ref());
+    out += &samples_line(&r.samples);
     out += "\n";
     let mut t = Table::new(&[
         "#",
@@ -99,23 +143,42 @@ pub fn render_sensitivity(r: &SensitivityReport) -> String {
     out + &t.render()
 }
 
+/// The target line's verdict: met or not, and on which samples.
+fn verdict(r: &TargetReport) -> String {
+    match (r.met, r.check.as_ref()) {
+        (true, Some(c)) => format!(
+            "met on the {} check samples the search never tuned on",
+            c.samples
+        ),
+        (true, None) => "met on the samples the search tuned on (no check set)".into(),
+        (false, Some(_)) if r.met_on_tuning => {
+            "NOT met on the check samples (met on the tuning samples)".into()
+        }
+        (false, _) => "NOT met, even with every quantized node in float".into(),
+    }
+}
+
 /// What the target search did, for the terminal.
 pub fn render_target(r: &TargetReport) -> String {
     let goal = match r.goal {
         Goal::Cosine(c) => format!("cosine ≥ {c}"),
         Goal::Agreement(p) => format!("top-1 agreement ≥ {p}%"),
     };
-    let mut out = format!(
-        "{} ({goal}): {}\n",
-        r.output,
-        if r.met {
-            "met"
-        } else {
-            "NOT met, even with every quantized node in float"
-        }
+    let mut out = format!("{} ({goal}): {}\n", r.output, verdict(r));
+    out += &format!(
+        "  every node in INT8, tuning: {}\n",
+        score_line(&r.full_int8)
     );
-    out += &format!("  every node in INT8:  {}\n", score_line(&r.full_int8));
-    out += &format!("  written model:       {}\n", score_line(&r.score));
+    if let Some(c) = &r.full_int8_check {
+        out += &format!("                      check:  {}\n", score_line(c));
+    }
+    out += &format!("  written model, tuning:      {}\n", score_line(&r.score));
+    if let Some(c) = &r.check {
+        out += &format!("                 check:       {}\n", score_line(c));
+    }
+    for note in &r.notes {
+        out += &format!("  note: {note}\n");
+    }
     out += &format!(
         "  left in float ({}): {}\n",
         r.float_nodes.len(),
@@ -129,6 +192,8 @@ pub fn render_target(r: &TargetReport) -> String {
         out += &format!("  INT8 share of the MACs: {:.1}%\n", 100.0 * share);
     }
     out += &scale_search_line(r.scale_search.as_ref());
+    out += &rounding_line(r.rounding.as_ref());
+    out += &samples_line(&r.samples);
     out += &if r.reused {
         format!(
             "  reused the search kept in {} (--research searches again)\n",
@@ -136,13 +201,12 @@ pub fn render_target(r: &TargetReport) -> String {
         )
     } else {
         format!(
-            "  {} variants ({} search) measured on {} samples in {:.1} s; kept in {}\n",
+            "  {} variants ({} search) in {:.1} s; kept in {}\n",
             r.variants,
             match r.strategy {
                 Strategy::Bisect => "bisection",
                 Strategy::Greedy => "greedy",
             },
-            r.samples,
             r.wall_s,
             r.result
         )
@@ -153,15 +217,22 @@ pub fn render_target(r: &TargetReport) -> String {
 /// What `quantize --int8 --eval-data` wrote, for the terminal.
 pub fn render_measured(r: &MeasuredReport) -> String {
     let mut out = format!(
-        "wrote {} (int8{}): {}\n",
+        "wrote {} (int8{}{})\n",
         r.output,
         if r.bias_correction {
             ", biases corrected"
         } else {
             ""
         },
-        score_line(&r.score)
+        match r.weight_rounding {
+            WeightRounding::Adaptive => ", weights rounded adaptively",
+            WeightRounding::Nearest => "",
+        }
     );
+    out += &format!("  tuning: {}\n", score_line(&r.score));
+    if let Some(c) = &r.check {
+        out += &format!("  check:  {}\n", score_line(c));
+    }
     if !r.float_nodes.is_empty() {
         out += &format!("  left in float: {}\n", r.float_nodes.join(", "));
     }
@@ -169,5 +240,6 @@ pub fn render_measured(r: &MeasuredReport) -> String {
         out += &format!("  INT8 share of the MACs: {:.1}%\n", 100.0 * share);
     }
     out += &scale_search_line(r.scale_search.as_ref());
-    out + &format!("  measured on {} samples\n", r.samples)
+    out += &rounding_line(r.rounding.as_ref());
+    out + &samples_line(&r.samples)
 }

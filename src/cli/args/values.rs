@@ -6,6 +6,7 @@ use crate::backend::Device;
 use crate::data::preprocess::{ChannelOrder, Layout};
 use crate::data::resize::Interpolation;
 use crate::onnx::rewrite::qdq::WeightClip;
+use crate::quantize::evaluate::WeightRounding;
 use crate::quantize::job::Fallback;
 use crate::quantize::scale_search::ScaleSearch;
 use crate::quantize::target_search::Strategy;
@@ -60,6 +61,11 @@ flag_values!(Fallback {
 flag_values!(WeightClip {
     WeightClip::Max => "max", "Each weight channel's largest magnitude";
     WeightClip::Mse => "mse", "The fraction of it with the least squared rounding error";
+});
+
+flag_values!(WeightRounding {
+    WeightRounding::Nearest => "nearest", "To the nearest step";
+    WeightRounding::Adaptive => "adaptive", "Up or down, for the least output error of the weight's layer";
 });
 
 flag_values!(ScaleSearch {
