@@ -24,9 +24,16 @@ pub fn dim_to_proto(dim: &Dim) -> Dimension {
 pub fn dim_from_proto(d: &Dimension) -> Dim {
     match &d.value {
         Some(dimension::Value::DimValue(n)) if *n >= 0 => Dim::Fixed(*n),
-        Some(dimension::Value::DimParam(s)) if !s.is_empty() => Dim::Symbol(s.clone()),
+        // Paddle writes `?` (and some exporters `-1`) for "unknown": names that tie no axes.
+        Some(dimension::Value::DimParam(s)) if !is_placeholder(s) => Dim::Symbol(s.clone()),
         _ => Dim::Unknown,
     }
+}
+
+/// Whether a dim_param says "unknown" rather than naming a size: empty, `?`, or a number
+/// such as `-1`. Two axes with such a name are not the same size.
+fn is_placeholder(name: &str) -> bool {
+    name.is_empty() || name == "?" || name.parse::<i64>().is_ok()
 }
 
 /// A graph input or output: name, element type and (if declared) dims.
@@ -136,5 +143,15 @@ mod tests {
             serde_json::to_string(&info.dims).unwrap(),
             r#"["batch",3,"?"]"#
         );
+    }
+
+    #[test]
+    fn placeholder_names_are_unknown_dims_not_symbols() {
+        let v = value_info("x", 1, &[Dim::Symbol("?".into()), Dim::Symbol("-1".into())]);
+        let info = TensorInfo::from_value_info(&v);
+        assert_eq!(info.dims, Some(vec![Dim::Unknown, Dim::Unknown]));
+        let named = value_info("x", 1, &[Dim::Symbol("seq_1".into())]);
+        let info = TensorInfo::from_value_info(&named);
+        assert_eq!(info.dims, Some(vec![Dim::Symbol("seq_1".into())]));
     }
 }
