@@ -6,6 +6,7 @@ use crate::backend::mac_count::model_macs;
 use crate::backend::tract::{TractBackend, TractOptions};
 use crate::calibration::cache::{check_cache_model, CalibrationTable};
 use crate::onnx::model::file_sha256;
+use crate::onnx::rewrite::constant_weights::lift_constant_weights;
 use crate::onnx::rewrite::equalize::{Equalize, EqualizeReport};
 use crate::onnx::rewrite::fp16::{Fp16, Fp16Options, Fp16Report};
 use crate::onnx::rewrite::pass::{Pass, PassReport};
@@ -215,6 +216,7 @@ pub fn quantize(config: &QuantizeConfig) -> Result<QuantizeReport> {
         } => {
             let table = CalibrationTable::load(cache)?;
             check_cache_model(cache, &config.model, &file_sha256(&config.model)?)?;
+            lift_constant_weights(&mut model);
             // The full plan must have something to quantize, whatever is excluded.
             let full = int8_pass(&model, &table.scales)?.plan;
             let (plan, float) = plan_without(&model, exclude).with_context(|| shown.clone())?;

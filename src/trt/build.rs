@@ -21,6 +21,7 @@ use crate::calibration::cache::CalibrationTable;
 use crate::calibration::job::{calibrate, CalibrateConfig};
 use crate::onnx::external::is_external;
 use crate::onnx::model::sha256_hex;
+use crate::onnx::rewrite::constant_weights::lift_constant_weights;
 use crate::onnx::rewrite::fp16::{Fp16, Fp16Options};
 use crate::onnx::rewrite::pass::{run_passes, Pass, PassReport};
 use crate::onnx::shape::{
@@ -513,6 +514,9 @@ fn rewrite_precision(
     let shown = config.model.display().to_string();
     let mut changed = changed;
     let mut model = model;
+    if config.precision == Precision::Int8 && lift_constant_weights(&mut model) > 0 {
+        changed = true;
+    }
     let passes = precision_passes(config, &model, scales)?;
     let (rewritten, reports) =
         run_passes(model, &passes.iter().map(AsRef::as_ref).collect::<Vec<_>>()).with_context(

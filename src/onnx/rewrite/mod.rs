@@ -4,8 +4,10 @@
 //! - [`report`]: what each pass reports (a leaf: the passes import it, it imports none of them).
 //! - [`plan`]: which tensors INT8 quantizes (activations and weights) and where.
 //! - [`capture`]: exposes the activations to quantize as extra graph outputs (calibration).
+//! - [`opset`]: raises opsets 9–12 to 13 (per-channel Q/DQ) where no node changes meaning.
 //! - [`qdq`]: inserts QuantizeLinear/DequantizeLinear pairs with calibrated scales.
 //! - [`probe`]: one node at several activation scales, for the scale search.
+//! - [`constant_weights`]: weights held by Constant nodes moved into initializers (before INT8).
 //! - [`bias`]: bias correction of the convolutions whose weights INT8 quantizes.
 //! - [`equalize`]: cross-layer equalisation of conv pairs (a float rewrite before calibration).
 //! - [`fold_bn`]: BatchNormalization folded into the Conv before it (equalisation needs it).
@@ -17,11 +19,13 @@
 
 pub mod bias;
 pub mod capture;
+pub mod constant_weights;
 pub mod equalize;
 pub mod fold_bn;
 pub mod fp16;
 mod gemm_to_matmul;
 pub mod initializer;
+pub mod opset;
 pub mod pass;
 pub mod plan;
 pub mod probe;

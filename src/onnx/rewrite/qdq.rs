@@ -5,6 +5,7 @@
 //! QDQ quantizer writes and TensorRT's explicit quantization reads); biases stay float.
 
 use super::initializer::{read_f32, tensor_i8};
+use super::opset::raise_opset;
 use super::pass::{Pass, PassReport};
 use super::plan::QuantPlan;
 use crate::onnx::graph_builder::{attr_int, tensor_f32};
@@ -195,8 +196,11 @@ fn insert_qdq(
     scales: &BTreeMap<String, f32>,
     weights: &WeightQuant,
 ) -> Result<OnnxModel> {
-    check_qdq_inputs(&model, plan, scales)?;
     let mut out = model;
+    if let Some(from) = raise_opset(&mut out, MIN_OPSET)? {
+        tracing::info!("raised the model's opset {from} to {MIN_OPSET} for per-channel Q/DQ");
+    }
+    check_qdq_inputs(&out, plan, scales)?;
     let g = out.graph_mut();
     // Rewire consumers first (indices refer to the original node list).
     let mut after: HashMap<String, Vec<NodeProto>> = HashMap::new();
