@@ -182,7 +182,14 @@ fn check_set(args: &QuantizeArgs) -> Result<CheckSet> {
 
 /// The job these flags describe; every flag check of `quantize` is here.
 pub fn job(args: &QuantizeArgs) -> Result<QuantizeRequest> {
-    if args.search.is_some() && args.target_cosine.is_none() && args.target_agreement.is_none() {
+    let target = args.target_cosine.is_some() || args.target_agreement.is_some();
+    if args.research && !target {
+        return Err(UsageError(
+            "--research searches a target again; give --target-cosine or --target-agreement".into(),
+        )
+        .into());
+    }
+    if args.search.is_some() && !target {
         return Err(UsageError(
             "--search says how --target-cosine or --target-agreement searches; give one".into(),
         )

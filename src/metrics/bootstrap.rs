@@ -1,8 +1,10 @@
 //! Scores of a model's output against a reference with their uncertainty: per-sample sums
 //! from which the cosine of the flattened outputs, top-1 agreement and the mean absolute error
-//! of any subset of the samples follow, and percentile bootstrap intervals of the first two
-//! (the samples resampled with replacement, the statistic recomputed on each resample). With a
-//! handful of samples the interval is wide, which is the point: three photos decide nothing.
+//! of any subset of the samples follow, with 95% intervals: a percentile bootstrap of the
+//! cosine (the samples resampled with replacement, the cosine recomputed on each resample) and
+//! the Wilson score interval of top-1 agreement (a proportion: the bootstrap of 12 samples that
+//! all agree would say [100, 100]; Wilson says [76, 100]). With a handful of samples the
+//! intervals are wide, which is the point: three photos decide nothing.
 
 use crate::metrics::topk::topk;
 use rand::rngs::StdRng;
@@ -97,7 +99,7 @@ pub struct IntervalScores {
     pub cosine_interval: [f64; 2],
     /// Samples whose top-1 class agrees, %.
     pub top1_agreement_pct: Option<f64>,
-    /// Its percentile bootstrap 95% interval.
+    /// Its Wilson score 95% interval.
     pub top1_agreement_interval: Option<[f64; 2]>,
     /// Mean absolute difference.
     pub mae: f64,
@@ -113,8 +115,24 @@ fn percentile_interval(values: &mut [f64], point: f64) -> [f64; 2] {
     [at(0.025).min(point), at(0.975).max(point)]
 }
 
-/// The scores of all of `sums` with bootstrap intervals from [`RESAMPLES`] resamples drawn
-/// with `seed` (the same seed, the same interval).
+/// The Wilson score 95% interval of a proportion, %: `agree` of `n`.
+pub fn wilson_interval(agree: usize, n: usize) -> [f64; 2] {
+    if n == 0 {
+        return [0.0, 100.0];
+    }
+    const Z: f64 = 1.959964;
+    let (n, p) = (n as f64, agree as f64 / n as f64);
+    let z2 = Z * Z;
+    let center = (p + z2 / (2.0 * n)) / (1.0 + z2 / n);
+    let half = Z / (1.0 + z2 / n) * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt();
+    [
+        (100.0 * (center - half)).clamp(0.0, 100.0 * p),
+        (100.0 * (center + half)).clamp(100.0 * p, 100.0),
+    ]
+}
+
+/// The scores of all of `sums`: the cosine's interval from [`RESAMPLES`] resamples drawn with
+/// `seed` (the same seed, the same interval), top-1 agreement's by Wilson.
 pub fn interval_scores(sums: &[SampleSums], seed: u64) -> IntervalScores {
     let n = sums.len();
     let cosine = cosine_of(sums, 0..n);
@@ -126,7 +144,10 @@ pub fn interval_scores(sums: &[SampleSums], seed: u64) -> IntervalScores {
         cosine,
         cosine_interval: [cosine, cosine],
         top1_agreement_pct: agreement,
-        top1_agreement_interval: agreement.map(|a| [a, a]),
+        top1_agreement_interval: agreement.map(|_| {
+            let agree = sums.iter().filter(|s| s.top1_agrees == Some(true)).count();
+            wilson_interval(agree, n)
+        }),
         mae: if finite == 0 {
             0.0
         } else {
@@ -139,21 +160,14 @@ pub fn interval_scores(sums: &[SampleSums], seed: u64) -> IntervalScores {
     }
     let mut rng = StdRng::seed_from_u64(seed);
     let mut cosines = Vec::with_capacity(RESAMPLES);
-    let mut agreements = Vec::with_capacity(RESAMPLES);
     let mut picked = vec![0usize; n];
     for _ in 0..RESAMPLES {
         for p in picked.iter_mut() {
             *p = rng.random_range(0..n);
         }
         cosines.push(cosine_of(sums, picked.iter().copied()));
-        if let Some(a) = agreement_of(sums, picked.iter().copied()) {
-            agreements.push(a);
-        }
     }
     scores.cosine_interval = percentile_interval(&mut cosines, cosine);
-    if let Some(a) = agreement {
-        scores.top1_agreement_interval = Some(percentile_interval(&mut agreements, a));
-    }
     scores
 }
 
@@ -212,5 +226,17 @@ mod tests {
         assert_eq!(interval_scores(&sums, 3), interval_scores(&sums, 3));
         let one = interval_scores(&sums[..1], 3);
         assert_eq!(one.cosine_interval, [one.cosine, one.cosine]);
+    }
+
+    #[test]
+    fn agreement_intervals_are_wilsons() {
+        let [lo, hi] = wilson_interval(12, 12);
+        assert!((lo - 75.75).abs() < 0.1 && hi == 100.0, "{lo} {hi}");
+        let [lo, hi] = wilson_interval(5, 10);
+        assert!(
+            (lo - 23.66).abs() < 0.05 && (hi - 76.34).abs() < 0.05,
+            "{lo} {hi}"
+        );
+        assert_eq!(wilson_interval(0, 4)[0], 0.0);
     }
 }

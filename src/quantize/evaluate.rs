@@ -16,6 +16,7 @@ use crate::onnx::macs::MacsCount;
 use crate::onnx::model::file_sha256;
 use crate::onnx::rewrite::bias::correct_biases;
 use crate::onnx::rewrite::capture::{Capture, Source};
+use crate::onnx::rewrite::constant_weights::lift_constant_weights;
 use crate::onnx::rewrite::pass::{Pass, PassReport};
 use crate::onnx::rewrite::plan::{node_label, QuantPlan};
 use crate::onnx::rewrite::qdq::WeightQuant;
@@ -90,10 +91,11 @@ impl Evaluator {
 
     /// [`Evaluator::new`] for `model`, already loaded from `config.model`.
     pub fn from_model(
-        model: OnnxModel,
+        mut model: OnnxModel,
         config: &EvalConfig,
         progress: &dyn Progress,
     ) -> Result<Evaluator> {
+        lift_constant_weights(&mut model);
         let table = CalibrationTable::load(&config.cache)?;
         check_cache_model(&config.cache, &config.model, &file_sha256(&config.model)?)?;
         // The INT8 pass refuses a model with nothing to quantize.
@@ -186,7 +188,8 @@ impl Evaluator {
     /// Replaces the calibrated activation scales with those [`search_scales`] finds on the
     /// first [`SEARCH_SAMPLES`] tuning samples.
     fn search_scales(&mut self, progress: &dyn Progress) -> Result<()> {
-        let captured = self.capture_all(self.plan.activation_names(), SEARCH_SAMPLES)?;
+        let samples = SEARCH_SAMPLES.min(self.tune.count);
+        let captured = self.capture_all(self.plan.activation_names(), samples)?;
         progress.start(
             "activation scales",
             Some(self.plan.activations.len() as u64),
@@ -196,6 +199,7 @@ impl Evaluator {
             &self.plan,
             &self.scales,
             captured,
+            samples,
             &self.config.backend,
             self.config.weight_clip,
             |name| {
@@ -437,6 +441,9 @@ pub struct MeasuredReport {
     /// What adaptive rounding changed (when asked for).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rounding: Option<RoundingReport>,
+    /// Wall time, seconds.
+    #[serde(default)]
+    pub wall_s: f64,
 }
 
 /// Writes the INT8 model with the nodes `exclude` names in float and measures it.
@@ -446,6 +453,7 @@ pub fn measure_int8(
     output: &std::path::Path,
     progress: &dyn Progress,
 ) -> Result<MeasuredReport> {
+    let start = std::time::Instant::now();
     let eval = Evaluator::new(config, progress)?;
     let float = exclude.resolve(eval.model.graph())?;
     let variant = eval.variant(&float)?;
@@ -468,5 +476,6 @@ pub fn measure_int8(
         samples: eval.sample_use(),
         scale_search: eval.scale_search.clone(),
         rounding: eval.rounding.clone(),
+        wall_s: start.elapsed().as_secs_f64(),
     })
 }

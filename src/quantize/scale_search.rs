@@ -194,12 +194,15 @@ fn float_values(t: &HostTensor) -> Vec<f32> {
 }
 
 /// The scales of `plan`'s activations searched on `captured` (each tensor's values over the
-/// search samples, one tensor per batch), starting from `scales`; the probes run on `backend`.
+/// `samples` search samples, one tensor per batch), starting from `scales`; the probes run on
+/// `backend`.
+#[allow(clippy::too_many_arguments)]
 pub fn search_scales(
     model: &OnnxModel,
     plan: &QuantPlan,
     scales: &BTreeMap<String, f32>,
     mut captured: BTreeMap<String, Vec<HostTensor>>,
+    samples: usize,
     backend: &BackendOptions,
     clip: WeightClip,
     mut on_tensor: impl FnMut(&str),
@@ -210,11 +213,6 @@ pub fn search_scales(
         backend,
         clip,
     };
-    let samples = captured.values().next().map_or(0, |b| {
-        b.iter()
-            .map(|t| t.shape.first().copied().unwrap_or(1))
-            .sum()
-    });
     let mut searched = scales.clone();
     let mut choices = vec![];
     let mut probed = 0;

@@ -7,6 +7,7 @@
 use crate::atomic_file::write_atomic;
 use crate::calibration::cache::CalibrationTable;
 use crate::onnx::model::{file_sha256, sha256_hex};
+use crate::onnx::rewrite::constant_weights::lift_constant_weights;
 use crate::onnx::rewrite::plan::{plan_int8, Exclusion};
 use crate::onnx::rewrite::qdq::WeightQuant;
 use crate::onnx::OnnxModel;
@@ -98,6 +99,11 @@ pub struct TargetReport {
     /// The same on the check samples.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub full_int8_check: Option<Score>,
+    /// When the tuning samples met the goal and the check did not: the check score of the
+    /// model the search had chosen then, before the check made it go on (from then on the check
+    /// chose where to stop, so the final check score is no longer untouched by the search).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check_when_tuning_met: Option<Score>,
     /// Share of the counted MACs that run in INT8, in [0, 1].
     pub int8_share: Option<f64>,
     /// The samples scored.
@@ -179,7 +185,8 @@ fn result_path(config: &TargetConfig, key: &str) -> PathBuf {
 /// Searches (or reuses a kept answer), writes the INT8 model and reports.
 pub fn search_target(config: &TargetConfig, progress: &dyn Progress) -> Result<TargetReport> {
     let start = Instant::now();
-    let model = OnnxModel::load(&config.eval.model)?;
+    let mut model = OnnxModel::load(&config.eval.model)?;
+    lift_constant_weights(&mut model);
     let fingerprint = samples_fingerprint(&model, &config.eval)?;
     let key = result_key(config, &fingerprint)?;
     let kept = result_path(config, &key);
@@ -239,7 +246,9 @@ pub fn search_target(config: &TargetConfig, progress: &dyn Progress) -> Result<T
     let met_on_tuning = goal.met_by(&best);
     let mut check = eval.check_score(&float)?;
     let mut notes = vec![];
+    let mut check_when_tuning_met = None;
     if met_on_tuning && check.is_some_and(|c| !goal.met_by(&c)) {
+        check_when_tuning_met = check;
         if ranked.is_empty() {
             ranked = search.rank()?;
         }
@@ -274,6 +283,7 @@ pub fn search_target(config: &TargetConfig, progress: &dyn Progress) -> Result<T
         check,
         full_int8: full,
         full_int8_check: full_check,
+        check_when_tuning_met,
         int8_share: eval.int8_share(&float),
         samples: eval.sample_use(),
         weight_rounding: config.eval.weight_rounding,
@@ -406,9 +416,10 @@ impl Search<'_> {
     }
 
     /// Grows `float` a greedy step at a time until the check samples meet the goal too (or
-    /// every node is in float): the search's choices fit the tuning samples, and "met" is
-    /// decided on samples it never chose on. Returns the float part, its tuning score and
-    /// its check score.
+    /// every node is in float): the nodes are still chosen on the tuning samples, but the
+    /// check decides where to stop, so from here its score is not untouched by the search
+    /// (the report keeps the check score from before, `check_when_tuning_met`). Returns the
+    /// float part, its tuning score and its check score.
     fn until_checked(
         &mut self,
         ranked: &[(usize, f64)],

@@ -41,7 +41,7 @@ fn samples_line(u: &SampleUse) -> String {
             u.left_out
         );
     }
-    line + "; [..] are 95% bootstrap intervals\n"
+    line + "; [..] are 95% intervals (bootstrap for the cosine, Wilson for top-1)\n"
 }
 
 /// The line saying what the activation scale search changed (empty when it did not run).

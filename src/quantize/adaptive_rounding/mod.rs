@@ -41,6 +41,11 @@ use std::collections::{BTreeMap, HashSet};
 /// is built from; its Gram matrix costs `patches × fan_in²`.
 pub const MAX_PATCHES: usize = 4096;
 
+/// The fewest input patches per input a layer's weights are rounded from: with fewer, the Gram
+/// matrix is (nearly) singular and the descent fits the rounding to the captured samples, not
+/// to the layer (a classifier's last Gemm sees one row a sample), so the layer keeps nearest.
+pub const MIN_PATCHES_PER_INPUT: usize = 4;
+
 /// What adaptive rounding did for one layer. The errors are relative: `Σ |ΔW p|²` over the
 /// patches divided by `Σ |W p|²` (the float outputs' energy), so layers compare.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -134,16 +139,34 @@ pub fn round_adaptively(
         kept_nearest,
         ..Default::default()
     };
+    let rounded: usize = layers.len();
+    let mut kept_for_rows = 0;
     for layer in &layers {
-        let (weight, rounding) = round_layer(model, layer, clip, inputs)
-            .with_context(|| format!("adaptive rounding of layer '{}'", layer.label))?;
+        let (weight, rounding) = match round_layer(model, layer, clip, inputs)
+            .with_context(|| format!("adaptive rounding of layer '{}'", layer.label))?
+        {
+            Rounded::Chosen(weight, rounding) => (weight, rounding),
+            Rounded::Kept(reason) => {
+                kept_for_rows += 1;
+                report.kept_nearest.push(KeptNearest {
+                    node: layer.label.clone(),
+                    op: layer.node.op_type.clone(),
+                    weight: layer.site.tensor.clone(),
+                    reason,
+                });
+                continue;
+            }
+        };
         report.weights += rounding.weights;
         report.changed += rounding.changed;
-        report.mean_nearest_error += rounding.nearest_error / layers.len() as f64;
-        report.mean_adaptive_error += rounding.adaptive_error / layers.len() as f64;
+        report.mean_nearest_error += rounding.nearest_error;
+        report.mean_adaptive_error += rounding.adaptive_error;
         report.layers.push(rounding);
         chosen.insert(layer.site.tensor.clone(), weight);
     }
+    let counted = (rounded - kept_for_rows).max(1) as f64;
+    report.mean_nearest_error /= counted;
+    report.mean_adaptive_error /= counted;
     Ok((chosen, report))
 }
 
@@ -288,14 +311,21 @@ fn channel_major<T: Copy>(values: &[T], dims: &[i64], axis: usize, back: bool) -
         .collect()
 }
 
+/// What rounding one layer gave: its chosen values and report, or why it keeps nearest.
+enum Rounded {
+    Chosen(Int8Weight, LayerRounding),
+    Kept(String),
+}
+
 /// Rounds one layer: its weights, their nearest values and scales, its input patches, the
-/// descent; the chosen values back in the weight's layout.
+/// descent; the chosen values back in the weight's layout. A layer with fewer than
+/// [`MIN_PATCHES_PER_INPUT`] patches per input keeps nearest.
 fn round_layer(
     model: &OnnxModel,
     layer: &Layer,
     clip: WeightClip,
     inputs: &BTreeMap<String, Vec<HostTensor>>,
-) -> Result<(Int8Weight, LayerRounding)> {
+) -> Result<Rounded> {
     let name = &layer.node.input[0];
     let batches = match inputs.get(name) {
         Some(b) if !b.is_empty() => b,
@@ -325,6 +355,12 @@ fn round_layer(
     let (nearest, scales) = quantize_weights(&w, dims, axis, clip);
     let patches = sample_patches(&layer.input, &views, MAX_PATCHES)?;
     let fan_in = layer.input.fan_in();
+    if patches.count < MIN_PATCHES_PER_INPUT * fan_in {
+        return Ok(Rounded::Kept(format!(
+            "{} input patches for {fan_in} inputs a channel: too few to tell its rounding from the samples' (needs {}×)",
+            patches.count, MIN_PATCHES_PER_INPUT
+        )));
+    }
     let grams = patches
         .groups
         .iter()
@@ -356,7 +392,7 @@ fn round_layer(
         adaptive_error: relative(solution.adaptive_error),
     };
     let values = channel_major(&solution.values, dims, axis, true);
-    Ok((Int8Weight { values, scales }, rounding))
+    Ok(Rounded::Chosen(Int8Weight { values, scales }, rounding))
 }
 
 #[cfg(test)]

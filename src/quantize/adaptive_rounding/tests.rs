@@ -149,12 +149,13 @@ fn random_layers_never_get_worse_and_keep_floor_or_ceil() {
     let plan = plan_int8(m.graph());
     let names = rounding_inputs(&m, &plan);
     assert_eq!(names, ["x", "a", "b", "t", "v"]);
+    // Enough patches for every layer: at least MIN_PATCHES_PER_INPUT per input of a channel.
     let shapes: [&[usize]; 5] = [
-        &[3, 4, 7, 7],
+        &[10, 4, 7, 7],
         &[3, 6, 4, 4],
         &[3, 6, 4, 4],
-        &[3, 5, 8],
-        &[10, 6],
+        &[3, 11, 8],
+        &[25, 6],
     ];
     let named: Vec<(&str, &[usize])> = names.iter().map(String::as_str).zip(shapes).collect();
     let inputs = captured(&named);
