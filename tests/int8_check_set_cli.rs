@@ -5,51 +5,14 @@
 mod support;
 
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use support::{save, stdout_of_success, trtkit};
+use std::path::Path;
+use support::{stdout_of_success, trtkit};
 use trtkit::calibration::sample_source::normal_values;
-use trtkit::onnx::test_models;
 use trtkit::tensor::{HostTensor, TensorData};
-
-/// The channel-scaled test model and a min-max cache of it calibrated on N(0, 1) inputs.
-fn model_and_cache(dir: &Path) -> (PathBuf, String) {
-    let model = save(dir, "scaled.onnx", test_models::channel_scaled_convs());
-    let out = trtkit(&[
-        "calibrate",
-        model.to_str().unwrap(),
-        "--calib-data",
-        "synthetic:1",
-        "--batch-size",
-        "16",
-        "--num-samples",
-        "64",
-        "--algo",
-        "minmax",
-        "--cache-dir",
-        dir.join("cal").to_str().unwrap(),
-        "--json",
-    ]);
-    let v: Value = serde_json::from_str(&stdout_of_success(&out)).unwrap();
-    (model, v["caches"][0]["cache"].as_str().unwrap().to_string())
-}
 
 /// `trtkit quantize MODEL --int8 --calibration-cache CACHE ARGS… --json`, parsed.
 fn quantize(model: &Path, cache: &str, args: &[&str]) -> Value {
-    let out = trtkit(
-        &[
-            &[
-                "quantize",
-                model.to_str().unwrap(),
-                "--int8",
-                "--calibration-cache",
-                cache,
-            ][..],
-            args,
-            &["--json"],
-        ]
-        .concat(),
-    );
-    serde_json::from_str(&stdout_of_success(&out)).unwrap()
+    support::int8_json(model, cache, args)
 }
 
 /// `n` samples of the model's input, N(0, 1) times `gain`, saved as one `.npz` in `dir`.
@@ -80,7 +43,7 @@ fn assert_intervals_hold(score: &Value) {
 #[test]
 fn eleven_samples_at_batch_eight_are_all_scored_with_intervals() {
     let dir = tempfile::tempdir().unwrap();
-    let (model, cache) = model_and_cache(dir.path());
+    let (model, cache) = support::scaled_model_and_cache(dir.path());
     let data = samples(&dir.path().join("eleven"), 11, 1.0, 3);
     let out = dir.path().join("m.onnx");
     let o = out.to_str().unwrap();
@@ -117,7 +80,7 @@ fn eleven_samples_at_batch_eight_are_all_scored_with_intervals() {
 #[test]
 fn a_target_met_on_its_tuning_samples_is_not_met_until_the_check_agrees() {
     let dir = tempfile::tempdir().unwrap();
-    let (model, cache) = model_and_cache(dir.path());
+    let (model, cache) = support::scaled_model_and_cache(dir.path());
     // Four tuning samples like the calibration data; check samples twenty times larger, far
     // past the calibrated ranges, where INT8 clips.
     let easy = samples(&dir.path().join("easy"), 4, 1.0, 11);

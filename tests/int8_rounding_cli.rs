@@ -7,29 +7,12 @@ mod support;
 
 use serde_json::Value;
 use std::path::Path;
-use support::{save, stdout_of_success, trtkit};
-use trtkit::onnx::{test_models, OnnxModel};
+use trtkit::onnx::OnnxModel;
 
+/// `quantize … --int8` on 24 synthetic samples, parsed.
 fn quantize(model: &Path, cache: &str, args: &[&str]) -> Value {
-    let out = trtkit(
-        &[
-            &[
-                "quantize",
-                model.to_str().unwrap(),
-                "--int8",
-                "--calibration-cache",
-                cache,
-                "--eval-data",
-                "synthetic:5",
-                "--eval-samples",
-                "24",
-            ][..],
-            args,
-            &["--json"],
-        ]
-        .concat(),
-    );
-    serde_json::from_str(&stdout_of_success(&out)).unwrap()
+    let eval = ["--eval-data", "synthetic:5", "--eval-samples", "24"];
+    support::int8_json(model, cache, &[&eval[..], args].concat())
 }
 
 /// The int8 values of every weight the model dequantizes, by initializer name.
@@ -52,26 +35,7 @@ fn int8_weights(path: &Path) -> Vec<(String, Vec<i8>)> {
 #[test]
 fn adaptive_rounding_never_raises_a_layers_error_and_writes_plain_int8_weights() {
     let dir = tempfile::tempdir().unwrap();
-    let model = save(
-        dir.path(),
-        "scaled.onnx",
-        test_models::channel_scaled_convs(),
-    );
-    let cal = trtkit(&[
-        "calibrate",
-        model.to_str().unwrap(),
-        "--calib-data",
-        "synthetic:1",
-        "--batch-size",
-        "8",
-        "--num-samples",
-        "32",
-        "--cache-dir",
-        dir.path().join("cal").to_str().unwrap(),
-        "--json",
-    ]);
-    let cal: Value = serde_json::from_str(&stdout_of_success(&cal)).unwrap();
-    let cache = cal["caches"][0]["cache"].as_str().unwrap().to_string();
+    let (model, cache) = support::scaled_model_and_cache(dir.path());
     let (near, adapt) = (dir.path().join("near.onnx"), dir.path().join("adapt.onnx"));
     let nearest = quantize(&model, &cache, &["-o", near.to_str().unwrap()]);
     assert!(nearest.get("rounding").is_none(), "{nearest:#}");

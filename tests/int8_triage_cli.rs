@@ -9,32 +9,9 @@ use std::path::{Path, PathBuf};
 use support::{assert_clean_error, save, trtkit};
 use trtkit::onnx::test_models;
 
-/// The channel-scaled model and a min-max calibration cache of it (min-max makes the one big
-/// channel set the scale of `conv_2`'s input).
+/// The channel-scaled model and a min-max calibration cache of it.
 fn model_and_cache(dir: &Path) -> (PathBuf, String) {
-    let model = save(dir, "scaled.onnx", test_models::channel_scaled_convs());
-    let out = trtkit(&[
-        "calibrate",
-        model.to_str().unwrap(),
-        "--calib-data",
-        "synthetic:1",
-        "--batch-size",
-        "16",
-        "--num-samples",
-        "64",
-        "--algo",
-        "minmax",
-        "--cache-dir",
-        dir.join("cal").to_str().unwrap(),
-        "--json",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    (model, v["caches"][0]["cache"].as_str().unwrap().to_string())
+    support::scaled_model_and_cache(dir)
 }
 
 /// `trtkit quantize MODEL --int8 --calibration-cache CACHE ARGS… --json`.

@@ -123,3 +123,39 @@ pub fn write_jpeg(path: &Path, w: usize, h: usize, rgb: [u8; 3], seed: u64) {
         )
         .unwrap();
 }
+
+/// The channel-scaled test model saved under `dir` and a min-max calibration cache of it made
+/// on N(0, 1) inputs (min-max makes the one big channel set the scale of `conv_2`'s input).
+pub fn scaled_model_and_cache(dir: &Path) -> (PathBuf, String) {
+    let model = save(
+        dir,
+        "scaled.onnx",
+        trtkit::onnx::test_models::channel_scaled_convs(),
+    );
+    let out = trtkit(&[
+        "calibrate",
+        model.to_str().unwrap(),
+        "--calib-data",
+        "synthetic:1",
+        "--batch-size",
+        "16",
+        "--num-samples",
+        "64",
+        "--algo",
+        "minmax",
+        "--cache-dir",
+        dir.join("cal").to_str().unwrap(),
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&stdout_of_success(&out)).unwrap();
+    (model, v["caches"][0]["cache"].as_str().unwrap().to_string())
+}
+
+/// `trtkit quantize MODEL --int8 --calibration-cache CACHE ARGS… --json`, which must succeed,
+/// parsed.
+pub fn int8_json(model: &Path, cache: &str, args: &[&str]) -> serde_json::Value {
+    let model = model.to_str().unwrap();
+    let head = ["quantize", model, "--int8", "--calibration-cache", cache];
+    let out = trtkit(&[&head[..], args, &["--json"]].concat());
+    serde_json::from_str(&stdout_of_success(&out)).unwrap()
+}
