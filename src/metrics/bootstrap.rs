@@ -96,14 +96,17 @@ pub struct IntervalScores {
     /// Cosine similarity of the flattened outputs.
     pub cosine: f64,
     /// Its percentile bootstrap 95% interval.
+    #[serde(default)]
     pub cosine_interval: [f64; 2],
     /// Samples whose top-1 class agrees, %.
     pub top1_agreement_pct: Option<f64>,
     /// Its Wilson score 95% interval.
+    #[serde(default)]
     pub top1_agreement_interval: Option<[f64; 2]>,
     /// Mean absolute difference.
     pub mae: f64,
     /// Samples scored.
+    #[serde(default)]
     pub samples: usize,
 }
 

@@ -1,9 +1,11 @@
 //! How close an INT8 variant of a model stays to the float model, on real samples: the samples
-//! are read once and the float model's outputs computed once; each variant (the Q/DQ plan with
-//! some nodes left in float) is then rewritten in memory, opened on the reference backend
-//! (tract or ONNX Runtime) and scored by the
-//! cosine, top-1 agreement and mean absolute error of its first output against the float one.
-//! The sensitivity scan and the accuracy-target search both measure through it.
+//! are read once (split into a tuning and a check part, [`crate::quantize::eval_samples`]) and
+//! the float model's outputs computed once on each; what fits the INT8 model to data (the scale
+//! search, bias correction's means, adaptive rounding) sees the tuning part only. Each variant
+//! (the Q/DQ plan with some nodes left in float) is then rewritten in memory, opened on the
+//! reference backend (tract or ONNX Runtime) and scored by the cosine, top-1 agreement and mean
+//! absolute error of its first output against the float one, with 95% intervals. The
+//! sensitivity scan and the accuracy-target search both measure through it.
 
 use crate::backend::batch_runner::run_batched;
 use crate::backend::mac_count::model_macs;
@@ -36,7 +38,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 /// How close a variant's first output is to the float model's, on a set of samples, with 95%
-/// bootstrap intervals.
+/// intervals.
 pub type Score = IntervalScores;
 
 /// The seed of the bootstrap intervals (fixed: the same scores, the same intervals).
