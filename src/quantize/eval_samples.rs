@@ -33,12 +33,22 @@ pub struct EvalSamples {
     pub left_out: usize,
 }
 
+/// Which of the two sources is read: it names the source in an error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SourceRole {
+    /// `--eval-data`.
+    Eval,
+    /// `--check-data`.
+    Check,
+}
+
 /// The samples of `source` for `model` as `config` reads them (sizes from `--input-shape` /
 /// `--dim`, the sample limit, the batch size, the preprocessing).
 pub fn open_source(
     model: &OnnxModel,
     config: &EvalConfig,
     source: &str,
+    role: SourceRole,
 ) -> Result<Box<dyn CalibrationBatches>> {
     // Samples are made at the sizes `--input-shape`/`--dim` fix (a token model's `seq`).
     let shaped;
@@ -66,12 +76,15 @@ pub fn open_source(
             preprocess: config.preprocess.clone(),
         },
     )
-    .with_context(|| format!("evaluation data {source}"))
+    .with_context(|| match role {
+        SourceRole::Eval => format!("evaluation data {source}"),
+        SourceRole::Check => format!("check data {source}"),
+    })
 }
 
 /// What identifies the samples and their split, for the key of a kept search result.
 pub fn samples_fingerprint(model: &OnnxModel, config: &EvalConfig) -> Result<String> {
-    let eval = open_source(model, config, &config.eval_data)?;
+    let eval = open_source(model, config, &config.eval_data, SourceRole::Eval)?;
     let mut print = format!(
         "{} {} check: {:?}",
         eval.fingerprint(),
@@ -79,7 +92,7 @@ pub fn samples_fingerprint(model: &OnnxModel, config: &EvalConfig) -> Result<Str
         config.check
     );
     if let CheckSet::Data(source) = &config.check {
-        print += &open_source(model, config, source)?.fingerprint();
+        print += &open_source(model, config, source, SourceRole::Check)?.fingerprint();
     }
     Ok(print)
 }
@@ -115,14 +128,20 @@ pub fn split_indices(n: usize, fraction: f64, seed: u64) -> (Vec<usize>, Vec<usi
 
 /// Reads the samples `config` names and splits them as its check set says.
 pub fn read_eval_samples(model: &OnnxModel, config: &EvalConfig) -> Result<EvalSamples> {
-    let (all, n, left_out) = read_all(open_source(model, config, &config.eval_data)?)?;
+    let (all, n, left_out) = read_all(open_source(
+        model,
+        config,
+        &config.eval_data,
+        SourceRole::Eval,
+    )?)?;
     if n == 0 {
         bail!("evaluation data {}: no samples", config.eval_data);
     }
     let (tune, check, check_left) = match &config.check {
         CheckSet::Off => (all, vec![], 0),
         CheckSet::Data(source) => {
-            let (check, _, left) = read_all(open_source(model, config, source)?)?;
+            let (check, _, left) =
+                read_all(open_source(model, config, source, SourceRole::Check)?)?;
             (all, check, left)
         }
         CheckSet::Split { fraction, seed } => {
