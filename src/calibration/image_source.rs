@@ -54,7 +54,8 @@ pub struct ImageBatches {
 }
 
 impl ImageBatches {
-    /// Lists the images under `dir` (sorted), keeps the first `limit` in whole batches, and
+    /// Lists the images under `dir` (sorted), keeps the first `limit` (the last batch holds what
+    /// is left), and
     /// starts decoding them for input `input` with samples of `sample_shape`, preprocessed as
     /// `request` says (resolved against the input; defaults: the ImageNet evaluation
     /// transform scaled to the crop).
