@@ -123,8 +123,9 @@ pub fn run_visit_short(
     }
 }
 
-/// Joins per-batch outputs along axis 0, output by output.
-fn join(parts: Vec<Vec<HostTensor>>) -> Result<Vec<HostTensor>> {
+/// Joins per-batch tensors (one list per batch, the same tensors in each) along axis 0,
+/// tensor by tensor.
+pub fn join(parts: Vec<Vec<HostTensor>>) -> Result<Vec<HostTensor>> {
     if parts.len() == 1 {
         return Ok(parts.into_iter().next().unwrap_or_default());
     }

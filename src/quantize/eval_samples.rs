@@ -5,9 +5,10 @@
 //! data (the activation scale search, bias correction, adaptive rounding, the choice of float
 //! nodes) sees only the tuning part; whether a target is met is decided on the check part.
 
+use crate::backend::batch_runner::join;
 use crate::calibration::job::{open_samples, CalibrateConfig};
 use crate::calibration::sample_source::CalibrationBatches;
-use crate::data::batch_axis::{concat, select_rows, slice_padded};
+use crate::data::batch_axis::{select_rows, slice_padded};
 use crate::onnx::rewrite::pass::Pass;
 use crate::onnx::shape::InputShapes;
 use crate::onnx::OnnxModel;
@@ -102,14 +103,7 @@ pub fn samples_fingerprint(model: &OnnxModel, config: &EvalConfig) -> Result<Str
 fn read_all(batches: Box<dyn CalibrationBatches>) -> Result<(Vec<HostTensor>, usize, usize)> {
     let left_out = batches.summary().available - batches.image_count();
     let parts: Vec<Vec<HostTensor>> = batches.collect::<Result<_>>()?;
-    let inputs = parts.first().map_or(0, Vec::len);
-    let mut columns: Vec<Vec<HostTensor>> = (0..inputs).map(|_| vec![]).collect();
-    for part in parts {
-        for (i, t) in part.into_iter().enumerate() {
-            columns[i].push(t);
-        }
-    }
-    let joined: Vec<HostTensor> = columns.into_iter().map(concat).collect::<Result<_>>()?;
+    let joined = join(parts)?;
     let count = joined.first().and_then(|t| t.shape.first()).copied();
     Ok((joined, count.unwrap_or(0), left_out))
 }

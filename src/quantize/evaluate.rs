@@ -58,10 +58,6 @@ pub struct Evaluator {
     pub scales: BTreeMap<String, f32>,
     /// MACs per node (empty when the shapes cannot be inferred).
     pub macs: MacsCount,
-    /// Samples tuned on (the scale search, bias correction, rounding and the search's choices).
-    pub tune_samples: usize,
-    /// Samples kept apart for the check (0 without a check set).
-    pub check_samples: usize,
     /// Samples the sources had beyond `--eval-samples`.
     pub left_out: usize,
     /// What the scale search changed (when asked for).
@@ -110,8 +106,6 @@ impl Evaluator {
             reference: vec![],
         };
         let mut me = Evaluator {
-            tune_samples: samples.tune_count,
-            check_samples: samples.check_count,
             left_out: samples.left_out,
             scale_search: None,
             rounding: None,
@@ -367,8 +361,8 @@ impl Evaluator {
     /// Which samples the scores come from.
     pub fn sample_use(&self) -> SampleUse {
         SampleUse {
-            tune: self.tune_samples,
-            check: self.check_samples,
+            tune: self.tune.count,
+            check: self.check.as_ref().map_or(0, |c| c.count),
             check_from: self.config.check.to_string(),
             left_out: self.left_out,
         }

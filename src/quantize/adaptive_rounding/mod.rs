@@ -139,15 +139,12 @@ pub fn round_adaptively(
         kept_nearest,
         ..Default::default()
     };
-    let rounded: usize = layers.len();
-    let mut kept_for_rows = 0;
     for layer in &layers {
         let (weight, rounding) = match round_layer(model, layer, clip, inputs)
             .with_context(|| format!("adaptive rounding of layer '{}'", layer.label))?
         {
             Rounded::Chosen(weight, rounding) => (weight, rounding),
             Rounded::Kept(reason) => {
-                kept_for_rows += 1;
                 report.kept_nearest.push(KeptNearest {
                     node: layer.label.clone(),
                     op: layer.node.op_type.clone(),
@@ -164,7 +161,7 @@ pub fn round_adaptively(
         report.layers.push(rounding);
         chosen.insert(layer.site.tensor.clone(), weight);
     }
-    let counted = (rounded - kept_for_rows).max(1) as f64;
+    let counted = report.layers.len().max(1) as f64;
     report.mean_nearest_error /= counted;
     report.mean_adaptive_error /= counted;
     Ok((chosen, report))
