@@ -66,6 +66,8 @@ fn ok(model: &str, target: Target, precision: Precision, batch: usize, ms: f64) 
             images: 1000,
             top1_pct: top1,
             top5_pct: 92.9,
+            miou_pct: None,
+            map_pct: None,
         }),
         closeness: Some(CellCloseness {
             reference: "tract-cpu fp32".into(),
@@ -81,6 +83,7 @@ fn ok(model: &str, target: Target, precision: Precision, batch: usize, ms: f64) 
                 100.0
             }),
             max_abs_err: 1e-3,
+            task_agreement_pct: None,
         }),
         artifact: Artifact {
             file: format!("{model}.onnx"),

@@ -138,7 +138,10 @@ fn score(spec: &CellSpec, prepared: &Prepared, dataset: &Path) -> Result<CellAcc
         &ValidateConfig {
             model: prepared.path.clone(),
             dataset: dataset.to_path_buf(),
-            dataset_options: DatasetOptions::default(),
+            dataset_options: DatasetOptions {
+                annotations: spec.settings.annotations(),
+                ..Default::default()
+            },
             shuffle_seed: None,
             limit: spec.settings.limit,
             batch_size: spec.key.batch,
@@ -147,6 +150,7 @@ fn score(spec: &CellSpec, prepared: &Prepared, dataset: &Path) -> Result<CellAcc
             preprocess: spec.settings.preprocess.clone(),
             prefetch: 2,
             keep_predictions: false,
+            detect: crate::metrics::detection::outputs::DetectOptions::evaluation(),
         },
         &NoProgress,
     )
@@ -155,6 +159,12 @@ fn score(spec: &CellSpec, prepared: &Prepared, dataset: &Path) -> Result<CellAcc
         images: report.images,
         top1_pct: 100.0 * report.counts.top1(),
         top5_pct: 100.0 * report.counts.top5(),
+        miou_pct: report
+            .segment
+            .as_ref()
+            .and_then(|m| m.miou)
+            .map(|v| 100.0 * v),
+        map_pct: report.detect.as_ref().map(|d| 100.0 * d.map.map50_95),
     })
 }
 
@@ -187,6 +197,7 @@ fn closeness(spec: &CellSpec, prepared: &Prepared, reference: Target) -> Result<
             },
             tolerance: Tolerance::default(),
             topk: 5,
+            task: Default::default(),
         },
         &NoProgress,
     )
@@ -201,6 +212,12 @@ fn closeness(spec: &CellSpec, prepared: &Prepared, reference: Target) -> Result<
         equal_pct: first.closeness.equal_pct,
         top1_agreement_pct: first.topk.as_ref().map(|k| k.top1_agreement_pct),
         max_abs_err: first.closeness.max_abs_err,
+        task_agreement_pct: report.task.as_ref().and_then(|t| {
+            t.detect
+                .as_ref()
+                .and_then(|d| d.agreement.matched_50_pct)
+                .or(t.segment.as_ref().map(|s| s.agreement.pixel_agreement_pct))
+        }),
     })
 }
 

@@ -5,6 +5,7 @@
 
 use super::key::{hex16, CellKey};
 use super::target::Target;
+use crate::data::dataset::Annotations;
 use crate::data::preprocess::PreprocessRequest;
 use crate::onnx::shape::{
     check_named_axes, dim_points, input_symbols, parse_input_shapes, DimSweep, NamedAxisError,
@@ -38,8 +39,12 @@ pub struct PlanFile {
     pub dims: Option<BTreeMap<String, Vec<i64>>>,
     /// `trt`, `tract-cpu`, `tract-cuda`, `ort-cpu`.
     pub targets: Option<Vec<Target>>,
-    /// ImageNet-style folder for top-1/top-5.
+    /// ImageNet-style folder for top-1/top-5 (or the images of `masks` / `coco`).
     pub dataset: Option<PathBuf>,
+    /// Segmentation: a folder of PNG masks named after the dataset's images (accuracy = mIoU).
+    pub masks: Option<PathBuf>,
+    /// Detection: COCO-format annotations of the dataset's images (accuracy = mAP).
+    pub coco: Option<PathBuf>,
     /// Images of the dataset per cell.
     pub limit: Option<usize>,
     /// Compare each cell's outputs with the FP32 model on the reference target.
@@ -94,6 +99,8 @@ impl PlanFile {
         };
         plan.models.iter_mut().flatten().for_each(rebase);
         plan.dataset.iter_mut().for_each(rebase);
+        plan.masks.iter_mut().for_each(rebase);
+        plan.coco.iter_mut().for_each(rebase);
         plan.results.iter_mut().for_each(rebase);
         plan.tensorrt_dir.iter_mut().for_each(rebase);
         if plan.name.is_none() {
@@ -129,6 +136,8 @@ impl PlanFile {
             input_shapes,
             targets,
             dataset,
+            masks,
+            coco,
             limit,
             compare,
             reference,
@@ -175,8 +184,14 @@ pub struct Plan {
 /// rate and the machine-specific paths).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CellSettings {
-    /// Dataset for top-k.
+    /// Dataset for top-k (or mIoU, mAP).
     pub dataset: Option<PathBuf>,
+    /// PNG masks of the dataset's images (accuracy = mIoU).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub masks: Option<PathBuf>,
+    /// COCO annotations of the dataset's images (accuracy = mAP).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coco: Option<PathBuf>,
     /// Images per cell.
     pub limit: Option<usize>,
     /// Compare with FP32 on this target (`None`: no comparison).
@@ -216,7 +231,33 @@ pub struct CellSettings {
     pub preprocess: PreprocessRequest,
 }
 
+/// The dataset folder exists; masks or COCO boxes: one of them, with the folder of their
+/// images.
+fn check_dataset(p: &PlanFile) -> Result<()> {
+    if let Some(d) = &p.dataset {
+        if !d.is_dir() {
+            bail!("{}: dataset folder not found", d.display());
+        }
+    }
+    if p.masks.is_some() && p.coco.is_some() {
+        bail!("masks and coco are both set: a model is scored against one of them");
+    }
+    if (p.masks.is_some() || p.coco.is_some()) && p.dataset.is_none() {
+        bail!("masks and coco need dataset (the folder of their images)");
+    }
+    Ok(())
+}
+
 impl CellSettings {
+    /// The ground truth beside the dataset's images.
+    pub fn annotations(&self) -> Annotations {
+        match (&self.masks, &self.coco) {
+            (Some(dir), _) => Annotations::Masks(dir.clone()),
+            (_, Some(file)) => Annotations::Coco(file.clone()),
+            _ => Annotations::Classes,
+        }
+    }
+
     /// The digest of the settings that change a cell's numbers, for its key.
     pub fn digest(&self) -> String {
         let mut relevant = serde_json::json!({
@@ -239,6 +280,12 @@ impl CellSettings {
         }
         if !self.dim_max.is_empty() {
             relevant["dim_max"] = serde_json::json!(self.dim_max);
+        }
+        if let Some(masks) = &self.masks {
+            relevant["masks"] = serde_json::json!(masks);
+        }
+        if let Some(coco) = &self.coco {
+            relevant["coco"] = serde_json::json!(coco);
         }
         hex16(relevant.to_string().as_bytes())
     }
@@ -320,6 +367,7 @@ fn dedup<T: PartialEq + Clone>(v: Vec<T>) -> Vec<T> {
 impl Plan {
     /// Checks a layered plan file and fills the defaults.
     pub fn from_file(p: PlanFile) -> Result<Plan> {
+        check_dataset(&p)?;
         let models = dedup(nonempty(p.models, "models", "--models a.onnx b.onnx")?);
         for m in &models {
             if !m.is_file() {
@@ -357,11 +405,6 @@ impl Plan {
         let nvml_hz = positive(p.nvml_hz, "nvml-hz", 20.0)?;
         if p.iterations == Some(0) {
             bail!("iterations must be at least 1");
-        }
-        if let Some(d) = &p.dataset {
-            if !d.is_dir() {
-                bail!("{}: dataset folder not found", d.display());
-            }
         }
         let name = p.name.unwrap_or_else(|| "bench".into());
         if name.is_empty() || name.contains(['/', '\\']) || name.starts_with('.') {
@@ -414,6 +457,8 @@ impl Plan {
             targets,
             settings: CellSettings {
                 dataset: p.dataset,
+                masks: p.masks,
+                coco: p.coco,
                 limit: p.limit,
                 compare_on: p
                     .compare

@@ -161,15 +161,37 @@ pub struct GpuMemory {
     pub method: String,
 }
 
-/// Top-k on the dataset.
+/// Accuracy on the dataset: top-k for a classifier, mIoU against masks, mAP against boxes.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CellAccuracy {
     /// Images scored.
     pub images: u64,
-    /// Top-1, %.
+    /// Top-1, % (0 when scored against masks or boxes).
     pub top1_pct: f64,
-    /// Top-5, %.
+    /// Top-5, % (0 when scored against masks or boxes).
     pub top5_pct: f64,
+    /// Mean IoU against masks, %.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub miou_pct: Option<f64>,
+    /// COCO mAP@0.5:0.95 against boxes, %.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub map_pct: Option<f64>,
+}
+
+impl CellAccuracy {
+    /// Whether this is top-k of a classifier (not mIoU or mAP).
+    pub fn is_top_k(&self) -> bool {
+        self.miou_pct.is_none() && self.map_pct.is_none()
+    }
+
+    /// The figure that stands for accuracy, with its name: mAP, mIoU or top-1.
+    pub fn headline(&self) -> (&'static str, f64) {
+        match (self.map_pct, self.miou_pct) {
+            (Some(map), _) => ("mAP@0.5:0.95 %", map),
+            (_, Some(miou)) => ("mIoU %", miou),
+            _ => ("top-1 %", self.top1_pct),
+        }
+    }
 }
 
 /// Closeness to the FP32 ONNX model on the reference target (first output).
@@ -185,6 +207,10 @@ pub struct CellCloseness {
     pub top1_agreement_pct: Option<f64>,
     /// Largest absolute difference.
     pub max_abs_err: f64,
+    /// Detection: the FP32 boxes matched at IoU 0.5, %; segmentation: pixels of the same
+    /// class, %.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_agreement_pct: Option<f64>,
 }
 
 /// The file the cell ran: an ONNX model (the original or a rewrite) or an engine.
@@ -348,12 +374,15 @@ pub mod fixtures {
                     images: 10,
                     top1_pct: 70.0,
                     top5_pct: 90.0,
+                    miou_pct: None,
+                    map_pct: None,
                 }),
                 closeness: Some(CellCloseness {
                     reference: "tract-cpu fp32".into(),
                     samples: batch,
                     equal_pct: 99.0,
                     top1_agreement_pct: Some(100.0),
+                    task_agreement_pct: None,
                     max_abs_err: 1e-3,
                 }),
                 artifact: Artifact {

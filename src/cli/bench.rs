@@ -43,6 +43,12 @@ pub struct BenchArgs {
     /// ImageNet-style folder: top-1/top-5 per cell.
     #[arg(long, value_name = "DIR")]
     pub dataset: Option<PathBuf>,
+    /// Segmentation: PNG masks of the dataset's images (accuracy becomes mIoU).
+    #[arg(long, value_name = "DIR", conflicts_with = "coco")]
+    pub masks: Option<PathBuf>,
+    /// Detection: COCO annotations of the dataset's images (accuracy becomes mAP).
+    #[arg(long, value_name = "FILE")]
+    pub coco: Option<PathBuf>,
     /// Images of the dataset per cell.
     #[arg(long, value_name = "N")]
     pub limit: Option<usize>,
@@ -127,6 +133,8 @@ impl BenchArgs {
             batch_sizes: self.batch_sizes.clone(),
             targets: self.targets.clone(),
             dataset: self.dataset.clone(),
+            masks: self.masks.clone(),
+            coco: self.coco.clone(),
             limit: self.limit,
             compare: self.compare.then_some(true),
             reference: self.reference,

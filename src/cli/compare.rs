@@ -5,6 +5,7 @@
 use crate::cli::args::backend::{BackendArgs, EngineArgs, SideABackendArgs, SideBBackendArgs};
 use crate::cli::args::output::OutputArgs;
 use crate::cli::args::shapes::ShapeArgs;
+use crate::cli::args::task::TaskArgs;
 use crate::cli::workspace::required;
 use crate::cli::UsageError;
 use crate::data::dataset::DatasetOptions;
@@ -15,6 +16,7 @@ use crate::jobs::compare::{
 use crate::jobs::precision_table::{compare_all, CompareAllConfig};
 use crate::jobs::validate::{ValidateConfig, WarmupBatches};
 use crate::metrics::closeness::Tolerance;
+use crate::metrics::detection::outputs::DetectOptions;
 use crate::report::closeness::render;
 use crate::report::precisions::render_compare;
 use crate::report::progress::Bar;
@@ -50,6 +52,9 @@ pub struct CompareArgs {
     /// Input shapes and named axes (`--dim seq=128`) of the model sides.
     #[command(flatten)]
     pub shapes: ShapeArgs,
+    /// The task (classify, detect, segment) and how detections are decoded.
+    #[command(flatten)]
+    pub task: TaskArgs,
     /// Samples per inference (default: the model's fixed batch, else up to 32).
     #[arg(long, alias = "batch")]
     pub batch_size: Option<usize>,
@@ -173,6 +178,7 @@ pub fn config(args: &CompareArgs, ws: Option<&Workspace>) -> Result<CompareConfi
             equal_nan: args.equal_nan,
         },
         topk: args.topk,
+        task: args.task.request(DetectOptions::agreement())?,
     })
 }
 
@@ -193,6 +199,7 @@ fn images(args: &CompareArgs, ws: &Workspace, dir: &std::path::Path) -> Result<V
         preprocess: ws.preprocess_under(&Default::default()),
         prefetch: 4,
         keep_predictions: false,
+        detect: DetectOptions::evaluation(),
     })
 }
 

@@ -5,12 +5,14 @@ use crate::cli::args::backend::{BackendArgs, EngineArgs};
 use crate::cli::args::output::OutputArgs;
 use crate::cli::args::preprocess::PreprocessArgs;
 use crate::cli::args::samples::positive_samples;
+use crate::cli::args::task::DetectArgs;
 use crate::cli::args::timing::warmup_batches;
 use crate::cli::workspace::for_model;
 use crate::cli::UsageError;
-use crate::data::dataset::DatasetOptions;
+use crate::data::dataset::{Annotations, DatasetOptions};
 use crate::jobs::precision_table::{validate_all, ValidateAllConfig};
 use crate::jobs::validate::{validate, ValidateConfig, WarmupBatches};
+use crate::metrics::detection::outputs::DetectOptions;
 use crate::report::accuracy::{render, save_predictions};
 use crate::report::precisions::render_validate;
 use crate::report::progress::Bar;
@@ -44,6 +46,17 @@ pub struct ValidateArgs {
     /// One class name per line (line i = model class i); maps folder or label names to indices.
     #[arg(long)]
     pub class_map: Option<PathBuf>,
+    /// Segmentation: a folder of PNG masks named after the images (x.jpg → x.png), one class
+    /// index per pixel (255 left out); gives mIoU and pixel accuracy.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["labels", "class_map", "coco"])]
+    pub masks: Option<PathBuf>,
+    /// Detection: COCO-format annotations JSON (images under --dataset by their file_name);
+    /// gives mAP@0.5 and mAP@0.5:0.95. Model class k is the k-th category by ascending id.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["labels", "class_map"])]
+    pub coco: Option<PathBuf>,
+    /// How detections are decoded (with --coco).
+    #[command(flatten)]
+    pub detect: DetectArgs,
     /// Use only the first N images (after shuffling, if --shuffle-seed is given).
     #[arg(long = "num-samples", alias = "limit", value_name = "N")]
     pub num_samples: Option<usize>,
@@ -95,6 +108,11 @@ pub fn config(args: &ValidateArgs, ws: Option<&Workspace>) -> Result<ValidateCon
         dataset_options: DatasetOptions {
             labels: args.labels.clone(),
             class_map: args.class_map.clone(),
+            annotations: match (&args.masks, &args.coco) {
+                (Some(dir), _) => Annotations::Masks(dir.clone()),
+                (_, Some(file)) => Annotations::Coco(file.clone()),
+                _ => Annotations::Classes,
+            },
         },
         shuffle_seed: args.shuffle_seed,
         limit: positive_samples(args.num_samples)?,
@@ -104,6 +122,7 @@ pub fn config(args: &ValidateArgs, ws: Option<&Workspace>) -> Result<ValidateCon
         preprocess: preprocess_in(ws, preprocess),
         prefetch: args.prefetch,
         keep_predictions: args.save_predictions.is_some(),
+        detect: args.detect.options(DetectOptions::evaluation())?,
     })
 }
 

@@ -38,6 +38,21 @@ pub struct DatasetOptions {
     pub labels: Option<PathBuf>,
     /// One class name per line; line i is class index i.
     pub class_map: Option<PathBuf>,
+    /// Ground truth that is not one class per image: masks or boxes.
+    pub annotations: Annotations,
+}
+
+/// The ground truth of a segmentation or detection dataset.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum Annotations {
+    /// One class per image (ImageFolder or a labels file).
+    #[default]
+    Classes,
+    /// A folder of PNG masks named after the images (`x.jpg` → `x.png`), one class index per
+    /// pixel (grayscale or palette indices); 255 marks pixels left out.
+    Masks(PathBuf),
+    /// A COCO-format annotations JSON; image paths are its `file_name`s under the dataset.
+    Coco(PathBuf),
 }
 
 fn is_image(path: &Path) -> bool {
@@ -57,7 +72,8 @@ fn sorted_entries(dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(v)
 }
 
-fn images_in(dir: &Path) -> Result<Vec<PathBuf>> {
+/// The image files directly in `dir`, sorted by name.
+pub fn images_in(dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(sorted_entries(dir)?
         .into_iter()
         .filter(|p| p.is_file() && is_image(p))

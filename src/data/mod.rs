@@ -3,9 +3,11 @@
 //! seeded random inputs, and batch slicing.
 
 pub mod batch_axis;
+pub mod coco;
 pub mod dataset;
 pub mod decode;
 pub mod loader;
+pub mod masks;
 pub mod npy;
 pub mod npz;
 pub mod preprocess;

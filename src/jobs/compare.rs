@@ -10,6 +10,7 @@ use crate::data::synthetic::{apply_int_inputs, InputDistribution, RandomInputs};
 use crate::jobs::open::{open_file, open_model, FileKind, Opened};
 use crate::metrics::closeness::Tolerance;
 use crate::metrics::compare::{compare_outputs, OutputComparison};
+use crate::metrics::task::{compare_task, TaskComparison, TaskRequest};
 use crate::onnx::input_roles::int_input_roles;
 use crate::onnx::rewrite::pass::Pass;
 use crate::onnx::shape::{fixed_batch, model_inputs, InputShapes, ShapeRequest};
@@ -67,6 +68,8 @@ pub struct CompareConfig {
     pub tolerance: Tolerance,
     /// Ranks in the top-k table of `[batch, classes]` outputs.
     pub topk: usize,
+    /// The task (given or guessed) and how detections are decoded.
+    pub task: TaskRequest,
 }
 
 /// One side of the comparison, as reported.
@@ -99,6 +102,12 @@ pub struct CompareReport {
     pub tolerance: Tolerance,
     /// One entry per output.
     pub outputs: Vec<OutputComparison>,
+    /// The task-aware agreement (matched boxes, pixel agreement), when a task applies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<TaskComparison>,
+    /// What could not be compared, and why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// The tensors a comparison used and produced, for saving beside the report.
@@ -426,14 +435,30 @@ pub fn compare(
         }
         reports.push(side);
     }
-    let compared = compare_outputs(&tensors.a, &tensors.b, &config.tolerance, config.topk)
-        .with_context(|| format!("{} vs {}", config.a.path.display(), config.b.path.display()))?;
+    let pair = || format!("{} vs {}", config.a.path.display(), config.b.path.display());
+    let task = compare_task(&tensors.a, &tensors.b, &config.task).with_context(pair)?;
+    let mut notes = vec![];
+    let compared = match compare_outputs(&tensors.a, &tensors.b, &config.tolerance, config.topk) {
+        Ok(compared) => compared,
+        // Two layouts of one detector's head, say, agree on boxes but not element by element.
+        Err(e)
+            if task
+                .as_ref()
+                .is_some_and(TaskComparison::compared_something) =>
+        {
+            notes.push(format!("no element-wise closeness: {e:#}"));
+            vec![]
+        }
+        Err(e) => return Err(e.context(pair())),
+    };
     Ok((
         CompareReport {
             sides: reports,
             inputs: input_note,
             tolerance: config.tolerance,
             outputs: compared,
+            task,
+            notes,
         },
         tensors,
     ))

@@ -223,6 +223,7 @@ pub fn against_tract_cpu(
         },
         tolerance,
         topk: 5,
+        task: Default::default(),
     }
 }
 

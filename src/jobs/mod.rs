@@ -13,3 +13,4 @@ pub mod open;
 pub mod precision_table;
 pub mod run;
 pub mod validate;
+pub mod validate_scoring;

@@ -13,6 +13,7 @@ use crate::jobs::compare::{compare, CompareConfig, InputSource, SideConfig};
 use crate::jobs::validate::{dataset_tensor, validate, ValidateConfig, ValidateReport};
 use crate::metrics::closeness::Tolerance;
 use crate::metrics::latency::BatchLatency;
+use crate::metrics::task::TaskComparison;
 use crate::metrics::topk::RankRow;
 use crate::onnx::shape::fixed_batch;
 use crate::onnx::OnnxModel;
@@ -256,6 +257,12 @@ pub struct RowAccuracy {
     pub top5: f64,
     /// Images classified.
     pub images: u64,
+    /// mIoU and pixel accuracy (0–1), against masks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segment: Option<(Option<f64>, f64)>,
+    /// mAP@0.5:0.95 and mAP@0.5, against COCO annotations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detect: Option<(f64, f64)>,
 }
 
 /// One row of the validate table.
@@ -303,6 +310,8 @@ fn accuracy_of(r: &ValidateReport) -> RowAccuracy {
         top1: r.top1,
         top5: r.top5,
         images: r.images,
+        segment: r.segment.as_ref().map(|m| (m.miou, m.pixel_accuracy)),
+        detect: r.detect.as_ref().map(|d| (d.map.map50_95, d.map.map50)),
     }
 }
 
@@ -392,6 +401,9 @@ pub struct CompareRow {
     pub nan_pct: Option<f64>,
     /// The rank table (MAE and disagreement per rank).
     pub ranks: Vec<RankRow>,
+    /// The task-aware agreement (matched boxes, pixel agreement), when a task applies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<TaskComparison>,
 }
 
 /// Everything `compare` found over the precisions.
@@ -504,6 +516,7 @@ pub fn compare_all(config: &CompareAllConfig, progress: &dyn Progress) -> Result
             top1_agreement_pct: None,
             nan_pct: None,
             ranks: vec![],
+            task: None,
         };
         if let Some(o) = outcome.as_ref().ok().and_then(|(r, _)| r.outputs.first()) {
             row.equal_pct = Some(o.closeness.equal_pct);
@@ -515,6 +528,7 @@ pub fn compare_all(config: &CompareAllConfig, progress: &dyn Progress) -> Result
             row.nan_pct = Some(o.closeness.nan_a as f64 * 100.0 / elements);
             row.ranks = o.topk.as_ref().map(|k| k.ranks.clone()).unwrap_or_default();
         }
+        row.task = outcome.as_ref().ok().and_then(|(r, _)| r.task.clone());
         rows.push(row);
     }
     let (reference_backend, inputs, output) = match replay {

@@ -1,6 +1,7 @@
-//! The `validate` job: top-1/top-5 accuracy of a model on an ImageNet-style folder, with
-//! images/s and per-batch latency (all = preprocessed batch in → outputs out; model = inference
-//! only), measured after a warm-up.
+//! The `validate` job: accuracy of a model on labelled images (top-1/top-5 on an ImageNet-style
+//! folder, mIoU against masks, COCO mAP against annotated boxes), with images/s and per-batch
+//! latency (all = preprocessed batch in → outputs out; model = inference only), measured after
+//! a warm-up.
 
 use crate::backend::batch_runner::run_batched;
 use crate::backend::select::BackendOptions;
@@ -9,8 +10,11 @@ use crate::data::dataset::{Dataset, DatasetOptions};
 use crate::data::loader::{Failure, Loader};
 use crate::data::preprocess::{Layout, Preprocess, PreprocessRequest};
 use crate::jobs::open::open_backend;
+use crate::jobs::validate_scoring::{task_dataset, ClassScorer, DetectAccuracy, Scored, Scorer};
 use crate::metrics::accuracy::TopKAccuracy;
+use crate::metrics::detection::outputs::DetectOptions;
 use crate::metrics::latency::BatchLatency;
+use crate::metrics::segmentation::SegmentAccuracy;
 use crate::progress::{NoProgress, Progress};
 use crate::tensor::{Dim, ElemType, HostTensor, TensorData};
 use anyhow::{bail, Context, Result};
@@ -53,6 +57,8 @@ pub struct ValidateConfig {
     pub prefetch: usize,
     /// Keep every image's top-5 classes in [`ValidateReport::predictions`].
     pub keep_predictions: bool,
+    /// How detections are decoded and filtered (COCO annotations only).
+    pub detect: DetectOptions,
 }
 
 /// One image's prediction.
@@ -81,12 +87,18 @@ pub struct ValidateReport {
     pub skipped: usize,
     /// The skipped images and why.
     pub skipped_images: Vec<Failure>,
-    /// Top-1 accuracy in [0,1].
+    /// Top-1 accuracy in [0,1] (0 for segmentation and detection).
     pub top1: f64,
     /// Top-5 accuracy in [0,1].
     pub top5: f64,
     /// Hit counts.
     pub counts: TopKAccuracy,
+    /// mIoU and pixel accuracy, against masks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segment: Option<SegmentAccuracy>,
+    /// COCO mAP, against annotated boxes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detect: Option<DetectAccuracy>,
     /// Batch size.
     pub batch_size: usize,
     /// Batches run.
@@ -121,7 +133,8 @@ struct InputPlan {
     height: usize,
     width: usize,
     elem_type: ElemType,
-    classes: usize,
+    /// Scores per image of the first output, when its dims are fixed.
+    classes: Option<usize>,
 }
 
 fn plan_input(backend: &dyn Backend, model: &Path, batch: usize) -> Result<InputPlan> {
@@ -163,16 +176,10 @@ fn plan_input(backend: &dyn Backend, model: &Path, batch: usize) -> Result<Input
         .iter()
         .skip(1)
         .map(|d| match d {
-            Dim::Fixed(n) => Ok(*n as usize),
-            other => bail!(
-                "{shown}: output '{}' has a non-fixed class axis '{other}'",
-                output.name
-            ),
+            Dim::Fixed(n) => Some(*n as usize),
+            _ => None,
         })
-        .product::<Result<usize>>()?;
-    if classes == 0 {
-        bail!("{shown}: output '{}' has no classes", output.name);
-    }
+        .product::<Option<usize>>();
     Ok(InputPlan {
         name: input.name.clone(),
         layout,
@@ -254,20 +261,50 @@ fn resolve_preprocess(config: &ValidateConfig, plan: &InputPlan) -> Result<Prepr
         .map_err(|e| BadPreprocess(format!("{e:#}")).into())
 }
 
-/// Refuses a dataset whose largest label is beyond the model's classes.
-fn check_labels(dataset: &Dataset, plan: &InputPlan) -> Result<()> {
+/// The model's classes per image; a dataset whose largest label is beyond them is refused.
+fn check_labels(dataset: &Dataset, plan: &InputPlan, model: &Path) -> Result<usize> {
+    let classes = match plan.classes {
+        Some(0) | None => bail!(
+            "{}: its first output has no fixed number of classes; for masks or boxes give --masks or --coco",
+            model.display()
+        ),
+        Some(n) => n,
+    };
     if let Some(s) = dataset.max_label() {
-        if s.label >= plan.classes {
+        if s.label >= classes {
             bail!(
-                "{}: label {} is beyond the model's {} classes (outputs 0..{})",
+                "{}: label {} is beyond the model's {classes} classes (outputs 0..{})",
                 s.path.display(),
                 s.label,
-                plan.classes,
-                plan.classes - 1
+                classes - 1
             );
         }
     }
-    Ok(())
+    Ok(classes)
+}
+
+/// The dataset (shuffled and limited as the config says) and the scorer its ground truth needs.
+fn dataset_and_scorer(
+    config: &ValidateConfig,
+    plan: &InputPlan,
+    pre: &Preprocess,
+) -> Result<(Dataset, Box<dyn Scorer>)> {
+    let annotations = &config.dataset_options.annotations;
+    let Some((mut dataset, scorer)) =
+        task_dataset(&config.dataset, annotations, pre, config.detect)?
+    else {
+        let dataset = open_dataset(config)?;
+        let classes = check_labels(&dataset, plan, &config.model)?;
+        let scorer = ClassScorer::new(classes, config.keep_predictions);
+        return Ok((dataset, Box::new(scorer)));
+    };
+    if let Some(seed) = config.shuffle_seed {
+        dataset.shuffle(seed);
+    }
+    if let Some(n) = config.limit {
+        dataset.limit(n);
+    }
+    Ok((dataset, scorer))
 }
 
 /// The warm-up batches (left out of the latencies) among `batches`: at least one is timed.
@@ -284,11 +321,10 @@ pub fn validate(config: &ValidateConfig, progress: &dyn Progress) -> Result<Vali
     if config.batch_size == 0 {
         bail!("the batch size must be at least 1");
     }
-    let dataset = open_dataset(config)?;
     let (mut backend, plan) = open_planned(config)?;
-    check_labels(&dataset, &plan)?;
-    let run_batch = backend.fixed_batch().unwrap_or(config.batch_size);
     let pre = resolve_preprocess(config, &plan)?;
+    let (dataset, mut scorer) = dataset_and_scorer(config, &plan, &pre)?;
+    let run_batch = backend.fixed_batch().unwrap_or(config.batch_size);
     let total = dataset.samples.len();
     let batches = total.div_ceil(config.batch_size);
     let warmup = warmup_batches(config.warmup, batches);
@@ -298,11 +334,9 @@ pub fn validate(config: &ValidateConfig, progress: &dyn Progress) -> Result<Vali
         backend.name()
     );
     progress.start("images", Some(total as u64));
-    let mut acc = TopKAccuracy::default();
     let mut failures: Vec<Failure> = Vec::new();
     let mut lat_all = Vec::new();
     let mut lat_model = Vec::new();
-    let mut predictions = Vec::new();
     let mut ran = 0usize;
     let start = Instant::now();
     let loader = Loader::spawn(
@@ -334,34 +368,19 @@ pub fn validate(config: &ValidateConfig, progress: &dyn Progress) -> Result<Vali
             lat_model.push(out.inference.as_secs_f64() * 1e3);
         }
         ran += 1;
-        let logits = out.outputs[0].data.to_f64();
-        for (i, s) in batch.samples.iter().enumerate() {
-            let row: Vec<f32> = logits[i * plan.classes..(i + 1) * plan.classes]
-                .iter()
-                .map(|&v| v as f32)
-                .collect();
-            let top5 = acc.update(&row, s.label);
-            if config.keep_predictions {
-                predictions.push(Prediction {
-                    file: s.path.clone(),
-                    label: s.label,
-                    top5,
-                });
-            }
-        }
+        scorer
+            .score(&batch.samples, &out.outputs)
+            .with_context(|| config.model.display().to_string())?;
         progress.advance(batch.samples.len() as u64);
-        progress.status(format!(
-            "top-1 {:.2}%  top-5 {:.2}%",
-            acc.top1() * 100.0,
-            acc.top5() * 100.0
-        ));
+        progress.status(scorer.status());
     }
     let wall = start.elapsed();
     progress.finish();
     for note in backend.finish()? {
         tracing::info!("{}: {note}", config.model.display());
     }
-    if acc.total == 0 {
+    let images = scorer.images();
+    if images == 0 {
         let first = failures.first();
         bail!(
             "{}: none of the {total} images could be read ({} skipped); first: {}: {}",
@@ -373,20 +392,28 @@ pub fn validate(config: &ValidateConfig, progress: &dyn Progress) -> Result<Vali
             first.map(|f| f.reason.as_str()).unwrap_or("")
         );
     }
+    let (mut counts, mut predictions, mut segment, mut detect) = Default::default();
+    match scorer.finish()? {
+        Scored::Classes(acc, kept) => (counts, predictions) = (acc, kept),
+        Scored::Masks(m) => segment = Some(m),
+        Scored::Boxes(b) => detect = Some(b),
+    }
     Ok(ValidateReport {
         model: config.model.display().to_string(),
         backend: backend.name(),
         dataset: config.dataset.display().to_string(),
-        images: acc.total,
+        images,
         skipped: failures.len(),
         skipped_images: failures,
-        top1: acc.top1(),
-        top5: acc.top5(),
-        counts: acc.clone(),
+        top1: counts.top1(),
+        top5: counts.top5(),
+        counts,
+        segment,
+        detect,
         batch_size: config.batch_size,
         batches: ran,
         warmup_batches: warmup.min(ran),
-        images_per_s: acc.total as f64 / wall.as_secs_f64(),
+        images_per_s: images as f64 / wall.as_secs_f64(),
         wall_s: wall.as_secs_f64(),
         latency_all: BatchLatency::of_ms(&lat_all),
         latency_model: BatchLatency::of_ms(&lat_model),

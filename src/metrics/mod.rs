@@ -5,5 +5,8 @@ pub mod accuracy;
 pub mod bootstrap;
 pub mod closeness;
 pub mod compare;
+pub mod detection;
 pub mod latency;
+pub mod segmentation;
+pub mod task;
 pub mod topk;

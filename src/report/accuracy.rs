@@ -47,8 +47,40 @@ pub fn render(r: &ValidateReport, markdown: bool) -> String {
             format!("{:.3} / {:.3} ms", s.mean_ms, s.max_ms)
         }
     };
-    t.row(vec!["top-1".into(), pct(r.top1)]);
-    t.row(vec!["top-5".into(), pct(r.top5)]);
+    match (&r.segment, &r.detect) {
+        (Some(m), _) => {
+            let miou = m
+                .miou
+                .map(|v| format!("{v:.4}"))
+                .unwrap_or_else(|| "-".into());
+            t.row(vec!["mIoU".into(), miou]);
+            t.row(vec!["pixel accuracy".into(), pct(m.pixel_accuracy)]);
+            t.row(vec![
+                "pixels (left out)".into(),
+                format!("{} ({})", m.pixels, m.ignored),
+            ]);
+        }
+        (_, Some(d)) => {
+            t.row(vec![
+                "mAP@0.5:0.95".into(),
+                format!("{:.4}", d.map.map50_95),
+            ]);
+            t.row(vec!["mAP@0.5".into(), format!("{:.4}", d.map.map50)]);
+            t.row(vec!["mAP@0.75".into(), format!("{:.4}", d.map.map75)]);
+            t.row(vec![
+                "boxes: truth / found".into(),
+                format!("{} / {}", d.ground_truths, d.detections),
+            ]);
+            t.row(vec![
+                "confidence, NMS IoU".into(),
+                format!("{}, {}", d.conf, d.iou),
+            ]);
+        }
+        _ => {
+            t.row(vec!["top-1".into(), pct(r.top1)]);
+            t.row(vec!["top-5".into(), pct(r.top5)]);
+        }
+    }
     t.row(vec!["images".into(), r.images.to_string()]);
     t.row(vec!["skipped".into(), r.skipped.to_string()]);
     t.row(vec!["images/s".into(), format!("{:.1}", r.images_per_s)]);

@@ -54,12 +54,32 @@ pub const METRICS: &[Metric] = &[
     Metric {
         title: "top-1 %",
         column: "top1_pct",
-        get: |m| m.accuracy.as_ref().map(|a| a.top1_pct),
+        get: |m| {
+            m.accuracy
+                .as_ref()
+                .filter(|a| a.is_top_k())
+                .map(|a| a.top1_pct)
+        },
     },
     Metric {
         title: "top-5 %",
         column: "top5_pct",
-        get: |m| m.accuracy.as_ref().map(|a| a.top5_pct),
+        get: |m| {
+            m.accuracy
+                .as_ref()
+                .filter(|a| a.is_top_k())
+                .map(|a| a.top5_pct)
+        },
+    },
+    Metric {
+        title: "mIoU %",
+        column: "miou_pct",
+        get: |m| m.accuracy.as_ref().and_then(|a| a.miou_pct),
+    },
+    Metric {
+        title: "mAP@0.5:0.95 %",
+        column: "map_pct",
+        get: |m| m.accuracy.as_ref().and_then(|a| a.map_pct),
     },
     Metric {
         title: "equal % vs FP32",
@@ -70,6 +90,11 @@ pub const METRICS: &[Metric] = &[
         title: "top-1 agreement % vs FP32",
         column: "top1_agreement_pct",
         get: |m| m.closeness.as_ref().and_then(|c| c.top1_agreement_pct),
+    },
+    Metric {
+        title: "boxes or pixels agreeing % vs FP32",
+        column: "task_agreement_pct",
+        get: |m| m.closeness.as_ref().and_then(|c| c.task_agreement_pct),
     },
     Metric {
         title: "artifact size (MB)",

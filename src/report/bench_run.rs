@@ -19,7 +19,8 @@ pub fn cell_line(label: &str, r: &CellRecord) -> String {
                 line.push_str(&format!(", {:.2}% equal to FP32", c.equal_pct));
             }
             if let Some(a) = &m.accuracy {
-                line.push_str(&format!(", top-1 {:.2}%", a.top1_pct));
+                let (what, value) = a.headline();
+                line.push_str(&format!(", {} {value:.2}%", what.trim_end_matches(" %")));
             }
             line
         }

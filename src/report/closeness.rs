@@ -4,6 +4,7 @@
 use crate::jobs::compare::CompareReport;
 use crate::report::format::num;
 use crate::report::table::Table;
+use crate::report::task::render_task;
 
 /// The tables of a compare report, for the terminal or as markdown: the two sides, the
 /// tolerance, closeness per output, and the top-k rank table of classifier outputs.
@@ -93,6 +94,12 @@ pub fn render(r: &CompareReport, markdown: bool) -> String {
             ]);
         }
         out += &show(&t);
+    }
+    if let Some(task) = &r.task {
+        out += &render_task(task, &show);
+    }
+    for note in &r.notes {
+        out += &format!("\nnote: {note}\n");
     }
     out
 }

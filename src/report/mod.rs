@@ -31,4 +31,5 @@ pub mod precisions;
 pub mod progress;
 pub mod quantize;
 pub mod table;
+pub mod task;
 pub mod workspace;

@@ -277,25 +277,29 @@ pub fn latency(model: &str, cells: &[&CellRecord]) -> Option<String> {
     })
 }
 
-/// Top-1 (or, without a dataset, top-1 agreement with FP32) against ms per sample, one point per
-/// cell, labelled with its batch size (and swept sizes), for one model.
+/// Accuracy (mAP, mIoU or top-1; without a dataset, agreement with FP32: matched boxes, pixels
+/// or top-1) against ms per sample, one point per cell, labelled with its batch size (and swept sizes), for one model.
 pub fn accuracy(model: &str, cells: &[&CellRecord]) -> Option<String> {
     let series = series(cells);
     type Get = fn(&CellMetrics) -> Option<f64>;
+    let map: Get = |m| m.accuracy.as_ref().and_then(|a| a.map_pct);
+    let miou: Get = |m| m.accuracy.as_ref().and_then(|a| a.miou_pct);
     let top1: Get = |m| m.accuracy.as_ref().map(|a| a.top1_pct);
+    let task: Get = |m| m.closeness.as_ref().and_then(|c| c.task_agreement_pct);
     let agree: Get = |m| m.closeness.as_ref().and_then(|c| c.top1_agreement_pct);
     let any = |f: Get| {
         series
             .iter()
             .any(|s| s.cells.iter().any(|c| f(c.1).is_some()))
     };
-    let (get, what) = if any(top1) {
-        (top1, "top-1 %")
-    } else if any(agree) {
-        (agree, "top-1 agreement with FP32 %")
-    } else {
-        return None;
-    };
+    let choices: [(Get, &str); 5] = [
+        (map, "mAP@0.5:0.95 %"),
+        (miou, "mIoU %"),
+        (top1, "top-1 %"),
+        (task, "boxes or pixels agreeing with FP32 %"),
+        (agree, "top-1 agreement with FP32 %"),
+    ];
+    let (get, what) = choices.into_iter().find(|(f, _)| any(*f))?;
     let points = |s: &Series| -> Vec<(String, f64, f64)> {
         s.cells
             .iter()

@@ -3,8 +3,10 @@
 //! and `compare`'s (equality per precision, and the top-10 table: one row per rank, one
 //! `MAE / Disg %` column per precision), for the terminal or as markdown.
 
-use crate::jobs::precision_table::{CompareAllReport, ValidateAllReport};
+use crate::jobs::precision_table::{CompareAllReport, RowAccuracy, ValidateAllReport};
+use crate::metrics::task::TaskComparison;
 use crate::report::table::Table;
+use crate::report::task::{precision_table, task_line};
 
 fn render_table(t: &Table, markdown: bool) -> String {
     if markdown {
@@ -28,6 +30,23 @@ fn notes(out: &mut String, skipped: &[String], details: &[(String, String)]) {
     }
 }
 
+/// The two accuracy cells of a row: mIoU and pixel accuracy, mAP@0.5:0.95 and mAP@0.5, or
+/// top-1 and top-5.
+fn accuracy_cells(a: &RowAccuracy) -> (String, String) {
+    match (a.segment, a.detect) {
+        (Some((miou, pixels)), _) => (
+            miou.map(|v| format!("{v:.4}"))
+                .unwrap_or_else(|| "-".into()),
+            format!("{:.2}%", pixels * 100.0),
+        ),
+        (_, Some((map, map50))) => (format!("{map:.4}"), format!("{map50:.4}")),
+        _ => (
+            format!("{:.2}%", a.top1 * 100.0),
+            format!("{:.2}%", a.top5 * 100.0),
+        ),
+    }
+}
+
 /// `validate`'s tables, one per batch size; markdown is the tables alone, ready to paste.
 pub fn render_validate(r: &ValidateAllReport, markdown: bool) -> String {
     let mut out = if markdown {
@@ -37,13 +56,19 @@ pub fn render_validate(r: &ValidateAllReport, markdown: bool) -> String {
     };
     let mut details = vec![];
     for table in &r.tables {
+        let first = table.rows.iter().find_map(|row| row.accuracy.as_ref());
+        let (acc1, acc2) = match first.map(|a| (a.segment.is_some(), a.detect.is_some())) {
+            Some((true, _)) => ("mIoU", "Pixel acc"),
+            Some((_, true)) => ("mAP@.5:.95", "mAP@.5"),
+            _ => ("Prec@1", "Prec@5"),
+        };
         let mut t = Table::new(&[
             "Model",
             "Latency-all (ms) mean / max",
             "Latency-model (ms) mean / max",
             "size (MB)",
-            "Prec@1",
-            "Prec@5",
+            acc1,
+            acc2,
             "# layers",
             "# parameters",
         ]);
@@ -59,8 +84,8 @@ pub fn render_validate(r: &ValidateAllReport, markdown: bool) -> String {
                         a.latency_model.mean_ms, a.latency_model.max_ms
                     ),
                     size,
-                    format!("{:.2}%", a.top1 * 100.0),
-                    format!("{:.2}%", a.top5 * 100.0),
+                    accuracy_cells(a).0,
+                    accuracy_cells(a).1,
                 ],
                 (None, why) => {
                     let why = why.clone().unwrap_or_default();
@@ -176,6 +201,15 @@ pub fn render_compare(r: &CompareAllReport, markdown: bool) -> String {
         }
         out += "\n";
         out += &render_table(&k, markdown);
+    }
+    let tasks: Vec<(String, &TaskComparison)> = r
+        .rows
+        .iter()
+        .filter_map(|row| row.task.as_ref().map(|t| (row.source.shown(), t)))
+        .collect();
+    if let Some(table) = precision_table(&tasks) {
+        out += &format!("\n{}\n\n", task_line(tasks[0].1));
+        out += &render_table(&table, markdown);
     }
     if !markdown {
         out += "\n";

@@ -153,6 +153,16 @@ impl TensorData {
         self.len() == 0
     }
 
+    /// All elements as f32: borrowed when they are f32 already, converted otherwise (for
+    /// metrics that read large float outputs, such as detection heads, without a copy).
+    pub fn as_f32(&self) -> std::borrow::Cow<'_, [f32]> {
+        match self {
+            TensorData::F32(v) => std::borrow::Cow::Borrowed(v),
+            TensorData::F16(v) => v.iter().map(|&x| x.to_f32()).collect(),
+            other => other.to_f64().into_iter().map(|x| x as f32).collect(),
+        }
+    }
+
     /// All elements widened to f64 (for metrics that compare any two numeric outputs).
     pub fn to_f64(&self) -> Vec<f64> {
         match self {

@@ -7,5 +7,6 @@ pub mod output;
 pub mod preprocess;
 pub mod samples;
 pub mod shapes;
+pub mod task;
 pub mod timing;
 pub mod values;

@@ -2,9 +2,15 @@
 //!
 //! No binary blobs: every test that needs a model builds one here.
 
-use super::graph_builder::{attr_float, attr_int, attr_ints, tensor_f32, tensor_i64, GraphBuilder};
-use super::pb::tensor_proto::DataType;
-use super::pb::ModelProto;
+mod tasks;
+
+pub use tasks::{segmenter, segmenter_3d, yolo_head, YoloStyle};
+
+use crate::onnx::graph_builder::{
+    attr_float, attr_int, attr_ints, tensor_f32, tensor_i64, GraphBuilder,
+};
+use crate::onnx::pb::tensor_proto::DataType;
+use crate::onnx::pb::ModelProto;
 use crate::tensor::Dim;
 
 /// Number of classes of the test classifier.
@@ -29,7 +35,7 @@ pub fn deterministic_weights(seed: u64, n: usize, scale: f32) -> Vec<f32> {
 }
 
 /// The batch axis of a test model: fixed, or symbolic `batch`.
-fn batch_dim(batch: Option<i64>) -> Dim {
+pub(crate) fn batch_dim(batch: Option<i64>) -> Dim {
     match batch {
         Some(n) => Dim::Fixed(n),
         None => Dim::Symbol("batch".into()),

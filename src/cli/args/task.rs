@@ -1,0 +1,84 @@
+//! The task flags: `--task` (compare), and how detections are decoded (`--conf`, `--iou`,
+//! `--boxes`, `--head`; compare and validate).
+
+use crate::metrics::detection::boxes::BoxFormat;
+use crate::metrics::detection::decode::HeadLayout;
+use crate::metrics::detection::outputs::DetectOptions;
+use crate::metrics::task::{Task, TaskRequest};
+use anyhow::Result;
+use clap::{Args, ValueEnum};
+
+/// The layout of a raw YOLO head, as typed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum HeadArg {
+    /// `[N, anchors, 5+classes]`, with objectness (YOLOv5-style).
+    AnchorsFirst,
+    /// `[N, 4+classes, anchors]`, no objectness (YOLOv8-style).
+    AnchorsLast,
+}
+
+/// How detections are decoded: thresholds, box layout, head layout.
+#[derive(Clone, Debug, Args)]
+pub struct DetectArgs {
+    /// Detections scoring below this are dropped (default 0.25 in compare, 0.001 in validate).
+    #[arg(long, value_name = "SCORE")]
+    pub conf: Option<f32>,
+    /// IoU above which NMS suppresses a same-class box (default 0.45 in compare, 0.6 in validate).
+    #[arg(long, value_name = "IOU")]
+    pub iou: Option<f32>,
+    /// How box coordinates are laid out (default: cxcywh for raw heads, xyxy for NMS outputs).
+    #[arg(long, value_parser = |s: &str| s.parse::<BoxFormat>())]
+    pub boxes: Option<BoxFormat>,
+    /// The raw head's layout (default: guessed from its shape, the longer axis being anchors).
+    #[arg(long, value_enum)]
+    pub head: Option<HeadArg>,
+}
+
+impl DetectArgs {
+    /// The options these flags give over `defaults` (the command's own thresholds); a
+    /// threshold outside [0, 1] is refused.
+    pub fn options(&self, defaults: DetectOptions) -> Result<DetectOptions> {
+        for (flag, value) in [("--conf", self.conf), ("--iou", self.iou)] {
+            if let Some(v) = value {
+                if !(0.0..=1.0).contains(&v) {
+                    return Err(crate::cli::UsageError(format!(
+                        "{flag} {v}: must be between 0 and 1"
+                    ))
+                    .into());
+                }
+            }
+        }
+        Ok(DetectOptions {
+            conf: self.conf.unwrap_or(defaults.conf),
+            iou: self.iou.unwrap_or(defaults.iou),
+            boxes: self.boxes,
+            layout: self.head.map(|h| match h {
+                HeadArg::AnchorsFirst => HeadLayout::AnchorsFirst,
+                HeadArg::AnchorsLast => HeadLayout::AnchorsLast,
+            }),
+            max_detections: defaults.max_detections,
+        })
+    }
+}
+
+/// The task flag and how detections are decoded.
+#[derive(Clone, Debug, Args)]
+pub struct TaskArgs {
+    /// What the model does: classify, detect or segment (default: guessed from the output
+    /// shapes, and the guess printed).
+    #[arg(long, value_parser = |s: &str| s.parse::<Task>())]
+    pub task: Option<Task>,
+    /// Detection decoding.
+    #[command(flatten)]
+    pub detect: DetectArgs,
+}
+
+impl TaskArgs {
+    /// The request these flags make over `defaults` (the command's own thresholds).
+    pub fn request(&self, defaults: DetectOptions) -> Result<TaskRequest> {
+        Ok(TaskRequest {
+            task: self.task,
+            detect: self.detect.options(defaults)?,
+        })
+    }
+}

@@ -1,0 +1,348 @@
+//! How `validate` scores a batch of outputs against the ground truth: top-1/top-5 for a class
+//! per image, mIoU and pixel accuracy against PNG masks, COCO mAP against annotated boxes.
+
+use crate::data::coco::CocoAnnotations;
+use crate::data::dataset::{images_in, Annotations, Dataset, Sample};
+use crate::data::masks::read_mask;
+use crate::data::preprocess::Preprocess;
+use crate::jobs::validate::Prediction;
+use crate::metrics::accuracy::TopKAccuracy;
+use crate::metrics::detection::boxes::Detection;
+use crate::metrics::detection::coco::{evaluate, GroundTruth, MeanAp};
+use crate::metrics::detection::outputs::{detections, DetectOptions};
+use crate::metrics::segmentation::{Confusion, SegmentAccuracy};
+use crate::metrics::task::pixel_classes;
+use crate::tensor::HostTensor;
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// Mask pixels of this value are left out (PASCAL VOC's object borders).
+pub const MASK_IGNORE: u32 = 255;
+
+/// COCO's evaluation keeps at most this many detections per image.
+pub const COCO_MAX_DETECTIONS: usize = 100;
+
+/// Detection accuracy on COCO-format annotations.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DetectAccuracy {
+    /// Images scored.
+    pub images: usize,
+    /// Ground-truth boxes (crowd regions left out).
+    pub ground_truths: usize,
+    /// Detections kept (after NMS, at most 100 per image).
+    pub detections: usize,
+    /// The confidence below which detections were dropped.
+    pub conf: f32,
+    /// The NMS IoU threshold.
+    pub iou: f32,
+    /// mAP@0.5, mAP@0.75, mAP@0.5:0.95 and each class's AP, as COCO's evaluation defines them.
+    #[serde(flatten)]
+    pub map: MeanAp,
+}
+
+/// What a scorer found, by task.
+pub enum Scored {
+    /// Top-k hits, and every image's top-5 when kept.
+    Classes(TopKAccuracy, Vec<Prediction>),
+    /// Against masks.
+    Masks(SegmentAccuracy),
+    /// Against boxes.
+    Boxes(DetectAccuracy),
+}
+
+/// Scores batches of model outputs against one kind of ground truth.
+pub trait Scorer {
+    /// Scores `samples` (in order) with the model's outputs for them.
+    fn score(&mut self, samples: &[Sample], outputs: &[HostTensor]) -> Result<()>;
+    /// Images scored so far.
+    fn images(&self) -> u64;
+    /// The running figure, for the progress bar.
+    fn status(&self) -> String;
+    /// The figures.
+    fn finish(self: Box<Self>) -> Result<Scored>;
+}
+
+/// Top-1/top-5 of `[N, classes]` scores against each image's label.
+pub struct ClassScorer {
+    acc: TopKAccuracy,
+    classes: usize,
+    keep: bool,
+    predictions: Vec<Prediction>,
+}
+
+impl ClassScorer {
+    /// A scorer for `classes` scores per image; `keep` keeps every image's top-5.
+    pub fn new(classes: usize, keep: bool) -> Self {
+        ClassScorer {
+            acc: TopKAccuracy::default(),
+            classes,
+            keep,
+            predictions: vec![],
+        }
+    }
+}
+
+impl Scorer for ClassScorer {
+    fn score(&mut self, samples: &[Sample], outputs: &[HostTensor]) -> Result<()> {
+        let scores = outputs
+            .first()
+            .context("the model gave no output")?
+            .data
+            .as_f32();
+        for (i, s) in samples.iter().enumerate() {
+            let row = &scores[i * self.classes..(i + 1) * self.classes];
+            let top5 = self.acc.update(row, s.label);
+            if self.keep {
+                self.predictions.push(Prediction {
+                    file: s.path.clone(),
+                    label: s.label,
+                    top5,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn images(&self) -> u64 {
+        self.acc.total
+    }
+
+    fn status(&self) -> String {
+        format!(
+            "top-1 {:.2}%  top-5 {:.2}%",
+            self.acc.top1() * 100.0,
+            self.acc.top5() * 100.0
+        )
+    }
+
+    fn finish(self: Box<Self>) -> Result<Scored> {
+        Ok(Scored::Classes(self.acc, self.predictions))
+    }
+}
+
+/// mIoU and pixel accuracy of per-pixel classes against PNG masks seen through the same
+/// resize-and-crop as the image (nearest pixel, on the output's grid).
+pub struct MaskScorer {
+    masks: Vec<PathBuf>,
+    preprocess: Preprocess,
+    confusion: Option<Confusion>,
+    images: u64,
+}
+
+impl Scorer for MaskScorer {
+    fn score(&mut self, samples: &[Sample], outputs: &[HostTensor]) -> Result<()> {
+        let (name, labels, n, classes) = pixel_classes(outputs, "the model")?;
+        let per_image = labels.len() / n.max(1);
+        let out = outputs
+            .iter()
+            .find(|t| t.name == name)
+            .context("the model's mask output")?;
+        let (out_h, out_w) = (
+            out.shape[out.shape.len() - 2],
+            out.shape[out.shape.len() - 1],
+        );
+        if per_image != out_h * out_w {
+            bail!(
+                "output '{name}' {:?}: masks are checked on 2-D outputs only",
+                out.shape
+            );
+        }
+        let confusion = self
+            .confusion
+            .get_or_insert_with(|| Confusion::new(classes));
+        for (i, s) in samples.iter().enumerate() {
+            let path = &self.masks[s.label];
+            let mask = read_mask(path)?;
+            let window = self
+                .preprocess
+                .window(mask.width, mask.height)
+                .with_context(|| path.display().to_string())?;
+            let truth = mask.sample_window(&window, out_w, out_h);
+            confusion
+                .add(
+                    &truth,
+                    &labels[i * per_image..(i + 1) * per_image],
+                    Some(MASK_IGNORE),
+                )
+                .with_context(|| format!("{}: against the model's classes", path.display()))?;
+            self.images += 1;
+        }
+        Ok(())
+    }
+
+    fn images(&self) -> u64 {
+        self.images
+    }
+
+    fn status(&self) -> String {
+        let c = self.confusion.as_ref();
+        format!(
+            "mIoU {:.4}  pixel accuracy {:.2}%",
+            c.and_then(Confusion::mean_iou).unwrap_or(0.0),
+            c.map(|c| c.agreement() * 100.0).unwrap_or(0.0)
+        )
+    }
+
+    fn finish(self: Box<Self>) -> Result<Scored> {
+        let c = self.confusion.unwrap_or_else(|| Confusion::new(0));
+        Ok(Scored::Masks(SegmentAccuracy::from_confusion(
+            &c,
+            self.images as usize,
+        )))
+    }
+}
+
+/// COCO mAP of the decoded boxes, mapped back from the model's input to the image's pixels,
+/// against the annotations.
+pub struct BoxScorer {
+    annotations: CocoAnnotations,
+    preprocess: Preprocess,
+    options: DetectOptions,
+    truths: Vec<Vec<GroundTruth>>,
+    found: Vec<Vec<Detection>>,
+}
+
+impl Scorer for BoxScorer {
+    fn score(&mut self, samples: &[Sample], outputs: &[HostTensor]) -> Result<()> {
+        let decoded = detections(outputs, &self.options)?;
+        if decoded.images.len() < samples.len() {
+            bail!(
+                "the model gave boxes for {} images of a batch of {}",
+                decoded.images.len(),
+                samples.len()
+            );
+        }
+        for (s, boxes) in samples.iter().zip(decoded.images) {
+            let image = &self.annotations.images[s.label];
+            let w = self.preprocess.window(image.width, image.height)?;
+            let (sx, sy) = (
+                image.width as f32 / w.resized_w as f32,
+                image.height as f32 / w.resized_h as f32,
+            );
+            let to_image = |d: Detection| Detection {
+                bbox: [
+                    (d.bbox[0] + w.left as f32) * sx,
+                    (d.bbox[1] + w.top as f32) * sy,
+                    (d.bbox[2] + w.left as f32) * sx,
+                    (d.bbox[3] + w.top as f32) * sy,
+                ],
+                ..d
+            };
+            self.found.push(boxes.into_iter().map(to_image).collect());
+            self.truths.push(
+                image
+                    .boxes
+                    .iter()
+                    .map(|b| GroundTruth {
+                        bbox: b.bbox,
+                        class: b.class,
+                        crowd: b.crowd,
+                    })
+                    .collect(),
+            );
+        }
+        Ok(())
+    }
+
+    fn images(&self) -> u64 {
+        self.found.len() as u64
+    }
+
+    fn status(&self) -> String {
+        format!("{} images", self.found.len())
+    }
+
+    fn finish(self: Box<Self>) -> Result<Scored> {
+        let map = evaluate(&self.truths, &self.found, COCO_MAX_DETECTIONS)?;
+        Ok(Scored::Boxes(DetectAccuracy {
+            images: self.found.len(),
+            ground_truths: self.truths.iter().flatten().filter(|g| !g.crowd).count(),
+            detections: self.found.iter().map(Vec::len).sum(),
+            conf: self.options.conf,
+            iou: self.options.iou,
+            map,
+        }))
+    }
+}
+
+/// The images of a segmentation folder, each with its mask (`x.jpg` → `masks/x.png`); a
+/// missing mask is an error naming it.
+fn masked_images(root: &Path, masks: &Path) -> Result<(Vec<Sample>, Vec<PathBuf>)> {
+    if !masks.is_dir() {
+        bail!("{}: no such folder of masks", masks.display());
+    }
+    let images = images_in(root)?;
+    let mut paths = vec![];
+    for image in &images {
+        let stem = image.file_stem().unwrap_or_default();
+        let mask = masks.join(stem).with_extension("png");
+        if !mask.is_file() {
+            bail!("{}: no mask for image {}", mask.display(), image.display());
+        }
+        paths.push(mask);
+    }
+    let samples = images
+        .into_iter()
+        .enumerate()
+        .map(|(label, path)| Sample { path, label })
+        .collect();
+    Ok((samples, paths))
+}
+
+/// The dataset and the scorer for segmentation or detection ground truth; `None` for a class
+/// per image (the caller opens that dataset itself).
+pub fn task_dataset(
+    root: &Path,
+    annotations: &Annotations,
+    preprocess: &Preprocess,
+    options: DetectOptions,
+) -> Result<Option<(Dataset, Box<dyn Scorer>)>> {
+    if !root.is_dir() {
+        bail!("{}: no such folder", root.display());
+    }
+    let (samples, scorer): (Vec<Sample>, Box<dyn Scorer>) = match annotations {
+        Annotations::Classes => return Ok(None),
+        Annotations::Masks(dir) => {
+            let (samples, masks) = masked_images(root, dir)?;
+            let scorer = MaskScorer {
+                masks,
+                preprocess: preprocess.clone(),
+                confusion: None,
+                images: 0,
+            };
+            (samples, Box::new(scorer))
+        }
+        Annotations::Coco(file) => {
+            let annotations = CocoAnnotations::read(file, root)?;
+            let samples = annotations
+                .images
+                .iter()
+                .enumerate()
+                .map(|(label, im)| Sample {
+                    path: im.path.clone(),
+                    label,
+                })
+                .collect();
+            let scorer = BoxScorer {
+                annotations,
+                preprocess: preprocess.clone(),
+                options,
+                truths: vec![],
+                found: vec![],
+            };
+            (samples, Box::new(scorer))
+        }
+    };
+    if samples.is_empty() {
+        bail!("{}: the dataset has no images", root.display());
+    }
+    Ok(Some((
+        Dataset {
+            root: root.to_path_buf(),
+            samples,
+            class_names: vec![],
+        },
+        scorer,
+    )))
+}

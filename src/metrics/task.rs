@@ -1,0 +1,282 @@
+//! Which task a model's outputs serve (classification, detection, segmentation), given or
+//! guessed from their shapes, and the task-aware comparison of two runs: matched boxes for a
+//! detector, pixel agreement and IoU for a segmenter.
+
+use super::detection::matching::{agreement, DetectionAgreement};
+use super::detection::outputs::{detections, find_head, DetectOptions, NmsOutputs};
+use super::segmentation::{argmax_labels, segment_agreement, SegmentAgreement};
+use crate::tensor::HostTensor;
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+use std::time::Instant;
+
+/// What a model's outputs are for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Task {
+    /// `[N, classes]` scores.
+    Classify,
+    /// Boxes: a raw YOLO head or a model's own NMS outputs.
+    Detect,
+    /// Per-pixel (or per-voxel) classes: `[N, C, H, W]`, `[N, C, D, H, W]` logits or masks.
+    Segment,
+}
+
+impl fmt::Display for Task {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Task::Classify => "classify",
+            Task::Detect => "detect",
+            Task::Segment => "segment",
+        })
+    }
+}
+
+impl FromStr for Task {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "classify" => Ok(Task::Classify),
+            "detect" => Ok(Task::Detect),
+            "segment" => Ok(Task::Segment),
+            other => Err(format!(
+                "unknown task '{other}': expected classify, detect or segment"
+            )),
+        }
+    }
+}
+
+/// The task asked for (`None`: guess it) and how detections are decoded.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TaskRequest {
+    /// The task; `None` guesses from the reference's output shapes.
+    pub task: Option<Task>,
+    /// Decoding and filtering of detections.
+    pub detect: DetectOptions,
+}
+
+impl Default for TaskRequest {
+    fn default() -> Self {
+        TaskRequest {
+            task: None,
+            detect: DetectOptions::agreement(),
+        }
+    }
+}
+
+/// The task used and why.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TaskChoice {
+    /// The task, `None` when nothing could be guessed.
+    pub task: Option<Task>,
+    /// Whether it was guessed (not given).
+    pub guessed: bool,
+    /// In words: which output and shape decided it.
+    pub reason: String,
+}
+
+/// Whether a float output is per-pixel class logits: `[N, C, spatial…]` with C ≥ 2 and at
+/// least two spatial axes of 2 or more.
+fn is_logit_map(t: &HostTensor) -> bool {
+    t.elem_type().is_float()
+        && t.shape.len() >= 4
+        && t.shape[1] >= 2
+        && t.shape[2..].iter().all(|&d| d >= 2)
+}
+
+/// Whether an integer output is a mask of classes: `[N, H, W]`, `[N, 1, H, W]` or a volume.
+fn is_label_map(t: &HostTensor) -> bool {
+    !t.elem_type().is_float()
+        && t.shape.len() >= 3
+        && t.shape[t.shape.len() - 2..].iter().all(|&d| d >= 2)
+}
+
+/// The task the outputs look like, in order: NMS outputs or a raw YOLO head (detect), logits
+/// or integer masks per pixel (segment), `[N, classes]` scores (classify).
+pub fn guess(outputs: &[HostTensor]) -> TaskChoice {
+    let choice = |task, reason: String| TaskChoice {
+        task: Some(task),
+        guessed: true,
+        reason,
+    };
+    if NmsOutputs::find(outputs).is_some() {
+        return choice(Task::Detect, "boxes, scores and labels outputs".into());
+    }
+    if let Some((head, _)) = find_head(outputs) {
+        return choice(
+            Task::Detect,
+            format!(
+                "output '{}' {:?} reads as a YOLO head",
+                head.name, head.shape
+            ),
+        );
+    }
+    if let Some(t) = outputs.iter().find(|t| is_logit_map(t) || is_label_map(t)) {
+        return choice(
+            Task::Segment,
+            format!("output '{}' {:?} is a class per pixel", t.name, t.shape),
+        );
+    }
+    if let Some(t) = outputs
+        .iter()
+        .find(|t| t.elem_type().is_float() && t.shape.len() == 2 && t.shape[1] > 1)
+    {
+        return choice(
+            Task::Classify,
+            format!("output '{}' {:?} is class scores", t.name, t.shape),
+        );
+    }
+    TaskChoice {
+        task: None,
+        guessed: true,
+        reason: "no output reads as class scores, boxes or a class per pixel".into(),
+    }
+}
+
+/// The task asked for, or the one B's (the reference's) outputs look like.
+pub fn choose(request: Option<Task>, reference: &[HostTensor]) -> TaskChoice {
+    match request {
+        Some(task) => TaskChoice {
+            task: Some(task),
+            guessed: false,
+            reason: "given with --task".into(),
+        },
+        None => guess(reference),
+    }
+}
+
+/// How the two sides' detections agree, and how they were read.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DetectComparison {
+    /// Where A's boxes came from.
+    pub source_a: String,
+    /// Where B's boxes came from.
+    pub source_b: String,
+    /// The agreement, B's boxes taken as ground truth.
+    #[serde(flatten)]
+    pub agreement: DetectionAgreement,
+}
+
+/// How the two sides' per-pixel classes agree.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SegmentComparison {
+    /// The output compared.
+    pub output: String,
+    /// The agreement, B's classes taken as the reference.
+    #[serde(flatten)]
+    pub agreement: SegmentAgreement,
+}
+
+/// The task-aware part of a comparison.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TaskComparison {
+    /// The task and why.
+    #[serde(flatten)]
+    pub choice: TaskChoice,
+    /// Detection agreement (task `detect`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detect: Option<DetectComparison>,
+    /// Segmentation agreement (task `segment`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segment: Option<SegmentComparison>,
+    /// Seconds spent decoding, suppressing and matching (not running the models).
+    pub seconds: f64,
+}
+
+impl TaskComparison {
+    /// Whether it holds boxes or pixels compared (classification adds nothing to closeness).
+    pub fn compared_something(&self) -> bool {
+        self.detect.is_some() || self.segment.is_some()
+    }
+}
+
+/// Per-pixel classes of one side's segmentation output: argmax of logits, or the mask itself.
+pub fn pixel_classes(
+    outputs: &[HostTensor],
+    side: &str,
+) -> Result<(String, Vec<u32>, usize, usize)> {
+    let t = outputs
+        .iter()
+        .find(|t| is_logit_map(t) || is_label_map(t))
+        .with_context(|| {
+            format!(
+                "{side}: no output is a class per pixel ([N, C, H, W] or [N, C, D, H, W] logits, or an integer mask)"
+            )
+        })?;
+    let samples = t.shape[0];
+    if t.elem_type().is_float() {
+        let labels = argmax_labels(&t.data.as_f32(), &t.shape)?;
+        return Ok((t.name.clone(), labels, samples, t.shape[1]));
+    }
+    let values = t.data.to_f64();
+    if let Some(v) = values.iter().find(|v| **v < 0.0 || **v > u32::MAX as f64) {
+        bail!("{side}: mask '{}' holds {v}, not a class index", t.name);
+    }
+    let classes = values.iter().fold(0.0f64, |m, &v| m.max(v)) as usize + 1;
+    Ok((
+        t.name.clone(),
+        values.into_iter().map(|v| v as u32).collect(),
+        samples,
+        classes,
+    ))
+}
+
+/// Segmentation agreement of A's classes with B's.
+fn compare_segments(a: &[HostTensor], b: &[HostTensor]) -> Result<SegmentComparison> {
+    let (name, la, na, ca) = pixel_classes(a, "A")?;
+    let (name_b, lb, nb, cb) = pixel_classes(b, "B")?;
+    if la.len() != lb.len() || na != nb {
+        bail!(
+            "A's '{name}' has {} pixels over {na} samples, B's '{name_b}' {} over {nb}",
+            la.len(),
+            lb.len()
+        );
+    }
+    Ok(SegmentComparison {
+        output: name_b,
+        agreement: segment_agreement(&la, &lb, nb, ca.max(cb))?,
+    })
+}
+
+/// Detection agreement of A's boxes with B's.
+fn compare_detections(
+    a: &[HostTensor],
+    b: &[HostTensor],
+    options: &DetectOptions,
+) -> Result<DetectComparison> {
+    let da = detections(a, options).context("A")?;
+    let db = detections(b, options).context("B")?;
+    Ok(DetectComparison {
+        agreement: agreement(&da.images, &db.images)?,
+        source_a: da.source,
+        source_b: db.source,
+    })
+}
+
+/// The task-aware comparison of A's outputs with the reference B's; `None` when no task was
+/// asked for and none could be guessed (closeness alone is reported then).
+pub fn compare_task(
+    a: &[HostTensor],
+    b: &[HostTensor],
+    request: &TaskRequest,
+) -> Result<Option<TaskComparison>> {
+    let choice = choose(request.task, b);
+    let Some(task) = choice.task else {
+        return Ok(None);
+    };
+    let start = Instant::now();
+    let (detect, segment) = match task {
+        Task::Classify => (None, None),
+        Task::Detect => (Some(compare_detections(a, b, &request.detect)?), None),
+        Task::Segment => (None, Some(compare_segments(a, b)?)),
+    };
+    Ok(Some(TaskComparison {
+        choice,
+        detect,
+        segment,
+        seconds: start.elapsed().as_secs_f64(),
+    }))
+}
