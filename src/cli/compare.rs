@@ -188,7 +188,10 @@ fn images(args: &CompareArgs, ws: &Workspace, dir: &std::path::Path) -> Result<V
     Ok(ValidateConfig {
         model: ws.model.clone(),
         dataset: dir.to_path_buf(),
-        dataset_options: DatasetOptions::default(),
+        dataset_options: DatasetOptions {
+            annotations: ws.annotations(),
+            ..Default::default()
+        },
         shuffle_seed: None,
         limit: Some(args.num_samples),
         batch_size: args.batch_size.unwrap_or(DEFAULT_BATCH),

@@ -36,6 +36,12 @@ pub struct InitArgs {
     /// `validate`'s dataset folder.
     #[arg(long, value_name = "DIR")]
     pub dataset: Option<PathBuf>,
+    /// PNG masks of the dataset's images, for a segmenter (`validate` scores mIoU).
+    #[arg(long, value_name = "DIR", conflicts_with = "coco")]
+    pub masks: Option<PathBuf>,
+    /// COCO annotations of the dataset's images, for a detector (`validate` scores mAP).
+    #[arg(long, value_name = "FILE")]
+    pub coco: Option<PathBuf>,
     /// INT8 calibration data: a folder of images, of .npy/.npz arrays, or `synthetic:SEED`.
     #[arg(long, value_name = "SRC")]
     pub calib_data: Option<String>,
@@ -53,6 +59,8 @@ pub fn run(args: InitArgs) -> Result<()> {
         model: None,
         input_shape: args.input_shape.clone(),
         dataset: args.dataset.clone(),
+        masks: args.masks.clone(),
+        coco: args.coco.clone(),
         calib_data: args.calib_data.clone(),
         preprocess: args.preprocess.request()?,
     };

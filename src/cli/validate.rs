@@ -108,9 +108,10 @@ pub fn config(args: &ValidateArgs, ws: Option<&Workspace>) -> Result<ValidateCon
         dataset_options: DatasetOptions {
             labels: args.labels.clone(),
             class_map: args.class_map.clone(),
-            annotations: match (&args.masks, &args.coco) {
-                (Some(dir), _) => Annotations::Masks(dir.clone()),
-                (_, Some(file)) => Annotations::Coco(file.clone()),
+            annotations: match (&args.masks, &args.coco, ws) {
+                (Some(dir), _, _) => Annotations::Masks(dir.clone()),
+                (_, Some(file), _) => Annotations::Coco(file.clone()),
+                (None, None, Some(ws)) => ws.annotations(),
                 _ => Annotations::Classes,
             },
         },

@@ -10,6 +10,7 @@ use crate::data::dataset::{Dataset, DatasetOptions};
 use crate::data::loader::{Failure, Loader};
 use crate::data::preprocess::{Layout, Preprocess, PreprocessRequest};
 use crate::jobs::open::open_backend;
+pub use crate::jobs::validate_scoring::Prediction;
 use crate::jobs::validate_scoring::{task_dataset, ClassScorer, DetectAccuracy, Scored, Scorer};
 use crate::metrics::accuracy::TopKAccuracy;
 use crate::metrics::detection::outputs::DetectOptions;
@@ -59,17 +60,6 @@ pub struct ValidateConfig {
     pub keep_predictions: bool,
     /// How detections are decoded and filtered (COCO annotations only).
     pub detect: DetectOptions,
-}
-
-/// One image's prediction.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Prediction {
-    /// The image file.
-    pub file: PathBuf,
-    /// Its label.
-    pub label: usize,
-    /// The top-5 classes, best first.
-    pub top5: Vec<usize>,
 }
 
 /// What `validate` reports.
@@ -203,30 +193,37 @@ fn input_tensor(plan: &InputPlan, data: Vec<f32>, samples: usize) -> Result<Host
     HostTensor::new(plan.name.clone(), shape, data)
 }
 
-/// Opens the dataset as the config says: shuffled, then limited.
-fn open_dataset(config: &ValidateConfig) -> Result<Dataset> {
-    let mut dataset = Dataset::open(&config.dataset, &config.dataset_options)?;
+/// The samples the config picks: shuffled, then limited.
+fn pick(mut dataset: Dataset, config: &ValidateConfig) -> Dataset {
     if let Some(seed) = config.shuffle_seed {
         dataset.shuffle(seed);
     }
     if let Some(n) = config.limit {
         dataset.limit(n);
     }
-    Ok(dataset)
+    dataset
+}
+
+/// Opens the class-labelled dataset as the config says: shuffled, then limited.
+fn open_dataset(config: &ValidateConfig) -> Result<Dataset> {
+    Ok(pick(
+        Dataset::open(&config.dataset, &config.dataset_options)?,
+        config,
+    ))
 }
 
 /// The images of `config.dataset` (shuffled and limited as it says) as one input tensor for
 /// `config.model`'s image input, preprocessed as it says; unreadable images are skipped with a
 /// warning. What `compare` feeds when it compares over real images.
 pub fn dataset_tensor(config: &ValidateConfig) -> Result<HostTensor> {
-    let dataset = open_dataset(config)?;
     let (_, plan) = open_planned(config)?;
-    let loader = Loader::spawn(
-        dataset.samples,
-        resolve_preprocess(config, &plan)?,
-        config.batch_size,
-        config.prefetch,
-    )?;
+    let pre = resolve_preprocess(config, &plan)?;
+    let annotations = &config.dataset_options.annotations;
+    let dataset = match task_dataset(&config.dataset, annotations, &pre, config.detect)? {
+        Some((dataset, _)) => pick(dataset, config),
+        None => open_dataset(config)?,
+    };
+    let loader = Loader::spawn(dataset.samples, pre, config.batch_size, config.prefetch)?;
     let (mut data, mut count) = (vec![], 0);
     for batch in loader {
         for f in &batch.failures {
@@ -290,21 +287,14 @@ fn dataset_and_scorer(
     pre: &Preprocess,
 ) -> Result<(Dataset, Box<dyn Scorer>)> {
     let annotations = &config.dataset_options.annotations;
-    let Some((mut dataset, scorer)) =
-        task_dataset(&config.dataset, annotations, pre, config.detect)?
+    let Some((dataset, scorer)) = task_dataset(&config.dataset, annotations, pre, config.detect)?
     else {
         let dataset = open_dataset(config)?;
         let classes = check_labels(&dataset, plan, &config.model)?;
         let scorer = ClassScorer::new(classes, config.keep_predictions);
         return Ok((dataset, Box::new(scorer)));
     };
-    if let Some(seed) = config.shuffle_seed {
-        dataset.shuffle(seed);
-    }
-    if let Some(n) = config.limit {
-        dataset.limit(n);
-    }
-    Ok((dataset, scorer))
+    Ok((pick(dataset, config), scorer))
 }
 
 /// The warm-up batches (left out of the latencies) among `batches`: at least one is timed.

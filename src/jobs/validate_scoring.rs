@@ -5,7 +5,6 @@ use crate::data::coco::CocoAnnotations;
 use crate::data::dataset::{images_in, Annotations, Dataset, Sample};
 use crate::data::masks::read_mask;
 use crate::data::preprocess::Preprocess;
-use crate::jobs::validate::Prediction;
 use crate::metrics::accuracy::TopKAccuracy;
 use crate::metrics::detection::boxes::Detection;
 use crate::metrics::detection::coco::{evaluate, GroundTruth, MeanAp};
@@ -39,6 +38,17 @@ pub struct DetectAccuracy {
     /// mAP@0.5, mAP@0.75, mAP@0.5:0.95 and each class's AP, as COCO's evaluation defines them.
     #[serde(flatten)]
     pub map: MeanAp,
+}
+
+/// One image's prediction.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Prediction {
+    /// The image file.
+    pub file: PathBuf,
+    /// Its label.
+    pub label: usize,
+    /// The top-5 classes, best first.
+    pub top5: Vec<usize>,
 }
 
 /// What a scorer found, by task.

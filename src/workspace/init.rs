@@ -100,6 +100,8 @@ pub fn init(config: &InitConfig) -> Result<InitReport> {
         model: Some(Path::new(ONNX_DIR).join(name)),
         input_shape: given.input_shape.clone(),
         dataset: given.dataset.as_deref().map(|d| for_workspace(d, root)),
+        masks: given.masks.as_deref().map(|d| for_workspace(d, root)),
+        coco: given.coco.as_deref().map(|d| for_workspace(d, root)),
         calib_data: given
             .calib_data
             .as_deref()
@@ -179,6 +181,16 @@ pub fn effective(ws: &Workspace, flags: &Settings) -> Vec<Effective> {
         flags.dataset.as_ref().map(|d| d.display().to_string()),
         path(&file.dataset),
     ));
+    for (key, flag, set) in [
+        ("masks", &flags.masks, &file.masks),
+        ("coco", &flags.coco, &file.coco),
+    ] {
+        out.push(pick(
+            key,
+            flag.as_ref().map(|d| d.display().to_string()),
+            path(set),
+        ));
+    }
     out.push(pick(
         "calib_data",
         flags.calib_data.clone(),
@@ -235,6 +247,8 @@ mod tests {
             force: false,
             settings: Settings {
                 dataset: Some(root.join("val")),
+                masks: None,
+                coco: None,
                 calib_data: Some("synthetic:3".into()),
                 input_shape: vec!["-1".into(), "3".into(), "16".into(), "16".into()],
                 preprocess: PreprocessRequest {

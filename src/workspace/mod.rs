@@ -6,6 +6,7 @@
 
 pub mod init;
 
+use crate::data::dataset::Annotations;
 use crate::data::preprocess::PreprocessRequest;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
@@ -33,6 +34,12 @@ pub struct Settings {
     /// `validate`'s dataset folder.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dataset: Option<PathBuf>,
+    /// PNG masks of the dataset's images, for a segmenter (`validate --masks`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub masks: Option<PathBuf>,
+    /// COCO annotations of the dataset's images, for a detector (`validate --coco`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coco: Option<PathBuf>,
     /// INT8 calibration data (a folder, a file, or `synthetic:SEED`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calib_data: Option<String>,
@@ -97,6 +104,16 @@ impl Workspace {
     /// The dataset folder from the settings, resolved.
     pub fn dataset(&self) -> Option<PathBuf> {
         self.settings.dataset.as_deref().map(|d| self.resolve(d))
+    }
+
+    /// The ground truth beside the dataset's images from the settings, resolved: masks, COCO
+    /// boxes, or (neither set) a class per image.
+    pub fn annotations(&self) -> Annotations {
+        match (&self.settings.masks, &self.settings.coco) {
+            (Some(dir), _) => Annotations::Masks(self.resolve(dir)),
+            (_, Some(file)) => Annotations::Coco(self.resolve(file)),
+            _ => Annotations::Classes,
+        }
     }
 
     /// The calibration data from the settings, resolved (a `synthetic:` source as it is).

@@ -88,9 +88,8 @@ impl DecodeOptions {
     }
 }
 
-/// Images, anchors and values per anchor of a checked head.
+/// Anchors and values per anchor of a checked head.
 struct Dims {
-    images: usize,
     anchors: usize,
     channels: usize,
 }
@@ -110,9 +109,6 @@ pub fn decode_head(
     let dims = check_shape(data.len(), shape, opts.layout)?;
     check_options(opts)?;
     let per_image = dims.anchors * dims.channels;
-    if per_image == 0 {
-        return Ok(vec![Vec::new(); dims.images]);
-    }
     Ok(data
         .par_chunks_exact(per_image)
         .map(|image| {
@@ -142,6 +138,13 @@ fn check_shape(len: usize, shape: &[usize], layout: HeadLayout) -> Result<Dims> 
     if need != len {
         bail!("head data has {len} values but its shape {shape:?} needs {need}");
     }
+    let anchors = match layout {
+        HeadLayout::AnchorsFirst => second,
+        HeadLayout::AnchorsLast => third,
+    };
+    if anchors == 0 {
+        bail!("head has shape {shape:?}: it holds no anchors");
+    }
     match layout {
         HeadLayout::AnchorsFirst if third < 6 => bail!(
             "head has shape {shape:?}: an anchors-first head is [N, anchors, 5+classes], \
@@ -152,12 +155,10 @@ fn check_shape(len: usize, shape: &[usize], layout: HeadLayout) -> Result<Dims> 
              so its second dimension must be at least 5"
         ),
         HeadLayout::AnchorsFirst => Ok(Dims {
-            images,
             anchors: second,
             channels: third,
         }),
         HeadLayout::AnchorsLast => Ok(Dims {
-            images,
             anchors: third,
             channels: second,
         }),
@@ -175,16 +176,28 @@ fn check_options(opts: &DecodeOptions) -> Result<()> {
     Ok(())
 }
 
-/// Index and value of the largest finite-or-infinite score, first one on ties; NaNs are
-/// passed over, and `(0, -inf)` comes back when there is nothing else.
-fn best_class(scores: &[f32]) -> (usize, f32) {
-    let mut best = (0, f32::NEG_INFINITY);
-    for (i, &v) in scores.iter().enumerate() {
-        if v > best.1 {
-            best = (i, v);
+/// The largest class score, NaNs passed over; -inf when nothing is larger.
+fn max_score(scores: &[f32]) -> f32 {
+    // Eight running maxima, one per lane, let the compiler use vector instructions.
+    const LANES: usize = 8;
+    let mut lanes = [f32::NEG_INFINITY; LANES];
+    let (chunks, tail) = scores.as_chunks::<LANES>();
+    for chunk in chunks {
+        for l in 0..LANES {
+            lanes[l] = if chunk[l] > lanes[l] {
+                chunk[l]
+            } else {
+                lanes[l]
+            };
         }
     }
-    best
+    let mut max = f32::NEG_INFINITY;
+    for &v in lanes.iter().chain(tail) {
+        if v > max {
+            max = v;
+        }
+    }
+    max
 }
 
 /// Candidates of one anchors-first image, laid out `[anchors, channels]`.
@@ -196,13 +209,17 @@ fn anchors_first(image: &[f32], channels: usize, opts: &DecodeOptions) -> Vec<De
         if objectness.is_nan() || objectness < opts.conf {
             continue;
         }
-        let (class, class_score) = best_class(&row[5..]);
-        let score = objectness * class_score;
-        if score >= opts.conf && score.is_finite() {
-            let bbox = opts.boxes.to_xyxy([row[0], row[1], row[2], row[3]]);
-            if bbox.iter().all(|v| v.is_finite()) {
-                out.push(Detection { bbox, score, class });
-            }
+        let classes = &row[5..];
+        let best = max_score(classes);
+        let score = objectness * best;
+        if !(score >= opts.conf && score.is_finite()) {
+            continue;
+        }
+        let bbox = opts.boxes.to_xyxy([row[0], row[1], row[2], row[3]]);
+        if bbox.iter().all(|v| v.is_finite()) {
+            // The first class holding the best score (always found: the score is finite).
+            let class = classes.iter().position(|&v| v == best).unwrap_or(0);
+            out.push(Detection { bbox, score, class });
         }
     }
     out
@@ -373,6 +390,33 @@ mod tests {
     }
 
     #[test]
+    fn many_classes_pick_the_first_best_and_skip_nan() {
+        // 21 classes (more than one block of eight): NaN first, the best score 0.8 at
+        // classes 11 and 19; the first one wins in both layouts.
+        let mut scores = vec![0.1f32; 21];
+        scores[0] = f32::NAN;
+        scores[11] = 0.8;
+        scores[19] = 0.8;
+        scores[20] = 0.79;
+        let images = vec![vec![
+            ([10.0, 10.0, 4.0, 4.0], scores.clone()),
+            ([50.0, 50.0, 4.0, 4.0], vec![0.0; 21]),
+        ]];
+        let (data, shape) = first_layout(&images, 1.0);
+        let a = decode_head(&data, &shape, &opts(HeadLayout::AnchorsFirst)).unwrap();
+        let (data, shape) = last_layout(&images);
+        let b = decode_head(&data, &shape, &opts(HeadLayout::AnchorsLast)).unwrap();
+        assert_eq!(a, b);
+        assert_eq!(a[0].len(), 1);
+        assert_eq!((a[0][0].class, a[0][0].score), (11, 0.8));
+        // The best class sitting in the tail after the last block of eight.
+        scores[20] = 0.9;
+        let (data, shape) = first_layout(&[vec![([0.0, 0.0, 1.0, 1.0], scores)]], 1.0);
+        let a = decode_head(&data, &shape, &opts(HeadLayout::AnchorsFirst)).unwrap();
+        assert_eq!((a[0][0].class, a[0][0].score), (20, 0.9));
+    }
+
+    #[test]
     fn guesses_layouts_from_shapes() {
         assert_eq!(
             HeadLayout::guess(&[1, 25200, 85]),
@@ -419,7 +463,9 @@ mod tests {
         o = first;
         o.conf = f32::NAN;
         assert!(err(decode_head(&[0.0; 60], &[1, 10, 6], &o)).contains("NaN"));
-        // No anchors is not an error: every image is simply empty.
-        assert_eq!(decode_head(&[], &[3, 0, 6], &first).unwrap().len(), 3);
+        let e = err(decode_head(&[], &[3, 0, 6], &first));
+        assert!(e.contains("no anchors"), "{e}");
+        // No images is not an error.
+        assert!(decode_head(&[], &[0, 10, 6], &first).unwrap().is_empty());
     }
 }

@@ -10,29 +10,46 @@ use super::boxes::{area, by_score_desc, Detection};
 ///
 /// Boxes are visited best score first (equal scores keep their input order); a box is
 /// dropped when its IoU with an already kept box of the same class is above `iou`. Whether
-/// a box is kept depends only on better boxes, so the walk stops once `max` are kept.
-pub fn class_aware(mut dets: Vec<Detection>, iou: f32, max: usize) -> Vec<Detection> {
+/// a box is kept depends only on better boxes, so the walk stops once `max` are kept, and
+/// only as many candidates are put in order as the walk reaches.
+pub fn class_aware(dets: Vec<Detection>, iou: f32, max: usize) -> Vec<Detection> {
     if max == 0 || dets.is_empty() {
         return Vec::new();
     }
-    dets.sort_by(by_score_desc);
-    let mut kept = Vec::with_capacity(max.min(dets.len()));
+    // Score first, input order on ties: a total order, so unstable sorts give one answer.
+    let order = |a: &(usize, Detection), b: &(usize, Detection)| {
+        by_score_desc(&a.1, &b.1).then(a.0.cmp(&b.0))
+    };
+    let mut items: Vec<(usize, Detection)> = dets.into_iter().enumerate().collect();
+    let mut kept = Vec::with_capacity(max.min(items.len()));
     // Per class: the kept boxes and their areas.
     let mut by_class: HashMap<usize, Vec<([f32; 4], f32)>> = HashMap::new();
-    for d in dets {
-        let d_area = area(&d.bbox);
-        let class_kept = by_class.entry(d.class).or_default();
-        if class_kept
-            .iter()
-            .any(|(k, k_area)| overlap(k, *k_area, &d.bbox, d_area) > iou)
-        {
-            continue;
+    let mut rest = &mut items[..];
+    let mut batch = max.saturating_mul(4).max(256);
+    while !rest.is_empty() {
+        let take = batch.min(rest.len());
+        if take < rest.len() {
+            rest.select_nth_unstable_by(take - 1, order);
         }
-        class_kept.push((d.bbox, d_area));
-        kept.push(d);
-        if kept.len() == max {
-            break;
+        let (head, tail) = rest.split_at_mut(take);
+        head.sort_unstable_by(order);
+        for (_, d) in head.iter() {
+            let d_area = area(&d.bbox);
+            let class_kept = by_class.entry(d.class).or_default();
+            if class_kept
+                .iter()
+                .any(|(k, k_area)| overlap(k, *k_area, &d.bbox, d_area) > iou)
+            {
+                continue;
+            }
+            class_kept.push((d.bbox, d_area));
+            kept.push(*d);
+            if kept.len() == max {
+                return kept;
+            }
         }
+        rest = tail;
+        batch = batch.saturating_mul(2);
     }
     kept
 }
@@ -112,6 +129,60 @@ mod tests {
         assert_eq!(scores, vec![0.45, 0.4, 0.35, 0.3]);
         assert_eq!(class_aware(dets.clone(), 0.5, 100).len(), 10);
         assert!(class_aware(dets, 0.5, 0).is_empty());
+    }
+
+    /// The plain algorithm: one stable sort, then every box in turn.
+    fn reference(mut dets: Vec<Detection>, iou: f32, max: usize) -> Vec<Detection> {
+        dets.sort_by(by_score_desc);
+        let mut kept: Vec<Detection> = Vec::new();
+        for d in dets {
+            let hit = kept.iter().any(|k| {
+                k.class == d.class && overlap(&k.bbox, area(&k.bbox), &d.bbox, area(&d.bbox)) > iou
+            });
+            if !hit {
+                kept.push(d);
+            }
+        }
+        kept.truncate(max);
+        kept
+    }
+
+    #[test]
+    fn matches_the_plain_algorithm_on_many_boxes() {
+        // 3,000 boxes on a small canvas, so many overlap; scores on a coarse grid, so many
+        // tie, which checks that ties keep their input order across batches.
+        let mut x: u64 = 12345;
+        let mut next = |m: u64| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) % m
+        };
+        let mut boxes = |canvas: u64, size: f32| -> Vec<Detection> {
+            (0..3000)
+                .map(|_| {
+                    let (x1, y1) = (next(canvas) as f32, next(canvas) as f32);
+                    let (w, h) = (size + next(40) as f32, size + next(40) as f32);
+                    det(
+                        [x1, y1, x1 + w, y1 + h],
+                        next(50) as f32 / 50.0,
+                        next(4) as usize,
+                    )
+                })
+                .collect()
+        };
+        let (spread, crowded) = (boxes(200, 1.0), boxes(10, 40.0));
+        for dets in [&spread, &crowded] {
+            for max in [1, 10, 100, 300, 5000] {
+                let got = class_aware(dets.clone(), 0.45, max);
+                assert_eq!(got, reference(dets.clone(), 0.45, max), "max {max}");
+                assert!(got.len() <= max);
+            }
+        }
+        assert!(class_aware(spread, 0.45, 5000).len() > 300);
+        // Few boxes survive on the crowded canvas, so with max 100 the walk goes through
+        // every batch of candidates (400, then 800, then the rest).
+        assert!(class_aware(crowded, 0.45, 5000).len() < 100);
     }
 
     #[test]
