@@ -78,14 +78,14 @@ pub struct TaskChoice {
     pub reason: String,
 }
 
-/// Whether a float output is per-pixel class logits: `[N, C, spatial…]` with C ≥ 2 and at
-/// least two spatial axes of 2 or more.
+/// Whether a float output is per-pixel class scores: `[N, C, spatial…]` with at least two
+/// spatial axes of 2 or more; C = 1 is a foreground probability (a text or object map).
 fn is_logit_map(t: &HostTensor) -> bool {
-    t.elem_type().is_float()
-        && t.shape.len() >= 4
-        && t.shape[1] >= 2
-        && t.shape[2..].iter().all(|&d| d >= 2)
+    t.elem_type().is_float() && t.shape.len() >= 4 && t.shape[2..].iter().all(|&d| d >= 2)
 }
+
+/// A one-channel map's pixels are foreground (class 1) above this probability.
+pub const FOREGROUND_PROBABILITY: f32 = 0.5;
 
 /// Whether an integer output is a mask of classes: `[N, H, W]`, `[N, 1, H, W]` or a volume.
 fn is_label_map(t: &HostTensor) -> bool {
@@ -207,6 +207,15 @@ pub fn pixel_classes(
             )
         })?;
     let samples = t.shape[0];
+    if t.elem_type().is_float() && t.shape[1] == 1 {
+        let labels = t
+            .data
+            .as_f32()
+            .iter()
+            .map(|&p| u32::from(p > FOREGROUND_PROBABILITY))
+            .collect();
+        return Ok((t.name.clone(), labels, samples, 2));
+    }
     if t.elem_type().is_float() {
         let labels = argmax_labels(&t.data.as_f32(), &t.shape)?;
         return Ok((t.name.clone(), labels, samples, t.shape[1]));
@@ -279,4 +288,72 @@ pub fn compare_task(
         segment,
         seconds: start.elapsed().as_secs_f64(),
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tensor::TensorData;
+
+    fn t(name: &str, shape: Vec<usize>, data: TensorData) -> HostTensor {
+        HostTensor::new(name, shape, data).unwrap()
+    }
+
+    fn zeros(name: &str, shape: Vec<usize>) -> HostTensor {
+        let n = shape.iter().product();
+        t(name, shape, TensorData::F32(vec![0.0; n]))
+    }
+
+    #[test]
+    fn the_guess_reads_heads_maps_masks_and_scores_in_that_order() {
+        let task = |outputs: &[HostTensor]| guess(outputs).task;
+        assert_eq!(
+            task(&[zeros("output0", vec![2, 6300, 85])]),
+            Some(Task::Detect)
+        );
+        assert_eq!(
+            task(&[zeros("output0", vec![2, 84, 8400])]),
+            Some(Task::Detect)
+        );
+        assert_eq!(
+            task(&[zeros("out", vec![2, 21, 8, 8])]),
+            Some(Task::Segment)
+        );
+        assert_eq!(
+            task(&[zeros("out", vec![2, 3, 4, 4, 4])]),
+            Some(Task::Segment)
+        );
+        let mask = t("mask", vec![2, 4, 4], TensorData::I64(vec![0; 32]));
+        assert_eq!(task(&[mask]), Some(Task::Segment));
+        assert_eq!(
+            task(&[zeros("logits", vec![2, 1000])]),
+            Some(Task::Classify)
+        );
+        // A classifier's [N, 1000, 1, 1] is no map; a lone [N, 4] vector is nothing known.
+        assert_eq!(task(&[zeros("prob", vec![2, 1000, 1, 1])]), None);
+        assert_eq!(task(&[zeros("v", vec![2, 1])]), None);
+        let given = choose(Some(Task::Segment), &[zeros("logits", vec![2, 10])]);
+        assert_eq!((given.task, given.guessed), (Some(Task::Segment), false));
+    }
+
+    #[test]
+    fn a_one_channel_map_is_foreground_above_one_half() {
+        let b = t(
+            "map",
+            vec![1, 1, 2, 2],
+            TensorData::F32(vec![0.9, 0.6, 0.2, 0.4]),
+        );
+        let a = t(
+            "map",
+            vec![1, 1, 2, 2],
+            TensorData::F32(vec![0.8, 0.4, 0.1, 0.7]),
+        );
+        let r = compare_task(&[a], &[b], &TaskRequest::default())
+            .unwrap()
+            .unwrap();
+        let s = r.segment.unwrap().agreement;
+        // B: foreground at pixels 0, 1; A at 0, 3 → 2 of 4 agree; foreground IoU 1/3.
+        assert_eq!((s.classes, s.pixel_agreement_pct), (2, 50.0));
+        assert_eq!(s.class_iou[1], Some(1.0 / 3.0));
+    }
 }
