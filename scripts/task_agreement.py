@@ -7,7 +7,8 @@ of the largest box of the model's aspect, resized to --size), scaled to [0, 1], 
 --mean/--std, channels reversed with --bgr; the evaluation crops (seed 2) go into one .npz keyed
 by the model's input name, the calibration crops (seed 1) into calib/samples.npy. trtkit writes
 the FP16 model (`quantize --fp16`) and the INT8 model (`calibrate`, entropy, then `quantize
---int8` with its defaults), and compares each with the FP32 model on the evaluation crops
+--int8` with its defaults), both with `--no-check` (tract cannot analyse some detectors with
+symbolic image sizes; the comparison runs each rewrite anyway), and compares each with the FP32 model on the evaluation crops
 (`compare X FP32 --inputs … --task T --json`). One row per precision: the task's figures (boxes
 of each side, matched at IoU 0.5 and 0.75, only-A and only-B boxes, the score shift and the
 agreement mAP; or pixel agreement and mIoU), the cosine of the first output that could be
@@ -16,7 +17,7 @@ compared element-wise, and the seconds trtkit spent on decoding, NMS and matchin
 usage: task_agreement.py --trtkit BIN --model M.onnx --photos DIR --work DIR --size HxW
                          --task detect|segment [--mean R,G,B] [--std R,G,B] [--bgr]
                          [--samples N] [--calib N] [--backend ort|tract] [--batch N]
-                         [--trtkit-arg=…] [--md FILE]
+                         [--trtkit-arg=…] [--compare-arg=…] [--md FILE]
 """
 import argparse
 import os
@@ -67,7 +68,11 @@ def main():
     p.add_argument("--backend", default="ort")
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--trtkit-arg", action="append", default=[],
-                   help="an extra argument for trtkit compare (repeat), e.g. --trtkit-arg=--conf=0.1")
+                   help="an extra argument for trtkit's calibrate and compare (repeat), e.g. the "
+                        "image size of a model whose height and width are symbolic: "
+                        "--trtkit-arg=--dim --trtkit-arg=height=320")
+    p.add_argument("--compare-arg", action="append", default=[],
+                   help="an extra argument for trtkit compare alone (repeat), e.g. --compare-arg=--conf=0.1")
     p.add_argument("--md", help="also write the table here")
     args = p.parse_args()
 
@@ -91,17 +96,18 @@ def main():
           f"{args.size[0]}x{args.size[1]}", flush=True)
 
     backend = ["--backend", args.backend] if args.backend else []
-    _, _, err = run_trtkit(args.trtkit, ["quantize", args.model, "--fp16", "-o", w("fp16.onnx")], parse=False)
+    _, _, err = run_trtkit(args.trtkit, ["quantize", args.model, "--fp16", "--no-check", "-o", w("fp16.onnx"), *backend], parse=False)
     if err:
         sys.exit(f"trtkit quantize --fp16: {err}")
     found, _, err = run_trtkit(args.trtkit, [
         "calibrate", args.model, "--calib-data", w("calib"), "--batch-size", "8",
-        "--cache-dir", w("cal"), "--algo", "entropy", "--recalibrate", "--json", *backend])
+        "--cache-dir", w("cal"), "--algo", "entropy", "--recalibrate", "--json", *backend,
+        *args.trtkit_arg])
     if err:
         sys.exit(f"trtkit calibrate: {err}")
     cache = found["caches"][0]["cache"]
     _, _, err = run_trtkit(args.trtkit, ["quantize", args.model, "--int8", "--calibration-cache", cache,
-                                         "-o", w("int8.onnx"), *backend], parse=False)
+                                         "--no-check", "-o", w("int8.onnx"), *backend], parse=False)
     if err:
         sys.exit(f"trtkit quantize --int8: {err}")
 
@@ -110,7 +116,7 @@ def main():
     for label, path in [("fp16", w("fp16.onnx")), ("int8", w("int8.onnx"))]:
         found, _, err = run_trtkit(args.trtkit, [
             "compare", path, args.model, "--inputs", w("inputs.npz"), "--task", args.task,
-            "--batch-size", str(args.batch), "--json", *backend, *args.trtkit_arg])
+            "--batch-size", str(args.batch), "--json", *backend, *args.trtkit_arg, *args.compare_arg])
         if err:
             rows.append([label, f"failed: {err}"] + ["-"] * (len(headers) - 2))
             continue

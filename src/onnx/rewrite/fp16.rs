@@ -53,6 +53,11 @@ pub const DEFAULT_KEEP_FP32: &[&str] = &[
     "GroupNormalization",
 ];
 
+/// Ops that ONNX defines for no float16 type: always computed in float32, whatever the keep
+/// list says (`Range`, which YOLOv8 exports use to lay out their anchor grid, takes float,
+/// double and integers only; ONNX Runtime refuses a float16 one when it loads the model).
+pub const NO_FLOAT16: &[&str] = &["Range"];
+
 /// Options of the FP16 rewrite.
 #[derive(Clone, Debug)]
 pub struct Fp16Options {
@@ -140,6 +145,7 @@ fn to_fp16(model: OnnxModel, options: &Fp16Options) -> Result<(OnnxModel, Fp16Re
     let keep_nodes: HashSet<&str> = options.keep_nodes.iter().map(String::as_str).collect();
     let keep = |node: &NodeProto| {
         keep_ops.contains(node.op_type.as_str())
+            || NO_FLOAT16.contains(&node.op_type.as_str())
             || (!node.name.is_empty() && keep_nodes.contains(node.name.as_str()))
     };
     let mut out = model;
@@ -515,5 +521,29 @@ mod tests {
         let m = OnnxModel::from_proto(p, "c.onnx");
         let (_, r) = to_fp16(m, &Fp16Options::default()).unwrap();
         assert_eq!(r.clamped, vec!["fc.bias".to_string()]);
+    }
+
+    #[test]
+    fn range_stays_float32_whatever_the_keep_list() {
+        use crate::onnx::graph_builder::{tensor_f32, GraphBuilder};
+        use crate::tensor::Dim;
+        let mut g = GraphBuilder::new("range");
+        g.input("x", DataType::Float, &[Dim::Fixed(2), Dim::Fixed(4)])
+            .output("y", DataType::Float, &[Dim::Fixed(2), Dim::Fixed(4)])
+            .initializer(tensor_f32("start", &[], &[0.0]))
+            .initializer(tensor_f32("limit", &[], &[4.0]))
+            .initializer(tensor_f32("delta", &[], &[1.0]))
+            .node("Range", &["start", "limit", "delta"], &["grid"], vec![])
+            .node("Add", &["x", "grid"], &["y"], vec![]);
+        let options = Fp16Options {
+            keep_fp32: vec![],
+            ..Default::default()
+        };
+        let (f, _) = to_fp16(OnnxModel::from_proto(g.build(), "r.onnx"), &options).unwrap();
+        let types = infer_elem_types(f.graph());
+        assert_eq!(types["start"], DataType::Float);
+        assert_eq!(types["grid"], DataType::Float);
+        let add = f.graph().node.iter().find(|n| n.op_type == "Add").unwrap();
+        assert!(add.input.iter().all(|i| types[i] == DataType::Float16), "{add:?}");
     }
 }
