@@ -2,7 +2,7 @@
 //! guessed from their shapes, and the task-aware comparison of two runs: matched boxes for a
 //! detector, pixel agreement and IoU for a segmenter.
 
-use super::detection::matching::{agreement, DetectionAgreement};
+use super::detection::matching::{agreement_above, DetectionAgreement};
 use super::detection::outputs::{detections, find_head, DetectOptions, NmsOutputs};
 use super::segmentation::{argmax_labels, segment_agreement, SegmentAgreement};
 use crate::tensor::HostTensor;
@@ -155,6 +155,10 @@ pub struct DetectComparison {
     pub source_a: String,
     /// Where B's boxes came from.
     pub source_b: String,
+    /// Boxes are counted from this score up.
+    pub conf: f32,
+    /// A box scoring this much below `conf` still pairs with the other side's.
+    pub score_tolerance: f32,
     /// The agreement, B's boxes taken as ground truth.
     #[serde(flatten)]
     pub agreement: DetectionAgreement,
@@ -256,10 +260,17 @@ fn compare_detections(
     b: &[HostTensor],
     options: &DetectOptions,
 ) -> Result<DetectComparison> {
-    let da = detections(a, options).context("A")?;
-    let db = detections(b, options).context("B")?;
+    // Candidates down to the tolerance below the threshold; counted from the threshold up.
+    let candidates = DetectOptions {
+        conf: (options.conf - options.score_tolerance).max(0.0),
+        ..*options
+    };
+    let da = detections(a, &candidates).context("A")?;
+    let db = detections(b, &candidates).context("B")?;
     Ok(DetectComparison {
-        agreement: agreement(&da.images, &db.images)?,
+        conf: options.conf,
+        score_tolerance: options.score_tolerance,
+        agreement: agreement_above(&da.images, &db.images, options.conf)?,
         source_a: da.source,
         source_b: db.source,
     })

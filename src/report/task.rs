@@ -36,8 +36,8 @@ pub fn task_line(t: &TaskComparison) -> String {
 fn detect_tables(d: &DetectComparison, show: &dyn Fn(&Table) -> String) -> String {
     let a = &d.agreement;
     let mut out = format!(
-        "boxes of A: {}\nboxes of B (the reference): {}\n\n",
-        d.source_a, d.source_b
+        "boxes of A: {}\nboxes of B (the reference): {}\ncounted from score {}, paired down to {} below it\n\n",
+        d.source_a, d.source_b, d.conf, d.score_tolerance
     );
     let mut t = Table::new(&[
         "images",

@@ -32,13 +32,22 @@ pub struct DetectArgs {
     /// The raw head's layout (default: guessed from its shape, the longer axis being anchors).
     #[arg(long, value_enum)]
     pub head: Option<HeadArg>,
+    /// compare: a box scoring down to --conf minus this on one side still pairs with the
+    /// other side's box, so a score that only crossed --conf counts as a shift, not a lost box
+    /// (default 0.01; 0 counts strictly at --conf).
+    #[arg(long, value_name = "SCORE")]
+    pub score_tolerance: Option<f32>,
 }
 
 impl DetectArgs {
     /// The options these flags give over `defaults` (the command's own thresholds); a
     /// threshold outside [0, 1] is refused.
     pub fn options(&self, defaults: DetectOptions) -> Result<DetectOptions> {
-        for (flag, value) in [("--conf", self.conf), ("--iou", self.iou)] {
+        for (flag, value) in [
+            ("--conf", self.conf),
+            ("--iou", self.iou),
+            ("--score-tolerance", self.score_tolerance),
+        ] {
             if let Some(v) = value {
                 if !(0.0..=1.0).contains(&v) {
                     return Err(crate::cli::UsageError(format!(
@@ -57,6 +66,7 @@ impl DetectArgs {
                 HeadArg::AnchorsLast => HeadLayout::AnchorsLast,
             }),
             max_detections: defaults.max_detections,
+            score_tolerance: self.score_tolerance.unwrap_or(defaults.score_tolerance),
         })
     }
 }

@@ -97,6 +97,20 @@ pub fn match_image(a: &[Detection], b: &[Detection], threshold: f64) -> Vec<Opti
 
 /// Compares detections under test (A) with reference detections (B), image by image.
 pub fn agreement(a: &[Vec<Detection>], b: &[Vec<Detection>]) -> Result<DetectionAgreement> {
+    agreement_above(a, b, f32::NEG_INFINITY)
+}
+
+/// [`agreement`] of the boxes scoring at least `conf`, where both sides hold candidates below
+/// it too (decoded down to `conf` minus a tolerance): every count is of boxes at `conf` or
+/// above, but a box pairs with the other side's candidate wherever that scores. So a box whose
+/// score only crossed `conf` (0.2502 on one side, 0.2498 on the other) is a matched box with a
+/// score shift, not a box one side lost; the agreement mAP takes B's boxes at `conf` as ground
+/// truth and every candidate of A as a detection.
+pub fn agreement_above(
+    a: &[Vec<Detection>],
+    b: &[Vec<Detection>],
+    conf: f32,
+) -> Result<DetectionAgreement> {
     if a.len() != b.len() {
         bail!(
             "the detections under test cover {} images but the reference covers {}",
@@ -110,7 +124,7 @@ pub fn agreement(a: &[Vec<Detection>], b: &[Vec<Detection>]) -> Result<Detection
     let tallies: Vec<Tally> = a
         .par_iter()
         .zip(b.par_iter())
-        .map(|(a, b)| tally_image(a, b))
+        .map(|(a, b)| tally_image(a, b, conf))
         .collect();
     let tally = tallies.into_iter().fold(Tally::default(), Tally::merge);
     let gts: Vec<Vec<GroundTruth>> = b
@@ -118,6 +132,7 @@ pub fn agreement(a: &[Vec<Detection>], b: &[Vec<Detection>]) -> Result<Detection
         .map(|image| {
             image
                 .iter()
+                .filter(|d| d.score >= conf)
                 .map(|d| GroundTruth {
                     bbox: d.bbox,
                     class: d.class,
@@ -212,22 +227,32 @@ impl Tally {
     }
 }
 
-/// Counts of one image.
-fn tally_image(a: &[Detection], b: &[Detection]) -> Tally {
+/// Counts of one image: boxes at `conf` or above, paired with candidates of any score.
+fn tally_image(a: &[Detection], b: &[Detection], conf: f32) -> Tally {
+    let counted = |d: &Detection| d.score >= conf;
     let mut t = Tally {
-        boxes_a: a.len(),
-        boxes_b: b.len(),
+        boxes_a: a.iter().filter(|d| counted(d)).count(),
+        boxes_b: b.iter().filter(|d| counted(d)).count(),
         ..Tally::default()
     };
-    t.matched75 = match_image(a, b, 0.75).iter().flatten().count();
+    t.matched75 = match_image(a, b, 0.75)
+        .iter()
+        .flatten()
+        .filter(|&&j| counted(&b[j]))
+        .count();
     let mut b_matched = vec![false; b.len()];
     for (da, m) in a.iter().zip(match_image(a, b, 0.5)) {
         let Some(j) = m else {
-            t.only_a += 1;
-            t.per_class.entry(da.class).or_default().0 += 1;
+            if counted(da) {
+                t.only_a += 1;
+                t.per_class.entry(da.class).or_default().0 += 1;
+            }
             continue;
         };
         b_matched[j] = true;
+        if !counted(&b[j]) {
+            continue;
+        }
         t.matched50 += 1;
         let shift = f64::from(da.score) - f64::from(b[j].score);
         t.shift_sum += shift;
@@ -235,7 +260,7 @@ fn tally_image(a: &[Detection], b: &[Detection]) -> Tally {
         t.shift_abs_max = t.shift_abs_max.max(shift.abs());
         t.iou_sum += iou64(&da.bbox, &b[j].bbox);
     }
-    for (db, _) in b.iter().zip(&b_matched).filter(|(_, &m)| !m) {
+    for (db, _) in b.iter().zip(&b_matched).filter(|(d, &m)| !m && counted(d)) {
         t.only_b += 1;
         t.per_class.entry(db.class).or_default().1 += 1;
     }
@@ -284,6 +309,38 @@ mod tests {
         assert_eq!(r.map50, Some(1.0));
         assert_eq!(r.map50_95, Some(1.0));
         assert!(r.worst_classes.is_empty());
+    }
+
+    #[test]
+    fn a_score_that_only_crossed_the_threshold_is_a_shift_not_a_lost_box() {
+        let b = vec![vec![
+            det([0.0, 0.0, 10.0, 10.0], 0.2502, 0),
+            det([20.0, 0.0, 30.0, 10.0], 0.6, 1),
+            det([40.0, 0.0, 50.0, 10.0], 0.249, 2),
+        ]];
+        // Box 0 fell just below 0.25, box 1 to 0.245 (both still candidates, so both pair as
+        // shifts); box 2 rose above 0.25 where B has it just below (no box only A has).
+        let a = vec![vec![
+            det([0.0, 0.0, 10.0, 10.0], 0.2498, 0),
+            det([20.0, 0.0, 30.0, 10.0], 0.245, 1),
+            det([40.0, 0.0, 50.0, 10.0], 0.2501, 2),
+        ]];
+        let r = agreement_above(&a, &b, 0.25).unwrap();
+        assert_eq!((r.boxes_a, r.boxes_b), (1, 2));
+        assert_eq!(r.matched_50_pct, Some(100.0));
+        assert_eq!((r.only_a, r.only_b), (0, 0));
+        assert!(
+            close(r.score_shift_mean, (-0.0004 - 0.355) / 2.0, 1e-6),
+            "{r:?}"
+        );
+        // Strictly at 0.25, A has lost boxes 0 and 1 and gained box 2.
+        let strict = |side: &[Vec<Detection>]| -> Vec<Vec<Detection>> {
+            side.iter()
+                .map(|i| i.iter().filter(|d| d.score >= 0.25).copied().collect())
+                .collect()
+        };
+        let r = agreement(&strict(&a), &strict(&b)).unwrap();
+        assert_eq!((r.only_a, r.only_b), (1, 2));
     }
 
     #[test]

@@ -21,11 +21,14 @@ pub struct DetectOptions {
     pub layout: Option<HeadLayout>,
     /// At most this many boxes per image, best first.
     pub max_detections: usize,
+    /// In a comparison, a box scoring down to `conf` minus this on one side still pairs with
+    /// the other side's box: a score that only crossed `conf` is a shift, not a lost box.
+    pub score_tolerance: f32,
 }
 
 impl DetectOptions {
     /// The settings `compare` uses by default: boxes a user would draw (confidence 0.25,
-    /// NMS at IoU 0.45, at most 300 per image).
+    /// NMS at IoU 0.45, at most 300 per image), paired across a score tolerance of 0.01.
     pub fn agreement() -> Self {
         DetectOptions {
             conf: 0.25,
@@ -33,6 +36,7 @@ impl DetectOptions {
             boxes: None,
             layout: None,
             max_detections: 300,
+            score_tolerance: 0.01,
         }
     }
 
@@ -45,6 +49,7 @@ impl DetectOptions {
             boxes: None,
             layout: None,
             max_detections: 100,
+            score_tolerance: 0.0,
         }
     }
 }

@@ -5,6 +5,7 @@
 //! it is a float32 graph input) and every node input a precision it needs (float32 for kept
 //! ops and for the inputs ONNX requires in float32); a Cast is inserted wherever the two differ.
 
+use super::fp16_keep::{float16_reads, unread_constant, wide_batchnorms};
 use super::gemm_to_matmul::gemm_to_matmul;
 use super::initializer::{read_f32, set_f16};
 use super::pass::{Pass, PassReport};
@@ -143,13 +144,17 @@ fn to_fp16(model: OnnxModel, options: &Fp16Options) -> Result<(OnnxModel, Fp16Re
     check_convertible(&infer_elem_types(model.graph()))?;
     let keep_ops: HashSet<&str> = options.keep_fp32.iter().map(String::as_str).collect();
     let keep_nodes: HashSet<&str> = options.keep_nodes.iter().map(String::as_str).collect();
-    let keep = |node: &NodeProto| {
+    let mut out = model;
+    gemm_to_matmul(out.graph_mut())?;
+    let wide = wide_batchnorms(out.graph());
+    let chosen = |node: &NodeProto| {
         keep_ops.contains(node.op_type.as_str())
             || NO_FLOAT16.contains(&node.op_type.as_str())
             || (!node.name.is_empty() && keep_nodes.contains(node.name.as_str()))
+            || node.output.first().is_some_and(|o| wide.contains(o))
     };
-    let mut out = model;
-    gemm_to_matmul(out.graph_mut())?;
+    let reads16 = float16_reads(out.graph(), &chosen, needs_fp32_slot);
+    let keep = |node: &NodeProto| chosen(node) || unread_constant(node, &reads16);
     let types = infer_elem_types(out.graph());
     let is_float = |n: &str| types.get(n) == Some(&DataType::Float);
     let mut report = Fp16Report::default();
@@ -544,6 +549,9 @@ mod tests {
         assert_eq!(types["start"], DataType::Float);
         assert_eq!(types["grid"], DataType::Float);
         let add = f.graph().node.iter().find(|n| n.op_type == "Add").unwrap();
-        assert!(add.input.iter().all(|i| types[i] == DataType::Float16), "{add:?}");
+        assert!(
+            add.input.iter().all(|i| types[i] == DataType::Float16),
+            "{add:?}"
+        );
     }
 }

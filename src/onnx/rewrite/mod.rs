@@ -11,7 +11,8 @@
 //! - [`bias`]: bias correction of the convolutions whose weights INT8 quantizes.
 //! - [`equalize`]: cross-layer equalisation of conv pairs (a float rewrite before calibration).
 //! - [`fold_bn`]: BatchNormalization folded into the Conv before it (equalisation needs it).
-//! - [`fp16`]: converts a float32 graph to float16, keeping chosen ops in float32.
+//! - [`fp16`]: converts a float32 graph to float16, keeping chosen ops in float32 (and, by
+//!   `fp16_keep`, what must stay float32 whatever is chosen).
 //! - [`types`]: element types of every tensor, which the passes above rely on.
 //! - [`initializer`]: reading and writing initializer values.
 //!
@@ -23,6 +24,7 @@ pub mod constant_weights;
 pub mod equalize;
 pub mod fold_bn;
 pub mod fp16;
+mod fp16_keep;
 mod gemm_to_matmul;
 pub mod initializer;
 pub mod opset;
