@@ -5,6 +5,7 @@
 //! `pip install onnxruntime`).
 
 use std::time::Instant;
+use trtkit::backend::mac_count::model_macs;
 use trtkit::backend::select::{BackendKind, BackendOptions};
 use trtkit::data::synthetic::{InputDistribution, RandomInputs};
 use trtkit::jobs::compare::{compare, CompareConfig, InputSource, SideConfig};
@@ -18,7 +19,9 @@ const SAMPLES: usize = 64;
 fn main() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("yolo320.onnx");
-    OnnxModel::from_proto(yolo_head(YoloStyle::V5, 320, 80, None), &path).save(&path)?;
+    let model = OnnxModel::from_proto(yolo_head(YoloStyle::V5, 320, 80, None), &path);
+    model.save(&path)?;
+    let macs = model_macs(&model, &Default::default())?.total;
     let side = SideConfig {
         path: path.clone(),
         backend: BackendOptions {
@@ -50,8 +53,9 @@ fn main() -> anyhow::Result<()> {
         },
     };
     println!(
-        "{SAMPLES} images, [{SAMPLES}, 6300, 85] head, ort-cpu, batch 32\n\
-         run  models s (A + B)  decode+NMS+match s  ratio   boxes B  wall s"
+        "{SAMPLES} images, [{SAMPLES}, 6300, 85] head, {:.2} GMACs per image, ort-cpu, batch 32\n\
+         run  models s (A + B)  decode+NMS+match s  ratio   boxes B  wall s",
+        macs as f64 / 1e9
     );
     for run in 1..=3 {
         let start = Instant::now();
