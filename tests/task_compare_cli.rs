@@ -4,7 +4,7 @@
 
 mod support;
 
-use support::{assert_clean_error, save, trtkit};
+use support::{assert_clean_error, save, stdout_of_success, trtkit};
 use trtkit::data::npz;
 use trtkit::onnx::test_models::{segmenter, segmenter_3d, yolo_head, YoloStyle};
 use trtkit::tensor::{HostTensor, TensorData};
@@ -59,13 +59,7 @@ fn v8_head(boxes: &[Vec<Planted>]) -> HostTensor {
 }
 
 fn json_of(args: &[&str]) -> serde_json::Value {
-    let out = trtkit(args);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    serde_json::from_str(&stdout_of_success(&trtkit(args))).unwrap()
 }
 
 fn saved(dir: &std::path::Path, name: &str, t: HostTensor) -> String {

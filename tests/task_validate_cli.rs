@@ -4,7 +4,7 @@
 
 mod support;
 
-use support::{assert_clean_error, save, trtkit, trtkit_in};
+use support::{assert_clean_error, save, stdout_of_success, trtkit, trtkit_in};
 use trtkit::onnx::graph_builder::{attr_int, attr_ints, tensor_f32, tensor_i64, GraphBuilder};
 use trtkit::onnx::pb::tensor_proto::DataType;
 use trtkit::onnx::pb::ModelProto;
@@ -105,13 +105,7 @@ fn masks_give_the_miou_and_pixel_accuracy_worked_out_by_hand() {
         "--json",
     ];
     args.extend_from_slice(&PLAIN);
-    let out = trtkit(&args);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&stdout_of_success(&trtkit(&args))).unwrap();
     let s = &v["segment"];
     // 2048 pixels, 32 left out; 32 of the 2016 counted disagree.
     assert_eq!(
@@ -221,13 +215,7 @@ fn coco_boxes_are_mapped_back_to_the_image_and_scored_as_coco_does() {
         "32",
         "--json",
     ];
-    let out = trtkit(&args);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&stdout_of_success(&trtkit(&args))).unwrap();
     let d = &v["detect"];
     // Class 0: 3 ground truths, 2 found at every IoU threshold → precision 1 up to recall
     // 2/3: 67 of the 101 recall points. Class 1: 1 found first, then a false positive → 1.

@@ -16,6 +16,7 @@ use crate::jobs::open::FileKind;
 use crate::jobs::run::{measure_latency, BatchResult, RunConfig};
 use crate::jobs::validate::{validate, ValidateConfig, WarmupBatches};
 use crate::metrics::closeness::Tolerance;
+use crate::metrics::detection::outputs::DetectOptions;
 use crate::onnx::OnnxModel;
 use crate::progress::{NoProgress, Progress};
 use crate::trt::engine_file::read_sidecar;
@@ -150,7 +151,7 @@ fn score(spec: &CellSpec, prepared: &Prepared, dataset: &Path) -> Result<CellAcc
             preprocess: spec.settings.preprocess.clone(),
             prefetch: 2,
             keep_predictions: false,
-            detect: crate::metrics::detection::outputs::DetectOptions::evaluation(),
+            detect: DetectOptions::evaluation(),
         },
         &NoProgress,
     )
