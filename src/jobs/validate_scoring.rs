@@ -95,11 +95,17 @@ impl ClassScorer {
 
 impl Scorer for ClassScorer {
     fn score(&mut self, samples: &[Sample], outputs: &[HostTensor]) -> Result<()> {
-        let scores = outputs
-            .first()
-            .context("the model gave no output")?
-            .data
-            .as_f32();
+        let first = outputs.first().context("the model gave no output")?;
+        let scores = first.data.as_f32();
+        if scores.len() < samples.len() * self.classes {
+            bail!(
+                "output '{}' {:?} holds fewer than {} scores for each of {} images",
+                first.name,
+                first.shape,
+                self.classes,
+                samples.len()
+            );
+        }
         for (i, s) in samples.iter().enumerate() {
             let row = &scores[i * self.classes..(i + 1) * self.classes];
             let top5 = self.acc.update(row, s.label);
@@ -142,8 +148,7 @@ pub struct MaskScorer {
 
 impl Scorer for MaskScorer {
     fn score(&mut self, samples: &[Sample], outputs: &[HostTensor]) -> Result<()> {
-        let (name, labels, n, classes) = pixel_classes(outputs, "the model")?;
-        let per_image = labels.len() / n.max(1);
+        let (name, labels, _, classes) = pixel_classes(outputs, "the model")?;
         let out = outputs
             .iter()
             .find(|t| t.name == name)
@@ -152,10 +157,13 @@ impl Scorer for MaskScorer {
             out.shape[out.shape.len() - 2],
             out.shape[out.shape.len() - 1],
         );
-        if per_image != out_h * out_w {
+        let per_image = out_h * out_w;
+        if labels.len() != samples.len() * per_image {
             bail!(
-                "output '{name}' {:?}: masks are checked on 2-D outputs only",
-                out.shape
+                "output '{name}' {:?}: masks are checked on one {out_h}×{out_w} map per image, and this holds {} pixels for {} images",
+                out.shape,
+                labels.len(),
+                samples.len()
             );
         }
         let confusion = self
