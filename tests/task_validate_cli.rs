@@ -284,3 +284,64 @@ fn a_bench_with_masks_records_the_miou_and_the_report_plots_it() {
     let md = String::from_utf8_lossy(&md.stdout);
     assert!(md.contains("mIoU %") && !md.contains("top-1 %"), "{md}");
 }
+
+#[test]
+fn a_segmentation_workspace_has_miou_columns_and_a_task_table_per_precision() {
+    let dir = tempfile::tempdir().unwrap();
+    save(dir.path(), "seg.onnx", colour_segmenter());
+    let ws = dir.path().join("ws");
+    colour_dataset(&ws);
+    let mut init = vec![
+        "init",
+        "../seg.onnx",
+        "--dataset",
+        "images",
+        "--masks",
+        "masks",
+    ];
+    init.extend_from_slice(&PLAIN[..2]);
+    init.extend_from_slice(&PLAIN[4..]);
+    stdout_of_success(&trtkit_in(&ws, &init));
+    stdout_of_success(&trtkit_in(
+        &ws,
+        &["build", "--fp16", "--input-shape", "-1", "3", "32", "32"],
+    ));
+    // The model and the FP16 build's kept graph (the engine cannot run here) score mIoU.
+    let v: serde_json::Value =
+        serde_json::from_str(&stdout_of_success(&trtkit_in(&ws, &["validate", "--json"]))).unwrap();
+    let scored: Vec<f64> = v["tables"][0]["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["accuracy"]["segment"][0].as_f64())
+        .collect();
+    assert!(scored.len() >= 2, "{v}");
+    assert!(
+        scored.iter().all(|m| (m - COLOUR_MIOU).abs() < 1e-9),
+        "{scored:?}"
+    );
+    let text = stdout_of_success(&trtkit_in(&ws, &["validate"]));
+    assert!(
+        text.contains("mIoU") && text.contains("Pixel acc"),
+        "{text}"
+    );
+    // compare over the workspace's images (a flat folder beside its masks): a task row per
+    // precision.
+    let v: serde_json::Value = serde_json::from_str(&stdout_of_success(&trtkit_in(
+        &ws,
+        &["compare", "--dataset", "images", "--json"],
+    )))
+    .unwrap();
+    let row = v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["task"]["segment"].is_object())
+        .unwrap_or_else(|| panic!("no task row: {v}"));
+    assert_eq!(row["task"]["segment"]["pixel_agreement_pct"], 100.0);
+    let text = stdout_of_success(&trtkit_in(&ws, &["compare", "--dataset", "images"]));
+    assert!(
+        text.contains("task: segment (guessed") && text.contains("pixel agreement %"),
+        "{text}"
+    );
+}
