@@ -128,6 +128,15 @@ fn planted_box_changes_give_exactly_the_expected_counts() {
         text.contains("task: detect (guessed") && text.contains("matched @0.5 %"),
         "{text}"
     );
+    // Thresholds outside [0, 1] and unknown tasks are usage errors.
+    assert_clean_error(
+        &trtkit(&["compare", &a, &b, "--conf", "1.5"]),
+        2,
+        &["--conf 1.5", "between 0 and 1"],
+    );
+    let pose = trtkit(&["compare", &a, &b, "--task", "pose"]);
+    assert_eq!(pose.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&pose.stderr).contains("unknown task 'pose'"));
     // Corner boxes read as centre-size give other boxes.
     let xyxy = json_of(&["compare", &a, &b, "--boxes", "xyxy", "--json"]);
     assert!(xyxy["task"]["detect"]["source_a"]

@@ -32,31 +32,13 @@ pub struct DetectArgs {
     /// The raw head's layout (default: guessed from its shape, the longer axis being anchors).
     #[arg(long, value_enum)]
     pub head: Option<HeadArg>,
-    /// compare: a box scoring down to --conf minus this on one side still pairs with the
-    /// other side's box, so a score that only crossed --conf counts as a shift, not a lost box
-    /// (default 0.01; 0 counts strictly at --conf).
-    #[arg(long, value_name = "SCORE")]
-    pub score_tolerance: Option<f32>,
 }
 
 impl DetectArgs {
     /// The options these flags give over `defaults` (the command's own thresholds); a
     /// threshold outside [0, 1] is refused.
     pub fn options(&self, defaults: DetectOptions) -> Result<DetectOptions> {
-        for (flag, value) in [
-            ("--conf", self.conf),
-            ("--iou", self.iou),
-            ("--score-tolerance", self.score_tolerance),
-        ] {
-            if let Some(v) = value {
-                if !(0.0..=1.0).contains(&v) {
-                    return Err(crate::cli::UsageError(format!(
-                        "{flag} {v}: must be between 0 and 1"
-                    ))
-                    .into());
-                }
-            }
-        }
+        unit_interval(&[("--conf", self.conf), ("--iou", self.iou)])?;
         Ok(DetectOptions {
             conf: self.conf.unwrap_or(defaults.conf),
             iou: self.iou.unwrap_or(defaults.iou),
@@ -66,7 +48,7 @@ impl DetectArgs {
                 HeadArg::AnchorsLast => HeadLayout::AnchorsLast,
             }),
             max_detections: defaults.max_detections,
-            score_tolerance: self.score_tolerance.unwrap_or(defaults.score_tolerance),
+            score_tolerance: defaults.score_tolerance,
         })
     }
 }
@@ -81,14 +63,37 @@ pub struct TaskArgs {
     /// Detection decoding.
     #[command(flatten)]
     pub detect: DetectArgs,
+    /// A box scoring down to --conf minus this on one side still pairs with the other side's
+    /// box, so a score that only crossed --conf counts as a shift, not a lost box (default
+    /// 0.01; 0 counts strictly at --conf).
+    #[arg(long, value_name = "SCORE")]
+    pub score_tolerance: Option<f32>,
 }
 
 impl TaskArgs {
     /// The request these flags make over `defaults` (the command's own thresholds).
     pub fn request(&self, defaults: DetectOptions) -> Result<TaskRequest> {
+        unit_interval(&[("--score-tolerance", self.score_tolerance)])?;
         Ok(TaskRequest {
             task: self.task,
-            detect: self.detect.options(defaults)?,
+            detect: DetectOptions {
+                score_tolerance: self.score_tolerance.unwrap_or(defaults.score_tolerance),
+                ..self.detect.options(defaults)?
+            },
         })
     }
+}
+
+/// Refuses a flag whose value is outside [0, 1].
+fn unit_interval(flags: &[(&str, Option<f32>)]) -> Result<()> {
+    for (flag, value) in flags {
+        if let Some(v) = value {
+            if !(0.0..=1.0).contains(v) {
+                return Err(
+                    crate::cli::UsageError(format!("{flag} {v}: must be between 0 and 1")).into(),
+                );
+            }
+        }
+    }
+    Ok(())
 }
