@@ -121,6 +121,9 @@ fn planted_box_changes_give_exactly_the_expected_counts() {
     assert_eq!(d["map50_95"], 1.0);
     assert!(d["source_a"].as_str().unwrap().contains("anchors last"));
     assert!(d["source_b"].as_str().unwrap().contains("anchors first"));
+    // The layout can be said instead of guessed.
+    let said = json_of(&["compare", &v8, &v8, "--head", "anchors-last", "--json"]);
+    assert_eq!(said["task"]["detect"]["matched_50_pct"], 100.0);
     // The terminal tables.
     let out = trtkit(&["compare", &a, &b]);
     let text = String::from_utf8_lossy(&out.stdout);

@@ -6,16 +6,7 @@ use crate::metrics::detection::decode::HeadLayout;
 use crate::metrics::detection::outputs::DetectOptions;
 use crate::metrics::task::{Task, TaskRequest};
 use anyhow::Result;
-use clap::{Args, ValueEnum};
-
-/// The layout of a raw YOLO head, as typed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum HeadArg {
-    /// `[N, anchors, 5+classes]`, with objectness (YOLOv5-style).
-    AnchorsFirst,
-    /// `[N, 4+classes, anchors]`, no objectness (YOLOv8-style).
-    AnchorsLast,
-}
+use clap::Args;
 
 /// How detections are decoded: thresholds, box layout, head layout.
 #[derive(Clone, Debug, Args)]
@@ -29,9 +20,10 @@ pub struct DetectArgs {
     /// How box coordinates are laid out (default: cxcywh for raw heads, xyxy for NMS outputs).
     #[arg(long, value_parser = |s: &str| s.parse::<BoxFormat>())]
     pub boxes: Option<BoxFormat>,
-    /// The raw head's layout (default: guessed from its shape, the longer axis being anchors).
-    #[arg(long, value_enum)]
-    pub head: Option<HeadArg>,
+    /// The raw head's layout: anchors-first ([N, anchors, 5+classes], with objectness) or
+    /// anchors-last ([N, 4+classes, anchors]) (default: guessed, the longer axis being anchors).
+    #[arg(long, value_name = "LAYOUT", value_parser = |s: &str| s.parse::<HeadLayout>())]
+    pub head: Option<HeadLayout>,
 }
 
 impl DetectArgs {
@@ -43,10 +35,7 @@ impl DetectArgs {
             conf: self.conf.unwrap_or(defaults.conf),
             iou: self.iou.unwrap_or(defaults.iou),
             boxes: self.boxes,
-            layout: self.head.map(|h| match h {
-                HeadArg::AnchorsFirst => HeadLayout::AnchorsFirst,
-                HeadArg::AnchorsLast => HeadLayout::AnchorsLast,
-            }),
+            layout: self.head,
             max_detections: defaults.max_detections,
             score_tolerance: defaults.score_tolerance,
         })
