@@ -30,8 +30,17 @@ pub struct Histogram {
     zeros: u64,
 }
 
-/// The smallest power of two that is strictly greater than `x` (for x > 0).
+/// The largest power of two a float32 holds, 2^127.
+const TOP_POWER_OF_TWO: f32 = 1.701_411_8e38;
+
+/// The smallest power of two that is strictly greater than `x` (for x > 0); for `x` at or
+/// above 2^127, where no float32 power of two is greater, 2^127 itself (those values count in
+/// the last bin, as values past the range do). Without that cap a finite value that large
+/// doubled the candidate to infinity and halving it never came back: calibration hung.
 fn pow2_above(x: f32) -> f32 {
+    if x >= TOP_POWER_OF_TWO {
+        return TOP_POWER_OF_TWO;
+    }
     let mut r = 2f32.powi(x.log2().floor() as i32);
     while r <= x {
         r *= 2.0;
@@ -380,6 +389,25 @@ impl Histogram {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn values_beyond_two_to_the_127_end_in_the_last_bin_instead_of_hanging() {
+        assert_eq!(TOP_POWER_OF_TWO, 2f32.powi(127));
+        assert_eq!(pow2_above(f32::MAX), TOP_POWER_OF_TWO);
+        assert_eq!(pow2_above(TOP_POWER_OF_TWO / 2.0), TOP_POWER_OF_TWO);
+        let mut values = vec![1.0f32; 5000];
+        values[7] = f32::MAX;
+        values[4999] = -3e38;
+        for h in [
+            Histogram::from_values(64, &values[..10]),
+            Histogram::from_values(64, &values),
+        ] {
+            assert_eq!(h.range(), TOP_POWER_OF_TWO);
+            assert_eq!(h.max_abs(), f32::MAX);
+            assert_eq!(h.counts()[63], if h.total() > 10 { 2 } else { 1 });
+            assert_eq!(h.non_finite(), 0);
+        }
+    }
 
     #[test]
     fn counts_and_range() {
