@@ -6,7 +6,7 @@
 use crate::jobs::precision_table::{CompareAllReport, RowAccuracy, ValidateAllReport};
 use crate::metrics::task::TaskComparison;
 use crate::report::table::Table;
-use crate::report::task::{precision_table, task_line};
+use crate::report::task::{pct, precision_table, task_line};
 
 fn render_table(t: &Table, markdown: bool) -> String {
     if markdown {
@@ -143,7 +143,6 @@ pub fn render_compare(r: &CompareAllReport, markdown: bool) -> String {
         "top-1 agree %",
         "NaN %",
     ]);
-    let pct = |v: Option<f64>| v.map(|x| format!("{x:.2}")).unwrap_or_else(|| "-".into());
     let sci = |v: Option<f64>| v.map(|x| format!("{x:.3e}")).unwrap_or_else(|| "-".into());
     let mut details = vec![];
     for row in &r.rows {
