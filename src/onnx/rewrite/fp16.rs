@@ -6,6 +6,7 @@
 //! ops and for the inputs ONNX requires in float32); a Cast is inserted wherever the two differ.
 
 use super::fp16_keep::{float16_reads, unread_constant, wide_batchnorms};
+use super::fp16_values::{convert_tensors, to_f16_clamped};
 use super::gemm_to_matmul::gemm_to_matmul;
 use super::initializer::{read_f32, set_f16};
 use super::pass::{Pass, PassReport};
@@ -17,7 +18,6 @@ use crate::onnx::pb::{GraphProto, NodeProto};
 use crate::onnx::tensor_info::tensor_type_mut;
 use crate::onnx::OnnxModel;
 use anyhow::{bail, Result};
-use half::f16;
 use std::collections::{HashMap, HashSet};
 
 /// Ops kept in float32 by default: those whose float16 result overflows or loses precision.
@@ -102,24 +102,6 @@ fn cast_node(input: &str, output: &str, to: DataType) -> NodeProto {
         attribute: vec![crate::onnx::graph_builder::attr_int("to", to as i64)],
         ..Default::default()
     }
-}
-
-/// Converts `values` to float16, clamping to the float16 range; true if anything was clamped.
-fn to_f16_clamped(values: &[f32]) -> (Vec<f16>, bool) {
-    let max = f16::MAX.to_f32();
-    let mut clamped = false;
-    let v = values
-        .iter()
-        .map(|&x| {
-            if x.is_finite() && x.abs() > max {
-                clamped = true;
-                f16::from_f32(x.clamp(-max, max))
-            } else {
-                f16::from_f32(x)
-            }
-        })
-        .collect();
-    (v, clamped)
 }
 
 /// The FP16 pass: the model becomes float16 as its options say (see the module comment).
@@ -257,28 +239,28 @@ fn convert_initializers(
         }
     }
     let graph_inputs: HashSet<String> = g.input.iter().map(|v| v.name.clone()).collect();
-    for init in g.initializer.iter_mut() {
+    let mut convert = Vec::with_capacity(g.initializer.len());
+    for init in &g.initializer {
         if data_type(init.data_type) != Some(DataType::Float) || graph_inputs.contains(&init.name) {
+            convert.push(false);
             continue;
         }
         let (n16, _) = init_needs.get(&init.name).copied().unwrap_or_default();
-        if !n16 {
-            home.insert(init.name.clone(), DataType::Float);
-            continue;
-        }
-        let values = read_f32(init)?;
-        let (h, clamped) = to_f16_clamped(&values);
-        if clamped {
-            tracing::warn!(
-                "initializer '{}' has values beyond the float16 range (±65504); clamped",
-                init.name
-            );
-            report.clamped.push(init.name.clone());
-        }
-        set_f16(init, &h);
-        home.insert(init.name.clone(), DataType::Float16);
-        report.converted_initializers += 1;
+        let precision = if n16 {
+            DataType::Float16
+        } else {
+            DataType::Float
+        };
+        home.insert(init.name.clone(), precision);
+        convert.push(n16);
     }
+    for name in convert_tensors(&mut g.initializer, &convert)? {
+        tracing::warn!(
+            "initializer '{name}' has values beyond the float16 range (±65504); clamped"
+        );
+        report.clamped.push(name);
+    }
+    report.converted_initializers += convert.iter().filter(|&&c| c).count();
     Ok(())
 }
 

@@ -13,6 +13,7 @@
 //! - [`fold_bn`]: BatchNormalization folded into the Conv before it (equalisation needs it).
 //! - [`fp16`]: converts a float32 graph to float16, keeping chosen ops in float32 (and, by
 //!   `fp16_keep`, what must stay float32 whatever is chosen).
+//!   `fp16_values` converts the values, on every core.
 //! - [`types`]: element types of every tensor, which the passes above rely on.
 //! - [`initializer`]: reading and writing initializer values.
 //!
@@ -25,6 +26,7 @@ pub mod equalize;
 pub mod fold_bn;
 pub mod fp16;
 mod fp16_keep;
+mod fp16_values;
 mod gemm_to_matmul;
 pub mod initializer;
 pub mod opset;
