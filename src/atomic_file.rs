@@ -6,7 +6,7 @@
 
 use anyhow::{Context, Result};
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Writes `bytes` to `path` through a temporary sibling file and a rename.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
@@ -34,6 +34,46 @@ fn write_atomic_inner(
     sync: bool,
     fill: impl FnOnce(&mut dyn Write) -> Result<()>,
 ) -> Result<()> {
+    stage_inner(path, sync, fill)?.commit()
+}
+
+/// A file written in full to a temporary sibling of its destination, not yet in place:
+/// [`StagedFile::commit`] renames it over the destination in one step; dropping it instead
+/// removes the temporary file and leaves the destination as it was.
+pub struct StagedFile {
+    tmp: tempfile::NamedTempFile,
+    path: PathBuf,
+}
+
+impl StagedFile {
+    /// Puts the file in place (one rename).
+    pub fn commit(self) -> Result<()> {
+        let path = self.path;
+        self.tmp
+            .persist(&path)
+            .map_err(|e| e.error)
+            .with_context(|| {
+                format!(
+                    "{}: cannot rename the temporary file into place",
+                    path.display()
+                )
+            })?;
+        Ok(())
+    }
+}
+
+/// Writes `bytes` beside `path` without flushing them to disk (as [`write_atomic_unsynced`])
+/// and without putting them in place yet: for a file that must land only once a later step
+/// has succeeded, written while that step runs.
+pub fn stage_unsynced(path: &Path, bytes: &[u8]) -> Result<StagedFile> {
+    stage_inner(path, false, |w| w.write_all(bytes).map_err(Into::into))
+}
+
+fn stage_inner(
+    path: &Path,
+    sync: bool,
+    fill: impl FnOnce(&mut dyn Write) -> Result<()>,
+) -> Result<StagedFile> {
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
@@ -65,13 +105,10 @@ fn write_atomic_inner(
             .sync_all()
             .with_context(|| format!("{}: sync failed", path.display()))?;
     }
-    tmp.persist(path).map_err(|e| e.error).with_context(|| {
-        format!(
-            "{}: cannot rename the temporary file into place",
-            path.display()
-        )
-    })?;
-    Ok(())
+    Ok(StagedFile {
+        tmp,
+        path: path.to_path_buf(),
+    })
 }
 
 #[cfg(test)]
@@ -98,6 +135,22 @@ mod tests {
         });
         assert!(err.is_err());
         assert_eq!(std::fs::read(&path).unwrap(), b"old");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn a_staged_file_lands_on_commit_and_vanishes_when_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("graph.onnx");
+        write_atomic(&path, b"old").unwrap();
+        let staged = stage_unsynced(&path, b"new").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"old");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+        drop(staged);
+        assert_eq!(std::fs::read(&path).unwrap(), b"old");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+        stage_unsynced(&path, b"new").unwrap().commit().unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"new");
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
     }
 }

@@ -2,6 +2,7 @@
 //! passes that later stages (rewrites, build) apply.
 
 pub mod attributes;
+pub mod deferred_weights;
 pub mod dtype;
 pub mod external;
 pub mod graph_builder;

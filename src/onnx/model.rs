@@ -1,5 +1,6 @@
 //! Loading and saving ONNX models, with clear errors for everything that is not one.
 
+use super::deferred_weights::{decode_deferring, DeferredWeights};
 use super::external::{check_external_data, element_count, is_external, read_external};
 use super::pb::{GraphProto, ModelProto};
 use crate::atomic_file::write_atomic;
@@ -55,15 +56,36 @@ pub fn sniff_foreign_format(bytes: &[u8]) -> Option<&'static str> {
 
 /// Decodes and sanity-checks ONNX protobuf bytes; errors say what is wrong, without the path.
 pub fn decode_model(bytes: &[u8]) -> Result<ModelProto> {
+    check_bytes(bytes)?;
+    let proto = ModelProto::decode(bytes).map_err(decode_error)?;
+    check_model(&proto)?;
+    Ok(proto)
+}
+
+/// [`decode_model`], leaving the large float32 weights in `bytes` until
+/// [`DeferredWeights::restore`] puts them back (see [`super::deferred_weights`]).
+pub fn decode_model_deferring(bytes: &[u8]) -> Result<(ModelProto, DeferredWeights)> {
+    check_bytes(bytes)?;
+    let (proto, deferred) = decode_deferring(bytes).map_err(decode_error)?;
+    check_model(&proto)?;
+    Ok((proto, deferred))
+}
+
+fn check_bytes(bytes: &[u8]) -> Result<()> {
     if bytes.is_empty() {
         bail!("the file is empty");
     }
     if let Some(what) = sniff_foreign_format(bytes) {
         bail!("not an ONNX model: it is {what}");
     }
-    let proto = ModelProto::decode(bytes).map_err(|e| {
-        anyhow::anyhow!("not a valid ONNX model (protobuf decoding failed: {e}); the file may be truncated or corrupted")
-    })?;
+    Ok(())
+}
+
+fn decode_error(e: prost::DecodeError) -> anyhow::Error {
+    anyhow::anyhow!("not a valid ONNX model (protobuf decoding failed: {e}); the file may be truncated or corrupted")
+}
+
+fn check_model(proto: &ModelProto) -> Result<()> {
     if proto.ir_version <= 0 {
         bail!("not a valid ONNX model: ir_version is missing (the file may be truncated, or not ONNX)");
     }
@@ -76,8 +98,7 @@ pub fn decode_model(bytes: &[u8]) -> Result<ModelProto> {
     if graph.output.is_empty() {
         bail!("not a valid ONNX model: the graph has no outputs (the file may be truncated)");
     }
-    check_graph_references(graph)?;
-    Ok(proto)
+    check_graph_references(graph)
 }
 
 /// Every node input must be produced by a graph input, an initializer or an earlier node.
@@ -129,22 +150,21 @@ impl OnnxModel {
         Self::from_bytes(path, &read_model_file(path)?)
     }
 
-    /// Like [`OnnxModel::load`], and also returns the file's bytes (to hand them on unchanged
-    /// without serializing the model again) and their SHA-256, computed on a second thread
-    /// while the protobuf is decoded.
-    pub fn load_hashed(path: &Path) -> Result<(Self, Vec<u8>, String)> {
-        let bytes = read_model_file(path)?;
-        let (model, hash) = std::thread::scope(|s| {
-            let hash = s.spawn(|| sha256_hex(&bytes));
-            let model = Self::from_bytes(path, &bytes);
-            (model, hash.join().expect("hashing does not panic"))
-        });
-        Ok((model?, bytes, hash))
+    /// Decodes and checks the bytes of the model file at `path` (read or mapped by the caller).
+    pub fn from_bytes(path: &Path, bytes: &[u8]) -> Result<Self> {
+        let proto = decode_model(bytes).with_context(|| path.display().to_string())?;
+        Self::checked(path, proto)
     }
 
-    /// Decodes and checks the bytes of the model file at `path`.
-    fn from_bytes(path: &Path, bytes: &[u8]) -> Result<Self> {
-        let proto = decode_model(bytes).with_context(|| path.display().to_string())?;
+    /// [`OnnxModel::from_bytes`] with its large float32 weights left in `bytes` until
+    /// [`DeferredWeights::restore`] puts them back: for a caller that may never read them.
+    pub fn from_bytes_deferring(path: &Path, bytes: &[u8]) -> Result<(Self, DeferredWeights)> {
+        let (proto, deferred) =
+            decode_model_deferring(bytes).with_context(|| path.display().to_string())?;
+        Ok((Self::checked(path, proto)?, deferred))
+    }
+
+    fn checked(path: &Path, proto: ModelProto) -> Result<Self> {
         let model = OnnxModel {
             proto,
             path: path.to_path_buf(),
@@ -236,7 +256,7 @@ impl OnnxModel {
 }
 
 /// Reads a model file, turning the common mistakes into messages that name the path.
-fn read_model_file(path: &Path) -> Result<Vec<u8>> {
+pub(crate) fn read_model_file(path: &Path) -> Result<Vec<u8>> {
     let shown = path.display();
     let meta = match std::fs::metadata(path) {
         Ok(meta) => meta,

@@ -8,14 +8,15 @@
 
 use super::build_report::new_report;
 pub use super::build_report::{BuildReport, BuildTiming, Int8Summary, TensorRtUsed};
-use super::engine_builder::{build_engine, load};
+use super::engine_builder::{build_engine, load, BuiltEngine};
 use super::engine_file::{
     engine_path, kept_graph_path, lookup, store, BuilderSettings, EngineFacts, EngineKey,
     EngineSidecar, Lookup,
 };
 use super::loader::{locate_usable, BOUND};
+use super::model_file::ModelFile;
 use super::profile::{resolve_profile, AxisRange, BatchRequest, ExplicitShapes, ShapeProfile};
-use crate::atomic_file::write_atomic_unsynced;
+use crate::atomic_file::{stage_unsynced, StagedFile};
 use crate::calibration::cache::check_cache_model;
 use crate::calibration::cache::CalibrationTable;
 use crate::calibration::job::{calibrate, CalibrateConfig};
@@ -284,17 +285,25 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
         version: libs.version.clone(),
         library: libs.runtime.display().to_string(),
     };
-    let (mut model, file_bytes, model_sha256) = OnnxModel::load_hashed(&config.model)?;
+    // TensorRT's libraries (hundreds of MB) load while the model is read, hashed and rewritten.
+    let loading = {
+        let libs = libs.clone();
+        std::thread::spawn(move || load(&libs))
+    };
+    let mut file = ModelFile::open(&config.model)?;
+    // The weights stay in the file's bytes until a step reads them: an FP32 build at the
+    // model's own shapes never does.
+    let (model, mut deferred) = OnnxModel::from_bytes_deferring(&config.model, file.bytes())?;
     let ShapedModel {
-        model: shaped,
+        model,
         released_batch,
         reshaped,
         changed,
         profile,
     } = shape_model(config, model, observers)?;
-    model = shaped;
     let default_batch_range =
         !config.batch.is_set() && !config.explicit_shapes.is_set() && !profile.is_static();
+    let model_sha256 = file.sha256().to_string();
     let load_s = start.elapsed().as_secs_f64();
 
     let t_cal = Instant::now();
@@ -305,7 +314,7 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
     let calibrate_s = t_cal.elapsed().as_secs_f64();
 
     let key = EngineKey {
-        model_sha256: model_sha256.clone(),
+        model_sha256,
         precision: config.precision,
         rewrite: rewrite_tag(config),
         calibration: scales.as_ref().map(|s| s.key_hash.clone()),
@@ -340,45 +349,42 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
 
     let t_rewrite = Instant::now();
     let parameters: u64 = model.parameters();
-    let onnx_bytes;
-    (model, onnx_bytes) = rewrite_precision(
-        config,
-        model,
-        scales.as_ref(),
-        changed,
-        file_bytes,
-        &mut report,
-    )?;
+    let mut model = model;
+    let has_external = model.graph().initializer.iter().any(is_external);
+    if config.precision != Precision::Fp32 || changed || has_external {
+        deferred.restore(model.graph_mut(), file.bytes());
+    }
+    let (model, rewritten) =
+        rewrite_precision(config, model, scales.as_ref(), changed, &mut report)?;
+    let onnx_bytes = rewritten.as_deref().unwrap_or(file.bytes());
     report.timing.rewrite_s = t_rewrite.elapsed().as_secs_f64();
 
     check_writable(&path)?;
-    load(&libs)?;
-    let built = build_engine(
-        &onnx_bytes,
-        model.graph(),
-        &key.profile,
-        &config.builder,
+    loading.join().expect("loading TensorRT does not panic")?;
+    let (built, kept_graph) = build_with_kept_graph(
+        config,
+        &model,
+        onnx_bytes,
+        &key,
+        &path,
         observers.builder.clone(),
-    )
-    .map_err(|e| match &released_batch {
-        Some(input) if format!("{e:#}").contains("reshape would change volume") => e.context(format!(
-            "input '{input}' was exported with a fixed batch and a Reshape in the graph still pins it: re-export the model with a dynamic batch axis, or build it static (an input shape with the batch it was exported with)"
-        )),
-        _ => e,
-    })
-    .with_context(|| shown.clone())?;
+    );
+    let built = built
+        .map_err(|e| explain_pinned_batch(e, &released_batch))
+        .with_context(|| shown.clone())?;
+    let kept_graph = kept_graph.transpose()?;
     report.timing.parse_s = built.parse_s;
     report.timing.build_s = built.build_s;
 
     let t_write = Instant::now();
     // The rewritten graph lands before the engine and its new sidecar, which holds its hash: a
     // build killed in between leaves a graph that no sidecar vouches for, never a wrong pair.
-    let graph_sha256 = match config.precision {
-        Precision::Fp32 => None,
-        _ => {
-            write_atomic_unsynced(&kept_graph_path(&path), &onnx_bytes)?;
-            Some(sha256_hex(&onnx_bytes))
+    let graph_sha256 = match kept_graph {
+        Some((staged, hash)) => {
+            staged.commit()?;
+            Some(hash)
         }
+        None => None,
     };
     let facts = EngineFacts {
         source_model: shown.clone(),
@@ -397,6 +403,43 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
     report.timing.write_s = lookup_s + t_write.elapsed().as_secs_f64();
     report.timing.total_s = start.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// The kept graph staged beside the engine (not yet in place), with its SHA-256.
+type StagedGraph = (StagedFile, String);
+
+/// TensorRT builds the engine from `onnx` while, on another thread, the graph it parses is
+/// written beside the engine and hashed (for every build that rewrote the model): the graph is
+/// staged, and lands only once the caller commits it after a successful build.
+fn build_with_kept_graph(
+    config: &BuildConfig,
+    model: &OnnxModel,
+    onnx: &[u8],
+    key: &EngineKey,
+    path: &Path,
+    progress: Arc<dyn Progress>,
+) -> (Result<BuiltEngine>, Option<Result<StagedGraph>>) {
+    std::thread::scope(|s| {
+        let kept = (config.precision != Precision::Fp32).then(|| {
+            s.spawn(|| -> Result<StagedGraph> {
+                let staged = stage_unsynced(&kept_graph_path(path), onnx)?;
+                Ok((staged, sha256_hex(onnx)))
+            })
+        });
+        let built = build_engine(onnx, model.graph(), &key.profile, &config.builder, progress);
+        let kept = kept.map(|h| h.join().expect("writing the graph does not panic"));
+        (built, kept)
+    })
+}
+
+/// A build refused for a Reshape that pins the batch made dynamic says how to fix the model.
+fn explain_pinned_batch(e: anyhow::Error, released_batch: &Option<String>) -> anyhow::Error {
+    match released_batch {
+        Some(input) if format!("{e:#}").contains("reshape would change volume") => e.context(format!(
+            "input '{input}' was exported with a fixed batch and a Reshape in the graph still pins it: re-export the model with a dynamic batch axis, or build it static (an input shape with the batch it was exported with)"
+        )),
+        _ => e,
+    }
 }
 
 /// Where the engine goes: `--output`, else its keyed name in the engine folder.
@@ -502,15 +545,15 @@ fn shape_model(
 }
 
 /// Runs the precision passes on `model` (recording what they did in `report`) and returns it
-/// with the bytes TensorRT parses: the file's own when nothing changed and no data is external.
+/// with the bytes TensorRT parses, or `None` where those are the file's own: when nothing
+/// changed and no data is external.
 fn rewrite_precision(
     config: &BuildConfig,
     model: OnnxModel,
     scales: Option<&Scales>,
     changed: bool,
-    file_bytes: Vec<u8>,
     report: &mut BuildReport,
-) -> Result<(OnnxModel, Vec<u8>)> {
+) -> Result<(OnnxModel, Option<Vec<u8>>)> {
     let shown = config.model.display().to_string();
     let mut changed = changed;
     let mut model = model;
@@ -543,13 +586,12 @@ fn rewrite_precision(
         }
     }
     let has_external = model.graph().initializer.iter().any(is_external);
-    let onnx_bytes = if changed || has_external {
-        model
-            .inline_external_data()
-            .with_context(|| shown.clone())?;
-        model.to_bytes()
-    } else {
-        file_bytes
-    };
-    Ok((model, onnx_bytes))
+    if !(changed || has_external) {
+        return Ok((model, None));
+    }
+    model
+        .inline_external_data()
+        .with_context(|| shown.clone())?;
+    let bytes = model.to_bytes();
+    Ok((model, Some(bytes)))
 }

@@ -1,7 +1,7 @@
 //! TensorRT, loaded at run time: the binary never links against TensorRT, so it builds and runs
 //! everywhere and TensorRT commands fail with a clear message where it is missing.
 //!
-//! `loader` finds the libraries; `profile` turns shape flags into an optimization profile;
+//! `loader` finds the libraries; `model_file` maps and hashes the ONNX file a build reads; `profile` turns shape flags into an optimization profile;
 //! `engine_builder` drives TensorRT-RTX's parser and builder (through the `trtx` crate);
 //! `engine_file` names, keys, checks and writes engines and their sidecars; `built_engines` lists
 //! the engines of a folder built from one model, by their sidecars; `build` is the job that chains
@@ -26,6 +26,7 @@ pub mod engine_io;
 mod engine_runtime_cache;
 pub mod inspect;
 pub mod loader;
+pub mod model_file;
 pub mod preflight;
 pub mod profile;
 pub mod runtime_cache;

@@ -1,0 +1,122 @@
+//! The ONNX file a build reads: mapped into memory rather than copied, and hashed on another
+//! thread while the main one decodes it, so that neither the 100 MB read nor the SHA-256 of a
+//! ResNet-50 stands between the command and TensorRT's build.
+//!
+//! The same bytes go to TensorRT's parser when the build does not change the model (an FP32
+//! build at the model's own shapes): they are never copied.
+
+use crate::onnx::model::{read_model_file, sha256_hex};
+use anyhow::{Context, Result};
+use memmap2::Mmap;
+use std::ops::Deref;
+use std::path::Path;
+use std::sync::{Arc, OnceLock};
+use std::thread::JoinHandle;
+
+/// The bytes of a model file: mapped, or read (an empty file cannot be mapped).
+enum FileBytes {
+    Mapped(Mmap),
+    Read(Vec<u8>),
+}
+
+impl Deref for FileBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            FileBytes::Mapped(m) => m,
+            FileBytes::Read(v) => v,
+        }
+    }
+}
+
+/// A model file opened for a build: its bytes, and its SHA-256 being computed meanwhile.
+pub struct ModelFile {
+    bytes: Arc<FileBytes>,
+    hashing: Option<JoinHandle<String>>,
+    sha256: OnceLock<String>,
+}
+
+impl ModelFile {
+    /// Maps the file at `path` and starts hashing it. Errors name the file (missing, a folder,
+    /// unreadable).
+    pub fn open(path: &Path) -> Result<Self> {
+        let shown = path.display();
+        let file = match std::fs::File::open(path) {
+            Ok(f)
+                if f.metadata()
+                    .map(|m| m.is_file() && m.len() > 0)
+                    .unwrap_or(false) =>
+            {
+                f
+            }
+            // Missing, a folder, empty or odd: the plain read gives each its own message.
+            _ => return Ok(Self::hashing(FileBytes::Read(read_model_file(path)?))),
+        };
+        // SAFETY: the map is read-only and private to this process, and lives as long as the
+        // bytes are used (the `Arc` below). Another process truncating or rewriting the file
+        // while the build runs would change or fault the mapped pages; trtkit never writes the
+        // model it is building from, and the SHA-256 taken from these same bytes is what the
+        // engine's key records.
+        let map = unsafe { Mmap::map(&file) }.with_context(|| format!("{shown}: cannot read"))?;
+        Ok(Self::hashing(FileBytes::Mapped(map)))
+    }
+
+    fn hashing(bytes: FileBytes) -> Self {
+        let bytes = Arc::new(bytes);
+        let shared = Arc::clone(&bytes);
+        let hashing = std::thread::spawn(move || sha256_hex(&shared));
+        ModelFile {
+            bytes,
+            hashing: Some(hashing),
+            sha256: OnceLock::new(),
+        }
+    }
+
+    /// The file's bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// The file's SHA-256, hex (waits for the hashing thread the first time).
+    pub fn sha256(&mut self) -> &str {
+        if let Some(h) = self.hashing.take() {
+            let hash = h.join().expect("hashing does not panic");
+            let _ = self.sha256.set(hash);
+        }
+        self.sha256
+            .get()
+            .expect("the hash is set once hashing ends")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mapped_bytes_and_hash_are_the_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.onnx");
+        let content: Vec<u8> = (0..100_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        std::fs::write(&path, &content).unwrap();
+        let mut file = ModelFile::open(&path).unwrap();
+        assert_eq!(file.bytes(), &content[..]);
+        assert_eq!(file.sha256(), sha256_hex(&content));
+        assert_eq!(file.sha256(), sha256_hex(&content));
+    }
+
+    #[test]
+    fn an_empty_file_is_read_not_mapped_and_a_missing_one_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("empty.onnx");
+        std::fs::write(&path, b"").unwrap();
+        let mut file = ModelFile::open(&path).unwrap();
+        assert!(file.bytes().is_empty());
+        assert_eq!(file.sha256(), sha256_hex(b""));
+        let missing = dir.path().join("nope.onnx");
+        let e = ModelFile::open(&missing).err().unwrap().to_string();
+        assert!(e.contains("nope.onnx") && e.contains("no such file"), "{e}");
+        let e = ModelFile::open(dir.path()).err().unwrap().to_string();
+        assert!(e.contains("is a directory"), "{e}");
+    }
+}
