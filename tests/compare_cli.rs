@@ -147,6 +147,8 @@ fn ort_and_tract_agree_on_the_classifier() {
         m,
         "--a-backend",
         "ort",
+        "--b-backend",
+        "tract",
         "--num-inputs",
         "8",
         "--fail-below",

@@ -168,6 +168,7 @@ const CLI_MAY_NAME: &[&str] = &[
     "crate::backend::select::BackendKind",
     "crate::backend::select::BackendOptions",
     "crate::backend::select::default_kind",
+    "crate::backend::select::default_calibration_kind",
     "crate::cuda::harness::Amount",
     "crate::cuda::harness::HarnessOptions",
     "crate::data::dataset::DatasetOptions",

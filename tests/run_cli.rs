@@ -1,8 +1,9 @@
-//! `trtkit run` end to end on the tract CPU backend, and its bad-input errors.
+//! `trtkit run` end to end on the CPU backends, and its bad-input errors.
 
 mod support;
 
-use support::{assert_clean_error, save, trtkit};
+use std::process::Command;
+use support::{assert_clean_error, save, stdout_of_success, trtkit};
 use trtkit::onnx::test_models;
 
 #[test]
@@ -13,6 +14,8 @@ fn runs_two_batch_sizes_on_the_cpu_and_says_what_was_timed() {
     let out = trtkit(&[
         "run",
         model.to_str().unwrap(),
+        "--backend",
+        "tract",
         "--batch-size",
         "1,4",
         "--warmup-iterations",
@@ -125,7 +128,7 @@ fn gpu_flags_on_the_cpu_backend_are_usage_errors() {
             &[
                 flag[0],
                 "needs a backend that enqueues on trtkit's CUDA streams",
-                "tract-cpu",
+                "ort-cpu",
             ],
         );
     }
@@ -245,4 +248,34 @@ fn a_named_axis_is_swept_and_reported_per_size() {
         let out = support::trtkit(&["run", m, "--dim", bad, "--iterations", "1"]);
         support::assert_clean_error(&out, 1, &[needle]);
     }
+}
+
+#[test]
+fn the_default_cpu_backend_is_onnx_runtime_and_tract_where_it_cannot_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = save(dir.path(), "c.onnx", test_models::classifier(None));
+    let args = [
+        "run",
+        model.to_str().unwrap(),
+        "--iterations",
+        "2",
+        "--json",
+    ];
+    let backend_of = |out: &std::process::Output| {
+        let v: serde_json::Value = serde_json::from_str(&stdout_of_success(out)).unwrap();
+        v["results"][0]["backend"].as_str().unwrap().to_string()
+    };
+    assert!(backend_of(&trtkit(&args)).starts_with("ort-cpu"));
+    let missing = dir.path().join("libonnxruntime.so");
+    let out = Command::new(env!("CARGO_BIN_EXE_trtkit"))
+        .args(args)
+        .env("ORT_DYLIB_PATH", &missing)
+        .output()
+        .unwrap();
+    assert!(backend_of(&out).starts_with("tract-cpu"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("tract runs the model") && stderr.contains("libonnxruntime.so"),
+        "{stderr}"
+    );
 }

@@ -2,7 +2,7 @@
 //! model, the per-side overrides `compare` builds from the same group, and the engine group
 //! (`--device-id`, `--tensorrt-dir`) of the commands that run TensorRT engines.
 
-use crate::backend::select::{default_kind, BackendKind, BackendOptions};
+use crate::backend::select::{default_calibration_kind, default_kind, BackendKind, BackendOptions};
 use crate::backend::Device;
 use clap::Args;
 use std::path::PathBuf;
@@ -10,8 +10,9 @@ use std::path::PathBuf;
 /// Which backend runs the model, where, and on how many CPU threads.
 #[derive(Clone, Debug, Args)]
 pub struct BackendArgs {
-    /// Backend that runs an ONNX model (default: tract on the CPU; on cuda, ONNX Runtime's CUDA
-    /// provider where it is installed, else tract's CUDA runtime).
+    /// Backend that runs an ONNX model (default: ONNX Runtime where it is installed, else tract;
+    /// calibration runs on tract on the CPU; on cuda, ONNX Runtime's CUDA provider where it is
+    /// installed, else tract's CUDA runtime).
     #[arg(long, value_enum)]
     pub backend: Option<BackendKind>,
     /// Where the backend runs: cpu, or cuda (an NVIDIA GPU).
@@ -29,8 +30,22 @@ pub struct BackendArgs {
 impl BackendArgs {
     /// The options that open this backend (at a fixed batch size, if given).
     pub fn options(&self, batch: Option<usize>) -> BackendOptions {
+        self.options_with_default(batch, default_kind)
+    }
+
+    /// [`BackendArgs::options`] for a calibration run, whose default backend differs on the CPU
+    /// (see [`default_calibration_kind`]).
+    pub fn calibration_options(&self, batch: Option<usize>) -> BackendOptions {
+        self.options_with_default(batch, default_calibration_kind)
+    }
+
+    fn options_with_default(
+        &self,
+        batch: Option<usize>,
+        default: fn(Device) -> BackendKind,
+    ) -> BackendOptions {
         BackendOptions {
-            kind: self.backend.unwrap_or_else(|| default_kind(self.device)),
+            kind: self.backend.unwrap_or_else(|| default(self.device)),
             device: self.device,
             threads: self.threads,
             input_shapes: Default::default(),

@@ -79,7 +79,7 @@ impl CalibrationArgs {
             measure_plain: false,
             backend: BackendOptions {
                 input_shapes: shapes,
-                ..self.backend.options(Some(batch_size))
+                ..self.backend.calibration_options(Some(batch_size))
             },
             preprocess: preprocess_in(workspace, self.preprocess.request()?),
         })
