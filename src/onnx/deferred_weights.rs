@@ -25,11 +25,14 @@ const TENSOR_DATA_TYPE: u64 = 2;
 const TENSOR_RAW_DATA: u64 = 9;
 const FLOAT: u64 = 1;
 
+/// A left-out `raw_data`: the initializer's index in `graph.initializer`, and the byte range of
+/// its data in the file.
+type Slot = (usize, Range<usize>);
+
 /// Where the left-out weights of a model decoded by [`decode_deferring`] are in its file.
 #[derive(Debug, Default)]
 pub struct DeferredWeights {
-    /// (index in `graph.initializer`, byte range of its `raw_data` in the file).
-    slots: Vec<(usize, Range<usize>)>,
+    slots: Vec<Slot>,
 }
 
 impl DeferredWeights {
@@ -146,7 +149,7 @@ fn fields(bytes: &[u8], range: Range<usize>) -> Option<Vec<Field>> {
 }
 
 /// A copy of the ModelProto in `bytes` without the deferred `raw_data`, and where each was.
-fn skeleton(bytes: &[u8]) -> Option<(Vec<u8>, Vec<(usize, Range<usize>)>)> {
+fn skeleton(bytes: &[u8]) -> Option<(Vec<u8>, Vec<Slot>)> {
     let mut out = Vec::new();
     let mut slots = Vec::new();
     let mut graphs = 0;
@@ -170,7 +173,7 @@ fn skeleton(bytes: &[u8]) -> Option<(Vec<u8>, Vec<(usize, Range<usize>)>)> {
 fn graph_skeleton(
     bytes: &[u8],
     range: Range<usize>,
-    slots: &mut Vec<(usize, Range<usize>)>,
+    slots: &mut Vec<Slot>,
 ) -> Option<Vec<u8>> {
     let mut out = Vec::new();
     let mut index = 0;

@@ -6,17 +6,14 @@
 //! Q/DQ, since TensorRT 11 and TensorRT-RTX have no precision flags); parse and build with
 //! TensorRT-RTX; write the engine and its sidecar atomically.
 
+use super::build_landing::{build_with_kept_graph, explain_pinned_batch, land, Landing};
 use super::build_report::new_report;
 pub use super::build_report::{BuildReport, BuildTiming, Int8Summary, TensorRtUsed};
-use super::engine_builder::{build_engine, load, BuiltEngine};
-use super::engine_file::{
-    engine_path, kept_graph_path, lookup, store, BuilderSettings, EngineFacts, EngineKey,
-    EngineSidecar, Lookup,
-};
+use super::engine_builder::load;
+use super::engine_file::{engine_path, lookup, BuilderSettings, EngineKey, Lookup};
 use super::loader::{locate_usable, BOUND};
 use super::model_file::ModelFile;
 use super::profile::{resolve_profile, AxisRange, BatchRequest, ExplicitShapes, ShapeProfile};
-use crate::atomic_file::{stage_unsynced, StagedFile};
 use crate::calibration::cache::check_cache_model;
 use crate::calibration::cache::CalibrationTable;
 use crate::calibration::job::{calibrate, CalibrateConfig};
@@ -375,71 +372,19 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
     let kept_graph = kept_graph.transpose()?;
     report.timing.parse_s = built.parse_s;
     report.timing.build_s = built.build_s;
-
     let t_write = Instant::now();
-    // The rewritten graph lands before the engine and its new sidecar, which holds its hash: a
-    // build killed in between leaves a graph that no sidecar vouches for, never a wrong pair.
-    let graph_sha256 = match kept_graph {
-        Some((staged, hash)) => {
-            staged.commit()?;
-            Some(hash)
-        }
-        None => None,
-    };
-    let facts = EngineFacts {
+    let landing = Landing {
+        path: &path,
         source_model: shown.clone(),
-        build_s: built.build_s,
-        engine_bytes: 0,
-        engine_sha256: String::new(),
         onnx_nodes: model.graph().node.len(),
         parameters,
-        network_layers: built.layers,
-        io: built.io,
-        graph_sha256,
     };
-    let written = store(&path, &built.bytes, EngineSidecar { key, facts })?;
+    let written = land(landing, kept_graph, built, key)?;
     report.engine_bytes = written.facts.engine_bytes;
     report.facts = written.facts;
     report.timing.write_s = lookup_s + t_write.elapsed().as_secs_f64();
     report.timing.total_s = start.elapsed().as_secs_f64();
     Ok(report)
-}
-
-/// The kept graph staged beside the engine (not yet in place), with its SHA-256.
-type StagedGraph = (StagedFile, String);
-
-/// TensorRT builds the engine from `onnx` while, on another thread, the graph it parses is
-/// written beside the engine and hashed (for every build that rewrote the model): the graph is
-/// staged, and lands only once the caller commits it after a successful build.
-fn build_with_kept_graph(
-    config: &BuildConfig,
-    model: &OnnxModel,
-    onnx: &[u8],
-    key: &EngineKey,
-    path: &Path,
-    progress: Arc<dyn Progress>,
-) -> (Result<BuiltEngine>, Option<Result<StagedGraph>>) {
-    std::thread::scope(|s| {
-        let kept = (config.precision != Precision::Fp32).then(|| {
-            s.spawn(|| -> Result<StagedGraph> {
-                let staged = stage_unsynced(&kept_graph_path(path), onnx)?;
-                Ok((staged, sha256_hex(onnx)))
-            })
-        });
-        let built = build_engine(onnx, model.graph(), &key.profile, &config.builder, progress);
-        let kept = kept.map(|h| h.join().expect("writing the graph does not panic"));
-        (built, kept)
-    })
-}
-
-/// A build refused for a Reshape that pins the batch made dynamic says how to fix the model.
-fn explain_pinned_batch(e: anyhow::Error, released_batch: &Option<String>) -> anyhow::Error {
-    match released_batch {
-        Some(input) if format!("{e:#}").contains("reshape would change volume") => e.context(format!(
-            "input '{input}' was exported with a fixed batch and a Reshape in the graph still pins it: re-export the model with a dynamic batch axis, or build it static (an input shape with the batch it was exported with)"
-        )),
-        _ => e,
-    }
 }
 
 /// Where the engine goes: `--output`, else its keyed name in the engine folder.

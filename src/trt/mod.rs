@@ -5,7 +5,8 @@
 //! `engine_builder` drives TensorRT-RTX's parser and builder (through the `trtx` crate);
 //! `engine_file` names, keys, checks and writes engines and their sidecars; `built_engines` lists
 //! the engines of a folder built from one model, by their sidecars; `build` is the job that chains
-//! them with the precision rewrite of [`crate::quantize`], and `build_report` what it reports;
+//! them with the precision rewrite of [`crate::quantize`], `build_landing` what it leaves on disk
+//! and in which order, and `build_report` what it reports;
 //! `inspect` describes an engine file; `support` says what this machine offers (driver, GPUs,
 //! libraries, which engines run where). Running engines: `preflight` checks a file before
 //! TensorRT sees it, `engine_io` maps its tensors to trtkit's I/O specs and checks batches
@@ -17,6 +18,7 @@
 
 pub mod backend;
 pub mod build;
+mod build_landing;
 pub mod build_report;
 pub mod built_engines;
 pub mod engine_builder;

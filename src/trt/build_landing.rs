@@ -1,0 +1,98 @@
+//! What a build leaves on disk, and in which order: the graph TensorRT parsed (for FP16 and
+//! INT8 builds) is written and hashed while TensorRT builds, staged beside the engine; once the
+//! build has succeeded it lands first, then the engine and its sidecar, which holds both hashes.
+//! A build killed in between leaves a graph that no sidecar vouches for, never a wrong pair; a
+//! build that fails leaves the folder as it was.
+
+use super::build::BuildConfig;
+use super::engine_builder::{build_engine, BuiltEngine};
+use super::engine_file::{kept_graph_path, store, EngineFacts, EngineKey, EngineSidecar};
+use crate::atomic_file::{stage_unsynced, StagedFile};
+use crate::onnx::model::sha256_hex;
+use crate::onnx::OnnxModel;
+use crate::progress::Progress;
+use crate::tensor::Precision;
+use anyhow::Result;
+use std::path::Path;
+use std::sync::Arc;
+
+/// The kept graph staged beside the engine (not yet in place), with its SHA-256.
+pub(super) type StagedGraph = (StagedFile, String);
+
+/// TensorRT builds the engine from `onnx` while, on another thread, the graph it parses is
+/// written beside the engine and hashed (for every build that rewrote the model): the graph is
+/// staged, and lands only once the caller commits it after a successful build.
+pub(super) fn build_with_kept_graph(
+    config: &BuildConfig,
+    model: &OnnxModel,
+    onnx: &[u8],
+    key: &EngineKey,
+    path: &Path,
+    progress: Arc<dyn Progress>,
+) -> (Result<BuiltEngine>, Option<Result<StagedGraph>>) {
+    std::thread::scope(|s| {
+        let kept = (config.precision != Precision::Fp32).then(|| {
+            s.spawn(|| -> Result<StagedGraph> {
+                let staged = stage_unsynced(&kept_graph_path(path), onnx)?;
+                Ok((staged, sha256_hex(onnx)))
+            })
+        });
+        let built = build_engine(onnx, model.graph(), &key.profile, &config.builder, progress);
+        let kept = kept.map(|h| h.join().expect("writing the graph does not panic"));
+        (built, kept)
+    })
+}
+
+/// A build refused for a Reshape that pins the batch made dynamic says how to fix the model.
+pub(super) fn explain_pinned_batch(
+    e: anyhow::Error,
+    released_batch: &Option<String>,
+) -> anyhow::Error {
+    match released_batch {
+        Some(input) if format!("{e:#}").contains("reshape would change volume") => e.context(format!(
+            "input '{input}' was exported with a fixed batch and a Reshape in the graph still pins it: re-export the model with a dynamic batch axis, or build it static (an input shape with the batch it was exported with)"
+        )),
+        _ => e,
+    }
+}
+
+/// The facts of the engine being landed that the build job knows.
+pub(super) struct Landing<'a> {
+    /// Where the engine goes.
+    pub path: &'a Path,
+    /// The model as the user named it.
+    pub source_model: String,
+    /// Nodes of the graph TensorRT parsed.
+    pub onnx_nodes: usize,
+    /// Parameters of the model.
+    pub parameters: u64,
+}
+
+/// Puts a successful build in place: the staged graph first, then the engine and its sidecar,
+/// which is returned.
+pub(super) fn land(
+    landing: Landing,
+    kept_graph: Option<StagedGraph>,
+    built: BuiltEngine,
+    key: EngineKey,
+) -> Result<EngineSidecar> {
+    let graph_sha256 = match kept_graph {
+        Some((staged, hash)) => {
+            staged.commit()?;
+            Some(hash)
+        }
+        None => None,
+    };
+    let facts = EngineFacts {
+        source_model: landing.source_model,
+        build_s: built.build_s,
+        engine_bytes: 0,
+        engine_sha256: String::new(),
+        onnx_nodes: landing.onnx_nodes,
+        parameters: landing.parameters,
+        network_layers: built.layers,
+        io: built.io,
+        graph_sha256,
+    };
+    store(landing.path, &built.bytes, EngineSidecar { key, facts })
+}
