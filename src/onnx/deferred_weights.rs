@@ -170,11 +170,7 @@ fn skeleton(bytes: &[u8]) -> Option<(Vec<u8>, Vec<Slot>)> {
     Some((out, slots))
 }
 
-fn graph_skeleton(
-    bytes: &[u8],
-    range: Range<usize>,
-    slots: &mut Vec<Slot>,
-) -> Option<Vec<u8>> {
+fn graph_skeleton(bytes: &[u8], range: Range<usize>, slots: &mut Vec<Slot>) -> Option<Vec<u8>> {
     let mut out = Vec::new();
     let mut index = 0;
     for f in fields(bytes, range)? {

@@ -359,7 +359,8 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
     check_writable(&path)?;
     loading.join().expect("loading TensorRT does not panic")?;
     let (built, kept_graph) = build_with_kept_graph(
-        config,
+        config.precision,
+        &config.builder,
         &model,
         onnx_bytes,
         &key,

@@ -4,9 +4,10 @@
 //! A build killed in between leaves a graph that no sidecar vouches for, never a wrong pair; a
 //! build that fails leaves the folder as it was.
 
-use super::build::BuildConfig;
 use super::engine_builder::{build_engine, BuiltEngine};
-use super::engine_file::{kept_graph_path, store, EngineFacts, EngineKey, EngineSidecar};
+use super::engine_file::{
+    kept_graph_path, store, BuilderSettings, EngineFacts, EngineKey, EngineSidecar,
+};
 use crate::atomic_file::{stage_unsynced, StagedFile};
 use crate::onnx::model::sha256_hex;
 use crate::onnx::OnnxModel;
@@ -23,7 +24,8 @@ pub(super) type StagedGraph = (StagedFile, String);
 /// written beside the engine and hashed (for every build that rewrote the model): the graph is
 /// staged, and lands only once the caller commits it after a successful build.
 pub(super) fn build_with_kept_graph(
-    config: &BuildConfig,
+    precision: Precision,
+    settings: &BuilderSettings,
     model: &OnnxModel,
     onnx: &[u8],
     key: &EngineKey,
@@ -31,13 +33,13 @@ pub(super) fn build_with_kept_graph(
     progress: Arc<dyn Progress>,
 ) -> (Result<BuiltEngine>, Option<Result<StagedGraph>>) {
     std::thread::scope(|s| {
-        let kept = (config.precision != Precision::Fp32).then(|| {
+        let kept = (precision != Precision::Fp32).then(|| {
             s.spawn(|| -> Result<StagedGraph> {
                 let staged = stage_unsynced(&kept_graph_path(path), onnx)?;
                 Ok((staged, sha256_hex(onnx)))
             })
         });
-        let built = build_engine(onnx, model.graph(), &key.profile, &config.builder, progress);
+        let built = build_engine(onnx, model.graph(), &key.profile, settings, progress);
         let kept = kept.map(|h| h.join().expect("writing the graph does not panic"));
         (built, kept)
     })
