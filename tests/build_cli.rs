@@ -727,3 +727,35 @@ fn a_token_model_calibrates_from_generated_inputs_or_npz_and_builds_int8() {
     let out = calibrate("npz", "tokens.npz", &["--dim", "seq=16", "--recalibrate"]);
     assert_clean_error(&out, 1, &["tokens.npz: no array named 'attention_mask'"]);
 }
+
+#[test]
+fn a_forced_fp16_build_keeps_the_quantize_graph_and_the_model_hash() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // The classifier's fc weights (20 KiB) are left in the file until the FP16 pass reads them.
+    let model = save(d, "m.onnx", test_models::classifier(None));
+    let out = trtkit(&[
+        "quantize",
+        model.to_str().unwrap(),
+        "--fp16",
+        "-o",
+        d.join("q.onnx").to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let args = ["m.onnx", "--fp16", "-o", "e/m.engine", "--json"];
+    let forced = json_of(&build_in(d, &[&args[..], &["--rebuild"]].concat()));
+    assert_eq!(forced["reused"], false);
+    check_engine(d, &forced, "fp16", 1, 64);
+    let kept = std::fs::read(d.join("e/m.engine.onnx")).unwrap();
+    assert_eq!(kept, std::fs::read(d.join("q.onnx")).unwrap());
+    let side: Value =
+        serde_json::from_slice(&std::fs::read(d.join("e/m.engine.json")).unwrap()).unwrap();
+    let file_sha = trtkit::onnx::model::file_sha256(&model).unwrap();
+    assert_eq!(side["key"]["model_sha256"], file_sha.as_str());
+    assert_eq!(forced["key"]["model_sha256"], file_sha.as_str());
+    assert_eq!(json_of(&build_in(d, &args))["reused"], true);
+}

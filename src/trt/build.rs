@@ -11,7 +11,7 @@ use super::build_report::new_report;
 pub use super::build_report::{BuildReport, BuildTiming, Int8Summary, TensorRtUsed};
 use super::engine_builder::load;
 use super::engine_file::{engine_path, lookup, BuilderSettings, EngineKey, Lookup};
-use super::loader::{locate_usable, BOUND};
+use super::loader::{locate_usable, TrtLibraries, BOUND};
 use super::model_file::ModelFile;
 use super::profile::{resolve_profile, AxisRange, BatchRequest, ExplicitShapes, ShapeProfile};
 use crate::calibration::cache::check_cache_model;
@@ -277,11 +277,6 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
         ));
     }
     let libs = locate_usable(config.tensorrt_dir.as_deref())?;
-    let tensorrt = TensorRtUsed {
-        flavour: BOUND.flavour,
-        version: libs.version.clone(),
-        library: libs.runtime.display().to_string(),
-    };
     // TensorRT's libraries (hundreds of MB) load while the model is read, hashed and rewritten.
     let loading = {
         let libs = libs.clone();
@@ -300,7 +295,15 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
     } = shape_model(config, model, observers)?;
     let default_batch_range =
         !config.batch.is_set() && !config.explicit_shapes.is_set() && !profile.is_static();
-    let model_sha256 = file.sha256().to_string();
+    // Forced into a named file, nothing needs the model's hash before the engine is written:
+    // it is then taken while TensorRT builds (its key is filled in before the sidecar).
+    let hash_late =
+        config.rebuild && config.output.is_some() && config.precision != Precision::Int8;
+    let model_sha256 = if hash_late {
+        String::new()
+    } else {
+        file.sha256().to_string()
+    };
     let load_s = start.elapsed().as_secs_f64();
 
     let t_cal = Instant::now();
@@ -310,24 +313,18 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
     };
     let calibrate_s = t_cal.elapsed().as_secs_f64();
 
-    let key = EngineKey {
-        model_sha256,
-        precision: config.precision,
-        rewrite: rewrite_tag(config),
-        calibration: scales.as_ref().map(|s| s.key_hash.clone()),
-        profile,
-        builder: config.builder.clone(),
-        tensorrt_flavour: BOUND.flavour,
-        tensorrt_version: libs.version.clone(),
-        trtkit_version: env!("CARGO_PKG_VERSION").into(),
-    };
+    let key = engine_key(config, model_sha256, scales.as_ref(), profile, &libs);
     let path = output_path(config, &key, reshaped);
     let mut report = new_report(
         &shown,
         &path,
         key.clone(),
         default_batch_range,
-        tensorrt,
+        TensorRtUsed {
+            flavour: BOUND.flavour,
+            version: libs.version.clone(),
+            library: libs.runtime.display().to_string(),
+        },
         scales.as_ref().map(|s| s.summary.clone()),
         BuildTiming {
             load_s,
@@ -374,6 +371,11 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
     report.timing.parse_s = built.parse_s;
     report.timing.build_s = built.build_s;
     let t_write = Instant::now();
+    let mut key = key;
+    if hash_late {
+        key.model_sha256 = file.sha256().to_string();
+        report.key.model_sha256.clone_from(&key.model_sha256);
+    }
     let landing = Landing {
         path: &path,
         source_model: shown.clone(),
@@ -386,6 +388,27 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
     report.timing.write_s = lookup_s + t_write.elapsed().as_secs_f64();
     report.timing.total_s = start.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// What identifies the engine this build makes (see [`EngineKey`]).
+fn engine_key(
+    config: &BuildConfig,
+    model_sha256: String,
+    scales: Option<&Scales>,
+    profile: ShapeProfile,
+    libs: &TrtLibraries,
+) -> EngineKey {
+    EngineKey {
+        model_sha256,
+        precision: config.precision,
+        rewrite: rewrite_tag(config),
+        calibration: scales.map(|s| s.key_hash.clone()),
+        profile,
+        builder: config.builder.clone(),
+        tensorrt_flavour: BOUND.flavour,
+        tensorrt_version: libs.version.clone(),
+        trtkit_version: env!("CARGO_PKG_VERSION").into(),
+    }
 }
 
 /// Where the engine goes: `--output`, else its keyed name in the engine folder.
