@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""CPU reference throughput: tract (trtkit's embedded backend) beside ONNX Runtime, same model,
-same machine, one run.
+"""CPU reference throughput: tract (trtkit's embedded backend) and ONNX Runtime inside trtkit
+(trtkit's default CPU backend where ONNX Runtime is installed) beside ONNX Runtime from Python,
+same model, same machine, one run.
 
     python3 scripts/cpu_throughput.py --trtkit target/release/trtkit --model resnet50.onnx
 
-For each tract thread count it runs `trtkit compare MODEL MODEL --a-threads T --b-backend ort`
+For each tract thread count it runs `trtkit compare MODEL MODEL --a-backend tract --a-threads T
+--b-backend ort`
 (so tract's outputs are also checked against ONNX Runtime's), then times ONNX Runtime from
 Python with the same batch (one warm-up batch, then --batches timed batches). Prints one table:
 images/s and ms/image per engine and thread count, and the ratio to ONNX Runtime with all
@@ -38,7 +40,7 @@ def ort_images_per_s(model, batch, threads, batches):
 def tract_run(trtkit, model, batch, threads, batches, ort_threads):
     cmd = [
         trtkit, "compare", model, model,
-        "--a-threads", str(threads), "--b-backend", "ort", "--b-threads", str(ort_threads),
+        "--a-backend", "tract", "--a-threads", str(threads), "--b-backend", "ort", "--b-threads", str(ort_threads),
         "--batch", str(batch), "--num-inputs", str(batch * batches), "--json",
     ]
     out = subprocess.run(cmd, capture_output=True, text=True)
