@@ -13,6 +13,7 @@
 use super::pb::{GraphProto, ModelProto};
 use prost::Message;
 use rayon::prelude::*;
+use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 
 /// `raw_data` of float32 initializers shorter than this is decoded as usual.
@@ -62,6 +63,27 @@ impl DeferredWeights {
                     t.raw_data = file[r].to_vec();
                 }
             });
+    }
+}
+
+impl DeferredWeights {
+    /// Puts back the left-out `raw_data` of the initializers named in `names` only.
+    pub fn restore_named(&mut self, graph: &mut GraphProto, file: &[u8], names: &HashSet<String>) {
+        let (now, later): (Vec<Slot>, Vec<Slot>) = std::mem::take(&mut self.slots)
+            .into_iter()
+            .partition(|(i, _)| names.contains(&graph.initializer[*i].name));
+        self.slots = now;
+        self.restore(graph, file);
+        self.slots = later;
+    }
+
+    /// The left-out data by initializer name (for a step that renames or drops initializers
+    /// before it reads them); `self` is empty afterwards.
+    pub fn into_named(mut self, graph: &GraphProto) -> HashMap<String, Range<usize>> {
+        self.slots
+            .drain(..)
+            .map(|(i, r)| (graph.initializer[i].name.clone(), r))
+            .collect()
     }
 }
 

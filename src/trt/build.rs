@@ -17,10 +17,11 @@ use super::profile::{resolve_profile, AxisRange, BatchRequest, ExplicitShapes, S
 use crate::calibration::cache::check_cache_model;
 use crate::calibration::cache::CalibrationTable;
 use crate::calibration::job::{calibrate, CalibrateConfig};
+use crate::onnx::deferred_weights::DeferredWeights;
 use crate::onnx::external::is_external;
 use crate::onnx::model::sha256_hex;
 use crate::onnx::rewrite::constant_weights::lift_constant_weights;
-use crate::onnx::rewrite::fp16::{Fp16, Fp16Options};
+use crate::onnx::rewrite::fp16::{to_fp16_deferred, Fp16Options};
 use crate::onnx::rewrite::pass::{run_passes, Pass, PassReport};
 use crate::onnx::shape::{
     check_named_axes, model_inputs, Batch, DimSpec, FixBatch, InputShape, InputShapes, NamedDim,
@@ -215,16 +216,16 @@ fn shape_passes(config: &BuildConfig, released_batch: bool) -> Vec<Box<dyn Pass>
     passes
 }
 
-/// The precision pass, run only when no engine can be reused: FP16 autocast, or Q/DQ with the
-/// calibrated `scales` where the INT8 plan of `model` says; none for FP32.
+/// The precision pass of an FP32 or INT8 build, run only when no engine can be reused: Q/DQ
+/// with the calibrated `scales` where the INT8 plan of `model` says; none for FP32 (FP16 builds
+/// run [`to_fp16_deferred`] on the weights still in the file).
 fn precision_passes(
     config: &BuildConfig,
     model: &OnnxModel,
     scales: Option<&Scales>,
 ) -> Result<Vec<Box<dyn Pass>>> {
     Ok(match config.precision {
-        Precision::Fp32 => vec![],
-        Precision::Fp16 => vec![Box::new(Fp16(config.fp16.clone()))],
+        Precision::Fp32 | Precision::Fp16 => vec![],
         Precision::Int8 => {
             let scales = scales.expect("INT8 scales were computed above");
             vec![Box::new(int8_pass(model, &scales.table.scales)?)]
@@ -285,7 +286,7 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
     let mut file = ModelFile::open(&config.model)?;
     // The weights stay in the file's bytes until a step reads them: an FP32 build at the
     // model's own shapes never does.
-    let (model, mut deferred) = OnnxModel::from_bytes_deferring(&config.model, file.bytes())?;
+    let (model, deferred) = OnnxModel::from_bytes_deferring(&config.model, file.bytes())?;
     let ShapedModel {
         model,
         released_batch,
@@ -343,13 +344,14 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
 
     let t_rewrite = Instant::now();
     let parameters: u64 = model.parameters();
-    let mut model = model;
-    let has_external = model.graph().initializer.iter().any(is_external);
-    if config.precision != Precision::Fp32 || changed || has_external {
-        deferred.restore(model.graph_mut(), file.bytes());
-    }
-    let (model, rewritten) =
-        rewrite_precision(config, model, scales.as_ref(), changed, &mut report)?;
+    let (model, rewritten) = rewrite_precision(
+        config,
+        model,
+        scales.as_ref(),
+        changed,
+        (deferred, file.bytes()),
+        &mut report,
+    )?;
     let onnx_bytes = rewritten.as_deref().unwrap_or(file.bytes());
     report.timing.rewrite_s = t_rewrite.elapsed().as_secs_f64();
 
@@ -515,45 +517,62 @@ fn shape_model(
 
 /// Runs the precision passes on `model` (recording what they did in `report`) and returns it
 /// with the bytes TensorRT parses, or `None` where those are the file's own: when nothing
-/// changed and no data is external.
+/// changed and no data is external. `weights`: the weights still in the file's bytes, put back
+/// where a step reads them (the FP16 rewrite converts them straight from the file).
 fn rewrite_precision(
     config: &BuildConfig,
     model: OnnxModel,
     scales: Option<&Scales>,
     changed: bool,
+    weights: (DeferredWeights, &[u8]),
     report: &mut BuildReport,
 ) -> Result<(OnnxModel, Option<Vec<u8>>)> {
     let shown = config.model.display().to_string();
+    let (mut deferred, file) = weights;
     let mut changed = changed;
     let mut model = model;
-    if config.precision == Precision::Int8 && lift_constant_weights(&mut model) > 0 {
-        changed = true;
-    }
-    let passes = precision_passes(config, &model, scales)?;
-    let (rewritten, reports) =
-        run_passes(model, &passes.iter().map(AsRef::as_ref).collect::<Vec<_>>()).with_context(
-            || match scales {
-                Some(s) => format!("{shown} with {}", s.summary.cache),
-                None => shown.clone(),
-            },
-        )?;
-    model = rewritten;
-    for r in reports {
-        changed = true;
-        match r {
-            PassReport::Fp16(r) => report.fp16 = Some(r),
-            PassReport::Qdq {
+    let t_passes = Instant::now();
+    if config.precision == Precision::Fp16 {
+        let (rewritten, fp16) = to_fp16_deferred(model, &config.fp16, deferred, file)
+            .context("fp16 pass")
+            .with_context(|| shown.clone())?;
+        (model, changed) = (rewritten, true);
+        report.fp16 = Some(fp16);
+    } else {
+        let has_external = model.graph().initializer.iter().any(is_external);
+        if config.precision == Precision::Int8 || changed || has_external {
+            deferred.restore(model.graph_mut(), file);
+        }
+        if config.precision == Precision::Int8 && lift_constant_weights(&mut model) > 0 {
+            changed = true;
+        }
+        let passes = precision_passes(config, &model, scales)?;
+        let (rewritten, reports) =
+            run_passes(model, &passes.iter().map(AsRef::as_ref).collect::<Vec<_>>()).with_context(
+                || match scales {
+                    Some(s) => format!("{shown} with {}", s.summary.cache),
+                    None => shown.clone(),
+                },
+            )?;
+        model = rewritten;
+        for r in reports {
+            changed = true;
+            if let PassReport::Qdq {
                 activations,
                 weights,
-            } => {
+            } = r
+            {
                 if let Some(s) = report.int8.as_mut() {
                     s.quantized_activations = Some(activations);
                     s.quantized_weights = Some(weights);
                 }
             }
-            _ => {}
         }
     }
+    tracing::debug!(
+        "precision passes: {:.3} s",
+        t_passes.elapsed().as_secs_f64()
+    );
     let has_external = model.graph().initializer.iter().any(is_external);
     if !(changed || has_external) {
         return Ok((model, None));
@@ -561,6 +580,12 @@ fn rewrite_precision(
     model
         .inline_external_data()
         .with_context(|| shown.clone())?;
+    let t_encode = Instant::now();
     let bytes = model.to_bytes();
+    tracing::debug!(
+        "graph serialized: {} bytes in {:.3} s",
+        bytes.len(),
+        t_encode.elapsed().as_secs_f64()
+    );
     Ok((model, Some(bytes)))
 }

@@ -6,12 +6,13 @@
 //! ops and for the inputs ONNX requires in float32); a Cast is inserted wherever the two differ.
 
 use super::fp16_keep::{float16_reads, unread_constant, wide_batchnorms};
-use super::fp16_values::{convert_tensors, to_f16_clamped};
+use super::fp16_values::{convert_tensors, to_f16_clamped, FileWeights};
 use super::gemm_to_matmul::gemm_to_matmul;
 use super::initializer::{read_f32, set_f16};
 use super::pass::{Pass, PassReport};
 pub use super::report::Fp16Report;
 use super::types::infer_elem_types;
+use crate::onnx::deferred_weights::DeferredWeights;
 use crate::onnx::dtype::{data_type, data_type_attr};
 use crate::onnx::pb::tensor_proto::DataType;
 use crate::onnx::pb::{GraphProto, NodeProto};
@@ -121,8 +122,41 @@ impl Pass for Fp16 {
     }
 }
 
+/// The FP16 rewrite of a model whose large weights are still in its file's bytes `file` (see
+/// [`crate::onnx::deferred_weights`]): the weights the rewrite reads before converting
+/// (a Gemm's, a BatchNormalization's statistics) are put back first; every other one goes from
+/// the file's float32 bytes straight to float16, without a float32 copy in between.
+pub fn to_fp16_deferred(
+    model: OnnxModel,
+    options: &Fp16Options,
+    deferred: DeferredWeights,
+    file: &[u8],
+) -> Result<(OnnxModel, Fp16Report)> {
+    let mut model = model;
+    let read_first: HashSet<String> = model
+        .graph()
+        .node
+        .iter()
+        .filter(|n| matches!(n.op_type.as_str(), "Gemm" | "BatchNormalization"))
+        .flat_map(|n| n.input.iter().skip(1).cloned())
+        .collect();
+    let mut deferred = deferred;
+    deferred.restore_named(model.graph_mut(), file, &read_first);
+    let ranges = deferred.into_named(model.graph());
+    to_fp16_from(model, options, Some((&ranges, file)))
+}
+
 /// Rewrites `model` to float16. Errors if the model already holds float16 tensors.
 fn to_fp16(model: OnnxModel, options: &Fp16Options) -> Result<(OnnxModel, Fp16Report)> {
+    to_fp16_from(model, options, None)
+}
+
+/// [`to_fp16`], with the weights still in the model file given by `file`.
+fn to_fp16_from(
+    model: OnnxModel,
+    options: &Fp16Options,
+    file: Option<FileWeights>,
+) -> Result<(OnnxModel, Fp16Report)> {
     check_convertible(&infer_elem_types(model.graph()))?;
     let keep_ops: HashSet<&str> = options.keep_fp32.iter().map(String::as_str).collect();
     let keep_nodes: HashSet<&str> = options.keep_nodes.iter().map(String::as_str).collect();
@@ -142,7 +176,7 @@ fn to_fp16(model: OnnxModel, options: &Fp16Options) -> Result<(OnnxModel, Fp16Re
     let mut report = Fp16Report::default();
     let g = out.graph_mut();
     let mut home = float_homes(g, &is_float, &keep, options.fp16_io);
-    convert_initializers(g, &keep, &mut home, &mut report)?;
+    convert_initializers(g, &keep, &mut home, file, &mut report)?;
     convert_typed_attributes(g, &keep, &mut report)?;
     let (cast_at_start, mut cast_after) = cast_for_readers(g, &keep, &home, &mut report);
     let renames = cast_outputs(g, &home, options.fp16_io, &mut cast_after, &mut report);
@@ -224,6 +258,7 @@ fn convert_initializers(
     g: &mut GraphProto,
     keep: &impl Fn(&NodeProto) -> bool,
     home: &mut HashMap<String, DataType>,
+    file: Option<FileWeights>,
     report: &mut Fp16Report,
 ) -> Result<()> {
     let mut init_needs: HashMap<String, (bool, bool)> = HashMap::new(); // (needs16, needs32)
@@ -254,7 +289,7 @@ fn convert_initializers(
         home.insert(init.name.clone(), precision);
         convert.push(n16);
     }
-    for name in convert_tensors(&mut g.initializer, &convert)? {
+    for name in convert_tensors(&mut g.initializer, &convert, file)? {
         tracing::warn!(
             "initializer '{name}' has values beyond the float16 range (±65504); clamped"
         );
@@ -473,67 +508,4 @@ fn place_casts(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::onnx::test_models;
-
-    #[test]
-    fn classifier_becomes_fp16_with_fp32_io() {
-        let m = OnnxModel::from_proto(test_models::classifier(None), "c.onnx");
-        let (f, r) = match Fp16::default().run(m).unwrap() {
-            (f, PassReport::Fp16(r)) => (f, r),
-            other => panic!("{other:?}"),
-        };
-        let types = infer_elem_types(f.graph());
-        assert_eq!(types["input"], DataType::Float);
-        assert_eq!(types["logits"], DataType::Float);
-        assert_eq!(types["conv_out"], DataType::Float16);
-        assert_eq!(types["flatten.shape"], DataType::Int64);
-        assert_eq!(r.casts, 2);
-        assert_eq!(r.converted_initializers, 8);
-        let err = Fp16::default().run(f).unwrap_err();
-        assert!(err.to_string().contains("already FP16"), "{err}");
-    }
-
-    #[test]
-    fn out_of_range_weights_are_clamped_and_named() {
-        let mut p = test_models::classifier(None);
-        let g = p.graph.as_mut().unwrap();
-        let w = g
-            .initializer
-            .iter_mut()
-            .find(|t| t.name == "fc.bias")
-            .unwrap();
-        w.raw_data[0..4].copy_from_slice(&1e6f32.to_le_bytes());
-        let m = OnnxModel::from_proto(p, "c.onnx");
-        let (_, r) = to_fp16(m, &Fp16Options::default()).unwrap();
-        assert_eq!(r.clamped, vec!["fc.bias".to_string()]);
-    }
-
-    #[test]
-    fn range_stays_float32_whatever_the_keep_list() {
-        use crate::onnx::graph_builder::{tensor_f32, GraphBuilder};
-        use crate::tensor::Dim;
-        let mut g = GraphBuilder::new("range");
-        g.input("x", DataType::Float, &[Dim::Fixed(2), Dim::Fixed(4)])
-            .output("y", DataType::Float, &[Dim::Fixed(2), Dim::Fixed(4)])
-            .initializer(tensor_f32("start", &[], &[0.0]))
-            .initializer(tensor_f32("limit", &[], &[4.0]))
-            .initializer(tensor_f32("delta", &[], &[1.0]))
-            .node("Range", &["start", "limit", "delta"], &["grid"], vec![])
-            .node("Add", &["x", "grid"], &["y"], vec![]);
-        let options = Fp16Options {
-            keep_fp32: vec![],
-            ..Default::default()
-        };
-        let (f, _) = to_fp16(OnnxModel::from_proto(g.build(), "r.onnx"), &options).unwrap();
-        let types = infer_elem_types(f.graph());
-        assert_eq!(types["start"], DataType::Float);
-        assert_eq!(types["grid"], DataType::Float);
-        let add = f.graph().node.iter().find(|n| n.op_type == "Add").unwrap();
-        assert!(
-            add.input.iter().all(|i| types[i] == DataType::Float16),
-            "{add:?}"
-        );
-    }
-}
+mod tests;

@@ -10,18 +10,20 @@ use std::collections::{HashMap, HashSet};
 /// The largest finite float16 value.
 const F16_MAX: f32 = 65504.0;
 
-/// The float32 values of every initializer and Constant node's tensor, by name.
-fn constant_values(g: &GraphProto) -> HashMap<&str, Vec<f32>> {
+/// The float32 values of the initializers and Constant nodes' tensors named in `wanted`, by
+/// name (only those: reading every weight of a ResNet-50 to look at its BatchNormalization
+/// statistics cost a copy of all 97 MB).
+fn constant_values<'a>(g: &'a GraphProto, wanted: &HashSet<&str>) -> HashMap<&'a str, Vec<f32>> {
     let mut values: HashMap<&str, Vec<f32>> = g
         .initializer
         .iter()
-        .filter(|t| t.data_type == DataType::Float as i32)
+        .filter(|t| t.data_type == DataType::Float as i32 && wanted.contains(t.name.as_str()))
         .filter_map(|t| Some((t.name.as_str(), read_f32(t).ok()?)))
         .collect();
     for node in g.node.iter().filter(|n| n.op_type == "Constant") {
         let tensor = node.attribute.iter().find_map(|a| a.t.as_ref());
         if let (Some(out), Some(t)) = (node.output.first(), tensor) {
-            if t.data_type == DataType::Float as i32 {
+            if t.data_type == DataType::Float as i32 && wanted.contains(out.as_str()) {
                 if let Ok(v) = read_f32(t) {
                     values.insert(out.as_str(), v);
                 }
@@ -36,10 +38,12 @@ fn constant_values(g: &GraphProto) -> HashMap<&str, Vec<f32>> {
 /// normalisation wrong), so they stay float32. Seen in Paddle exports (PP-OCRv4's text detector
 /// has running variances above 10⁵), where float16 turned its text map to noise.
 pub fn wide_batchnorms(g: &GraphProto) -> HashSet<String> {
-    let values = constant_values(g);
-    g.node
-        .iter()
-        .filter(|n| n.op_type == "BatchNormalization")
+    let batchnorms = || g.node.iter().filter(|n| n.op_type == "BatchNormalization");
+    let statistics: HashSet<&str> = batchnorms()
+        .flat_map(|n| n.input.iter().skip(1).map(String::as_str))
+        .collect();
+    let values = constant_values(g, &statistics);
+    batchnorms()
         .filter(|n| {
             n.input.iter().skip(1).any(|i| {
                 values

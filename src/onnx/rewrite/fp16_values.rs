@@ -14,6 +14,8 @@ use anyhow::{bail, Result};
 use half::f16;
 use half::slice::HalfFloatSliceExt;
 use rayon::prelude::*;
+use std::collections::HashMap;
+use std::ops::Range;
 
 /// Values per task: large enough that the split costs nothing, small enough to spread one big
 /// initializer over 16 cores.
@@ -51,20 +53,29 @@ fn f16_bytes_from_f32_bytes(raw: &[u8]) -> (Vec<u8>, bool) {
     let clamped = out
         .par_chunks_mut(CHUNK * 2)
         .zip(raw.par_chunks(CHUNK * 4))
-        .map(|(dst, src)| {
-            let values: Vec<f32> = src
-                .chunks_exact(4)
-                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-                .collect();
-            let mut halves = vec![f16::ZERO; values.len()];
-            let clamped = convert_chunk(&values, &mut halves);
-            for (d, h) in dst.chunks_exact_mut(2).zip(&halves) {
-                d.copy_from_slice(&h.to_le_bytes());
-            }
-            clamped
-        })
+        .map(|(dst, src)| convert_bytes(src, dst))
         .reduce(|| false, |a, b| a || b);
     (out, clamped)
+}
+
+/// One chunk of [`f16_bytes_from_f32_bytes`], through buffers on the stack (a heap buffer per
+/// chunk cost a map and unmap of fresh pages each time).
+fn convert_bytes(src: &[u8], dst: &mut [u8]) -> bool {
+    const BLOCK: usize = 512;
+    let mut values = [0f32; BLOCK];
+    let mut halves = [f16::ZERO; BLOCK];
+    let mut clamped = false;
+    for (s, d) in src.chunks(BLOCK * 4).zip(dst.chunks_mut(BLOCK * 2)) {
+        let n = s.len() / 4;
+        for (v, b) in values.iter_mut().zip(s.chunks_exact(4)) {
+            *v = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+        }
+        clamped |= convert_chunk(&values[..n], &mut halves[..n]);
+        for (o, h) in d.chunks_exact_mut(2).zip(&halves[..n]) {
+            o.copy_from_slice(&h.to_le_bytes());
+        }
+    }
+    clamped
 }
 
 /// Makes a float32 initializer float16 in place; true if a value was clamped.
@@ -77,31 +88,57 @@ pub fn convert_tensor(t: &mut TensorProto) -> Result<bool> {
         set_f16(t, &h);
         return Ok(clamped);
     }
-    if !t.raw_data.len().is_multiple_of(4) {
+    let raw = std::mem::take(&mut t.raw_data);
+    set_f16_from_f32_bytes(t, &raw)
+}
+
+/// Weights still in the model file's bytes (see [`crate::onnx::deferred_weights`]): the byte
+/// range of each one's float32 data by initializer name, and the file's bytes.
+pub type FileWeights<'a> = (&'a HashMap<String, Range<usize>>, &'a [u8]);
+
+/// Converts the initializers whose flag in `convert` is set (one flag per initializer, in
+/// order), all in parallel; returns the names of those that had values clamped, in order. An
+/// initializer whose data is still in the file (`file`) is converted straight from the file's
+/// bytes, or, when not converted, given its bytes back.
+pub fn convert_tensors(
+    tensors: &mut [TensorProto],
+    convert: &[bool],
+    file: Option<FileWeights>,
+) -> Result<Vec<String>> {
+    let clamped: Vec<Option<String>> = tensors
+        .par_iter_mut()
+        .zip(convert.par_iter())
+        .map(|(t, &c)| -> Result<Option<String>> {
+            let clamped =
+                match file.and_then(|(ranges, bytes)| Some(&bytes[ranges.get(&t.name)?.clone()])) {
+                    Some(bytes) if c => set_f16_from_f32_bytes(t, bytes)?,
+                    Some(bytes) => {
+                        t.raw_data = bytes.to_vec();
+                        false
+                    }
+                    None => c && convert_tensor(t)?,
+                };
+            Ok(clamped.then(|| t.name.clone()))
+        })
+        .collect::<Result<_>>()?;
+    Ok(clamped.into_iter().flatten().collect())
+}
+
+/// Makes `t` float16 from float32 little-endian `raw` bytes (its own, or the model file's); true if a value
+/// was clamped.
+fn set_f16_from_f32_bytes(t: &mut TensorProto, raw: &[u8]) -> Result<bool> {
+    if !raw.len().is_multiple_of(4) {
         bail!(
             "initializer '{}': raw data is not a whole number of float32",
             t.name
         );
     }
-    let (raw, clamped) = f16_bytes_from_f32_bytes(&t.raw_data);
+    let (halves, clamped) = f16_bytes_from_f32_bytes(raw);
     t.data_type = DataType::Float16 as i32;
     t.float_data.clear();
     t.int32_data.clear();
-    t.raw_data = raw;
+    t.raw_data = halves;
     Ok(clamped)
-}
-
-/// Converts the initializers whose flag in `convert` is set (one flag per initializer, in
-/// order), all in parallel; returns the names of those that had values clamped, in order.
-pub fn convert_tensors(tensors: &mut [TensorProto], convert: &[bool]) -> Result<Vec<String>> {
-    let clamped: Vec<Option<String>> = tensors
-        .par_iter_mut()
-        .zip(convert.par_iter())
-        .map(|(t, &c)| -> Result<Option<String>> {
-            Ok((c && convert_tensor(t)?).then(|| t.name.clone()))
-        })
-        .collect::<Result<_>>()?;
-    Ok(clamped.into_iter().flatten().collect())
 }
 
 #[cfg(test)]
@@ -177,7 +214,7 @@ mod tests {
             tensor_f32("d", &[1], &[1e6]),
         ];
         let before_b = tensors[1].clone();
-        let clamped = convert_tensors(&mut tensors, &[true, false, true, true]).unwrap();
+        let clamped = convert_tensors(&mut tensors, &[true, false, true, true], None).unwrap();
         assert_eq!(clamped, ["a", "c", "d"]);
         assert_eq!(tensors[1], before_b);
         assert_eq!(tensors[0].data_type, DataType::Float16 as i32);
