@@ -8,6 +8,9 @@
 use multiversion::multiversion;
 use rayon::prelude::*;
 
+#[cfg(target_arch = "x86_64")]
+mod x86;
+
 /// Bins of a calibration histogram (TensorRT's EntropyCalibration2 uses 2048).
 pub const DEFAULT_BINS: usize = 2048;
 
@@ -70,6 +73,20 @@ const COUNT_LANES: usize = 4;
 
 /// Values whose bin numbers are computed together before they are counted.
 const INDEX_BLOCK: usize = 1024;
+
+/// Which code computes the bin numbers. Both give the same histogram, bit for bit; they
+/// differ in speed only (`cargo bench --bench histogram` times them side by side).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Kernel {
+    /// Portable Rust that the compiler vectorises (for SSE2, AVX2 and AVX-512, picked at run
+    /// time); every value's bin number goes to the scalar increments, zeros included.
+    Scalar,
+    /// Hand-written AVX-512 or AVX2 (safe `std::arch` intrinsics, features detected at run
+    /// time) that also leaves the bin-0 values (a ReLU's zeros) out of the increments and adds
+    /// them to bin 0 at once; the scalar twin of that packing where the CPU has neither.
+    #[default]
+    Simd,
+}
 
 /// Below this many values a piece is counted straight into its histogram: clearing and
 /// flushing the rotating count arrays would cost more than it saves.
@@ -141,6 +158,34 @@ fn bin_block(block: &[f32], range: f32, bins: usize, index: &mut [u32]) -> Scan 
     scan
 }
 
+/// [`bin_block`], then the bin numbers other than 0 packed to the front of `index`; returns the
+/// scan and how many were kept (the block's other values are all in bin 0). The scalar twin of
+/// the SIMD passes in `x86`, and what [`Kernel::Simd`] runs on a CPU without them.
+fn packed_scalar(block: &[f32], range: f32, bins: usize, index: &mut [u32]) -> (Scan, usize) {
+    let scan = bin_block(block, range, bins, index);
+    let mut kept = 0;
+    for i in 0..block.len() {
+        let b = index[i];
+        index[kept] = b;
+        kept += (b != 0) as usize;
+    }
+    (scan, kept)
+}
+
+/// [`packed_scalar`] on the widest SIMD the CPU has (detected once, at the first call).
+fn packed_simd(block: &[f32], range: f32, bins: usize, index: &mut [u32]) -> (Scan, usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if let Some(simd) = pulp::x86::V4::try_new() {
+            return x86::packed_avx512(simd, block, range, bins, index);
+        }
+        if let Some(simd) = pulp::x86::V3::try_new() {
+            return x86::packed_avx2(simd, block, range, bins, index);
+        }
+    }
+    packed_scalar(block, range, bins, index)
+}
+
 /// Counts values into one histogram piece after piece. Between pieces it keeps its rotating
 /// count arrays, so a tensor that arrives sample by sample (the calibration run's pieces) costs
 /// no allocation, clearing or merge per piece; [`Counter::finish`] moves the counts into the
@@ -150,6 +195,8 @@ fn bin_block(block: &[f32], range: f32, bins: usize, index: &mut [u32]) -> Scan 
 #[derive(Debug)]
 pub struct Counter {
     hist: Histogram,
+    /// What computes the bin numbers.
+    kernel: Kernel,
     /// [`COUNT_LANES`] arrays of per-bin counts not yet in `hist`; empty until a piece is large
     /// enough to be worth them, counted straight into `hist` until then.
     lanes: Vec<u32>,
@@ -164,9 +211,28 @@ impl Counter {
     pub fn new(bins: usize) -> Self {
         Counter {
             hist: Histogram::new(bins),
+            kernel: Kernel::default(),
             lanes: Vec::new(),
             pending: 0,
             misplaced: 0,
+        }
+    }
+
+    /// An empty counter of `bins` bins that computes bin numbers with `kernel`.
+    pub fn with_kernel(bins: usize, kernel: Kernel) -> Self {
+        Counter {
+            kernel,
+            ..Counter::new(bins)
+        }
+    }
+
+    /// Bins `block` at the current range: its scan, and how many bin numbers are at the front
+    /// of `index` (the block's others are all in bin 0).
+    fn bin(&self, block: &[f32], index: &mut [u32]) -> (Scan, usize) {
+        let (range, bins) = (self.hist.range, self.hist.counts.len());
+        match self.kernel {
+            Kernel::Scalar => (bin_block(block, range, bins, index), block.len()),
+            Kernel::Simd => packed_simd(block, range, bins, index),
         }
     }
 
@@ -178,44 +244,52 @@ impl Counter {
         }
         let mut index = [0u32; INDEX_BLOCK];
         for block in values.chunks(INDEX_BLOCK) {
-            let mut scan = bin_block(block, self.hist.range, bins, &mut index);
+            let (mut scan, mut kept) = self.bin(block, &mut index);
             if scan.max_abs >= self.hist.range && scan.max_abs > 0.0 {
                 self.flush();
                 self.hist.grow_to(pow2_above(scan.max_abs));
-                scan = bin_block(block, self.hist.range, bins, &mut index);
+                (scan, kept) = self.bin(block, &mut index);
             }
             if self.pending + block.len() as u64 > u64::from(u32::MAX) {
                 self.flush();
             }
-            let index = &index[..block.len()];
-            if self.lanes.is_empty() {
-                for &b in index {
-                    self.hist.counts[b as usize] += 1;
-                }
-                self.hist.counts[bins - 1] -= scan.non_finite;
-            } else {
-                let (l0, rest) = self.lanes.split_at_mut(bins);
-                let (l1, rest) = rest.split_at_mut(bins);
-                let (l2, l3) = rest.split_at_mut(bins);
-                let mut quads = index.chunks_exact(COUNT_LANES);
-                for q in &mut quads {
-                    l0[q[0] as usize] += 1;
-                    l1[q[1] as usize] += 1;
-                    l2[q[2] as usize] += 1;
-                    l3[q[3] as usize] += 1;
-                }
-                for &b in quads.remainder() {
-                    l0[b as usize] += 1;
-                }
-                self.pending += block.len() as u64;
-                self.misplaced += scan.non_finite;
-            }
+            // Bin 0 at the current range: the lanes are flushed before the range grows.
+            self.hist.counts[0] += (block.len() - kept) as u64;
+            self.increment(&index[..kept], scan.non_finite);
             let h = &mut self.hist;
             h.max_abs = h.max_abs.max(scan.max_abs);
             h.total += block.len() as u64 - scan.non_finite;
             h.non_finite += scan.non_finite;
             h.zeros += scan.zeros;
         }
+    }
+
+    /// The scalar increments: one per bin number in `index`, of which `non_finite` (NaNs and
+    /// infinities, in the last bin) are taken back out.
+    fn increment(&mut self, index: &[u32], non_finite: u64) {
+        let bins = self.hist.counts.len();
+        if self.lanes.is_empty() {
+            for &b in index {
+                self.hist.counts[b as usize] += 1;
+            }
+            self.hist.counts[bins - 1] -= non_finite;
+            return;
+        }
+        let (l0, rest) = self.lanes.split_at_mut(bins);
+        let (l1, rest) = rest.split_at_mut(bins);
+        let (l2, l3) = rest.split_at_mut(bins);
+        let mut quads = index.chunks_exact(COUNT_LANES);
+        for q in &mut quads {
+            l0[q[0] as usize] += 1;
+            l1[q[1] as usize] += 1;
+            l2[q[2] as usize] += 1;
+            l3[q[3] as usize] += 1;
+        }
+        for &b in quads.remainder() {
+            l0[b as usize] += 1;
+        }
+        self.pending += index.len() as u64;
+        self.misplaced += non_finite;
     }
 
     /// Adds a histogram counted elsewhere (exactly, as [`Histogram::merge_owned`]).
@@ -254,9 +328,9 @@ impl Counter {
 }
 
 /// The histogram of one piece of a tensor (at most [`CHUNK`] values).
-fn count_chunk(values: &[f32], bins: usize) -> Histogram {
+fn count_chunk(values: &[f32], bins: usize, kernel: Kernel) -> Histogram {
     debug_assert!(values.len() <= CHUNK && bins <= 1 << 16);
-    let mut counter = Counter::new(bins);
+    let mut counter = Counter::with_kernel(bins, kernel);
     counter.add(values);
     counter.finish()
 }
@@ -337,15 +411,20 @@ impl Histogram {
     /// Counts `values` (|x| of each) into this histogram, growing the range when needed.
     /// Large slices are split across rayon's threads; each piece is read from memory once.
     pub fn add(&mut self, values: &[f32]) {
+        self.add_with(values, Kernel::default());
+    }
+
+    /// [`Histogram::add`] with the bin numbers computed by `kernel` (the same result).
+    pub fn add_with(&mut self, values: &[f32], kernel: Kernel) {
         let bins = self.counts.len();
         if values.len() <= CHUNK {
-            let part = count_chunk(values, bins);
+            let part = count_chunk(values, bins, kernel);
             self.merge_owned(part);
             return;
         }
         let part = values
             .par_chunks(CHUNK)
-            .map(|c| count_chunk(c, bins))
+            .map(|c| count_chunk(c, bins, kernel))
             .reduce(
                 || Histogram::new(bins),
                 |mut a, b| {
@@ -360,6 +439,13 @@ impl Histogram {
     pub fn from_values(bins: usize, values: &[f32]) -> Self {
         let mut h = Histogram::new(bins);
         h.add(values);
+        h
+    }
+
+    /// [`Histogram::from_values`] with the bin numbers computed by `kernel` (the same result).
+    pub fn from_values_with(bins: usize, values: &[f32], kernel: Kernel) -> Self {
+        let mut h = Histogram::new(bins);
+        h.add_with(values, kernel);
         h
     }
 
@@ -462,7 +548,130 @@ mod tests {
         )
     }
 
+    /// The AVX2 pass where the CPU has AVX2 (else the scalar twin), even on an AVX-512 CPU.
+    fn packed_avx2_only(
+        block: &[f32],
+        range: f32,
+        bins: usize,
+        index: &mut [u32],
+    ) -> (Scan, usize) {
+        match pulp::x86::V3::try_new() {
+            Some(simd) => x86::packed_avx2(simd, block, range, bins, index),
+            None => packed_scalar(block, range, bins, index),
+        }
+    }
+
+    /// The AVX-512 pass where the CPU has AVX-512 (else the scalar twin).
+    fn packed_avx512_only(
+        block: &[f32],
+        range: f32,
+        bins: usize,
+        index: &mut [u32],
+    ) -> (Scan, usize) {
+        match pulp::x86::V4::try_new() {
+            Some(simd) => x86::packed_avx512(simd, block, range, bins, index),
+            None => packed_scalar(block, range, bins, index),
+        }
+    }
+
+    #[test]
+    fn simd_paths_present() {
+        // Says which passes the proptests below really exercised on this CPU.
+        eprintln!(
+            "AVX2 (x86-64-v3): {}, AVX-512 (x86-64-v4): {}",
+            pulp::x86::V3::is_available(),
+            pulp::x86::V4::is_available()
+        );
+    }
+
+    /// A block pass that packs the nonzero bin numbers (SIMD or its scalar twin).
+    type PackedPass = fn(&[f32], f32, usize, &mut [u32]) -> (Scan, usize);
+
+    /// A value for the SIMD tests: any bit pattern, a special one, or one near a range.
+    fn any_value() -> impl Strategy<Value = f32> {
+        prop_oneof![
+            any::<u32>().prop_map(f32::from_bits),
+            prop::sample::select(vec![
+                f32::NAN,
+                -f32::NAN,
+                f32::INFINITY,
+                f32::NEG_INFINITY,
+                0.0,
+                -0.0,
+                f32::MAX,
+                -f32::MAX,
+                f32::MIN_POSITIVE,
+                1e-45,
+                -1e-45,
+                1e30,
+                0.5,
+                1.0,
+                2.0,
+                -4.0,
+            ]),
+            -8f32..8.0,
+            (0u32..4096).prop_map(|i| i as f32 / 512.0),
+        ]
+    }
+
+    /// What every packed pass must give: the scalar [`bin_block`]'s scan and bin numbers, the
+    /// zeros left out. `(max_abs bits, non_finite, zeros)` and the kept bin numbers.
+    fn reference(block: &[f32], range: f32, bins: usize) -> ((u32, u64, u64), Vec<u32>) {
+        let mut index = vec![0u32; block.len()];
+        let s = bin_block(block, range, bins, &mut index);
+        index.retain(|&b| b != 0);
+        ((s.max_abs.to_bits(), s.non_finite, s.zeros), index)
+    }
+
     proptest! {
+        /// Every packed pass (AVX-512, AVX2, the run-time pick, the scalar twin) equals the
+        /// scalar bin numbers and scan, over lengths across the vector widths, start offsets
+        /// (alignments), ranges from 0 to huge and tiny powers of two, and values with NaN,
+        /// ±Inf, ±0, subnormals and values past the range.
+        #[test]
+        fn simd_passes_equal_scalar(
+            values in proptest::collection::vec(any_value(), 0..1200),
+            offset in 0usize..17,
+            exp in prop_oneof![Just(None), (-140i32..128).prop_map(Some)],
+            bins_log2 in 1u32..17,
+        ) {
+            let block = &values[offset.min(values.len())..];
+            let range = exp.map_or(0.0, |e| 2f32.powi(e));
+            let bins = 1usize << bins_log2;
+            let want = reference(block, range, bins);
+            let passes: [(&str, PackedPass); 4] = [
+                ("avx512", packed_avx512_only),
+                ("avx2", packed_avx2_only),
+                ("dispatch", packed_simd),
+                ("scalar", packed_scalar),
+            ];
+            for (name, pass) in passes {
+                let mut index = vec![u32::MAX; block.len()];
+                let (s, kept) = pass(block, range, bins, &mut index);
+                let got = ((s.max_abs.to_bits(), s.non_finite, s.zeros), index[..kept].to_vec());
+                prop_assert_eq!(&got, &want, "{} pass", name);
+            }
+        }
+
+        /// Whole histograms: the SIMD kernel equals the scalar one (and so today's counting),
+        /// small pieces and lane-split ones, NaN/Inf/zeros/huge values included.
+        #[test]
+        fn simd_kernel_equals_scalar_kernel(
+            values in proptest::collection::vec(any_value(), 0..9_000),
+            bins_log2 in 1u32..13,
+        ) {
+            // Finite |x| from 2^127 up would make the range infinite, where `pow2_above` never
+            // returns (today's behaviour, kernel or not): left out here.
+            let values: Vec<f32> = values
+                .into_iter()
+                .filter(|v| !(v.is_finite() && v.abs() >= 2f32.powi(127)))
+                .collect();
+            let bins = 1usize << bins_log2;
+            let scalar = Histogram::from_values_with(bins, &values, Kernel::Scalar);
+            let simd = Histogram::from_values_with(bins, &values, Kernel::Simd);
+            prop_assert_eq!(simd, scalar);
+        }
+
         /// The lane-split counting (pieces from 4096 values) and the direct counting of small
         /// pieces both equal counting one value at a time, NaNs and infinities included,
         /// across block and lane boundaries.
