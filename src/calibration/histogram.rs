@@ -40,18 +40,21 @@ const TOP_POWER_OF_TWO: f32 = 1.701_411_8e38;
 /// above 2^127, where no float32 power of two is greater, 2^127 itself (those values count in
 /// the last bin, as values past the range do). Without that cap a finite value that large
 /// doubled the candidate to infinity and halving it never came back: calibration hung.
+///
+/// Read off the float's bits: a normal `x` lies in `[2^e, 2^(e+1))` for its exponent `e`, a
+/// subnormal one is `m * 2^-149` for its mantissa `m`. (Starting from `2f32.powi` of the
+/// logarithm, as before, hung for `x` below 2^-129: `powi` underflows to 0 there, and
+/// doubling 0 never passes `x`.)
 fn pow2_above(x: f32) -> f32 {
     if x >= TOP_POWER_OF_TWO {
         return TOP_POWER_OF_TWO;
     }
-    let mut r = 2f32.powi(x.log2().floor() as i32);
-    while r <= x {
-        r *= 2.0;
+    let bits = x.to_bits();
+    if x >= f32::MIN_POSITIVE {
+        f32::from_bits(((bits >> 23) + 1) << 23)
+    } else {
+        f32::from_bits(1 << (32 - bits.leading_zeros()))
     }
-    while r / 2.0 > x {
-        r /= 2.0;
-    }
-    r
 }
 
 /// What one pass over a block finds beside its bin numbers: the largest finite |x|, the
@@ -493,6 +496,33 @@ mod tests {
             assert_eq!(h.counts()[63], if h.total() > 10 { 2 } else { 1 });
             assert_eq!(h.non_finite(), 0);
         }
+    }
+
+    #[test]
+    fn subnormal_maxima_get_the_power_of_two_above_them_instead_of_hanging() {
+        // 2^-149 (the smallest float) to 2^-126 (the smallest normal one) and a few normal
+        // values, against doubling from the smallest float.
+        let mut p = f32::from_bits(1);
+        for x in [
+            1e-45,
+            3e-45,
+            1e-40,
+            1.5e-39,
+            5e-39,
+            1.1e-38,
+            f32::MIN_POSITIVE,
+            1e-30,
+            0.75,
+            3.0,
+        ] {
+            while p <= x {
+                p *= 2.0;
+            }
+            assert_eq!(pow2_above(x), p, "{x:e}");
+        }
+        let h = Histogram::from_values(8, &[1e-40, -3e-41, 0.0]);
+        assert_eq!(h.range(), pow2_above(1e-40));
+        assert_eq!(h.max_abs(), 1e-40);
     }
 
     #[test]
