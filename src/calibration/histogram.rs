@@ -8,6 +8,7 @@
 use multiversion::multiversion;
 use rayon::prelude::*;
 
+mod fused;
 #[cfg(test)]
 mod tests;
 #[cfg(target_arch = "x86_64")]
@@ -61,7 +62,7 @@ fn pow2_above(x: f32) -> f32 {
 
 /// What one pass over a block finds beside its bin numbers: the largest finite |x|, the
 /// NaNs and infinities, and the zeros.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 struct Scan {
     max_abs: f32,
     non_finite: u64,
@@ -79,16 +80,20 @@ const COUNT_LANES: usize = 4;
 /// Values whose bin numbers are computed together before they are counted.
 const INDEX_BLOCK: usize = 1024;
 
-/// Which code computes the bin numbers. Both give the same histogram, bit for bit; they
-/// differ in speed only (`cargo bench --bench histogram` times them side by side).
+/// Which code counts. Both give the same histogram, bit for bit; they differ in speed only
+/// (`cargo bench --bench histogram` times them side by side).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Kernel {
     /// Portable Rust that the compiler vectorises (for SSE2, AVX2 and AVX-512, picked at run
-    /// time); every value's bin number goes to the scalar increments, zeros included.
+    /// time): a pass for a block's bin numbers and scan, then every value's increment, zeros
+    /// included.
     Scalar,
-    /// Hand-written AVX-512 or AVX2 (safe `std::arch` intrinsics, features detected at run
-    /// time) that also leaves the bin-0 values (a ReLU's zeros) out of the increments and adds
-    /// them to bin 0 at once; the scalar twin of that packing where the CPU has neither.
+    /// One fused pass in hand-written AVX-512 or AVX2 (safe `std::arch` intrinsics, features
+    /// detected at run time): bin numbers a vector at a time, each group's increments straight
+    /// after it, the scan kept in vector registers, and bin-0 values left out of the
+    /// increments where they are many (a ReLU's zeros). Where the CPU has neither, and for
+    /// pieces below `SMALL_PIECE` values until a large one came, it counts as
+    /// [`Kernel::Scalar`] does.
     #[default]
     Simd,
 }
@@ -163,34 +168,6 @@ fn bin_block(block: &[f32], range: f32, bins: usize, index: &mut [u32]) -> Scan 
     scan
 }
 
-/// [`bin_block`], then the bin numbers other than 0 packed to the front of `index`; returns the
-/// scan and how many were kept (the block's other values are all in bin 0). The scalar twin of
-/// the SIMD passes in `x86`, and what [`Kernel::Simd`] runs on a CPU without them.
-fn packed_scalar(block: &[f32], range: f32, bins: usize, index: &mut [u32]) -> (Scan, usize) {
-    let scan = bin_block(block, range, bins, index);
-    let mut kept = 0;
-    for i in 0..block.len() {
-        let b = index[i];
-        index[kept] = b;
-        kept += (b != 0) as usize;
-    }
-    (scan, kept)
-}
-
-/// [`packed_scalar`] on the widest SIMD the CPU has (detected once, at the first call).
-fn packed_simd(block: &[f32], range: f32, bins: usize, index: &mut [u32]) -> (Scan, usize) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if let Some(simd) = pulp::x86::V4::try_new() {
-            return x86::packed_avx512(simd, block, range, bins, index);
-        }
-        if let Some(simd) = pulp::x86::V3::try_new() {
-            return x86::packed_avx2(simd, block, range, bins, index);
-        }
-    }
-    packed_scalar(block, range, bins, index)
-}
-
 /// Counts values into one histogram piece after piece. Between pieces it keeps its rotating
 /// count arrays, so a tensor that arrives sample by sample (the calibration run's pieces) costs
 /// no allocation, clearing or merge per piece; [`Counter::finish`] moves the counts into the
@@ -200,7 +177,7 @@ fn packed_simd(block: &[f32], range: f32, bins: usize, index: &mut [u32]) -> (Sc
 #[derive(Debug)]
 pub struct Counter {
     hist: Histogram,
-    /// What computes the bin numbers.
+    /// What counts.
     kernel: Kernel,
     /// [`COUNT_LANES`] arrays of per-bin counts not yet in `hist`; empty until a piece is large
     /// enough to be worth them, counted straight into `hist` until then.
@@ -209,7 +186,17 @@ pub struct Counter {
     pending: u64,
     /// NaNs and infinities counted in the last bin of `lanes` since they were last moved.
     misplaced: u64,
+    /// Whether the fused pass packs bin-0 values out of its next group (they were many in the
+    /// last one).
+    pack: bool,
+    /// The fused pass's index, made with `lanes`.
+    index: Option<Box<fused::Index>>,
 }
+
+/// Values per call of the fused pass: its per-lane counters stay far below `u32::MAX`, and
+/// its groups start where `add_blocks` would start a block.
+const FUSED_RUN: usize = 1 << 24;
+const _: () = assert!(FUSED_RUN.is_multiple_of(INDEX_BLOCK));
 
 impl Counter {
     /// An empty counter of `bins` bins (a power of two from 2 to 65536).
@@ -220,24 +207,16 @@ impl Counter {
             lanes: Vec::new(),
             pending: 0,
             misplaced: 0,
+            pack: false,
+            index: None,
         }
     }
 
-    /// An empty counter of `bins` bins that computes bin numbers with `kernel`.
+    /// An empty counter of `bins` bins that counts with `kernel`.
     pub fn with_kernel(bins: usize, kernel: Kernel) -> Self {
         Counter {
             kernel,
             ..Counter::new(bins)
-        }
-    }
-
-    /// Bins `block` at the current range: its scan, and how many bin numbers are at the front
-    /// of `index` (the block's others are all in bin 0).
-    fn bin(&self, block: &[f32], index: &mut [u32]) -> (Scan, usize) {
-        let (range, bins) = (self.hist.range, self.hist.counts.len());
-        match self.kernel {
-            Kernel::Scalar => (bin_block(block, range, bins, index), block.len()),
-            Kernel::Simd => packed_simd(block, range, bins, index),
         }
     }
 
@@ -247,26 +226,73 @@ impl Counter {
         if self.lanes.is_empty() && values.len() >= SMALL_PIECE {
             self.lanes = vec![0u32; COUNT_LANES * bins];
         }
+        match (self.kernel, self.lanes.is_empty()) {
+            (Kernel::Simd, false) if fused::available() => self.add_fused(values),
+            _ => self.add_blocks(values),
+        }
+    }
+
+    /// [`Kernel::Scalar`]: a block's bin numbers and scan, then its increments.
+    fn add_blocks(&mut self, values: &[f32]) {
+        let bins = self.hist.counts.len();
         let mut index = [0u32; INDEX_BLOCK];
         for block in values.chunks(INDEX_BLOCK) {
-            let (mut scan, mut kept) = self.bin(block, &mut index);
+            let mut scan = bin_block(block, self.hist.range, bins, &mut index);
             if scan.max_abs >= self.hist.range && scan.max_abs > 0.0 {
                 self.flush();
                 self.hist.grow_to(pow2_above(scan.max_abs));
-                (scan, kept) = self.bin(block, &mut index);
+                scan = bin_block(block, self.hist.range, bins, &mut index);
             }
             if self.pending + block.len() as u64 > u64::from(u32::MAX) {
                 self.flush();
             }
-            // Bin 0 at the current range: the lanes are flushed before the range grows.
-            self.hist.counts[0] += (block.len() - kept) as u64;
-            self.increment(&index[..kept], scan.non_finite);
-            let h = &mut self.hist;
-            h.max_abs = h.max_abs.max(scan.max_abs);
-            h.total += block.len() as u64 - scan.non_finite;
-            h.non_finite += scan.non_finite;
-            h.zeros += scan.zeros;
+            self.increment(&index[..block.len()], scan.non_finite);
+            self.note(block.len(), scan);
         }
+    }
+
+    /// [`Kernel::Simd`]: the fused pass, run after run, the range grown where a pass stops.
+    fn add_fused(&mut self, values: &[f32]) {
+        let bins = self.hist.counts.len();
+        let mut rest = values;
+        while !rest.is_empty() {
+            let run = &rest[..rest.len().min(FUSED_RUN)];
+            if self.pending + run.len() as u64 > u64::from(u32::MAX) {
+                self.flush();
+            }
+            let index = self.index.get_or_insert_with(fused::Index::boxed);
+            let to = fused::Target {
+                lanes: &mut self.lanes,
+                bins,
+                index,
+            };
+            let c = fused::count(run, self.hist.range, to, self.pack);
+            self.pack = c.pack;
+            self.pending += c.done as u64;
+            self.misplaced += c.scan.non_finite;
+            // Bin 0 at the current range: the lanes are flushed before the range grows.
+            self.hist.counts[0] += c.bin0;
+            self.note(c.done, c.scan);
+            rest = &rest[c.done..];
+            if c.done < run.len() {
+                // The block ahead has a finite value at or past the range: grow for the block's
+                // maximum, as `add_blocks` does (its bin numbers are thrown away).
+                let ahead = &rest[..rest.len().min(INDEX_BLOCK)];
+                let index = &mut self.index.as_mut().expect("made for the pass").0;
+                let scan = bin_block(ahead, self.hist.range, bins, index);
+                self.flush();
+                self.hist.grow_to(pow2_above(scan.max_abs));
+            }
+        }
+    }
+
+    /// Adds a counted run's scan to the histogram: its maximum, totals, NaNs and zeros.
+    fn note(&mut self, n: usize, scan: Scan) {
+        let h = &mut self.hist;
+        h.max_abs = h.max_abs.max(scan.max_abs);
+        h.total += n as u64 - scan.non_finite;
+        h.non_finite += scan.non_finite;
+        h.zeros += scan.zeros;
     }
 
     /// The scalar increments: one per bin number in `index`, of which `non_finite` (NaNs and
@@ -280,19 +306,7 @@ impl Counter {
             self.hist.counts[bins - 1] -= non_finite;
             return;
         }
-        let (l0, rest) = self.lanes.split_at_mut(bins);
-        let (l1, rest) = rest.split_at_mut(bins);
-        let (l2, l3) = rest.split_at_mut(bins);
-        let mut quads = index.chunks_exact(COUNT_LANES);
-        for q in &mut quads {
-            l0[q[0] as usize] += 1;
-            l1[q[1] as usize] += 1;
-            l2[q[2] as usize] += 1;
-            l3[q[3] as usize] += 1;
-        }
-        for &b in quads.remainder() {
-            l0[b as usize] += 1;
-        }
+        fused::scatter(index, &mut self.lanes, bins);
         self.pending += index.len() as u64;
         self.misplaced += non_finite;
     }

@@ -24,8 +24,8 @@ fn values_beyond_two_to_the_127_end_in_the_last_bin_instead_of_hanging() {
 
 #[test]
 fn subnormal_maxima_get_the_power_of_two_above_them_instead_of_hanging() {
-    // 2^-149 (the smallest float) to 2^-126 (the smallest normal one) and a few normal
-    // values, against doubling from the smallest float.
+    // 2^-149 (the smallest float) to 2^-126 (the smallest normal one) and a few normal values,
+    // against doubling from the smallest float.
     let mut p = f32::from_bits(1);
     for x in [
         1e-45,
@@ -102,25 +102,10 @@ fn naive(bins: usize, values: &[f32]) -> (Vec<u64>, f32, u64, u64) {
     )
 }
 
-/// The AVX2 pass where the CPU has AVX2 (else the scalar twin), even on an AVX-512 CPU.
-fn packed_avx2_only(block: &[f32], range: f32, bins: usize, index: &mut [u32]) -> (Scan, usize) {
-    match pulp::x86::V3::try_new() {
-        Some(simd) => x86::packed_avx2(simd, block, range, bins, index),
-        None => packed_scalar(block, range, bins, index),
-    }
-}
-
-/// The AVX-512 pass where the CPU has AVX-512 (else the scalar twin).
-fn packed_avx512_only(block: &[f32], range: f32, bins: usize, index: &mut [u32]) -> (Scan, usize) {
-    match pulp::x86::V4::try_new() {
-        Some(simd) => x86::packed_avx512(simd, block, range, bins, index),
-        None => packed_scalar(block, range, bins, index),
-    }
-}
-
 #[test]
 fn simd_paths_present() {
     // Says which passes the proptests below really exercised on this CPU.
+    #[cfg(target_arch = "x86_64")]
     eprintln!(
         "AVX2 (x86-64-v3): {}, AVX-512 (x86-64-v4): {}",
         pulp::x86::V3::is_available(),
@@ -128,8 +113,105 @@ fn simd_paths_present() {
     );
 }
 
-/// A block pass that packs the nonzero bin numbers (SIMD or its scalar twin).
-type PackedPass = fn(&[f32], f32, usize, &mut [u32]) -> (Scan, usize);
+/// A fused pass: values, range, where it counts, whether its first group is packed.
+type Pass = fn(&[f32], f32, fused::Target, bool) -> fused::Counted;
+
+/// Every fused pass this CPU can run, by name: the run-time pick, the portable twin, and the
+/// SIMD passes of [`simd_passes`].
+fn passes() -> Vec<(&'static str, Pass)> {
+    let mut passes: Vec<(&'static str, Pass)> = vec![
+        ("dispatch", fused::count),
+        ("portable", fused::count_portable),
+    ];
+    passes.extend(simd_passes());
+    passes
+}
+
+/// The AVX-512 and AVX2 passes where the CPU has them (AVX2 alone even on an AVX-512 CPU).
+#[cfg(target_arch = "x86_64")]
+fn simd_passes() -> Vec<(&'static str, Pass)> {
+    let mut passes: Vec<(&'static str, Pass)> = Vec::new();
+    if pulp::x86::V4::is_available() {
+        passes.push(("avx512", |v, r, to, p| {
+            let simd = pulp::x86::V4::try_new().expect("AVX-512");
+            x86::count_avx512(simd, v, r, to, p)
+        }));
+    }
+    if pulp::x86::V3::is_available() {
+        passes.push(("avx2", |v, r, to, p| {
+            let simd = pulp::x86::V3::try_new().expect("AVX2");
+            x86::count_avx2(simd, v, r, to, p)
+        }));
+    }
+    passes
+}
+
+/// No SIMD passes off x86-64.
+#[cfg(not(target_arch = "x86_64"))]
+fn simd_passes() -> Vec<(&'static str, Pass)> {
+    Vec::new()
+}
+
+/// What a fused pass did, comparable across passes: values counted, the scan (maximum as
+/// bits), and the counts per bin (count arrays summed, bin-0 values left out added back).
+type Outcome = (usize, (u32, u64, u64), Vec<u64>);
+
+/// Runs `pass` on fresh count arrays.
+fn outcome(pass: Pass, values: &[f32], range: f32, bins: usize, pack: bool) -> Outcome {
+    let mut lanes = vec![0u32; COUNT_LANES * bins];
+    let index = &mut fused::Index::boxed();
+    let to = fused::Target {
+        lanes: &mut lanes,
+        bins,
+        index,
+    };
+    let c = pass(values, range, to, pack);
+    let mut counts = vec![0u64; bins];
+    for lane in lanes.chunks_exact(bins) {
+        counts
+            .iter_mut()
+            .zip(lane)
+            .for_each(|(n, &l)| *n += u64::from(l));
+    }
+    counts[0] += c.bin0;
+    let s = c.scan;
+    (c.done, (s.max_abs.to_bits(), s.non_finite, s.zeros), counts)
+}
+
+/// What every fused pass must do, value by value with the scalar kernel's [`bin_of`]: stop
+/// before the first group of [`fused::GROUP`] values with a finite one at or past the range
+/// (any at all while the range is 0, none once it is 2^127), and count the values before it,
+/// NaNs and infinities in the last bin.
+fn fused_reference(values: &[f32], range: f32, bins: usize) -> Outcome {
+    let past = values.iter().position(|v| {
+        let a = v.abs();
+        let past = if range >= TOP_POWER_OF_TWO {
+            false
+        } else {
+            a >= range && a > 0.0
+        };
+        past && a.is_finite()
+    });
+    let done = past.map_or(values.len(), |at| at / fused::GROUP * fused::GROUP);
+    let scale = if range > 0.0 {
+        bins as f32 / range
+    } else {
+        0.0
+    };
+    let mut counts = vec![0u64; bins];
+    let (mut max, mut non_finite, mut zeros) = (0f32, 0, 0);
+    for v in &values[..done] {
+        let a = v.abs();
+        counts[bin_of(a, scale, (bins - 1) as f32) as usize] += 1;
+        if a.is_finite() {
+            max = max.max(a);
+        } else {
+            non_finite += 1;
+        }
+        zeros += (a == 0.0) as u64;
+    }
+    (done, (max.to_bits(), non_finite, zeros), counts)
+}
 
 /// A value for the SIMD tests: any bit pattern, a special one, or one near a range.
 fn any_value() -> impl Strategy<Value = f32> {
@@ -144,9 +226,11 @@ fn any_value() -> impl Strategy<Value = f32> {
             -0.0,
             f32::MAX,
             -f32::MAX,
+            TOP_POWER_OF_TWO,
             f32::MIN_POSITIVE,
             1e-45,
             -1e-45,
+            1e-40,
             1e30,
             0.5,
             1.0,
@@ -158,58 +242,109 @@ fn any_value() -> impl Strategy<Value = f32> {
     ]
 }
 
-/// What every packed pass must give: the scalar [`bin_block`]'s scan and bin numbers, the
-/// zeros left out. `(max_abs bits, non_finite, zeros)` and the kept bin numbers.
-fn reference(block: &[f32], range: f32, bins: usize) -> ((u32, u64, u64), Vec<u32>) {
-    let mut index = vec![0u32; block.len()];
-    let s = bin_block(block, range, bins, &mut index);
-    index.retain(|&b| b != 0);
-    ((s.max_abs.to_bits(), s.non_finite, s.zeros), index)
+/// 2^e, for e from -149 (`powi` gives 0 below -129).
+fn pow2(e: i32) -> f32 {
+    if e >= -126 {
+        f32::from_bits(((e + 127) as u32) << 23)
+    } else {
+        f32::from_bits(1 << (e + 149))
+    }
+}
+
+/// A range as the counter has them: 0, 2^127, or a power of two, often a common one.
+fn any_range() -> impl Strategy<Value = f32> {
+    prop_oneof![
+        Just(0.0),
+        Just(TOP_POWER_OF_TWO),
+        (-148i32..=127).prop_map(pow2),
+        (-3i32..6).prop_map(pow2),
+    ]
+}
+
+/// Values for a pass at `range`: most inside it (so that long runs take the lean steps), zeros
+/// (long runs of them make the pass pack), NaNs, infinities and subnormals, and where `wild`,
+/// anything from [`any_value`] now and then; one value, somewhere, past the range.
+fn values_for(range: f32, len: std::ops::Range<usize>) -> impl Strategy<Value = Vec<f32>> {
+    let inside = (-1f32..1.0).prop_map(move |u| if range > 0.0 { u * range } else { 0.0 });
+    let special = prop::sample::select(vec![f32::NAN, f32::NEG_INFINITY, f32::INFINITY, 1e-45]);
+    let tame = prop_oneof![12 => inside.clone(), 3 => Just(0.0f32), 1 => special];
+    let wild = prop_oneof![12 => inside, 3 => Just(0.0f32), 1 => any_value()];
+    let past = if range > 0.0 { range * 1.5 } else { 1.0 };
+    (
+        prop_oneof![
+            proptest::collection::vec(tame, len.clone()),
+            proptest::collection::vec(wild, len),
+        ],
+        proptest::collection::vec((0usize..3000, 0usize..1500), 0..3),
+        proptest::option::of(any::<prop::sample::Index>()),
+    )
+        .prop_map(move |(mut values, zero_runs, past_at)| {
+            for (start, n) in zero_runs {
+                let end = (start + n).min(values.len());
+                values[start.min(end)..end].fill(0.0);
+            }
+            if let (Some(at), false) = (past_at, values.is_empty()) {
+                let at = at.index(values.len());
+                values[at] = past;
+            }
+            values
+        })
 }
 
 proptest! {
-    /// Every packed pass (AVX-512, AVX2, the run-time pick, the scalar twin) equals the
-    /// scalar bin numbers and scan, over lengths across the vector widths, start offsets
-    /// (alignments), ranges from 0 to huge and tiny powers of two, and values with NaN,
-    /// ±Inf, ±0, subnormals and values past the range.
+    /// Every fused pass (AVX-512, AVX2, the run-time pick, the portable twin) counts as the
+    /// scalar kernel does, value by value: over lengths from 0 across the vector widths and
+    /// the group size, start offsets 0 to 15 (alignments), ranges from 0 through tiny and huge
+    /// powers of two to 2^127, bin counts from 2 to 65536, values with NaN, ±Inf, ±0,
+    /// subnormals, values past the range (where the pass must stop) and at or above 2^127,
+    /// runs of zeros, and either packing state to start with.
     #[test]
-    fn simd_passes_equal_scalar(
-        values in proptest::collection::vec(any_value(), 0..1200),
-        offset in 0usize..17,
-        exp in prop_oneof![Just(None), (-140i32..128).prop_map(Some)],
+    fn fused_passes_equal_scalar(
+        (range, values) in any_range().prop_flat_map(|r| (Just(r), values_for(r, 0..2600))),
+        offset in 0usize..16,
         bins_log2 in 1u32..17,
+        pack in any::<bool>(),
     ) {
-        let block = &values[offset.min(values.len())..];
-        let range = exp.map_or(0.0, |e| 2f32.powi(e));
+        let values = &values[offset.min(values.len())..];
         let bins = 1usize << bins_log2;
-        let want = reference(block, range, bins);
-        let passes: [(&str, PackedPass); 4] = [
-            ("avx512", packed_avx512_only),
-            ("avx2", packed_avx2_only),
-            ("dispatch", packed_simd),
-            ("scalar", packed_scalar),
-        ];
-        for (name, pass) in passes {
-            let mut index = vec![u32::MAX; block.len()];
-            let (s, kept) = pass(block, range, bins, &mut index);
-            let got = ((s.max_abs.to_bits(), s.non_finite, s.zeros), index[..kept].to_vec());
+        let want = fused_reference(values, range, bins);
+        for (name, pass) in passes() {
+            let got = outcome(pass, values, range, bins, pack);
             prop_assert_eq!(&got, &want, "{} pass", name);
         }
     }
 
+    /// The SIMD kernel's counter, fed piece by piece (pieces below and above the size that
+    /// takes the count arrays, at any start offset), gives the scalar kernel's histogram: the
+    /// range growing between pieces and within one, from 0 up to 2^127, NaNs, infinities,
+    /// subnormals and runs of zeros included.
+    #[test]
+    fn simd_counter_equals_scalar_counter(
+        pieces in proptest::collection::vec(
+            (any_range().prop_flat_map(|r| values_for(r, 0..6000)), 0usize..16),
+            0..6,
+        ),
+        bins_log2 in 1u32..13,
+    ) {
+        let bins = 1usize << bins_log2;
+        let mut scalar = Counter::with_kernel(bins, Kernel::Scalar);
+        let mut simd = Counter::with_kernel(bins, Kernel::Simd);
+        for (values, offset) in &pieces {
+            let piece = &values[(*offset).min(values.len())..];
+            scalar.add(piece);
+            simd.add(piece);
+        }
+        prop_assert_eq!(simd.finish(), scalar.finish());
+    }
+
     /// Whole histograms: the SIMD kernel equals the scalar one (and so today's counting),
-    /// small pieces and lane-split ones, NaN/Inf/zeros/huge values included.
+    /// small pieces and lane-split ones, NaN/Inf/zeros/huge values (up to f32::MAX, the range
+    /// then 2^127) included.
     #[test]
     fn simd_kernel_equals_scalar_kernel(
         values in proptest::collection::vec(any_value(), 0..9_000),
         bins_log2 in 1u32..13,
     ) {
-        // Finite |x| from 2^127 up would make the range infinite, where `pow2_above` never
-        // returns (today's behaviour, kernel or not): left out here.
-        let values: Vec<f32> = values
-            .into_iter()
-            .filter(|v| !(v.is_finite() && v.abs() >= 2f32.powi(127)))
-            .collect();
         let bins = 1usize << bins_log2;
         let scalar = Histogram::from_values_with(bins, &values, Kernel::Scalar);
         let simd = Histogram::from_values_with(bins, &values, Kernel::Simd);
