@@ -5,7 +5,7 @@
 
 use super::loader::Flavour;
 use super::profile::ShapeProfile;
-use crate::atomic_file::{write_atomic, write_atomic_unsynced};
+use crate::atomic_file::write_atomic_unsynced;
 use crate::onnx::model::sha256_hex;
 use crate::tensor::Precision;
 use anyhow::{bail, Context, Result};
@@ -273,8 +273,10 @@ pub fn store(path: &Path, bytes: &[u8], mut sidecar: EngineSidecar) -> Result<En
     })?;
     sidecar.facts.engine_bytes = bytes.len() as u64;
     sidecar.facts.engine_sha256 = hash;
+    // Unsynced like the engine: a sidecar that a power loss leaves empty or torn does not
+    // parse, and one that parses holds the hash the engine is checked against before reuse.
     let json = serde_json::to_string_pretty(&sidecar)?;
-    write_atomic(&side, json.as_bytes())?;
+    write_atomic_unsynced(&side, json.as_bytes())?;
     Ok(sidecar)
 }
 
