@@ -14,14 +14,14 @@ pub enum Interpolation {
 }
 
 impl Interpolation {
-    fn support(self) -> f64 {
+    pub(super) fn support(self) -> f64 {
         match self {
             Interpolation::Bilinear => 1.0,
             Interpolation::Bicubic => 2.0,
         }
     }
 
-    fn weight(self, x: f64) -> f64 {
+    pub(super) fn weight(self, x: f64) -> f64 {
         let x = x.abs();
         match self {
             Interpolation::Bilinear => (1.0 - x).max(0.0),
@@ -48,7 +48,9 @@ pub(super) struct AxisWeights {
 }
 
 /// Weights for output indices `first..first+count` of an axis resized from `in_size` to
-/// `out_size`.
+/// `out_size`. Compiled for several instruction sets and picked at run time (the same
+/// arithmetic on wider vectors: the bits do not change).
+#[multiversion::multiversion(targets("x86_64+avx2+fma", "x86_64+sse4.1"))]
 pub(super) fn axis_weights(
     kind: Interpolation,
     in_size: usize,
@@ -68,15 +70,16 @@ pub(super) fn axis_weights(
         let xmin = ((center - support + 0.5) as i64).max(0) as usize;
         let xmax = (((center + support + 0.5) as i64).min(in_size as i64) as usize).max(xmin);
         let n = (xmax - xmin).min(taps);
-        let mut total = 0.0;
-        for (x, wx) in w.iter_mut().enumerate().take(n) {
+        let w = &mut w[..n];
+        for (x, wx) in w.iter_mut().enumerate() {
             *wx = kind.weight((x as f64 + xmin as f64 - center + 0.5) / filterscale);
-            total += *wx;
         }
-        for x in 0..n {
-            let v = if total != 0.0 { w[x] / total } else { 0.0 };
+        // Summed in order, apart from the loop above so that it can run on vectors.
+        let total = w.iter().fold(0.0, |t, &wx| t + wx);
+        for (k, &wx) in weights[i * taps..i * taps + n].iter_mut().zip(w.iter()) {
+            let v = if total != 0.0 { wx / total } else { 0.0 };
             let fixed = v * (1i64 << PRECISION_BITS) as f64;
-            weights[i * taps + x] = if fixed < 0.0 {
+            *k = if fixed < 0.0 {
                 (fixed - 0.5) as i32
             } else {
                 (fixed + 0.5) as i32
