@@ -5,7 +5,13 @@
 //! shrinking (that stretch is the antialiasing); weights are normalized per output pixel and
 //! turned into 22-bit fixed point; the horizontal pass runs first and rounds to 8 bits, then
 //! the vertical pass. Doing the same arithmetic gives the same bytes as PIL on the same pixels.
+//!
+//! On x86-64 with AVX2 both passes run explicit SIMD kernels (`avx2`), elsewhere portable
+//! ones (`scalar`). Both compute the same 32-bit sums, so the bytes do not depend on the
+//! processor.
 
+#[cfg(target_arch = "x86_64")]
+mod avx2;
 mod scalar;
 #[cfg(test)]
 mod tests;
@@ -32,6 +38,35 @@ pub struct Window {
     pub height: usize,
 }
 
+/// Which kernels a resampler runs: the best explicit SIMD ones the processor has (else the
+/// portable ones), or, for tests, a given set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kernels {
+    /// The fastest that apply.
+    Best,
+    /// The portable kernels.
+    #[cfg_attr(not(test), allow(dead_code))]
+    Portable,
+}
+
+/// The explicit SIMD plans of both passes.
+#[cfg(target_arch = "x86_64")]
+type Simd = avx2::Plan;
+
+/// No explicit SIMD kernels off x86-64.
+#[cfg(not(target_arch = "x86_64"))]
+enum Simd {}
+
+/// Plans the SIMD kernels, where the processor has them and `kernels` allows them.
+fn plan_simd(hw: &AxisWeights, vw: &AxisWeights, in_w: usize, kernels: Kernels) -> Option<Simd> {
+    #[cfg(target_arch = "x86_64")]
+    if kernels != Kernels::Portable {
+        return avx2::Plan::new(hw, vw, in_w);
+    }
+    let _ = (hw, vw, in_w, kernels);
+    None
+}
+
 /// Resize-then-crop fed one input row at a time, top to bottom (so that decoding and the
 /// horizontal pass share the cache, and rows below the crop need not be decoded at all).
 pub struct Resampler {
@@ -45,13 +80,17 @@ pub struct Resampler {
     row_lo: usize,
     /// One past the last input row the vertical pass reads.
     row_hi: usize,
-    /// Bytes from one intermediate row to the next.
+    /// Bytes from one intermediate row to the next: `out_w * 3` rounded up to a multiple of
+    /// 32, so that the SIMD kernels work on whole vectors (the bytes past `out_w * 3` are
+    /// scratch).
     stride: usize,
-    /// Scratch for the end of a row, zero-padded so that every tap window (plus the one byte
-    /// past it that the kernels read) is in bounds.
+    /// Scratch for the end of a row, zero-padded so that the horizontal kernels' reads near
+    /// the right edge are in bounds.
     padded: Vec<u8>,
     /// Horizontal-pass output for rows `row_lo..row_hi`, `stride` bytes each.
     mid: Vec<u8>,
+    /// The SIMD kernels' plans, where they run.
+    simd: Option<Simd>,
 }
 
 impl Resampler {
@@ -69,7 +108,19 @@ impl Resampler {
         in_h: usize,
         win: &Window,
         kind: Interpolation,
+        buffer: Vec<u8>,
+    ) -> Self {
+        Self::with_kernels(in_w, in_h, win, kind, buffer, Kernels::Best)
+    }
+
+    /// [`Resampler::with_buffer`] running `kernels`.
+    fn with_kernels(
+        in_w: usize,
+        in_h: usize,
+        win: &Window,
+        kind: Interpolation,
         mut buffer: Vec<u8>,
+        kernels: Kernels,
     ) -> Self {
         let hw = axis_weights(kind, in_w, win.resized_w, win.left, win.width).trimmed();
         let vw = axis_weights(kind, in_h, win.resized_h, win.top, win.height).trimmed();
@@ -81,13 +132,19 @@ impl Resampler {
             .max()
             .unwrap_or(0)
             .max(row_lo);
-        let stride = win.width * 3;
+        let stride = (win.width * 3).next_multiple_of(32);
         let len = (row_hi - row_lo) * stride;
         if buffer.len() < len {
             buffer.resize(len, 0);
         }
+        let simd = plan_simd(&hw, &vw, in_w, kernels);
+        let padded = match &simd {
+            #[cfg(target_arch = "x86_64")]
+            Some(simd) => simd.horizontal.padded_len(),
+            _ => scalar::padded_len(&hw, in_w),
+        };
         Resampler {
-            padded: vec![0u8; scalar::padded_len(&hw, in_w)],
+            padded: vec![0u8; padded],
             mid: buffer,
             hw,
             vw,
@@ -98,6 +155,7 @@ impl Resampler {
             row_lo,
             row_hi,
             stride,
+            simd,
         }
     }
 
@@ -118,7 +176,12 @@ impl Resampler {
         }
         let at = (y - self.row_lo) * self.stride;
         let out = &mut self.mid[at..at + self.stride];
-        scalar::horizontal(&self.hw, &row[..self.in_w * 3], &mut self.padded, out);
+        let row = &row[..self.in_w * 3];
+        match &self.simd {
+            #[cfg(target_arch = "x86_64")]
+            Some(simd) => simd.horizontal.row(row, &mut self.padded, out),
+            _ => scalar::horizontal(&self.hw, row, &mut self.padded, &mut out[..self.out_w * 3]),
+        }
     }
 
     /// Runs the vertical pass over the rows pushed so far into `out` (`crop w × h × 3` bytes).
@@ -135,7 +198,11 @@ impl Resampler {
                 ((start - self.row_lo) * self.stride, n)
             })
             .collect();
-        scalar::vertical(&self.vw, &self.mid, self.stride, &windows, out);
+        match &self.simd {
+            #[cfg(target_arch = "x86_64")]
+            Some(simd) => simd.vertical.run(&self.mid, self.stride, &windows, out),
+            _ => scalar::vertical(&self.vw, &self.mid, self.stride, &windows, out),
+        }
     }
 }
 

@@ -132,6 +132,90 @@ proptest::proptest! {
     }
 }
 
+/// Pixels of a `w × h` image from `seed`: noise, noise of 0 and 255 alone (the sharpest
+/// edges, whose bicubic overshoot the clamp cuts), or a gradient with a little noise.
+fn pixels(w: usize, h: usize, seed: u64, pattern: u8) -> RgbImage {
+    let mut state = seed | 1;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    image(w, h, |x, y, c| match pattern {
+        0 => next() as u8,
+        1 => (next() & 1) as u8 * 255,
+        _ => ((x * 255 / w.max(2) + y + c * 40) as u64 + (next() & 7)) as u8,
+    })
+}
+
+/// Resize-then-crop through a resampler running `kernels`, handed each row at byte `align`
+/// of a longer slice (with other bytes before and after it), with its intermediate rows in
+/// a buffer that an earlier image left holding other bytes.
+fn streamed(
+    img: &RgbImage,
+    win: &Window,
+    kind: Interpolation,
+    kernels: Kernels,
+    align: usize,
+) -> Vec<u8> {
+    let buffer = vec![0x5a; (img.height + 9) * (win.width * 3 + 64)];
+    let mut rs = Resampler::with_kernels(img.width, img.height, win, kind, buffer, kernels);
+    let mut slice = vec![0xa5; align + img.width * 3 + 13];
+    for (y, row) in img.pixels.chunks_exact(img.width * 3).enumerate() {
+        slice[align..align + row.len()].copy_from_slice(row);
+        rs.push_row(y, &slice[align..]);
+    }
+    let mut out = vec![0; win.width * win.height * 3];
+    rs.finish(&mut out);
+    out
+}
+
+/// An image size, a resized size and a crop window inside it: each side from 1 to 699
+/// pixels, tiny ones often, shrinking and enlarging alike.
+fn geometry() -> impl proptest::strategy::Strategy<Value = (usize, usize, Window)> {
+    use proptest::prelude::*;
+    let side = || prop_oneof![1usize..6, 1usize..80, 1usize..700];
+    (side(), side(), side(), side())
+        .prop_flat_map(|(w, h, rw, rh)| (Just((w, h, rw, rh)), 0..rw, 0..rh))
+        .prop_flat_map(|((w, h, rw, rh), left, top)| {
+            (Just((w, h, rw, rh, left, top)), 1..=rw - left, 1..=rh - top)
+        })
+        .prop_map(|((w, h, rw, rh, left, top), width, height)| {
+            let win = Window {
+                resized_w: rw,
+                resized_h: rh,
+                left,
+                top,
+                width,
+                height,
+            };
+            (w, h, win)
+        })
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(
+        std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(256),
+    ))]
+
+    /// Both kernel sets give PIL's bytes for any image, resize and crop, whatever the
+    /// alignment of the rows handed in and whatever the reused buffer held.
+    #[test]
+    fn simd_and_portable_kernels_match_pil(
+        (w, h, win) in geometry(),
+        seed: u64, pattern in 0u8..3, bicubic: bool, align in 0usize..64,
+    ) {
+        let img = pixels(w, h, seed, pattern);
+        let kind = if bicubic { Interpolation::Bicubic } else { Interpolation::Bilinear };
+        let expected = reference(&img, &win, kind);
+        for kernels in [Kernels::Best, Kernels::Portable] {
+            proptest::prop_assert_eq!(&streamed(&img, &win, kind, kernels, align), &expected, "{:?}", kernels);
+        }
+        proptest::prop_assert_eq!(&resize_crop(&img, &win, kind), &expected);
+    }
+}
+
 /// The weights as first written: each weight added to the total as it is computed.
 fn axis_weights_in_one_loop(
     kind: Interpolation,
@@ -187,6 +271,25 @@ fn weights_summed_apart_are_the_same() {
                     "{kind:?} {in_size} → {out_size}"
                 );
             }
+        }
+    }
+}
+
+/// A crop of no rows or no columns gives no bytes, whichever kernels run.
+#[test]
+fn empty_crop_is_empty() {
+    let img = pixels(40, 30, 7, 0);
+    for (width, height) in [(0, 10), (10, 0), (0, 0)] {
+        let win = Window {
+            resized_w: 20,
+            resized_h: 15,
+            left: 3,
+            top: 2,
+            width,
+            height,
+        };
+        for kernels in [Kernels::Best, Kernels::Portable] {
+            assert!(streamed(&img, &win, Interpolation::Bilinear, kernels, 0).is_empty());
         }
     }
 }
