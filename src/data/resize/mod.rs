@@ -44,6 +44,9 @@ pub struct Window {
 enum Kernels {
     /// The fastest that apply.
     Best,
+    /// The SIMD kernels, with the horizontal one that works at any scale.
+    #[cfg_attr(not(test), allow(dead_code))]
+    AnyScale,
     /// The portable kernels.
     #[cfg_attr(not(test), allow(dead_code))]
     Portable,
@@ -61,7 +64,7 @@ enum Simd {}
 fn plan_simd(hw: &AxisWeights, vw: &AxisWeights, in_w: usize, kernels: Kernels) -> Option<Simd> {
     #[cfg(target_arch = "x86_64")]
     if kernels != Kernels::Portable {
-        return avx2::Plan::new(hw, vw, in_w);
+        return avx2::Plan::new(hw, vw, in_w, kernels == Kernels::Best);
     }
     let _ = (hw, vw, in_w, kernels);
     None

@@ -209,7 +209,7 @@ proptest::proptest! {
         let img = pixels(w, h, seed, pattern);
         let kind = if bicubic { Interpolation::Bicubic } else { Interpolation::Bilinear };
         let expected = reference(&img, &win, kind);
-        for kernels in [Kernels::Best, Kernels::Portable] {
+        for kernels in [Kernels::Best, Kernels::AnyScale, Kernels::Portable] {
             proptest::prop_assert_eq!(&streamed(&img, &win, kind, kernels, align), &expected, "{:?}", kernels);
         }
         proptest::prop_assert_eq!(&resize_crop(&img, &win, kind), &expected);
@@ -288,7 +288,7 @@ fn empty_crop_is_empty() {
             width,
             height,
         };
-        for kernels in [Kernels::Best, Kernels::Portable] {
+        for kernels in [Kernels::Best, Kernels::AnyScale, Kernels::Portable] {
             assert!(streamed(&img, &win, Interpolation::Bilinear, kernels, 0).is_empty());
         }
     }

@@ -6,6 +6,7 @@
 //! the two partial sums are put back together as `(Σ p·hi)·2^11 + Σ p·lo`. All of it is
 //! wrapping 32-bit arithmetic, so the result is the portable kernels' 32-bit sum bit for bit.
 
+mod lanes;
 mod pixels;
 mod vertical;
 
@@ -63,8 +64,33 @@ fn combine(simd: V3, hi: __m256i, lo: __m256i) -> __m256i {
         ._mm256_srai_epi32::<{ PRECISION_BITS as i32 }>(sum)
 }
 
-/// The horizontal pass planned for AVX2.
-pub(crate) use pixels::Pixels as Horizontal;
+/// The horizontal pass planned for AVX2: one output byte per lane where the scale allows
+/// it, else one output pixel per 128-bit lane.
+pub(crate) enum Horizontal {
+    /// One output byte per 32-bit lane.
+    Lanes(lanes::Lanes),
+    /// One output pixel per 128-bit lane.
+    Pixels(pixels::Pixels),
+}
+
+impl Horizontal {
+    /// Length of the zero-padded scratch that [`Horizontal::row`] needs.
+    pub(crate) fn padded_len(&self) -> usize {
+        match self {
+            Horizontal::Lanes(h) => h.padded_len(),
+            Horizontal::Pixels(h) => h.padded_len(),
+        }
+    }
+
+    /// The pass over one input row (`in_w * 3` bytes) into `out` (the outputs' bytes rounded
+    /// up to a multiple of 32); `padded` is scratch of [`Horizontal::padded_len`] bytes.
+    pub(crate) fn row(&self, row: &[u8], padded: &mut [u8], out: &mut [u8]) {
+        match self {
+            Horizontal::Lanes(h) => h.row(row, padded, out),
+            Horizontal::Pixels(h) => h.row(row, padded, out),
+        }
+    }
+}
 
 /// Both passes planned for AVX2.
 pub(crate) struct Plan {
@@ -76,11 +102,22 @@ pub(crate) struct Plan {
 
 impl Plan {
     /// Plans both passes, or `None` where the processor lacks AVX2 (or, in theory, a weight
-    /// does not split).
-    pub(crate) fn new(hw: &AxisWeights, vw: &AxisWeights, in_w: usize) -> Option<Self> {
+    /// does not split); the horizontal one with one output byte per lane where `lanes` is
+    /// set and the scale allows it.
+    pub(crate) fn new(
+        hw: &AxisWeights,
+        vw: &AxisWeights,
+        in_w: usize,
+        lanes: bool,
+    ) -> Option<Self> {
         let simd = V3::try_new()?;
+        let lanes = lanes.then(|| lanes::Lanes::new(simd, hw, in_w)).flatten();
+        let horizontal = match lanes {
+            Some(h) => Horizontal::Lanes(h),
+            None => Horizontal::Pixels(pixels::Pixels::new(simd, hw, in_w)?),
+        };
         Some(Plan {
-            horizontal: Horizontal::new(simd, hw, in_w)?,
+            horizontal,
             vertical: vertical::Vertical::new(simd, vw)?,
         })
     }
