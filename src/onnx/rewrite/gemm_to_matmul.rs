@@ -2,12 +2,12 @@
 //! and TensorRT fuses either form the same way.
 
 use super::initializer::read_f32;
-use rayon::prelude::*;
 use crate::onnx::attributes::attribute;
 use crate::onnx::dtype::data_type;
 use crate::onnx::pb::tensor_proto::DataType;
 use crate::onnx::pb::{GraphProto, NodeProto};
 use anyhow::Result;
+use rayon::prelude::*;
 use std::collections::{HashMap, HashSet};
 
 /// Replaces `Gemm(A, B, C)` with plain `alpha = beta = 1`, no transA and a float32 initializer
