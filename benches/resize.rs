@@ -1,11 +1,13 @@
 //! Resize-then-crop of one ImageNet-sized photo (500×375 RGB, bilinear, shorter side to 256,
 //! centre 224×224) on one core: the part of preprocessing that is trtkit's own code (the
-//! decoder is libjpeg-turbo). `cargo bench --bench resize`.
+//! decoder is libjpeg-turbo). `cargo bench --bench resize` times the portable kernels (what
+//! every processor ran before the AVX2 ones, and still runs without AVX2) and the best ones
+//! this processor has, side by side; both give the same bytes.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use std::hint::black_box;
 use trtkit::data::decode::RgbImage;
-use trtkit::data::resize::{resize_crop, Interpolation, Window};
+use trtkit::data::resize::{resize_crop_with, Interpolation, Kernels, Window};
 
 fn photo(width: usize, height: usize) -> RgbImage {
     let mut state = 0x2545_f491_4f6c_dd1du64;
@@ -44,9 +46,11 @@ fn bench(c: &mut Criterion) {
             height: 224,
         };
         for kind in [Interpolation::Bilinear, Interpolation::Bicubic] {
-            g.bench_function(format!("{w}x{h} {kind:?} to 224 crop"), |b| {
-                b.iter(|| resize_crop(black_box(&img), &win, kind))
-            });
+            for kernels in [Kernels::Portable, Kernels::Best] {
+                g.bench_function(format!("{w}x{h} {kind:?} to 224 crop, {kernels:?}"), |b| {
+                    b.iter(|| resize_crop_with(black_box(&img), &win, kind, kernels))
+                });
+            }
         }
     }
     g.finish();

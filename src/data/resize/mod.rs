@@ -39,16 +39,14 @@ pub struct Window {
 }
 
 /// Which kernels a resampler runs: the best explicit SIMD ones the processor has (else the
-/// portable ones), or, for tests, a given set.
+/// portable ones), or, for tests and the bench, a given set. Every set gives the same bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kernels {
+pub enum Kernels {
     /// The fastest that apply.
     Best,
     /// The SIMD kernels, with the horizontal one that works at any scale.
-    #[cfg_attr(not(test), allow(dead_code))]
     AnyScale,
-    /// The portable kernels.
-    #[cfg_attr(not(test), allow(dead_code))]
+    /// The portable kernels (what every processor without AVX2 runs).
     Portable,
 }
 
@@ -211,7 +209,17 @@ impl Resampler {
 
 /// Resizes `img` to `win.resized_w × win.resized_h` and returns only the crop window, RGB.
 pub fn resize_crop(img: &RgbImage, win: &Window, kind: Interpolation) -> Vec<u8> {
-    let mut rs = Resampler::new(img.width, img.height, win, kind);
+    resize_crop_with(img, win, kind, Kernels::Best)
+}
+
+/// [`resize_crop`] on the given `kernels` (the bench times them side by side).
+pub fn resize_crop_with(
+    img: &RgbImage,
+    win: &Window,
+    kind: Interpolation,
+    kernels: Kernels,
+) -> Vec<u8> {
+    let mut rs = Resampler::with_kernels(img.width, img.height, win, kind, Vec::new(), kernels);
     let rows = rs.rows_needed();
     for (y, row) in img
         .pixels
