@@ -9,6 +9,34 @@ use multiversion::multiversion;
 use rayon::prelude::*;
 
 mod fused;
+/// Whether this CPU has a SIMD fused pass (AVX-512 or AVX2, detected once).
+fn fused_available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        pulp::x86::V4::is_available() || pulp::x86::V3::is_available()
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// The fused pass (see [`fused`]) on the widest SIMD the CPU has (detected once, at the first call): counts
+/// `values` at `range` into `to`, packing the first group if `pack`. NaNs and infinities are
+/// counted in the last bin, as by the scalar kernel; the caller takes them back out.
+fn count_fused(values: &[f32], range: f32, to: fused::Target, pack: bool) -> fused::Counted {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if let Some(simd) = pulp::x86::V4::try_new() {
+            return x86::count_avx512(simd, values, range, to, pack);
+        }
+        if let Some(simd) = pulp::x86::V3::try_new() {
+            return x86::count_avx2(simd, values, range, to, pack);
+        }
+    }
+    fused::count_portable(values, range, to, pack)
+}
+
 #[cfg(test)]
 mod tests;
 #[cfg(target_arch = "x86_64")]
@@ -227,7 +255,7 @@ impl Counter {
             self.lanes = vec![0u32; COUNT_LANES * bins];
         }
         match (self.kernel, self.lanes.is_empty()) {
-            (Kernel::Simd, false) if fused::available() => self.add_fused(values),
+            (Kernel::Simd, false) if fused_available() => self.add_fused(values),
             _ => self.add_blocks(values),
         }
     }
@@ -266,7 +294,7 @@ impl Counter {
                 bins,
                 index,
             };
-            let c = fused::count(run, self.hist.range, to, self.pack);
+            let c = count_fused(run, self.hist.range, to, self.pack);
             self.pack = c.pack;
             self.pending += c.done as u64;
             self.misplaced += c.scan.non_finite;

@@ -279,10 +279,7 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
     }
     let libs = locate_usable(config.tensorrt_dir.as_deref())?;
     // TensorRT's libraries (hundreds of MB) load while the model is read, hashed and rewritten.
-    let loading = {
-        let libs = libs.clone();
-        std::thread::spawn(move || load(&libs))
-    };
+    let mut loading = Loading::start(&libs);
     let mut file = ModelFile::open(&config.model)?;
     // The weights stay in the file's bytes until a step reads them: an FP32 build at the
     // model's own shapes never does.
@@ -356,7 +353,7 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
     report.timing.rewrite_s = t_rewrite.elapsed().as_secs_f64();
 
     check_writable(&path)?;
-    loading.join().expect("loading TensorRT does not panic")?;
+    loading.wait()?;
     let (built, kept_graph) = build_with_kept_graph(
         config.precision,
         &config.builder,
@@ -390,6 +387,32 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
     report.timing.write_s = lookup_s + t_write.elapsed().as_secs_f64();
     report.timing.total_s = start.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// TensorRT's libraries loading on another thread. Waited for before TensorRT is called, and
+/// on drop: a process that exits (an error about the model) while another thread is inside
+/// `dlopen` of TensorRT can crash in the libraries' static initialisers.
+struct Loading(Option<std::thread::JoinHandle<Result<()>>>);
+
+impl Loading {
+    fn start(libs: &TrtLibraries) -> Self {
+        let libs = libs.clone();
+        Loading(Some(std::thread::spawn(move || load(&libs))))
+    }
+
+    /// Waits for the libraries; their loading error, if any.
+    fn wait(&mut self) -> Result<()> {
+        match self.0.take() {
+            Some(h) => h.join().expect("loading TensorRT does not panic"),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Loading {
+    fn drop(&mut self) {
+        let _ = self.wait();
+    }
 }
 
 /// What identifies the engine this build makes (see [`EngineKey`]).

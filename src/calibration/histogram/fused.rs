@@ -13,7 +13,7 @@
 //! and added to bin 0 at once. Whether the next group is packed follows from the group before,
 //! as packing costs more than it saves where bin 0 is rare.
 //!
-//! [`count`] picks the widest pass the CPU has: AVX-512 or AVX2 (in `x86`, safe intrinsics),
+//! `count_fused` (in the parent module) picks the widest pass the CPU has: AVX-512 or AVX2 (in `x86`, safe intrinsics),
 //! else [`count_portable`], which all of them must equal.
 
 use super::{bin_block, Scan, COUNT_LANES, INDEX_BLOCK, TOP_POWER_OF_TWO};
@@ -101,35 +101,7 @@ pub(super) struct Target<'a> {
     pub index: &'a mut Index,
 }
 
-/// Whether this CPU has a SIMD fused pass (AVX-512 or AVX2, detected once).
-pub(super) fn available() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        pulp::x86::V4::is_available() || pulp::x86::V3::is_available()
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
-}
-
-/// The fused pass on the widest SIMD the CPU has (detected once, at the first call): counts
-/// `values` at `range` into `to`, packing the first group if `pack`. NaNs and infinities are
-/// counted in the last bin, as by the scalar kernel; the caller takes them back out.
-pub(super) fn count(values: &[f32], range: f32, to: Target, pack: bool) -> Counted {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if let Some(simd) = pulp::x86::V4::try_new() {
-            return super::x86::count_avx512(simd, values, range, to, pack);
-        }
-        if let Some(simd) = pulp::x86::V3::try_new() {
-            return super::x86::count_avx2(simd, values, range, to, pack);
-        }
-    }
-    count_portable(values, range, to, pack)
-}
-
-/// [`count`] in portable Rust: [`bin_block`] (vectorised by the compiler) a group at a time,
+/// [`super::count_fused`] in portable Rust: [`bin_block`] (vectorised by the compiler) a group at a time,
 /// then the group's increments; no packing (a scalar packing loop costs more than the
 /// increments it saves). The twin the SIMD passes are tested against, and what they fall back
 /// to for ranges so small that `bins / range` overflows. [`super::Counter`] does not run it:

@@ -120,7 +120,7 @@ type Pass = fn(&[f32], f32, fused::Target, bool) -> fused::Counted;
 /// SIMD passes of [`simd_passes`].
 fn passes() -> Vec<(&'static str, Pass)> {
     let mut passes: Vec<(&'static str, Pass)> = vec![
-        ("dispatch", fused::count),
+        ("dispatch", count_fused),
         ("portable", fused::count_portable),
     ];
     passes.extend(simd_passes());

@@ -218,7 +218,7 @@ where
     lanes.iter().map(|&n| u64::from(n)).sum()
 }
 
-/// [`super::fused::count`] with AVX-512: 16 values a step.
+/// [`super::count_fused`] with AVX-512: 16 values a step.
 pub(super) fn count_avx512(
     simd: V4,
     values: &[f32],
@@ -420,7 +420,7 @@ fn group256<const PACK: bool>(
     Some(kept)
 }
 
-/// [`super::fused::count`] with AVX2: 8 values a step.
+/// [`super::count_fused`] with AVX2: 8 values a step.
 pub(super) fn count_avx2(
     simd: V3,
     values: &[f32],
