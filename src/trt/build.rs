@@ -9,7 +9,7 @@
 use super::build_landing::{build_with_kept_graph, explain_pinned_batch, land, Landing};
 use super::build_report::new_report;
 pub use super::build_report::{BuildReport, BuildTiming, Int8Summary, TensorRtUsed};
-use super::engine_builder::load;
+use super::engine_builder::Loading;
 use super::engine_file::{engine_path, lookup, BuilderSettings, EngineKey, Lookup};
 use super::loader::{locate_usable, TrtLibraries, BOUND};
 use super::model_file::ModelFile;
@@ -387,32 +387,6 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
     report.timing.write_s = lookup_s + t_write.elapsed().as_secs_f64();
     report.timing.total_s = start.elapsed().as_secs_f64();
     Ok(report)
-}
-
-/// TensorRT's libraries loading on another thread. Waited for before TensorRT is called, and
-/// on drop: a process that exits (an error about the model) while another thread is inside
-/// `dlopen` of TensorRT can crash in the libraries' static initialisers.
-struct Loading(Option<std::thread::JoinHandle<Result<()>>>);
-
-impl Loading {
-    fn start(libs: &TrtLibraries) -> Self {
-        let libs = libs.clone();
-        Loading(Some(std::thread::spawn(move || load(&libs))))
-    }
-
-    /// Waits for the libraries; their loading error, if any.
-    fn wait(&mut self) -> Result<()> {
-        match self.0.take() {
-            Some(h) => h.join().expect("loading TensorRT does not panic"),
-            None => Ok(()),
-        }
-    }
-}
-
-impl Drop for Loading {
-    fn drop(&mut self) {
-        let _ = self.wait();
-    }
 }
 
 /// What identifies the engine this build makes (see [`EngineKey`]).

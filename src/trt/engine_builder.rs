@@ -50,6 +50,33 @@ pub fn load(libs: &TrtLibraries) -> Result<()> {
     Ok(())
 }
 
+/// TensorRT's libraries loading on another thread. Waited for before TensorRT is called, and
+/// on drop: a process that exits (an error about the model) while another thread is inside
+/// `dlopen` of TensorRT can crash in the libraries' static initialisers.
+pub(super) struct Loading(Option<std::thread::JoinHandle<Result<()>>>);
+
+impl Loading {
+    /// Starts loading `libs` on a new thread.
+    pub(super) fn start(libs: &TrtLibraries) -> Self {
+        let libs = libs.clone();
+        Loading(Some(std::thread::spawn(move || load(&libs))))
+    }
+
+    /// Waits for the libraries; their loading error, if any.
+    pub(super) fn wait(&mut self) -> Result<()> {
+        match self.0.take() {
+            Some(h) => h.join().expect("loading TensorRT does not panic"),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Loading {
+    fn drop(&mut self) {
+        let _ = self.wait();
+    }
+}
+
 /// Collects TensorRT's errors (for the error message) and forwards the rest to `tracing`.
 #[derive(Clone, Default)]
 pub(super) struct LogCollector {
