@@ -8,7 +8,7 @@
 //! order.
 
 use super::super::weights::AxisWeights;
-use super::{combine, load16, split_pair, PRECISION_BITS};
+use super::{combine_and_pack, load16, split_pair, PRECISION_BITS};
 use core::arch::x86_64::__m256i;
 use pulp::{cast, x86::V3};
 
@@ -255,17 +255,9 @@ impl Lanes {
                 lo[v] = avx2._mm256_add_epi32(lo[v], avx2._mm256_madd_epi16(d, t.lo));
             }
         }
-        let r = [
-            combine(simd, hi[0], lo[0]),
-            combine(simd, hi[1], lo[1]),
-            combine(simd, hi[2], lo[2]),
-            combine(simd, hi[3], lo[3]),
-        ];
         // Vector v holds bytes 8v..8v+4 in its low half and 8v+4..8v+8 in its high one;
         // packing interleaves them as (0 8 16 24 | 4 12 20 28) in 4-byte units.
-        let p0 = avx2._mm256_packs_epi32(r[0], r[1]);
-        let p1 = avx2._mm256_packs_epi32(r[2], r[3]);
-        let bytes = avx2._mm256_packus_epi16(p0, p1);
+        let bytes = combine_and_pack(simd, hi, lo);
         avx2._mm256_permutevar8x32_epi32(bytes, avx._mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7))
     }
 }

@@ -64,6 +64,21 @@ fn combine(simd: V3, hi: __m256i, lo: __m256i) -> __m256i {
         ._mm256_srai_epi32::<{ PRECISION_BITS as i32 }>(sum)
 }
 
+/// Four vectors of split sums (`hi`, `lo`) combined and packed to bytes with unsigned
+/// saturation, in the order `packs`/`packus` leave them (each caller puts them in its own).
+#[inline(always)]
+fn combine_and_pack(simd: V3, hi: [__m256i; 4], lo: [__m256i; 4]) -> __m256i {
+    let r = [
+        combine(simd, hi[0], lo[0]),
+        combine(simd, hi[1], lo[1]),
+        combine(simd, hi[2], lo[2]),
+        combine(simd, hi[3], lo[3]),
+    ];
+    let p0 = simd.avx2._mm256_packs_epi32(r[0], r[1]);
+    let p1 = simd.avx2._mm256_packs_epi32(r[2], r[3]);
+    simd.avx2._mm256_packus_epi16(p0, p1)
+}
+
 /// The horizontal pass planned for AVX2: one output byte per lane where the scale allows
 /// it, else one output pixel per 128-bit lane.
 pub(crate) enum Horizontal {

@@ -1,7 +1,7 @@
 //! The horizontal pass with one output pixel per 128-bit lane: for any scale.
 
 use super::super::weights::AxisWeights;
-use super::{combine, load16, store32, PRECISION_BITS, QUAD_BYTES};
+use super::{combine_and_pack, load16, store32, PRECISION_BITS, QUAD_BYTES};
 use core::arch::x86_64::__m256i;
 use pulp::{cast, x86::V3};
 
@@ -261,17 +261,9 @@ fn tap_shuffles(simd: V3) -> (__m256i, __m256i) {
 #[inline(always)]
 fn pack_group(simd: V3, hi: [__m256i; 4], lo: [__m256i; 4]) -> __m256i {
     let (avx, avx2) = (simd.avx, simd.avx2);
-    let r = [
-        combine(simd, hi[0], lo[0]),
-        combine(simd, hi[1], lo[1]),
-        combine(simd, hi[2], lo[2]),
-        combine(simd, hi[3], lo[3]),
-    ];
     // i16 (o0 o1 | o4 o5), (o2 o3 | o6 o7) → bytes (o0 o1 o2 o3 | o4 o5 o6 o7), four bytes a
     // pixel; then drop every fourth byte and close the gap between the lanes.
-    let p0 = avx2._mm256_packs_epi32(r[0], r[1]);
-    let p1 = avx2._mm256_packs_epi32(r[2], r[3]);
-    let bytes = avx2._mm256_packus_epi16(p0, p1);
+    let bytes = combine_and_pack(simd, hi, lo);
     let z = -128i8;
     #[rustfmt::skip]
     let compact = avx._mm256_setr_epi8(

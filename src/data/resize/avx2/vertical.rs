@@ -1,7 +1,7 @@
 //! The vertical pass for AVX2.
 
 use super::super::weights::AxisWeights;
-use super::{combine, load16, split_pair, store32, PRECISION_BITS};
+use super::{combine_and_pack, load16, split_pair, store32, PRECISION_BITS};
 use core::arch::x86_64::__m256i;
 use pulp::x86::V3;
 
@@ -121,17 +121,9 @@ impl Vertical {
                 }
             }
         }
-        let r = [
-            combine(simd, hi[0], lo[0]),
-            combine(simd, hi[1], lo[1]),
-            combine(simd, hi[2], lo[2]),
-            combine(simd, hi[3], lo[3]),
-        ];
         // unpacklo/hi split each 16 columns as (0-3, 8-11) and (4-7, 12-15); packing them
         // back pairwise restores the order within each 128-bit lane.
-        let p0 = avx2._mm256_packs_epi32(r[0], r[1]);
-        let p1 = avx2._mm256_packs_epi32(r[2], r[3]);
-        let bytes = avx2._mm256_packus_epi16(p0, p1);
+        let bytes = combine_and_pack(simd, hi, lo);
         avx2._mm256_permute4x64_epi64::<0b11_01_10_00>(bytes)
     }
 }
