@@ -4,6 +4,7 @@
 pub mod attributes;
 pub mod deferred_weights;
 pub mod dtype;
+pub mod encode;
 pub mod external;
 pub mod graph_builder;
 pub mod input_roles;

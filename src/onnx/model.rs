@@ -218,9 +218,9 @@ impl OnnxModel {
             .unwrap_or(0)
     }
 
-    /// Encodes the model to protobuf bytes.
+    /// Encodes the model to protobuf bytes (large initializers on every core).
     pub fn to_bytes(&self) -> Vec<u8> {
-        self.proto.encode_to_vec()
+        super::encode::encode_model(&self.proto)
     }
 
     /// Pulls every external initializer into the model as raw data: the model no longer
