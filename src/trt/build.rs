@@ -9,7 +9,7 @@
 use super::build_landing::{build_with_kept_graph, explain_pinned_batch, land, Landing};
 use super::build_report::new_report;
 pub use super::build_report::{BuildReport, BuildTiming, Int8Summary, TensorRtUsed};
-use super::engine_builder::Loading;
+use super::engine_builder::{BuildLog, Loading};
 use super::engine_file::{engine_path, lookup, BuilderSettings, EngineKey, Lookup};
 use super::loader::{locate_usable, TrtLibraries, BOUND};
 use super::model_file::ModelFile;
@@ -354,7 +354,9 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
 
     check_writable(&path)?;
     loading.wait()?;
+    let log = BuildLog::new()?;
     let (built, kept_graph) = build_with_kept_graph(
+        &log,
         config.precision,
         &config.builder,
         &model,

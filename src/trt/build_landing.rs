@@ -4,11 +4,11 @@
 //! A build killed in between leaves a graph that no sidecar vouches for, never a wrong pair; a
 //! build that fails leaves the folder as it was.
 
-use super::engine_builder::{build_engine, BuiltEngine};
+use super::engine_builder::{build_engine, BuildLog, BuiltEngine};
 use super::engine_file::{
-    kept_graph_path, store, BuilderSettings, EngineFacts, EngineKey, EngineSidecar,
+    kept_graph_path, sidecar_path, store, BuilderSettings, EngineFacts, EngineKey, EngineSidecar,
 };
-use crate::atomic_file::{stage_unsynced, StagedFile};
+use crate::atomic_file::{remove_if_present, stage_unsynced, StagedFile};
 use crate::onnx::model::sha256_hex;
 use crate::onnx::OnnxModel;
 use crate::progress::Progress;
@@ -22,8 +22,11 @@ pub(super) type StagedGraph = (StagedFile, String);
 
 /// TensorRT builds the engine from `onnx` while, on another thread, the graph it parses is
 /// written beside the engine and hashed (for every build that rewrote the model): the graph is
-/// staged, and lands only once the caller commits it after a successful build.
-pub(super) fn build_with_kept_graph(
+/// staged, and lands only once the caller commits it after a successful build. The engine's
+/// bytes live as long as `log`.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn build_with_kept_graph<'log>(
+    log: &'log BuildLog,
     precision: Precision,
     settings: &BuilderSettings,
     model: &OnnxModel,
@@ -31,7 +34,7 @@ pub(super) fn build_with_kept_graph(
     key: &EngineKey,
     path: &Path,
     progress: Arc<dyn Progress>,
-) -> (Result<BuiltEngine>, Option<Result<StagedGraph>>) {
+) -> (Result<BuiltEngine<'log>>, Option<Result<StagedGraph>>) {
     std::thread::scope(|s| {
         let kept = (precision != Precision::Fp32).then(|| {
             s.spawn(|| -> Result<StagedGraph> {
@@ -39,7 +42,7 @@ pub(super) fn build_with_kept_graph(
                 Ok((staged, sha256_hex(onnx)))
             })
         });
-        let built = build_engine(onnx, model.graph(), &key.profile, settings, progress);
+        let built = build_engine(log, onnx, model.graph(), &key.profile, settings, progress);
         let kept = kept.map(|h| h.join().expect("writing the graph does not panic"));
         (built, kept)
     })
@@ -70,17 +73,18 @@ pub(super) struct Landing<'a> {
     pub parameters: u64,
 }
 
-/// Puts a successful build in place: the staged graph first, then the engine and its sidecar,
-/// which is returned.
+/// Puts a successful build in place: the old sidecar goes first (nothing is vouched for from
+/// then on), then the staged graph lands, then the engine and its sidecar, which is returned.
 pub(super) fn land(
     landing: Landing,
     kept_graph: Option<StagedGraph>,
     built: BuiltEngine,
     key: EngineKey,
 ) -> Result<EngineSidecar> {
+    remove_if_present(&sidecar_path(landing.path))?;
     let graph_sha256 = match kept_graph {
         Some((staged, hash)) => {
-            staged.commit()?;
+            staged.commit_replacing()?;
             Some(hash)
         }
         None => None,

@@ -12,14 +12,16 @@ use anyhow::{anyhow, bail, Context, Result};
 use std::ops::ControlFlow;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
+use trtx::host_memory::HostMemory;
 use trtx::interfaces::MonitorProgress;
 use trtx::trtx_sys::Dims64;
 use trtx::{Builder, LogHandler, Logger, OnnxParser, OptProfileSelector, Severity};
 
-/// A serialized engine and the network it came from.
-pub struct BuiltEngine {
+/// A serialized engine and the network it came from; its bytes stay in TensorRT's own buffer
+/// (50 MB for a ResNet-50, not copied), which lives as long as the build's [`BuildLog`].
+pub struct BuiltEngine<'log> {
     /// The engine file's bytes.
-    pub bytes: Vec<u8>,
+    pub bytes: HostMemory<'log>,
     /// Network inputs, then outputs.
     pub io: Vec<EngineTensor>,
     /// Layers of the parsed network.
@@ -53,21 +55,31 @@ pub fn load(libs: &TrtLibraries) -> Result<()> {
 /// TensorRT's libraries loading on another thread. Waited for before TensorRT is called, and
 /// on drop: a process that exits (an error about the model) while another thread is inside
 /// `dlopen` of TensorRT can crash in the libraries' static initialisers.
-pub(super) struct Loading(Option<std::thread::JoinHandle<Result<()>>>);
+pub(super) struct Loading(Option<std::thread::JoinHandle<Result<f64>>>);
 
 impl Loading {
     /// Starts loading `libs` on a new thread.
     pub(super) fn start(libs: &TrtLibraries) -> Self {
         let libs = libs.clone();
-        Loading(Some(std::thread::spawn(move || load(&libs))))
+        Loading(Some(std::thread::spawn(move || {
+            let start = Instant::now();
+            load(&libs)?;
+            Ok(start.elapsed().as_secs_f64())
+        })))
     }
 
     /// Waits for the libraries; their loading error, if any.
     pub(super) fn wait(&mut self) -> Result<()> {
-        match self.0.take() {
-            Some(h) => h.join().expect("loading TensorRT does not panic"),
-            None => Ok(()),
-        }
+        let Some(h) = self.0.take() else {
+            return Ok(());
+        };
+        let waited = Instant::now();
+        let loaded_s = h.join().expect("loading TensorRT does not panic")?;
+        tracing::debug!(
+            "TensorRT's libraries loaded in {loaded_s:.3} s, {:.3} s of it waited for",
+            waited.elapsed().as_secs_f64()
+        );
+        Ok(())
     }
 }
 
@@ -96,6 +108,22 @@ impl LogHandler for LogCollector {
             Severity::Info => tracing::debug!("TensorRT: {message}"),
             Severity::Verbose => tracing::trace!("TensorRT: {message}"),
         }
+    }
+}
+
+/// The logger of one build and the errors it collected: held by the caller, since the engine's
+/// bytes live as long as the logger TensorRT's builder was made with.
+pub struct BuildLog {
+    collector: LogCollector,
+    logger: Logger,
+}
+
+impl BuildLog {
+    /// A logger for one build (TensorRT must be loaded).
+    pub fn new() -> Result<Self> {
+        let collector = LogCollector::default();
+        let logger = Logger::new(collector.clone()).map_err(|e| anyhow!("TensorRT logger: {e}"))?;
+        Ok(Self { collector, logger })
     }
 }
 
@@ -229,21 +257,21 @@ fn build_failure(errors: &[String], e: &dyn std::fmt::Display) -> String {
 
 /// Parses `onnx` (whose graph is `graph`, for naming failing nodes) and builds a serialized
 /// engine with one optimization profile.
-pub fn build_engine(
+pub fn build_engine<'log>(
+    log: &'log BuildLog,
     onnx: &[u8],
     graph: &GraphProto,
     profile: &ShapeProfile,
     settings: &BuilderSettings,
     progress: Arc<dyn Progress>,
-) -> Result<BuiltEngine> {
-    let collector = LogCollector::default();
-    let logger = Logger::new(collector.clone()).map_err(|e| anyhow!("TensorRT logger: {e}"))?;
-    let mut builder = Builder::new(&logger).map_err(|e| anyhow!("TensorRT builder: {e}"))?;
+) -> Result<BuiltEngine<'log>> {
+    let (collector, logger) = (&log.collector, &log.logger);
+    let mut builder = Builder::new(logger).map_err(|e| anyhow!("TensorRT builder: {e}"))?;
     let network = builder
         .create_network(0)
         .map_err(|e| anyhow!("TensorRT network: {e}"))?;
     let mut parser =
-        OnnxParser::new(network, &logger).map_err(|e| anyhow!("TensorRT ONNX parser: {e}"))?;
+        OnnxParser::new(network, logger).map_err(|e| anyhow!("TensorRT ONNX parser: {e}"))?;
     let t_parse = Instant::now();
     if let Err(e) = parser.parse(onnx) {
         let errors = collector.take();
@@ -334,7 +362,7 @@ pub fn build_engine(
     let built = builder.build_serialized_network(network, &mut config);
     let build_s = t_build.elapsed().as_secs_f64();
     let bytes = match built {
-        Ok(mem) => mem.to_vec(),
+        Ok(mem) => mem,
         Err(e) => bail!("{}", build_failure(&collector.take(), &e)),
     };
     Ok(BuiltEngine {

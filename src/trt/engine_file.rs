@@ -5,7 +5,7 @@
 
 use super::loader::Flavour;
 use super::profile::ShapeProfile;
-use crate::atomic_file::write_atomic_unsynced;
+use crate::atomic_file::{remove_if_present, stage_unsynced, write_atomic_unsynced, StagedFile};
 use crate::onnx::model::sha256_hex;
 use crate::tensor::Precision;
 use anyhow::{bail, Context, Result};
@@ -259,16 +259,12 @@ pub fn store(path: &Path, bytes: &[u8], mut sidecar: EngineSidecar) -> Result<En
         );
     }
     let side = sidecar_path(path);
-    match std::fs::remove_file(&side) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => {
-            return Err(e).with_context(|| format!("{}: cannot replace", side.display()));
-        }
-    }
+    remove_if_present(&side)?;
+    // The engine is unvouched from here until its sidecar is written: the old one can go
+    // before the new one is renamed in (see `commit_replacing`).
     let hash = std::thread::scope(|s| {
         let hash = s.spawn(|| sha256_hex(bytes));
-        let written = write_atomic_unsynced(path, bytes);
+        let written = stage_unsynced(path, bytes).and_then(StagedFile::commit_replacing);
         written.map(|()| hash.join().expect("hashing does not panic"))
     })?;
     sidecar.facts.engine_bytes = bytes.len() as u64;
