@@ -167,6 +167,11 @@ fn decode_jpeg(bytes: &[u8], sink: &mut impl RowSink) -> Result<()> {
     result
 }
 
+/// Rows decoded before any is handed on: a row the resize reads straight after the decoder's
+/// stores is read while those stores are still in flight, which cost the horizontal pass
+/// most of its time (the loads stall instead of being forwarded).
+const ROWS_PER_READ: usize = 16;
+
 fn decode_jpeg_unwinding(source: Source<'_>, sink: &mut impl RowSink) -> Result<()> {
     let mut header =
         mozjpeg::Decompress::new_reader(source).map_err(|e| anyhow!("JPEG decode failed: {e}"))?;
@@ -201,21 +206,26 @@ fn decode_jpeg_unwinding(source: Source<'_>, sink: &mut impl RowSink) -> Result<
             started.height()
         );
     }
-    let mut line = vec![0u8; width * if cmyk { 4 } else { 3 }];
+    let line_len = width * if cmyk { 4 } else { 3 };
+    let mut lines = vec![0u8; line_len * ROWS_PER_READ];
     let mut rgb = if cmyk {
         vec![0u8; width * 3]
     } else {
         Vec::new()
     };
-    for y in 0..rows {
+    for first in (0..rows).step_by(ROWS_PER_READ) {
+        let n = ROWS_PER_READ.min(rows - first);
+        let batch = &mut lines[..n * line_len];
         started
-            .read_scanlines_into::<u8>(&mut line)
-            .map_err(|e| anyhow!("JPEG decode failed at row {y}: {e}"))?;
-        if cmyk {
-            cmyk_to_rgb(&line, &mut rgb);
-            sink.row(y, &rgb);
-        } else {
-            sink.row(y, &line);
+            .read_scanlines_into::<u8>(batch)
+            .map_err(|e| anyhow!("JPEG decode failed at row {first}: {e}"))?;
+        for (y, line) in (first..).zip(batch.chunks_exact(line_len)) {
+            if cmyk {
+                cmyk_to_rgb(line, &mut rgb);
+                sink.row(y, &rgb);
+            } else {
+                sink.row(y, line);
+            }
         }
     }
     Ok(())
