@@ -12,11 +12,15 @@ Makes ImageNet-sized photo-like JPEGs (about 500x375, quality 90), then times
   - a control: a pure integer loop (Rust threads) and a pure Python loop (processes) on 1 and
     on N cores, which says how far this machine scales at all (SMT siblings, clock drop).
 Both at 1 core and at --cores cores; every worker does the whole folder --rounds times (weak
-scaling). Prints images/s, the per-core ratio and the scaling.
+scaling). The whole set of measurements is repeated --repeats times in turn (trtkit, python,
+floor, trtkit, ...), so a passing disturbance hits one repeat of each side, not one side: the
+figures are the medians over repeats, with each repeat's per-core ratio printed beside them.
+Prints images/s, the per-core ratio and the scaling.
 Without torchvision (e.g. no torch installed) PIL + numpy stands in for it, and says so.
 
 Usage: python3 scripts/bench_preprocess.py --bin target/release/examples/bench_preprocess \
-           [--images 96] [--cores N] [--rounds 3] [--trtkit-rounds 12] [--dir /tmp/trtkit-bench-jpegs]
+           [--images 96] [--cores N] [--rounds 3] [--trtkit-rounds 12] [--repeats 3]
+           [--dir /tmp/trtkit-bench-jpegs]
            [--json OUT]
 """
 import argparse
@@ -24,6 +28,7 @@ import importlib.util
 import json
 import multiprocessing as mp
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -139,6 +144,7 @@ def main():
     ap.add_argument("--images", type=int, default=96)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--trtkit-rounds", type=int, help="rounds for trtkit (default: 4 x --rounds, as it is faster)")
+    ap.add_argument("--repeats", type=int, default=3, help="times the whole set is measured, in turn (medians reported)")
     ap.add_argument("--cores", type=int, default=os.cpu_count())
     ap.add_argument("--dir", default="/tmp/trtkit-bench-jpegs")
     ap.add_argument("--json", help="also write the figures here")
@@ -150,12 +156,25 @@ def main():
     core_counts = [1] if args.cores == 1 else [1, args.cores]
     counts = [str(c) for c in core_counts]
     trounds = args.trtkit_rounds or 4 * args.rounds
-    rust = {r["threads"]: r["images_per_s"] for r in run_json([args.bin, args.dir, str(trounds)] + counts)}
-    rust_procs = {c: bench_trtkit_procs(args.bin, args.dir, trounds, c) for c in core_counts}
-    py = {c: bench_python(files, args.rounds, c) for c in core_counts}
+    repeats = []
+    for _ in range(max(1, args.repeats)):
+        repeats.append({
+            "rust": {r["threads"]: r["images_per_s"] for r in run_json([args.bin, args.dir, str(trounds)] + counts)},
+            "rust_procs": {c: bench_trtkit_procs(args.bin, args.dir, trounds, c) for c in core_counts},
+            "py": {c: bench_python(files, args.rounds, c) for c in core_counts},
+            "decode_only": {c: bench_trtkit_procs(args.bin, args.dir, trounds, c, "--decode-only")
+                            for c in core_counts},
+        })
+
+    def median(key):
+        return {c: statistics.median(r[key][c] for r in repeats) for c in core_counts}
+
+    rust, rust_procs, py, decode_only = (median(k) for k in ("rust", "rust_procs", "py", "decode_only"))
     alu = {r["threads"]: r["gsteps_per_s"] for r in run_json([args.bin, "--alu", "2"] + counts)}
     py_alu = {c: bench_py_alu(c) for c in core_counts}
-    decode_only = {c: bench_trtkit_procs(args.bin, args.dir, trounds, c, "--decode-only") for c in core_counts}
+    for c in core_counts:
+        each = ", ".join(f"{max(r['rust'][c], r['rust_procs'][c]) / r['py'][c]:.2f}x" for r in repeats)
+        print(f"{c} core(s), per repeat: trtkit (best of threads, processes) / python = {each}")
     rows = []
     print(f"\n{'cores':>5}  {'trtkit threads':>14}  {'trtkit procs':>12}  {name + ' img/s':>34}  "
           f"{'ratio thr':>9}  {'ratio proc':>10}  {'trtkit/core':>11}  {'python/core':>11}")
@@ -187,7 +206,8 @@ def main():
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"python_impl": name, "images": len(files), "rounds": args.rounds,
-                       "trtkit_rounds": trounds, "decode_only": decode_only, "rows": rows}, fh, indent=1)
+                       "trtkit_rounds": trounds, "repeats": repeats, "decode_only": decode_only,
+                       "rows": rows}, fh, indent=1)
     return 0
 
 
