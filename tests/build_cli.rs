@@ -291,25 +291,41 @@ fn missing_tensorrt_says_what_to_install() {
     let dir = tempfile::tempdir().unwrap();
     save(dir.path(), "clf.onnx", test_models::classifier(None));
     // No TRTKIT_TENSORRT_DIR, no library path, no python3 on PATH: nothing can be found.
-    let out = Command::new(env!("CARGO_BIN_EXE_trtkit"))
-        .current_dir(dir.path())
-        .args(["build", "clf.onnx"])
-        .env_remove("TRTKIT_TENSORRT_DIR")
-        .env("LD_LIBRARY_PATH", "")
-        .env("PATH", "/nonexistent")
-        .output()
-        .unwrap();
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_trtkit"))
+            .current_dir(dir.path())
+            .args(args)
+            .env_remove("TRTKIT_TENSORRT_DIR")
+            .env("LD_LIBRARY_PATH", "")
+            .env("PATH", "/nonexistent")
+            .output()
+            .unwrap()
+    };
     if trtkit::trt::loader::locate_libraries(None).is_ok_and(|l| l.source.contains("system")) {
         return; // installed system-wide: nothing to hide it behind
     }
-    assert_clean_error(
-        &out,
-        1,
+    // Forced into a named file, TensorRT is waited for later; it is missed all the same.
+    for args in [
+        &["build", "clf.onnx"][..],
         &[
-            "TensorRT-RTX not found",
-            "python3 -m pip install tensorrt-rtx-cu13-libs==1.7.1.116",
+            "build",
+            "clf.onnx",
+            "--fp16",
+            "--rebuild",
+            "-o",
+            "e/clf.engine",
         ],
-    );
+    ] {
+        assert_clean_error(
+            &run(args),
+            1,
+            &[
+                "TensorRT-RTX not found",
+                "python3 -m pip install tensorrt-rtx-cu13-libs==1.7.1.116",
+            ],
+        );
+        assert!(!dir.path().join("e").exists(), "{args:?} wrote a folder");
+    }
 }
 
 #[test]
@@ -757,5 +773,13 @@ fn a_forced_fp16_build_keeps_the_quantize_graph_and_the_model_hash() {
     let file_sha = trtkit::onnx::model::file_sha256(&model).unwrap();
     assert_eq!(side["key"]["model_sha256"], file_sha.as_str());
     assert_eq!(forced["key"]["model_sha256"], file_sha.as_str());
+    // TensorRT's version is waited for late too, and is in the key all the same.
+    let version = trtkit::trt::loader::locate_libraries(None).unwrap().version;
+    assert_eq!(side["key"]["tensorrt_version"], version.as_str());
+    assert_eq!(forced["key"]["tensorrt_version"], version.as_str());
+    assert_eq!(forced["tensorrt"]["version"], version.as_str());
+    assert!(forced["tensorrt"]["library"]
+        .as_str()
+        .is_some_and(|l| !l.is_empty()));
     assert_eq!(json_of(&build_in(d, &args))["reused"], true);
 }

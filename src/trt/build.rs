@@ -6,12 +6,14 @@
 //! Q/DQ, since TensorRT 11 and TensorRT-RTX have no precision flags); parse and build with
 //! TensorRT-RTX; write the engine and its sidecar atomically.
 
-use super::build_landing::{build_with_kept_graph, explain_pinned_batch, land, Landing};
+use super::build_landing::{
+    build_with_kept_graph, check_writable, explain_pinned_batch, land, Landing,
+};
 use super::build_report::new_report;
 pub use super::build_report::{BuildReport, BuildTiming, Int8Summary, TensorRtUsed};
 use super::engine_builder::{BuildLog, Loading};
 use super::engine_file::{engine_path, lookup, BuilderSettings, EngineKey, Lookup};
-use super::loader::{locate_usable, TrtLibraries, BOUND};
+use super::loader::{TrtLibraries, BOUND};
 use super::model_file::ModelFile;
 use super::profile::{resolve_profile, AxisRange, BatchRequest, ExplicitShapes, ShapeProfile};
 use crate::calibration::cache::check_cache_model;
@@ -233,40 +235,6 @@ fn precision_passes(
     })
 }
 
-/// Fails early (before a long build) when the engine's folder cannot be written: its nearest
-/// existing ancestor must be a folder we can create files in. Nothing is created here.
-fn check_writable(engine: &std::path::Path) -> Result<()> {
-    let mut dir = match engine.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    while !dir.exists() {
-        match dir.parent() {
-            Some(p) if !p.as_os_str().is_empty() => dir = p.to_path_buf(),
-            _ => {
-                dir = PathBuf::from(".");
-                break;
-            }
-        }
-    }
-    if !dir.is_dir() {
-        bail!(
-            "{}: cannot write the engine there: {} is not a folder",
-            engine.display(),
-            dir.display()
-        );
-    }
-    let meta = std::fs::metadata(&dir)?;
-    if meta.permissions().readonly() {
-        bail!(
-            "{}: cannot write the engine there: {} is read-only",
-            engine.display(),
-            dir.display()
-        );
-    }
-    Ok(())
-}
-
 /// Runs the build (or reuses the engine whose key matches).
 pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildReport> {
     let start = Instant::now();
@@ -277,27 +245,30 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
             "calibration data or a calibration cache was given for a build that is not INT8",
         ));
     }
-    let libs = locate_usable(config.tensorrt_dir.as_deref())?;
-    // TensorRT's libraries (hundreds of MB) load while the model is read, hashed and rewritten.
-    let mut loading = Loading::start(&libs);
-    let mut file = ModelFile::open(&config.model)?;
-    // The weights stay in the file's bytes until a step reads them: an FP32 build at the
-    // model's own shapes never does.
-    let (model, deferred) = OnnxModel::from_bytes_deferring(&config.model, file.bytes())?;
+    // TensorRT's libraries (hundreds of MB) are found and loaded while the model is read;
+    // what is wrong with them is said first, as when they were looked for before the model.
+    // Forced into a named file, nothing needs the model's hash or TensorRT's version before
+    // the engine is built: both are then waited for late (and put in the key before the
+    // sidecar), so that they come while the model is rewritten and TensorRT builds.
+    let late = config.rebuild && config.output.is_some() && config.precision != Precision::Int8;
+    let loading = Loading::start(config.tensorrt_dir.as_deref());
+    let read = read_model(config, observers);
+    let (libs, loading) = if late {
+        (None, Some(loading))
+    } else {
+        (Some(loading.wait()?), None)
+    };
+    let (mut file, deferred, shaped) = read?;
     let ShapedModel {
         model,
         released_batch,
         reshaped,
         changed,
         profile,
-    } = shape_model(config, model, observers)?;
+    } = shaped;
     let default_batch_range =
         !config.batch.is_set() && !config.explicit_shapes.is_set() && !profile.is_static();
-    // Forced into a named file, nothing needs the model's hash before the engine is written:
-    // it is then taken while TensorRT builds (its key is filled in before the sidecar).
-    let hash_late =
-        config.rebuild && config.output.is_some() && config.precision != Precision::Int8;
-    let model_sha256 = if hash_late {
+    let model_sha256 = if late {
         String::new()
     } else {
         file.sha256().to_string()
@@ -311,18 +282,20 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
     };
     let calibrate_s = t_cal.elapsed().as_secs_f64();
 
-    let key = engine_key(config, model_sha256, scales.as_ref(), profile, &libs);
+    let key = engine_key(
+        config,
+        model_sha256,
+        scales.as_ref(),
+        profile,
+        libs.as_ref(),
+    );
     let path = output_path(config, &key, reshaped);
     let mut report = new_report(
         &shown,
         &path,
         key.clone(),
         default_batch_range,
-        TensorRtUsed {
-            flavour: BOUND.flavour,
-            version: libs.version.clone(),
-            library: libs.runtime.display().to_string(),
-        },
+        tensorrt_used(libs.as_ref()),
         scales.as_ref().map(|s| s.summary.clone()),
         BuildTiming {
             load_s,
@@ -353,7 +326,13 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
     report.timing.rewrite_s = t_rewrite.elapsed().as_secs_f64();
 
     check_writable(&path)?;
-    loading.wait()?;
+    let mut key = key;
+    if let Some(loading) = loading {
+        let libs = loading.wait()?;
+        key.tensorrt_version.clone_from(&libs.version);
+        report.key.tensorrt_version.clone_from(&libs.version);
+        report.tensorrt = tensorrt_used(Some(&libs));
+    }
     let log = BuildLog::new()?;
     let (built, kept_graph) = build_with_kept_graph(
         &log,
@@ -372,8 +351,7 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
     report.timing.parse_s = built.parse_s;
     report.timing.build_s = built.build_s;
     let t_write = Instant::now();
-    let mut key = key;
-    if hash_late {
+    if late {
         key.model_sha256 = file.sha256().to_string();
         report.key.model_sha256.clone_from(&key.model_sha256);
     }
@@ -391,13 +369,38 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
     Ok(report)
 }
 
-/// What identifies the engine this build makes (see [`EngineKey`]).
+/// Maps and hashes the model file, decodes it with its large weights left in the file's bytes
+/// (until a step reads them: an FP32 build at the model's own shapes never does), and applies
+/// the build's shapes.
+fn read_model(
+    config: &BuildConfig,
+    observers: &BuildObservers,
+) -> Result<(ModelFile, DeferredWeights, ShapedModel)> {
+    let file = ModelFile::open(&config.model)?;
+    let (model, deferred) = OnnxModel::from_bytes_deferring(&config.model, file.bytes())?;
+    let shaped = shape_model(config, model, observers)?;
+    Ok((file, deferred, shaped))
+}
+
+/// The TensorRT a build uses, as its report says (`libs`: `None` while not yet waited for).
+fn tensorrt_used(libs: Option<&TrtLibraries>) -> TensorRtUsed {
+    TensorRtUsed {
+        flavour: BOUND.flavour,
+        version: libs.map(|l| l.version.clone()).unwrap_or_default(),
+        library: libs
+            .map(|l| l.runtime.display().to_string())
+            .unwrap_or_default(),
+    }
+}
+
+/// What identifies the engine this build makes (see [`EngineKey`]); `libs`: `None` while not
+/// yet waited for (the version is then filled in before the engine is written).
 fn engine_key(
     config: &BuildConfig,
     model_sha256: String,
     scales: Option<&Scales>,
     profile: ShapeProfile,
-    libs: &TrtLibraries,
+    libs: Option<&TrtLibraries>,
 ) -> EngineKey {
     EngineKey {
         model_sha256,
@@ -407,7 +410,7 @@ fn engine_key(
         profile,
         builder: config.builder.clone(),
         tensorrt_flavour: BOUND.flavour,
-        tensorrt_version: libs.version.clone(),
+        tensorrt_version: libs.map(|l| l.version.clone()).unwrap_or_default(),
         trtkit_version: env!("CARGO_PKG_VERSION").into(),
     }
 }

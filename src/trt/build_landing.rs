@@ -13,8 +13,9 @@ use crate::onnx::model::sha256_hex;
 use crate::onnx::OnnxModel;
 use crate::progress::Progress;
 use crate::tensor::Precision;
-use anyhow::Result;
+use anyhow::{bail, Result};
 use std::path::Path;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 /// The kept graph staged beside the engine (not yet in place), with its SHA-256.
@@ -101,4 +102,38 @@ pub(super) fn land(
         graph_sha256,
     };
     store(landing.path, &built.bytes, EngineSidecar { key, facts })
+}
+
+/// Fails early (before a long build) when the engine's folder cannot be written: its nearest
+/// existing ancestor must be a folder we can create files in. Nothing is created here.
+pub(super) fn check_writable(engine: &Path) -> Result<()> {
+    let mut dir = match engine.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    while !dir.exists() {
+        match dir.parent() {
+            Some(p) if !p.as_os_str().is_empty() => dir = p.to_path_buf(),
+            _ => {
+                dir = PathBuf::from(".");
+                break;
+            }
+        }
+    }
+    if !dir.is_dir() {
+        bail!(
+            "{}: cannot write the engine there: {} is not a folder",
+            engine.display(),
+            dir.display()
+        );
+    }
+    let meta = std::fs::metadata(&dir)?;
+    if meta.permissions().readonly() {
+        bail!(
+            "{}: cannot write the engine there: {} is read-only",
+            engine.display(),
+            dir.display()
+        );
+    }
+    Ok(())
 }

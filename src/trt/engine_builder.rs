@@ -4,12 +4,13 @@
 
 use super::engine_file::{BuilderSettings, EngineTensor};
 use super::engine_io::dtype_name;
-use super::loader::{TrtLibraries, BOUND};
+use super::loader::{locate_usable, TrtLibraries, BOUND};
 use super::profile::ShapeProfile;
 use crate::onnx::pb::GraphProto;
 use crate::progress::Progress;
 use anyhow::{anyhow, bail, Context, Result};
 use std::ops::ControlFlow;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use trtx::host_memory::HostMemory;
@@ -52,40 +53,50 @@ pub fn load(libs: &TrtLibraries) -> Result<()> {
     Ok(())
 }
 
-/// TensorRT's libraries loading on another thread. Waited for before TensorRT is called, and
-/// on drop: a process that exits (an error about the model) while another thread is inside
-/// `dlopen` of TensorRT can crash in the libraries' static initialisers.
-pub(super) struct Loading(Option<std::thread::JoinHandle<Result<f64>>>);
+/// TensorRT's libraries found, checked and loaded on another thread (the runtime library alone
+/// takes tens of milliseconds to map), while the model is read. Waited for before TensorRT is
+/// called, and on drop: a process that exits (an error about the model) while another thread
+/// is inside `dlopen` of TensorRT can crash in the libraries' static initialisers.
+pub(super) struct Loading(Option<std::thread::JoinHandle<Result<TrtLibraries>>>);
 
 impl Loading {
-    /// Starts loading `libs` on a new thread.
-    pub(super) fn start(libs: &TrtLibraries) -> Self {
-        let libs = libs.clone();
+    /// Starts finding (in `dir`, else where [`locate_usable`] looks) and loading the libraries
+    /// on a new thread.
+    pub(super) fn start(dir: Option<&Path>) -> Self {
+        let dir = dir.map(Path::to_path_buf);
         Loading(Some(std::thread::spawn(move || {
             let start = Instant::now();
+            let libs = locate_usable(dir.as_deref())?;
             load(&libs)?;
-            Ok(start.elapsed().as_secs_f64())
+            tracing::debug!(
+                "TensorRT's libraries found and loaded in {:.3} s",
+                start.elapsed().as_secs_f64()
+            );
+            Ok(libs)
         })))
     }
 
-    /// Waits for the libraries; their loading error, if any.
-    pub(super) fn wait(&mut self) -> Result<()> {
-        let Some(h) = self.0.take() else {
-            return Ok(());
-        };
+    /// Waits for the libraries: the ones loaded, or why they could not be.
+    pub(super) fn wait(mut self) -> Result<TrtLibraries> {
+        self.join()
+            .unwrap_or_else(|| unreachable!("waited for once"))
+    }
+
+    fn join(&mut self) -> Option<Result<TrtLibraries>> {
+        let h = self.0.take()?;
         let waited = Instant::now();
-        let loaded_s = h.join().expect("loading TensorRT does not panic")?;
+        let libs = h.join().expect("loading TensorRT does not panic");
         tracing::debug!(
-            "TensorRT's libraries loaded in {loaded_s:.3} s, {:.3} s of it waited for",
+            "waited {:.3} s for TensorRT's libraries",
             waited.elapsed().as_secs_f64()
         );
-        Ok(())
+        Some(libs)
     }
 }
 
 impl Drop for Loading {
     fn drop(&mut self) {
-        let _ = self.wait();
+        let _ = self.join();
     }
 }
 
