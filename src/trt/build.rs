@@ -361,7 +361,12 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
         onnx_nodes: model.graph().node.len(),
         parameters,
     };
-    let written = land(landing, kept_graph, built, key)?;
+    // The model, its rewritten bytes and the mapped file (hundreds of MB for a large model)
+    // are freed on another thread while the engine is written and hashed.
+    let written = std::thread::scope(|s| {
+        s.spawn(move || drop((model, rewritten, file)));
+        land(landing, kept_graph, built, key)
+    })?;
     report.engine_bytes = written.facts.engine_bytes;
     report.facts = written.facts;
     report.timing.write_s = lookup_s + t_write.elapsed().as_secs_f64();
