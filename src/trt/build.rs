@@ -9,7 +9,7 @@
 use super::build_landing::{
     build_with_kept_graph, check_writable, explain_pinned_batch, land, Landing,
 };
-use super::build_report::new_report;
+use super::build_report::{new_report, tensorrt_used};
 pub use super::build_report::{BuildReport, BuildTiming, Int8Summary, TensorRtUsed};
 use super::engine_builder::{BuildLog, Loading};
 use super::engine_file::{engine_path, lookup, BuilderSettings, EngineKey, Lookup};
@@ -328,10 +328,7 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
     check_writable(&path)?;
     let mut key = key;
     if let Some(loading) = loading {
-        let libs = loading.wait()?;
-        key.tensorrt_version.clone_from(&libs.version);
-        report.key.tensorrt_version.clone_from(&libs.version);
-        report.tensorrt = tensorrt_used(Some(&libs));
+        wait_late(loading, &mut key, &mut report)?;
     }
     let log = BuildLog::new()?;
     let (built, kept_graph) = build_with_kept_graph(
@@ -387,15 +384,14 @@ fn read_model(
     Ok((file, deferred, shaped))
 }
 
-/// The TensorRT a build uses, as its report says (`libs`: `None` while not yet waited for).
-fn tensorrt_used(libs: Option<&TrtLibraries>) -> TensorRtUsed {
-    TensorRtUsed {
-        flavour: BOUND.flavour,
-        version: libs.map(|l| l.version.clone()).unwrap_or_default(),
-        library: libs
-            .map(|l| l.runtime.display().to_string())
-            .unwrap_or_default(),
-    }
+/// Waits for TensorRT's libraries where the build did not need them before building, and puts
+/// their version in the engine's `key` and the `report`.
+fn wait_late(loading: Loading, key: &mut EngineKey, report: &mut BuildReport) -> Result<()> {
+    let libs = loading.wait()?;
+    key.tensorrt_version.clone_from(&libs.version);
+    report.key.tensorrt_version.clone_from(&libs.version);
+    report.tensorrt = tensorrt_used(Some(&libs));
+    Ok(())
 }
 
 /// What identifies the engine this build makes (see [`EngineKey`]); `libs`: `None` while not

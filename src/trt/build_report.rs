@@ -2,7 +2,7 @@
 //! again, the TensorRT used, the precision rewrites' summaries and where the time went.
 
 use super::engine_file::{EngineFacts, EngineKey};
-use super::loader::Flavour;
+use super::loader::{Flavour, TrtLibraries, BOUND};
 use crate::calibration::job::CalibrateReport;
 use crate::onnx::rewrite::fp16::Fp16Report;
 use serde::{Deserialize, Serialize};
@@ -117,5 +117,16 @@ pub(super) fn new_report(
         fp16: None,
         int8,
         timing,
+    }
+}
+
+/// The TensorRT a build uses, as its report says (`libs`: `None` while not yet waited for).
+pub(super) fn tensorrt_used(libs: Option<&TrtLibraries>) -> TensorRtUsed {
+    TensorRtUsed {
+        flavour: BOUND.flavour,
+        version: libs.map(|l| l.version.clone()).unwrap_or_default(),
+        library: libs
+            .map(|l| l.runtime.display().to_string())
+            .unwrap_or_default(),
     }
 }
