@@ -245,14 +245,12 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
             "calibration data or a calibration cache was given for a build that is not INT8",
         ));
     }
-    // TensorRT's libraries (hundreds of MB) are found and loaded while the model is read;
-    // what is wrong with them is said first, as when they were looked for before the model.
-    // Forced into a named file, nothing needs the model's hash or TensorRT's version before
-    // the engine is built: both are then waited for late (and put in the key before the
-    // sidecar), so that they come while the model is rewritten and TensorRT builds.
+    // TensorRT's libraries are found and loaded while the model is read (their errors come
+    // first). Forced into a named file, the model's hash and TensorRT's version are needed
+    // only for the sidecar: both come late, while the model is rewritten and TensorRT builds.
     let late = config.rebuild && config.output.is_some() && config.precision != Precision::Int8;
     let loading = Loading::start(config.tensorrt_dir.as_deref());
-    let read = read_model(config, observers);
+    let read = read_model(config, observers, !late);
     let (libs, loading) = if late {
         (None, Some(loading))
     } else {
@@ -322,6 +320,7 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
         (deferred, file.bytes()),
         &mut report,
     )?;
+    file.start_hashing(); // if late: while TensorRT builds, off the rewrite's cores
     let onnx_bytes = rewritten.as_deref().unwrap_or(file.bytes());
     report.timing.rewrite_s = t_rewrite.elapsed().as_secs_f64();
 
@@ -371,14 +370,15 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
     Ok(report)
 }
 
-/// Maps and hashes the model file, decodes it with its large weights left in the file's bytes
+/// Maps the model file (hashing it from now on with `hash_now`), decodes it with its large weights left in the file's bytes
 /// (until a step reads them: an FP32 build at the model's own shapes never does), and applies
 /// the build's shapes.
 fn read_model(
     config: &BuildConfig,
     observers: &BuildObservers,
+    hash_now: bool,
 ) -> Result<(ModelFile, DeferredWeights, ShapedModel)> {
-    let file = ModelFile::open(&config.model)?;
+    let file = ModelFile::open(&config.model, hash_now)?;
     let (model, deferred) = OnnxModel::from_bytes_deferring(&config.model, file.bytes())?;
     let shaped = shape_model(config, model, observers)?;
     Ok((file, deferred, shaped))

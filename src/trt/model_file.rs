@@ -1,6 +1,7 @@
 //! The ONNX file a build reads: mapped into memory rather than copied, and hashed on another
-//! thread while the main one decodes it, so that neither the 100 MB read nor the SHA-256 of a
-//! ResNet-50 stands between the command and TensorRT's build.
+//! thread while other work runs (decoding, or TensorRT's build when the hash is needed only
+//! then), so that neither the 100 MB read nor the SHA-256 of a ResNet-50 stands between the
+//! command and TensorRT's build.
 //!
 //! The same bytes go to TensorRT's parser when the build does not change the model (an FP32
 //! build at the model's own shapes): they are never copied.
@@ -29,7 +30,8 @@ impl Deref for FileBytes {
     }
 }
 
-/// A model file opened for a build: its bytes, and its SHA-256 being computed meanwhile.
+/// A model file opened for a build: its bytes, and its SHA-256 (computed on another thread
+/// once started).
 pub struct ModelFile {
     bytes: Arc<FileBytes>,
     hashing: Option<JoinHandle<String>>,
@@ -37,9 +39,18 @@ pub struct ModelFile {
 }
 
 impl ModelFile {
-    /// Maps the file at `path` and starts hashing it. Errors name the file (missing, a folder,
-    /// unreadable).
-    pub fn open(path: &Path) -> Result<Self> {
+    /// Maps the file at `path` and, with `hash_now`, starts hashing it (else
+    /// [`ModelFile::start_hashing`] or [`ModelFile::sha256`] does). Errors name the file
+    /// (missing, a folder, unreadable).
+    pub fn open(path: &Path, hash_now: bool) -> Result<Self> {
+        let mut file = Self::map(path)?;
+        if hash_now {
+            file.start_hashing();
+        }
+        Ok(file)
+    }
+
+    fn map(path: &Path) -> Result<Self> {
         let shown = path.display();
         let file = match std::fs::File::open(path) {
             Ok(f)
@@ -50,7 +61,7 @@ impl ModelFile {
                 f
             }
             // Missing, a folder, empty or odd: the plain read gives each its own message.
-            _ => return Ok(Self::hashing(FileBytes::Read(read_model_file(path)?))),
+            _ => return Ok(Self::of(FileBytes::Read(read_model_file(path)?))),
         };
         // SAFETY: the map is read-only and private to this process, and lives as long as the
         // bytes are used (the `Arc` below). Another process truncating or rewriting the file
@@ -58,17 +69,22 @@ impl ModelFile {
         // model it is building from, and the SHA-256 taken from these same bytes is what the
         // engine's key records.
         let map = unsafe { Mmap::map(&file) }.with_context(|| format!("{shown}: cannot read"))?;
-        Ok(Self::hashing(FileBytes::Mapped(map)))
+        Ok(Self::of(FileBytes::Mapped(map)))
     }
 
-    fn hashing(bytes: FileBytes) -> Self {
-        let bytes = Arc::new(bytes);
-        let shared = Arc::clone(&bytes);
-        let hashing = std::thread::spawn(move || sha256_hex(&shared));
+    fn of(bytes: FileBytes) -> Self {
         ModelFile {
-            bytes,
-            hashing: Some(hashing),
+            bytes: Arc::new(bytes),
+            hashing: None,
             sha256: OnceLock::new(),
+        }
+    }
+
+    /// Starts hashing the file on another thread, unless that has begun or ended already.
+    pub fn start_hashing(&mut self) {
+        if self.hashing.is_none() && self.sha256.get().is_none() {
+            let shared = Arc::clone(&self.bytes);
+            self.hashing = Some(std::thread::spawn(move || sha256_hex(&shared)));
         }
     }
 
@@ -77,8 +93,10 @@ impl ModelFile {
         &self.bytes
     }
 
-    /// The file's SHA-256, hex (waits for the hashing thread the first time).
+    /// The file's SHA-256, hex (waits for the hashing thread the first time, starting it if
+    /// need be).
     pub fn sha256(&mut self) -> &str {
+        self.start_hashing();
         if let Some(h) = self.hashing.take() {
             let hash = h.join().expect("hashing does not panic");
             let _ = self.sha256.set(hash);
@@ -99,10 +117,22 @@ mod tests {
         let path = dir.path().join("m.onnx");
         let content: Vec<u8> = (0..100_000u32).map(|i| (i * 7 % 251) as u8).collect();
         std::fs::write(&path, &content).unwrap();
-        let mut file = ModelFile::open(&path).unwrap();
-        assert_eq!(file.bytes(), &content[..]);
-        assert_eq!(file.sha256(), sha256_hex(&content));
-        assert_eq!(file.sha256(), sha256_hex(&content));
+        for hash_now in [true, false] {
+            let mut file = ModelFile::open(&path, hash_now).unwrap();
+            assert_eq!(file.bytes(), &content[..]);
+            assert_eq!(file.hashing.is_some(), hash_now);
+            file.start_hashing();
+            assert!(file.hashing.is_some());
+            assert_eq!(file.sha256(), sha256_hex(&content));
+            file.start_hashing(); // done already: nothing starts again
+            assert!(file.hashing.is_none());
+            assert_eq!(file.sha256(), sha256_hex(&content));
+        }
+        // Never started: asking for the hash takes it.
+        assert_eq!(
+            ModelFile::open(&path, false).unwrap().sha256(),
+            sha256_hex(&content)
+        );
     }
 
     #[test]
@@ -110,13 +140,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("empty.onnx");
         std::fs::write(&path, b"").unwrap();
-        let mut file = ModelFile::open(&path).unwrap();
+        let mut file = ModelFile::open(&path, true).unwrap();
         assert!(file.bytes().is_empty());
         assert_eq!(file.sha256(), sha256_hex(b""));
         let missing = dir.path().join("nope.onnx");
-        let e = ModelFile::open(&missing).err().unwrap().to_string();
+        let e = ModelFile::open(&missing, true).err().unwrap().to_string();
         assert!(e.contains("nope.onnx") && e.contains("no such file"), "{e}");
-        let e = ModelFile::open(dir.path()).err().unwrap().to_string();
+        let e = ModelFile::open(dir.path(), true).err().unwrap().to_string();
         assert!(e.contains("is a directory"), "{e}");
     }
 }
