@@ -235,16 +235,22 @@ fn precision_passes(
     })
 }
 
-/// Runs the build (or reuses the engine whose key matches).
-pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildReport> {
-    let start = Instant::now();
-    let shown = config.model.display().to_string();
+/// Refuses INT8 scales (calibration data or a cache) given for a build that is not INT8.
+fn check_int8_source(config: &BuildConfig) -> Result<()> {
     if config.precision != Precision::Int8 && config.int8.is_some() {
         return Err(fix_with(
             Setting::Int8,
             "calibration data or a calibration cache was given for a build that is not INT8",
         ));
     }
+    Ok(())
+}
+
+/// Runs the build (or reuses the engine whose key matches).
+pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildReport> {
+    let start = Instant::now();
+    let shown = config.model.display().to_string();
+    check_int8_source(config)?;
     // TensorRT's libraries are found and loaded while the model is read (their errors come
     // first). Forced into a named file, the model's hash and TensorRT's version are needed
     // only for the sidecar: both come late, while the model is rewritten and TensorRT builds.
