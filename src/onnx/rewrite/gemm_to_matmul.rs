@@ -6,7 +6,7 @@ use crate::onnx::attributes::attribute;
 use crate::onnx::dtype::data_type;
 use crate::onnx::pb::tensor_proto::DataType;
 use crate::onnx::pb::{GraphProto, NodeProto, TensorProto};
-use anyhow::Result;
+use anyhow::{bail, Result};
 use rayon::prelude::*;
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
@@ -90,13 +90,21 @@ pub(super) fn gemm_to_matmul(g: &mut GraphProto) -> Result<()> {
 }
 
 /// A float32 initializer's values as little-endian bytes: its raw data as it is, or its
-/// `float_data` encoded.
+/// `float_data` encoded; an error when their count does not match its dims.
 fn le_bytes(weight: &TensorProto) -> Result<Cow<'_, [u8]>> {
     let count: i64 = weight.dims.iter().product();
     if weight.raw_data.len() == count as usize * 4 {
         return Ok(Cow::Borrowed(&weight.raw_data));
     }
     let values = read_f32(weight)?;
+    if values.len() as i64 != count {
+        bail!(
+            "initializer '{}' holds {} values for dims {:?}",
+            weight.name,
+            values.len(),
+            weight.dims
+        );
+    }
     Ok(Cow::Owned(
         values.iter().flat_map(|v| v.to_le_bytes()).collect(),
     ))
@@ -133,6 +141,15 @@ fn transpose_f32_bytes(src: &[u8], rows: usize, cols: usize) -> Vec<u8> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn weights_that_do_not_fill_their_dims_are_an_error_not_a_panic() {
+        let mut w = crate::onnx::graph_builder::tensor_f32("w", &[2, 3], &[1.0; 6]);
+        assert_eq!(le_bytes(&w).unwrap().len(), 24);
+        w.raw_data.truncate(16);
+        let e = le_bytes(&w).unwrap_err().to_string();
+        assert!(e.contains("'w' holds 4 values for dims [2, 3]"), "{e}");
+    }
 
     proptest! {
         #[test]
