@@ -72,7 +72,10 @@ fn main() -> Result<()> {
     for block in 0..2 * a.pairs {
         let sampling = matches!(block % 4, 0 | 3);
         let monitor = if sampling {
-            Some(Monitor::start(0, a.hz).map_err(anyhow::Error::msg)?)
+            Some(
+                Monitor::start(&trtkit::bench::monitor::NvmlGpu::Index(0), a.hz)
+                    .map_err(anyhow::Error::msg)?,
+            )
         } else {
             None
         };

@@ -97,7 +97,7 @@ fn time_it(
 ) -> Result<(BatchResult, Option<Monitor>)> {
     let s = &spec.settings;
     let monitor = if spec.key.target.on_gpu() {
-        Monitor::start(s.device_id, s.nvml_hz)
+        Monitor::start(&spec.nvml_gpu(), s.nvml_hz)
             .map_err(|why| notes.push(why))
             .ok()
     } else {
@@ -227,7 +227,7 @@ pub fn run_cell(spec: &CellSpec) -> Result<CellMetrics> {
     let start = Instant::now();
     let s = &spec.settings;
     let on_gpu = spec.key.target.on_gpu();
-    let memory_before = on_gpu.then(|| memory_used_mib(s.device_id)).flatten();
+    let memory_before = on_gpu.then(|| memory_used_mib(&spec.nvml_gpu())).flatten();
     let prepared = prepare(spec)?;
     let mut notes = prepared.notes.clone();
     let (result, monitor) = time_it(spec, &prepared, &mut notes)?;

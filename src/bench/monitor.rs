@@ -18,10 +18,34 @@ fn open() -> Result<Nvml, String> {
         .map_err(|e| format!("NVML is not readable here ({e}); no power, utilisation or clocks"))
 }
 
-/// Device memory in use on GPU `device_id` now, MiB (`None` without NVML).
-pub fn memory_used_mib(device_id: usize) -> Option<f64> {
+/// A GPU as NVML finds it: by index, or by UUID (a cell pinned to a board, whose CUDA device 0
+/// may be any of NVML's indices).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NvmlGpu {
+    /// NVML's (and `nvidia-smi`'s) index.
+    Index(usize),
+    /// The board's UUID, `GPU-…`.
+    Uuid(String),
+}
+
+impl NvmlGpu {
+    /// The NVML handle of this GPU.
+    fn open<'n>(&self, nvml: &'n Nvml) -> Result<nvml_wrapper::Device<'n>, String> {
+        match self {
+            NvmlGpu::Index(i) => nvml
+                .device_by_index(*i as u32)
+                .map_err(|e| format!("NVML has no GPU {i} ({e})")),
+            NvmlGpu::Uuid(u) => nvml
+                .device_by_uuid(u.as_str())
+                .map_err(|e| format!("NVML has no GPU {u} ({e})")),
+        }
+    }
+}
+
+/// Device memory in use on `gpu` now, MiB (`None` without NVML).
+pub fn memory_used_mib(gpu: &NvmlGpu) -> Option<f64> {
     let nvml = open().ok()?;
-    let device = nvml.device_by_index(device_id as u32).ok()?;
+    let device = gpu.open(&nvml).ok()?;
     device.memory_info().ok().map(|m| m.used as f64 / MIB)
 }
 
@@ -51,21 +75,21 @@ pub struct Monitor {
 }
 
 impl Monitor {
-    /// Starts sampling GPU `device_id` at `rate_hz`; `Err` says why it cannot.
-    pub fn start(device_id: usize, rate_hz: f64) -> Result<Monitor, String> {
+    /// Starts sampling `gpu` at `rate_hz`; `Err` says why it cannot.
+    pub fn start(gpu: &NvmlGpu, rate_hz: f64) -> Result<Monitor, String> {
         if !(rate_hz > 0.0 && rate_hz.is_finite()) {
             return Err("NVML sampling is off (rate 0)".into());
         }
         let nvml = open()?;
-        nvml.device_by_index(device_id as u32)
-            .map_err(|e| format!("NVML has no GPU {device_id} ({e})"))?;
+        gpu.open(&nvml)?;
+        let gpu = gpu.clone();
         let stop = Arc::new(AtomicBool::new(false));
         let origin = Instant::now();
         let period = Duration::from_secs_f64(1.0 / rate_hz);
         let flag = stop.clone();
         let thread = std::thread::spawn(move || {
             let mut samples = vec![];
-            let Ok(device) = nvml.device_by_index(device_id as u32) else {
+            let Ok(device) = gpu.open(&nvml) else {
                 return samples;
             };
             let mut next = Instant::now();
@@ -197,7 +221,7 @@ mod tests {
 
     #[test]
     fn a_zero_rate_is_refused_with_a_reason() {
-        let err = Monitor::start(0, 0.0).err().unwrap();
+        let err = Monitor::start(&NvmlGpu::Index(0), 0.0).err().unwrap();
         assert!(err.contains("off"), "{err}");
     }
 }

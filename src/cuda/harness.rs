@@ -290,9 +290,11 @@ impl MemoryPoller {
         );
         let handle = std::thread::spawn(move || {
             let nvml = nvml_wrapper::Nvml::init().ok();
-            let device = nvml
-                .as_ref()
-                .and_then(|n| n.device_by_index(g.id() as u32).ok());
+            // By UUID: under CUDA_VISIBLE_DEVICES, CUDA's ordinal is not NVML's index.
+            let device = nvml.as_ref().and_then(|n| match g.uuid() {
+                Some(uuid) => n.device_by_uuid(uuid.as_str()).ok(),
+                None => n.device_by_index(g.id() as u32).ok(),
+            });
             // NVML's process list is a heavier call than cuMemGetInfo, and a process's own
             // memory moves slowly once set up: read it every PROCESS_POLL_EVERY-th poll (and
             // on the last).
