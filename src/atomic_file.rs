@@ -131,6 +131,39 @@ fn stage_inner(
     })
 }
 
+/// An exclusive advisory lock on a file (`flock`), held until dropped: how processes sharing a
+/// results folder (the cells of a several-GPU run, the tasks of a cluster array) take turns to
+/// make a file only one of them should make, or to append to one file.
+pub struct FileLock {
+    _file: std::fs::File,
+    /// Seconds spent waiting for another holder.
+    pub waited_s: f64,
+}
+
+impl FileLock {
+    /// Locks `path` (created if missing), waiting for any other holder.
+    pub fn acquire(path: &Path) -> Result<FileLock> {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)
+            .with_context(|| format!("{}: cannot open the lock file", path.display()))?;
+        Self::lock(file, path)
+    }
+
+    /// Locks an open file, waiting for any other holder.
+    pub fn lock(file: std::fs::File, path: &Path) -> Result<FileLock> {
+        let start = std::time::Instant::now();
+        file.lock()
+            .with_context(|| format!("{}: cannot lock", path.display()))?;
+        Ok(FileLock {
+            _file: file,
+            waited_s: start.elapsed().as_secs_f64(),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

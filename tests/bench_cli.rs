@@ -317,14 +317,17 @@ fn print_cells_hands_each_missing_cell_to_a_scheduler() {
         "{text}"
     );
     assert!(!text.contains("--print-cells"));
-    // Run two of them as a scheduler would: words split by the shell, no other state.
-    for c in [commands[0], commands[2]] {
+    // Run two of them as a scheduler would: words split by the shell, no other state. The
+    // TensorRT cell fails here, and says so by its exit status, as a scheduler's accounts need.
+    for (c, measures) in [(commands[0], true), (commands[2], false)] {
         let words: Vec<&str> = c.split(' ').skip(1).collect();
         let out = trtkit_in(dir.path(), &words);
-        assert!(
-            out.status.success(),
-            "{c}: {}",
-            String::from_utf8_lossy(&out.stderr)
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.success(), measures, "{c}: {stderr}");
+        assert_eq!(
+            stderr.contains("error: the cell failed: "),
+            !measures,
+            "{stderr}"
         );
     }
     let folder = dir.path().join("results").join("plan");

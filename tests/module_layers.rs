@@ -155,6 +155,10 @@ const CLI_MAY_NAME: &[&str] = &[
     "crate::bench::record::CellRecord",
     "crate::bench::target::Target",
     "crate::bench::supervise::run_in_child",
+    "crate::bench::slurm_follow",
+    "crate::bench::slurm::SlurmOptions",
+    "crate::bench::slurm::shell_word",
+    "crate::bench::devices::DeviceRequest",
     "crate::workspace",
     "crate::workspace::init",
     // Value types of the configs.

@@ -164,6 +164,7 @@ fn record(
         started_unix_s: 1.75e9,
         wall_s: 4.0,
         host: "h200".into(),
+        device: None,
     }
 }
 

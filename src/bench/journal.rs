@@ -20,7 +20,9 @@ pub fn cell_journal(results: &Path, id: &str) -> PathBuf {
     results.join(format!("journal-{id}.jsonl"))
 }
 
-/// Appends one record as one line and flushes it to disk before returning.
+/// Appends one record as one line and flushes it to disk before returning. Several writers (the
+/// lanes of a several-GPU run, runs sharing a results folder) take turns through a lock on the
+/// file, so no line is ever cut by another's.
 pub fn append(journal: &Path, record: &CellRecord) -> Result<()> {
     let mut line = serde_json::to_string(record)?;
     line.push('\n');
@@ -29,7 +31,9 @@ pub fn append(journal: &Path, record: &CellRecord) -> Result<()> {
         .append(true)
         .open(journal)
         .with_context(|| format!("{}: cannot open the journal", journal.display()))?;
-    // One write of the whole line: appends of one line never interleave with another writer's.
+    // The lock is released when `f` closes; the line goes in one write under it.
+    f.lock()
+        .with_context(|| format!("{}: cannot lock the journal", journal.display()))?;
     f.write_all(line.as_bytes())
         .and_then(|_| f.sync_data())
         .with_context(|| format!("{}: cannot append to the journal", journal.display()))
@@ -48,7 +52,9 @@ pub struct Journal {
 }
 
 impl Journal {
-    /// The last record of each key, in the order keys first appeared.
+    /// The last record of each key, in the order keys first appeared. An interrupted cell that
+    /// was measured later (on another GPU model's key, as a cluster's resubmitted task may be)
+    /// is left out.
     pub fn latest(&self) -> Vec<&CellRecord> {
         let mut order: Vec<&str> = vec![];
         let mut last: BTreeMap<&str, &CellRecord> = BTreeMap::new();
@@ -57,15 +63,39 @@ impl Journal {
                 order.push(&r.id);
             }
         }
-        order.iter().map(|id| last[id]).collect()
+        let latest: Vec<&CellRecord> = order.iter().map(|id| last[id]).collect();
+        let superseded = |r: &CellRecord| {
+            r.interrupted()
+                && latest.iter().any(|o| {
+                    o.id != r.id
+                        && o.started_unix_s >= r.started_unix_s
+                        && o.key.site_free_id() == r.key.site_free_id()
+                })
+        };
+        latest.iter().copied().filter(|r| !superseded(r)).collect()
     }
 
-    /// The ids a run should skip: every measured cell, and failed ones unless they are retried.
+    /// The ids a run should skip: every measured cell, and failed ones unless they are retried
+    /// (an interrupted cell is never skipped: nothing about the cell stopped it).
     pub fn done(&self, retry_failed: bool) -> std::collections::BTreeSet<String> {
+        self.done_by(retry_failed, |r| r.id.clone())
+    }
+
+    /// [`Journal::done`] by [`crate::bench::key::CellKey::site_free_id`]: for a plan made on a
+    /// machine other than the ones that measure it.
+    pub fn done_site_free(&self, retry_failed: bool) -> std::collections::BTreeSet<String> {
+        self.done_by(retry_failed, |r| r.key.site_free_id())
+    }
+
+    fn done_by(
+        &self,
+        retry_failed: bool,
+        id: impl Fn(&CellRecord) -> String,
+    ) -> std::collections::BTreeSet<String> {
         self.latest()
             .into_iter()
-            .filter(|r| r.status == Status::Ok || !retry_failed)
-            .map(|r| r.id.clone())
+            .filter(|r| r.status == Status::Ok || !(retry_failed || r.interrupted()))
+            .map(id)
             .collect()
     }
 }
@@ -128,4 +158,75 @@ pub fn read_files(paths: &[PathBuf]) -> Result<Journal> {
         journal.files.push(path.clone());
     }
     Ok(journal)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::record::FailureKind;
+    use crate::bench::target::Target;
+    use crate::tensor::Precision;
+
+    /// Lines far longer than a pipe buffer, appended by several writers at once with their own
+    /// handles, all come back whole.
+    #[test]
+    fn concurrent_appends_never_cut_a_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let journal = main_journal(dir.path());
+        std::thread::scope(|s| {
+            for writer in 0..6 {
+                let journal = &journal;
+                s.spawn(move || {
+                    for n in 0..40 {
+                        let mut r = crate::bench::record::fixtures::failed(
+                            &format!("m{writer}"),
+                            Precision::Fp32,
+                            n + 1,
+                            Target::TractCpu,
+                            FailureKind::Error,
+                        );
+                        r.failure.as_mut().unwrap().stderr_tail = "x".repeat(70_000);
+                        append(journal, &r).unwrap();
+                    }
+                });
+            }
+        });
+        let read = read_folder(dir.path()).unwrap();
+        assert!(read.skipped.is_empty(), "{:?}", read.skipped.first());
+        assert_eq!(read.records.len(), 240);
+        assert_eq!(read.latest().len(), 240);
+    }
+
+    /// An interrupted cell is run again; a failed one only with `retry_failed`.
+    #[test]
+    fn interrupted_cells_are_not_done() {
+        use crate::bench::record::fixtures::{failed, ok};
+        let j = Journal {
+            records: vec![
+                ok("a", Precision::Fp32, 1, Target::TractCpu, 1.0),
+                failed("b", Precision::Fp32, 1, Target::TractCpu, FailureKind::Oom),
+                failed(
+                    "c",
+                    Precision::Fp32,
+                    1,
+                    Target::TractCpu,
+                    FailureKind::Interrupted,
+                ),
+            ],
+            ..Default::default()
+        };
+        let names = |retry| {
+            let done = j.done(retry);
+            let mut m: Vec<&str> = j
+                .records
+                .iter()
+                .filter(|r| done.contains(&r.id))
+                .map(|r| r.model.as_str())
+                .collect();
+            m.sort();
+            m
+        };
+        assert_eq!(names(false), ["a", "b"]);
+        assert_eq!(names(true), ["a"]);
+    }
 }

@@ -38,6 +38,16 @@ impl CellKey {
         hex16(&json)
     }
 
+    /// The id of the key whatever GPU model measures it: how the machine that plans a cluster
+    /// array (which may have no GPU) recognises the cells its nodes measured.
+    pub fn site_free_id(&self) -> String {
+        CellKey {
+            gpu: String::new(),
+            ..self.clone()
+        }
+        .id()
+    }
+
     /// Where the cell sits along the size axes: its batch and named-axis sizes.
     pub fn point(&self) -> Point {
         Point {

@@ -1,7 +1,9 @@
 //! The `bench` job: every cell of the plan that the journal does not have yet, each in a child
 //! process, each record appended as it ends. Also the list of missing cells, for a scheduler.
 
+use super::devices::{machine_gpus, select};
 use super::journal::{append, cell_journal, main_journal, read_folder};
+use super::lanes::{run_in_lanes, DeviceUsage, Lanes};
 use super::plan::{CellSpec, Plan};
 use super::record::{CellRecord, Status};
 use super::supervise::run_child;
@@ -33,18 +35,42 @@ pub struct Matrix {
 impl Matrix {
     /// Expands `plan` for this machine and reads its journal.
     pub fn expand(plan: &Plan, retry_failed: bool) -> Result<Matrix> {
+        Self::expand_on(plan, retry_failed, &gpu_name(plan.settings.device_id))
+    }
+
+    /// Expands `plan` for cells that run on `gpu` (a GPU model, as keys name it) and reads its
+    /// journal.
+    pub fn expand_on(plan: &Plan, retry_failed: bool, gpu: &str) -> Result<Matrix> {
+        Self::expand_with(plan, retry_failed, gpu, false)
+    }
+
+    /// Expands `plan` on a machine that hands its cells to others (a cluster's login node, with
+    /// another GPU or none): a cell is done when the journal has it measured on any GPU model.
+    pub fn expand_for_cluster(plan: &Plan, retry_failed: bool) -> Result<Matrix> {
+        Self::expand_with(plan, retry_failed, &gpu_name(plan.settings.device_id), true)
+    }
+
+    fn expand_with(plan: &Plan, retry_failed: bool, gpu: &str, site_free: bool) -> Result<Matrix> {
         let hashes = plan
             .models
             .iter()
             .map(|m| file_sha256(m))
             .collect::<Result<Vec<_>>>()?;
-        let cells = plan.cells(&hashes, &gpu_name(plan.settings.device_id));
+        let cells = plan.cells(&hashes, gpu);
         let journal = read_folder(&plan.folder)?;
         for s in &journal.skipped {
             tracing::warn!("{s}: not a journal record; skipped");
         }
-        let done_ids = journal.done(retry_failed);
-        let done = cells.iter().map(|c| done_ids.contains(&c.id)).collect();
+        let done = if site_free {
+            let done_ids = journal.done_site_free(retry_failed);
+            cells
+                .iter()
+                .map(|c| done_ids.contains(&c.key.site_free_id()))
+                .collect()
+        } else {
+            let done_ids = journal.done(retry_failed);
+            cells.iter().map(|c| done_ids.contains(&c.id)).collect()
+        };
         Ok(Matrix { cells, done })
     }
 
@@ -97,8 +123,11 @@ pub struct BenchReport {
     /// Wall time of the child processes as the parent saw them, seconds.
     pub cells_wall_s: f64,
     /// Share of the wall time that was not the cells' own work (process start, journal,
-    /// supervision), %.
+    /// supervision), %; with several lanes, the share of the cells' processes' time.
     pub machinery_pct: f64,
+    /// How each GPU of a `--devices` run was used.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<DeviceUsage>,
 }
 
 /// Runs `cells` one after another in child processes of `exe`, appending each record to
@@ -133,7 +162,15 @@ pub fn summarize(
     matrix: &Matrix,
     records: &[CellRecord],
     wall_s: f64,
+    devices: Vec<DeviceUsage>,
 ) -> BenchReport {
+    let cells_wall_s: f64 = records.iter().map(|r| r.wall_s).sum();
+    // Cells side by side overlap: their own time is measured against their processes' time.
+    let span = if devices.is_empty() {
+        wall_s
+    } else {
+        cells_wall_s
+    };
     let work: f64 = records
         .iter()
         .map(|r| match &r.metrics {
@@ -161,12 +198,13 @@ pub fn summarize(
         failures,
         wall_s,
         cells_work_s: work,
-        cells_wall_s: records.iter().map(|r| r.wall_s).sum(),
-        machinery_pct: if wall_s > 0.0 {
-            100.0 * (wall_s - work).max(0.0) / wall_s
+        cells_wall_s,
+        machinery_pct: if span > 0.0 {
+            100.0 * (span - work).max(0.0) / span
         } else {
             0.0
         },
+        devices,
     }
 }
 
@@ -185,7 +223,22 @@ pub fn bench(
             plan.folder.display()
         )
     })?;
-    let matrix = Matrix::expand(plan, retry_failed)?;
+    let lanes = match (&plan.devices, only) {
+        (Some(request), None) => Some(Lanes {
+            gpus: select(
+                request,
+                &machine_gpus()?,
+                std::env::var("CUDA_VISIBLE_DEVICES").ok().as_deref(),
+            )?,
+            cpu_cells: plan.cpu_cells,
+            nvml_hz: plan.settings.nvml_hz,
+        }),
+        _ => None,
+    };
+    let matrix = match &lanes {
+        Some(l) => Matrix::expand_on(plan, retry_failed, &l.gpus[0].name)?,
+        None => Matrix::expand(plan, retry_failed)?,
+    };
     let exe = std::env::current_exe().context("cannot find trtkit's own executable")?;
     let (cells, journal) = match only {
         Some(which) => {
@@ -194,13 +247,14 @@ pub fn bench(
         }
         None => (matrix.missing(), main_journal(&plan.folder)),
     };
-    let (records, wall_s) = run_cells(
-        &cells,
-        &exe,
-        plan.cell_timeout_s,
-        &journal,
-        progress,
-        on_record,
-    )?;
-    Ok(summarize(plan, journal, &matrix, &records, wall_s))
+    let timeout = plan.cell_timeout_s;
+    let (records, wall_s, devices) = match &lanes {
+        Some(l) => run_in_lanes(&cells, l, &exe, timeout, &journal, progress, on_record)?,
+        None => {
+            let (records, wall_s) =
+                run_cells(&cells, &exe, timeout, &journal, progress, on_record)?;
+            (records, wall_s, vec![])
+        }
+    };
+    Ok(summarize(plan, journal, &matrix, &records, wall_s, devices))
 }

@@ -12,12 +12,16 @@
 //! - [`matrix`]: the `bench` job over every missing cell.
 
 pub mod cell;
+pub mod devices;
 pub mod journal;
 pub mod key;
+pub mod lanes;
 pub mod matrix;
 pub mod monitor;
 pub mod plan;
 pub mod prepare;
 pub mod record;
+pub mod slurm;
+pub mod slurm_follow;
 pub mod supervise;
 pub mod target;

@@ -3,6 +3,7 @@
 //! swept axis size × target, each self-contained: the child process that runs a cell needs
 //! nothing else.
 
+use super::devices::{DeviceRequest, GpuSlot};
 use super::key::{hex16, CellKey};
 use super::target::Target;
 use crate::data::dataset::Annotations;
@@ -71,6 +72,10 @@ pub struct PlanFile {
     pub threads: Option<usize>,
     /// The GPU (default 0).
     pub device_id: Option<usize>,
+    /// Several GPUs at once (`[0, 1]` or `"all"`): GPU cells run concurrently, one per board.
+    pub devices: Option<DeviceRequest>,
+    /// CPU-target cells run at once beside the GPU cells of a `devices` run (default 1).
+    pub cpu_cells: Option<usize>,
     /// Folder holding the TensorRT libraries.
     pub tensorrt_dir: Option<PathBuf>,
     /// How images become model input, for the dataset and image calibration data (a
@@ -151,6 +156,8 @@ impl PlanFile {
             nvml_hz,
             threads,
             device_id,
+            devices,
+            cpu_cells,
             tensorrt_dir
         )
     }
@@ -178,6 +185,16 @@ pub struct Plan {
     pub settings: CellSettings,
     /// Time limit of one cell, seconds.
     pub cell_timeout_s: f64,
+    /// The GPUs to spread GPU cells over (`None`: one cell at a time on `settings.device_id`).
+    #[serde(default)]
+    pub devices: Option<DeviceRequest>,
+    /// CPU-target cells run at once in a `devices` run.
+    #[serde(default = "one")]
+    pub cpu_cells: usize,
+}
+
+fn one() -> usize {
+    1
 }
 
 /// What every cell of a plan measures and how (part of the cell key, except the monitoring
@@ -229,6 +246,17 @@ pub struct CellSettings {
     /// How images become model input (dataset and image calibration data).
     #[serde(default)]
     pub preprocess: PreprocessRequest,
+}
+
+/// Where the cells run: `devices` or `device_id`, not both; at least one CPU cell at a time.
+fn check_placement(p: &PlanFile) -> Result<()> {
+    if p.devices.is_some() && p.device_id.is_some() {
+        bail!("devices and device-id are both set: --devices names every GPU to use");
+    }
+    if p.cpu_cells == Some(0) {
+        bail!("cpu-cells must be at least 1");
+    }
+    Ok(())
 }
 
 /// The dataset folder exists; masks or COCO boxes: one of them, with the folder of their
@@ -368,6 +396,7 @@ impl Plan {
     /// Checks a layered plan file and fills the defaults.
     pub fn from_file(p: PlanFile) -> Result<Plan> {
         check_dataset(&p)?;
+        check_placement(&p)?;
         let models = dedup(nonempty(p.models, "models", "--models a.onnx b.onnx")?);
         for m in &models {
             if !m.is_file() {
@@ -480,6 +509,8 @@ impl Plan {
                 preprocess: p.preprocess.unwrap_or_default(),
             },
             cell_timeout_s,
+            devices: p.devices,
+            cpu_cells: p.cpu_cells.unwrap_or(1),
         })
     }
 
@@ -510,6 +541,7 @@ impl Plan {
                                 model: model.clone(),
                                 folder: self.folder.clone(),
                                 settings: self.settings.clone(),
+                                gpu: None,
                             });
                         }
                     }
@@ -533,6 +565,10 @@ pub struct CellSpec {
     pub folder: PathBuf,
     /// Measurement settings.
     pub settings: CellSettings,
+    /// The GPU the cell is pinned to when a run spreads cells over several (`--devices`); its
+    /// process then sees that board alone, as CUDA device 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<GpuSlot>,
 }
 
 impl CellSpec {
@@ -542,6 +578,14 @@ impl CellSpec {
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_else(|| self.model.display().to_string())
+    }
+
+    /// The GPU NVML should read for this cell: the board it is pinned to, else the plan's device.
+    pub fn nvml_gpu(&self) -> super::monitor::NvmlGpu {
+        match &self.gpu {
+            Some(slot) => super::monitor::NvmlGpu::Uuid(slot.uuid.clone()),
+            None => super::monitor::NvmlGpu::Index(self.settings.device_id),
+        }
     }
 
     /// How people name the cell: `model/precision/bBATCH[/AXIS=SIZE…]/target`.

@@ -8,6 +8,7 @@
 use super::key::hex16;
 use super::plan::CellSpec;
 use super::target::Target;
+use crate::atomic_file::FileLock;
 use crate::backend::select::BackendOptions;
 use crate::calibration::job::{calibrate, CalibrateConfig};
 use crate::calibration::range::Algorithm;
@@ -72,11 +73,35 @@ fn calibration(spec: &CellSpec) -> Result<CalibrateConfig> {
     })
 }
 
+/// Holds the results folder's lock on what the cells of `spec`'s model and precision share (its
+/// rewrite, calibration cache and engines), so that of several cells running at once (other
+/// GPUs, other nodes of a cluster) one makes them and the others wait, then reuse them.
+fn lock_shared_files(spec: &CellSpec, notes: &mut Vec<String>) -> Result<FileLock> {
+    let dir = spec.folder.join("locks");
+    std::fs::create_dir_all(&dir).with_context(|| format!("{}: cannot create", dir.display()))?;
+    let hash8 = &spec.key.model_sha256[..8.min(spec.key.model_sha256.len())];
+    let name = format!("{}-{hash8}-{}.lock", spec.model_name(), spec.key.precision);
+    let lock = FileLock::acquire(&dir.join(name))?;
+    if lock.waited_s >= 0.5 {
+        notes.push(format!(
+            "waited {:.1} s for another cell making this model's {} files",
+            lock.waited_s, spec.key.precision
+        ));
+    }
+    Ok(lock)
+}
+
 /// The file cell `spec` runs, made if it is not there yet.
 pub fn prepare(spec: &CellSpec) -> Result<Prepared> {
     let start = Instant::now();
     let mut notes = vec![];
     let precision = spec.key.precision;
+    let _shared = match (spec.key.target, precision) {
+        (Target::Trt, _) | (_, Precision::Fp16 | Precision::Int8) => {
+            Some(lock_shared_files(spec, &mut notes)?)
+        }
+        _ => None,
+    };
     let path = match (spec.key.target, precision) {
         (Target::Trt, _) => build_engine(spec, &mut notes)?,
         (_, Precision::Fp32) => spec.model.clone(),

@@ -40,9 +40,19 @@ pub struct CellRecord {
     pub wall_s: f64,
     /// The machine that ran it.
     pub host: String,
+    /// The GPU it was pinned to, when the run spread its cells over several (`--devices`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<super::devices::GpuSlot>,
 }
 
 impl CellRecord {
+    /// Whether it was stopped from outside before it could end.
+    pub fn interrupted(&self) -> bool {
+        self.failure
+            .as_ref()
+            .is_some_and(|f| f.kind == FailureKind::Interrupted)
+    }
+
     /// The precision of the cell.
     pub fn precision(&self) -> Precision {
         self.key.precision
@@ -88,6 +98,9 @@ pub enum FailureKind {
     Parser,
     /// The model refuses this batch size.
     Batch,
+    /// Stopped from outside before it could end (cancelled, preempted, its node lost): not the
+    /// cell's own failure, so the next run measures it again.
+    Interrupted,
     /// Any other error.
     Error,
 }
@@ -103,6 +116,7 @@ impl FailureKind {
             FailureKind::Missing => "not installed",
             FailureKind::Parser => "parser error",
             FailureKind::Batch => "batch refused",
+            FailureKind::Interrupted => "interrupted",
             FailureKind::Error => "error",
         }
     }
@@ -427,6 +441,7 @@ pub mod fixtures {
             started_unix_s: 1.7e9,
             wall_s: 1.1,
             host: "test".into(),
+            device: None,
         }
     }
 
@@ -457,6 +472,7 @@ pub mod fixtures {
             started_unix_s: 1.7e9,
             wall_s: 0.5,
             host: "test".into(),
+            device: None,
         }
     }
 }

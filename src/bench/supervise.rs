@@ -31,7 +31,8 @@ pub fn host_name() -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
-/// Runs `spec` in a child of `exe` with a time limit of `timeout_s` and returns its record.
+/// Runs `spec` in a child of `exe` with a time limit of `timeout_s` and returns its record; a
+/// cell pinned to a GPU runs with that board alone visible (`CUDA_VISIBLE_DEVICES=<uuid>`).
 /// Only a failure to start the child at all (or to write its files) is an error.
 pub fn run_child(exe: &Path, spec: &CellSpec, timeout_s: f64) -> Result<CellRecord> {
     let work = spec.folder.join("cells");
@@ -51,7 +52,11 @@ pub fn run_child(exe: &Path, spec: &CellSpec, timeout_s: f64) -> Result<CellReco
         .map(|d| d.as_secs_f64())
         .unwrap_or(0.0);
     let start = Instant::now();
-    let mut child = Command::new(exe)
+    let mut command = Command::new(exe);
+    if let Some(gpu) = &spec.gpu {
+        command.env("CUDA_VISIBLE_DEVICES", &gpu.uuid);
+    }
+    let mut child = command
         .arg(CELL_SUBCOMMAND)
         .arg("--spec")
         .arg(&spec_file)
@@ -113,6 +118,7 @@ pub fn run_child(exe: &Path, spec: &CellSpec, timeout_s: f64) -> Result<CellReco
         started_unix_s,
         wall_s,
         host: host_name(),
+        device: spec.gpu.clone(),
     })
 }
 

@@ -2,14 +2,18 @@
 //! own process, resumable; `--print-cells` lists the missing cells as commands for a
 //! scheduler, `--cell` runs one. `bench-cell` (hidden) is what each child process runs.
 
+use crate::bench::devices::DeviceRequest;
 use crate::bench::matrix::{bench, Matrix};
 use crate::bench::plan::{CellSpec, Plan, PlanFile};
 use crate::bench::record::CellRecord;
+use crate::bench::slurm::shell_word;
+use crate::bench::slurm_follow::{bench_slurm, SlurmOutcome, SlurmRequest};
 use crate::bench::supervise::run_in_child;
 use crate::bench::target::Target;
 use crate::cli::args::output::JsonArgs;
 use crate::cli::args::preprocess::PreprocessArgs;
 use crate::cli::args::shapes::ShapeArgs;
+use crate::cli::args::slurm::{without_scheduling_flags, SlurmArgs};
 use crate::cli::usage;
 use crate::data::preprocess::PreprocessRequest;
 use crate::report::bench_run::{cell_line, render};
@@ -88,6 +92,14 @@ pub struct BenchArgs {
     /// The GPU (default 0).
     #[arg(long, value_name = "ID")]
     pub device_id: Option<usize>,
+    /// Spread the GPU cells over these GPUs, one cell per GPU at a time (indices as nvidia-smi
+    /// lists them, comma-separated, or `all`).
+    #[arg(long, value_name = "0,1,…|all", conflicts_with = "device_id")]
+    pub devices: Option<DeviceRequest>,
+    /// With --devices: CPU-target cells run at most this many at once beside the GPU cells
+    /// (default 1, so they do not starve the GPU cells' feeding threads).
+    #[arg(long, value_name = "N")]
+    pub cpu_cells: Option<usize>,
     /// Folder holding the TensorRT libraries.
     #[arg(long, value_name = "DIR")]
     pub tensorrt_dir: Option<PathBuf>,
@@ -107,6 +119,9 @@ pub struct BenchArgs {
     /// swept axis, as --print-cells names it), into its own journal file beside the run's.
     #[arg(long, value_name = "CELL")]
     pub cell: Option<String>,
+    /// Run the cells as a SLURM job array.
+    #[command(flatten)]
+    pub cluster: SlurmArgs,
     /// How dataset and calibration images become model input (`validate`'s flags; over the
     /// plan's `[preprocess]` table; part of every cell's key).
     #[command(flatten)]
@@ -148,6 +163,8 @@ impl BenchArgs {
             nvml_hz: self.nvml_hz,
             threads: self.threads,
             device_id: self.device_id,
+            devices: self.devices.clone(),
+            cpu_cells: self.cpu_cells,
             tensorrt_dir: self.tensorrt_dir.clone(),
         })
     }
@@ -162,28 +179,55 @@ pub fn plan(args: &BenchArgs) -> Result<Plan> {
     Plan::from_file(base.overridden_by(args.plan_fields()?)).map_err(usage)
 }
 
-/// A word of a command line, quoted for a POSIX shell when it needs it.
-fn shell_word(word: &str) -> String {
-    let plain = !word.is_empty()
-        && word
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c));
-    if plain {
-        word.to_string()
-    } else {
-        format!("'{}'", word.replace('\'', r"'\''"))
-    }
+/// This command line without its scheduling flags: what runs one cell (with `--cell` after it).
+fn cell_command_words() -> Vec<String> {
+    let argv: Vec<String> = std::env::args().collect();
+    without_scheduling_flags(&argv)
 }
 
-/// The command that runs one cell: this command line without `--print-cells`, plus `--cell`.
+/// The command that runs one cell, for a shell.
 fn cell_command(cell: &CellSpec) -> String {
-    let mut words: Vec<String> = std::env::args()
-        .filter(|a| a != "--print-cells")
-        .map(|a| shell_word(&a))
-        .collect();
+    let mut words: Vec<String> = cell_command_words().iter().map(|a| shell_word(a)).collect();
     words.push("--cell".into());
     words.push(shell_word(&cell.label()));
     words.join(" ")
+}
+
+/// `bench --slurm`: the array's script, or the array submitted and followed.
+fn run_slurm(args: &BenchArgs, plan: &Plan) -> Result<()> {
+    let mut command = cell_command_words();
+    // The tasks run on other machines: trtkit by its full path.
+    if let Ok(exe) = std::env::current_exe() {
+        command[0] = exe.display().to_string();
+    }
+    let request = SlurmRequest {
+        options: args.cluster.options(),
+        command,
+        dry_run: args.cluster.dry_run,
+        poll_s: args.cluster.poll,
+    };
+    let bar = Bar::new("cells", args.format.json);
+    let quiet = args.format.json;
+    let on_record = |r: &CellRecord| {
+        if !quiet {
+            bar.println(&cell_line(&r.label(), r));
+        }
+    };
+    match bench_slurm(plan, args.retry_failed, &request, &bar, &on_record)? {
+        SlurmOutcome::Script(script) => {
+            print!("{script}");
+            Ok(())
+        }
+        SlurmOutcome::Ran(report, job) => {
+            if let (Some(job), false) = (&job, quiet) {
+                bar.println(&format!(
+                    "SLURM array {}: {} tasks; script {}; task logs in {}",
+                    job.job_id, job.tasks, job.script, job.logs
+                ));
+            }
+            args.format.print(&report, || render(&report))
+        }
+    }
 }
 
 /// Runs `bench`.
@@ -195,6 +239,9 @@ pub fn run(args: BenchArgs) -> Result<()> {
             println!("{}", cell_command(cell));
         }
         return Ok(());
+    }
+    if args.cluster.slurm {
+        return run_slurm(&args, &plan);
     }
     let bar = Bar::new("cells", args.format.json);
     let quiet = args.format.json;
@@ -210,7 +257,12 @@ pub fn run(args: BenchArgs) -> Result<()> {
         &bar,
         &on_record,
     )?;
-    args.format.print(&report, || render(&report))
+    args.format.print(&report, || render(&report))?;
+    // One cell run by a scheduler: its failure is the task's, so the scheduler's accounts show it.
+    match (&args.cell, report.failures.first()) {
+        (Some(_), Some(failure)) => anyhow::bail!("the cell failed: {failure}"),
+        _ => Ok(()),
+    }
 }
 
 /// `trtkit bench-cell`: what a cell's child process runs (not for people).

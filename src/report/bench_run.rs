@@ -46,6 +46,23 @@ pub fn render(r: &BenchReport) -> String {
             r.wall_s, r.cells_work_s, r.machinery_pct
         ));
     }
+    for d in &r.devices {
+        out.push_str(&format!(
+            "GPU {} ({}): {} cells{}, busy {:.0}% of the wall time{}\n",
+            d.gpu.index,
+            d.gpu.name,
+            d.cells,
+            if d.failed > 0 {
+                format!(" ({} failed)", d.failed)
+            } else {
+                String::new()
+            },
+            d.busy_pct,
+            d.sm_util_mean_pct
+                .map(|u| format!(", SM utilisation {u:.0}% on average"))
+                .unwrap_or_default()
+        ));
+    }
     out.push_str(&format!("journal: {}\n", r.journal));
     out.push_str(&format!(
         "tables, plots and an HTML page: trtkit report {} -o {}/report.html\n",

@@ -7,6 +7,7 @@ pub mod output;
 pub mod preprocess;
 pub mod samples;
 pub mod shapes;
+pub mod slurm;
 pub mod task;
 pub mod timing;
 pub mod values;
