@@ -399,6 +399,41 @@ fn bad_plans_are_one_line_errors_naming_the_file() {
         stderr.contains("unknown target \"tract-gpu\"") && stderr.contains("tract-cuda"),
         "{stderr}"
     );
+    // Where cells run: flags that cannot go together, and boards that are not there.
+    let matrix = [
+        "--models",
+        "dyn.onnx",
+        "--precisions",
+        "fp32",
+        "--batch-sizes",
+        "1",
+        "--targets",
+        "tract-cpu",
+    ];
+    let with = |extra: &[&str]| {
+        let mut args = matrix.to_vec();
+        args.extend_from_slice(extra);
+        bench(dir.path(), &args)
+    };
+    let both = with(&["--devices", "0", "--device-id", "1"]);
+    assert_eq!(both.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&both.stderr).contains("--device-id"));
+    let word = with(&["--devices", "gpu1"]);
+    assert_eq!(word.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&word.stderr).contains("0,1,2,3 or all"));
+    let slurm_and_devices = with(&["--slurm", "--devices", "all"]);
+    assert_eq!(slurm_and_devices.status.code(), Some(2));
+    let zero = with(&["--devices", "all", "--cpu-cells", "0"]);
+    assert_clean_error(&zero, 2, &["cpu-cells must be at least 1"]);
+    // No board 64 here, whether this machine has GPUs (NVML answers) or none (it does not).
+    let missing = with(&["--devices", "64"]);
+    let stderr = String::from_utf8_lossy(&missing.stderr);
+    assert!(
+        stderr.contains("there is no GPU 64") || stderr.contains("NVML is not readable"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(!missing.status.success());
 }
 
 #[test]

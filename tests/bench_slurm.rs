@@ -96,6 +96,9 @@ fn a_matrix_runs_as_an_array_and_a_killed_task_is_resubmitted_alone() {
         (Some(4), Some(4)),
         "{ran}"
     );
+    assert_eq!(ran["slurm"]["tasks"].as_u64(), Some(4), "{ran}");
+    let kept = std::fs::read_to_string(ran["slurm"]["script"].as_str().unwrap()).unwrap();
+    assert!(kept.contains("#SBATCH --array=0-3\n"), "{kept}");
     let merged = report(dir.path(), array);
     assert_eq!(merged["cells"].as_array().unwrap().len(), 4, "{merged}");
     assert_eq!(merged["ok"].as_u64(), Some(4));

@@ -6,6 +6,7 @@ use super::journal::{append, cell_journal, main_journal, read_folder};
 use super::lanes::{run_in_lanes, DeviceUsage, Lanes};
 use super::plan::{CellSpec, Plan};
 use super::record::{CellRecord, Status};
+use super::slurm_follow::SlurmJob;
 use super::supervise::run_child;
 use crate::cuda::info::driver_info;
 use crate::onnx::model::file_sha256;
@@ -128,6 +129,9 @@ pub struct BenchReport {
     /// How each GPU of a `--devices` run was used.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub devices: Vec<DeviceUsage>,
+    /// The SLURM array a `--slurm` run submitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm: Option<SlurmJob>,
 }
 
 /// Runs `cells` one after another in child processes of `exe`, appending each record to
@@ -205,6 +209,7 @@ pub fn summarize(
             0.0
         },
         devices,
+        slurm: None,
     }
 }
 

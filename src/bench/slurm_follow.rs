@@ -48,8 +48,8 @@ pub struct SlurmJob {
 pub enum SlurmOutcome {
     /// `--dry-run`: the script that would be submitted.
     Script(String),
-    /// The array ran (or nothing was missing): the run's report and the array.
-    Ran(Box<BenchReport>, Option<SlurmJob>),
+    /// The array ran (or nothing was missing): the run's report, naming the array.
+    Ran(Box<BenchReport>),
 }
 
 /// Runs a SLURM command, its stdout on success; one line naming it and its complaint otherwise.
@@ -122,10 +122,14 @@ pub fn bench_slurm(
     }
     if missing.is_empty() {
         let journal = folder.join("journal-*.jsonl");
-        return Ok(SlurmOutcome::Ran(
-            Box::new(summarize(plan, journal, &matrix, &[], 0.0, vec![])),
-            None,
-        ));
+        return Ok(SlurmOutcome::Ran(Box::new(summarize(
+            plan,
+            journal,
+            &matrix,
+            &[],
+            0.0,
+            vec![],
+        ))));
     }
     let name = job_name(&plan.name);
     let queued = slurm_command("squeue", &["-h", "-n", &name, "-o", "%A"])?;
@@ -165,8 +169,9 @@ pub fn bench_slurm(
     )?;
     let journal = folder.join("journal-*.jsonl");
     let wall_s = start.elapsed().as_secs_f64();
-    let report = summarize(plan, journal, &matrix, &records, wall_s, vec![]);
-    Ok(SlurmOutcome::Ran(Box::new(report), Some(job)))
+    let mut report = summarize(plan, journal, &matrix, &records, wall_s, vec![]);
+    report.slurm = Some(job);
+    Ok(SlurmOutcome::Ran(Box::new(report)))
 }
 
 /// The records in a cell's own journal.

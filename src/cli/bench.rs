@@ -218,15 +218,7 @@ fn run_slurm(args: &BenchArgs, plan: &Plan) -> Result<()> {
             print!("{script}");
             Ok(())
         }
-        SlurmOutcome::Ran(report, job) => {
-            if let (Some(job), false) = (&job, quiet) {
-                bar.println(&format!(
-                    "SLURM array {}: {} tasks; script {}; task logs in {}",
-                    job.job_id, job.tasks, job.script, job.logs
-                ));
-            }
-            args.format.print(&report, || render(&report))
-        }
+        SlurmOutcome::Ran(report) => args.format.print(&report, || render(&report)),
     }
 }
 

@@ -63,6 +63,12 @@ pub fn render(r: &BenchReport) -> String {
                 .unwrap_or_default()
         ));
     }
+    if let Some(job) = &r.slurm {
+        out.push_str(&format!(
+            "SLURM array {} ({} tasks): script {}, task logs in {}/\n",
+            job.job_id, job.tasks, job.script, job.logs
+        ));
+    }
     out.push_str(&format!("journal: {}\n", r.journal));
     out.push_str(&format!(
         "tables, plots and an HTML page: trtkit report {} -o {}/report.html\n",
