@@ -214,6 +214,9 @@ fn lost_task(job: &SlurmJob, task: usize, cell: &CellSpec, state: &str) -> CellR
     }
 }
 
+/// Times in a row `squeue` may fail before following gives up.
+const SQUEUE_RETRIES: u32 = 5;
+
 /// Looks at the queue every `poll_s` until every task has ended; returns each task's record.
 fn follow(
     job: &SlurmJob,
@@ -232,12 +235,31 @@ fn follow(
         &format!("SLURM array {}", job.job_id),
         Some(cells.len() as u64),
     );
+    let pause = Duration::from_secs_f64(poll_s.max(0.05));
+    let mut squeue_failures = 0;
     while ended.iter().any(Option::is_none) {
-        let queue = slurm_command(
+        let queue = match slurm_command(
             "squeue",
             &["-h", "-r", "-t", "all", "-j", &job.job_id, "-o", "%K|%T|%r"],
-        )
-        .map(|text| parse_squeue(&text))?;
+        ) {
+            Ok(text) => {
+                squeue_failures = 0;
+                parse_squeue(&text)
+            }
+            // A controller that restarts does not answer for a moment; the array goes on.
+            Err(e) if squeue_failures < SQUEUE_RETRIES => {
+                squeue_failures += 1;
+                tracing::warn!("{e:#}; trying again");
+                std::thread::sleep(pause.max(Duration::from_secs(2)));
+                continue;
+            }
+            Err(e) => {
+                return Err(e.context(format!(
+                    "cannot follow SLURM array {} (it goes on; `squeue -j {}` shows it)",
+                    job.job_id, job.job_id
+                )))
+            }
+        };
         for (task, cell) in cells.iter().enumerate() {
             if ended[task].is_some() {
                 continue;
@@ -271,7 +293,7 @@ fn follow(
             .count();
         progress.status(format!("{running} running, {waiting} pending"));
         if ended.iter().any(Option::is_none) {
-            std::thread::sleep(Duration::from_secs_f64(poll_s.max(0.05)));
+            std::thread::sleep(pause);
         }
     }
     progress.finish();

@@ -76,3 +76,69 @@ pub fn render(r: &BenchReport) -> String {
     ));
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::devices::GpuSlot;
+    use crate::bench::lanes::DeviceUsage;
+    use crate::bench::slurm_follow::SlurmJob;
+
+    fn report() -> BenchReport {
+        BenchReport {
+            folder: "results/r".into(),
+            journal: "results/r/journal.jsonl".into(),
+            cells: 4,
+            already_done: 0,
+            ran: 4,
+            ok: 3,
+            failed: 1,
+            failures: vec![],
+            wall_s: 10.0,
+            cells_work_s: 18.0,
+            cells_wall_s: 19.0,
+            machinery_pct: 5.3,
+            devices: vec![],
+            slurm: None,
+        }
+    }
+
+    #[test]
+    fn the_summary_says_how_busy_each_gpu_was_and_names_the_array() {
+        let plain = render(&report());
+        assert!(
+            !plain.contains("GPU ") && !plain.contains("SLURM"),
+            "{plain}"
+        );
+        let gpu = |index, failed, util| DeviceUsage {
+            gpu: GpuSlot {
+                index,
+                uuid: format!("GPU-{index}"),
+                name: "NVIDIA H100 80GB HBM3".into(),
+            },
+            cells: 2,
+            failed,
+            busy_s: 9.1,
+            busy_pct: 91.0,
+            sm_util_mean_pct: util,
+        };
+        let r = BenchReport {
+            devices: vec![gpu(0, 0, Some(64.4)), gpu(1, 1, None)],
+            slurm: Some(SlurmJob {
+                job_id: "812".into(),
+                script: "results/r/slurm/array-1.sbatch".into(),
+                tasks: 4,
+                logs: "results/r/slurm".into(),
+            }),
+            ..report()
+        };
+        let text = render(&r);
+        for line in [
+            "GPU 0 (NVIDIA H100 80GB HBM3): 2 cells, busy 91% of the wall time, SM utilisation 64% on average",
+            "GPU 1 (NVIDIA H100 80GB HBM3): 2 cells (1 failed), busy 91% of the wall time",
+            "SLURM array 812 (4 tasks): script results/r/slurm/array-1.sbatch, task logs in results/r/slurm/",
+        ] {
+            assert!(text.lines().any(|l| l == line), "no {line:?} in\n{text}");
+        }
+    }
+}
