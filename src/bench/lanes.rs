@@ -173,6 +173,7 @@ pub fn run_lanes_with(
     progress.finish();
     let wall_s = start.elapsed().as_secs_f64();
     if let Some(e) = error {
+        monitors.into_iter().flatten().for_each(|m| drop(m.stop()));
         return Err(e);
     }
     let usage = usage(&lanes.gpus, monitors, &records, wall_s);
