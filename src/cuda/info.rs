@@ -14,6 +14,10 @@ pub struct GpuInfo {
     pub memory_bytes: u64,
     /// Compute capability as `major.minor`.
     pub compute_capability: String,
+    /// The board's UUID as NVML writes it (`GPU-…`): how NVML finds this device whatever
+    /// `CUDA_VISIBLE_DEVICES` did to CUDA's numbering.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uuid: Option<String>,
 }
 
 /// The driver and its GPUs, or why they could not be read.
@@ -96,11 +100,15 @@ fn query_gpus() -> Result<(String, Vec<GpuInfo>), String> {
                     )?,
                 )
             };
+            let uuid = result::device::get_uuid(dev)
+                .ok()
+                .map(|u| super::device::nvml_uuid(&u.bytes.map(|b| b as u8)));
             Ok(GpuInfo {
                 index,
                 name,
                 memory_bytes,
                 compute_capability: format!("{major}.{minor}"),
+                uuid,
             })
         })()
         .map_err(|e| format!("GPU {index}: {}", describe(&e)))?;

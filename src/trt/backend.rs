@@ -114,6 +114,7 @@ impl TrtBackend {
             name: gpu.name().to_string(),
             memory_bytes: 0,
             compute_capability: "?".into(),
+            uuid: gpu.uuid(),
         });
         load(&libs)?;
         gpu.bind()?;

@@ -272,6 +272,7 @@ mod tests {
             name: "NVIDIA H200".into(),
             memory_bytes: 1,
             compute_capability: "9.0".into(),
+            uuid: None,
         };
         let a100 = GpuInfo {
             name: "NVIDIA A100".into(),
