@@ -3,6 +3,7 @@
 //! journals (`journal.jsonl`, and `journal-<cell>.jsonl` from cells run one by one elsewhere);
 //! reading merges them, and the last line for a key wins.
 
+use super::key::CellKey;
 use super::record::{CellRecord, Status};
 use anyhow::{Context, Result};
 use std::collections::BTreeMap;
@@ -15,9 +16,11 @@ pub fn main_journal(results: &Path) -> PathBuf {
     results.join("journal.jsonl")
 }
 
-/// The journal of one cell run on its own (`bench --cell ID`).
-pub fn cell_journal(results: &Path, id: &str) -> PathBuf {
-    results.join(format!("journal-{id}.jsonl"))
+/// The journal of one cell run on its own (`bench --cell ID`), named by the cell whatever GPU
+/// model measures it ([`CellKey::site_free_id`]), so the machine that handed the cell to a
+/// cluster node finds it.
+pub fn cell_journal(results: &Path, key: &CellKey) -> PathBuf {
+    results.join(format!("journal-{}.jsonl", key.site_free_id()))
 }
 
 /// Appends one record as one line and flushes it to disk before returning. Several writers (the
@@ -228,5 +231,22 @@ mod tests {
         };
         assert_eq!(names(false), ["a", "b"]);
         assert_eq!(names(true), ["a"]);
+    }
+
+    /// A cell handed to a cluster node with another GPU model writes the journal that the
+    /// machine that handed it reads; another cell does not.
+    #[test]
+    fn a_cells_journal_is_named_whatever_gpu_measures_it() {
+        use crate::bench::record::fixtures::key;
+        let planned = key("m", Precision::Fp16, 8, Target::OrtCuda);
+        let measured = crate::bench::key::CellKey {
+            gpu: "NVIDIA H100 80GB HBM3".into(),
+            ..planned.clone()
+        };
+        assert_ne!(planned.id(), measured.id());
+        let dir = Path::new("/r");
+        assert_eq!(cell_journal(dir, &planned), cell_journal(dir, &measured));
+        let other = key("m", Precision::Fp16, 16, Target::OrtCuda);
+        assert_ne!(cell_journal(dir, &planned), cell_journal(dir, &other));
     }
 }

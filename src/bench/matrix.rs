@@ -248,7 +248,7 @@ pub fn bench(
     let (cells, journal) = match only {
         Some(which) => {
             let cell = matrix.find(which)?;
-            (vec![cell], cell_journal(&plan.folder, &cell.id))
+            (vec![cell], cell_journal(&plan.folder, &cell.key))
         }
         None => (matrix.missing(), main_journal(&plan.folder)),
     };

@@ -176,7 +176,7 @@ pub fn bench_slurm(
 
 /// The records in a cell's own journal.
 fn records_of(folder: &Path, cell: &CellSpec) -> Vec<CellRecord> {
-    let path = cell_journal(folder, &cell.id);
+    let path = cell_journal(folder, &cell.key);
     if !path.is_file() {
         return vec![];
     }
@@ -276,7 +276,7 @@ fn follow(
                 (ended_looks[task] >= 3)
                     .then(|| {
                         let r = lost_task(job, task, cell, state);
-                        append(&cell_journal(folder, &cell.id), &r).map(|_| r)
+                        append(&cell_journal(folder, &cell.key), &r).map(|_| r)
                     })
                     .transpose()?
             };
