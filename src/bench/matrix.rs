@@ -6,7 +6,7 @@ use super::journal::{append, cell_journal, main_journal, read_folder};
 use super::lanes::{run_in_lanes, DeviceUsage, Lanes};
 use super::plan::{CellSpec, Plan};
 use super::record::{CellRecord, Status};
-use super::slurm_follow::SlurmJob;
+use super::slurm::SlurmJob;
 use super::supervise::run_child;
 use crate::cuda::info::driver_info;
 use crate::onnx::model::file_sha256;

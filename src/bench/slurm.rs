@@ -24,6 +24,19 @@ pub struct SlurmOptions {
     pub extra: Vec<String>,
 }
 
+/// The array a run submitted.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SlurmJob {
+    /// SLURM's job id of the array.
+    pub job_id: String,
+    /// The sbatch script, kept in the results folder.
+    pub script: String,
+    /// Array tasks (one per cell).
+    pub tasks: usize,
+    /// The folder of the tasks' logs (`JOB_TASK.log`).
+    pub logs: String,
+}
+
 /// The job name of a results folder's arrays: how a later run finds one still queued.
 pub fn job_name(run_name: &str) -> String {
     format!("trtkit-{run_name}")

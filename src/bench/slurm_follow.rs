@@ -8,11 +8,12 @@ use super::journal::{append, cell_journal, read_files};
 use super::matrix::{summarize, BenchReport, Matrix};
 use super::plan::{CellSpec, Plan};
 use super::record::{CellFailure, CellRecord, Status};
-use super::slurm::{array_script, failure_kind, job_name, log_reason, parse_squeue, SlurmOptions};
+use super::slurm::{
+    array_script, failure_kind, job_name, log_reason, parse_squeue, SlurmJob, SlurmOptions,
+};
 use crate::atomic_file::write_atomic;
 use crate::progress::Progress;
 use anyhow::{bail, Context, Result};
-use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -29,19 +30,6 @@ pub struct SlurmRequest {
     pub dry_run: bool,
     /// Seconds between two looks at the queue.
     pub poll_s: f64,
-}
-
-/// The array a run submitted.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct SlurmJob {
-    /// SLURM's job id of the array.
-    pub job_id: String,
-    /// The sbatch script, kept in the results folder.
-    pub script: String,
-    /// Array tasks (one per cell).
-    pub tasks: usize,
-    /// The folder of the tasks' logs (`JOB_TASK.log`).
-    pub logs: String,
 }
 
 /// What `bench --slurm` did.

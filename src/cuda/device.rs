@@ -95,7 +95,7 @@ impl Gpu {
     /// a GPU that CUDA's numbering (`CUDA_VISIBLE_DEVICES`, device order) does not change.
     pub fn uuid(&self) -> Option<String> {
         let raw = self.ctx.uuid().ok()?;
-        Some(nvml_uuid(&raw.bytes.map(|b| b as u8)))
+        Some(super::info::nvml_uuid(&raw.bytes.map(|b| b as u8)))
     }
 
     /// The cudarc context (for code inside `cuda/` that needs it).
@@ -258,19 +258,6 @@ impl Event {
     }
 }
 
-/// 16 UUID bytes written as NVML writes a GPU's UUID: `GPU-` and 8-4-4-4-12 hex digits.
-pub fn nvml_uuid(bytes: &[u8; 16]) -> String {
-    let hex: Vec<String> = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    format!(
-        "GPU-{}-{}-{}-{}-{}",
-        hex[..4].concat(),
-        hex[4..6].concat(),
-        hex[6..8].concat(),
-        hex[8..10].concat(),
-        hex[10..].concat()
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -294,14 +281,5 @@ mod tests {
             total: 80,
         };
         assert_eq!(m.used(), 50);
-    }
-
-    #[test]
-    fn uuids_are_written_as_nvml_writes_them() {
-        let bytes: [u8; 16] = core::array::from_fn(|i| (i * 17) as u8);
-        assert_eq!(
-            nvml_uuid(&bytes),
-            "GPU-00112233-4455-6677-8899-aabbccddeeff"
-        );
     }
 }

@@ -102,7 +102,7 @@ fn query_gpus() -> Result<(String, Vec<GpuInfo>), String> {
             };
             let uuid = result::device::get_uuid(dev)
                 .ok()
-                .map(|u| super::device::nvml_uuid(&u.bytes.map(|b| b as u8)));
+                .map(|u| nvml_uuid(&u.bytes.map(|b| b as u8)));
             Ok(GpuInfo {
                 index,
                 name,
@@ -150,6 +150,19 @@ pub fn driver_info() -> DriverInfo {
     }
 }
 
+/// 16 UUID bytes written as NVML writes a GPU's UUID: `GPU-` and 8-4-4-4-12 hex digits.
+pub fn nvml_uuid(bytes: &[u8; 16]) -> String {
+    let hex: Vec<String> = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "GPU-{}-{}-{}-{}-{}",
+        hex[..4].concat(),
+        hex[4..6].concat(),
+        hex[6..8].concat(),
+        hex[8..10].concat(),
+        hex[10..].concat()
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,6 +179,15 @@ mod tests {
         assert_eq!(
             parse_kernel_driver_version(open).as_deref(),
             Some("580.159.04")
+        );
+    }
+
+    #[test]
+    fn uuids_are_written_as_nvml_writes_them() {
+        let bytes: [u8; 16] = core::array::from_fn(|i| (i * 17) as u8);
+        assert_eq!(
+            nvml_uuid(&bytes),
+            "GPU-00112233-4455-6677-8899-aabbccddeeff"
         );
     }
 }

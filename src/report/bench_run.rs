@@ -82,7 +82,7 @@ mod tests {
     use super::*;
     use crate::bench::devices::GpuSlot;
     use crate::bench::lanes::DeviceUsage;
-    use crate::bench::slurm_follow::SlurmJob;
+    use crate::bench::slurm::SlurmJob;
 
     fn report() -> BenchReport {
         BenchReport {
