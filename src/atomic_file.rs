@@ -153,7 +153,7 @@ impl FileLock {
     }
 
     /// Locks an open file, waiting for any other holder.
-    pub fn lock(file: std::fs::File, path: &Path) -> Result<FileLock> {
+    fn lock(file: std::fs::File, path: &Path) -> Result<FileLock> {
         let start = std::time::Instant::now();
         file.lock()
             .with_context(|| format!("{}: cannot lock", path.display()))?;

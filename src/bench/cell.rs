@@ -2,7 +2,7 @@
 //! while NVML samples the GPU, then (as the plan asks) score it on the dataset with `validate`
 //! and compare it with the FP32 model with `compare`.
 
-use super::monitor::{memory_used_mib, summarize, Monitor};
+use super::monitor::{memory_used_mib, summarize, Monitor, NvmlGpu};
 use super::plan::CellSpec;
 use super::prepare::{prepare, Prepared};
 use super::record::{Artifact, CellAccuracy, CellCloseness, CellMetrics, GpuMemory, Latency};
@@ -89,19 +89,19 @@ fn artifact(path: &Path) -> Artifact {
     }
 }
 
-/// Times the prepared file at the cell's batch, with NVML sampling on GPU targets.
+/// Times the prepared file at the cell's batch, with NVML sampling `gpu` (on GPU targets).
 fn time_it(
     spec: &CellSpec,
     prepared: &Prepared,
+    gpu: Option<&NvmlGpu>,
     notes: &mut Vec<String>,
 ) -> Result<(BatchResult, Option<Monitor>)> {
     let s = &spec.settings;
-    let monitor = if spec.key.target.on_gpu() {
-        Monitor::start(&spec.nvml_gpu(), s.nvml_hz)
+    let monitor = match gpu {
+        Some(gpu) => Monitor::start(gpu, s.nvml_hz)
             .map_err(|why| notes.push(why))
-            .ok()
-    } else {
-        None
+            .ok(),
+        None => None,
     };
     let config = RunConfig {
         model: prepared.path.clone(),
@@ -227,10 +227,11 @@ pub fn run_cell(spec: &CellSpec) -> Result<CellMetrics> {
     let start = Instant::now();
     let s = &spec.settings;
     let on_gpu = spec.key.target.on_gpu();
-    let memory_before = on_gpu.then(|| memory_used_mib(&spec.nvml_gpu())).flatten();
+    let gpu = on_gpu.then(|| spec.nvml_gpu());
+    let memory_before = gpu.as_ref().and_then(memory_used_mib);
     let prepared = prepare(spec)?;
     let mut notes = prepared.notes.clone();
-    let (result, monitor) = time_it(spec, &prepared, &mut notes)?;
+    let (result, monitor) = time_it(spec, &prepared, gpu.as_ref(), &mut notes)?;
     let (samples, window, rate) = match monitor {
         Some(m) => {
             let (samples, window, rate) = m.stop();
