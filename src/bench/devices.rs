@@ -110,11 +110,9 @@ pub fn select(
             .filter(|g| visible.is_none_or(|v| named_by(v, g)))
             .cloned()
             .collect(),
+        // A plan's word as the flag reads it (`" all "`, `"0,1"`): exactly `all`, or a list.
         DeviceRequest::Word(w) => match w.parse::<DeviceRequest>() {
-            Ok(DeviceRequest::List(ids)) => {
-                return select(&DeviceRequest::List(ids), available, visible)
-            }
-            Ok(_) => unreachable!("a word other than all parses as a list"),
+            Ok(request) => return select(&request, available, visible),
             Err(e) => bail!("devices: {e}"),
         },
         DeviceRequest::List(ids) => {
@@ -221,6 +219,14 @@ mod tests {
         assert!(err.contains("one bench per GPU model"), "{err}");
         let word = DeviceRequest::Word("0,1".into());
         assert_eq!(select(&word, &h100, None).unwrap().len(), 2);
+        let spaced = DeviceRequest::Word(" all ".into());
+        assert_eq!(select(&spaced, &h100, None).unwrap().len(), 2);
+        let bad = DeviceRequest::Word("first".into());
+        let err = select(&bad, &h100, None).unwrap_err().to_string();
+        assert!(
+            err.contains("devices: \"first\" is not a GPU index"),
+            "{err}"
+        );
         let plan: toml::Value = toml::from_str("devices = [0, 1]").unwrap();
         let from_plan: DeviceRequest = plan["devices"].clone().try_into().unwrap();
         assert_eq!(from_plan, DeviceRequest::List(vec![0, 1]));
