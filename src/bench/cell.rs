@@ -227,7 +227,7 @@ pub fn run_cell(spec: &CellSpec) -> Result<CellMetrics> {
     let start = Instant::now();
     let s = &spec.settings;
     let on_gpu = spec.key.target.on_gpu();
-    let gpu = on_gpu.then(|| spec.nvml_gpu());
+    let gpu = on_gpu.then(|| NvmlGpu::of_cell(spec));
     let memory_before = gpu.as_ref().and_then(memory_used_mib);
     let prepared = prepare(spec)?;
     let mut notes = prepared.notes.clone();

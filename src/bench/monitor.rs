@@ -2,6 +2,7 @@
 //! temperature, sampled on a thread at a fixed rate. NVML is loaded at run time
 //! (`nvml-wrapper`); where it is absent or refuses, the cell runs unmonitored and says why.
 
+use super::plan::CellSpec;
 use super::record::{MonitorSample, PowerSummary};
 use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
 use nvml_wrapper::Nvml;
@@ -29,6 +30,21 @@ pub enum NvmlGpu {
 }
 
 impl NvmlGpu {
+    /// The GPU NVML should read for `cell`: the board it is pinned to, else the plan's CUDA
+    /// device by its UUID (under a scheduler's `CUDA_VISIBLE_DEVICES`, CUDA device 0 may be
+    /// any of NVML's), else NVML's device of that index.
+    pub fn of_cell(cell: &CellSpec) -> NvmlGpu {
+        if let Some(slot) = &cell.gpu {
+            return NvmlGpu::Uuid(slot.uuid.clone());
+        }
+        let device_id = cell.settings.device_id;
+        let info = crate::cuda::info::driver_info();
+        match info.gpus.get(device_id).and_then(|g| g.uuid.clone()) {
+            Some(uuid) => NvmlGpu::Uuid(uuid),
+            None => NvmlGpu::Index(device_id),
+        }
+    }
+
     /// The NVML handle of this GPU.
     fn open<'n>(&self, nvml: &'n Nvml) -> Result<nvml_wrapper::Device<'n>, String> {
         match self {

@@ -580,25 +580,6 @@ impl CellSpec {
             .unwrap_or_else(|| self.model.display().to_string())
     }
 
-    /// The GPU NVML should read for this cell: the board it is pinned to, else the plan's CUDA
-    /// device by its UUID (under a scheduler's `CUDA_VISIBLE_DEVICES`, CUDA device 0 may be
-    /// any of NVML's), else NVML's device of that index.
-    pub fn nvml_gpu(&self) -> super::monitor::NvmlGpu {
-        use super::monitor::NvmlGpu;
-        if let Some(slot) = &self.gpu {
-            return NvmlGpu::Uuid(slot.uuid.clone());
-        }
-        let info = crate::cuda::info::driver_info();
-        match info
-            .gpus
-            .get(self.settings.device_id)
-            .and_then(|g| g.uuid.clone())
-        {
-            Some(uuid) => NvmlGpu::Uuid(uuid),
-            None => NvmlGpu::Index(self.settings.device_id),
-        }
-    }
-
     /// How people name the cell: `model/precision/bBATCH[/AXIS=SIZE…]/target`.
     pub fn label(&self) -> String {
         super::key::cell_label(&self.model_name(), &self.key)
