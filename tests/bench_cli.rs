@@ -380,9 +380,9 @@ fn bad_plans_are_one_line_errors_naming_the_file() {
         2,
         &["nope.onnx", "not found"],
     );
-    let typo = bench(
-        dir.path(),
-        &[
+    // The same matrix of dyn.onnx on `target`, with `extra` flags.
+    let matrix_with = |target: &str, extra: &[&str]| {
+        let mut args = vec![
             "--models",
             "dyn.onnx",
             "--precisions",
@@ -390,9 +390,12 @@ fn bad_plans_are_one_line_errors_naming_the_file() {
             "--batch-sizes",
             "1",
             "--targets",
-            "tract-gpu",
-        ],
-    );
+            target,
+        ];
+        args.extend_from_slice(extra);
+        bench(dir.path(), &args)
+    };
+    let typo = matrix_with("tract-gpu", &[]);
     assert_eq!(typo.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&typo.stderr);
     assert!(
@@ -400,21 +403,7 @@ fn bad_plans_are_one_line_errors_naming_the_file() {
         "{stderr}"
     );
     // Where cells run: flags that cannot go together, and boards that are not there.
-    let matrix = [
-        "--models",
-        "dyn.onnx",
-        "--precisions",
-        "fp32",
-        "--batch-sizes",
-        "1",
-        "--targets",
-        "tract-cpu",
-    ];
-    let with = |extra: &[&str]| {
-        let mut args = matrix.to_vec();
-        args.extend_from_slice(extra);
-        bench(dir.path(), &args)
-    };
+    let with = |extra: &[&str]| matrix_with("tract-cpu", extra);
     let both = with(&["--devices", "0", "--device-id", "1"]);
     assert_eq!(both.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&both.stderr).contains("--device-id"));
