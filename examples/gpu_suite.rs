@@ -2,12 +2,13 @@
 //! what it measures, then builds the test classifier's TensorRT engine and runs it through the
 //! same harness and against tract-cpu, and with `--onnx MODEL` (a ResNet-50 export) runs a real
 //! network on ONNX Runtime's CUDA provider through the same enqueue seam: plain, with CUDA
-//! graphs and on 2 streams, then against tract-cpu. Not run by CI (it needs a GPU). Build it, then
+//! graphs and on 2 streams, then against tract-cpu, and with `--dataset DIR` (an image folder)
+//! validates it through the GPU feed against tract-cpu, image by image. Not run by CI (it needs a GPU). Build it, then
 //! run it on a machine with an NVIDIA GPU:
 //!
 //! ```text
 //! cargo build --release --example gpu_suite
-//! target/release/examples/gpu_suite [--device-id N] [--tensorrt-dir DIR] [--onnx resnet50.onnx]
+//! target/release/examples/gpu_suite [--device-id N] [--tensorrt-dir DIR] [--onnx resnet50.onnx [--dataset DIR]]
 //! ```
 //!
 //! Prints one line per check (PASS/FAIL with the figures; SKIP with the reason where this GPU
@@ -412,6 +413,62 @@ impl Suite {
     }
 }
 
+impl Suite {
+    /// `validate` through the GPU feed (pinned ring, trtkit's copies, two streams) against
+    /// `validate` on tract-cpu: the same images, the same top-1 per image.
+    fn validate_feed(&mut self, model: &std::path::Path, dataset: &std::path::Path) -> Result<()> {
+        use trtkit::backend::select::{BackendKind, BackendOptions};
+        use trtkit::jobs::validate::{validate, ValidateConfig, WarmupBatches};
+        let config = |kind, device| ValidateConfig {
+            model: model.to_path_buf(),
+            dataset: dataset.to_path_buf(),
+            dataset_options: Default::default(),
+            shuffle_seed: Some(1),
+            limit: Some(96),
+            batch_size: 32,
+            backend: BackendOptions {
+                kind,
+                device,
+                device_id: Some(self.gpu.id()),
+                ..Default::default()
+            },
+            warmup: WarmupBatches::Count(1),
+            preprocess: Default::default(),
+            prefetch: 2,
+            keep_predictions: true,
+            detect: trtkit::metrics::detection::outputs::DetectOptions::evaluation(),
+        };
+        let gpu = validate(
+            &config(BackendKind::Ort, trtkit::backend::Device::Cuda),
+            &NoProgress,
+        )?;
+        let cpu = validate(
+            &config(BackendKind::Tract, trtkit::backend::Device::Cpu),
+            &NoProgress,
+        )?;
+        println!(
+            "INFO validate ort-cuda ({}): {} images, {:.0} images/s, split {:?}",
+            gpu.data_path, gpu.images, gpu.images_per_s, gpu.time_split
+        );
+        let same = gpu
+            .predictions
+            .iter()
+            .zip(&cpu.predictions)
+            .filter(|(a, b)| a.file == b.file && a.top5.first() == b.top5.first())
+            .count();
+        self.check(
+            "validate ort-cuda (GPU feed) vs tract-cpu: the same top-1 for every image",
+            same == cpu.predictions.len() && gpu.images == cpu.images && gpu.images > 0,
+            format!(
+                "{same} of {} images agree; GPU path: {}",
+                cpu.predictions.len(),
+                gpu.data_path
+            ),
+        );
+        Ok(())
+    }
+}
+
 fn flag(name: &str) -> Option<String> {
     std::env::args().skip_while(|a| a != name).nth(1)
 }
@@ -448,6 +505,9 @@ fn main() -> ExitCode {
         s.engine()?;
         if let Some(model) = &onnx {
             s.ort_network(model)?;
+            if let Some(dataset) = flag("--dataset") {
+                s.validate_feed(model, std::path::Path::new(&dataset))?;
+            }
         }
         Ok(s.failed)
     })();

@@ -50,8 +50,9 @@ const RED: [u8; 3] = [200, 30, 30];
 const GREEN: [u8; 3] = [30, 200, 30];
 const BLUE: [u8; 3] = [30, 30, 200];
 
-/// The dataset: 17 classifiable images, 14 top-1 hits, 16 top-5 hits, and one broken file.
-fn make_dataset(root: &Path) {
+/// The dataset: 17 classifiable images, 14 top-1 hits, 16 top-5 hits, and one broken file; and
+/// its class map (`classes.txt` beside it), which the empty class folders need.
+fn make_dataset(root: &Path) -> String {
     for i in 0..4u64 {
         write_jpeg(
             &root.join(format!("0_red/r{i}.jpg")),
@@ -105,6 +106,9 @@ fn make_dataset(root: &Path) {
     std::fs::create_dir_all(root.join("3_a")).unwrap();
     std::fs::create_dir_all(root.join("4_b")).unwrap();
     write_jpeg(&root.join("5_purple/p0.jpg"), 40, 40, RED, 40);
+    let map = root.with_file_name("classes.txt");
+    std::fs::write(&map, "0_red\n1_green\n2_blue\n3_a\n4_b\n5_purple\n").unwrap();
+    map.to_str().unwrap().to_string()
 }
 
 fn json_of(out: &std::process::Output) -> serde_json::Value {
@@ -121,7 +125,7 @@ fn validate_reports_the_known_accuracy() {
     let d = tempfile::tempdir().unwrap();
     let model = save(d.path(), "colour.onnx", colour_model());
     let data = d.path().join("val");
-    make_dataset(&data);
+    let map = make_dataset(&data);
     let preds = d.path().join("out/preds.csv");
     let m = model.to_str().unwrap();
     let ds = data.to_str().unwrap();
@@ -130,6 +134,8 @@ fn validate_reports_the_known_accuracy() {
         m,
         "--dataset",
         ds,
+        "--class-map",
+        &map,
         "--batch-size",
         "4",
         "--json",
@@ -174,7 +180,7 @@ fn limit_shuffle_and_markdown() {
     let d = tempfile::tempdir().unwrap();
     let model = save(d.path(), "colour.onnx", colour_model());
     let data = d.path().join("val");
-    make_dataset(&data);
+    let map = make_dataset(&data);
     let m = model.to_str().unwrap();
     let ds = data.to_str().unwrap();
     let args = |seed: &str, p: &str| {
@@ -183,6 +189,8 @@ fn limit_shuffle_and_markdown() {
             m.into(),
             "--dataset".into(),
             ds.into(),
+            "--class-map".into(),
+            map.clone(),
             "--limit".into(),
             "6".into(),
             "--shuffle-seed".into(),
@@ -210,7 +218,15 @@ fn limit_shuffle_and_markdown() {
     assert_eq!(a, std::fs::read_to_string(&p2).unwrap());
     assert_ne!(a, std::fs::read_to_string(&p3).unwrap());
 
-    let out = trtkit(&["validate", m, "--dataset", ds, "--markdown"]);
+    let out = trtkit(&[
+        "validate",
+        m,
+        "--dataset",
+        ds,
+        "--class-map",
+        &map,
+        "--markdown",
+    ]);
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("| top-1"), "{text}");
@@ -264,8 +280,8 @@ fn bad_datasets_are_one_line_errors() {
     assert_eq!(json_of(&out)["counts"]["top1_hits"], 2);
 
     let beyond = d.path().join("beyond");
-    for k in 0..9 {
-        std::fs::create_dir_all(beyond.join(format!("c{k}"))).unwrap();
+    for k in 0..8 {
+        write_jpeg(&beyond.join(format!("c{k}/a.jpg")), 40, 40, RED, 3);
     }
     write_jpeg(&beyond.join("c8/x.jpg"), 40, 40, RED, 3);
     let out = trtkit(&["validate", m, "--dataset", beyond.to_str().unwrap()]);
@@ -322,7 +338,7 @@ fn int8_and_fp16_rewrites_validate_like_fp32() {
     let d = tempfile::tempdir().unwrap();
     let model = save(d.path(), "colour.onnx", colour_model());
     let data = d.path().join("val");
-    make_dataset(&data);
+    let map = make_dataset(&data);
     let m = model.to_str().unwrap();
     let ds = data.to_str().unwrap();
     let cal = json_of(&trtkit(&[
@@ -363,6 +379,8 @@ fn int8_and_fp16_rewrites_validate_like_fp32() {
             rewritten.to_str().unwrap(),
             "--dataset",
             ds,
+            "--class-map",
+            &map,
             "--batch-size",
             "4",
             "--json",
@@ -371,4 +389,103 @@ fn int8_and_fp16_rewrites_validate_like_fp32() {
         assert_eq!(r["counts"]["top1_hits"], 14, "{}", rewritten.display());
         assert_eq!(r["counts"]["top5_hits"], 16, "{}", rewritten.display());
     }
+}
+
+/// `count` tiny red PNGs under `root/0_red` (class 0).
+fn tiny_reds(root: &Path, count: usize) {
+    let dir = root.join("0_red");
+    std::fs::create_dir_all(&dir).unwrap();
+    let pixels: Vec<u8> = (0..4 * 4).flat_map(|_| RED).collect();
+    let mut encoded = Vec::new();
+    {
+        let mut enc = png::Encoder::new(&mut encoded, 4, 4);
+        enc.set_color(png::ColorType::Rgb);
+        enc.set_depth(png::BitDepth::Eight);
+        enc.write_header()
+            .unwrap()
+            .write_image_data(&pixels)
+            .unwrap();
+    }
+    for i in 0..count {
+        std::fs::write(dir.join(format!("{i:05}.png")), &encoded).unwrap();
+    }
+}
+
+fn validate_json(model: &Path, data: &Path, batch: &str) -> serde_json::Value {
+    json_of(&trtkit(&[
+        "validate",
+        model.to_str().unwrap(),
+        "--dataset",
+        data.to_str().unwrap(),
+        "--backend",
+        "tract",
+        "--batch-size",
+        batch,
+        "--json",
+    ]))
+}
+
+/// A batch size far beyond the images runs the images, at a batch of their number: no padding
+/// to a size nobody asked for, and memory stays small.
+#[test]
+fn a_batch_size_beyond_the_images_runs_the_images() {
+    let d = tempfile::tempdir().unwrap();
+    let model = save(d.path(), "colour.onnx", colour_model());
+    let data = d.path().join("val");
+    tiny_reds(&data, 5);
+    let r = validate_json(&model, &data, "1000000000");
+    assert_eq!(r["images"], 5);
+    assert_eq!(r["batch_size"], 5);
+    assert_eq!(r["batches"], 1);
+    assert_eq!(r["counts"]["top1_hits"], 5);
+    let rss = r["peak_rss_bytes"].as_u64().unwrap();
+    assert!(rss < 1 << 30, "peak RSS {rss} bytes");
+}
+
+/// Memory is bounded by the loader's ring, not by the dataset: 10,000 images take no more
+/// than 500 do, give or take the list of their paths.
+#[test]
+fn memory_stays_bounded_whatever_the_dataset_size() {
+    let d = tempfile::tempdir().unwrap();
+    let model = save(d.path(), "colour.onnx", colour_model());
+    let (small, large) = (d.path().join("small"), d.path().join("large"));
+    tiny_reds(&small, 500);
+    tiny_reds(&large, 10_000);
+    let a = validate_json(&model, &small, "64");
+    let b = validate_json(&model, &large, "64");
+    assert_eq!(b["images"], 10_000);
+    assert_eq!(b["counts"]["top1_hits"], 10_000);
+    let (ra, rb) = (
+        a["peak_rss_bytes"].as_u64().unwrap(),
+        b["peak_rss_bytes"].as_u64().unwrap(),
+    );
+    assert!(rb < ra + (48 << 20), "500 images: {ra} bytes, 10,000: {rb}");
+}
+
+/// The report says where the time went, and the parts fit in the wall time.
+#[test]
+fn the_report_splits_the_wall_time() {
+    let d = tempfile::tempdir().unwrap();
+    let model = save(d.path(), "colour.onnx", colour_model());
+    let data = d.path().join("val");
+    tiny_reds(&data, 40);
+    let r = validate_json(&model, &data, "8");
+    let split = &r["time_split"];
+    let part = |k: &str| split[k].as_f64().unwrap();
+    let parts = part("wait_images_s") + part("model_s") + part("scoring_s");
+    assert!(part("model_s") > 0.0);
+    assert!(
+        parts <= r["wall_s"].as_f64().unwrap() * 1.01,
+        "{split} in {}",
+        r["wall_s"]
+    );
+    assert_eq!(
+        (part("h2d_s"), part("d2h_s")),
+        (0.0, 0.0),
+        "no GPU copies on tract-cpu"
+    );
+    assert_eq!(r["loader"]["images"], 40);
+    assert!(r["loader"]["images_per_s"].as_f64().unwrap() > 0.0);
+    assert_eq!(r["data_path"], "host tensors");
+    assert!(r["steady_images_per_s"].as_f64().unwrap() > 0.0);
 }

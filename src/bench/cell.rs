@@ -59,10 +59,7 @@ fn backend_of(spec: &CellSpec, target: Target) -> BackendOptions {
 
 /// Peak resident memory of this process, MiB (Linux; `None` elsewhere).
 pub fn host_rss_peak_mib() -> Option<f64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib / 1024.0)
+    crate::host_memory::peak_rss_bytes().map(|b| b as f64 / (1024.0 * 1024.0))
 }
 
 /// Size, parameters and layers of the file a cell ran.

@@ -4,10 +4,11 @@
 use crate::calibration::sample_source::{
     batch_tensor, take_front, usable, CalibrationBatches, SourceSummary,
 };
-use crate::data::dataset::{Sample, IMAGE_EXTENSIONS};
-use crate::data::loader::Loader;
+use crate::data::dataset::Sample;
+use crate::data::loader::{HostBatch, Loader};
 use crate::data::preprocess::PreprocessRequest;
-use crate::tensor::HostTensor;
+use crate::data::walk::walk;
+use crate::tensor::{ElemType, HostTensor};
 use anyhow::{bail, Context, Result};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -15,37 +16,25 @@ use std::path::{Path, PathBuf};
 /// Batches to keep decoded ahead of the model.
 const PREFETCH: usize = 2;
 
-/// True when `dir` holds at least one image file (at any depth).
+/// True when `dir` holds at least one image file, by the folder walk's rule
+/// ([`crate::data::walk`]).
 pub fn has_images(dir: &Path) -> bool {
-    image_files(dir).map(|f| !f.is_empty()).unwrap_or(false)
+    walk(dir).is_ok_and(|w| !w.files.is_empty())
 }
 
+/// The images under `dir` by the folder walk's rule (any depth, sorted by name within each
+/// folder, depth first: for a flat folder, the files sorted by name); each skip is logged.
 fn image_files(dir: &Path) -> Result<Vec<PathBuf>> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d)
-            .with_context(|| format!("{}: cannot read the folder", d.display()))?
-        {
-            let path = entry?.path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if path
-                .extension()
-                .and_then(|e| e.to_str())
-                .is_some_and(|e| IMAGE_EXTENSIONS.iter().any(|x| e.eq_ignore_ascii_case(x)))
-            {
-                out.push(path);
-            }
-        }
+    let walked = walk(dir)?;
+    for f in &walked.skipped {
+        tracing::warn!("skipped {}: {}", f.path.display(), f.reason);
     }
-    out.sort();
-    Ok(out)
+    Ok(walked.files)
 }
 
 /// Batches of preprocessed images for one model input.
 pub struct ImageBatches {
-    loader: Loader,
+    loader: Loader<HostBatch>,
     pending: Vec<f32>,
     input: String,
     sample_shape: Vec<usize>,
@@ -95,7 +84,7 @@ impl ImageBatches {
             .map(|path| Sample { path, label: 0 })
             .collect();
         Ok(ImageBatches {
-            loader: Loader::spawn(samples, pre, batch, PREFETCH)?,
+            loader: Loader::host(samples, pre, batch, PREFETCH, ElemType::F32)?,
             pending: Vec::new(),
             input: input.into(),
             sample_shape: sample_shape.to_vec(),
@@ -119,7 +108,8 @@ impl Iterator for ImageBatches {
             return None;
         }
         let rows = self.facts.rows(self.done);
-        let need = rows * self.sample_shape.iter().product::<usize>();
+        let per_sample = self.sample_shape.iter().product::<usize>();
+        let need = rows * per_sample;
         while self.pending.len() < need {
             let Some(b) = self.loader.next() else {
                 tracing::warn!(
@@ -133,7 +123,9 @@ impl Iterator for ImageBatches {
             for f in &b.failures {
                 tracing::warn!("skipped {}: {}", f.path.display(), f.reason);
             }
-            self.pending.extend(b.data);
+            let rows = b.samples.len() * per_sample;
+            self.pending
+                .extend_from_slice(&b.memory().data().as_f32()[..rows]);
         }
         let data = take_front(&mut self.pending, need);
         self.done += 1;

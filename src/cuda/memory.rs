@@ -139,6 +139,23 @@ impl PinnedBuffer {
     }
 }
 
+impl PinnedBuffer {
+    /// The bytes as float32 values (a trailing partial value is left out); for the image
+    /// loader to decode into.
+    pub fn as_f32_mut(&mut self) -> &mut [f32] {
+        // SAFETY: cuMemHostAlloc returns page-aligned memory, so `ptr` is aligned for f32; it
+        // holds `len` initialised bytes owned by this value, and `&mut self` makes this the only
+        // reference. Every bit pattern is a valid f32.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr as *mut f32, self.len / 4) }
+    }
+
+    /// The bytes as float16 values (a trailing odd byte is left out).
+    pub fn as_f16_mut(&mut self) -> &mut [half::f16] {
+        // SAFETY: as in `as_f32_mut`; f16 needs 2-byte alignment and every bit pattern is valid.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr as *mut half::f16, self.len / 2) }
+    }
+}
+
 impl Drop for PinnedBuffer {
     fn drop(&mut self) {
         let _ = self.ctx.bind_to_thread();
@@ -208,4 +225,24 @@ pub fn copy_d2h_async(src: &DeviceBuffer, dst: &mut PinnedBuffer, stream: &Strea
     // SAFETY: as in `copy_h2d_async`.
     unsafe { result::memcpy_dtoh_async(dst.as_mut_slice(), src.ptr, stream.raw()) }
         .map_err(|e| driver_err("cuMemcpyDtoHAsync failed", e))
+}
+
+/// Queues a copy of the first `len` bytes of `src` into the start of `dst` on `stream` (a short
+/// batch's rows); same contract as [`copy_h2d_async`].
+pub fn copy_h2d_prefix_async(
+    src: &PinnedBuffer,
+    len: usize,
+    dst: &DeviceBuffer,
+    stream: &Stream,
+) -> Result<()> {
+    if len > src.len || len > dst.len {
+        bail!(
+            "host→device copy of {len} bytes from a {}-byte buffer into a {}-byte one",
+            src.len,
+            dst.len
+        );
+    }
+    // SAFETY: as in `copy_h2d_async`; both regions hold at least `len` bytes (checked above).
+    unsafe { result::memcpy_htod_async(dst.ptr, &src.as_slice()[..len], stream.raw()) }
+        .map_err(|e| driver_err("cuMemcpyHtoDAsync failed", e))
 }

@@ -5,6 +5,7 @@
 
 pub mod device;
 pub mod enqueue;
+pub mod feed;
 pub mod harness;
 pub mod info;
 pub mod kernels;

@@ -2,14 +2,16 @@
 //! class index, as torchvision's `ImageFolder`) or a flat folder with a labels file (`file,label`
 //! CSV, or one label per line in sorted file order, as ILSVRC ground-truth files). A class map
 //! (one class name per line) maps folder names or label names to the model's class indices.
+//! Which files are read is [`super::walk`]'s rule, the same for every command.
 
+use super::labels_file::Listing;
+use super::walk::{is_hidden, walk, Failure, Walk};
 use crate::setting::{fix_with, Setting};
 use anyhow::{bail, Context, Result};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-/// File extensions taken as images (case-insensitive).
-pub const IMAGE_EXTENSIONS: &[&str] = &["jpg", "jpeg", "png"];
+pub use super::walk::IMAGE_EXTENSIONS;
 
 /// One labelled image.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -29,6 +31,9 @@ pub struct Dataset {
     pub samples: Vec<Sample>,
     /// Class names by index where known (folder names or the class map).
     pub class_names: Vec<String>,
+    /// What the folder walk skipped (loops, broken links, unreadable folders and files, images
+    /// outside any class folder), each with its reason.
+    pub skipped: Vec<Failure>,
 }
 
 /// How labels are given.
@@ -55,29 +60,74 @@ pub enum Annotations {
     Coco(PathBuf),
 }
 
-fn is_image(path: &Path) -> bool {
-    path.extension()
-        .and_then(|e| e.to_str())
-        .map(|e| IMAGE_EXTENSIONS.iter().any(|x| e.eq_ignore_ascii_case(x)))
-        .unwrap_or(false)
-}
-
-fn sorted_entries(dir: &Path) -> Result<Vec<PathBuf>> {
-    let mut v = std::fs::read_dir(dir)
-        .with_context(|| format!("{}: cannot read the folder", dir.display()))?
-        .map(|e| e.map(|e| e.path()))
-        .collect::<std::io::Result<Vec<_>>>()
-        .with_context(|| format!("{}: cannot read the folder", dir.display()))?;
+/// The class folders of an ImageFolder root: its non-hidden sub-folders (links to folders
+/// count), sorted by name.
+fn class_folders(root: &Path) -> Result<Vec<PathBuf>> {
+    let mut v = Vec::new();
+    for entry in std::fs::read_dir(root)
+        .with_context(|| format!("{}: cannot read the folder", root.display()))?
+    {
+        let path = entry
+            .with_context(|| format!("{}: cannot read the folder", root.display()))?
+            .path();
+        if path.file_name().is_some_and(|n| !is_hidden(n)) && path.is_dir() {
+            v.push(path);
+        }
+    }
     v.sort();
     Ok(v)
 }
 
-/// The image files directly in `dir`, sorted by name.
-pub fn images_in(dir: &Path) -> Result<Vec<PathBuf>> {
-    Ok(sorted_entries(dir)?
-        .into_iter()
-        .filter(|p| p.is_file() && is_image(p))
-        .collect())
+/// The walk's files sorted into their class folders (by the first part of their path under
+/// `root`); images outside every class folder go to `skipped`.
+fn by_class(
+    root: &Path,
+    classes: &[PathBuf],
+    files: Vec<PathBuf>,
+    skipped: &mut Vec<Failure>,
+) -> Vec<Vec<PathBuf>> {
+    let index: HashMap<&std::ffi::OsStr, usize> = classes
+        .iter()
+        .enumerate()
+        .filter_map(|(i, c)| c.file_name().map(|n| (n, i)))
+        .collect();
+    let mut out = vec![Vec::new(); classes.len()];
+    for file in files {
+        let rel = file.strip_prefix(root).unwrap_or(&file);
+        let class = (rel.components().count() > 1)
+            .then(|| rel.components().next())
+            .flatten()
+            .and_then(|c| index.get(c.as_os_str()));
+        match class {
+            Some(&i) => out[i].push(file),
+            None => skipped.push(Failure {
+                path: file,
+                reason: "not in a class folder (an ImageFolder image's class is its folder)".into(),
+            }),
+        }
+    }
+    out
+}
+
+/// A class folder without images: an error, since it would shift every later class index;
+/// only a warning with a class map, whose indices do not depend on the folders present.
+fn empty_class(dir: &Path, skipped: &[Failure], mapped: bool) -> Result<()> {
+    let why = skipped
+        .iter()
+        .find(|f| f.path == dir)
+        .map(|f| format!(" ({})", f.reason))
+        .unwrap_or_default();
+    if mapped {
+        tracing::warn!("{}: class folder has no images{why}", dir.display());
+        return Ok(());
+    }
+    Err(fix_with(
+        Setting::ClassMap,
+        format!(
+            "{}: class folder has no images{why}; remove it, or give a class map so class indices do not depend on the folders present",
+            dir.display()
+        ),
+    ))
 }
 
 /// Reads a class map: one class name per line (blank lines and surrounding space ignored;
@@ -130,12 +180,10 @@ impl Dataset {
     }
 
     fn image_folder(root: &Path, class_map: Option<Vec<String>>) -> Result<Dataset> {
-        let classes: Vec<PathBuf> = sorted_entries(root)?
-            .into_iter()
-            .filter(|p| p.is_dir())
-            .collect();
+        let Walk { files, mut skipped } = walk(root)?;
+        let classes = class_folders(root)?;
         if classes.is_empty() {
-            let loose = images_in(root)?.len();
+            let loose = files.len();
             if loose > 0 {
                 return Err(fix_with(
                     Setting::Labels,
@@ -180,15 +228,8 @@ impl Dataset {
             }
             None => (0..names.len()).collect(),
         };
-        let mut samples = Vec::new();
-        for (dir, &label) in classes.iter().zip(&labels) {
-            samples.extend(
-                images_in(dir)?
-                    .into_iter()
-                    .map(|path| Sample { path, label }),
-            );
-        }
-        if samples.is_empty() {
+        let per_class = by_class(root, &classes, files, &mut skipped);
+        if per_class.iter().all(Vec::is_empty) {
             bail!(
                 "{}: {} class folders but no images in them (looked for {})",
                 root.display(),
@@ -196,10 +237,18 @@ impl Dataset {
                 IMAGE_EXTENSIONS.join(", ")
             );
         }
+        let mut samples = Vec::new();
+        for ((dir, files), &label) in classes.iter().zip(per_class).zip(&labels) {
+            if files.is_empty() {
+                empty_class(dir, &skipped, class_map.is_some())?;
+            }
+            samples.extend(files.into_iter().map(|path| Sample { path, label }));
+        }
         Ok(Dataset {
             root: root.to_path_buf(),
             samples,
             class_names: class_map.unwrap_or(names),
+            skipped,
         })
     }
 
@@ -212,8 +261,8 @@ impl Dataset {
             .map(|(i, l)| (i + 1, l.trim()))
             .filter(|(_, l)| !l.is_empty())
             .collect();
-        let files = images_in(root)?;
-        if files.is_empty() {
+        let walked = walk(root)?;
+        if walked.files.is_empty() {
             bail!("{}: the folder has no images", root.display());
         }
         let lookup: Option<HashMap<&str, usize>> = class_map
@@ -237,92 +286,17 @@ impl Dataset {
                 )),
             }
         };
-        let is_csv = lines.iter().any(|(_, l)| l.contains(','));
-        let samples = if is_csv {
-            let by_name: BTreeMap<String, &PathBuf> = files
-                .iter()
-                .map(|p| {
-                    (
-                        p.file_name()
-                            .unwrap_or_default()
-                            .to_string_lossy()
-                            .into_owned(),
-                        p,
-                    )
-                })
-                .collect();
-            let mut samples = Vec::new();
-            let mut listed = std::collections::HashSet::new();
-            for (k, (line, l)) in lines.iter().enumerate() {
-                let Some((file, label)) = l.rsplit_once(',') else {
-                    bail!("{} line {line}: expected 'file,label'", labels.display());
-                };
-                let file = file.trim().trim_matches('"');
-                if k == 0 && label.trim().parse::<usize>().is_err() && !by_name.contains_key(file) {
-                    continue; // a header line
-                }
-                let name = Path::new(file)
-                    .file_name()
-                    .unwrap_or_default()
-                    .to_string_lossy()
-                    .into_owned();
-                let path = by_name.get(&name).with_context(|| {
-                    format!(
-                        "{} line {line}: '{file}' is not an image in {}",
-                        labels.display(),
-                        root.display()
-                    )
-                })?;
-                if !listed.insert(name.clone()) {
-                    bail!("{} line {line}: '{file}' is listed twice", labels.display());
-                }
-                samples.push(Sample {
-                    path: (*path).clone(),
-                    label: parse_label(*line, label)?,
-                });
-            }
-            if let Some(missing) = by_name.keys().find(|n| !listed.contains(*n)) {
-                bail!(
-                    "{}: image '{missing}' has no line in the labels file",
-                    labels.display()
-                );
-            }
-            samples
+        let files = Listing::new(root, &walked);
+        let samples = if lines.iter().any(|(_, l)| l.contains(',')) {
+            files.csv_samples(labels, &lines, &parse_label)?
         } else {
-            if lines.len() != files.len() {
-                let first = if lines.len() < files.len() {
-                    format!(
-                        "image '{}' has no label",
-                        files[lines.len()]
-                            .file_name()
-                            .unwrap_or_default()
-                            .to_string_lossy()
-                    )
-                } else {
-                    format!("line {} has no image", lines[files.len()].0)
-                };
-                bail!(
-                    "{}: {} labels for {} images in sorted order; {first}",
-                    labels.display(),
-                    lines.len(),
-                    files.len()
-                );
-            }
-            files
-                .into_iter()
-                .zip(&lines)
-                .map(|(path, (line, l))| {
-                    Ok(Sample {
-                        path,
-                        label: parse_label(*line, l)?,
-                    })
-                })
-                .collect::<Result<Vec<_>>>()?
+            files.line_samples(labels, &lines, &parse_label)?
         };
         Ok(Dataset {
             root: root.to_path_buf(),
             samples,
             class_names: class_map.unwrap_or_default(),
+            skipped: walked.skipped,
         })
     }
 
@@ -355,6 +329,9 @@ impl Dataset {
 }
 
 #[cfg(test)]
+mod walk_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -366,7 +343,14 @@ mod tests {
     #[test]
     fn image_folder_sorts_classes_and_files() {
         let d = tempfile::tempdir().unwrap();
-        for f in ["b/2.jpg", "b/1.PNG", "a/z.jpeg", "a/notes.txt", "c/.keep"] {
+        for f in [
+            "b/2.jpg",
+            "b/1.PNG",
+            "a/z.jpeg",
+            "a/notes.txt",
+            "c/.keep",
+            "c/d.png",
+        ] {
             touch(&d.path().join(f));
         }
         let ds = Dataset::open(d.path(), &DatasetOptions::default()).unwrap();
@@ -385,7 +369,8 @@ mod tests {
             vec![
                 ("a/z.jpeg".into(), 0),
                 ("b/1.PNG".into(), 1),
-                ("b/2.jpg".into(), 1)
+                ("b/2.jpg".into(), 1),
+                ("c/d.png".into(), 2)
             ]
         );
         assert_eq!(ds.class_names, vec!["a", "b", "c"]);
@@ -493,6 +478,7 @@ mod tests {
             root: PathBuf::new(),
             samples: samples.clone(),
             class_names: vec![],
+            skipped: vec![],
         };
         let mut b = a.clone();
         a.shuffle(7);

@@ -63,6 +63,18 @@ pub fn read_mask(path: &Path) -> Result<LabelMap> {
     })
 }
 
+/// A mask's width and height, from its PNG header alone (nothing is decoded); an error names
+/// the file.
+pub fn mask_size(path: &Path) -> Result<(u32, u32)> {
+    let shown = path.display();
+    let file = File::open(path).map_err(|e| anyhow!("{shown}: cannot open the mask: {e}"))?;
+    let reader = Decoder::new(BufReader::new(file))
+        .read_info()
+        .map_err(|e| anyhow!("{shown}: not a readable PNG mask: {e}"))?;
+    let info = reader.info();
+    Ok((info.width, info.height))
+}
+
 /// Appends the first channel of each of `width` pixels of one decoded row.
 fn unpack_row(row: &[u8], width: usize, depth: BitDepth, channels: usize, out: &mut Vec<u32>) {
     match depth {

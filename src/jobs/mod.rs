@@ -13,4 +13,5 @@ pub mod open;
 pub mod precision_table;
 pub mod run;
 pub mod validate;
+pub mod validate_feed;
 pub mod validate_scoring;

@@ -3,22 +3,27 @@
 //! latency (all = preprocessed batch in → outputs out; model = inference only), measured after
 //! a warm-up.
 
-use crate::backend::batch_runner::run_batched;
 use crate::backend::select::BackendOptions;
 use crate::backend::Backend;
+use crate::cuda::device::Gpu;
 use crate::data::dataset::{Dataset, DatasetOptions};
-use crate::data::loader::{Failure, Loader};
+use crate::data::loader::{Failure, Loader, LoaderStats};
 use crate::data::preprocess::{Layout, Preprocess, PreprocessRequest};
 use crate::jobs::open::open_backend;
+pub use crate::jobs::validate_feed::TimeSplit;
+use crate::jobs::validate_feed::{feeds_gpu, run_gpu, run_host, Feeding, ImageInput, Measured};
 pub use crate::jobs::validate_scoring::Prediction;
-use crate::jobs::validate_scoring::{task_dataset, ClassScorer, DetectAccuracy, Scored, Scorer};
+use crate::jobs::validate_scoring::{
+    task_truth, ClassScorer, DetectAccuracy, Scored, Scorer, TaskTruth,
+};
 use crate::metrics::accuracy::TopKAccuracy;
 use crate::metrics::detection::outputs::DetectOptions;
 use crate::metrics::latency::BatchLatency;
 use crate::metrics::segmentation::SegmentAccuracy;
-use crate::progress::{NoProgress, Progress};
-use crate::tensor::{Dim, ElemType, HostTensor, TensorData};
-use anyhow::{bail, Context, Result};
+use crate::progress::Progress;
+use crate::tensor::{Dim, ElemType, HostTensor, IoSpec, TensorData};
+use anyhow::{bail, Result};
+use half::slice::HalfFloatSliceExt;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -99,6 +104,25 @@ pub struct ValidateReport {
     pub images_per_s: f64,
     /// Seconds the whole run took.
     pub wall_s: f64,
+    /// Images per second after the warm-up batches: the rate a longer run settles at.
+    #[serde(default)]
+    pub steady_images_per_s: f64,
+    /// Where the wall time went.
+    #[serde(default)]
+    pub time_split: TimeSplit,
+    /// The loader's own figures: its threads, and the images per second it decodes while busy.
+    #[serde(default)]
+    pub loader: LoaderStats,
+    /// How the batches reached the model: `host tensors`, or `pinned ring → GPU (2 streams)`.
+    #[serde(default)]
+    pub data_path: String,
+    /// The GPU's first inference per stream, before any batch (where a library sets up lazily,
+    /// it happens here), in ms; not part of the wall time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_inference_ms: Option<f64>,
+    /// Peak resident memory of the process, bytes (Linux).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_rss_bytes: Option<u64>,
     /// Preprocessed batch in → outputs out, per batch, after warm-up.
     pub latency_all: BatchLatency,
     /// Inference only, per batch, after warm-up.
@@ -118,6 +142,7 @@ pub struct BadPreprocess(pub String);
 
 /// What the model expects of its image input.
 struct InputPlan {
+    spec: IoSpec,
     name: String,
     layout: Layout,
     height: usize,
@@ -171,6 +196,7 @@ fn plan_input(backend: &dyn Backend, model: &Path, batch: usize) -> Result<Input
         })
         .product::<Option<usize>>();
     Ok(InputPlan {
+        spec: input.clone(),
         name: input.name.clone(),
         layout,
         height,
@@ -180,14 +206,25 @@ fn plan_input(backend: &dyn Backend, model: &Path, batch: usize) -> Result<Input
     })
 }
 
-/// One loaded batch as the model's input tensor (`samples` images; the runner pads).
+impl InputPlan {
+    /// The dims of one image.
+    fn per_image(&self) -> Vec<usize> {
+        match self.layout {
+            Layout::Nchw => vec![3, self.height, self.width],
+            Layout::Nhwc => vec![self.height, self.width, 3],
+        }
+    }
+}
+
+/// `samples` loaded images as the model's input tensor.
 fn input_tensor(plan: &InputPlan, data: Vec<f32>, samples: usize) -> Result<HostTensor> {
-    let shape = match plan.layout {
-        Layout::Nchw => vec![samples, 3, plan.height, plan.width],
-        Layout::Nhwc => vec![samples, plan.height, plan.width, 3],
-    };
+    let shape = std::iter::once(samples).chain(plan.per_image()).collect();
     let data = match plan.elem_type {
-        ElemType::F16 => TensorData::F16(data.into_iter().map(half::f16::from_f32).collect()),
+        ElemType::F16 => {
+            let mut narrow = vec![half::f16::ZERO; data.len()];
+            narrow.convert_from_f32_slice(&data);
+            TensorData::F16(narrow)
+        }
         _ => TensorData::F32(data),
     };
     HostTensor::new(plan.name.clone(), shape, data)
@@ -216,21 +253,23 @@ fn open_dataset(config: &ValidateConfig) -> Result<Dataset> {
 /// `config.model`'s image input, preprocessed as it says; unreadable images are skipped with a
 /// warning. What `compare` feeds when it compares over real images.
 pub fn dataset_tensor(config: &ValidateConfig) -> Result<HostTensor> {
-    let (_, plan) = open_planned(config)?;
+    let (dataset, _) = read_dataset(config)?;
+    for f in &dataset.skipped {
+        tracing::warn!("skipped {}: {}", f.path.display(), f.reason);
+    }
+    let batch = config.batch_size.clamp(1, dataset.samples.len().max(1));
+    let (_, plan) = open_planned(config, batch)?;
     let pre = resolve_preprocess(config, &plan)?;
-    let annotations = &config.dataset_options.annotations;
-    let dataset = match task_dataset(&config.dataset, annotations, &pre, config.detect)? {
-        Some((dataset, _)) => pick(dataset, config),
-        None => open_dataset(config)?,
-    };
-    let loader = Loader::spawn(dataset.samples, pre, config.batch_size, config.prefetch)?;
+    let per = pre.elements();
+    let loader = Loader::host(dataset.samples, pre, batch, config.prefetch, ElemType::F32)?;
     let (mut data, mut count) = (vec![], 0);
     for batch in loader {
         for f in &batch.failures {
             tracing::warn!("skipped {}: {}", f.path.display(), f.reason);
         }
-        count += batch.samples.len();
-        data.extend(batch.data);
+        let rows = batch.samples.len();
+        count += rows;
+        data.extend_from_slice(&batch.memory().data().as_f32()[..rows * per]);
     }
     if count == 0 {
         bail!("{}: no image could be read", config.dataset.display());
@@ -238,14 +277,14 @@ pub fn dataset_tensor(config: &ValidateConfig) -> Result<HostTensor> {
     input_tensor(&plan, data, count)
 }
 
-/// The model's backend opened at the configured batch, and what it expects of its image input.
-fn open_planned(config: &ValidateConfig) -> Result<(Box<dyn Backend>, InputPlan)> {
+/// The model's backend opened at `batch`, and what it expects of its image input.
+fn open_planned(config: &ValidateConfig, batch: usize) -> Result<(Box<dyn Backend>, InputPlan)> {
     let options = BackendOptions {
-        batch: Some(config.batch_size),
+        batch: Some(batch),
         ..config.backend.clone()
     };
     let backend = open_backend(&config.model, &options)?;
-    let plan = plan_input(backend.as_ref(), &config.model, config.batch_size)?;
+    let plan = plan_input(backend.as_ref(), &config.model, batch)?;
     Ok((backend, plan))
 }
 
@@ -280,21 +319,31 @@ fn check_labels(dataset: &Dataset, plan: &InputPlan, model: &Path) -> Result<usi
     Ok(classes)
 }
 
-/// The dataset (shuffled and limited as the config says) and the scorer its ground truth needs.
-fn dataset_and_scorer(
-    config: &ValidateConfig,
+/// The dataset (shuffled and limited as the config says), and its masks or boxes where the
+/// config names them.
+fn read_dataset(config: &ValidateConfig) -> Result<(Dataset, Option<TaskTruth>)> {
+    let annotations = &config.dataset_options.annotations;
+    Ok(match task_truth(&config.dataset, annotations)? {
+        Some((dataset, truth)) => (pick(dataset, config), Some(truth)),
+        None => (open_dataset(config)?, None),
+    })
+}
+
+/// The scorer of the dataset's ground truth for the model's outputs.
+fn scorer_for(
+    truth: Option<TaskTruth>,
+    dataset: &Dataset,
     plan: &InputPlan,
     pre: &Preprocess,
-) -> Result<(Dataset, Box<dyn Scorer>)> {
-    let annotations = &config.dataset_options.annotations;
-    let Some((dataset, scorer)) = task_dataset(&config.dataset, annotations, pre, config.detect)?
-    else {
-        let dataset = open_dataset(config)?;
-        let classes = check_labels(&dataset, plan, &config.model)?;
-        let scorer = ClassScorer::new(classes, config.keep_predictions);
-        return Ok((dataset, Box::new(scorer)));
-    };
-    Ok((pick(dataset, config), scorer))
+    config: &ValidateConfig,
+) -> Result<Box<dyn Scorer>> {
+    Ok(match truth {
+        Some(truth) => truth.scorer(pre, config.detect),
+        None => {
+            let classes = check_labels(dataset, plan, &config.model)?;
+            Box::new(ClassScorer::new(classes, config.keep_predictions))
+        }
+    })
 }
 
 /// The warm-up batches (left out of the latencies) among `batches`: at least one is timed.
@@ -306,69 +355,76 @@ fn warmup_batches(warmup: WarmupBatches, batches: usize) -> usize {
     .min(batches.saturating_sub(1))
 }
 
+/// The batch size a run uses: the one asked for, but no more than the images there are.
+fn batch_for(asked: usize, images: usize) -> usize {
+    let batch = asked.min(images).max(1);
+    if batch < asked {
+        tracing::info!("batches of {batch}: the {images} images do not fill a batch of {asked}");
+    }
+    batch
+}
+
+/// Runs the batches through the backend by the fastest path it has: page-locked buffers and the
+/// GPU feed where it can queue on a stream, host tensors elsewhere.
+fn run_batches(
+    config: &ValidateConfig,
+    backend: &mut dyn Backend,
+    input: &ImageInput,
+    feeding: Feeding,
+    scorer: &mut dyn Scorer,
+) -> Result<(Measured, &'static str)> {
+    if feeds_gpu(backend) {
+        let gpu = Gpu::open(config.backend.device_id.unwrap_or(0))?;
+        let measured = run_gpu(&gpu, backend, input, feeding, scorer)?;
+        Ok((measured, "pinned ring → GPU, 2 streams"))
+    } else {
+        Ok((run_host(backend, input, feeding, scorer)?, "host tensors"))
+    }
+}
+
 /// Runs the validation: `progress` advances by images, with the running accuracy as status.
 pub fn validate(config: &ValidateConfig, progress: &dyn Progress) -> Result<ValidateReport> {
     if config.batch_size == 0 {
         bail!("the batch size must be at least 1");
     }
-    let (mut backend, plan) = open_planned(config)?;
-    let pre = resolve_preprocess(config, &plan)?;
-    let (dataset, mut scorer) = dataset_and_scorer(config, &plan, &pre)?;
-    let run_batch = backend.fixed_batch().unwrap_or(config.batch_size);
+    let (dataset, truth) = read_dataset(config)?;
     let total = dataset.samples.len();
-    let batches = total.div_ceil(config.batch_size);
+    let (mut backend, plan) = open_planned(config, batch_for(config.batch_size, total))?;
+    let batch = backend
+        .fixed_batch()
+        .unwrap_or(batch_for(config.batch_size, total));
+    let pre = resolve_preprocess(config, &plan)?;
+    let mut scorer = scorer_for(truth, &dataset, &plan, &pre, config)?;
+    let batches = total.div_ceil(batch);
     let warmup = warmup_batches(config.warmup, batches);
     tracing::info!(
-        "{total} images, {batches} batches of {}, {warmup} warm-up batches, backend {}",
-        config.batch_size,
-        backend.name()
+        "{total} images, {batches} batches of {batch}, {warmup} warm-up batches, backend {}, loader on {} threads",
+        backend.name(),
+        rayon::current_num_threads()
     );
     progress.start("images", Some(total as u64));
-    let mut failures: Vec<Failure> = Vec::new();
-    let mut lat_all = Vec::new();
-    let mut lat_model = Vec::new();
-    let mut ran = 0usize;
+    let mut failures = dataset.skipped.clone();
+    let input = ImageInput {
+        spec: plan.spec.clone(),
+        per_image: plan.per_image(),
+    };
+    let feeding = Feeding {
+        model: &config.model,
+        samples: dataset.samples,
+        pre: pre.clone(),
+        batch,
+        prefetch: config.prefetch,
+        warmup,
+        progress,
+    };
     let start = Instant::now();
-    let loader = Loader::spawn(
-        dataset.samples.clone(),
-        pre.clone(),
-        config.batch_size,
-        config.prefetch,
-    )?;
-    for (index, batch) in loader.enumerate() {
-        for f in &batch.failures {
-            tracing::warn!("skipped {}: {}", f.path.display(), f.reason);
-        }
-        failures.extend(batch.failures.iter().cloned());
-        progress.advance(batch.failures.len() as u64);
-        if batch.samples.is_empty() {
-            continue;
-        }
-        let t0 = Instant::now();
-        let tensor = input_tensor(&plan, batch.data, batch.samples.len())?;
-        let out = run_batched(
-            backend.as_mut(),
-            std::slice::from_ref(&tensor),
-            run_batch,
-            &NoProgress,
-        )
-        .with_context(|| format!("{}: inference failed", config.model.display()))?;
-        if index >= warmup {
-            lat_all.push(t0.elapsed().as_secs_f64() * 1e3);
-            lat_model.push(out.inference.as_secs_f64() * 1e3);
-        }
-        ran += 1;
-        scorer
-            .score(&batch.samples, &out.outputs)
-            .with_context(|| config.model.display().to_string())?;
-        progress.advance(batch.samples.len() as u64);
-        progress.status(scorer.status());
-    }
+    let (m, data_path) = run_batches(config, backend.as_mut(), &input, feeding, scorer.as_mut())?;
     let wall = start.elapsed();
     progress.finish();
     for note in backend.finish()? {
         tracing::info!("{}: {note}", config.model.display());
     }
+    failures.extend(m.failures.iter().cloned());
     let images = scorer.images();
     if images == 0 {
         let first = failures.first();
@@ -400,13 +456,23 @@ pub fn validate(config: &ValidateConfig, progress: &dyn Progress) -> Result<Vali
         counts,
         segment,
         detect,
-        batch_size: config.batch_size,
-        batches: ran,
-        warmup_batches: warmup.min(ran),
+        batch_size: batch,
+        batches: m.batches,
+        warmup_batches: warmup.min(m.batches),
         images_per_s: images as f64 / wall.as_secs_f64(),
         wall_s: wall.as_secs_f64(),
-        latency_all: BatchLatency::of_ms(&lat_all),
-        latency_model: BatchLatency::of_ms(&lat_model),
+        steady_images_per_s: if m.steady.1 > 0.0 {
+            m.steady.0 as f64 / m.steady.1
+        } else {
+            images as f64 / wall.as_secs_f64()
+        },
+        time_split: m.split,
+        loader: m.loader,
+        data_path: data_path.into(),
+        first_inference_ms: m.first_inference_ms,
+        peak_rss_bytes: crate::host_memory::peak_rss_bytes(),
+        latency_all: BatchLatency::of_ms(&m.lat_all),
+        latency_model: BatchLatency::of_ms(&m.lat_model),
         preprocess: pre,
         predictions,
     })

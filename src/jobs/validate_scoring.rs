@@ -2,10 +2,12 @@
 //! per image, mIoU and pixel accuracy against PNG masks, COCO mAP against annotated boxes.
 
 use crate::data::coco::CocoAnnotations;
-use crate::data::dataset::{images_in, Annotations, Dataset, Sample};
-use crate::data::masks::read_mask;
+use crate::data::dataset::{Annotations, Dataset, Sample};
+use crate::data::image_size::image_size;
+use crate::data::masks::{mask_size, read_mask};
 use crate::data::preprocess::Preprocess;
-use crate::metrics::accuracy::TopKAccuracy;
+use crate::data::walk::{walk, Failure};
+use crate::metrics::accuracy::{top_k, TopKAccuracy};
 use crate::metrics::detection::boxes::Detection;
 use crate::metrics::detection::coco::{evaluate, GroundTruth, MeanAp};
 use crate::metrics::detection::outputs::{detections, DetectOptions};
@@ -13,6 +15,7 @@ use crate::metrics::segmentation::{Confusion, SegmentAccuracy};
 use crate::metrics::task::pixel_classes;
 use crate::tensor::HostTensor;
 use anyhow::{bail, Context, Result};
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -106,9 +109,14 @@ impl Scorer for ClassScorer {
                 samples.len()
             );
         }
-        for (i, s) in samples.iter().enumerate() {
-            let row = &scores[i * self.classes..(i + 1) * self.classes];
-            let top5 = self.acc.update(row, s.label);
+        // The top-5 of each image on the pool; a batch of 256 × 1000 scores is real work.
+        let rows = &scores[..samples.len() * self.classes];
+        let tops: Vec<Vec<usize>> = rows
+            .par_chunks(self.classes.max(1))
+            .map(|row| top_k(row, 5))
+            .collect();
+        for (s, top5) in samples.iter().zip(tops) {
+            self.acc.record(&top5, s.label);
             if self.keep {
                 self.predictions.push(Prediction {
                     file: s.path.clone(),
@@ -284,28 +292,107 @@ impl Scorer for BoxScorer {
     }
 }
 
-/// The images of a segmentation folder, each with its mask (`x.jpg` → `masks/x.png`); a
-/// missing mask is an error naming it.
-fn masked_images(root: &Path, masks: &Path) -> Result<(Vec<Sample>, Vec<PathBuf>)> {
+/// The images of a segmentation folder (by the folder walk's rule, [`crate::data::walk`]), each
+/// with its mask (`x.jpg` → `masks/x.png`, `sub/x.jpg` → `masks/sub/x.png`), and what the walk
+/// skipped; a missing mask, or one whose size is not its image's, is an error naming it.
+fn masked_images(root: &Path, masks: &Path) -> Result<(Vec<Sample>, Vec<PathBuf>, Vec<Failure>)> {
     if !masks.is_dir() {
         bail!("{}: no such folder of masks", masks.display());
     }
-    let images = images_in(root)?;
+    let walked = walk(root)?;
+    let masks_under_root = masks_inside(root, masks);
+    let mut images = vec![];
     let mut paths = vec![];
-    for image in &images {
-        let stem = image.file_stem().unwrap_or_default();
-        let mask = masks.join(stem).with_extension("png");
+    for image in walked.files {
+        let rel = image.strip_prefix(root).unwrap_or(&image);
+        if masks_under_root
+            .as_ref()
+            .is_some_and(|m| rel.starts_with(m))
+        {
+            continue; // the masks themselves
+        }
+        let mut name = image.file_stem().unwrap_or_default().to_os_string();
+        name.push(".png");
+        let mask = masks.join(rel.parent().unwrap_or(Path::new(""))).join(name);
         if !mask.is_file() {
             bail!("{}: no mask for image {}", mask.display(), image.display());
         }
+        images.push(image);
         paths.push(mask);
     }
+    check_mask_sizes(&images, &paths)?;
     let samples = images
         .into_iter()
         .enumerate()
         .map(|(label, path)| Sample { path, label })
         .collect();
-    Ok((samples, paths))
+    Ok((samples, paths, walked.skipped))
+}
+
+/// Where the masks folder lies under the dataset folder, when it does (its images are masks).
+fn masks_inside(root: &Path, masks: &Path) -> Option<PathBuf> {
+    let (root, masks) = (root.canonicalize().ok()?, masks.canonicalize().ok()?);
+    let rel = masks.strip_prefix(&root).ok()?;
+    (!rel.as_os_str().is_empty()).then(|| rel.to_path_buf())
+}
+
+/// Refuses a mask whose size is not its image's, from the headers alone (nothing is decoded),
+/// before anything runs. An image whose header cannot be read is left to the loader, which
+/// skips it with its reason.
+fn check_mask_sizes(images: &[PathBuf], masks: &[PathBuf]) -> Result<()> {
+    let checked: Vec<Result<()>> = images
+        .par_iter()
+        .zip(masks)
+        .map(|(image, mask)| {
+            let Ok((iw, ih)) = image_size(image) else {
+                return Ok(());
+            };
+            let (mw, mh) = mask_size(mask)?;
+            if (mw, mh) == (iw, ih) {
+                return Ok(());
+            }
+            let swapped = if (mw, mh) == (ih, iw) {
+                " (width and height swapped?)"
+            } else {
+                ""
+            };
+            bail!(
+                "{}: mask is {mw}×{mh} but its image {} is {iw}×{ih}{swapped}",
+                mask.display(),
+                image.display()
+            )
+        })
+        .collect();
+    checked.into_iter().collect()
+}
+
+/// Segmentation or detection ground truth, read before the model's preprocessing is known.
+pub enum TaskTruth {
+    /// One mask file per sample, by the sample's label.
+    Masks(Vec<PathBuf>),
+    /// COCO annotations; sample labels index their images.
+    Coco(CocoAnnotations),
+}
+
+impl TaskTruth {
+    /// The scorer of this ground truth for images preprocessed as `preprocess`.
+    pub fn scorer(self, preprocess: &Preprocess, options: DetectOptions) -> Box<dyn Scorer> {
+        match self {
+            TaskTruth::Masks(masks) => Box::new(MaskScorer {
+                masks,
+                preprocess: preprocess.clone(),
+                confusion: None,
+                images: 0,
+            }),
+            TaskTruth::Coco(annotations) => Box::new(BoxScorer {
+                annotations,
+                preprocess: preprocess.clone(),
+                options,
+                truths: vec![],
+                found: vec![],
+            }),
+        }
+    }
 }
 
 /// The dataset and the scorer for segmentation or detection ground truth; `None` for a class
@@ -316,20 +403,22 @@ pub fn task_dataset(
     preprocess: &Preprocess,
     options: DetectOptions,
 ) -> Result<Option<(Dataset, Box<dyn Scorer>)>> {
+    Ok(task_truth(root, annotations)?
+        .map(|(dataset, truth)| (dataset, truth.scorer(preprocess, options))))
+}
+
+/// The dataset and its segmentation or detection ground truth; `None` for a class per image.
+pub fn task_truth(root: &Path, annotations: &Annotations) -> Result<Option<(Dataset, TaskTruth)>> {
     if !root.is_dir() {
         bail!("{}: no such folder", root.display());
     }
-    let (samples, scorer): (Vec<Sample>, Box<dyn Scorer>) = match annotations {
+    let mut skipped = vec![];
+    let (samples, truth) = match annotations {
         Annotations::Classes => return Ok(None),
         Annotations::Masks(dir) => {
-            let (samples, masks) = masked_images(root, dir)?;
-            let scorer = MaskScorer {
-                masks,
-                preprocess: preprocess.clone(),
-                confusion: None,
-                images: 0,
-            };
-            (samples, Box::new(scorer))
+            let (samples, masks, walk_skipped) = masked_images(root, dir)?;
+            skipped = walk_skipped;
+            (samples, TaskTruth::Masks(masks))
         }
         Annotations::Coco(file) => {
             let annotations = CocoAnnotations::read(file, root)?;
@@ -342,14 +431,7 @@ pub fn task_dataset(
                     label,
                 })
                 .collect();
-            let scorer = BoxScorer {
-                annotations,
-                preprocess: preprocess.clone(),
-                options,
-                truths: vec![],
-                found: vec![],
-            };
-            (samples, Box::new(scorer))
+            (samples, TaskTruth::Coco(annotations))
         }
     };
     if samples.is_empty() {
@@ -360,7 +442,50 @@ pub fn task_dataset(
             root: root.to_path_buf(),
             samples,
             class_names: vec![],
+            skipped,
         },
-        scorer,
+        truth,
     )))
+}
+
+#[cfg(test)]
+mod mask_walk_tests {
+    use super::*;
+
+    fn gray_png(path: &Path, w: u32, h: u32) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let file = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+        let mut enc = png::Encoder::new(file, w, h);
+        enc.set_color(png::ColorType::Grayscale);
+        enc.set_depth(png::BitDepth::Eight);
+        let data = vec![1u8; (w * h) as usize];
+        enc.write_header().unwrap().write_image_data(&data).unwrap();
+    }
+
+    #[test]
+    fn nested_images_take_nested_masks_and_masks_under_the_root_are_no_images() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path();
+        let masks = root.join("masks");
+        for (image, mask) in [("a.png", "a.png"), ("sub/b.png", "sub/b.png")] {
+            gray_png(&root.join(image), 6, 4);
+            gray_png(&masks.join(mask), 6, 4);
+        }
+        let (samples, paths, skipped) = masked_images(root, &masks).unwrap();
+        let images: Vec<&Path> = samples.iter().map(|s| s.path.as_path()).collect();
+        assert_eq!(images, [root.join("a.png"), root.join("sub/b.png")]);
+        assert_eq!(paths, [masks.join("a.png"), masks.join("sub/b.png")]);
+        assert!(skipped.is_empty());
+
+        gray_png(&masks.join("sub/b.png"), 4, 6);
+        let err = format!("{:#}", masked_images(root, &masks).unwrap_err());
+        assert_eq!(
+            err,
+            format!(
+                "{}: mask is 4×6 but its image {} is 6×4 (width and height swapped?)",
+                masks.join("sub/b.png").display(),
+                root.join("sub/b.png").display()
+            )
+        );
+    }
 }

@@ -41,6 +41,12 @@ impl TopKAccuracy {
     /// Records one sample; returns its top-5 classes (best first).
     pub fn update(&mut self, scores: &[f32], label: usize) -> Vec<usize> {
         let top = top_k(scores, 5);
+        self.record(&top, label);
+        top
+    }
+
+    /// Counts one image whose five best classes (best first) are `top`.
+    pub fn record(&mut self, top: &[usize], label: usize) {
         self.total += 1;
         if top.first() == Some(&label) {
             self.top1_hits += 1;
@@ -48,7 +54,6 @@ impl TopKAccuracy {
         if top.contains(&label) {
             self.top5_hits += 1;
         }
-        top
     }
 
     /// Top-1 accuracy in [0,1] (0 when nothing was seen).

@@ -5,6 +5,7 @@ use crate::atomic_file::write_atomic_with;
 use crate::jobs::validate::{Prediction, ValidateReport};
 use crate::metrics::latency::BatchLatency;
 use crate::report::table::{Align, Table};
+use crate::units::bytes;
 use anyhow::Result;
 use std::path::Path;
 
@@ -34,6 +35,15 @@ pub fn save_predictions(path: &Path, predictions: &[Prediction]) -> Result<()> {
         }
         Ok(())
     })
+}
+
+/// The wall time's split, in seconds: what bounds the run shows at once.
+fn time_split(r: &ValidateReport) -> String {
+    let s = &r.time_split;
+    format!(
+        "{:.2} s: waiting for images {:.2}, H2D {:.2}, model {:.2}, D2H {:.2}, scoring {:.2}",
+        r.wall_s, s.wait_images_s, s.h2d_s, s.model_s, s.d2h_s, s.scoring_s
+    )
 }
 
 /// The terminal (or markdown) rendering of a validation report.
@@ -83,7 +93,10 @@ pub fn render(r: &ValidateReport, markdown: bool) -> String {
     }
     t.row(vec!["images".into(), r.images.to_string()]);
     t.row(vec!["skipped".into(), r.skipped.to_string()]);
-    t.row(vec!["images/s".into(), format!("{:.1}", r.images_per_s)]);
+    t.row(vec![
+        "images/s (after warm-up)".into(),
+        format!("{:.1} ({:.1})", r.images_per_s, r.steady_images_per_s),
+    ]);
     t.row(vec![
         "batches (warm-up)".into(),
         format!("{} ({}) of {}", r.batches, r.warmup_batches, r.batch_size),
@@ -93,9 +106,20 @@ pub fn render(r: &ValidateReport, markdown: bool) -> String {
         "latency-model mean / max".into(),
         ms(&r.latency_model),
     ]);
+    t.row(vec!["where the time went".into(), time_split(r)]);
+    t.row(vec![
+        "loader".into(),
+        format!(
+            "{:.1} images/s on {} threads",
+            r.loader.images_per_s, r.loader.threads
+        ),
+    ]);
+    if let Some(peak) = r.peak_rss_bytes {
+        t.row(vec!["peak memory (RSS)".into(), bytes(peak)]);
+    }
     let mut out = format!(
-        "model    {}\nbackend  {}\ndataset  {}\n\n",
-        r.model, r.backend, r.dataset
+        "model    {}\nbackend  {} ({})\ndataset  {}\n\n",
+        r.model, r.backend, r.data_path, r.dataset
     );
     out += &if markdown {
         t.render_markdown()

@@ -1,0 +1,278 @@
+//! The batch feed: runs loaded image batches through a GPU backend on the harness's own
+//! streams. The loader decodes each batch straight into page-locked memory ([`PinnedBatch`]);
+//! the feed copies its rows into the input's device buffer on the slot's stream, queues the
+//! inference over bound device buffers ([`GpuEnqueue`]), and copies the outputs back, all timed
+//! with events as the `run` harness times them. Two slots, each with its own stream, buffers and
+//! execution slot, alternate: while one batch computes, the next one's copy is already queued
+//! on the other stream, so the copy of batch k+1 overlaps the inference of batch k, and the host
+//! only waits when it needs a slot back.
+
+use super::device::{Event, Gpu, Stream};
+use super::enqueue::{GpuEnqueue, IoBindings, TensorBinding};
+use super::memory::{copy_d2h_async, copy_h2d_prefix_async, DeviceBuffer, PinnedBuffer};
+use crate::data::loader::{BatchMemory, Loaded, ValuesMut};
+use crate::metrics::latency::EventTimes;
+use crate::tensor::{ElemType, HostTensor, IoSpec, TensorData};
+use anyhow::{bail, Context, Result};
+use std::time::Instant;
+
+/// Slots the feed alternates between.
+const SLOTS: usize = 2;
+
+/// A batch buffer in page-locked host memory: the loader decodes into it and the feed copies it
+/// to the GPU from where it lies.
+#[derive(Debug)]
+pub struct PinnedBatch {
+    buffer: PinnedBuffer,
+    elem: ElemType,
+}
+
+impl PinnedBatch {
+    /// `values` values of `elem` (float32 or float16) of page-locked memory on `gpu`'s context.
+    pub fn new(gpu: &Gpu, elem: ElemType, values: usize) -> Result<PinnedBatch> {
+        if !matches!(elem, ElemType::F32 | ElemType::F16) {
+            bail!("images load as float32 or float16, not {elem}");
+        }
+        Ok(PinnedBatch {
+            buffer: PinnedBuffer::new(gpu, values * elem.size())?,
+            elem,
+        })
+    }
+}
+
+impl BatchMemory for PinnedBatch {
+    fn values_mut(&mut self) -> ValuesMut<'_> {
+        match self.elem {
+            ElemType::F16 => ValuesMut::F16(self.buffer.as_f16_mut()),
+            _ => ValuesMut::F32(self.buffer.as_f32_mut()),
+        }
+    }
+}
+
+/// One batch back from the GPU.
+pub struct Finished {
+    /// The loaded batch (dropping it gives its buffer back to the loader).
+    pub batch: Loaded<PinnedBatch>,
+    /// The outputs of the batch's rows, in the backend's output order.
+    pub outputs: Vec<HostTensor>,
+    /// Event times: t0 before the copy in, t1 before the inference, t2 after it, t3 after the
+    /// copies out (milliseconds from t0).
+    pub times: EventTimes,
+}
+
+/// One slot: its stream, device buffers, page-locked outputs, events and the batch in flight.
+struct Slot {
+    stream: Stream,
+    input: DeviceBuffer,
+    outputs_dev: Vec<DeviceBuffer>,
+    outputs_host: Vec<PinnedBuffer>,
+    io: IoBindings,
+    events: [Event; 4],
+    in_flight: Option<Loaded<PinnedBatch>>,
+}
+
+/// Runs loaded batches through a GPU backend, two slots overlapped.
+pub struct BatchFeed {
+    slots: Vec<Slot>,
+    next: usize,
+    batch: usize,
+    input_elem: ElemType,
+    outputs: Vec<IoSpec>,
+    /// Milliseconds of the first inference of each slot, queued and waited for on its own
+    /// (where a library sets up lazily, it happens here), before any batch is fed.
+    pub first_inference_ms: f64,
+}
+
+fn binding(spec: &IoSpec, batch: usize, gpu: &Gpu) -> Result<(TensorBinding, DeviceBuffer)> {
+    let shape = spec.concrete_shape(batch)?;
+    let bytes = shape.iter().product::<usize>() * spec.elem_type.size();
+    let buffer = DeviceBuffer::new(gpu, bytes)
+        .with_context(|| format!("tensor '{}' at batch {batch}", spec.name))?;
+    let b = TensorBinding {
+        name: spec.name.clone(),
+        shape,
+        ptr: buffer.ptr(),
+        bytes,
+    };
+    Ok((b, buffer))
+}
+
+impl Slot {
+    fn new(
+        gpu: &Gpu,
+        stream: Stream,
+        input: &IoSpec,
+        outputs: &[IoSpec],
+        batch: usize,
+    ) -> Result<Slot> {
+        let (input_binding, input_dev) = binding(input, batch, gpu)?;
+        input_dev.fill_async(0, &stream)?;
+        let mut slot = Slot {
+            stream,
+            input: input_dev,
+            outputs_dev: vec![],
+            outputs_host: vec![],
+            io: IoBindings {
+                inputs: vec![input_binding],
+                outputs: vec![],
+            },
+            events: [
+                gpu.new_event()?,
+                gpu.new_event()?,
+                gpu.new_event()?,
+                gpu.new_event()?,
+            ],
+            in_flight: None,
+        };
+        for spec in outputs {
+            let (b, dev) = binding(spec, batch, gpu)?;
+            slot.outputs_host.push(PinnedBuffer::new(gpu, b.bytes)?);
+            slot.io.outputs.push(b);
+            slot.outputs_dev.push(dev);
+        }
+        Ok(slot)
+    }
+}
+
+impl BatchFeed {
+    /// Prepares `backend` on `gpu` for batches of `batch` with two slots, allocates their
+    /// buffers and runs one inference on each (waited for, not timed with the batches). The
+    /// backend must have one input, `input`, of float32 or float16.
+    pub fn new(
+        gpu: &Gpu,
+        backend: &mut dyn GpuEnqueue,
+        input: &IoSpec,
+        outputs: &[IoSpec],
+        batch: usize,
+    ) -> Result<BatchFeed> {
+        gpu.bind()?;
+        let streams = backend
+            .prepare(gpu, batch, SLOTS)
+            .with_context(|| format!("batch {batch}"))?;
+        if streams.len() != SLOTS {
+            bail!(
+                "the backend prepared {} streams for {SLOTS} slots",
+                streams.len()
+            );
+        }
+        let mut slots = streams
+            .into_iter()
+            .map(|stream| Slot::new(gpu, stream, input, outputs, batch))
+            .collect::<Result<Vec<_>>>()?;
+        let start = Instant::now();
+        for (k, slot) in slots.iter_mut().enumerate() {
+            backend
+                .enqueue(k, &slot.stream, &slot.io)
+                .context("the first inference")?;
+            slot.stream.synchronize()?;
+        }
+        Ok(BatchFeed {
+            slots,
+            next: 0,
+            batch,
+            input_elem: input.elem_type,
+            outputs: outputs.to_vec(),
+            first_inference_ms: start.elapsed().as_secs_f64() * 1e3,
+        })
+    }
+
+    /// Queues `batch` on the next slot: its rows' copy in, the inference and the copies out.
+    /// When that slot still holds an earlier batch, waits for it first and returns it.
+    pub fn submit(
+        &mut self,
+        backend: &mut dyn GpuEnqueue,
+        batch: Loaded<PinnedBatch>,
+    ) -> Result<Option<Finished>> {
+        let rows = batch.samples.len();
+        if rows == 0 || rows > self.batch {
+            bail!("a batch of {rows} images for a feed of {}", self.batch);
+        }
+        let index = self.next;
+        let finished = self.finish_slot(index)?;
+        let per_row = self.slots[index].input.len() / self.batch;
+        let slot = &mut self.slots[index];
+        if batch.memory().elem != self.input_elem {
+            bail!(
+                "a {} batch for a {} input",
+                batch.memory().elem,
+                self.input_elem
+            );
+        }
+        slot.events[0].record(&slot.stream)?;
+        copy_h2d_prefix_async(
+            &batch.memory().buffer,
+            rows * per_row,
+            &slot.input,
+            &slot.stream,
+        )?;
+        slot.events[1].record(&slot.stream)?;
+        backend.enqueue(index, &slot.stream, &slot.io)?;
+        slot.events[2].record(&slot.stream)?;
+        for (d, h) in slot.outputs_dev.iter().zip(slot.outputs_host.iter_mut()) {
+            copy_d2h_async(d, h, &slot.stream)?;
+        }
+        slot.events[3].record(&slot.stream)?;
+        slot.in_flight = Some(batch);
+        self.next = (index + 1) % SLOTS;
+        Ok(finished)
+    }
+
+    /// Waits for the oldest batch still on the GPU and returns it; `None` when none is left.
+    pub fn drain(&mut self) -> Result<Option<Finished>> {
+        for _ in 0..SLOTS {
+            let index = self.next;
+            self.next = (index + 1) % SLOTS;
+            if let Some(done) = self.finish_slot(index)? {
+                return Ok(Some(done));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Waits for slot `index`'s batch, if it has one, and reads its outputs.
+    fn finish_slot(&mut self, index: usize) -> Result<Option<Finished>> {
+        let slot = &mut self.slots[index];
+        let Some(batch) = slot.in_flight.take() else {
+            return Ok(None);
+        };
+        let ev = &slot.events;
+        // Events on one stream complete in order: once t3 is done, t0..t2 are too.
+        ev[3].synchronize()?;
+        let times = EventTimes {
+            t0: 0.0,
+            t1: ev[1].elapsed_since_completed(&ev[0])?,
+            t2: ev[2].elapsed_since_completed(&ev[0])?,
+            t3: ev[3].elapsed_since_completed(&ev[0])?,
+        };
+        let rows = batch.samples.len();
+        let outputs = self
+            .outputs
+            .iter()
+            .zip(&slot.io.outputs)
+            .zip(&slot.outputs_host)
+            .map(|((spec, b), host)| {
+                let mut shape = b.shape.clone();
+                let bytes = b.bytes / self.batch * rows;
+                if let Some(n) = shape.first_mut() {
+                    *n = rows;
+                }
+                let data = TensorData::from_le_bytes(spec.elem_type, &host.as_slice()[..bytes]);
+                HostTensor::new(spec.name.clone(), shape, data)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Some(Finished {
+            batch,
+            outputs,
+            times,
+        }))
+    }
+}
+
+impl Drop for BatchFeed {
+    fn drop(&mut self) {
+        // Buffers a batch still in flight reads or writes must outlive its copies.
+        for slot in &self.slots {
+            let _ = slot.stream.synchronize();
+        }
+    }
+}
