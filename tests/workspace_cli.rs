@@ -185,6 +185,26 @@ fn the_three_lines_work_verbatim_in_a_workspace() {
         images["inputs"],
         "4 images of val, preprocessed for the model"
     );
+    // A batch size far beyond the images runs the images, at a batch of their number.
+    let huge = [
+        "compare",
+        "--dataset",
+        "val",
+        "--batch-size",
+        "1000000000",
+        "--json",
+    ];
+    let images = json(&trtkit_in(&ws, &huge));
+    assert_eq!(
+        images["inputs"],
+        "4 images of val, preprocessed for the model"
+    );
+    let fp16 = images["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["label"] == "fp16 graph");
+    assert_eq!(fp16.unwrap()["top1_agreement_pct"], 100.0, "{images}");
     let md = ok(&trtkit_in(&ws, &["compare", "--markdown"]));
     assert!(md.trim_start().starts_with("| Precision"), "{md}");
     assert_eq!(md.matches("| Rank").count(), 1, "{md}");

@@ -364,6 +364,7 @@ pub fn compare(
         }
         specs[i] = Some(declared);
     }
+    let any_fixed = specs.iter().zip(dynamic).any(|(s, d)| s.is_some() && !d);
     // What the integer inputs take, from whichever side is an ONNX graph.
     let graph_roles = sources
         .iter()
@@ -383,7 +384,14 @@ pub fn compare(
                     // Inputs first: their count decides the batch of a dynamic model.
                     let probe = specs[i].as_deref().expect("read for every model above");
                     let (made, note) = make_inputs(config, probe, path, &graph_roles)?;
-                    batch = Some(batch.unwrap_or(samples_of(&made)?.min(DEFAULT_BATCH)));
+                    // A batch beyond the samples runs the samples: no padding to a size
+                    // nobody needs (a fixed batch stays what the model says).
+                    let n = samples_of(&made)?;
+                    batch = Some(match batch {
+                        Some(b) if any_fixed => b,
+                        Some(b) => b.min(n),
+                        None => n.min(DEFAULT_BATCH),
+                    });
                     input_note = note;
                     tensors.inputs = Some(made);
                 }
