@@ -14,7 +14,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use ort::environment::Environment;
 use ort::session::builder::{GraphOptimizationLevel, SessionBuilder};
 use ort::session::{Session, SessionInputValue, SessionOutputs};
-use ort::value::{DynValue, Tensor, TensorElementType, ValueType};
+use ort::value::{DynValue, TensorElementType, TensorRef, ValueType};
 use rayon::prelude::*;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -146,19 +146,24 @@ fn spec_of(name: &str, ty: &ValueType) -> Result<IoSpec> {
     })
 }
 
-fn to_value(t: &HostTensor) -> Result<DynValue> {
+/// `t` as an ONNX Runtime input that borrows its elements (no copy of the batch).
+fn to_value(t: &HostTensor) -> Result<SessionInputValue<'_>> {
     let shape = t.shape.clone();
-    let v = match &t.data {
-        TensorData::F32(v) => Tensor::from_array((shape, v.clone()))?.into_dyn(),
-        TensorData::F16(v) => Tensor::from_array((shape, v.clone()))?.into_dyn(),
-        TensorData::F64(v) => Tensor::from_array((shape, v.clone()))?.into_dyn(),
-        TensorData::I64(v) => Tensor::from_array((shape, v.clone()))?.into_dyn(),
-        TensorData::I32(v) => Tensor::from_array((shape, v.clone()))?.into_dyn(),
-        TensorData::I8(v) => Tensor::from_array((shape, v.clone()))?.into_dyn(),
-        TensorData::U8(v) => Tensor::from_array((shape, v.clone()))?.into_dyn(),
-        TensorData::Bool(v) => Tensor::from_array((shape, v.clone()))?.into_dyn(),
-    };
-    Ok(v)
+    macro_rules! view {
+        ($v:expr) => {
+            SessionInputValue::from(TensorRef::from_array_view((shape, $v.as_slice()))?.into_dyn())
+        };
+    }
+    Ok(match &t.data {
+        TensorData::F32(v) => view!(v),
+        TensorData::F16(v) => view!(v),
+        TensorData::F64(v) => view!(v),
+        TensorData::I64(v) => view!(v),
+        TensorData::I32(v) => view!(v),
+        TensorData::I8(v) => view!(v),
+        TensorData::U8(v) => view!(v),
+        TensorData::Bool(v) => view!(v),
+    })
 }
 
 fn from_value(name: &str, v: &DynValue) -> Result<HostTensor> {
@@ -285,22 +290,22 @@ pub(crate) fn run_host_visit(
 }
 
 /// The session's named input values for `inputs` (checked against the model's count).
-fn input_values(
+fn input_values<'a>(
     specs: &[IoSpec],
-    inputs: &[HostTensor],
-) -> Result<Vec<(String, SessionInputValue<'static>)>> {
+    inputs: &'a [HostTensor],
+) -> Result<Vec<(String, SessionInputValue<'a>)>> {
     check_input_count(specs, inputs)?;
     inputs
         .iter()
         .zip(specs)
-        .map(|(t, spec)| Ok((spec.name.clone(), to_value(t)?.into())))
+        .map(|(t, spec)| Ok((spec.name.clone(), to_value(t)?)))
         .collect()
 }
 
 /// Runs the session on named input values.
 fn infer<'s>(
     session: &'s mut Session,
-    values: Vec<(String, SessionInputValue<'static>)>,
+    values: Vec<(String, SessionInputValue<'_>)>,
 ) -> Result<SessionOutputs<'s>> {
     session
         .run(values)
