@@ -472,8 +472,8 @@ fn the_report_splits_the_wall_time() {
     let r = validate_json(&model, &data, "8");
     let split = &r["time_split"];
     let part = |k: &str| split[k].as_f64().unwrap();
-    let parts = part("wait_images_s") + part("model_s") + part("scoring_s");
-    assert!(part("model_s") > 0.0);
+    let parts = part("setup_s") + part("wait_images_s") + part("model_s") + part("scoring_s");
+    assert!(part("model_s") > 0.0 && part("setup_s") > 0.0);
     assert!(
         parts <= r["wall_s"].as_f64().unwrap() * 1.01,
         "{split} in {}",

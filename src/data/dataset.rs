@@ -13,14 +13,7 @@ use std::path::{Path, PathBuf};
 
 pub use super::walk::IMAGE_EXTENSIONS;
 
-/// One labelled image.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Sample {
-    /// Path of the image file.
-    pub path: PathBuf,
-    /// Class index in the model's output.
-    pub label: usize,
-}
+pub use super::sample::Sample;
 
 /// A labelled dataset, in a fixed order.
 #[derive(Clone, Debug)]

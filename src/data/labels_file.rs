@@ -2,7 +2,7 @@
 //! `file,label` CSV names each image by its path under the folder (`sub/x.jpg`) or, where no
 //! other image has it, by its bare file name; one label per line pairs with the walk's order.
 
-use super::dataset::Sample;
+use super::sample::Sample;
 use super::walk::Walk;
 use anyhow::{bail, Result};
 use std::collections::{HashMap, HashSet};

@@ -15,5 +15,6 @@ pub mod npz;
 pub mod preprocess;
 pub mod proto;
 pub mod resize;
+pub mod sample;
 pub mod synthetic;
 pub mod walk;

@@ -336,6 +336,17 @@ fn saved_side(label: &str, path: &Path) -> SideReport {
     }
 }
 
+/// The batch of a run over `samples` inputs: the one asked for, but a batch beyond the samples
+/// runs the samples (no padding to a size nobody needs) unless a model fixes it; up to
+/// [`DEFAULT_BATCH`] when none was asked for.
+fn batch_for_inputs(asked: Option<usize>, samples: usize, any_fixed: bool) -> usize {
+    match asked {
+        Some(b) if any_fixed => b,
+        Some(b) => b.min(samples),
+        None => samples.min(DEFAULT_BATCH),
+    }
+}
+
 /// Runs the comparison: the report, and the tensors for whoever wants to save them.
 /// `progress` gets one phase per side that runs a model, advancing by samples.
 pub fn compare(
@@ -384,14 +395,7 @@ pub fn compare(
                     // Inputs first: their count decides the batch of a dynamic model.
                     let probe = specs[i].as_deref().expect("read for every model above");
                     let (made, note) = make_inputs(config, probe, path, &graph_roles)?;
-                    // A batch beyond the samples runs the samples: no padding to a size
-                    // nobody needs (a fixed batch stays what the model says).
-                    let n = samples_of(&made)?;
-                    batch = Some(match batch {
-                        Some(b) if any_fixed => b,
-                        Some(b) => b.min(n),
-                        None => n.min(DEFAULT_BATCH),
-                    });
+                    batch = Some(batch_for_inputs(batch, samples_of(&made)?, any_fixed));
                     input_note = note;
                     tensors.inputs = Some(made);
                 }

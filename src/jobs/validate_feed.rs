@@ -19,12 +19,16 @@ use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-/// Where the wall time of a validation went, in seconds. `wait_images_s` is the time the
+/// Where the wall time of a validation went, in seconds. `setup_s` is the time before the first
+/// batch (the ring's buffers, a GPU backend's streams and first inference); `wait_images_s` the time the
 /// consumer waited for the loader (the disk and the decoder bound the run when it is large);
 /// `h2d_s`, `model_s` and `d2h_s` are GPU-clock sums for a GPU backend (`model_s` alone, by the
 /// wall clock, for a host one); `scoring_s` is the time spent scoring outputs.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TimeSplit {
+    /// Before the first batch: the ring's buffers, a GPU backend's streams and first inference.
+    #[serde(default)]
+    pub setup_s: f64,
     /// Waiting for the loader to hand over a batch.
     pub wait_images_s: f64,
     /// Host→device copies of the images.
@@ -183,6 +187,7 @@ pub(crate) fn run_host(
     feeding: Feeding,
     scorer: &mut dyn Scorer,
 ) -> Result<Measured> {
+    let start = Instant::now();
     let full = feeding.batch * input.values();
     let mut loader = Loader::host(
         feeding.samples,
@@ -192,6 +197,7 @@ pub(crate) fn run_host(
         input.spec.elem_type,
     )?;
     let mut tally = Tally::new(feeding.warmup, feeding.progress);
+    tally.m.split.setup_s = start.elapsed().as_secs_f64();
     let mut waited = 0.0;
     while let Some(mut loaded) = next_batch(&mut loader, &mut waited) {
         tally.skipped(&loaded.failures);
@@ -236,6 +242,7 @@ pub(crate) fn run_gpu(
     feeding: Feeding,
     scorer: &mut dyn Scorer,
 ) -> Result<Measured> {
+    let start = Instant::now();
     let outputs = backend.outputs().to_vec();
     let enqueue = backend
         .gpu()
@@ -248,6 +255,7 @@ pub(crate) fn run_gpu(
     let mut loader = Loader::spawn(feeding.samples, feeding.pre, feeding.batch, ring)?;
     let mut tally = Tally::new(feeding.warmup, feeding.progress);
     tally.m.first_inference_ms = Some(feed.first_inference_ms);
+    tally.m.split.setup_s = start.elapsed().as_secs_f64();
     let mut waited = 0.0;
     let model = feeding.model;
     let mut score = |tally: &mut Tally, done: Finished| -> Result<()> {

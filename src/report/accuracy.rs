@@ -41,8 +41,8 @@ pub fn save_predictions(path: &Path, predictions: &[Prediction]) -> Result<()> {
 fn time_split(r: &ValidateReport) -> String {
     let s = &r.time_split;
     format!(
-        "{:.2} s: waiting for images {:.2}, H2D {:.2}, model {:.2}, D2H {:.2}, scoring {:.2}",
-        r.wall_s, s.wait_images_s, s.h2d_s, s.model_s, s.d2h_s, s.scoring_s
+        "{:.2} s: set-up {:.2}, waiting for images {:.2}, H2D {:.2}, model {:.2}, D2H {:.2}, scoring {:.2}",
+        r.wall_s, s.setup_s, s.wait_images_s, s.h2d_s, s.model_s, s.d2h_s, s.scoring_s
     )
 }
 
