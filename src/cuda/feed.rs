@@ -9,6 +9,7 @@
 
 use super::device::{Event, Gpu, Stream};
 use super::enqueue::{GpuEnqueue, IoBindings, TensorBinding};
+use super::harness::wait_for_times;
 use super::memory::{copy_d2h_async, copy_h2d_prefix_async, DeviceBuffer, PinnedBuffer};
 use crate::data::loader::{BatchMemory, Loaded, ValuesMut};
 use crate::metrics::latency::EventTimes;
@@ -235,15 +236,7 @@ impl BatchFeed {
         let Some(batch) = slot.in_flight.take() else {
             return Ok(None);
         };
-        let ev = &slot.events;
-        // Events on one stream complete in order: once t3 is done, t0..t2 are too.
-        ev[3].synchronize()?;
-        let times = EventTimes {
-            t0: 0.0,
-            t1: ev[1].elapsed_since_completed(&ev[0])?,
-            t2: ev[2].elapsed_since_completed(&ev[0])?,
-            t3: ev[3].elapsed_since_completed(&ev[0])?,
-        };
+        let times = wait_for_times(&slot.events)?;
         let rows = batch.samples.len();
         let outputs = self
             .outputs

@@ -125,6 +125,19 @@ pub fn input_bytes(inputs: &[IoSpec], batch: usize) -> Result<Vec<Vec<u8>>> {
         .collect())
 }
 
+/// Waits for the last of an iteration's four events (before the copies in, before and after the
+/// inference, after the copies out; all on one stream) and reads the times from the first.
+pub(crate) fn wait_for_times(ev: &[super::device::Event; 4]) -> Result<EventTimes> {
+    // Events on one stream complete in order: once t3 is done, t0..t2 are too.
+    ev[3].synchronize()?;
+    Ok(EventTimes {
+        t0: 0.0,
+        t1: ev[1].elapsed_since_completed(&ev[0])?,
+        t2: ev[2].elapsed_since_completed(&ev[0])?,
+        t3: ev[3].elapsed_since_completed(&ev[0])?,
+    })
+}
+
 impl StreamWork {
     fn new(
         gpu: &Gpu,
@@ -239,15 +252,7 @@ impl StreamWork {
         let Some((slot, host_ms)) = self.pending.pop_front() else {
             return Ok(None);
         };
-        let ev = &self.events[slot];
-        // Events on one stream complete in order: once t3 is done, t0..t2 are too.
-        ev[3].synchronize()?;
-        let times = EventTimes {
-            t0: 0.0,
-            t1: ev[1].elapsed_since_completed(&ev[0])?,
-            t2: ev[2].elapsed_since_completed(&ev[0])?,
-            t3: ev[3].elapsed_since_completed(&ev[0])?,
-        };
+        let times = wait_for_times(&self.events[slot])?;
         IterationSpans::from_events(stream_index, times, host_ms)
             .map(Some)
             .map_err(|e| anyhow::anyhow!(e))
