@@ -269,3 +269,27 @@ fn a_flat_folder_keeps_its_calibration_fingerprint() {
     assert_eq!(key["image_count"], 7, "{c}");
     assert_eq!(key["dataset_fingerprint"], expected.as_str(), "{c}");
 }
+
+/// A calibration batch size far beyond the images reads the images in one batch, without
+/// buffers sized for the batch asked for.
+#[test]
+fn calibrate_with_a_huge_batch_size_reads_the_images() {
+    let d = tempfile::tempdir().unwrap();
+    let model = save(d.path(), "colour.onnx", colour_model());
+    let flat = d.path().join("flat");
+    for i in 0..3u64 {
+        write_jpeg(&flat.join(format!("{i}.jpg")), 36, 36, RED, i);
+    }
+    let c = json(&trtkit(&[
+        "calibrate",
+        model.to_str().unwrap(),
+        "--calib-data",
+        flat.to_str().unwrap(),
+        "--batch-size",
+        "1000000000",
+        "--cache-dir",
+        d.path().join("cal").to_str().unwrap(),
+        "--json",
+    ]));
+    assert_eq!(c["caches"][0]["key"]["image_count"], 3, "{c}");
+}

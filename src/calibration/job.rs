@@ -363,9 +363,10 @@ pub fn calibrate(args: &CalibrateConfig, progress: &dyn Progress) -> Result<Cali
     }
     let total = Instant::now();
     progress.start("calibrating", Some(batches.batch_count() as u64));
-    // The model already has the requested shapes.
+    // The model already has the requested shapes; a batch size beyond the samples runs them
+    // at their number (the key still says what was asked).
     let options = BackendOptions {
-        batch: Some(args.batch_size),
+        batch: Some(args.batch_size.min(batches.image_count().max(1))),
         input_shapes: Default::default(),
         ..args.backend.clone()
     };
@@ -514,7 +515,8 @@ fn time_plain(
     let wall = Instant::now();
     let mut model_s = 0.0;
     for b in batches {
-        model_s += run_batched(backend.as_mut(), &b?, args.batch_size, &NoProgress)?
+        let batch = options.batch.unwrap_or(args.batch_size);
+        model_s += run_batched(backend.as_mut(), &b?, batch, &NoProgress)?
             .inference
             .as_secs_f64();
     }

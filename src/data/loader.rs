@@ -408,7 +408,9 @@ impl<M: BatchMemory> Loader<M> {
 }
 
 impl Loader<HostBatch> {
-    /// A loader into host buffers of `elem` (float32 or float16), `prefetch` batches ahead.
+    /// A loader into host buffers of `elem` (float32 or float16), `prefetch` batches ahead. A
+    /// batch size above the number of samples makes batches of the samples' number (the buffers
+    /// are never larger than the data).
     pub fn host(
         samples: Vec<Sample>,
         pre: Preprocess,
@@ -416,7 +418,8 @@ impl Loader<HostBatch> {
         prefetch: usize,
         elem: ElemType,
     ) -> Result<Self> {
-        let len = batch_size.max(1) * pre.elements();
+        let batch_size = batch_size.clamp(1, samples.len().max(1));
+        let len = batch_size * pre.elements();
         let buffers = (0..ring_len(batch_size, prefetch))
             .map(|_| HostBatch::new(elem, len))
             .collect::<Result<Vec<_>>>()?;

@@ -164,3 +164,15 @@ fn the_stats_count_every_image() {
     assert!(stats.busy_s > 0.0 && stats.images_per_s > 0.0);
     assert_eq!(stats.threads, rayon::current_num_threads());
 }
+
+/// A batch size far beyond the samples allocates buffers for the samples, not for the batch.
+#[test]
+fn a_huge_batch_size_loads_the_samples_in_one_batch() {
+    let d = tempfile::tempdir().unwrap();
+    let samples = pngs(d.path(), 3);
+    let loader = Loader::host(samples, tiny(), 1_000_000_000, 1, ElemType::F32).unwrap();
+    let batches: Vec<Loaded<HostBatch>> = loader.collect();
+    assert_eq!(batches.len(), 1);
+    assert_eq!(batches[0].samples.len(), 3);
+    assert_eq!(batches[0].memory().data().len(), 3 * tiny().elements());
+}
