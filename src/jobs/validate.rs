@@ -11,7 +11,9 @@ use crate::data::loader::{Failure, Loader, LoaderStats};
 use crate::data::preprocess::{Layout, Preprocess, PreprocessRequest};
 use crate::jobs::open::open_backend;
 pub use crate::jobs::validate_feed::TimeSplit;
-use crate::jobs::validate_feed::{feeds_gpu, run_gpu, run_host, Feeding, ImageInput, Measured};
+use crate::jobs::validate_feed::{
+    feeds_gpu, prepare_feed, run_gpu, run_host, Feeding, ImageInput, Measured,
+};
 pub use crate::jobs::validate_scoring::Prediction;
 use crate::jobs::validate_scoring::{
     task_truth, ClassScorer, DetectAccuracy, Scored, Scorer, TaskTruth,
@@ -365,21 +367,37 @@ fn batch_for(asked: usize, images: usize) -> usize {
 }
 
 /// Runs the batches through the backend by the fastest path it has: page-locked buffers and the
-/// GPU feed where it can queue on a stream, host tensors elsewhere.
+/// GPU feed where it can queue on a stream, host tensors elsewhere (and where the feed cannot
+/// take the model, with a warning saying why).
 fn run_batches(
     config: &ValidateConfig,
     backend: &mut dyn Backend,
     input: &ImageInput,
     feeding: Feeding,
     scorer: &mut dyn Scorer,
-) -> Result<(Measured, &'static str)> {
+) -> Result<(Measured, String)> {
     if feeds_gpu(backend) {
         let gpu = Gpu::open(config.backend.device_id.unwrap_or(0))?;
-        let measured = run_gpu(&gpu, backend, input, feeding, scorer)?;
-        Ok((measured, "pinned ring → GPU, 2 streams"))
-    } else {
-        Ok((run_host(backend, input, feeding, scorer)?, "host tensors"))
+        match prepare_feed(&gpu, backend, input, feeding.batch) {
+            Ok(feed) => {
+                let measured = run_gpu(&gpu, feed, backend, input, feeding, scorer)?;
+                return Ok((measured, "pinned ring → GPU, 2 streams".into()));
+            }
+            Err(e) => {
+                let why = format!("{e:#}");
+                tracing::warn!(
+                    "{}: the GPU feed cannot take this model ({why}); running host tensors",
+                    config.model.display()
+                );
+                let measured = run_host(backend, input, feeding, scorer)?;
+                return Ok((measured, format!("host tensors (GPU feed refused: {why})")));
+            }
+        }
     }
+    Ok((
+        run_host(backend, input, feeding, scorer)?,
+        "host tensors".into(),
+    ))
 }
 
 /// Runs the validation: `progress` advances by images, with the running accuracy as status.
@@ -416,8 +434,9 @@ pub fn validate(config: &ValidateConfig, progress: &dyn Progress) -> Result<Vali
         prefetch: config.prefetch,
         warmup,
         progress,
+        started: Instant::now(),
     };
-    let start = Instant::now();
+    let start = feeding.started;
     let (m, data_path) = run_batches(config, backend.as_mut(), &input, feeding, scorer.as_mut())?;
     let wall = start.elapsed();
     progress.finish();
@@ -468,7 +487,7 @@ pub fn validate(config: &ValidateConfig, progress: &dyn Progress) -> Result<Vali
         },
         time_split: m.split,
         loader: m.loader,
-        data_path: data_path.into(),
+        data_path,
         first_inference_ms: m.first_inference_ms,
         peak_rss_bytes: crate::host_memory::peak_rss_bytes(),
         latency_all: BatchLatency::of_ms(&m.lat_all),

@@ -77,6 +77,8 @@ pub(crate) struct Feeding<'a> {
     pub warmup: usize,
     /// Advances by images.
     pub progress: &'a dyn Progress,
+    /// When the run started: the time to the first batch is its set-up.
+    pub started: Instant,
 }
 
 /// What a loop measured.
@@ -187,7 +189,6 @@ pub(crate) fn run_host(
     feeding: Feeding,
     scorer: &mut dyn Scorer,
 ) -> Result<Measured> {
-    let start = Instant::now();
     let full = feeding.batch * input.values();
     let mut loader = Loader::host(
         feeding.samples,
@@ -197,7 +198,7 @@ pub(crate) fn run_host(
         input.spec.elem_type,
     )?;
     let mut tally = Tally::new(feeding.warmup, feeding.progress);
-    tally.m.split.setup_s = start.elapsed().as_secs_f64();
+    tally.m.split.setup_s = feeding.started.elapsed().as_secs_f64();
     let mut waited = 0.0;
     while let Some(mut loaded) = next_batch(&mut loader, &mut waited) {
         tally.skipped(&loaded.failures);
@@ -233,29 +234,40 @@ pub(crate) fn run_host(
     Ok(tally.finish(loader.stats()))
 }
 
-/// Runs the samples through a GPU backend: the loader decodes into page-locked buffers, and the
-/// batch feed copies each to the device, runs it and copies its outputs back on two streams.
+/// Prepares the batch feed of a GPU backend for batches of `batch` (its streams, buffers and a
+/// first inference per stream). It fails where the model's outputs are not one row per image
+/// at a size known before the run (a detector's own NMS, say): the caller then runs host tensors.
+pub(crate) fn prepare_feed(
+    gpu: &Gpu,
+    backend: &mut dyn Backend,
+    input: &ImageInput,
+    batch: usize,
+) -> Result<BatchFeed> {
+    let outputs = backend.outputs().to_vec();
+    let enqueue = backend
+        .gpu()
+        .context("the backend has no GPU side to feed")?;
+    BatchFeed::new(gpu, enqueue, &input.spec, &outputs, batch)
+}
+
+/// Runs the samples through a GPU backend and its prepared `feed`: the loader decodes into
+/// page-locked buffers, and the feed copies each to the device, runs it and copies its outputs
+/// back on two streams.
 pub(crate) fn run_gpu(
     gpu: &Gpu,
+    mut feed: BatchFeed,
     backend: &mut dyn Backend,
     input: &ImageInput,
     feeding: Feeding,
     scorer: &mut dyn Scorer,
 ) -> Result<Measured> {
-    let start = Instant::now();
-    let outputs = backend.outputs().to_vec();
-    let enqueue = backend
-        .gpu()
-        .context("the backend has no GPU side to feed")?;
-    let mut feed = BatchFeed::new(gpu, enqueue, &input.spec, &outputs, feeding.batch)
-        .with_context(|| feeding.model.display().to_string())?;
     let ring = (0..ring_len(feeding.batch, feeding.prefetch))
         .map(|_| PinnedBatch::new(gpu, input.spec.elem_type, feeding.batch * input.values()))
         .collect::<Result<Vec<_>>>()?;
     let mut loader = Loader::spawn(feeding.samples, feeding.pre, feeding.batch, ring)?;
     let mut tally = Tally::new(feeding.warmup, feeding.progress);
     tally.m.first_inference_ms = Some(feed.first_inference_ms);
-    tally.m.split.setup_s = start.elapsed().as_secs_f64();
+    tally.m.split.setup_s = feeding.started.elapsed().as_secs_f64();
     let mut waited = 0.0;
     let model = feeding.model;
     let mut score = |tally: &mut Tally, done: Finished| -> Result<()> {

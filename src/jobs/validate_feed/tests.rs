@@ -102,6 +102,7 @@ fn feeding(samples: Vec<Sample>, batch: usize, progress: &dyn Progress) -> Feedi
         prefetch: 1,
         warmup: 1,
         progress,
+        started: Instant::now(),
     }
 }
 
