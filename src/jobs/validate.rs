@@ -115,11 +115,11 @@ pub struct ValidateReport {
     /// The loader's own figures: its threads, and the images per second it decodes while busy.
     #[serde(default)]
     pub loader: LoaderStats,
-    /// How the batches reached the model: `host tensors`, or `pinned ring → GPU (2 streams)`.
+    /// How the batches reached the model: `host tensors`, or `pinned ring → GPU, 2 streams`.
     #[serde(default)]
     pub data_path: String,
     /// The GPU's first inference per stream, before any batch (where a library sets up lazily,
-    /// it happens here), in ms; not part of the wall time.
+    /// it happens here), in ms; part of the set-up in the time split.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_inference_ms: Option<f64>,
     /// Peak resident memory of the process, bytes (Linux).

@@ -393,18 +393,6 @@ impl TaskTruth {
     }
 }
 
-/// The dataset and the scorer for segmentation or detection ground truth; `None` for a class
-/// per image (the caller opens that dataset itself).
-pub fn task_dataset(
-    root: &Path,
-    annotations: &Annotations,
-    preprocess: &Preprocess,
-    options: DetectOptions,
-) -> Result<Option<(Dataset, Box<dyn Scorer>)>> {
-    Ok(task_truth(root, annotations)?
-        .map(|(dataset, truth)| (dataset, truth.scorer(preprocess, options))))
-}
-
 /// The dataset and its segmentation or detection ground truth; `None` for a class per image.
 pub fn task_truth(root: &Path, annotations: &Annotations) -> Result<Option<(Dataset, TaskTruth)>> {
     if !root.is_dir() {
