@@ -407,10 +407,9 @@ pub fn validate(config: &ValidateConfig, progress: &dyn Progress) -> Result<Vali
     }
     let (dataset, truth) = read_dataset(config)?;
     let total = dataset.samples.len();
-    let (mut backend, plan) = open_planned(config, batch_for(config.batch_size, total))?;
-    let batch = backend
-        .fixed_batch()
-        .unwrap_or(batch_for(config.batch_size, total));
+    let asked = batch_for(config.batch_size, total);
+    let (mut backend, plan) = open_planned(config, asked)?;
+    let batch = backend.fixed_batch().unwrap_or(asked);
     let pre = resolve_preprocess(config, &plan)?;
     let mut scorer = scorer_for(truth, &dataset, &plan, &pre, config)?;
     let batches = total.div_ceil(batch);
