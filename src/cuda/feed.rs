@@ -8,8 +8,8 @@
 //! only waits when it needs a slot back.
 
 use super::device::{Event, Gpu, Stream};
-use super::enqueue::{GpuEnqueue, IoBindings, TensorBinding};
-use super::harness::wait_for_times;
+use super::enqueue::{GpuEnqueue, IoBindings};
+use super::harness::{bound_buffer, wait_for_times};
 use super::memory::{copy_d2h_async, copy_h2d_prefix_async, DeviceBuffer, PinnedBuffer};
 use crate::data::loader::{BatchMemory, Loaded, ValuesMut};
 use crate::metrics::latency::EventTimes;
@@ -84,20 +84,6 @@ pub struct BatchFeed {
     pub first_inference_ms: f64,
 }
 
-fn binding(spec: &IoSpec, batch: usize, gpu: &Gpu) -> Result<(TensorBinding, DeviceBuffer)> {
-    let shape = spec.concrete_shape(batch)?;
-    let bytes = shape.iter().product::<usize>() * spec.elem_type.size();
-    let buffer = DeviceBuffer::new(gpu, bytes)
-        .with_context(|| format!("tensor '{}' at batch {batch}", spec.name))?;
-    let b = TensorBinding {
-        name: spec.name.clone(),
-        shape,
-        ptr: buffer.ptr(),
-        bytes,
-    };
-    Ok((b, buffer))
-}
-
 impl Slot {
     fn new(
         gpu: &Gpu,
@@ -106,7 +92,7 @@ impl Slot {
         outputs: &[IoSpec],
         batch: usize,
     ) -> Result<Slot> {
-        let (input_binding, input_dev) = binding(input, batch, gpu)?;
+        let (input_binding, input_dev) = bound_buffer(input, "input", batch, gpu)?;
         input_dev.fill_async(0, &stream)?;
         let mut slot = Slot {
             stream,
@@ -126,7 +112,7 @@ impl Slot {
             in_flight: None,
         };
         for spec in outputs {
-            let (b, dev) = binding(spec, batch, gpu)?;
+            let (b, dev) = bound_buffer(spec, "output", batch, gpu)?;
             slot.outputs_host.push(PinnedBuffer::new(gpu, b.bytes)?);
             slot.io.outputs.push(b);
             slot.outputs_dev.push(dev);

@@ -110,10 +110,25 @@ struct StreamWork {
     next: usize,
 }
 
-fn byte_len(spec: &IoSpec, batch: usize) -> Result<(Vec<usize>, usize)> {
+/// A device buffer for `spec` (an `input` or `output`, as `role` says) at `batch`, and its
+/// binding (name, concrete shape, address, size).
+pub(crate) fn bound_buffer(
+    spec: &IoSpec,
+    role: &str,
+    batch: usize,
+    gpu: &Gpu,
+) -> Result<(TensorBinding, DeviceBuffer)> {
     let shape = spec.concrete_shape(batch)?;
-    let n = shape.iter().product::<usize>() * spec.elem_type.size();
-    Ok((shape, n))
+    let bytes = shape.iter().product::<usize>() * spec.elem_type.size();
+    let buffer = DeviceBuffer::new(gpu, bytes)
+        .with_context(|| format!("{role} '{}' at batch {batch}", spec.name))?;
+    let binding = TensorBinding {
+        name: spec.name.clone(),
+        shape,
+        ptr: buffer.ptr(),
+        bytes,
+    };
+    Ok((binding, buffer))
 }
 
 /// The bytes copied into each input's buffers: [`timing_inputs`], the inputs the CPU
@@ -163,9 +178,8 @@ impl StreamWork {
             next: 0,
         };
         for (spec, data) in inputs.iter().zip(input_data) {
-            let (shape, n) = byte_len(spec, batch)?;
-            let dev = DeviceBuffer::new(gpu, n)
-                .with_context(|| format!("input '{}' at batch {batch}", spec.name))?;
+            let (binding, dev) = bound_buffer(spec, "input", batch, gpu)?;
+            let n = binding.bytes;
             let mut host = PinnedBuffer::new(gpu, n)?;
             if data.len() != n {
                 bail!(
@@ -175,26 +189,15 @@ impl StreamWork {
                 );
             }
             host.as_mut_slice().copy_from_slice(data);
-            work.io.inputs.push(TensorBinding {
-                name: spec.name.clone(),
-                shape,
-                ptr: dev.ptr(),
-                bytes: n,
-            });
+            work.io.inputs.push(binding);
             work.inputs_dev.push(dev);
             work.inputs_host.push(host);
         }
         for spec in outputs {
-            let (shape, n) = byte_len(spec, batch)?;
-            let dev = DeviceBuffer::new(gpu, n)
-                .with_context(|| format!("output '{}' at batch {batch}", spec.name))?;
-            work.outputs_host.push(PinnedBuffer::new(gpu, n)?);
-            work.io.outputs.push(TensorBinding {
-                name: spec.name.clone(),
-                shape,
-                ptr: dev.ptr(),
-                bytes: n,
-            });
+            let (binding, dev) = bound_buffer(spec, "output", batch, gpu)?;
+            work.outputs_host
+                .push(PinnedBuffer::new(gpu, binding.bytes)?);
+            work.io.outputs.push(binding);
             work.outputs_dev.push(dev);
         }
         for _ in 0..RING {
