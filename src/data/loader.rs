@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 pub use super::walk::Failure;
 
-/// A batch buffer's values, as the element type the model reads.
+/// A batch buffer's values (or one row of them), as the element type the model reads.
 pub enum ValuesMut<'a> {
     /// float32 values.
     F32(&'a mut [f32]),
@@ -173,16 +173,11 @@ thread_local! {
     static SCRATCH: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
-/// One image's row in a batch buffer.
-enum Row<'a> {
-    F32(&'a mut [f32]),
-    F16(&'a mut [f16]),
-}
-
-fn load_row(path: &std::path::Path, pre: &Preprocess, row: Row) -> Result<()> {
+/// Loads one image into its row of a batch buffer (float16 rows through a float32 scratch).
+fn load_row(path: &std::path::Path, pre: &Preprocess, row: ValuesMut) -> Result<()> {
     match row {
-        Row::F32(out) => load_one(path, pre, out),
-        Row::F16(out) => SCRATCH.with(|s| {
+        ValuesMut::F32(out) => load_one(path, pre, out),
+        ValuesMut::F16(out) => SCRATCH.with(|s| {
             let mut scratch = s.borrow_mut();
             scratch.resize(out.len(), 0.0);
             load_one(path, pre, &mut scratch)?;
@@ -193,10 +188,18 @@ fn load_row(path: &std::path::Path, pre: &Preprocess, row: Row) -> Result<()> {
 }
 
 /// The first `count` rows of `n` values of a buffer.
-fn rows_of(values: ValuesMut<'_>, n: usize, count: usize) -> Vec<Row<'_>> {
+fn rows_of(values: ValuesMut<'_>, n: usize, count: usize) -> Vec<ValuesMut<'_>> {
     match values {
-        ValuesMut::F32(v) => v.chunks_exact_mut(n).take(count).map(Row::F32).collect(),
-        ValuesMut::F16(v) => v.chunks_exact_mut(n).take(count).map(Row::F16).collect(),
+        ValuesMut::F32(v) => v
+            .chunks_exact_mut(n)
+            .take(count)
+            .map(ValuesMut::F32)
+            .collect(),
+        ValuesMut::F16(v) => v
+            .chunks_exact_mut(n)
+            .take(count)
+            .map(ValuesMut::F16)
+            .collect(),
     }
 }
 
@@ -332,7 +335,7 @@ fn decode_group<M: BatchMemory>(
     pre: &Preprocess,
     n: usize,
 ) -> Vec<Option<Failure>> {
-    let mut rows: Vec<(Row, &Sample)> = Vec::new();
+    let mut rows: Vec<(ValuesMut, &Sample)> = Vec::new();
     for (samples, memory) in batches.iter().zip(buffers.iter_mut()) {
         let batch_rows = rows_of(memory.values_mut(), n, samples.len());
         rows.extend(batch_rows.into_iter().zip(samples.iter()));

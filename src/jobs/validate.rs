@@ -144,12 +144,11 @@ pub struct BadPreprocess(pub String);
 
 /// What the model expects of its image input.
 struct InputPlan {
+    /// The input's spec (its name and element type).
     spec: IoSpec,
-    name: String,
     layout: Layout,
     height: usize,
     width: usize,
-    elem_type: ElemType,
     /// Scores per image of the first output, when its dims are fixed.
     classes: Option<usize>,
 }
@@ -199,11 +198,9 @@ fn plan_input(backend: &dyn Backend, model: &Path, batch: usize) -> Result<Input
         .product::<Option<usize>>();
     Ok(InputPlan {
         spec: input.clone(),
-        name: input.name.clone(),
         layout,
         height,
         width,
-        elem_type: input.elem_type,
         classes,
     })
 }
@@ -221,7 +218,7 @@ impl InputPlan {
 /// `samples` loaded images as the model's input tensor.
 fn input_tensor(plan: &InputPlan, data: Vec<f32>, samples: usize) -> Result<HostTensor> {
     let shape = std::iter::once(samples).chain(plan.per_image()).collect();
-    let data = match plan.elem_type {
+    let data = match plan.spec.elem_type {
         ElemType::F16 => {
             let mut narrow = vec![half::f16::ZERO; data.len()];
             narrow.convert_from_f32_slice(&data);
@@ -229,7 +226,7 @@ fn input_tensor(plan: &InputPlan, data: Vec<f32>, samples: usize) -> Result<Host
         }
         _ => TensorData::F32(data),
     };
-    HostTensor::new(plan.name.clone(), shape, data)
+    HostTensor::new(plan.spec.name.clone(), shape, data)
 }
 
 /// The samples the config picks: shuffled, then limited.
@@ -259,7 +256,7 @@ pub fn dataset_tensor(config: &ValidateConfig) -> Result<HostTensor> {
     for f in &dataset.skipped {
         tracing::warn!("skipped {}: {}", f.path.display(), f.reason);
     }
-    let batch = config.batch_size.clamp(1, dataset.samples.len().max(1));
+    let batch = batch_for(config.batch_size, dataset.samples.len());
     let (_, plan) = open_planned(config, batch)?;
     let pre = resolve_preprocess(config, &plan)?;
     let per = pre.elements();
@@ -295,7 +292,7 @@ fn open_planned(config: &ValidateConfig, batch: usize) -> Result<(Box<dyn Backen
 fn resolve_preprocess(config: &ValidateConfig, plan: &InputPlan) -> Result<Preprocess> {
     config
         .preprocess
-        .resolve(&plan.name, plan.layout, plan.height, plan.width)
+        .resolve(&plan.spec.name, plan.layout, plan.height, plan.width)
         .map_err(|e| BadPreprocess(format!("{e:#}")).into())
 }
 
