@@ -140,3 +140,43 @@ fn the_readme_is_short_and_its_links_resolve() {
     }
     assert!(links >= 11, "the tour links a page per subcommand");
 }
+
+/// The README's test command is one line, it is what CI runs last (after its style checks), and
+/// the script it runs installs what the tests need before running them: a newcomer and CI run
+/// the same thing.
+#[test]
+fn ci_runs_the_readmes_test_command_and_it_sets_up_first() {
+    let text = readme();
+    let typed = blocks(section(&text, "Run the tests"), "sh");
+    assert_eq!(typed.len(), 1, "one block in 'Run the tests'");
+    assert_eq!(
+        typed[0].len(),
+        1,
+        "the test command is one line: {:?}",
+        typed[0]
+    );
+    let command = &typed[0][0];
+
+    let ci = std::fs::read_to_string(Path::new(ROOT).join(".ci/run")).expect(".ci/run");
+    let last = ci
+        .lines()
+        .map(str::trim)
+        .rfind(|l| !l.is_empty() && !l.starts_with('#'))
+        .expect(".ci/run has commands");
+    assert_eq!(
+        last, command,
+        ".ci/run's last command is the README's test command"
+    );
+
+    let script = command
+        .strip_prefix("bash ")
+        .expect("the test command runs a script with bash");
+    let body = std::fs::read_to_string(Path::new(ROOT).join(script)).expect("the test script");
+    let setup = body
+        .find("scripts/test-setup.sh")
+        .expect("the script sets up");
+    let tests = body
+        .find("cargo nextest run")
+        .expect("the script runs the tests");
+    assert!(setup < tests, "set-up comes before the tests");
+}
