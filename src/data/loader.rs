@@ -217,11 +217,14 @@ fn group_batches(batch: usize, threads: usize) -> usize {
     (2 * threads).div_ceil(batch.max(1)).max(1)
 }
 
-/// How many buffers a ring needs for `prefetch` ready batches at `batch` images each: the
-/// ready ones, two with the consumer (one running while the next is queued), and those one
-/// decoding group fills at once beyond the first.
-pub fn ring_len(batch: usize, prefetch: usize) -> usize {
-    prefetch.max(1) + 2 + group_batches(batch, rayon::current_num_threads()) - 1
+/// How many buffers a ring needs for `prefetch` ready batches at `batch` images each, over
+/// `samples` images: the ready ones, two with the consumer (one running while the next is
+/// queued), and those one decoding group fills at once beyond the first; never more than the
+/// run has batches (which still covers a whole decoding group, so the loader cannot starve).
+pub fn ring_len(batch: usize, prefetch: usize, samples: usize) -> usize {
+    let group = group_batches(batch, rayon::current_num_threads());
+    let wanted = prefetch.max(1).saturating_add(2 + group - 1);
+    wanted.min(samples.div_ceil(batch.max(1)).max(1))
 }
 
 /// What the loader thread shares with the consumer.
@@ -423,7 +426,7 @@ impl Loader<HostBatch> {
     ) -> Result<Self> {
         let batch_size = batch_size.clamp(1, samples.len().max(1));
         let len = batch_size * pre.elements();
-        let buffers = (0..ring_len(batch_size, prefetch))
+        let buffers = (0..ring_len(batch_size, prefetch, samples.len()))
             .map(|_| HostBatch::new(elem, len))
             .collect::<Result<Vec<_>>>()?;
         Loader::spawn(samples, pre, batch_size, buffers)

@@ -261,7 +261,7 @@ pub(crate) fn run_gpu(
     feeding: Feeding,
     scorer: &mut dyn Scorer,
 ) -> Result<Measured> {
-    let ring = (0..ring_len(feeding.batch, feeding.prefetch))
+    let ring = (0..ring_len(feeding.batch, feeding.prefetch, feeding.samples.len()))
         .map(|_| PinnedBatch::new(gpu, input.spec.elem_type, feeding.batch * input.values()))
         .collect::<Result<Vec<_>>>()?;
     let mut loader = Loader::spawn(feeding.samples, feeding.pre, feeding.batch, ring)?;

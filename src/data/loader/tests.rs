@@ -176,3 +176,21 @@ fn a_huge_batch_size_loads_the_samples_in_one_batch() {
     assert_eq!(batches[0].samples.len(), 3);
     assert_eq!(batches[0].memory().data().len(), 3 * tiny().elements());
 }
+
+/// A prefetch far beyond the run makes a ring of the run's batches, not of the prefetch, and
+/// still loads every image; the ring always covers a whole decoding group, so small runs with
+/// small batches do not starve the loader.
+#[test]
+fn a_huge_prefetch_makes_a_ring_of_the_runs_batches() {
+    assert_eq!(ring_len(2, usize::MAX, 7), 4);
+    assert_eq!(ring_len(2, 1_000_000_000, 1), 1);
+    for samples in [1, 5, 40] {
+        let group = group_batches(1, rayon::current_num_threads());
+        assert!(ring_len(1, 0, samples) >= group.min(samples));
+    }
+    let d = tempfile::tempdir().unwrap();
+    let samples = pngs(d.path(), 5);
+    let loader = Loader::host(samples, tiny(), 2, usize::MAX, ElemType::F32).unwrap();
+    let sizes: Vec<usize> = loader.map(|b| b.samples.len()).collect();
+    assert_eq!(sizes, [2, 2, 1]);
+}

@@ -131,10 +131,10 @@ fn host_batches_reach_the_backend_in_the_ring_buffers() {
         assert_eq!(m.batches, 25);
         let distinct: BTreeSet<usize> = backend.addresses.iter().copied().collect();
         assert!(
-            distinct.len() <= ring_len(4, 1),
+            distinct.len() <= ring_len(4, 1, 100),
             "{} buffers for a ring of {}",
             distinct.len(),
-            ring_len(4, 1)
+            ring_len(4, 1, 100)
         );
         let Ok(Scored::Classes(acc, _)) = Box::new(scorer).finish() else {
             panic!("class scores expected")
