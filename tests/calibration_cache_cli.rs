@@ -4,7 +4,7 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use support::{assert_clean_error, save, stdout_of_success as stdout, trtkit};
+use support::{assert_clean_error, save, stdout_of_success as stdout, trtkit, trtkit_in};
 use trtkit::onnx::test_models;
 
 /// `calibrate` of `model` on synthetic data into `cdir`; returns its stdout.
@@ -122,4 +122,47 @@ fn implausible_scales_are_refused_naming_the_tensor() {
         assert_clean_error(&out, 1, &[given.to_str().unwrap(), "'flat'", hex]);
         assert!(!dir.path().join("q.onnx").exists());
     }
+}
+
+#[test]
+fn an_int8_build_recalibrates_a_tampered_cache_instead_of_building_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    save(d, "clf.onnx", test_models::classifier(Some(4)));
+    let build = |extra: &[&str]| {
+        let args = [
+            &[
+                "build",
+                "clf.onnx",
+                "--int8",
+                "--calib-data",
+                "synthetic:1",
+                "--batch-size",
+                "4",
+                "--num-images",
+                "16",
+                "--json",
+            ][..],
+            extra,
+        ]
+        .concat();
+        let v: serde_json::Value = serde_json::from_str(&stdout(&trtkit_in(d, &args))).unwrap();
+        v["int8"]["calibration"]["caches"][0].clone()
+    };
+    let first = build(&[]);
+    assert_eq!(first["reused"], false, "{first}");
+    let cache = d.join(first["cache"].as_str().unwrap());
+    let original = std::fs::read_to_string(&cache).unwrap();
+    assert_eq!(build(&["--rebuild"])["reused"], true);
+
+    std::fs::write(&cache, with_scale(&original, "7f7fffff")).unwrap();
+    let redone = build(&["--rebuild"]);
+    assert_eq!(redone["reused"], false, "{redone}");
+    assert!(
+        redone["recalibrated_because"]
+            .to_string()
+            .contains("tampered"),
+        "{redone}"
+    );
+    assert_eq!(std::fs::read_to_string(&cache).unwrap(), original);
 }
