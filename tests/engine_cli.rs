@@ -139,6 +139,41 @@ fn a_truncated_engine_is_refused_before_tensorrt_reads_it() {
 }
 
 #[test]
+fn inspect_refuses_an_engine_its_sidecar_does_not_describe() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (engine, _) = built_engine(d);
+    let e = engine.to_str().unwrap();
+    let whole = trtkit_in(d, &["inspect", e]);
+    assert!(
+        whole.status.success(),
+        "{}",
+        String::from_utf8_lossy(&whole.stderr)
+    );
+    let bytes = std::fs::read(&engine).unwrap();
+    // Cut short: the size differs from the sidecar's.
+    std::fs::write(&engine, &bytes[..bytes.len() / 2]).unwrap();
+    let half = (bytes.len() / 2).to_string();
+    let out = trtkit_in(d, &["inspect", e]);
+    assert_clean_error(&out, 1, &[e, &half, "its sidecar describes", "truncated"]);
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    // Same size, one byte changed: the hash differs.
+    let mut changed = bytes.clone();
+    *changed.last_mut().unwrap() ^= 0xff;
+    std::fs::write(&engine, &changed).unwrap();
+    let out = trtkit_in(d, &["inspect", e, "--json"]);
+    assert_clean_error(
+        &out,
+        1,
+        &[e, "another SHA-256", "changed after trtkit built it"],
+    );
+}
+
+#[test]
 fn foreign_and_other_flavour_files_are_refused_by_name() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();

@@ -108,6 +108,62 @@ fn short_external_data_is_a_clean_error() {
 }
 
 #[test]
+fn an_initializer_whose_data_does_not_fill_its_shape_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut proto = test_models::classifier(Some(1));
+    let graph = proto.graph.as_mut().unwrap();
+    let w = graph
+        .initializer
+        .iter_mut()
+        .find(|t| t.name == "fc.weight")
+        .unwrap();
+    w.dims = vec![2_000_000_000];
+    w.raw_data = vec![0; 128];
+    let path = save(dir.path(), "claims.onnx", proto);
+    let out = trtkit(&["inspect", path.to_str().unwrap()]);
+    assert_clean_error(
+        &out,
+        1,
+        &[
+            "claims.onnx",
+            "'fc.weight'",
+            "8000000000 bytes",
+            "holds 128",
+        ],
+    );
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn an_external_length_that_does_not_fill_the_shape_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut proto = test_models::classifier(Some(1));
+    let graph = proto.graph.as_mut().unwrap();
+    let w = graph
+        .initializer
+        .iter_mut()
+        .find(|t| t.name == "fc.weight")
+        .unwrap();
+    let data = std::mem::take(&mut w.raw_data);
+    w.data_location = Some(DataLocation::External as i32);
+    // The model says the data is 128 bytes long, and the file holds them; the shape needs more.
+    w.external_data = [("location", "weights.bin"), ("length", "128")]
+        .map(|(key, value)| StringStringEntryProto {
+            key: key.into(),
+            value: value.into(),
+        })
+        .to_vec();
+    std::fs::write(dir.path().join("weights.bin"), &data[..128]).unwrap();
+    let path = save(dir.path(), "ext.onnx", proto);
+    let out = trtkit(&["inspect", path.to_str().unwrap()]);
+    assert_clean_error(
+        &out,
+        1,
+        &["ext.onnx", "'fc.weight'", "20480 bytes", "length is 128"],
+    );
+}
+
+#[test]
 fn bad_paths_and_foreign_files_are_clean_errors() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();

@@ -3,11 +3,13 @@
 //! The `.cache` file is what trtexec `--calib` and polygraphy read: a header line naming the
 //! calibrator (`TRT-<version>-EntropyCalibration2`) and one `tensor_name: <scale>` line per
 //! tensor, the scale written as the 8 hex digits of its float32 bits. Next to it,
-//! `<file>.json` holds the full key; a cache is reused only when every field of the key
-//! matches, and a mismatch is reported field by field.
+//! `<file>.json` holds the full key and the SHA-256 of the cache file; a cache is reused only
+//! when every field of the key matches and its bytes are the ones the key file vouches for,
+//! and a mismatch is reported field by field.
 
 use crate::atomic_file::write_atomic;
 use crate::data::preprocess::{preprocess_fields, Preprocess};
+use crate::onnx::model::sha256_hex;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -71,8 +73,8 @@ impl CalibrationTable {
             let bits = u32::from_str_radix(hex, 16)
                 .map_err(|_| anyhow::anyhow!("line {n}: scale of '{name}' is not hex: {hex:?}"))?;
             let scale = f32::from_bits(bits);
-            if !scale.is_finite() || scale <= 0.0 {
-                bail!("line {n}: scale of '{name}' is {scale}, expected a positive finite number");
+            if let Some(why) = implausible_scale(scale) {
+                bail!("line {n}: scale of tensor '{name}' is {scale:e} ({hex}), {why}");
             }
             if scales.insert(name.to_string(), scale).is_some() {
                 bail!("line {n}: tensor '{name}' appears twice");
@@ -89,15 +91,38 @@ impl CalibrationTable {
 
     /// Reads and parses a cache file; errors start with its path.
     pub fn load(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path)
+        let bytes = std::fs::read(path)
             .with_context(|| format!("{}: cannot read the calibration cache", path.display()))?;
-        CalibrationTable::parse(&text)
-            .with_context(|| format!("{}: not a valid calibration cache", path.display()))
+        CalibrationTable::from_bytes(path, &bytes)
+    }
+
+    /// Parses the bytes of the cache file at `path`; errors start with the path.
+    fn from_bytes(path: &Path, bytes: &[u8]) -> Result<Self> {
+        let invalid = || format!("{}: not a valid calibration cache", path.display());
+        let text = std::str::from_utf8(bytes)
+            .map_err(|e| anyhow::anyhow!("the file is not text ({e})"))
+            .with_context(invalid)?;
+        CalibrationTable::parse(text).with_context(invalid)
     }
 
     /// Writes the cache atomically.
     pub fn save(&self, path: &Path) -> Result<()> {
         write_atomic(path, self.to_text().as_bytes())
+    }
+}
+
+/// Why `scale` cannot be an activation's INT8 scale, if it cannot: not a positive finite
+/// number, subnormal (below any range a float32 activation is calibrated to), or so large that
+/// 127 steps of it overflow float32.
+pub fn implausible_scale(scale: f32) -> Option<&'static str> {
+    if !scale.is_finite() || scale <= 0.0 {
+        Some("expected a positive finite number")
+    } else if !scale.is_normal() {
+        Some("subnormal: no activation's range is that small")
+    } else if !(scale * 127.0).is_finite() {
+        Some("too large: 127 steps of it overflow float32")
+    } else {
+        None
     }
 }
 
@@ -227,6 +252,47 @@ pub fn sidecar_path(cache: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
+/// What a cache's key file (`<cache>.json`) holds: the key, and the SHA-256 of the cache file
+/// it vouches for.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CacheSidecar {
+    /// Everything the scales depend on.
+    #[serde(flatten)]
+    pub key: CacheKey,
+    /// SHA-256 of the cache file's bytes, hex; absent in key files written before trtkit
+    /// recorded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_sha256: Option<String>,
+}
+
+/// Reads the key file of `cache`.
+fn read_sidecar(cache: &Path) -> Result<CacheSidecar> {
+    let side = sidecar_path(cache);
+    let text = std::fs::read_to_string(&side)
+        .with_context(|| format!("{}: cannot read", side.display()))?;
+    serde_json::from_str(&text)
+        .with_context(|| format!("{}: not a valid cache key file", side.display()))
+}
+
+/// Why the cache at `path` (whose bytes are `bytes`) is not the file its key file vouches for,
+/// if it is not.
+fn content_problem(path: &Path, bytes: &[u8], sidecar: &CacheSidecar) -> Option<String> {
+    let side = sidecar_path(path);
+    match &sidecar.cache_sha256 {
+        None => Some(format!(
+            "{} holds no SHA-256 of {} (written by an older trtkit), so its scales cannot be checked",
+            side.display(),
+            path.display()
+        )),
+        Some(hash) if *hash != sha256_hex(bytes) => Some(format!(
+            "{} is not the file {} vouches for (another SHA-256): changed since trtkit wrote it, stale or tampered",
+            path.display(),
+            side.display()
+        )),
+        Some(_) => None,
+    }
+}
+
 /// What was found at a cache path for a given key.
 #[derive(Debug)]
 pub enum Lookup {
@@ -238,55 +304,65 @@ pub enum Lookup {
     Stale(Vec<String>),
 }
 
-/// Looks for a reusable cache at `path` for `key`. Missing, keyless or unreadable caches and
-/// key mismatches are `Stale`/`Missing` with the reason, never silently reused.
+/// Looks for a reusable cache at `path` for `key`. Missing, keyless or unreadable caches, key
+/// mismatches and caches whose bytes are not the ones their key file vouches for are
+/// `Stale`/`Missing` with the reason, never silently reused.
 pub fn lookup(path: &Path, key: &CacheKey) -> Lookup {
     if !path.exists() {
         return Lookup::Missing;
     }
-    let side = sidecar_path(path);
-    let stored: CacheKey = match std::fs::read_to_string(&side)
-        .map_err(anyhow::Error::from)
-        .and_then(|t| serde_json::from_str(&t).map_err(Into::into))
-    {
+    let stored = match read_sidecar(path) {
         Ok(k) => k,
         Err(e) => {
             return Lookup::Stale(vec![format!(
-                "its key file {} is missing or unreadable ({e})",
-                side.display()
+                "its key file {} is missing or unreadable ({e:#})",
+                sidecar_path(path).display()
             )])
         }
     };
-    let diffs = stored.differences(key);
+    let diffs = stored.key.differences(key);
     if !diffs.is_empty() {
         return Lookup::Stale(diffs);
     }
-    match CalibrationTable::load(path) {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) => return Lookup::Stale(vec![format!("{}: cannot read ({e})", path.display())]),
+    };
+    if let Some(why) = content_problem(path, &bytes, &stored) {
+        return Lookup::Stale(vec![why]);
+    }
+    match CalibrationTable::from_bytes(path, &bytes) {
         Ok(t) => Lookup::Hit(t),
         Err(e) => Lookup::Stale(vec![format!("{e:#}")]),
     }
 }
 
-/// Writes the cache and then its sidecar, each atomically.
+/// Writes the cache and then its key file (the key and the cache's SHA-256), each atomically:
+/// a run interrupted between the two leaves a key file that does not vouch for the new cache.
 pub fn store(path: &Path, key: &CacheKey, table: &CalibrationTable) -> Result<()> {
-    table.save(path)?;
-    let json = serde_json::to_string_pretty(key)? + "\n";
+    let text = table.to_text();
+    write_atomic(path, text.as_bytes())?;
+    let sidecar = CacheSidecar {
+        key: key.clone(),
+        cache_sha256: Some(sha256_hex(text.as_bytes())),
+    };
+    let json = serde_json::to_string_pretty(&sidecar)? + "\n";
     write_atomic(&sidecar_path(path), json.as_bytes())
 }
 
 /// When `cache` has a trtkit key file, its model hash must be `model_sha256` (the hash of
-/// `model`): a cache calibrated for another model is refused, naming both.
+/// `model`) and, where the key file holds one, the cache's SHA-256 must match it: a cache
+/// calibrated for another model, or changed after it was written, is refused, naming both.
 pub fn check_cache_model(cache: &Path, model: &Path, model_sha256: &str) -> Result<()> {
-    let side = sidecar_path(cache);
-    let Ok(text) = std::fs::read_to_string(&side) else {
+    if !sidecar_path(cache).exists() {
         tracing::info!(
             "{}: no key file; cannot check that the cache belongs to this model",
             cache.display()
         );
         return Ok(());
-    };
-    let key: CacheKey = serde_json::from_str(&text)
-        .with_context(|| format!("{}: not a valid cache key file", side.display()))?;
+    }
+    let sidecar = read_sidecar(cache)?;
+    let key = &sidecar.key;
     if key.model_sha256 != model_sha256 {
         bail!(
             "{}: calibrated for another model (hash {}, {} is {}); run trtkit calibrate on this model",
@@ -295,6 +371,13 @@ pub fn check_cache_model(cache: &Path, model: &Path, model_sha256: &str) -> Resu
             model.display(),
             &model_sha256[..8.min(model_sha256.len())]
         );
+    }
+    if sidecar.cache_sha256.is_some() {
+        let bytes =
+            std::fs::read(cache).with_context(|| format!("{}: cannot read", cache.display()))?;
+        if let Some(why) = content_problem(cache, &bytes, &sidecar) {
+            bail!("{why}; run trtkit calibrate again");
+        }
     }
     Ok(())
 }
@@ -367,6 +450,9 @@ mod tests {
                 "twice",
             ),
             ("TRT-8601-EntropyCalibration2\na: 7fc00000\n", "line 2"),
+            ("TRT-8601-EntropyCalibration2\na: 00000001\n", "subnormal"),
+            ("TRT-8601-EntropyCalibration2\na: 7f7fffff\n", "overflow"),
+            ("TRT-8601-EntropyCalibration2\na: bf800000\n", "positive"),
             ("TRT-8601-EntropyCalibration2\na: 3c010a14", "truncated"),
         ];
         for (text, needle) in cases {
@@ -402,7 +488,7 @@ mod tests {
         }
         std::fs::write(&path, "TRT-8601-EntropyCalibration2\nx: 12\n").unwrap();
         match lookup(&path, &k) {
-            Lookup::Stale(why) => assert!(why[0].contains("line 2"), "{why:?}"),
+            Lookup::Stale(why) => assert!(why[0].contains("tampered"), "{why:?}"),
             o => panic!("{o:?}"),
         }
         std::fs::remove_file(sidecar_path(&path)).unwrap();

@@ -47,6 +47,14 @@ impl DeferredWeights {
         self.slots.iter().map(|(_, r)| r.len()).sum()
     }
 
+    /// The length of each left-out `raw_data`, by the initializer's index in the graph.
+    pub fn lengths(&self) -> HashMap<usize, u64> {
+        self.slots
+            .iter()
+            .map(|(i, r)| (*i, r.len() as u64))
+            .collect()
+    }
+
     /// Puts the left-out `raw_data` back into `graph` from `file`, the bytes the model was
     /// decoded from; afterwards the graph is what a full decode gives, and `self` is empty.
     pub fn restore(&mut self, graph: &mut GraphProto, file: &[u8]) {

@@ -2,6 +2,7 @@
 
 use super::deferred_weights::{decode_deferring, DeferredWeights};
 use super::external::{check_external_data, element_count, is_external, read_external};
+use super::initializer_data::check_initializer_data;
 use super::pb::{GraphProto, ModelProto};
 use crate::atomic_file::write_atomic;
 use anyhow::{bail, Context, Result};
@@ -153,7 +154,7 @@ impl OnnxModel {
     /// Decodes and checks the bytes of the model file at `path` (read or mapped by the caller).
     pub fn from_bytes(path: &Path, bytes: &[u8]) -> Result<Self> {
         let proto = decode_model(bytes).with_context(|| path.display().to_string())?;
-        Self::checked(path, proto)
+        Self::checked(path, proto, &DeferredWeights::default())
     }
 
     /// [`OnnxModel::from_bytes`] with its large float32 weights left in `bytes` until
@@ -161,15 +162,20 @@ impl OnnxModel {
     pub fn from_bytes_deferring(path: &Path, bytes: &[u8]) -> Result<(Self, DeferredWeights)> {
         let (proto, deferred) =
             decode_model_deferring(bytes).with_context(|| path.display().to_string())?;
-        Ok((Self::checked(path, proto)?, deferred))
+        let model = Self::checked(path, proto, &deferred)?;
+        Ok((model, deferred))
     }
 
-    fn checked(path: &Path, proto: ModelProto) -> Result<Self> {
+    /// The decoded model, once each initializer's data fills its shape (`deferred`: the
+    /// weights the decoder left in the file) and its external data files are there.
+    fn checked(path: &Path, proto: ModelProto, deferred: &DeferredWeights) -> Result<Self> {
         let model = OnnxModel {
             proto,
             path: path.to_path_buf(),
         };
-        check_external_data(model.graph(), model.base_dir())
+        let held = deferred.lengths();
+        check_initializer_data(model.graph(), |i| held.get(&i).copied())
+            .and_then(|()| check_external_data(model.graph(), model.base_dir()))
             .with_context(|| path.display().to_string())?;
         Ok(model)
     }

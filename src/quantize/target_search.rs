@@ -2,7 +2,8 @@
 //! nodes by what leaving each alone in float recovers, bisect over that order for the shortest
 //! prefix that meets the target, then give back to INT8 every node of the prefix the target
 //! does not need (each step measured). The search's result is kept under a key (model, scales,
-//! samples, fallback, target), so the same question is answered again without measuring.
+//! samples, fallback, target), with its SHA-256 beside it, so the same question is answered
+//! again without measuring, from a result that is the one the search wrote.
 
 use crate::atomic_file::write_atomic;
 use crate::calibration::cache::CalibrationTable;
@@ -20,7 +21,7 @@ use crate::quantize::scale_search::{ScaleSearch, ScaleSearchReport};
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 /// What the INT8 model must keep.
@@ -182,6 +183,49 @@ fn result_path(config: &TargetConfig, key: &str) -> PathBuf {
         .join(format!("{stem}-int8-target-{key}.json"))
 }
 
+/// The file beside a kept result that holds its SHA-256, as `sha256sum` writes it.
+fn hash_path(kept: &Path) -> PathBuf {
+    let mut name = kept.as_os_str().to_owned();
+    name.push(".sha256");
+    PathBuf::from(name)
+}
+
+/// The kept result at `kept` when its bytes are the ones its hash file vouches for; `Err`
+/// with the reason when one is there but cannot be reused, `Ok(None)` when there is none.
+fn read_kept(kept: &Path) -> Result<Option<TargetReport>, String> {
+    let Ok(bytes) = std::fs::read(kept) else {
+        return Ok(None);
+    };
+    let hashes = hash_path(kept);
+    let Ok(line) = std::fs::read_to_string(&hashes) else {
+        return Err(format!(
+            "{} has no hash file {} (written by an older trtkit, or cut short), so it cannot be checked",
+            kept.display(),
+            hashes.display()
+        ));
+    };
+    if line.split_whitespace().next() != Some(sha256_hex(&bytes).as_str()) {
+        return Err(format!(
+            "{} is not the file {} vouches for (another SHA-256): changed since trtkit wrote it, stale or tampered",
+            kept.display(),
+            hashes.display()
+        ));
+    }
+    serde_json::from_slice(&bytes)
+        .map(Some)
+        .map_err(|e| format!("{} is unreadable ({e})", kept.display()))
+}
+
+/// Writes a search's result and then its hash file, each atomically: a run interrupted between
+/// the two leaves a hash file that does not vouch for the new result.
+fn write_kept(kept: &Path, report: &TargetReport) -> Result<()> {
+    let bytes = serde_json::to_vec_pretty(report)?;
+    write_atomic(kept, &bytes)?;
+    let name = kept.file_name().unwrap_or_default().to_string_lossy();
+    let line = format!("{}  {name}\n", sha256_hex(&bytes));
+    write_atomic(&hash_path(kept), line.as_bytes())
+}
+
 /// Searches (or reuses a kept answer), writes the INT8 model and reports.
 pub fn search_target(config: &TargetConfig, progress: &dyn Progress) -> Result<TargetReport> {
     let start = Instant::now();
@@ -190,11 +234,13 @@ pub fn search_target(config: &TargetConfig, progress: &dyn Progress) -> Result<T
     let fingerprint = samples_fingerprint(&model, &config.eval)?;
     let key = result_key(config, &fingerprint)?;
     let kept = result_path(config, &key);
+    let mut not_reused = None;
     if !config.research {
-        if let Some(mut found) = std::fs::read(&kept)
-            .ok()
-            .and_then(|b| serde_json::from_slice::<TargetReport>(&b).ok())
-        {
+        let found = read_kept(&kept).unwrap_or_else(|why| {
+            not_reused = Some(format!("the kept search was not reused: {why}"));
+            None
+        });
+        if let Some(mut found) = found {
             // Labels are names or `#INDEX`, which is what an exclusion resolves.
             let float = Exclusion {
                 nodes: found.float_nodes.clone(),
@@ -245,7 +291,7 @@ pub fn search_target(config: &TargetConfig, progress: &dyn Progress) -> Result<T
     };
     let met_on_tuning = goal.met_by(&best);
     let mut check = eval.check_score(&float)?;
-    let mut notes = vec![];
+    let mut notes: Vec<String> = not_reused.into_iter().collect();
     let mut check_when_tuning_met = None;
     if met_on_tuning && check.is_some_and(|c| !goal.met_by(&c)) {
         check_when_tuning_met = check;
@@ -297,7 +343,7 @@ pub fn search_target(config: &TargetConfig, progress: &dyn Progress) -> Result<T
     };
     let dir = config.result_dir();
     std::fs::create_dir_all(&dir).with_context(|| format!("{}: cannot create", dir.display()))?;
-    write_atomic(&kept, &serde_json::to_vec_pretty(&report)?)?;
+    write_kept(&kept, &report)?;
     Ok(report)
 }
 

@@ -1,12 +1,15 @@
 //! Describing an engine file: its flavour (from the magic), the sidecar trtkit wrote beside
-//! it (key, build facts, I/O, profile), and — where this machine's GPU can deserialize it —
+//! it (key, build facts, I/O, profile; only when the engine's bytes are the ones it
+//! describes), and — where this machine's GPU can deserialize it —
 //! the layer list from TensorRT's engine inspector.
 
 use super::engine_builder::LogCollector;
 use super::engine_file::{file_flavour, read_sidecar, sidecar_path, EngineSidecar};
 use super::loader::{can_run_on, locate_usable, Flavour, BOUND};
+use super::preflight::check_integrity;
 use crate::cuda::info::driver_info;
-use anyhow::{anyhow, bail, Result};
+use crate::onnx::model::sha256_hex;
+use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 use trtx::{LayerInformationFormat, Logger, Runtime};
@@ -42,7 +45,12 @@ pub fn inspect_engine(
     };
     let file_bytes = std::fs::metadata(path)?.len();
     let (sidecar, sidecar_problem) = match read_sidecar(path) {
-        Ok(s) => (Some(s), None),
+        Ok(s) => {
+            // What the sidecar says is shown only of the bytes it describes.
+            let bytes = std::fs::read(path).with_context(|| format!("{shown}: cannot read"))?;
+            check_integrity(path, bytes.len() as u64, &sha256_hex(&bytes), &s)?;
+            (Some(s), None)
+        }
         Err(_) if !sidecar_path(path).exists() => (
             None,
             Some("no sidecar: the engine was not built by trtkit, so its key and build facts are unknown".into()),

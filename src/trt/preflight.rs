@@ -49,13 +49,7 @@ pub fn read_engine(path: &Path) -> Result<EngineBytes> {
         }
     };
     if let Some(s) = &sidecar {
-        if let Some(why) = integrity_problem(bytes.len() as u64, &sha256, s) {
-            bail!(
-                "{shown}: {why} ({}): the engine was truncated or changed after trtkit built it; rebuild it with `trtkit build {}`",
-                sidecar_path(path).display(),
-                s.facts.source_model
-            );
-        }
+        check_integrity(path, bytes.len() as u64, &sha256, s)?;
     }
     Ok(EngineBytes {
         bytes,
@@ -87,6 +81,20 @@ pub fn integrity_problem(len: u64, sha256: &str, sidecar: &EngineSidecar) -> Opt
     } else {
         None
     }
+}
+
+/// Refuses the engine at `path` (of `len` bytes hashing to `sha256`) when it is not what its
+/// sidecar describes: one line naming the file, what differs and how to rebuild it.
+pub fn check_integrity(path: &Path, len: u64, sha256: &str, sidecar: &EngineSidecar) -> Result<()> {
+    if let Some(why) = integrity_problem(len, sha256, sidecar) {
+        bail!(
+            "{}: {why} ({}): the engine was truncated or changed after trtkit built it; rebuild it with `trtkit build {}`",
+            path.display(),
+            sidecar_path(path).display(),
+            sidecar.facts.source_model
+        );
+    }
+    Ok(())
 }
 
 /// Refuses an engine built by another TensorRT version than the one found here (from the

@@ -2,7 +2,8 @@
 //! the first time it runs there; its runtime cache holds them, so a later run skips that. trtkit
 //! keeps it beside the engine, keyed on what the compiled kernels depend on (the engine's bytes,
 //! the TensorRT-RTX version, the GPU and the driver): the key's hash is in the file name and
-//! the whole key in the file's first line, and a file is written to a temporary name and renamed.
+//! the whole key in the file's header, with the SHA-256 of the kernels that follow it (checked
+//! before they are handed to TensorRT-RTX), and a file is written to a temporary name and renamed.
 
 use crate::atomic_file::write_atomic;
 use crate::onnx::model::sha256_hex;
@@ -11,7 +12,19 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 /// The first line of every runtime cache file trtkit writes.
-pub const MAGIC: &[u8] = b"trtkit-runtime-cache 1\n";
+pub const MAGIC: &[u8] = b"trtkit-runtime-cache 2\n";
+
+/// The first line of the runtime caches of earlier trtkit versions, whose header holds no hash
+/// of the kernels.
+const MAGIC_WITHOUT_HASH: &[u8] = b"trtkit-runtime-cache 1\n";
+
+/// The second line of a runtime cache file: its key and the SHA-256 of the kernels after it.
+#[derive(Serialize, Deserialize)]
+struct Header {
+    #[serde(flatten)]
+    key: RuntimeCacheKey,
+    blob_sha256: String,
+}
 
 /// What a runtime cache's compiled kernels depend on.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -70,32 +83,46 @@ pub enum CacheLookup {
     Stale(String),
 }
 
-/// Reads the runtime cache at `path` and checks its header against `key`.
+/// Reads the runtime cache at `path` and checks its header against `key` and its kernels
+/// against the header's hash.
 pub fn read(path: &Path, key: &RuntimeCacheKey) -> CacheLookup {
     let bytes = match std::fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return CacheLookup::Missing,
         Err(e) => return CacheLookup::Stale(format!("it cannot be read ({e})")),
     };
+    if bytes.starts_with(MAGIC_WITHOUT_HASH) {
+        return CacheLookup::Stale(
+            "it was written by an older trtkit, without a hash of its kernels to check them by"
+                .into(),
+        );
+    }
     let Some(rest) = bytes.strip_prefix(MAGIC) else {
         return CacheLookup::Stale("it is not a trtkit runtime cache (no header)".into());
     };
     let Some(end) = rest.iter().position(|&b| b == b'\n') else {
         return CacheLookup::Stale("its header is cut off".into());
     };
-    match serde_json::from_slice::<RuntimeCacheKey>(&rest[..end]) {
-        Ok(found) if &found == key => CacheLookup::Hit(rest[end + 1..].to_vec()),
-        Ok(found) => CacheLookup::Stale(format!(
+    let blob = &rest[end + 1..];
+    match serde_json::from_slice::<Header>(&rest[..end]) {
+        Ok(found) if found.key != *key => CacheLookup::Stale(format!(
             "it was made for another key ({})",
-            found.differences(key).join("; ")
+            found.key.differences(key).join("; ")
         )),
+        Ok(found) if found.blob_sha256 != sha256_hex(blob) => CacheLookup::Stale(
+            "its kernels are not the bytes its header vouches for (another SHA-256): changed since trtkit wrote it, stale or tampered".into(),
+        ),
+        Ok(_) => CacheLookup::Hit(blob.to_vec()),
         Err(e) => CacheLookup::Stale(format!("its header is unreadable ({e})")),
     }
 }
 
 /// Writes `blob` as the runtime cache for `key` at `path`, atomically.
 pub fn write(path: &Path, key: &RuntimeCacheKey, blob: &[u8]) -> Result<()> {
-    let header = serde_json::to_vec(key)?;
+    let header = serde_json::to_vec(&Header {
+        key: key.clone(),
+        blob_sha256: sha256_hex(blob),
+    })?;
     let mut bytes = Vec::with_capacity(MAGIC.len() + header.len() + 1 + blob.len());
     bytes.extend_from_slice(MAGIC);
     bytes.extend_from_slice(&header);
@@ -133,7 +160,7 @@ mod tests {
 
         let blob = b"\x00kernels\nwith newlines\n".to_vec();
         write(&path, &key(), &blob).unwrap();
-        assert_eq!(read(&path, &key()), CacheLookup::Hit(blob));
+        assert_eq!(read(&path, &key()), CacheLookup::Hit(blob.clone()));
 
         let other = RuntimeCacheKey {
             gpu: "NVIDIA RTX A6000".into(),
@@ -148,6 +175,26 @@ mod tests {
             why.contains("gpu was") && why.contains("compute_capability was"),
             "{why}"
         );
+
+        // One byte of the kernels changed: not handed to TensorRT-RTX.
+        let mut bytes = std::fs::read(&path).unwrap();
+        *bytes.last_mut().unwrap() ^= 1;
+        std::fs::write(&path, &bytes).unwrap();
+        assert!(
+            matches!(read(&path, &key()), CacheLookup::Stale(w) if w.contains("tampered")),
+            "{:?}",
+            read(&path, &key())
+        );
+        // A file of an earlier trtkit: its key, no hash.
+        let old = [
+            MAGIC_WITHOUT_HASH,
+            &serde_json::to_vec(&key()).unwrap(),
+            b"\n",
+            &blob,
+        ]
+        .concat();
+        std::fs::write(&path, old).unwrap();
+        assert!(matches!(read(&path, &key()), CacheLookup::Stale(w) if w.contains("older trtkit")));
 
         std::fs::write(&path, b"junk").unwrap();
         assert!(matches!(read(&path, &key()), CacheLookup::Stale(w) if w.contains("no header")));

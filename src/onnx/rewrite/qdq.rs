@@ -19,13 +19,15 @@ use std::sync::Arc;
 pub const MIN_OPSET: i64 = 13;
 
 /// The symmetric INT8 scale of a threshold `amax` (`amax / 127`, zero point 0); a zero or
-/// non-finite threshold gets scale 1 (all values are 0).
+/// non-finite threshold, or one whose scale would be subnormal, gets scale 1 (all values are 0).
 ///
 /// Calibration turns its thresholds into scales with this too, so the cache and the weights
 /// use one rule.
 pub fn scale_of(amax: f32) -> f32 {
-    if amax > 0.0 && amax.is_finite() {
-        amax / 127.0
+    let scale = amax / 127.0;
+    // Caches refuse subnormal scales when read, so none is written.
+    if amax > 0.0 && amax.is_finite() && scale.is_normal() {
+        scale
     } else {
         1.0
     }
