@@ -70,6 +70,10 @@ fn flag_ranges_are_refused_before_any_work_as_usage_errors() {
             vec!["--opt-shapes", "ranks 4, 3 and 4"],
         ),
         (
+            vec!["clf.onnx", "--max-shapes", "input:16x3x16x16"],
+            vec!["--min-shapes", "input 'input': give all three"],
+        ),
+        (
             vec!["clf.onnx", "--dim", "seq=64:16:128"],
             vec!["--dim", "min ≤ opt ≤ max"],
         ),

@@ -128,24 +128,32 @@ impl ExplicitShapes {
     }
 
     /// Checks the shapes given for each input among themselves, before any model is read: an
-    /// input named in all three has the same rank in each and min ≤ opt ≤ max on every axis.
+    /// input named in one is named in all three, with the same rank in each and min ≤ opt ≤ max
+    /// on every axis.
     pub fn check_ranges(&self) -> Result<()> {
-        for min in &self.min {
-            let (Some(opt), Some(max)) = (find(&self.opt, &min.name), find(&self.max, &min.name))
+        for named in self.min.iter().chain(&self.opt).chain(&self.max) {
+            let name = &named.name;
+            let [Some(min), Some(opt), Some(max)] =
+                [&self.min, &self.opt, &self.max].map(|l| find(l, name))
             else {
-                continue;
+                return Err(fix_with(
+                    Setting::ShapeRanges,
+                    format!(
+                        "input '{name}': give all three of its min, opt and max shapes, or none"
+                    ),
+                ));
             };
             let ranks = [min.dims.len(), opt.dims.len(), max.dims.len()];
             if ranks.iter().any(|r| *r != ranks[0]) {
                 return Err(fix_with(
                     Setting::ShapeRanges,
                     format!(
-                        "profile of input '{}': min, opt and max have ranks {}, {} and {}; they need the same rank",
-                        min.name, ranks[0], ranks[1], ranks[2]
+                        "profile of input '{name}': min, opt and max have ranks {}, {} and {}; they need the same rank",
+                        ranks[0], ranks[1], ranks[2]
                     ),
                 ));
             }
-            check_order(&min.name, &min.dims, &opt.dims, &max.dims)?;
+            check_order(name, &min.dims, &opt.dims, &max.dims)?;
         }
         Ok(())
     }
@@ -492,6 +500,14 @@ mod tests {
         };
         let err = r.resolve().unwrap_err().to_string();
         assert!(err.contains("min 16, opt 4"), "{err}");
+        // A min above the max is said, not left to the defaults to trip over.
+        let r = BatchRequest {
+            min: Some(8),
+            opt: None,
+            max: Some(4),
+        };
+        let err = r.resolve().unwrap_err().to_string();
+        assert!(err.contains("min 8, max 4"), "{err}");
     }
 
     #[test]
