@@ -9,7 +9,7 @@
 use super::build_landing::{
     build_with_kept_graph, check_writable, explain_pinned_batch, land, Landing,
 };
-use super::build_lock::{hold_before_landing, BuildLock};
+use super::build_lock::BuildLock;
 use super::build_report::{new_report, tensorrt_used};
 pub use super::build_report::{BuildReport, BuildTiming, Int8Summary, TensorRtUsed};
 use super::engine_builder::{BuildLog, Loading};
@@ -307,8 +307,8 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
         },
     );
 
-    check_writable(&path)?;
-    let _lock = BuildLock::acquire(&path, observers.note)?; // a second build waits, then reuses
+    // A second build waits here, then reuses; a folder that cannot hold the lock still reuses.
+    let lock = BuildLock::acquire(&path, observers.note);
     let t_look = Instant::now();
     if reuse_engine(config.rebuild, &path, &key, &mut report) {
         report.timing.write_s = t_look.elapsed().as_secs_f64();
@@ -316,6 +316,8 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
         return Ok(report);
     }
     let lookup_s = t_look.elapsed().as_secs_f64();
+    check_writable(&path)?;
+    let _lock = lock?;
 
     let t_rewrite = Instant::now();
     let parameters: u64 = model.parameters();
@@ -357,7 +359,6 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
         key.model_sha256 = file.sha256().to_string();
         report.key.model_sha256.clone_from(&key.model_sha256);
     }
-    hold_before_landing();
     let landing = Landing {
         path: &path,
         source_model: shown.clone(),
