@@ -65,6 +65,13 @@ fn two_builds_of_one_engine_take_turns_and_the_second_reuses_the_first() {
         _ => panic!("the sidecar does not describe the engine"),
     }
     stdout_of_success(&trtkit(&["inspect", engine.to_str().unwrap()]));
+    // `run` takes it as the engine its sidecar describes (here it then finds no GPU to run on).
+    let ran = trtkit_in(d, &["run", engine_name]);
+    let said = String::from_utf8_lossy(&ran.stderr);
+    assert!(
+        said.contains(engine_name) && !said.contains("truncated or changed"),
+        "{said}"
+    );
     let left: Vec<String> = files(&engines)
         .into_iter()
         .filter(|f| f.starts_with('.'))
