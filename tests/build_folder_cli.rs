@@ -65,11 +65,12 @@ fn two_builds_of_one_engine_take_turns_and_the_second_reuses_the_first() {
         _ => panic!("the sidecar does not describe the engine"),
     }
     stdout_of_success(&trtkit(&["inspect", engine.to_str().unwrap()]));
-    // `run` takes it as the engine its sidecar describes (here it then finds no GPU to run on).
+    // `run` takes it as the engine its sidecar describes (without a GPU it then says why not).
     let ran = trtkit_in(d, &["run", engine_name]);
     let said = String::from_utf8_lossy(&ran.stderr);
     assert!(
-        said.contains(engine_name) && !said.contains("truncated or changed"),
+        ran.status.success()
+            || (said.contains(engine_name) && !said.contains("truncated or changed")),
         "{said}"
     );
     let left: Vec<String> = files(&engines)
