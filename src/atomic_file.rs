@@ -3,10 +3,89 @@
 //! Every file trtkit produces (models, engines, caches, reports) goes through [`write_atomic`]:
 //! the bytes land in a temporary file in the destination folder, are flushed to disk, and the
 //! temporary file is renamed over the destination in one step.
+//!
+//! A temporary file's name carries the process that writes it (`.trtkit-tmp-PID@HOST-…`): the
+//! first write of a process into a folder removes the temporary files there of processes of this
+//! host that are gone (killed mid-write), and leaves those of live processes and other hosts alone.
 
 use anyhow::{Context, Result};
+use std::collections::HashSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+
+/// How every temporary file's name starts.
+const TMP_PREFIX: &str = ".trtkit-tmp-";
+
+/// This host's name, where the system tells it.
+fn host_name() -> Option<&'static str> {
+    static HOST: OnceLock<Option<String>> = OnceLock::new();
+    HOST.get_or_init(|| {
+        let name = std::fs::read_to_string("/proc/sys/kernel/hostname").ok()?;
+        let name = name.trim();
+        (!name.is_empty() && !name.contains(['/', '@'])).then(|| name.to_string())
+    })
+    .as_deref()
+}
+
+/// The start of this process's temporary file names: `.trtkit-tmp-PID@HOST-`.
+fn tmp_prefix() -> String {
+    format!(
+        "{TMP_PREFIX}{}@{}-",
+        std::process::id(),
+        host_name().unwrap_or("unknown")
+    )
+}
+
+/// The process that wrote the temporary file `name`, when `name` is one of trtkit's and was
+/// written on the host `host`.
+fn tmp_owner(name: &str, host: &str) -> Option<u32> {
+    let (pid, rest) = name.strip_prefix(TMP_PREFIX)?.split_once('@')?;
+    let (written_on, _random) = rest.rsplit_once('-')?;
+    if written_on != host {
+        return None;
+    }
+    pid.parse().ok()
+}
+
+/// Removes the temporary files in `dir` left by processes of this host that no longer run
+/// (once per folder and process; best effort: a file that cannot be removed stays).
+fn sweep_orphans(dir: &Path) {
+    static SWEPT: Mutex<Option<HashSet<PathBuf>>> = Mutex::new(None);
+    let Ok(mut swept) = SWEPT.lock() else {
+        return;
+    };
+    if !swept
+        .get_or_insert_with(HashSet::new)
+        .insert(dir.to_path_buf())
+    {
+        return;
+    }
+    drop(swept);
+    // Without /proc no process can be seen alive: nothing is removed.
+    let (Some(host), true) = (host_name(), Path::new("/proc/self").exists()) else {
+        return;
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|n| tmp_owner(n, host)) else {
+            continue;
+        };
+        if pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        match std::fs::remove_file(entry.path()) {
+            Ok(()) => tracing::info!(
+                "removed {}, left by process {pid}, which is gone",
+                entry.path().display()
+            ),
+            Err(e) => tracing::debug!("cannot remove {}: {e}", entry.path().display()),
+        }
+    }
+}
 
 /// Writes `bytes` to `path` through a temporary sibling file and a rename.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
@@ -102,8 +181,9 @@ fn stage_inner(
         std::fs::create_dir_all(dir)
             .with_context(|| format!("{}: cannot create the folder", dir.display()))?;
     }
+    sweep_orphans(dir);
     let mut tmp = tempfile::Builder::new()
-        .prefix(".trtkit-tmp-")
+        .prefix(&tmp_prefix())
         .tempfile_in(dir)
         .with_context(|| format!("{}: cannot create a temporary file", dir.display()))?;
     {
@@ -196,6 +276,35 @@ mod tests {
             .unwrap();
         assert_eq!(std::fs::read(&other).unwrap(), b"first");
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+    }
+
+    #[test]
+    fn temporary_files_name_their_writer_and_those_of_gone_writers_are_swept() {
+        let host = host_name().expect("this host has a name");
+        let dir = tempfile::tempdir().unwrap();
+        let staged = stage_unsynced(&dir.path().join("a.bin"), b"x").unwrap();
+        let name = staged.tmp.path().file_name().unwrap().to_str().unwrap();
+        assert_eq!(tmp_owner(name, host), Some(std::process::id()), "{name}");
+        assert_eq!(tmp_owner(name, "elsewhere"), None);
+        assert_eq!(tmp_owner(".trtkit-tmp-AbC123", host), None);
+        // A process that has exited, this one's parent (alive), and a process of another host.
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let gone = child.id();
+        child.wait().unwrap();
+        let other = tempfile::tempdir().unwrap();
+        let plant = |pid: u32, host: &str| {
+            let p = other
+                .path()
+                .join(format!("{TMP_PREFIX}{pid}@{host}-xY12z9"));
+            std::fs::write(&p, b"half").unwrap();
+            p
+        };
+        let dead = plant(gone, host);
+        let live = plant(std::os::unix::process::parent_id(), host);
+        let foreign = plant(gone, "another-host");
+        write_atomic(&other.path().join("out.bin"), b"whole").unwrap();
+        assert!(!dead.exists(), "the file of a gone process stays");
+        assert!(live.exists() && foreign.exists());
     }
 
     #[test]

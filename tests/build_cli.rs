@@ -234,8 +234,8 @@ fn bad_input_is_one_line_and_writes_nothing() {
                 &["--min-batch", "8", "--opt-batch", "4"],
             ]
             .concat(),
-            1,
-            vec!["clf.onnx", "min 8, opt 4"],
+            2,
+            vec!["--min-batch", "min 8, opt 4"],
         ),
         (
             vec![

@@ -135,6 +135,30 @@ fn build_dims(shapes: &ShapeArgs) -> Result<(ShapeRequest, Vec<AxisRange>)> {
     Ok((request, axes))
 }
 
+/// The profile flags, each range checked before any work starts (a usage error naming the
+/// flags): the batch range, and the shapes given per input by `--min/opt/max-shapes`. (`--dim`
+/// ranges are checked as they are parsed.)
+fn profile_flags(args: &BuildArgs, axes: Vec<AxisRange>) -> Result<(BatchRequest, ExplicitShapes)> {
+    let batch = BatchRequest {
+        min: args.min_batch,
+        opt: args.opt_batch,
+        max: args.max_batch,
+    };
+    batch
+        .resolve()
+        .map_err(|e| UsageError(format!("--min-batch/--opt-batch/--max-batch: {e:#}")))?;
+    let explicit = ExplicitShapes {
+        min: parse_named_shapes("--min-shapes", &args.min_shapes).map_err(usage)?,
+        opt: parse_named_shapes("--opt-shapes", &args.opt_shapes).map_err(usage)?,
+        max: parse_named_shapes("--max-shapes", &args.max_shapes).map_err(usage)?,
+        axes,
+    };
+    explicit
+        .check_ranges()
+        .map_err(|e| UsageError(format!("--min-shapes/--opt-shapes/--max-shapes: {e:#}")))?;
+    Ok((batch, explicit))
+}
+
 /// The build job these flags describe, in the workspace when the model is left out (or lies in
 /// one): its model, input shape, calibration data and preprocessing under the flags given.
 pub fn config(args: &BuildArgs) -> Result<BuildConfig> {
@@ -181,6 +205,15 @@ pub fn config(args: &BuildArgs) -> Result<BuildConfig> {
         }
     };
     let keep_fp32 = keep_fp32_list(args.keep_fp32.as_deref());
+    if let (Some(output), Some(dir)) = (&args.output, &args.engine_dir) {
+        return Err(UsageError(format!(
+            "-o {} and --engine-dir {} conflict: -o names the engine file itself (its folder included), --engine-dir the folder of keyed names; give one",
+            output.display(),
+            dir.display()
+        ))
+        .into());
+    }
+    let (batch, explicit_shapes) = profile_flags(args, axes)?;
     let engine_dir = args
         .engine_dir
         .clone()
@@ -189,17 +222,8 @@ pub fn config(args: &BuildArgs) -> Result<BuildConfig> {
     Ok(BuildConfig {
         model,
         input_shapes,
-        batch: BatchRequest {
-            min: args.min_batch,
-            opt: args.opt_batch,
-            max: args.max_batch,
-        },
-        explicit_shapes: ExplicitShapes {
-            min: parse_named_shapes("--min-shapes", &args.min_shapes).map_err(usage)?,
-            opt: parse_named_shapes("--opt-shapes", &args.opt_shapes).map_err(usage)?,
-            max: parse_named_shapes("--max-shapes", &args.max_shapes).map_err(usage)?,
-            axes,
-        },
+        batch,
+        explicit_shapes,
         precision,
         fp16: Fp16Options {
             keep_fp32,

@@ -7,6 +7,7 @@ pub mod dtype;
 pub mod encode;
 pub mod external;
 pub mod graph_builder;
+pub mod graph_check;
 pub mod initializer_data;
 pub mod input_roles;
 pub mod macs;

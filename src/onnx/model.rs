@@ -99,7 +99,8 @@ fn check_model(proto: &ModelProto) -> Result<()> {
     if graph.output.is_empty() {
         bail!("not a valid ONNX model: the graph has no outputs (the file may be truncated)");
     }
-    check_graph_references(graph)
+    check_graph_references(graph)?;
+    super::graph_check::check_graph_structure(graph)
 }
 
 /// Every node input must be produced by a graph input, an initializer or an earlier node.

@@ -9,6 +9,7 @@
 use super::build_landing::{
     build_with_kept_graph, check_writable, explain_pinned_batch, land, Landing,
 };
+use super::build_lock::BuildLock;
 use super::build_report::{new_report, tensorrt_used};
 pub use super::build_report::{BuildReport, BuildTiming, Int8Summary, TensorRtUsed};
 use super::engine_builder::{BuildLog, Loading};
@@ -16,8 +17,7 @@ use super::engine_file::{engine_path, lookup, BuilderSettings, EngineKey, Lookup
 use super::loader::{TrtLibraries, BOUND};
 use super::model_file::ModelFile;
 use super::profile::{resolve_profile, AxisRange, BatchRequest, ExplicitShapes, ShapeProfile};
-use crate::calibration::cache::check_cache_model;
-use crate::calibration::cache::CalibrationTable;
+use crate::calibration::cache::{check_cache_model, CalibrationTable};
 use crate::calibration::job::{calibrate, CalibrateConfig};
 use crate::onnx::deferred_weights::DeferredWeights;
 use crate::onnx::external::is_external;
@@ -33,8 +33,7 @@ use crate::onnx::OnnxModel;
 use crate::progress::Progress;
 use crate::quantize::job::int8_pass;
 use crate::setting::{fix_with, Setting};
-use crate::tensor::Dim;
-use crate::tensor::Precision;
+use crate::tensor::{Dim, Precision};
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -308,6 +307,8 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
         },
     );
 
+    // A second build waits here, then reuses; a folder that cannot hold the lock still reuses.
+    let lock = BuildLock::acquire(&path, observers.note);
     let t_look = Instant::now();
     if reuse_engine(config.rebuild, &path, &key, &mut report) {
         report.timing.write_s = t_look.elapsed().as_secs_f64();
@@ -315,6 +316,8 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
         return Ok(report);
     }
     let lookup_s = t_look.elapsed().as_secs_f64();
+    check_writable(&path)?;
+    let _lock = lock?;
 
     let t_rewrite = Instant::now();
     let parameters: u64 = model.parameters();
@@ -330,7 +333,6 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
     let onnx_bytes = rewritten.as_deref().unwrap_or(file.bytes());
     report.timing.rewrite_s = t_rewrite.elapsed().as_secs_f64();
 
-    check_writable(&path)?;
     let mut key = key;
     if let Some(loading) = loading {
         wait_late(loading, &mut key, &mut report)?;

@@ -4,6 +4,7 @@
 //! A build killed in between leaves a graph that no sidecar vouches for, never a wrong pair; a
 //! build that fails leaves the folder as it was.
 
+use super::build_lock::hold_before_landing;
 use super::engine_builder::{build_engine, BuildLog, BuiltEngine};
 use super::engine_file::{
     kept_graph_path, sidecar_path, store, BuilderSettings, EngineFacts, EngineKey, EngineSidecar,
@@ -82,6 +83,7 @@ pub(super) fn land(
     built: BuiltEngine,
     key: EngineKey,
 ) -> Result<EngineSidecar> {
+    hold_before_landing();
     remove_if_present(&sidecar_path(landing.path))?;
     let graph_sha256 = match kept_graph {
         Some((staged, hash)) => {

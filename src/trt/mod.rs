@@ -19,6 +19,7 @@
 pub mod backend;
 pub mod build;
 mod build_landing;
+mod build_lock;
 pub mod build_report;
 pub mod built_engines;
 pub mod engine_builder;

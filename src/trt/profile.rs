@@ -45,8 +45,28 @@ impl BatchRequest {
         self.min.is_some() || self.opt.is_some() || self.max.is_some()
     }
 
-    /// The range, checked (positive, min ≤ opt ≤ max).
+    /// The range, checked (positive, min ≤ opt ≤ max). What was given is checked before the
+    /// defaults fill the rest, so no combination of flags makes a range the defaults cannot fit.
     pub fn resolve(&self) -> Result<BatchRange> {
+        for (which, v) in [("min", self.min), ("opt", self.opt), ("max", self.max)] {
+            match v {
+                Some(v) if v < 1 => {
+                    return Err(fix_with(
+                        Setting::BatchRange,
+                        format!("{which} batch {v}: a batch size must be at least 1"),
+                    ))
+                }
+                _ => {}
+            }
+        }
+        if let (Some(min), Some(max)) = (self.min, self.max) {
+            if min > max {
+                return Err(fix_with(
+                    Setting::BatchRange,
+                    format!("batch profile min {min}, max {max}: needs min ≤ max"),
+                ));
+            }
+        }
         let min = self.min.unwrap_or(DEFAULT_BATCH.min);
         let max = self
             .max
@@ -54,14 +74,6 @@ impl BatchRequest {
         let opt = self
             .opt
             .unwrap_or_else(|| DEFAULT_BATCH.opt.clamp(min, max));
-        for (which, v) in [("min", min), ("opt", opt), ("max", max)] {
-            if v < 1 {
-                return Err(fix_with(
-                    Setting::BatchRange,
-                    format!("{which} batch {v}: a batch size must be at least 1"),
-                ));
-            }
-        }
         if !(min <= opt && opt <= max) {
             return Err(fix_with(
                 Setting::BatchRange,
@@ -113,6 +125,37 @@ impl ExplicitShapes {
     /// Whether any was given.
     pub fn is_set(&self) -> bool {
         !(self.min.is_empty() && self.opt.is_empty() && self.max.is_empty() && self.axes.is_empty())
+    }
+
+    /// Checks the shapes given for each input among themselves, before any model is read: an
+    /// input named in one is named in all three, with the same rank in each and min ≤ opt ≤ max
+    /// on every axis.
+    pub fn check_ranges(&self) -> Result<()> {
+        for named in self.min.iter().chain(&self.opt).chain(&self.max) {
+            let name = &named.name;
+            let [Some(min), Some(opt), Some(max)] =
+                [&self.min, &self.opt, &self.max].map(|l| find(l, name))
+            else {
+                return Err(fix_with(
+                    Setting::ShapeRanges,
+                    format!(
+                        "input '{name}': give all three of its min, opt and max shapes, or none"
+                    ),
+                ));
+            };
+            let ranks = [min.dims.len(), opt.dims.len(), max.dims.len()];
+            if ranks.iter().any(|r| *r != ranks[0]) {
+                return Err(fix_with(
+                    Setting::ShapeRanges,
+                    format!(
+                        "profile of input '{name}': min, opt and max have ranks {}, {} and {}; they need the same rank",
+                        ranks[0], ranks[1], ranks[2]
+                    ),
+                ));
+            }
+            check_order(name, &min.dims, &opt.dims, &max.dims)?;
+        }
+        Ok(())
     }
 }
 
@@ -211,6 +254,21 @@ fn find<'a>(shapes: &'a [NamedShape], name: &str) -> Option<&'a NamedShape> {
     shapes.iter().find(|s| s.name == name)
 }
 
+/// Checks min ≤ opt ≤ max on every axis of the explicit shapes of input `name` (of one rank).
+fn check_order(name: &str, min: &[i64], opt: &[i64], max: &[i64]) -> Result<()> {
+    for (axis, ((a, b), c)) in min.iter().zip(opt).zip(max).enumerate() {
+        if !(a <= b && b <= c) {
+            return Err(fix_with(
+                Setting::ShapeRanges,
+                format!(
+                    "profile of input '{name}' axis {axis}: min {a}, opt {b}, max {c}; needs min ≤ opt ≤ max"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Checks an explicit shape against the model's declared dims: same rank, fixed dims equal.
 fn check_against(flag: &str, shape: &NamedShape, declared: &[Dim]) -> Result<()> {
     if shape.dims.len() != declared.len() {
@@ -281,18 +339,7 @@ pub fn resolve_profile(
                 check_against("min shapes", min, &declared)?;
                 check_against("opt shapes", opt, &declared)?;
                 check_against("max shapes", max, &declared)?;
-                for axis in 0..declared.len() {
-                    let (a, b, c) = (min.dims[axis], opt.dims[axis], max.dims[axis]);
-                    if !(a <= b && b <= c) {
-                        return Err(fix_with(
-                            Setting::ShapeRanges,
-                            format!(
-                                "profile of input '{}' axis {axis}: min {a}, opt {b}, max {c}; needs min ≤ opt ≤ max",
-                                input.name
-                            ),
-                        ));
-                    }
-                }
+                check_order(&input.name, &min.dims, &opt.dims, &max.dims)?;
                 InputProfile {
                     name: input.name.clone(),
                     min: min.dims.clone(),
@@ -453,6 +500,14 @@ mod tests {
         };
         let err = r.resolve().unwrap_err().to_string();
         assert!(err.contains("min 16, opt 4"), "{err}");
+        // A min above the max is said, not left to the defaults to trip over.
+        let r = BatchRequest {
+            min: Some(8),
+            opt: None,
+            max: Some(4),
+        };
+        let err = r.resolve().unwrap_err().to_string();
+        assert!(err.contains("min 8, max 4"), "{err}");
     }
 
     #[test]
