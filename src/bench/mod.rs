@@ -9,6 +9,8 @@
 //! - [`cell`]: one cell, measured inside the child process.
 //! - [`monitor`]: NVML power, utilisation, clocks and memory, sampled through a cell.
 //! - [`supervise`]: the child process, its time limit, and what its end means.
+//! - [`watchdog`]: the child's side of it: a cell ends when its `bench` does.
+//! - [`lock`]: one `bench` run (and the cells it started) per results folder at a time.
 //! - [`matrix`]: the `bench` job over every missing cell.
 
 pub mod cell;
@@ -16,6 +18,7 @@ pub mod devices;
 pub mod journal;
 pub mod key;
 pub mod lanes;
+pub mod lock;
 pub mod matrix;
 pub mod monitor;
 pub mod plan;
@@ -25,3 +28,4 @@ pub mod slurm;
 pub mod slurm_follow;
 pub mod supervise;
 pub mod target;
+pub mod watchdog;

@@ -9,6 +9,7 @@ use super::plan::CellSpec;
 use super::record::{CellFailure, CellMetrics, CellRecord, FailureKind, Status};
 use crate::atomic_file::write_atomic;
 use anyhow::{Context, Result};
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -31,10 +32,25 @@ pub fn host_name() -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
-/// Runs `spec` in a child of `exe` with a time limit of `timeout_s` and returns its record; a
+/// How a run starts its cells' processes.
+pub struct Supervisor<'a> {
+    /// trtkit's own executable.
+    pub exe: PathBuf,
+    /// The time limit of one cell, seconds.
+    pub timeout_s: f64,
+    /// The results folder's lock ([`super::lock::FolderLock::handle`]), lent to each cell as its
+    /// stdout (read-only, so nothing it prints lands there): the lock stays held while a cell
+    /// lives, even if its `bench` was killed.
+    pub lock: Option<&'a File>,
+}
+
+/// Runs `spec` in a child process with the supervisor's time limit and returns its record; a
 /// cell pinned to a GPU runs with that board alone visible (`CUDA_VISIBLE_DEVICES=<uuid>`).
-/// Only a failure to start the child at all (or to write its files) is an error.
-pub fn run_child(exe: &Path, spec: &CellSpec, timeout_s: f64) -> Result<CellRecord> {
+/// The child's stdin is a pipe this process never writes: it closes when this process ends,
+/// however it ends, and the child then ends too ([`super::watchdog`]). Only a failure to start
+/// the child at all (or to write its files) is an error.
+pub fn run_child(supervisor: &Supervisor, spec: &CellSpec) -> Result<CellRecord> {
+    let (exe, timeout_s) = (&supervisor.exe, supervisor.timeout_s);
     let work = spec.folder.join("cells");
     let logs = spec.folder.join("logs");
     for d in [&work, &logs] {
@@ -52,6 +68,13 @@ pub fn run_child(exe: &Path, spec: &CellSpec, timeout_s: f64) -> Result<CellReco
         .map(|d| d.as_secs_f64())
         .unwrap_or(0.0);
     let start = Instant::now();
+    let stdout = match supervisor.lock {
+        Some(lock) => Stdio::from(
+            lock.try_clone()
+                .context("cannot lend the results folder's lock to a cell")?,
+        ),
+        None => Stdio::null(),
+    };
     let mut command = Command::new(exe);
     if let Some(gpu) = &spec.gpu {
         command.env("CUDA_VISIBLE_DEVICES", &gpu.uuid);
@@ -62,8 +85,8 @@ pub fn run_child(exe: &Path, spec: &CellSpec, timeout_s: f64) -> Result<CellReco
         .arg(&spec_file)
         .arg("--result")
         .arg(&result_file)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
+        .stdin(Stdio::piped())
+        .stdout(stdout)
         .stderr(log)
         .spawn()
         .with_context(|| format!("{}: cannot start the cell's process", exe.display()))?;
@@ -123,8 +146,9 @@ pub fn run_child(exe: &Path, spec: &CellSpec, timeout_s: f64) -> Result<CellReco
 }
 
 /// The child's side: reads the cell [`run_child`] wrote to `spec`, runs it in this process and
-/// writes its metrics to `result`.
+/// writes its metrics to `result`; the process ends as soon as its parent does.
 pub fn run_in_child(spec: &Path, result: &Path) -> Result<()> {
+    super::watchdog::end_with_parent();
     let text = std::fs::read_to_string(spec)
         .with_context(|| format!("{}: cannot read the cell", spec.display()))?;
     let cell: CellSpec = serde_json::from_str(&text)
