@@ -682,12 +682,6 @@ fn a_killed_bench_takes_its_cell_with_it_and_a_live_one_keeps_its_folder() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    let logs = dir.path().join("results/w/logs");
-    let log = std::fs::read_to_string(logs.join(&support::files(&logs)[0])).unwrap();
-    assert!(
-        log.contains("the bench that started this cell ended"),
-        "{log}"
-    );
     // The folder is free again.
     let out = bench(
         dir.path(),
@@ -766,4 +760,54 @@ fn refused_flags_leave_no_results_folder() {
         "{:?}",
         support::files(&dir.path().join("results"))
     );
+}
+
+/// A cell whose log cannot be written (a full disk) is still recorded with its own error line.
+#[test]
+fn a_cell_whose_log_cannot_be_written_keeps_its_error_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, fixed) = models(dir.path());
+    let matrix = small_matrix(fixed.to_str().unwrap(), "2", "f");
+    assert!(bench(dir.path(), &matrix).status.success());
+    let first = &journal(dir.path(), "f")[0];
+    assert_eq!(first["failure"]["kind"], "batch", "{first}");
+    let log = dir
+        .path()
+        .join("results/f")
+        .join(first["failure"]["log"].as_str().unwrap());
+    std::fs::remove_file(&log).unwrap();
+    std::os::unix::fs::symlink("/dev/full", &log).unwrap();
+    let again = [&matrix[..], &["--retry-failed"]].concat();
+    assert!(bench(dir.path(), &again).status.success());
+    let lines = journal(dir.path(), "f");
+    let failure = &lines.last().unwrap()["failure"];
+    assert_eq!(lines.len(), 2);
+    assert_eq!(failure["kind"], "batch", "{failure}");
+    assert_eq!(failure["reason"], first["failure"]["reason"], "{failure}");
+    let tail = failure["stderr_tail"].as_str().unwrap();
+    assert!(tail.contains("log could not be written"), "{tail}");
+}
+
+/// What `bench` prints going nowhere (a full disk under stdout) is one error line and exit 1.
+#[test]
+fn a_full_stdout_is_one_error_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let (dynamic, _) = models(dir.path());
+    let mut args = vec!["bench"];
+    args.extend(small_matrix(dynamic.to_str().unwrap(), "1", "o"));
+    for extra in [&["--print-cells"][..], &[]] {
+        let out = Command::new(env!("CARGO_BIN_EXE_trtkit"))
+            .current_dir(dir.path())
+            .args(&args)
+            .args(QUICK)
+            .args(extra)
+            .stdout(std::fs::File::create("/dev/full").unwrap())
+            .output()
+            .unwrap();
+        assert_clean_error(
+            &out,
+            1,
+            &["cannot write to standard output", "No space left"],
+        );
+    }
 }
