@@ -755,6 +755,34 @@ fn refused_flags_leave_no_results_folder() {
     let mut cell = small_matrix(model, "1", "d");
     cell.extend(["--cell", "dyn/fp32/b9/tract-cpu"]);
     assert_clean_error(&bench(dir.path(), &cell), 1, &["no cell", "b9"]);
+    // Values every cell would fail on.
+    for (flags, needles) in [
+        (
+            &["--cell-timeout", "0"][..],
+            &["cell-timeout", "more than 0"][..],
+        ),
+        (
+            &["--compare", "--compare-samples", "0"],
+            &["compare-samples"],
+        ),
+        (
+            &["--dataset", ".", "--masks", "nope"],
+            &["masks nope", "no such folder"],
+        ),
+        (
+            &["--dataset", ".", "--coco", "nope.json"],
+            &["coco nope.json"],
+        ),
+        (
+            &["--precisions", "int8", "--calib-data", "nope"],
+            &["calib-data nope"],
+        ),
+        (&["--tensorrt-dir", "nope"], &["tensorrt-dir nope"]),
+    ] {
+        let mut args = small_matrix(model, "1", "d");
+        args.extend(flags);
+        assert_clean_error(&bench(dir.path(), &args), 2, needles);
+    }
     assert!(
         !dir.path().join("results").exists(),
         "{:?}",

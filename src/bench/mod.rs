@@ -3,6 +3,7 @@
 //! run survives any cell and resumes where it stopped.
 //!
 //! - [`plan`]: the matrix from flags or a TOML file, and its cells.
+//! - [`dims`]: the plan's swept named axes, checked against the models.
 //! - [`key`]: what makes two cells the same (the resume key).
 //! - [`record`] and [`journal`]: the journal lines and the file they go to.
 //! - [`prepare`]: the file a cell runs (the model, its FP16/INT8 rewrite, or an engine).
@@ -15,6 +16,7 @@
 
 pub mod cell;
 pub mod devices;
+pub mod dims;
 pub mod journal;
 pub mod key;
 pub mod lanes;
