@@ -14,7 +14,10 @@ use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// How long a run waits for the cells of a run that is gone to end.
+const GRACE: Duration = Duration::from_secs(5);
 
 /// The lock file's name in a results folder.
 pub const LOCK_FILE: &str = "bench.lock";
@@ -62,10 +65,18 @@ impl FolderLock {
             .open(&path)
             .with_context(|| cannot("create"))?;
         let file = File::open(&path).with_context(|| cannot("open"))?;
-        match file.try_lock() {
-            Ok(()) => {}
-            Err(TryLockError::WouldBlock) => return Err(anyhow!(refusal(&path))),
-            Err(TryLockError::Error(e)) => return Err(e).with_context(|| cannot("take")),
+        let start = Instant::now();
+        loop {
+            match file.try_lock() {
+                Ok(()) => break,
+                // The cells of a run that is gone end as soon as they see it: a run started right
+                // after gives them a moment.
+                Err(TryLockError::WouldBlock) if holder_gone(&path) && start.elapsed() < GRACE => {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                Err(TryLockError::WouldBlock) => return Err(anyhow!(refusal(&path))),
+                Err(TryLockError::Error(e)) => return Err(e).with_context(|| cannot("take")),
+            }
         }
         let holder = Holder {
             pid: std::process::id(),
@@ -106,11 +117,22 @@ fn alive_here(pid: u32) -> bool {
     Path::new("/proc").join(pid.to_string()).exists()
 }
 
+/// Who holds the lock at `path`, as its file says.
+fn holder(path: &Path) -> Option<Holder> {
+    let text = std::fs::read_to_string(path).ok()?;
+    serde_json::from_str(text.trim()).ok()
+}
+
+/// Whether the run that holds the lock at `path` ran on this machine and is gone (its cells
+/// may still hold the lock for a moment).
+fn holder_gone(path: &Path) -> bool {
+    holder(path).is_some_and(|h| h.host == host_name() && !alive_here(h.pid))
+}
+
 /// The line that refuses a second run: who holds the lock at `path`.
 fn refusal(path: &Path) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let who = match serde_json::from_str::<Holder>(text.trim()) {
-        Ok(h) => {
+    let who = match holder(path) {
+        Some(h) => {
             let ago = (now_unix_s() - h.started_unix_s).max(0.0);
             let gone = h.host == host_name() && !alive_here(h.pid);
             format!(
@@ -124,7 +146,7 @@ fn refusal(path: &Path) -> String {
                 }
             )
         }
-        Err(_) => "a process that has not said who it is".into(),
+        None => "a process that has not said who it is".into(),
     };
     format!(
         "{}: another bench is using this results folder ({who}); wait for it to end or stop it",
@@ -155,5 +177,44 @@ mod tests {
         drop(again);
         let words = std::fs::read_to_string(dir.path().join(LOCK_FILE)).unwrap();
         assert_eq!(words, "");
+    }
+
+    /// A run whose `bench` is gone but whose cell still holds the lock for a moment is waited
+    /// for; one that holds it longer is refused with the line saying its `bench` is gone.
+    #[test]
+    fn the_cells_of_a_gone_run_are_given_a_moment() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut gone = std::process::Command::new("true").spawn().unwrap();
+        let pid = gone.id();
+        gone.wait().unwrap();
+        let path = dir.path().join(LOCK_FILE);
+        let words = Holder {
+            pid,
+            host: host_name(),
+            started_unix_s: now_unix_s(),
+        };
+        std::fs::write(&path, serde_json::to_string(&words).unwrap()).unwrap();
+        // The "cell": a handle on the lock, let go after 300 ms.
+        let cell = File::open(&path).unwrap();
+        cell.try_lock().unwrap();
+        let started = Instant::now();
+        let releaser = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            drop(cell);
+        });
+        drop(FolderLock::take(dir.path()).unwrap());
+        assert!(started.elapsed() >= Duration::from_millis(250));
+        releaser.join().unwrap();
+        // Held past the grace: refused, saying the run is gone.
+        std::fs::write(&path, serde_json::to_string(&words).unwrap()).unwrap();
+        let cell = File::open(&path).unwrap();
+        cell.try_lock().unwrap();
+        let err = FolderLock::take(dir.path()).unwrap_err().to_string();
+        assert!(
+            err.contains("is gone but a cell it started still runs"),
+            "{err}"
+        );
+        assert!(err.contains(&format!("pid {pid}")), "{err}");
+        drop(cell);
     }
 }
