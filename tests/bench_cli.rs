@@ -638,3 +638,204 @@ fn a_swept_axis_no_model_has_is_refused() {
         ],
     );
 }
+
+/// The one-cell matrix of dyn.onnx on tract-cpu at `batches`, named `name`.
+fn small_matrix<'a>(model: &'a str, batches: &'a str, name: &'a str) -> Vec<&'a str> {
+    vec![
+        "--models",
+        model,
+        "--precisions",
+        "fp32",
+        "--batch-sizes",
+        batches,
+        "--targets",
+        "tract-cpu",
+        "--name",
+        name,
+    ]
+}
+
+/// `kill -9` of a run takes the cell it was running with it within seconds; while a run lives,
+/// a second run on its results folder is refused in one line that names it.
+#[test]
+fn a_killed_bench_takes_its_cell_with_it_and_a_live_one_keeps_its_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let (dynamic, _) = models(dir.path());
+    let mut matrix = small_matrix(dynamic.to_str().unwrap(), "1", "w");
+    matrix.extend(["--iterations", "100000000", "--cell-timeout", "300"]);
+    let mut parent = spawn_bench(dir.path(), false, &matrix);
+    let cells = "results/w/cells/";
+    wait_for("the cell's process", || !cell_pids(cells).is_empty());
+    let mut second = vec!["bench"];
+    second.extend(&matrix);
+    let refused = trtkit_in(dir.path(), &second);
+    let holder = format!("pid {}", parent.id());
+    assert_clean_error(&refused, 1, &[&holder, "bench.lock", "another bench"]);
+    parent.kill().unwrap();
+    parent.wait().unwrap();
+    let start = Instant::now();
+    while !cell_pids(cells).is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the cell outlived its bench: {:?}",
+            cell_pids(cells)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The folder is free again.
+    let out = bench(
+        dir.path(),
+        &small_matrix(dynamic.to_str().unwrap(), "1", "w"),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A journal whose last line a crash cut short keeps every whole record on resume: the cut line
+/// is set aside in `journal.jsonl.torn`, only the missing cells run, and the new records read.
+#[test]
+fn a_torn_last_journal_line_is_set_aside_and_only_missing_cells_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let (dynamic, _) = models(dir.path());
+    let model = dynamic.to_str().unwrap();
+    let out = bench(dir.path(), &small_matrix(model, "1,2,4", "t"));
+    assert!(out.status.success());
+    let path = dir.path().join("results/t/journal.jsonl");
+    let text = std::fs::read(&path).unwrap();
+    let cut = &text[..text.len() - 40];
+    std::fs::write(&path, cut).unwrap();
+    let torn_line = &cut[cut[..cut.len()].iter().rposition(|&b| b == b'\n').unwrap() + 1..];
+    let mut resume = small_matrix(model, "1,2,3,4", "t");
+    resume.push("--json");
+    let out = bench(dir.path(), &resume);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (report["already_done"].as_u64(), report["ran"].as_u64()),
+        (Some(2), Some(2)),
+        "{report}"
+    );
+    assert!(stderr.contains("journal.jsonl.torn"), "{stderr}");
+    // Every line reads as a record (the helper parses each), one per batch size.
+    let mut labels: Vec<String> = journal(dir.path(), "t").iter().map(label).collect();
+    labels.sort();
+    assert_eq!(
+        labels,
+        [
+            "dyn/fp32/b1/tract-cpu",
+            "dyn/fp32/b2/tract-cpu",
+            "dyn/fp32/b3/tract-cpu",
+            "dyn/fp32/b4/tract-cpu"
+        ]
+    );
+    let kept = std::fs::read(dir.path().join("results/t/journal.jsonl.torn")).unwrap();
+    assert_eq!(kept, [torn_line, b"\n"].concat());
+}
+
+/// Flags that cannot run (a board that is not there, a cell not in the plan) are refused before
+/// the results folder is made: nothing is left behind.
+#[test]
+fn refused_flags_leave_no_results_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let (dynamic, _) = models(dir.path());
+    let model = dynamic.to_str().unwrap();
+    let mut devices = small_matrix(model, "1", "d");
+    devices.extend(["--devices", "7"]);
+    let out = bench(dir.path(), &devices);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("there is no GPU 7") || stderr.contains("NVML is not readable"),
+        "{stderr}"
+    );
+    assert_clean_error(&out, 1, &["--devices"]);
+    let mut cell = small_matrix(model, "1", "d");
+    cell.extend(["--cell", "dyn/fp32/b9/tract-cpu"]);
+    assert_clean_error(&bench(dir.path(), &cell), 1, &["no cell", "b9"]);
+    // Values every cell would fail on.
+    for (flags, needles) in [
+        (
+            &["--cell-timeout", "0"][..],
+            &["cell-timeout", "more than 0"][..],
+        ),
+        (
+            &["--compare", "--compare-samples", "0"],
+            &["compare-samples"],
+        ),
+        (
+            &["--dataset", ".", "--masks", "nope"],
+            &["masks nope", "no such folder"],
+        ),
+        (
+            &["--dataset", ".", "--coco", "nope.json"],
+            &["coco nope.json"],
+        ),
+        (
+            &["--precisions", "int8", "--calib-data", "nope"],
+            &["calib-data nope"],
+        ),
+        (&["--tensorrt-dir", "nope"], &["tensorrt-dir nope"]),
+    ] {
+        let mut args = small_matrix(model, "1", "d");
+        args.extend(flags);
+        assert_clean_error(&bench(dir.path(), &args), 2, needles);
+    }
+    assert!(
+        !dir.path().join("results").exists(),
+        "{:?}",
+        support::files(&dir.path().join("results"))
+    );
+}
+
+/// A cell whose log cannot be written (a full disk) is still recorded with its own error line.
+#[test]
+fn a_cell_whose_log_cannot_be_written_keeps_its_error_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, fixed) = models(dir.path());
+    let matrix = small_matrix(fixed.to_str().unwrap(), "2", "f");
+    assert!(bench(dir.path(), &matrix).status.success());
+    let first = &journal(dir.path(), "f")[0];
+    assert_eq!(first["failure"]["kind"], "batch", "{first}");
+    let log = dir
+        .path()
+        .join("results/f")
+        .join(first["failure"]["log"].as_str().unwrap());
+    std::fs::remove_file(&log).unwrap();
+    std::os::unix::fs::symlink("/dev/full", &log).unwrap();
+    let again = [&matrix[..], &["--retry-failed"]].concat();
+    assert!(bench(dir.path(), &again).status.success());
+    let lines = journal(dir.path(), "f");
+    let failure = &lines.last().unwrap()["failure"];
+    assert_eq!(lines.len(), 2);
+    assert_eq!(failure["kind"], "batch", "{failure}");
+    assert_eq!(failure["reason"], first["failure"]["reason"], "{failure}");
+    let tail = failure["stderr_tail"].as_str().unwrap();
+    assert!(tail.contains("log could not be written"), "{tail}");
+}
+
+/// What `bench` prints going nowhere (a full disk under stdout) is one error line and exit 1.
+#[test]
+fn a_full_stdout_is_one_error_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let (dynamic, _) = models(dir.path());
+    let mut args = vec!["bench"];
+    args.extend(small_matrix(dynamic.to_str().unwrap(), "1", "o"));
+    for extra in [&["--print-cells"][..], &[]] {
+        let out = Command::new(env!("CARGO_BIN_EXE_trtkit"))
+            .current_dir(dir.path())
+            .args(&args)
+            .args(QUICK)
+            .args(extra)
+            .stdout(std::fs::File::create("/dev/full").unwrap())
+            .output()
+            .unwrap();
+        assert_clean_error(
+            &out,
+            1,
+            &["cannot write to standard output", "No space left"],
+        );
+    }
+}

@@ -302,3 +302,18 @@ fn doctor_names_the_tract_kernel_model_and_who_chose_it() {
         ("intel".into(), "TRACT_X86_KIND".into())
     );
 }
+
+/// A report that cannot be written to stdout (a full disk) is one error line and exit 1.
+#[test]
+fn a_full_stdout_is_one_error_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = save(dir.path(), "classifier.onnx", test_models::classifier(None));
+    for flag in ["--layers", "--json"] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_trtkit"))
+            .args(["inspect", path.to_str().unwrap(), flag])
+            .stdout(std::fs::File::create("/dev/full").unwrap())
+            .output()
+            .unwrap();
+        assert_clean_error(&out, 1, &["cannot write to standard output"]);
+    }
+}

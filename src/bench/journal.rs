@@ -7,8 +7,8 @@ use super::key::CellKey;
 use super::record::{CellRecord, Status};
 use anyhow::{Context, Result};
 use std::collections::BTreeMap;
-use std::fs::OpenOptions;
-use std::io::Write;
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 /// The journal a `bench` run appends to in its results folder.
@@ -24,22 +24,96 @@ pub fn cell_journal(results: &Path, key: &CellKey) -> PathBuf {
 }
 
 /// Appends one record as one line and flushes it to disk before returning. Several writers (the
-/// lanes of a several-GPU run, runs sharing a results folder) take turns through a lock on the
-/// file, so no line is ever cut by another's.
+/// lanes of a several-GPU run, cells run one by one into their own journals) take turns through
+/// a lock on the file, so no line is ever cut by another's; a line always starts on a line of its
+/// own, even after a last line that a crash cut short.
 pub fn append(journal: &Path, record: &CellRecord) -> Result<()> {
     let mut line = serde_json::to_string(record)?;
     line.push('\n');
     let mut f = OpenOptions::new()
         .create(true)
+        .read(true)
         .append(true)
         .open(journal)
         .with_context(|| format!("{}: cannot open the journal", journal.display()))?;
     // The lock is released when `f` closes; the line goes in one write under it.
     f.lock()
         .with_context(|| format!("{}: cannot lock the journal", journal.display()))?;
+    if !ends_a_line(&mut f)
+        .with_context(|| format!("{}: cannot read the journal", journal.display()))?
+    {
+        line.insert(0, '\n');
+    }
     f.write_all(line.as_bytes())
         .and_then(|_| f.sync_data())
         .with_context(|| format!("{}: cannot append to the journal", journal.display()))
+}
+
+/// Whether `f` is empty or ends with a newline.
+fn ends_a_line(f: &mut File) -> std::io::Result<bool> {
+    let len = f.metadata()?.len();
+    if len == 0 {
+        return Ok(true);
+    }
+    let mut last = [0u8];
+    f.seek(SeekFrom::Start(len - 1))?;
+    f.read_exact(&mut last)?;
+    Ok(last[0] == b'\n')
+}
+
+/// Where [`mend_tail`] keeps the cut lines of `journal` (`journal.jsonl.torn`).
+pub fn torn_file(journal: &Path) -> PathBuf {
+    let mut name = journal.as_os_str().to_owned();
+    name.push(".torn");
+    PathBuf::from(name)
+}
+
+/// Mends the tail of `journal` before a run appends to it: a last line without its newline that
+/// is a whole record gets its newline; one that is not (a write cut short by a crash or a full
+/// disk) is moved to [`torn_file`] and cut off the journal, so every whole record is kept and the
+/// next line starts a line of its own. Says what it did in one line (`None`: nothing to mend).
+pub fn mend_tail(journal: &Path) -> Result<Option<String>> {
+    let cannot = |what: &str| format!("{}: cannot {what}", journal.display());
+    let mut f = match OpenOptions::new().read(true).append(true).open(journal) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e).with_context(|| cannot("open the journal")),
+    };
+    // Under the journal's lock: no line is half-way in while the tail is read and cut.
+    f.lock().with_context(|| cannot("lock the journal"))?;
+    let mut text = vec![];
+    f.read_to_end(&mut text)
+        .with_context(|| cannot("read the journal"))?;
+    if text.is_empty() || text.ends_with(b"\n") {
+        return Ok(None);
+    }
+    let whole = text.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    let tail = &text[whole..];
+    if serde_json::from_slice::<CellRecord>(tail).is_ok() {
+        f.write_all(b"\n")
+            .and_then(|_| f.sync_data())
+            .with_context(|| cannot("end the journal's last line"))?;
+        return Ok(None);
+    }
+    let torn = torn_file(journal);
+    let mut kept = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&torn)
+        .with_context(|| format!("{}: cannot keep the journal's cut line", torn.display()))?;
+    kept.write_all(tail)
+        .and_then(|_| kept.write_all(b"\n"))
+        .and_then(|_| kept.sync_data())
+        .with_context(|| format!("{}: cannot keep the journal's cut line", torn.display()))?;
+    f.set_len(whole as u64)
+        .and_then(|_| f.sync_data())
+        .with_context(|| cannot("cut the journal's torn line"))?;
+    Ok(Some(format!(
+        "{}: its last line was cut short ({} bytes, not a record); kept in {} and left out",
+        journal.display(),
+        tail.len(),
+        torn.display()
+    )))
 }
 
 /// What reading journals found.
@@ -198,6 +272,35 @@ mod tests {
         assert!(read.skipped.is_empty(), "{:?}", read.skipped.first());
         assert_eq!(read.records.len(), 240);
         assert_eq!(read.latest().len(), 240);
+    }
+
+    /// An append after a last line cut short starts a line of its own, so the new record reads;
+    /// mending sets the cut line aside and keeps the whole records.
+    #[test]
+    fn appends_start_a_fresh_line_and_mending_sets_the_cut_line_aside() {
+        use crate::bench::record::fixtures::ok;
+        let dir = tempfile::tempdir().unwrap();
+        let journal = main_journal(dir.path());
+        let record = |batch| ok("m", Precision::Fp32, batch, Target::TractCpu, 1.0);
+        append(&journal, &record(1)).unwrap();
+        append(&journal, &record(2)).unwrap();
+        let text = std::fs::read(&journal).unwrap();
+        std::fs::write(&journal, &text[..text.len() - 30]).unwrap();
+        append(&journal, &record(3)).unwrap();
+        let read = read_folder(dir.path()).unwrap();
+        let batches: Vec<usize> = read.records.iter().map(|r| r.key.batch).collect();
+        assert_eq!((batches, read.skipped.len()), (vec![1, 3], 1));
+        // Cut again, then mend: the cut line goes to the side file, the records stay.
+        let text = std::fs::read(&journal).unwrap();
+        std::fs::write(&journal, &text[..text.len() - 30]).unwrap();
+        let said = mend_tail(&journal).unwrap().unwrap();
+        assert!(said.contains("journal.jsonl.torn"), "{said}");
+        let read = read_folder(dir.path()).unwrap();
+        assert_eq!((read.records.len(), read.skipped.len()), (1, 1));
+        assert!(std::fs::read(&journal).unwrap().ends_with(b"\n"));
+        let torn = std::fs::read_to_string(torn_file(&journal)).unwrap();
+        assert_eq!(torn.lines().count(), 1);
+        assert_eq!(mend_tail(&journal).unwrap(), None, "nothing left to mend");
     }
 
     /// An interrupted cell is run again; a failed one only with `retry_failed`.

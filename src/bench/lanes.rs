@@ -10,7 +10,7 @@ use super::journal::append;
 use super::monitor::{Monitor, NvmlGpu};
 use super::plan::CellSpec;
 use super::record::{CellRecord, Status};
-use super::supervise::run_child;
+use super::supervise::{run_child, Supervisor};
 use crate::progress::Progress;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
@@ -96,13 +96,12 @@ fn monitor_boards(gpus: &[GpuSlot], rate_hz: f64) -> Vec<Option<Monitor>> {
 pub fn run_in_lanes(
     cells: &[&CellSpec],
     lanes: &Lanes,
-    exe: &Path,
-    timeout_s: f64,
+    supervisor: &Supervisor,
     journal: &Path,
     progress: &dyn Progress,
     on_record: &dyn Fn(&CellRecord),
 ) -> Result<(Vec<CellRecord>, f64, Vec<DeviceUsage>)> {
-    let run = |cell: &CellSpec| run_child(exe, cell, timeout_s);
+    let run = |cell: &CellSpec| run_child(supervisor, cell);
     run_lanes_with(cells, lanes, &run, journal, progress, on_record)
 }
 

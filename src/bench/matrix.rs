@@ -2,12 +2,13 @@
 //! process, each record appended as it ends. Also the list of missing cells, for a scheduler.
 
 use super::devices::{machine_gpus, select};
-use super::journal::{append, cell_journal, main_journal, read_folder};
+use super::journal::{append, cell_journal, main_journal, mend_tail, read_folder};
 use super::lanes::{run_in_lanes, DeviceUsage, Lanes};
+use super::lock::FolderLock;
 use super::plan::{CellSpec, Plan};
 use super::record::{CellRecord, Status};
 use super::slurm::SlurmJob;
-use super::supervise::run_child;
+use super::supervise::{run_child, Supervisor};
 use crate::cuda::info::driver_info;
 use crate::onnx::model::file_sha256;
 use crate::progress::Progress;
@@ -42,37 +43,39 @@ impl Matrix {
     /// Expands `plan` for cells that run on `gpu` (a GPU model, as keys name it) and reads its
     /// journal.
     pub fn expand_on(plan: &Plan, retry_failed: bool, gpu: &str) -> Result<Matrix> {
-        Self::expand_with(plan, retry_failed, gpu, false)
+        Self::expand_with(plan, retry_failed, gpu, false, true)
     }
 
     /// Expands `plan` on a machine that hands its cells to others (a cluster's login node, with
     /// another GPU or none): a cell is done when the journal has it measured on any GPU model.
     pub fn expand_for_cluster(plan: &Plan, retry_failed: bool) -> Result<Matrix> {
-        Self::expand_with(plan, retry_failed, &gpu_name(plan.settings.device_id), true)
+        let gpu = gpu_name(plan.settings.device_id);
+        Self::expand_with(plan, retry_failed, &gpu, true, true)
     }
 
-    fn expand_with(plan: &Plan, retry_failed: bool, gpu: &str, site_free: bool) -> Result<Matrix> {
+    /// `warn`: say the journal's lines that are not records.
+    fn expand_with(
+        plan: &Plan,
+        retry_failed: bool,
+        gpu: &str,
+        site_free: bool,
+        warn: bool,
+    ) -> Result<Matrix> {
         let hashes = plan
             .models
             .iter()
             .map(|m| file_sha256(m))
             .collect::<Result<Vec<_>>>()?;
         let cells = plan.cells(&hashes, gpu);
-        let journal = read_folder(&plan.folder)?;
-        for s in &journal.skipped {
-            tracing::warn!("{s}: not a journal record; skipped");
-        }
-        let done = if site_free {
-            let done_ids = journal.done_site_free(retry_failed);
-            cells
-                .iter()
-                .map(|c| done_ids.contains(&c.key.site_free_id()))
-                .collect()
-        } else {
-            let done_ids = journal.done(retry_failed);
-            cells.iter().map(|c| done_ids.contains(&c.id)).collect()
-        };
+        let done = done_of(&cells, plan, retry_failed, site_free, warn)?;
         Ok(Matrix { cells, done })
+    }
+
+    /// Reads the journal again (the cells stay): what other runs recorded since; says the lines
+    /// that are not records.
+    pub fn reread(&mut self, plan: &Plan, retry_failed: bool) -> Result<()> {
+        self.done = done_of(&self.cells, plan, retry_failed, false, true)?;
+        Ok(())
     }
 
     /// The cells still to run.
@@ -96,6 +99,32 @@ impl Matrix {
             ),
         }
     }
+}
+
+/// Which of `cells` the journal of `plan`'s folder has; `warn` says the lines that are not
+/// records.
+fn done_of(
+    cells: &[CellSpec],
+    plan: &Plan,
+    retry_failed: bool,
+    site_free: bool,
+    warn: bool,
+) -> Result<Vec<bool>> {
+    let journal = read_folder(&plan.folder)?;
+    for s in journal.skipped.iter().filter(|_| warn) {
+        tracing::warn!("{s}: not a journal record; skipped");
+    }
+    let done = if site_free {
+        let done_ids = journal.done_site_free(retry_failed);
+        cells
+            .iter()
+            .map(|c| done_ids.contains(&c.key.site_free_id()))
+            .collect()
+    } else {
+        let done_ids = journal.done(retry_failed);
+        cells.iter().map(|c| done_ids.contains(&c.id)).collect()
+    };
+    Ok(done)
 }
 
 /// What one `bench` run did.
@@ -134,12 +163,11 @@ pub struct BenchReport {
     pub slurm: Option<SlurmJob>,
 }
 
-/// Runs `cells` one after another in child processes of `exe`, appending each record to
-/// `journal` as it ends; `on_record` sees each one (for printing).
+/// Runs `cells` one after another in child processes, appending each record to `journal` as it
+/// ends; `on_record` sees each one (for printing).
 pub fn run_cells(
     cells: &[&CellSpec],
-    exe: &std::path::Path,
-    timeout_s: f64,
+    supervisor: &Supervisor,
     journal: &std::path::Path,
     progress: &dyn Progress,
     on_record: &dyn Fn(&CellRecord),
@@ -149,7 +177,7 @@ pub fn run_cells(
     progress.start("bench", Some(cells.len() as u64));
     for cell in cells {
         progress.status(cell.label());
-        let record = run_child(exe, cell, timeout_s)?;
+        let record = run_child(supervisor, cell)?;
         append(journal, &record)?;
         on_record(&record);
         records.push(record);
@@ -213,8 +241,27 @@ pub fn summarize(
     }
 }
 
+/// The lanes of a `--devices` run (none for one cell, or without `--devices`): the boards are
+/// checked here, before anything is written.
+fn lanes_of(plan: &Plan, only: Option<&str>) -> Result<Option<Lanes>> {
+    let (Some(request), None) = (&plan.devices, only) else {
+        return Ok(None);
+    };
+    Ok(Some(Lanes {
+        gpus: select(
+            request,
+            &machine_gpus()?,
+            std::env::var("CUDA_VISIBLE_DEVICES").ok().as_deref(),
+        )?,
+        cpu_cells: plan.cpu_cells,
+        nvml_hz: plan.settings.nvml_hz,
+    }))
+}
+
 /// Runs every missing cell of `plan` (or only `only`), appending to the run's journal (or,
 /// for one cell, to its own journal, so machines sharing the folder never write one file).
+/// Every flag is checked before the results folder is made; a whole run holds the folder's lock
+/// ([`FolderLock`]) until its last cell has ended, and mends a cut last journal line first.
 pub fn bench(
     plan: &Plan,
     retry_failed: bool,
@@ -222,42 +269,46 @@ pub fn bench(
     progress: &dyn Progress,
     on_record: &dyn Fn(&CellRecord),
 ) -> Result<BenchReport> {
+    let lanes = lanes_of(plan, only)?;
+    let gpu = match &lanes {
+        Some(l) => l.gpus[0].name.clone(),
+        None => gpu_name(plan.settings.device_id),
+    };
+    // Nothing is said of the journal yet: it is read again once its tail is mended.
+    let mut matrix = Matrix::expand_with(plan, retry_failed, &gpu, false, false)?;
+    let journal = match only {
+        Some(which) => cell_journal(&plan.folder, &matrix.find(which)?.key),
+        None => main_journal(&plan.folder),
+    };
+    let exe = std::env::current_exe().context("cannot find trtkit's own executable")?;
     std::fs::create_dir_all(&plan.folder).with_context(|| {
         format!(
             "{}: cannot create the results folder",
             plan.folder.display()
         )
     })?;
-    let lanes = match (&plan.devices, only) {
-        (Some(request), None) => Some(Lanes {
-            gpus: select(
-                request,
-                &machine_gpus()?,
-                std::env::var("CUDA_VISIBLE_DEVICES").ok().as_deref(),
-            )?,
-            cpu_cells: plan.cpu_cells,
-            nvml_hz: plan.settings.nvml_hz,
-        }),
-        _ => None,
+    let lock = match only {
+        Some(_) => None,
+        None => Some(FolderLock::take(&plan.folder)?),
     };
-    let matrix = match &lanes {
-        Some(l) => Matrix::expand_on(plan, retry_failed, &l.gpus[0].name)?,
-        None => Matrix::expand(plan, retry_failed)?,
+    if let Some(note) = mend_tail(&journal)? {
+        tracing::warn!("{note}");
+    }
+    // Read again under the lock: what a run that held it until now recorded.
+    matrix.reread(plan, retry_failed)?;
+    let cells = match only {
+        Some(which) => vec![matrix.find(which)?],
+        None => matrix.missing(),
     };
-    let exe = std::env::current_exe().context("cannot find trtkit's own executable")?;
-    let (cells, journal) = match only {
-        Some(which) => {
-            let cell = matrix.find(which)?;
-            (vec![cell], cell_journal(&plan.folder, &cell.key))
-        }
-        None => (matrix.missing(), main_journal(&plan.folder)),
+    let supervisor = Supervisor {
+        exe,
+        timeout_s: plan.cell_timeout_s,
+        lock: lock.as_ref().map(FolderLock::handle),
     };
-    let timeout = plan.cell_timeout_s;
     let (records, wall_s, devices) = match &lanes {
-        Some(l) => run_in_lanes(&cells, l, &exe, timeout, &journal, progress, on_record)?,
+        Some(l) => run_in_lanes(&cells, l, &supervisor, &journal, progress, on_record)?,
         None => {
-            let (records, wall_s) =
-                run_cells(&cells, &exe, timeout, &journal, progress, on_record)?;
+            let (records, wall_s) = run_cells(&cells, &supervisor, &journal, progress, on_record)?;
             (records, wall_s, vec![])
         }
     };

@@ -4,15 +4,12 @@
 //! nothing else.
 
 use super::devices::{DeviceRequest, GpuSlot};
+use super::dims::{checked_dims, dims_of_model};
 use super::key::{hex16, CellKey};
 use super::target::Target;
 use crate::data::dataset::Annotations;
 use crate::data::preprocess::PreprocessRequest;
-use crate::onnx::shape::{
-    check_named_axes, dim_points, input_symbols, parse_input_shapes, DimSweep, NamedAxisError,
-    NamedDim, ShapeRequest,
-};
-use crate::onnx::OnnxModel;
+use crate::onnx::shape::{dim_points, parse_input_shapes, DimSweep, NamedDim, ShapeRequest};
 use crate::tensor::Precision;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
@@ -256,6 +253,18 @@ fn check_placement(p: &PlanFile) -> Result<()> {
     if p.cpu_cells == Some(0) {
         bail!("cpu-cells must be at least 1");
     }
+    if let Some(dir) = p.tensorrt_dir.as_ref().filter(|d| !d.is_dir()) {
+        bail!("tensorrt-dir {}: no such folder", dir.display());
+    }
+    for (what, v) in [
+        ("limit", p.limit),
+        ("compare-samples", p.compare_samples),
+        ("calib-samples", p.calib_samples),
+    ] {
+        if v == Some(0) {
+            bail!("{what} must be at least 1");
+        }
+    }
     Ok(())
 }
 
@@ -272,6 +281,19 @@ fn check_dataset(p: &PlanFile) -> Result<()> {
     }
     if (p.masks.is_some() || p.coco.is_some()) && p.dataset.is_none() {
         bail!("masks and coco need dataset (the folder of their images)");
+    }
+    if let Some(d) = p.masks.as_ref().filter(|d| !d.is_dir()) {
+        bail!("masks {}: no such folder", d.display());
+    }
+    if let Some(f) = p.coco.as_ref().filter(|f| !f.is_file()) {
+        bail!("coco {}: no such file", f.display());
+    }
+    let calib = p
+        .calib_data
+        .as_deref()
+        .filter(|c| !c.starts_with("synthetic:"));
+    if let Some(c) = calib.filter(|c| !Path::new(c).exists()) {
+        bail!("calib-data {c}: no such file or folder (or synthetic:SEED)");
     }
     Ok(())
 }
@@ -329,47 +351,6 @@ impl CellSettings {
             .collect();
         Ok(ShapeRequest::shapes(parse_input_shapes(&self.input_shapes)?).with_dims(&named))
     }
-}
-
-/// The named input axes of `model`, and the swept axes among them, each with its sizes; an
-/// axis that is the batch axis of the model is an error.
-fn dims_of_model(
-    model: &Path,
-    dims: &BTreeMap<String, Vec<i64>>,
-) -> Result<(Vec<String>, DimSweep)> {
-    let loaded = OnnxModel::load(model)?;
-    let symbols = input_symbols(&loaded);
-    let mut out = vec![];
-    for (symbol, sizes) in dims.iter().filter(|(s, _)| symbols.contains(s)) {
-        if let Err(e) = check_named_axes(&loaded, [symbol.as_str()]) {
-            if let Some(NamedAxisError::Batch { .. }) = e.downcast_ref() {
-                bail!(
-                    "{}: axis '{symbol}' is the batch axis; sweep it with --batch-sizes",
-                    model.display()
-                );
-            }
-            return Err(e.context(model.display().to_string()));
-        }
-        out.push((symbol.clone(), sizes.clone()));
-    }
-    Ok((symbols, out))
-}
-
-/// The plan's swept axes, checked: sizes at least 1, ascending, each once.
-fn checked_dims(dims: Option<BTreeMap<String, Vec<i64>>>) -> Result<BTreeMap<String, Vec<i64>>> {
-    let mut out = BTreeMap::new();
-    for (symbol, mut sizes) in dims.unwrap_or_default() {
-        if sizes.is_empty() {
-            bail!("dims: axis '{symbol}' has no sizes (e.g. {symbol} = [64, 128])");
-        }
-        if let Some(bad) = sizes.iter().find(|&&s| s < 1) {
-            bail!("dims: axis '{symbol}' has size {bad}; sizes are at least 1");
-        }
-        sizes.sort_unstable();
-        sizes.dedup();
-        out.insert(symbol, sizes);
-    }
-    Ok(out)
 }
 
 /// Default calibration data when the plan names none: seeded random inputs.
@@ -431,6 +412,9 @@ impl Plan {
         };
         let duration_s = positive(p.duration, "duration", 2.0)?;
         let cell_timeout_s = positive(p.cell_timeout, "cell-timeout", 600.0)?;
+        if cell_timeout_s == 0.0 {
+            bail!("cell-timeout must be more than 0 s: every cell would be killed at its start");
+        }
         let nvml_hz = positive(p.nvml_hz, "nvml-hz", 20.0)?;
         if p.iterations == Some(0) {
             bail!("iterations must be at least 1");

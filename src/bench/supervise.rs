@@ -9,8 +9,11 @@ use super::plan::CellSpec;
 use super::record::{CellFailure, CellMetrics, CellRecord, FailureKind, Status};
 use crate::atomic_file::write_atomic;
 use anyhow::{Context, Result};
+use std::fs::File;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{Child, ChildStderr, Command, ExitStatus, Stdio};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// The hidden subcommand a cell's child runs.
@@ -31,10 +34,25 @@ pub fn host_name() -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
-/// Runs `spec` in a child of `exe` with a time limit of `timeout_s` and returns its record; a
+/// How a run starts its cells' processes.
+pub struct Supervisor<'a> {
+    /// trtkit's own executable.
+    pub exe: PathBuf,
+    /// The time limit of one cell, seconds.
+    pub timeout_s: f64,
+    /// The results folder's lock ([`super::lock::FolderLock::handle`]), lent to each cell as its
+    /// stdout (read-only, so nothing it prints lands there): the lock stays held while a cell
+    /// lives, even if its `bench` was killed.
+    pub lock: Option<&'a File>,
+}
+
+/// Runs `spec` in a child process with the supervisor's time limit and returns its record; a
 /// cell pinned to a GPU runs with that board alone visible (`CUDA_VISIBLE_DEVICES=<uuid>`).
-/// Only a failure to start the child at all (or to write its files) is an error.
-pub fn run_child(exe: &Path, spec: &CellSpec, timeout_s: f64) -> Result<CellRecord> {
+/// The child's stdin is a pipe this process never writes: it closes when this process ends,
+/// however it ends, and the child then ends too ([`super::watchdog`]). Only a failure to start
+/// the child at all (or to write its files) is an error.
+pub fn run_child(supervisor: &Supervisor, spec: &CellSpec) -> Result<CellRecord> {
+    let timeout_s = supervisor.timeout_s;
     let work = spec.folder.join("cells");
     let logs = spec.folder.join("logs");
     for d in [&work, &logs] {
@@ -52,21 +70,8 @@ pub fn run_child(exe: &Path, spec: &CellSpec, timeout_s: f64) -> Result<CellReco
         .map(|d| d.as_secs_f64())
         .unwrap_or(0.0);
     let start = Instant::now();
-    let mut command = Command::new(exe);
-    if let Some(gpu) = &spec.gpu {
-        command.env("CUDA_VISIBLE_DEVICES", &gpu.uuid);
-    }
-    let mut child = command
-        .arg(CELL_SUBCOMMAND)
-        .arg("--spec")
-        .arg(&spec_file)
-        .arg("--result")
-        .arg(&result_file)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .with_context(|| format!("{}: cannot start the cell's process", exe.display()))?;
+    let mut child = spawn_cell(supervisor, spec, &spec_file, &result_file)?;
+    let stderr = keep_stderr(child.stderr.take(), log);
     let limit = Duration::from_secs_f64(timeout_s.max(0.001));
     let end = loop {
         if let Some(status) = child.try_wait()? {
@@ -80,7 +85,7 @@ pub fn run_child(exe: &Path, spec: &CellSpec, timeout_s: f64) -> Result<CellReco
         std::thread::sleep(Duration::from_millis(5));
     };
     let wall_s = start.elapsed().as_secs_f64();
-    let stderr = std::fs::read_to_string(&log_file).unwrap_or_default();
+    let stderr = stderr.join().unwrap_or_default();
     let outcome = match end {
         End::Exited(status) if status.success() => read_result(&result_file),
         End::Exited(status) => Err(failure_of_exit(status, &stderr)),
@@ -122,9 +127,84 @@ pub fn run_child(exe: &Path, spec: &CellSpec, timeout_s: f64) -> Result<CellReco
     })
 }
 
+/// Starts the cell's process: its stdin a pipe it watches, its stdout the folder's lock (or
+/// nothing), its stderr a pipe to [`keep_stderr`].
+fn spawn_cell(
+    supervisor: &Supervisor,
+    spec: &CellSpec,
+    spec_file: &Path,
+    result_file: &Path,
+) -> Result<Child> {
+    let stdout = match supervisor.lock {
+        Some(lock) => Stdio::from(
+            lock.try_clone()
+                .context("cannot lend the results folder's lock to a cell")?,
+        ),
+        None => Stdio::null(),
+    };
+    let mut command = Command::new(&supervisor.exe);
+    if let Some(gpu) = &spec.gpu {
+        command.env("CUDA_VISIBLE_DEVICES", &gpu.uuid);
+    }
+    command
+        .arg(CELL_SUBCOMMAND)
+        .arg("--spec")
+        .arg(spec_file)
+        .arg("--result")
+        .arg(result_file)
+        .stdin(Stdio::piped())
+        .stdout(stdout)
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| {
+            format!(
+                "{}: cannot start the cell's process",
+                supervisor.exe.display()
+            )
+        })
+}
+
+/// The most of a cell's stderr kept in memory (its log has all of it).
+const KEPT_STDERR: usize = 1 << 20;
+
+/// Copies a cell's stderr to its log as it comes and keeps its text (the last
+/// [`KEPT_STDERR`] bytes): the record's reason is read from that text, so a log that cannot be
+/// written (a full disk) does not lose the cell's error line. The thread ends with the pipe.
+fn keep_stderr(pipe: Option<ChildStderr>, log: File) -> JoinHandle<String> {
+    std::thread::spawn(move || {
+        let Some(mut pipe) = pipe else {
+            return String::new();
+        };
+        let (mut kept, mut buf) = (Vec::new(), vec![0u8; 1 << 14]);
+        let (mut log, mut log_error) = (Some(log), None);
+        loop {
+            let n = match pipe.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => break,
+            };
+            kept.extend_from_slice(&buf[..n]);
+            if kept.len() > KEPT_STDERR {
+                kept.drain(..kept.len() - KEPT_STDERR / 2);
+            }
+            if let Some(Err(e)) = log.as_mut().map(|l| l.write_all(&buf[..n])) {
+                log_error = Some(e);
+                log = None;
+            }
+        }
+        let mut text = String::from_utf8_lossy(&kept).into_owned();
+        if let Some(e) = log_error {
+            text.push_str(&format!("\n(the cell's log could not be written: {e})\n"));
+        }
+        text
+    })
+}
+
 /// The child's side: reads the cell [`run_child`] wrote to `spec`, runs it in this process and
-/// writes its metrics to `result`.
+/// writes its metrics to `result`; the process ends as soon as its parent does.
 pub fn run_in_child(spec: &Path, result: &Path) -> Result<()> {
+    super::watchdog::end_with_parent();
     let text = std::fs::read_to_string(spec)
         .with_context(|| format!("{}: cannot read the cell", spec.display()))?;
     let cell: CellSpec = serde_json::from_str(&text)

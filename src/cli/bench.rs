@@ -14,6 +14,7 @@ use crate::cli::args::output::JsonArgs;
 use crate::cli::args::preprocess::PreprocessArgs;
 use crate::cli::args::shapes::ShapeArgs;
 use crate::cli::args::slurm::{without_scheduling_flags, SlurmArgs};
+use crate::cli::stdout::{self, failed, FirstFailure};
 use crate::cli::usage;
 use crate::data::preprocess::PreprocessRequest;
 use crate::report::bench_run::{cell_line, render};
@@ -208,16 +209,16 @@ fn run_slurm(args: &BenchArgs, plan: &Plan) -> Result<()> {
     };
     let bar = Bar::new("cells", args.format.json);
     let quiet = args.format.json;
+    let printed = FirstFailure::default();
     let on_record = |r: &CellRecord| {
         if !quiet {
-            bar.println(&cell_line(&r.label(), r));
+            printed.keep(bar.println(&cell_line(&r.label(), r)).map_err(failed));
         }
     };
-    match bench_slurm(plan, args.retry_failed, &request, &bar, &on_record)? {
-        SlurmOutcome::Script(script) => {
-            print!("{script}");
-            Ok(())
-        }
+    let outcome = bench_slurm(plan, args.retry_failed, &request, &bar, &on_record)?;
+    printed.check()?;
+    match outcome {
+        SlurmOutcome::Script(script) => stdout::print(&script),
         SlurmOutcome::Ran(report) => args.format.print(&report, || render(&report)),
     }
 }
@@ -228,7 +229,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
     if args.print_cells {
         let matrix = Matrix::expand(&plan, args.retry_failed)?;
         for cell in matrix.missing() {
-            println!("{}", cell_command(cell));
+            stdout::println(&cell_command(cell))?;
         }
         return Ok(());
     }
@@ -237,9 +238,10 @@ pub fn run(args: BenchArgs) -> Result<()> {
     }
     let bar = Bar::new("cells", args.format.json);
     let quiet = args.format.json;
+    let printed = FirstFailure::default();
     let on_record = |r: &CellRecord| {
         if !quiet {
-            bar.println(&cell_line(&r.label(), r));
+            printed.keep(bar.println(&cell_line(&r.label(), r)).map_err(failed));
         }
     };
     let report = bench(
@@ -249,6 +251,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         &bar,
         &on_record,
     )?;
+    printed.check()?;
     args.format.print(&report, || render(&report))?;
     // One cell run by a scheduler: its failure is the task's, so the scheduler's accounts show it.
     match (&args.cell, report.failures.first()) {

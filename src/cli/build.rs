@@ -5,6 +5,7 @@ use crate::cli::args::calibration::{AlgoArg, CalibrationArgs};
 use crate::cli::args::output::JsonArgs;
 use crate::cli::args::shapes::ShapeArgs;
 use crate::cli::quantize::keep_fp32_list;
+use crate::cli::stdout::FirstFailure;
 use crate::cli::workspace::{for_model, required};
 use crate::cli::{usage, UsageError};
 use crate::onnx::rewrite::fp16::Fp16Options;
@@ -248,9 +249,10 @@ pub fn run(args: BuildArgs) -> Result<()> {
     let bar = Arc::new(Bar::new("steps", args.format.json));
     let calibration = Bar::new("batches", args.format.json);
     let quiet = args.format.json;
-    let note = move |line: &str| {
+    let printed = FirstFailure::default();
+    let note = |line: &str| {
         if !quiet {
-            println!("{line}");
+            printed.keep(crate::cli::stdout::println(line));
         }
     };
     let report = build(
@@ -263,5 +265,6 @@ pub fn run(args: BuildArgs) -> Result<()> {
     );
     bar.finish();
     let report = report?;
+    printed.check()?;
     args.format.print(&report, || render(&report))
 }

@@ -15,10 +15,12 @@ pub mod inspect;
 pub mod quantize;
 pub mod report;
 pub mod run;
+pub mod stdout;
 pub mod validate;
 pub mod workspace;
 
 use clap::{Parser, Subcommand};
+use std::io::Write;
 use std::process::ExitCode;
 
 /// trtkit: ONNX to validated TensorRT engines, and proof of how fast and accurate they are.
@@ -122,7 +124,8 @@ pub fn exit_code(outcome: anyhow::Result<()>) -> ExitCode {
         Err(err) => {
             let err = hints::with_hint(err);
             let line = format!("{err:#}").replace('\n', " ");
-            eprintln!("error: {line}");
+            // Nothing more can be said where stderr itself cannot be written.
+            let _ = writeln!(std::io::stderr(), "error: {line}");
             if err.chain().any(|e| e.is::<UsageError>()) {
                 ExitCode::from(2)
             } else {

@@ -44,8 +44,7 @@ pub fn config(args: &ReportArgs) -> ReportConfig {
 pub fn run(args: ReportArgs) -> Result<()> {
     let report = report(&config(&args))?;
     if args.csv {
-        print!("{}", render_csv(&report));
-        return Ok(());
+        return crate::cli::stdout::print(&render_csv(&report));
     }
     let tables = BenchTables::new(&report.cells);
     let wrote = match (&args.output, args.format.quiet()) {

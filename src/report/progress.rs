@@ -3,6 +3,7 @@
 
 use crate::progress::Progress;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::io::Write;
 use std::sync::Mutex;
 
 /// A progress bar on stderr for one phase at a time.
@@ -30,12 +31,17 @@ impl Bar {
 }
 
 impl Bar {
-    /// Prints a line on stdout above the bar (the bar is redrawn below it).
-    pub fn println(&self, line: &str) {
+    /// Prints a line on stdout above the bar (the bar is redrawn below it); a failed write is
+    /// returned, not a panic.
+    pub fn println(&self, line: &str) -> std::io::Result<()> {
+        let write = || {
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "{line}").and_then(|()| out.flush())
+        };
         let guard = self.bar.lock().unwrap_or_else(|e| e.into_inner());
         match guard.as_ref() {
-            Some(bar) if !bar.is_hidden() => bar.suspend(|| println!("{line}")),
-            _ => println!("{line}"),
+            Some(bar) if !bar.is_hidden() => bar.suspend(write),
+            _ => write(),
         }
     }
 }

@@ -56,6 +56,5 @@ fn print_report<T: Serialize>(
     render: impl FnOnce() -> String,
 ) -> Result<()> {
     let text = if as_json { json(report)? } else { render() };
-    print!("{text}");
-    Ok(())
+    crate::cli::stdout::print(&text)
 }

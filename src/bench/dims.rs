@@ -1,0 +1,51 @@
+//! The plan's swept named axes (`--dim seq=64,128`): their sizes checked, and found in each
+//! model's inputs (an axis that is a model's batch axis is refused).
+
+use crate::onnx::shape::{check_named_axes, input_symbols, DimSweep, NamedAxisError};
+use crate::onnx::OnnxModel;
+use anyhow::{bail, Result};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// The named input axes of `model`, and the swept axes among them, each with its sizes; an
+/// axis that is the batch axis of the model is an error.
+pub fn dims_of_model(
+    model: &Path,
+    dims: &BTreeMap<String, Vec<i64>>,
+) -> Result<(Vec<String>, DimSweep)> {
+    let loaded = OnnxModel::load(model)?;
+    let symbols = input_symbols(&loaded);
+    let mut out = vec![];
+    for (symbol, sizes) in dims.iter().filter(|(s, _)| symbols.contains(s)) {
+        if let Err(e) = check_named_axes(&loaded, [symbol.as_str()]) {
+            if let Some(NamedAxisError::Batch { .. }) = e.downcast_ref() {
+                bail!(
+                    "{}: axis '{symbol}' is the batch axis; sweep it with --batch-sizes",
+                    model.display()
+                );
+            }
+            return Err(e.context(model.display().to_string()));
+        }
+        out.push((symbol.clone(), sizes.clone()));
+    }
+    Ok((symbols, out))
+}
+
+/// The plan's swept axes, checked: sizes at least 1, ascending, each once.
+pub fn checked_dims(
+    dims: Option<BTreeMap<String, Vec<i64>>>,
+) -> Result<BTreeMap<String, Vec<i64>>> {
+    let mut out = BTreeMap::new();
+    for (symbol, mut sizes) in dims.unwrap_or_default() {
+        if sizes.is_empty() {
+            bail!("dims: axis '{symbol}' has no sizes (e.g. {symbol} = [64, 128])");
+        }
+        if let Some(bad) = sizes.iter().find(|&&s| s < 1) {
+            bail!("dims: axis '{symbol}' has size {bad}; sizes are at least 1");
+        }
+        sizes.sort_unstable();
+        sizes.dedup();
+        out.insert(symbol, sizes);
+    }
+    Ok(out)
+}
