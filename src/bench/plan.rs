@@ -308,8 +308,11 @@ impl CellSettings {
         }
     }
 
-    /// The digest of the settings that change a cell's numbers, for its key.
-    pub fn digest(&self) -> String {
+    /// The digest of the settings that change the numbers of a cell on `target`, for its key.
+    /// The plan's batch range shapes only the engines TensorRT builds, so it is part of the key
+    /// of `trt` cells alone: adding a batch size beyond the range re-measures the engines (built
+    /// anew for the wider range) but not the cells of the other backends.
+    pub fn digest(&self, target: Target) -> String {
         let mut relevant = serde_json::json!({
             "dataset": self.dataset,
             "limit": self.limit,
@@ -321,9 +324,11 @@ impl CellSettings {
             "iterations": self.iterations,
             "duration_s": self.duration_s,
             "threads": self.threads,
-            "batch_range": self.batch_range,
             "preprocess": self.preprocess,
         });
+        if target == Target::Trt {
+            relevant["batch_range"] = serde_json::json!(self.batch_range);
+        }
         // Only when set, so plans without them keep the keys they had.
         if !self.input_shapes.is_empty() {
             relevant["input_shapes"] = serde_json::json!(self.input_shapes);
@@ -502,7 +507,6 @@ impl Plan {
     /// per model), in the order they run: model, precision, target, batch, swept sizes.
     pub fn cells(&self, hashes: &[String], gpu: &str) -> Vec<CellSpec> {
         let mut cells = vec![];
-        let settings = self.settings.digest();
         for ((model, hash), sweep) in self.models.iter().zip(hashes).zip(&self.model_dims) {
             let points = dim_points(sweep);
             for &precision in &self.precisions {
@@ -517,7 +521,7 @@ impl Plan {
                                 target,
                                 trtkit_version: env!("CARGO_PKG_VERSION").into(),
                                 gpu: gpu.into(),
-                                settings: settings.clone(),
+                                settings: self.settings.digest(target),
                             };
                             cells.push(CellSpec {
                                 id: key.id(),

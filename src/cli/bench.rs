@@ -323,8 +323,8 @@ mod tests {
             (Some(0), Some([0.5; 3]), Some([0.5; 3]))
         );
         assert_ne!(
-            from_file.settings.digest(),
-            flagged.settings.digest(),
+            from_file.settings.digest(Target::Trt),
+            flagged.settings.digest(Target::Trt),
             "another preprocessing is another cell"
         );
         let argv = ["bench", plan_file.to_str().unwrap(), "--std", "1,2"];
@@ -393,7 +393,10 @@ mod tests {
         let flagged = plan_with(&["--dim", "seq=16,32,512"]).unwrap();
         assert_eq!(labels(&flagged).len(), 4);
         assert_eq!(flagged.settings.dim_max["seq"], 512);
-        assert_ne!(from_file.settings.digest(), flagged.settings.digest());
+        assert_ne!(
+            from_file.settings.digest(Target::Trt),
+            flagged.settings.digest(Target::Trt)
+        );
         for (flag, needle) in [
             ("batch=1,2", "sweep it with --batch-sizes"),
             (
