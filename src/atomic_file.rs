@@ -12,20 +12,14 @@ use anyhow::{Context, Result};
 use std::collections::HashSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 
 /// How every temporary file's name starts.
 const TMP_PREFIX: &str = ".trtkit-tmp-";
 
-/// This host's name, where the system tells it.
+/// This host's name where it can stand in a temporary file's name (no `/` or `@`).
 fn host_name() -> Option<&'static str> {
-    static HOST: OnceLock<Option<String>> = OnceLock::new();
-    HOST.get_or_init(|| {
-        let name = std::fs::read_to_string("/proc/sys/kernel/hostname").ok()?;
-        let name = name.trim();
-        (!name.is_empty() && !name.contains(['/', '@'])).then(|| name.to_string())
-    })
-    .as_deref()
+    Some(crate::this_host::name()).filter(|n| !n.contains(['/', '@']) && *n != "unknown")
 }
 
 /// The start of this process's temporary file names: `.trtkit-tmp-PID@HOST-`.
@@ -62,8 +56,8 @@ fn sweep_orphans(dir: &Path) {
         return;
     }
     drop(swept);
-    // Without /proc no process can be seen alive: nothing is removed.
-    let (Some(host), true) = (host_name(), Path::new("/proc/self").exists()) else {
+    // Where no process can be seen alive, nothing is removed.
+    let (Some(host), Some(_)) = (host_name(), crate::this_host::process_alive(0)) else {
         return;
     };
     let Ok(entries) = std::fs::read_dir(dir) else {
@@ -74,7 +68,7 @@ fn sweep_orphans(dir: &Path) {
         let Some(pid) = name.to_str().and_then(|n| tmp_owner(n, host)) else {
             continue;
         };
-        if pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists() {
+        if crate::this_host::process_alive(pid) != Some(false) {
             continue;
         }
         match std::fs::remove_file(entry.path()) {

@@ -6,7 +6,7 @@
 //! `unsafe`), `jobs` (run, validate, compare, inspect: the jobs that open a model from a path),
 //! `metrics` (pure arithmetic), `bench`, `report` (rendering reports and progress), and `cli`
 //! (flags and configs). Leaves beside them: `progress`, `atomic_file`, `setting`, `units`,
-//! `host_memory`.
+//! `host_memory`, `this_host`.
 //! `tests/module_layers.rs` keeps the imports between modules, and between the files of each
 //! module, free of cycles.
 
@@ -28,6 +28,7 @@ pub mod quantize;
 pub mod report;
 pub mod setting;
 pub mod tensor;
+pub mod this_host;
 pub mod trt;
 pub mod units;
 pub mod workspace;

@@ -8,7 +8,7 @@
 //! names the holder, and its handle is read-only, so a cell's process can hold it as its stdout
 //! without anything it prints landing in the file.
 
-use super::supervise::host_name;
+use crate::this_host;
 use anyhow::{anyhow, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions, TryLockError};
@@ -80,7 +80,7 @@ impl FolderLock {
         }
         let holder = Holder {
             pid: std::process::id(),
-            host: host_name(),
+            host: this_host::name().into(),
             started_unix_s: now_unix_s(),
         };
         let mut words = serde_json::to_string(&holder)?;
@@ -112,11 +112,6 @@ impl Drop for FolderLock {
     }
 }
 
-/// Whether process `pid` lives on this machine.
-fn alive_here(pid: u32) -> bool {
-    Path::new("/proc").join(pid.to_string()).exists()
-}
-
 /// Who holds the lock at `path`, as its file says.
 fn holder(path: &Path) -> Option<Holder> {
     let text = std::fs::read_to_string(path).ok()?;
@@ -126,7 +121,9 @@ fn holder(path: &Path) -> Option<Holder> {
 /// Whether the run that holds the lock at `path` ran on this machine and is gone (its cells
 /// may still hold the lock for a moment).
 fn holder_gone(path: &Path) -> bool {
-    holder(path).is_some_and(|h| h.host == host_name() && !alive_here(h.pid))
+    holder(path).is_some_and(|h| {
+        h.host == this_host::name() && this_host::process_alive(h.pid) == Some(false)
+    })
 }
 
 /// The line that refuses a second run: who holds the lock at `path`.
@@ -134,7 +131,8 @@ fn refusal(path: &Path) -> String {
     let who = match holder(path) {
         Some(h) => {
             let ago = (now_unix_s() - h.started_unix_s).max(0.0);
-            let gone = h.host == host_name() && !alive_here(h.pid);
+            let gone =
+                h.host == this_host::name() && this_host::process_alive(h.pid) == Some(false);
             format!(
                 "trtkit bench pid {} on {}, started {ago:.0} s ago{}",
                 h.pid,
@@ -165,7 +163,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let first = FolderLock::take(dir.path()).unwrap();
         let err = FolderLock::take(dir.path()).unwrap_err().to_string();
-        let pid = format!("pid {} on {}", std::process::id(), host_name());
+        let pid = format!("pid {} on {}", std::process::id(), this_host::name());
         assert!(err.contains(&pid) && err.contains(LOCK_FILE), "{err}");
         assert!(!err.contains("is gone"), "{err}");
         // A handle lent to a cell keeps the lock after the run's own handle closes.
@@ -190,7 +188,7 @@ mod tests {
         let path = dir.path().join(LOCK_FILE);
         let words = Holder {
             pid,
-            host: host_name(),
+            host: this_host::name().into(),
             started_unix_s: now_unix_s(),
         };
         std::fs::write(&path, serde_json::to_string(&words).unwrap()).unwrap();

@@ -25,15 +25,6 @@ enum End {
     TimedOut,
 }
 
-/// The name of this machine, for the record.
-pub fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .ok()
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| "unknown".into())
-}
-
 /// How a run starts its cells' processes.
 pub struct Supervisor<'a> {
     /// trtkit's own executable.
@@ -122,7 +113,7 @@ pub fn run_child(supervisor: &Supervisor, spec: &CellSpec) -> Result<CellRecord>
         failure,
         started_unix_s,
         wall_s,
-        host: host_name(),
+        host: crate::this_host::name().into(),
         device: spec.gpu.clone(),
     })
 }
