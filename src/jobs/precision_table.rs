@@ -136,12 +136,14 @@ fn row_backend(kind: &RowKind, base: &BackendOptions) -> BackendOptions {
         return BackendOptions {
             kind: BackendKind::Ort,
             device: Device::Cuda,
+            kind_is_default: true,
             ..base.clone()
         };
     }
     if base.device == Device::Cpu && crate::backend::ort::available().is_ok() {
         return BackendOptions {
             kind: BackendKind::Ort,
+            kind_is_default: true,
             ..base.clone()
         };
     }

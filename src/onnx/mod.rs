@@ -8,6 +8,7 @@ pub mod encode;
 pub mod external;
 pub mod graph_builder;
 pub mod input_roles;
+pub mod ir_version;
 pub mod macs;
 pub mod model;
 pub mod rewrite;
