@@ -69,7 +69,9 @@ pub fn with_hint(err: anyhow::Error) -> anyhow::Error {
             ))
             .into();
         }
-        if let Some(Verdict::Below { threshold, .. }) = cause.downcast_ref::<Verdict>() {
+        if let Some(Verdict::Below { threshold, .. } | Verdict::NonFinite { threshold, .. }) =
+            cause.downcast_ref::<Verdict>()
+        {
             let from = format!("below {threshold}");
             return anyhow::anyhow!(
                 "{}",

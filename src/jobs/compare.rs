@@ -487,6 +487,24 @@ pub enum Verdict {
         /// `A` or `B`.
         side: &'static str,
     },
+    /// An output disagrees in NaN or ±Inf values, so its cosine is NaN: below any threshold.
+    #[error("output '{output}': cosine NaN ({mismatches} elements NaN or Inf on one side only, NaN A/B {nan_a}/{nan_b}, Inf A/B {inf_a}/{inf_b}) is below {threshold}")]
+    NonFinite {
+        /// The output.
+        output: String,
+        /// Elements where the two disagree and either is NaN or ±Inf.
+        mismatches: usize,
+        /// NaN count in A.
+        nan_a: usize,
+        /// NaN count in B.
+        nan_b: usize,
+        /// ±Inf count in A.
+        inf_a: usize,
+        /// ±Inf count in B.
+        inf_b: usize,
+        /// The threshold, percent.
+        threshold: f64,
+    },
     /// An output's equality or top-1 agreement is below the threshold asked for.
     #[error("output '{output}': {what} {pct:.2}% is below {threshold}")]
     Below {
@@ -502,7 +520,8 @@ pub enum Verdict {
 }
 
 /// What makes a comparison fail: all-NaN outputs, and (with `fail_below`) any output's
-/// equality % or top-1 agreement % below it.
+/// equality % or top-1 agreement % below it, or NaN or ±Inf values where the sides disagree
+/// (a NaN cosine passes no threshold).
 pub fn verdict(r: &CompareReport, fail_below: Option<f64>) -> Result<(), Verdict> {
     for o in &r.outputs {
         for (side, a) in [("A", true), ("B", false)] {
@@ -526,6 +545,18 @@ pub fn verdict(r: &CompareReport, fail_below: Option<f64>) -> Result<(), Verdict
                 threshold,
             })
         };
+        let c = &o.closeness;
+        if c.non_finite_mismatches > 0 {
+            return Err(Verdict::NonFinite {
+                output: o.name.clone(),
+                mismatches: c.non_finite_mismatches,
+                nan_a: c.nan_a,
+                nan_b: c.nan_b,
+                inf_a: c.inf_a,
+                inf_b: c.inf_b,
+                threshold,
+            });
+        }
         let topk = o.topk.as_ref().map(|k| k.top1_agreement_pct);
         if let Some(v) = below("equality", o.closeness.equal_pct)
             .or_else(|| topk.and_then(|pct| below("top-1 agreement", pct)))
