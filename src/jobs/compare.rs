@@ -7,6 +7,7 @@ use crate::backend::select::BackendOptions;
 use crate::backend::Backend;
 use crate::data::npz;
 use crate::data::synthetic::{apply_int_inputs, InputDistribution, RandomInputs};
+use crate::jobs::batch_memory::{check_host, specs_sample_bytes};
 use crate::jobs::open::{open_file, open_model, FileKind, Opened};
 use crate::metrics::closeness::Tolerance;
 use crate::metrics::compare::{compare_outputs, OutputComparison};
@@ -16,6 +17,7 @@ use crate::onnx::rewrite::pass::Pass;
 use crate::onnx::shape::{fixed_batch, model_inputs, InputShapes, ShapeRequest};
 use crate::onnx::OnnxModel;
 use crate::progress::Progress;
+use crate::setting::Setting;
 use crate::tensor::{HostTensor, IntInput, IoSpec};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
@@ -306,6 +308,8 @@ fn make_inputs(
             if *samples == 0 {
                 bail!("at least one random sample is needed");
             }
+            check_host(Setting::Samples, *samples, specs_sample_bytes(probe))
+                .with_context(|| path.display().to_string())?;
             let mut made = random
                 .generate(probe, *samples)
                 .with_context(|| format!("{}: cannot make inputs", path.display()))?;
