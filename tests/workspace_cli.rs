@@ -333,6 +333,8 @@ fn bad_values_in_the_file_name_the_file_and_the_key() {
     let out = trtkit_in(ws, &["validate", "--dataset", "val"]);
     assert_clean_error(&out, 1, &["10×10 crop", "[preprocess] crop", "trtkit.toml"]);
     assert!(!String::from_utf8_lossy(&out.stderr).contains("--crop"));
+    let out = trtkit_in(ws, &["compare", "--dataset", "val"]);
+    assert_clean_error(&out, 1, &["10×10 crop", "[preprocess] crop", "trtkit.toml"]);
     // The flag, given, is the user's own mistake and says so.
     let out = trtkit_in(ws, &["validate", "--dataset", "val", "--crop", "12"]);
     assert_clean_error(&out, 2, &["12×12 crop"]);
