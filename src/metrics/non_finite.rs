@@ -28,17 +28,42 @@ enum Written {
 
 /// Reads what [`serialize`] writes; `null` (an older report's NaN) reads as NaN.
 pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
-    match Written::deserialize(d)? {
+    read(Written::deserialize(d)?)
+}
+
+fn read<E: serde::de::Error>(written: Written) -> Result<f64, E> {
+    match written {
         Written::Number(v) => Ok(v),
         Written::Null(()) => Ok(f64::NAN),
         Written::Text(t) => match t.as_str() {
             "NaN" | "nan" => Ok(f64::NAN),
             "inf" | "Infinity" => Ok(f64::INFINITY),
             "-inf" | "-Infinity" => Ok(f64::NEG_INFINITY),
-            other => Err(serde::de::Error::custom(format!(
+            other => Err(E::custom(format!(
                 "expected a number, \"NaN\", \"inf\" or \"-inf\", got \"{other}\""
             ))),
         },
+    }
+}
+
+/// The same for an `Option<f64>` field: `None` is written as `null` and read back from it.
+pub mod option {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    /// Writes `Some(v)` as [`super::serialize`] does, `None` as `null`.
+    pub fn serialize<S: Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(v) => super::serialize(v, s),
+            None => s.serialize_none(),
+        }
+    }
+
+    /// Reads what [`serialize`] writes.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+        match Option::<super::Written>::deserialize(d)? {
+            None => Ok(None),
+            Some(w) => super::read(w).map(Some),
+        }
     }
 }
 
@@ -64,6 +89,15 @@ mod tests {
             assert_eq!(written, text);
             let back: M = serde_json::from_str(&written).unwrap();
             assert!(back.v == v || (v.is_nan() && back.v.is_nan()));
+        }
+        #[derive(Serialize, Deserialize)]
+        struct O {
+            #[serde(with = "super::option")]
+            v: Option<f64>,
+        }
+        for v in [None, Some(2.0), Some(f64::INFINITY)] {
+            let back: O = serde_json::from_str(&serde_json::to_string(&O { v }).unwrap()).unwrap();
+            assert_eq!(back.v, v);
         }
         let old: M = serde_json::from_str("{\"v\":null}").unwrap();
         assert!(old.v.is_nan());
