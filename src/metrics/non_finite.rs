@@ -46,6 +46,34 @@ fn read<E: serde::de::Error>(written: Written) -> Result<f64, E> {
     }
 }
 
+/// The same for a `[f64; 2]` field (an interval).
+pub mod pair {
+    use serde::ser::SerializeTuple;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    struct One(f64);
+
+    impl serde::Serialize for One {
+        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            super::serialize(&self.0, s)
+        }
+    }
+
+    /// Writes both ends as [`super::serialize`] does.
+    pub fn serialize<S: Serializer>(v: &[f64; 2], s: S) -> Result<S::Ok, S::Error> {
+        let mut t = s.serialize_tuple(2)?;
+        t.serialize_element(&One(v[0]))?;
+        t.serialize_element(&One(v[1]))?;
+        t.end()
+    }
+
+    /// Reads what [`serialize`] writes.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<[f64; 2], D::Error> {
+        let [a, b] = <[super::Written; 2]>::deserialize(d)?;
+        Ok([super::read(a)?, super::read(b)?])
+    }
+}
+
 /// The same for an `Option<f64>` field: `None` is written as `null` and read back from it.
 pub mod option {
     use serde::{Deserialize, Deserializer, Serializer};
