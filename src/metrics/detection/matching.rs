@@ -579,13 +579,9 @@ mod tests {
                     })
                     .collect();
                 image.extend((0..149).map(|k| {
-                    let (x, y) = (rng.uniform() * 600.0, rng.uniform() * 600.0);
+                    let (x, y, w) = (rng.uniform() * 600.0, rng.uniform() * 600.0, rng.uniform());
                     let score = 0.25 + (rng.uniform() * 15.0).floor() * 0.05;
-                    det(
-                        [x, y, x + 8.0 + rng.uniform() * 100.0, y + 30.0],
-                        score,
-                        1 + k % 79,
-                    )
+                    det([x, y, x + 8.0 + w * 100.0, y + 30.0], score, 1 + k % 79)
                 }));
                 image.push(image[3]);
                 image
@@ -594,8 +590,7 @@ mod tests {
         assert!(images.iter().all(|i| i.len() == 300));
         let r = agreement(&images, &images).unwrap();
         assert_eq!(r.matched_50_pct, Some(100.0));
-        assert_eq!(r.map50, Some(1.0));
-        assert_eq!(r.map50_95, Some(1.0));
+        assert_eq!((r.map50, r.map50_95), (Some(1.0), Some(1.0)));
         assert_eq!((r.only_a, r.only_b), (0, 0));
     }
 }
