@@ -48,6 +48,10 @@ pub fn with_hint(err: anyhow::Error) -> anyhow::Error {
     let line = format!("{err:#}");
     for cause in err.chain() {
         if let Some(e) = cause.downcast_ref::<TooLargeForMemory>() {
+            // One sample that does not fit is the model's size, not a flag to lower.
+            if e.samples == 1 {
+                return anyhow::anyhow!("{line}");
+            }
             return UsageError(format!("{line} (lower {})", setting_hint(e.setting))).into();
         }
         if let Some(fix) = cause.downcast_ref::<FixWith>() {

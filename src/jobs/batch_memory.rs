@@ -14,7 +14,7 @@ use std::collections::HashSet;
 
 /// A batch (or a set of samples) too large for the memory left.
 #[derive(Debug, thiserror::Error)]
-#[error("{samples} samples need at least {} of {place} memory for their inputs and outputs ({} a sample), and {} is available", bytes(*.needed), bytes(*.per_sample), bytes(*.available))]
+#[error("{} at least {} of {place} memory for inputs and outputs ({} a sample), and {} is available", counted(*.samples), bytes(*.needed), bytes(*.per_sample), bytes(*.available))]
 pub struct TooLargeForMemory {
     /// The setting that asked for them (the batch size, or the number of samples).
     pub setting: Setting,
@@ -28,6 +28,14 @@ pub struct TooLargeForMemory {
     pub available: u64,
     /// `host` or `GPU`.
     pub place: &'static str,
+}
+
+/// `N samples need`, or `one sample needs`.
+fn counted(samples: usize) -> String {
+    match samples {
+        1 => "one sample needs".into(),
+        n => format!("{n} samples need"),
+    }
 }
 
 /// Bytes of one sample of a tensor: its axes after the first (the batch), those of unknown
@@ -115,11 +123,13 @@ pub fn check(
     if needed <= available {
         return Ok(());
     }
+    // Where one sample alone does not fit, no smaller batch would: say so.
+    let samples = if per_sample > available { 1 } else { samples };
     Err(TooLargeForMemory {
         setting,
         samples,
         per_sample,
-        needed,
+        needed: per_sample.saturating_mul(samples as u64),
         available,
         place,
     })
@@ -153,8 +163,11 @@ mod tests {
         assert!(check(Setting::BatchSize, 10, 100, 1000, "host").is_ok());
         let e = check(Setting::BatchSize, 11, 100, 1000, "host").unwrap_err();
         assert_eq!((e.needed, e.available), (1100, 1000));
-        let huge = check(Setting::BatchSize, usize::MAX, u64::MAX, 1 << 30, "GPU").unwrap_err();
+        let huge = check(Setting::BatchSize, usize::MAX, 1 << 20, 1 << 30, "GPU").unwrap_err();
         assert_eq!(huge.needed, u64::MAX);
         assert!(huge.to_string().contains("GPU memory"), "{huge}");
+        let one = check(Setting::BatchSize, 8, 1 << 31, 1 << 30, "host").unwrap_err();
+        assert_eq!((one.samples, one.needed), (1, 1 << 31));
+        assert!(one.to_string().starts_with("one sample needs"), "{one}");
     }
 }

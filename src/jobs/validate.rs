@@ -9,6 +9,7 @@ use crate::cuda::device::Gpu;
 use crate::data::dataset::{Dataset, DatasetOptions};
 use crate::data::loader::{Failure, Loader, LoaderStats};
 use crate::data::preprocess::{Layout, Preprocess, PreprocessRequest};
+use crate::jobs::batch_memory::TooLargeForMemory;
 use crate::jobs::open::open_backend;
 pub use crate::jobs::validate_feed::TimeSplit;
 use crate::jobs::validate_feed::{
@@ -284,7 +285,11 @@ fn open_planned(config: &ValidateConfig, batch: usize) -> Result<(Box<dyn Backen
         batch: Some(batch),
         ..config.backend.clone()
     };
-    let backend = open_backend(&config.model, &options)?;
+    let backend =
+        open_backend(&config.model, &options).map_err(|e| match e.is::<TooLargeForMemory>() {
+            true => e.context(config.model.display().to_string()),
+            false => e,
+        })?;
     match plan_input(backend.as_ref(), &config.model, batch) {
         Err(e) if e.is::<UnfixedAxis>() => {
             let fixed = image_sized(backend.inputs(), config.preprocess.crop, &config.model)?;
