@@ -285,11 +285,14 @@ fn open_planned(config: &ValidateConfig, batch: usize) -> Result<(Box<dyn Backen
         batch: Some(batch),
         ..config.backend.clone()
     };
-    let backend =
-        open_backend(&config.model, &options).map_err(|e| match e.is::<TooLargeForMemory>() {
-            true => e.context(config.model.display().to_string()),
-            false => e,
-        })?;
+    let named = |e: anyhow::Error| {
+        if e.is::<TooLargeForMemory>() {
+            e.context(config.model.display().to_string())
+        } else {
+            e
+        }
+    };
+    let backend = open_backend(&config.model, &options).map_err(named)?;
     match plan_input(backend.as_ref(), &config.model, batch) {
         Err(e) if e.is::<UnfixedAxis>() => {
             let fixed = image_sized(backend.inputs(), config.preprocess.crop, &config.model)?;
