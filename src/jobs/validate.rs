@@ -9,7 +9,7 @@ use crate::cuda::device::Gpu;
 use crate::data::dataset::{Dataset, DatasetOptions};
 use crate::data::loader::{Failure, Loader, LoaderStats};
 use crate::data::preprocess::{Layout, Preprocess, PreprocessRequest};
-use crate::jobs::batch_memory::TooLargeForMemory;
+use crate::jobs::batch_memory::{check_gpu, TooLargeForMemory};
 use crate::jobs::open::open_backend;
 pub use crate::jobs::validate_feed::TimeSplit;
 use crate::jobs::validate_feed::{
@@ -26,7 +26,7 @@ use crate::metrics::segmentation::SegmentAccuracy;
 use crate::onnx::shape::{DimSpec, InputShape, ShapeRequest};
 use crate::progress::Progress;
 use crate::tensor::{Dim, ElemType, HostTensor, IoSpec, TensorData, UnfixedAxis};
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use half::slice::HalfFloatSliceExt;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -434,6 +434,14 @@ fn run_batches(
 ) -> Result<(Measured, String)> {
     if feeds_gpu(backend) {
         let gpu = Gpu::open(config.backend.device_id.unwrap_or(0))?;
+        // Two streams, each with its batch on the device.
+        check_gpu(
+            &gpu,
+            (backend.inputs(), backend.outputs()),
+            feeding.batch,
+            2,
+        )
+        .with_context(|| config.model.display().to_string())?;
         match prepare_feed(&gpu, backend, input, feeding.batch) {
             Ok(feed) => {
                 let measured = run_gpu(&gpu, feed, backend, input, feeding, scorer)?;
