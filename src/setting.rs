@@ -13,6 +13,8 @@ pub enum Setting {
     Threads,
     /// Samples per inference.
     BatchSize,
+    /// How many samples a comparison draws.
+    Samples,
     /// Input shape overrides.
     InputShape,
     /// Labels of a flat dataset folder.

@@ -136,6 +136,42 @@ fn saved_outputs_compare_with_a_model_and_gate_on_fail_below() {
     assert_clean_error(&out, 1, &["'logits'", "below --fail-below 100"]);
 }
 
+/// Saved outputs with one overflowed value (an Inf where the model gives a finite logit): the
+/// cosine is NaN, not 1, and --fail-below fails the run however low its threshold.
+#[test]
+fn an_inf_in_saved_outputs_makes_the_cosine_nan_and_fails_fail_below() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = save(dir.path(), "c.onnx", classifier(None));
+    let m = m.to_str().unwrap();
+    let saved = dir.path().join("out.npz");
+    let s = saved.to_str().unwrap();
+    let run = ["compare", m, m, "--num-inputs", "6", "--seed", "3"];
+    assert!(trtkit(&[&run[..], &["--save-outputs", s]].concat())
+        .status
+        .success());
+    let mut arrays = npz::load(&saved).unwrap();
+    let TensorData::F32(values) = &mut arrays[0].data else {
+        panic!("float32 logits expected");
+    };
+    values[7] = f32::INFINITY;
+    npz::save(&saved, &arrays).unwrap();
+    let with_inf = ["compare", m, s, "--num-inputs", "6", "--seed", "3"];
+    let v = json(&trtkit(&[&with_inf[..], &["--json"]].concat()));
+    let c = &v["outputs"][0]["closeness"];
+    assert_eq!(c["cosine"], "NaN");
+    assert_eq!(c["max_abs_err"], "inf");
+    assert_eq!(c["inf_b"], 1);
+    let table = trtkit(&with_inf);
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(text.contains("NaN") && !text.contains("1.000000"), "{text}");
+    let out = trtkit(&[&with_inf[..], &["--fail-below", "50"]].concat());
+    assert_clean_error(
+        &out,
+        1,
+        &["'logits'", "cosine NaN", "below --fail-below 50"],
+    );
+}
+
 #[test]
 fn ort_and_tract_agree_on_the_classifier() {
     let dir = tempfile::tempdir().unwrap();

@@ -136,6 +136,7 @@ const CLI_MAY_NAME: &[&str] = &[
     "crate::jobs::precision_table",
     "crate::jobs::run",
     "crate::jobs::validate",
+    "crate::jobs::batch_memory::TooLargeForMemory",
     "crate::quantize::job",
     "crate::quantize::request",
     "crate::quantize::evaluate::EvalConfig",

@@ -279,3 +279,26 @@ fn the_default_cpu_backend_is_onnx_runtime_and_tract_where_it_cannot_load() {
         "{stderr}"
     );
 }
+
+/// A batch far past the machine's memory is refused before anything is allocated for it: one
+/// line naming the flag and the bytes, exit 2, instead of an aborted allocation.
+#[test]
+fn a_batch_too_large_for_memory_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = save(dir.path(), "c.onnx", test_models::classifier(None));
+    let m = model.to_str().unwrap();
+    let out = trtkit(&["run", m, "--batch-size", "1000000000", "--iterations", "1"]);
+    // (3·16·16 + 10) float32 values a sample: 3,112 bytes, 2.8 TiB for the batch.
+    assert_clean_error(
+        &out,
+        2,
+        &[
+            "c.onnx",
+            "--batch-size",
+            "2.8 TiB of host memory",
+            "3.0 KiB a sample",
+        ],
+    );
+    let out = trtkit(&["compare", m, m, "--num-samples", "1000000000"]);
+    assert_clean_error(&out, 2, &["c.onnx", "--num-samples", "host memory"]);
+}

@@ -489,3 +489,70 @@ fn the_report_splits_the_wall_time() {
     assert_eq!(r["data_path"], "host tensors");
     assert!(r["steady_images_per_s"].as_f64().unwrap() > 0.0);
 }
+
+/// A model whose input height and width are not fixed takes the crop's size; without a crop the
+/// error names the setting validate has (--crop, or the file's crop), not flags it lacks.
+#[test]
+fn a_dynamic_height_and_width_take_the_crop() {
+    let d = tempfile::tempdir().unwrap();
+    let mut proto = colour_model();
+    let input = &mut proto.graph.as_mut().unwrap().input[0];
+    let dims = [
+        Dim::Symbol("batch".into()),
+        Dim::Fixed(3),
+        Dim::Symbol("h".into()),
+        Dim::Symbol("w".into()),
+    ];
+    trtkit::onnx::tensor_info::set_dims(input, &dims);
+    let model = save(d.path(), "dynamic_hw.onnx", proto);
+    let data = d.path().join("val");
+    let map = make_dataset(&data);
+    let (m, ds) = (model.to_str().unwrap(), data.to_str().unwrap());
+    let run = ["validate", m, "--dataset", ds, "--class-map", &map, "-q"];
+    let out = trtkit(&run);
+    assert_clean_error(
+        &out,
+        1,
+        &["dynamic_hw.onnx", "no fixed height and width", "--crop N"],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !stderr.contains("--dim") && !stderr.contains("--input-shape"),
+        "{stderr}"
+    );
+    let r = json_of(&trtkit(&[&run[..], &["--crop", "32", "--json"]].concat()));
+    assert_eq!(r["images"], 17);
+    assert_eq!(r["counts"]["top1_hits"], 14);
+    assert_eq!(r["preprocess"]["crop"], serde_json::json!([32, 32]));
+}
+
+/// A model whose one image does not fit in memory (a declared 3×1,000,000×1,000,000 input) is
+/// refused before anything is allocated, saying the bytes one sample needs.
+#[test]
+fn a_model_whose_one_sample_does_not_fit_is_refused_before_allocating() {
+    let d = tempfile::tempdir().unwrap();
+    let mut proto = colour_model();
+    let input = &mut proto.graph.as_mut().unwrap().input[0];
+    let side = Dim::Fixed(1_000_000);
+    let dims = [
+        Dim::Symbol("batch".into()),
+        Dim::Fixed(3),
+        side.clone(),
+        side,
+    ];
+    trtkit::onnx::tensor_info::set_dims(input, &dims);
+    let model = save(d.path(), "huge.onnx", proto);
+    let data = d.path().join("val");
+    tiny_reds(&data, 2);
+    let out = trtkit(&[
+        "validate",
+        model.to_str().unwrap(),
+        "--dataset",
+        data.to_str().unwrap(),
+    ]);
+    assert_clean_error(
+        &out,
+        1,
+        &["huge.onnx", "one sample needs at least 10.9 TiB"],
+    );
+}

@@ -300,3 +300,43 @@ fn no_workspace_and_two_models_are_said_in_one_line() {
     let out = trtkit_in(d, &["compare"]);
     assert_clean_error(&out, 2, &["a.onnx, b.onnx", "trtkit.toml"]);
 }
+
+/// A hand-written workspace for the 16×16 test classifier, with `toml` as its `trtkit.toml`
+/// and a one-class dataset in `val/`.
+fn workspace_with(dir: &Path, toml: &str) {
+    std::fs::create_dir_all(dir.join("onnx")).unwrap();
+    save(&dir.join("onnx"), "clf.onnx", test_models::classifier(None));
+    write_jpeg(&dir.join("val/a/0.jpg"), 32, 32, [200, 40, 40], 0);
+    std::fs::write(
+        dir.join("trtkit.toml"),
+        format!("model = \"onnx/clf.onnx\"\n{toml}"),
+    )
+    .unwrap();
+}
+
+/// A bad value in trtkit.toml is said as the file's, naming the file and the key, not as a
+/// flag the user never typed.
+#[test]
+fn bad_values_in_the_file_name_the_file_and_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    workspace_with(ws, "input_shape = [\"-1\", \"3\", \"abc\", \"16\"]\n");
+    let out = trtkit_in(ws, &["build"]);
+    assert_clean_error(
+        &out,
+        1,
+        &["trtkit.toml", "input_shape", "'abc' is not a dimension"],
+    );
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("--input-shape"));
+
+    workspace_with(ws, "[preprocess]\ncrop = 10\n");
+    let out = trtkit_in(ws, &["validate", "--dataset", "val"]);
+    assert_clean_error(&out, 1, &["10×10 crop", "[preprocess] crop", "trtkit.toml"]);
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("--crop"));
+    let out = trtkit_in(ws, &["compare", "--dataset", "val"]);
+    assert_clean_error(&out, 1, &["10×10 crop", "[preprocess] crop", "trtkit.toml"]);
+    // The flag, given, is the user's own mistake and says so.
+    let out = trtkit_in(ws, &["validate", "--dataset", "val", "--crop", "12"]);
+    assert_clean_error(&out, 2, &["12×12 crop"]);
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("trtkit.toml"));
+}

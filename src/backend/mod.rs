@@ -6,6 +6,7 @@ pub mod batch_runner;
 pub mod mac_count;
 pub mod ort;
 pub mod ort_cuda;
+pub mod ort_ir;
 pub mod ort_libs;
 pub mod ort_placement;
 pub mod select;

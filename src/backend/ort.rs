@@ -3,6 +3,7 @@
 //! ONNX Runtime gets it, the I/O specs and the runs on host tensors. The library is loaded at
 //! run time, never downloaded at build time (`ort_libs` finds it).
 
+use super::ort_ir::lower_for_ort;
 use super::ort_libs::{locate_library, OrtLibrary, HOW_TO_GET};
 use super::{Backend, OutputVisitor, RunOutput};
 use crate::onnx::rewrite::pass::Pass;
@@ -76,10 +77,11 @@ pub(crate) fn session_builder(options: &OrtOptions) -> Result<SessionBuilder> {
     }
 }
 
-/// `model` as ONNX Runtime gets it: the shape overrides and the fixed batch applied, external
-/// data inlined.
+/// `model` as ONNX Runtime gets it: the IR version it reads (see [`lower_for_ort`]), the shape
+/// overrides and the fixed batch applied, external data inlined.
 pub(crate) fn prepared_model(model: &OnnxModel, options: &OrtOptions) -> Result<OnnxModel> {
     let mut model = model.clone();
+    lower_for_ort(&mut model)?;
     if !options.input_shapes.is_empty() {
         model = InputShapes(options.input_shapes.clone()).run(model)?.0;
     }

@@ -80,6 +80,9 @@ pub struct BackendOptions {
     pub tensorrt_dir: Option<std::path::PathBuf>,
     /// ONNX Runtime's CUDA provider: run convolutions in NHWC (`prefer_nhwc`).
     pub nhwc: bool,
+    /// The kind was trtkit's default, not the user's choice: tract stands in for ONNX Runtime
+    /// on a model ONNX Runtime cannot read (see [`super::ort_ir::refusal`]).
+    pub kind_is_default: bool,
 }
 
 /// Opens `model` on the backend `options` names.
@@ -104,7 +107,7 @@ fn open_visiting(
     options: &BackendOptions,
     visit_only_from: Option<usize>,
 ) -> Result<Box<dyn Backend>> {
-    Ok(match options.kind {
+    Ok(match kind_for(model, options) {
         BackendKind::Tract => Box::new(TractBackend::load(
             model,
             &TractOptions {
@@ -134,4 +137,22 @@ fn open_visiting(
             }
         }
     })
+}
+
+/// The backend that opens `model`: the one `options` names, except that tract stands in, with a
+/// warning, for a default ONNX Runtime that cannot read the model.
+fn kind_for(model: &OnnxModel, options: &BackendOptions) -> BackendKind {
+    if options.kind != BackendKind::Ort || !options.kind_is_default {
+        return options.kind;
+    }
+    match super::ort_ir::refusal(model) {
+        Some(why) => {
+            tracing::warn!(
+                "{}: tract runs the model: ONNX Runtime cannot ({why})",
+                model.path.display()
+            );
+            BackendKind::Tract
+        }
+        None => BackendKind::Ort,
+    }
 }

@@ -219,7 +219,8 @@ pub struct CellCloseness {
     pub equal_pct: f64,
     /// Samples whose top-1 class agrees, % (`[batch, classes]` outputs).
     pub top1_agreement_pct: Option<f64>,
-    /// Largest absolute difference.
+    /// Largest absolute difference (NaN or +Inf where an output disagrees in non-finite values).
+    #[serde(with = "crate::metrics::non_finite")]
     pub max_abs_err: f64,
     /// Detection: the FP32 boxes matched at IoU 0.5, %; segmentation: pixels of the same
     /// class, %.

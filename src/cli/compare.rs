@@ -6,7 +6,7 @@ use crate::cli::args::backend::{BackendArgs, EngineArgs, SideABackendArgs, SideB
 use crate::cli::args::output::OutputArgs;
 use crate::cli::args::shapes::ShapeArgs;
 use crate::cli::args::task::TaskArgs;
-use crate::cli::workspace::required;
+use crate::cli::workspace::{blame_preprocess_file, required};
 use crate::cli::UsageError;
 use crate::data::dataset::DatasetOptions;
 use crate::data::synthetic::{InputDistribution, RandomInputs};
@@ -238,7 +238,8 @@ pub fn run(args: CompareArgs) -> Result<()> {
                 },
             },
             &bar,
-        )?;
+        )
+        .map_err(|e| blame_preprocess_file(e, Some(&ws), &Default::default()))?;
         return args
             .output
             .print(&report, |markdown| render_compare(&report, markdown));

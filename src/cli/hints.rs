@@ -2,6 +2,7 @@
 //! wrong in its own terms, the command line says which flag fixes it.
 
 use crate::cli::UsageError;
+use crate::jobs::batch_memory::TooLargeForMemory;
 use crate::jobs::compare::{NotComparable, UndeclaredShape, Verdict};
 use crate::jobs::run::{GpuSetting, NeedsGpuBackend};
 use crate::jobs::validate::BadPreprocess;
@@ -27,6 +28,7 @@ pub fn setting_hint(setting: Setting) -> &'static str {
         Setting::DeviceId => "--device-id",
         Setting::Threads => "--threads 1, or --batch-size at the model's batch",
         Setting::BatchSize => "--batch-size",
+        Setting::Samples => "--num-samples",
         Setting::InputShape => "set it with --input-shape, or --dim NAME=SIZE for a named axis",
         Setting::Labels => "--labels FILE",
         Setting::ClassMap => "--class-map FILE",
@@ -45,6 +47,13 @@ pub fn setting_hint(setting: Setting) -> &'static str {
 pub fn with_hint(err: anyhow::Error) -> anyhow::Error {
     let line = format!("{err:#}");
     for cause in err.chain() {
+        if let Some(e) = cause.downcast_ref::<TooLargeForMemory>() {
+            // One sample that does not fit is the model's size, not a flag to lower.
+            if e.samples == 1 {
+                return anyhow::anyhow!("{line}");
+            }
+            return UsageError(format!("{line} (lower {})", setting_hint(e.setting))).into();
+        }
         if let Some(fix) = cause.downcast_ref::<FixWith>() {
             return anyhow::anyhow!("{line} ({})", setting_hint(fix.setting));
         }
@@ -69,7 +78,9 @@ pub fn with_hint(err: anyhow::Error) -> anyhow::Error {
             ))
             .into();
         }
-        if let Some(Verdict::Below { threshold, .. }) = cause.downcast_ref::<Verdict>() {
+        if let Some(Verdict::Below { threshold, .. } | Verdict::NonFinite { threshold, .. }) =
+            cause.downcast_ref::<Verdict>()
+        {
             let from = format!("below {threshold}");
             return anyhow::anyhow!(
                 "{}",

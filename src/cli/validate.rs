@@ -7,7 +7,7 @@ use crate::cli::args::preprocess::PreprocessArgs;
 use crate::cli::args::samples::positive_samples;
 use crate::cli::args::task::DetectArgs;
 use crate::cli::args::timing::warmup_batches;
-use crate::cli::workspace::for_model;
+use crate::cli::workspace::{blame_preprocess_file, for_model};
 use crate::cli::UsageError;
 use crate::data::dataset::{Annotations, DatasetOptions};
 use crate::jobs::precision_table::{validate_all, ValidateAllConfig};
@@ -130,7 +130,12 @@ pub fn config(args: &ValidateArgs, ws: Option<&Workspace>) -> Result<ValidateCon
 /// Runs `validate`: one model, or (no MODEL, in a workspace) every precision of its model.
 pub fn run(args: ValidateArgs) -> Result<()> {
     let ws = for_model(args.model.as_deref())?;
-    let config = config(&args, ws.as_ref())?;
+    let given = args.preprocess.request()?;
+    run_in(&args, ws.as_ref()).map_err(|e| blame_preprocess_file(e, ws.as_ref(), &given))
+}
+
+fn run_in(args: &ValidateArgs, ws: Option<&Workspace>) -> Result<()> {
+    let config = config(args, ws)?;
     let bar = Bar::new("images", args.output.quiet());
     if let (None, Some(ws)) = (&args.model, &ws) {
         let report = validate_all(

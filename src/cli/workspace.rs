@@ -3,6 +3,8 @@
 //! to a model named on the command line only when that model lies inside it.
 
 use crate::cli::UsageError;
+use crate::data::preprocess::PreprocessRequest;
+use crate::jobs::validate::BadPreprocess;
 use crate::workspace::{self, NoWorkspace, Workspace};
 use anyhow::Result;
 use std::path::Path;
@@ -26,4 +28,25 @@ pub fn for_model(model: Option<&Path>) -> Result<Option<Workspace>> {
         None => required().map(Some),
         Some(m) => Ok(workspace::current()?.filter(|ws| ws.contains(m))),
     }
+}
+
+/// `err` naming the `trtkit.toml` and its `[preprocess]` keys when the preprocessing it rejects
+/// took values from the file (`given` holds the flags'), instead of reading as a flag mistake.
+pub fn blame_preprocess_file(
+    err: anyhow::Error,
+    ws: Option<&Workspace>,
+    given: &PreprocessRequest,
+) -> anyhow::Error {
+    let (Some(ws), Some(file)) = (ws, ws.and_then(|w| w.file.as_ref())) else {
+        return err;
+    };
+    let keys = ws.preprocess_keys_from_file(given);
+    if keys.is_empty() || !err.chain().any(|c| c.is::<BadPreprocess>()) {
+        return err;
+    }
+    anyhow::anyhow!(
+        "{err:#} (set by [preprocess] {} in {})",
+        keys.join(", "),
+        file.display()
+    )
 }

@@ -7,6 +7,7 @@ use crate::backend::select::BackendOptions;
 use crate::backend::Backend;
 use crate::data::npz;
 use crate::data::synthetic::{apply_int_inputs, InputDistribution, RandomInputs};
+use crate::jobs::batch_memory::{check_host, specs_sample_bytes};
 use crate::jobs::open::{open_file, open_model, FileKind, Opened};
 use crate::metrics::closeness::Tolerance;
 use crate::metrics::compare::{compare_outputs, OutputComparison};
@@ -16,6 +17,7 @@ use crate::onnx::rewrite::pass::Pass;
 use crate::onnx::shape::{fixed_batch, model_inputs, InputShapes, ShapeRequest};
 use crate::onnx::OnnxModel;
 use crate::progress::Progress;
+use crate::setting::Setting;
 use crate::tensor::{HostTensor, IntInput, IoSpec};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
@@ -306,6 +308,8 @@ fn make_inputs(
             if *samples == 0 {
                 bail!("at least one random sample is needed");
             }
+            check_host(Setting::Samples, *samples, specs_sample_bytes(probe))
+                .with_context(|| path.display().to_string())?;
             let mut made = random
                 .generate(probe, *samples)
                 .with_context(|| format!("{}: cannot make inputs", path.display()))?;
@@ -487,6 +491,24 @@ pub enum Verdict {
         /// `A` or `B`.
         side: &'static str,
     },
+    /// An output disagrees in NaN or ±Inf values, so its cosine is NaN: below any threshold.
+    #[error("output '{output}': cosine NaN ({mismatches} elements NaN or Inf on one side only, NaN A/B {nan_a}/{nan_b}, Inf A/B {inf_a}/{inf_b}) is below {threshold}")]
+    NonFinite {
+        /// The output.
+        output: String,
+        /// Elements where the two disagree and either is NaN or ±Inf.
+        mismatches: usize,
+        /// NaN count in A.
+        nan_a: usize,
+        /// NaN count in B.
+        nan_b: usize,
+        /// ±Inf count in A.
+        inf_a: usize,
+        /// ±Inf count in B.
+        inf_b: usize,
+        /// The threshold, percent.
+        threshold: f64,
+    },
     /// An output's equality or top-1 agreement is below the threshold asked for.
     #[error("output '{output}': {what} {pct:.2}% is below {threshold}")]
     Below {
@@ -502,7 +524,8 @@ pub enum Verdict {
 }
 
 /// What makes a comparison fail: all-NaN outputs, and (with `fail_below`) any output's
-/// equality % or top-1 agreement % below it.
+/// equality % or top-1 agreement % below it, or NaN or ±Inf values where the sides disagree
+/// (a NaN cosine passes no threshold).
 pub fn verdict(r: &CompareReport, fail_below: Option<f64>) -> Result<(), Verdict> {
     for o in &r.outputs {
         for (side, a) in [("A", true), ("B", false)] {
@@ -526,6 +549,18 @@ pub fn verdict(r: &CompareReport, fail_below: Option<f64>) -> Result<(), Verdict
                 threshold,
             })
         };
+        let c = &o.closeness;
+        if c.non_finite_mismatches > 0 {
+            return Err(Verdict::NonFinite {
+                output: o.name.clone(),
+                mismatches: c.non_finite_mismatches,
+                nan_a: c.nan_a,
+                nan_b: c.nan_b,
+                inf_a: c.inf_a,
+                inf_b: c.inf_b,
+                threshold,
+            });
+        }
         let topk = o.topk.as_ref().map(|k| k.top1_agreement_pct);
         if let Some(v) = below("equality", o.closeness.equal_pct)
             .or_else(|| topk.and_then(|pct| below("top-1 agreement", pct)))

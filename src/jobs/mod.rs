@@ -6,6 +6,7 @@
 //! in one of those. Each job takes a plain config and returns a report that serializes both
 //! ways; none of it knows about flags or terminals.
 
+pub mod batch_memory;
 pub mod compare;
 pub mod doctor_check;
 pub mod inspect;

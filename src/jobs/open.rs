@@ -5,7 +5,9 @@
 use crate::backend::select::{open, BackendOptions};
 use crate::backend::Backend;
 use crate::data::npz;
+use crate::jobs::batch_memory::{check_host, model_sample_bytes, specs_sample_bytes};
 use crate::onnx::OnnxModel;
+use crate::setting::Setting;
 use crate::tensor::HostTensor;
 use crate::trt::backend::{TrtBackend, TrtOptions};
 use crate::trt::engine_file::{file_flavour, is_engine_name};
@@ -71,12 +73,23 @@ pub fn open_file(path: &Path, options: &BackendOptions) -> Result<Opened> {
 }
 
 /// Opens the backend that runs the model at `path`, choosing by file kind. Anything but an
-/// engine is read as ONNX (so a model saved without the extension still opens).
+/// engine is read as ONNX (so a model saved without the extension still opens). A fixed batch
+/// (`options.batch`) is first checked against the host memory left ([`check_host`]): for a
+/// model before it is prepared, for an engine once its I/O is known.
 pub fn open_backend(path: &Path, options: &BackendOptions) -> Result<Box<dyn Backend>> {
     if FileKind::from_path(path) == Some(FileKind::Engine) {
-        return open_engine(path, options);
+        let engine = open_engine(path, options)?;
+        if let Some(batch) = options.batch {
+            let per_sample = specs_sample_bytes(engine.inputs().iter().chain(engine.outputs()));
+            check_host(Setting::BatchSize, batch, per_sample)?;
+        }
+        return Ok(engine);
     }
-    open_model(&OnnxModel::load(path)?, options)
+    let model = OnnxModel::load(path)?;
+    if let Some(batch) = options.batch {
+        check_host(Setting::BatchSize, batch, model_sample_bytes(&model))?;
+    }
+    open_model(&model, options)
 }
 
 /// Opens the TensorRT engine at `path` on the GPU the options name.

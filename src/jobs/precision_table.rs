@@ -136,12 +136,14 @@ fn row_backend(kind: &RowKind, base: &BackendOptions) -> BackendOptions {
         return BackendOptions {
             kind: BackendKind::Ort,
             device: Device::Cuda,
+            kind_is_default: true,
             ..base.clone()
         };
     }
     if base.device == Device::Cpu && crate::backend::ort::available().is_ok() {
         return BackendOptions {
             kind: BackendKind::Ort,
+            kind_is_default: true,
             ..base.clone()
         };
     }
@@ -391,9 +393,11 @@ pub struct CompareRow {
     pub equal_pct: Option<f64>,
     /// Samples whose every element is close, %.
     pub all_close_samples_pct: Option<f64>,
-    /// Largest |A − B|.
+    /// Largest |A − B| (NaN or +Inf where the two disagree in non-finite values).
+    #[serde(default, with = "crate::metrics::non_finite::option")]
     pub max_abs_err: Option<f64>,
-    /// Mean |A − B|.
+    /// Mean |A − B| (NaN or +Inf as `max_abs_err`).
+    #[serde(default, with = "crate::metrics::non_finite::option")]
     pub mean_abs_err: Option<f64>,
     /// Top-1 agreement with the reference, % (`[batch, classes]` outputs).
     pub top1_agreement_pct: Option<f64>,

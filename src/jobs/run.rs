@@ -11,6 +11,7 @@ use crate::backend::{Backend, Device};
 use crate::cuda::device::Gpu;
 use crate::cuda::harness::{self, Amount, HarnessOptions, MemoryReport};
 use crate::data::synthetic::{apply_int_inputs, timing_inputs, TIMING_SEED};
+use crate::jobs::batch_memory::check_gpu;
 use crate::jobs::open::{open_backend, FileKind};
 use crate::metrics::latency::{throughput, IterationSpans, SpanStats};
 use crate::onnx::input_roles::int_input_roles;
@@ -177,7 +178,8 @@ pub fn measure_latency(config: &RunConfig, progress: &dyn Progress) -> Result<Ru
                         .clone(),
                 };
                 progress.start(&format!("{name} {at}"), None);
-                let r = harness::run(&g, enqueue, &inputs, &outputs, batch, options)
+                let r = check_gpu(&g, (&inputs, &outputs), batch, options.streams)
+                    .and_then(|()| harness::run(&g, enqueue, &inputs, &outputs, batch, options))
                     .with_context(|| format!("{shown}: {name}"));
                 progress.finish();
                 let r = r?;

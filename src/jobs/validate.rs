@@ -9,6 +9,7 @@ use crate::cuda::device::Gpu;
 use crate::data::dataset::{Dataset, DatasetOptions};
 use crate::data::loader::{Failure, Loader, LoaderStats};
 use crate::data::preprocess::{Layout, Preprocess, PreprocessRequest};
+use crate::jobs::batch_memory::{check_gpu, TooLargeForMemory};
 use crate::jobs::open::open_backend;
 pub use crate::jobs::validate_feed::TimeSplit;
 use crate::jobs::validate_feed::{
@@ -22,9 +23,10 @@ use crate::metrics::accuracy::TopKAccuracy;
 use crate::metrics::detection::outputs::DetectOptions;
 use crate::metrics::latency::BatchLatency;
 use crate::metrics::segmentation::SegmentAccuracy;
+use crate::onnx::shape::{DimSpec, InputShape, ShapeRequest};
 use crate::progress::Progress;
-use crate::tensor::{Dim, ElemType, HostTensor, IoSpec, TensorData};
-use anyhow::{bail, Result};
+use crate::tensor::{Dim, ElemType, HostTensor, IoSpec, TensorData, UnfixedAxis};
+use anyhow::{bail, Context, Result};
 use half::slice::HalfFloatSliceExt;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -276,15 +278,72 @@ pub fn dataset_tensor(config: &ValidateConfig) -> Result<HostTensor> {
     input_tensor(&plan, data, count)
 }
 
-/// The model's backend opened at `batch`, and what it expects of its image input.
+/// The model's backend opened at `batch`, and what it expects of its image input. An input
+/// whose height and width are not fixed takes the size of the images fed: the crop.
 fn open_planned(config: &ValidateConfig, batch: usize) -> Result<(Box<dyn Backend>, InputPlan)> {
     let options = BackendOptions {
         batch: Some(batch),
         ..config.backend.clone()
     };
-    let backend = open_backend(&config.model, &options)?;
-    let plan = plan_input(backend.as_ref(), &config.model, batch)?;
-    Ok((backend, plan))
+    let named = |e: anyhow::Error| {
+        if e.is::<TooLargeForMemory>() {
+            e.context(config.model.display().to_string())
+        } else {
+            e
+        }
+    };
+    let backend = open_backend(&config.model, &options).map_err(named)?;
+    match plan_input(backend.as_ref(), &config.model, batch) {
+        Err(e) if e.is::<UnfixedAxis>() => {
+            let fixed = image_sized(backend.inputs(), config.preprocess.crop, &config.model)?;
+            drop(backend);
+            let options = BackendOptions {
+                input_shapes: ShapeRequest::shapes(vec![fixed]),
+                ..options
+            };
+            let backend = open_backend(&config.model, &options)?;
+            let plan = plan_input(backend.as_ref(), &config.model, batch)?;
+            Ok((backend, plan))
+        }
+        planned => Ok((backend, planned?)),
+    }
+}
+
+/// The shape that fixes the height and width of a one-image-input model to a `crop`×`crop`
+/// image; without a crop, an error saying how to give one (the setting `validate` has).
+fn image_sized(inputs: &[IoSpec], crop: Option<usize>, model: &Path) -> Result<InputShape> {
+    let [input] = inputs else {
+        bail!(
+            "{}: validate needs a model with one image input; this one has {}",
+            model.display(),
+            inputs.len()
+        );
+    };
+    let three = |axis: usize| input.dims.get(axis) == Some(&Dim::Fixed(3));
+    let channels_first = match (input.dims.len(), three(1), three(3)) {
+        (4, true, _) => true,
+        (4, false, true) => false,
+        _ => bail!(
+            "{}: input '{}' has dims {:?}; validate needs N×3×H×W or N×H×W×3",
+            model.display(),
+            input.name,
+            input.dims
+        ),
+    };
+    let Some(size) = crop else {
+        bail!(
+            "{}: input '{}' has no fixed height and width; validate feeds images of the size --crop N gives (crop = N under [preprocess] in trtkit.toml)",
+            model.display(),
+            input.name
+        );
+    };
+    let side = DimSpec::Fixed(size as i64);
+    let dims = if channels_first {
+        vec![DimSpec::Dynamic, DimSpec::Fixed(3), side, side]
+    } else {
+        vec![DimSpec::Dynamic, side, side, DimSpec::Fixed(3)]
+    };
+    Ok(InputShape { name: None, dims })
 }
 
 /// The configured preprocessing resolved against the model's input (a wrong setting is the
@@ -375,6 +434,14 @@ fn run_batches(
 ) -> Result<(Measured, String)> {
     if feeds_gpu(backend) {
         let gpu = Gpu::open(config.backend.device_id.unwrap_or(0))?;
+        // Two streams, each with its batch on the device.
+        check_gpu(
+            &gpu,
+            (backend.inputs(), backend.outputs()),
+            feeding.batch,
+            2,
+        )
+        .with_context(|| config.model.display().to_string())?;
         match prepare_feed(&gpu, backend, input, feeding.batch) {
             Ok(feed) => {
                 let measured = run_gpu(&gpu, feed, backend, input, feeding, scorer)?;

@@ -27,6 +27,10 @@ pub struct SampleSums {
     pub abs_err: f64,
     /// Finite differences counted in `abs_err`.
     pub finite: usize,
+    /// Values where either side is NaN and the two differ.
+    pub nan_mismatches: usize,
+    /// Values where either side is ±Inf (neither NaN) and the two differ.
+    pub inf_mismatches: usize,
     /// Whether the top-1 classes agree (`None` when the output is not `[samples, classes]`).
     pub top1_agrees: Option<bool>,
 }
@@ -45,14 +49,18 @@ pub fn sample_sums(
         .map(|(a, b)| {
             let mut s = SampleSums::default();
             for (&x, &y) in a.iter().zip(b) {
-                s.dot += x * y;
-                s.out_sq += x * x;
-                s.ref_sq += y * y;
-                let d = (x - y).abs();
-                if d.is_finite() {
-                    s.abs_err += d;
+                if x.is_finite() && y.is_finite() {
+                    s.dot += x * y;
+                    s.out_sq += x * x;
+                    s.ref_sq += y * y;
+                    s.abs_err += (x - y).abs();
                     s.finite += 1;
+                } else if x.is_nan() || y.is_nan() {
+                    s.nan_mismatches += 1;
+                } else if x != y {
+                    s.inf_mismatches += 1;
                 }
+                // The same infinity on both sides agrees and is left out.
             }
             s.top1_agrees = classes
                 .filter(|&k| k > 1 && a.len() == k)
@@ -62,10 +70,14 @@ pub fn sample_sums(
         .collect()
 }
 
-/// The cosine of the outputs of the samples `picked` (indices into `sums`), flattened.
+/// The cosine of the outputs of the samples `picked` (indices into `sums`), flattened; NaN
+/// when a picked sample has NaN or ±Inf where the two differ.
 fn cosine_of(sums: &[SampleSums], picked: impl Iterator<Item = usize>) -> f64 {
     let (mut dot, mut aa, mut bb) = (0.0, 0.0, 0.0);
     for i in picked {
+        if sums[i].nan_mismatches + sums[i].inf_mismatches > 0 {
+            return f64::NAN;
+        }
         dot += sums[i].dot;
         aa += sums[i].out_sq;
         bb += sums[i].ref_sq;
@@ -93,17 +105,20 @@ fn agreement_of(sums: &[SampleSums], picked: impl Iterator<Item = usize>) -> Opt
 /// The scores of a set of samples, each with its 95% interval.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct IntervalScores {
-    /// Cosine similarity of the flattened outputs.
+    /// Cosine similarity of the flattened outputs; NaN where they differ in NaN or ±Inf values.
+    #[serde(with = "super::non_finite")]
     pub cosine: f64,
-    /// Its percentile bootstrap 95% interval.
-    #[serde(default)]
+    /// Its percentile bootstrap 95% interval (NaN to NaN with the cosine).
+    #[serde(default, with = "super::non_finite::pair")]
     pub cosine_interval: [f64; 2],
     /// Samples whose top-1 class agrees, %.
     pub top1_agreement_pct: Option<f64>,
     /// Its Wilson score 95% interval.
     #[serde(default)]
     pub top1_agreement_interval: Option<[f64; 2]>,
-    /// Mean absolute difference.
+    /// Mean absolute difference over values finite on both sides; NaN where the outputs differ
+    /// in NaN values, else +Inf where they differ in infinite ones.
+    #[serde(with = "super::non_finite")]
     pub mae: f64,
     /// Samples scored.
     #[serde(default)]
@@ -151,14 +166,18 @@ pub fn interval_scores(sums: &[SampleSums], seed: u64) -> IntervalScores {
             let agree = sums.iter().filter(|s| s.top1_agrees == Some(true)).count();
             wilson_interval(agree, n)
         }),
-        mae: if finite == 0 {
+        mae: if sums.iter().any(|s| s.nan_mismatches > 0) {
+            f64::NAN
+        } else if sums.iter().any(|s| s.inf_mismatches > 0) {
+            f64::INFINITY
+        } else if finite == 0 {
             0.0
         } else {
             abs_err / finite as f64
         },
         samples: n,
     };
-    if n < 2 {
+    if n < 2 || cosine.is_nan() {
         return scores;
     }
     let mut rng = StdRng::seed_from_u64(seed);
@@ -241,5 +260,28 @@ mod tests {
             "{lo} {hi}"
         );
         assert_eq!(wilson_interval(0, 4)[0], 0.0);
+    }
+
+    #[test]
+    fn non_finite_differences_are_not_left_out() {
+        let (mut out, reference) = outputs(8, 0);
+        out[5] = f64::INFINITY;
+        let s = interval_scores(&sample_sums(&out, &reference, 8, Some(4)), 1);
+        assert!(s.cosine.is_nan() && s.cosine_interval[0].is_nan(), "{s:?}");
+        assert_eq!(s.mae, f64::INFINITY);
+        let back: IntervalScores =
+            serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+        assert!(back.cosine.is_nan() && back.mae == f64::INFINITY);
+        out[6] = f64::NAN;
+        assert!(
+            interval_scores(&sample_sums(&out, &reference, 8, Some(4)), 1)
+                .mae
+                .is_nan()
+        );
+        // The same infinity on both sides agrees.
+        let mut both = reference.clone();
+        both[5] = f64::NEG_INFINITY;
+        let s = interval_scores(&sample_sums(&both, &both, 8, Some(4)), 1);
+        assert!((s.cosine - 1.0).abs() < 1e-12 && s.mae == 0.0, "{s:?}");
     }
 }

@@ -47,14 +47,25 @@ pub struct Closeness {
     pub samples: usize,
     /// Samples whose elements are all close, in percent.
     pub all_close_samples_pct: f64,
-    /// Largest `|a − b|` over elements finite on both sides.
+    /// Largest `|a − b|` over elements finite on both sides; NaN or +Inf when
+    /// [`Closeness::non_finite_mismatches`] is not 0.
+    #[serde(with = "super::non_finite")]
     pub max_abs_err: f64,
-    /// Largest `|a − b| / |b|` over finite elements with `b ≠ 0`.
+    /// Largest `|a − b| / |b|` over finite elements with `b ≠ 0`; NaN or +Inf as `max_abs_err`.
+    #[serde(with = "super::non_finite")]
     pub max_rel_err: f64,
-    /// Mean `|a − b|` over elements finite on both sides.
+    /// Mean `|a − b|` over elements finite on both sides; NaN or +Inf as `max_abs_err`.
+    #[serde(with = "super::non_finite")]
     pub mean_abs_err: f64,
-    /// Cosine similarity of the two flattened tensors (finite elements; 1 when both are zero).
+    /// Cosine similarity of the two flattened tensors (1 when both are zero), over the elements
+    /// finite on both sides; NaN when [`Closeness::non_finite_mismatches`] is not 0, so an
+    /// overflow never reads as agreement.
+    #[serde(with = "super::non_finite")]
     pub cosine: f64,
+    /// Elements where A or B is NaN or ±Inf and `isclose` does not hold (the same infinity on
+    /// both sides, or NaN on both with `equal_nan`, agrees and is left out of the errors).
+    #[serde(default)]
+    pub non_finite_mismatches: usize,
     /// NaN count in A.
     pub nan_a: usize,
     /// NaN count in B.
@@ -80,6 +91,10 @@ struct Acc {
     nan_b: usize,
     inf_a: usize,
     inf_b: usize,
+    /// Disagreeing pairs where either side is NaN.
+    nan_mismatch: usize,
+    /// Disagreeing pairs where either side is ±Inf and neither is NaN.
+    inf_mismatch: usize,
 }
 
 impl Acc {
@@ -90,7 +105,13 @@ impl Acc {
             s.nan_b += y.is_nan() as usize;
             s.inf_a += x.is_infinite() as usize;
             s.inf_b += y.is_infinite() as usize;
-            s.close += isclose(x, y, tol) as usize;
+            let close = isclose(x, y, tol);
+            s.close += close as usize;
+            if !close && (x.is_nan() || y.is_nan()) {
+                s.nan_mismatch += 1;
+            } else if !close && (x.is_infinite() || y.is_infinite()) {
+                s.inf_mismatch += 1;
+            }
             if x.is_finite() && y.is_finite() {
                 let d = (x - y).abs();
                 s.finite += 1;
@@ -122,6 +143,8 @@ impl Acc {
         self.nan_b += o.nan_b;
         self.inf_a += o.inf_a;
         self.inf_b += o.inf_b;
+        self.nan_mismatch += o.nan_mismatch;
+        self.inf_mismatch += o.inf_mismatch;
         self
     }
 }
@@ -149,8 +172,19 @@ pub fn closeness(a: &[f64], b: &[f64], samples: usize, tol: &Tolerance) -> Close
         .zip(b.par_chunks(row))
         .map(|(x, y)| Acc::sample(x, y, tol))
         .reduce(Acc::default, Acc::merge);
+    // What a disagreeing non-finite pair makes of an error: NaN where either side is NaN,
+    // else +Inf (|Inf − x|).
+    let spoiled = if acc.nan_mismatch > 0 {
+        Some(f64::NAN)
+    } else if acc.inf_mismatch > 0 {
+        Some(f64::INFINITY)
+    } else {
+        None
+    };
     let norm = (acc.aa * acc.bb).sqrt();
-    let cosine = if norm > 0.0 {
+    let cosine = if spoiled.is_some() {
+        f64::NAN
+    } else if norm > 0.0 {
         acc.dot / norm
     } else if acc.aa == acc.bb {
         1.0
@@ -162,14 +196,15 @@ pub fn closeness(a: &[f64], b: &[f64], samples: usize, tol: &Tolerance) -> Close
         equal_pct: pct(acc.close, a.len()),
         samples,
         all_close_samples_pct: pct(acc.all_close_samples, samples),
-        max_abs_err: acc.max_abs,
-        max_rel_err: acc.max_rel,
-        mean_abs_err: if acc.finite == 0 {
+        max_abs_err: spoiled.unwrap_or(acc.max_abs),
+        max_rel_err: spoiled.unwrap_or(acc.max_rel),
+        mean_abs_err: spoiled.unwrap_or(if acc.finite == 0 {
             0.0
         } else {
             acc.sum_abs / acc.finite as f64
-        },
+        }),
         cosine,
+        non_finite_mismatches: acc.nan_mismatch + acc.inf_mismatch,
         nan_a: acc.nan_a,
         nan_b: acc.nan_b,
         inf_a: acc.inf_a,
@@ -212,19 +247,38 @@ mod tests {
     #[test]
     fn summarizes_errors_per_tensor_and_sample() {
         let b = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
-        let a = [1.0, 2.0, 3.0, 4.0, 5.5, f64::NAN];
+        let a = [1.0, 2.0, 3.0, 4.0, 5.5, 6.0];
         let c = closeness(&a, &b, 2, &Tolerance::default());
         assert_eq!(c.elements, 6);
-        assert!((c.equal_pct - 400.0 / 6.0).abs() < 1e-9);
+        assert!((c.equal_pct - 500.0 / 6.0).abs() < 1e-9);
         assert_eq!(c.all_close_samples_pct, 50.0);
         assert_eq!(c.max_abs_err, 0.5);
         assert!((c.max_rel_err - 0.1).abs() < 1e-12);
-        assert!((c.mean_abs_err - 0.1).abs() < 1e-12);
-        assert_eq!((c.nan_a, c.nan_b, c.inf_a, c.inf_b), (1, 0, 0, 0));
+        assert!((c.mean_abs_err - 0.5 / 6.0).abs() < 1e-12);
+        assert_eq!((c.nan_a, c.nan_b, c.inf_a, c.inf_b), (0, 0, 0, 0));
         let same = closeness(&b, &b, 3, &Tolerance::default());
         assert_eq!(same.equal_pct, 100.0);
         assert!((same.cosine - 1.0).abs() < 1e-12);
         let neg: Vec<f64> = b.iter().map(|x| -x).collect();
         assert!((closeness(&neg, &b, 1, &Tolerance::default()).cosine + 1.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn non_finite_disagreements_make_every_error_and_the_cosine_non_finite() {
+        let b = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
+        let t = Tolerance::default();
+        let inf = closeness(&[1.0, 2.0, 3.0, 4.0, 5.0, f64::INFINITY], &b, 2, &t);
+        assert!(inf.cosine.is_nan(), "{}", inf.cosine);
+        assert_eq!(inf.max_abs_err, f64::INFINITY);
+        assert_eq!(inf.mean_abs_err, f64::INFINITY);
+        assert_eq!((inf.inf_a, inf.non_finite_mismatches), (1, 1));
+        let nan = closeness(&b, &[1.0, 2.0, f64::NAN, 4.0, 5.0, 6.0], 2, &t);
+        assert!(nan.cosine.is_nan() && nan.max_abs_err.is_nan() && nan.max_rel_err.is_nan());
+        assert_eq!(nan.non_finite_mismatches, 1);
+        // The same infinity on both sides agrees: the finite elements decide.
+        let both = [1.0, 2.0, 3.0, 4.0, 5.0, f64::NEG_INFINITY];
+        let same = closeness(&both, &both, 2, &t);
+        assert!((same.cosine - 1.0).abs() < 1e-12);
+        assert_eq!((same.max_abs_err, same.non_finite_mismatches), (0.0, 0));
     }
 }

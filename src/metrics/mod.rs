@@ -7,6 +7,7 @@ pub mod closeness;
 pub mod compare;
 pub mod detection;
 pub mod latency;
+pub mod non_finite;
 pub mod segmentation;
 pub mod task;
 pub mod topk;

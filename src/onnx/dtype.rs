@@ -24,7 +24,15 @@ pub fn dtype_name(code: i32) -> String {
         Ok(DataType::Bfloat16) => "bfloat16".into(),
         Ok(DataType::Undefined) => "undefined".into(),
         Ok(other) => other.as_str_name().to_ascii_lowercase(),
-        Err(_) => format!("dtype#{code}"),
+        // Added after the ONNX version trtkit's decoder was generated from (IR 12 to 14).
+        Err(_) => match code {
+            24 => "float8e8m0".into(),
+            25 => "uint2".into(),
+            26 => "int2".into(),
+            27 => "float6e2m3".into(),
+            28 => "float6e3m2".into(),
+            _ => format!("dtype#{code}"),
+        },
     }
 }
 
@@ -72,6 +80,7 @@ mod tests {
         assert_eq!(dtype_name(DataType::Float as i32), "float32");
         assert_eq!(dtype_name(DataType::Int64 as i32), "int64");
         assert_eq!(dtype_name(999), "dtype#999");
+        assert_eq!(dtype_name(27), "float6e2m3");
         assert_eq!(elem_type(DataType::Float as i32), Some(ElemType::F32));
         assert_eq!(elem_type(DataType::String as i32), None);
         assert_eq!(packed_bytes(DataType::Float as i32, 10), Some(40));

@@ -10,6 +10,7 @@ pub mod graph_builder;
 pub mod graph_check;
 pub mod initializer_data;
 pub mod input_roles;
+pub mod ir_version;
 pub mod macs;
 pub mod model;
 pub mod rewrite;

@@ -62,12 +62,16 @@ pub struct SensitivityReport {
     pub wall_s: f64,
 }
 
-/// The alone-damage order: lowest cosine alone first, then the largest recovery.
+/// The alone-damage order: lowest cosine alone first (a NaN one, from NaN or ±Inf outputs,
+/// lowest of all), then the largest recovery.
 pub fn rank(nodes: &mut [NodeSensitivity]) {
+    let alone = |n: &NodeSensitivity| match n.alone.cosine {
+        c if c.is_nan() => f64::NEG_INFINITY,
+        c => c,
+    };
     nodes.sort_by(|a, b| {
-        a.alone
-            .cosine
-            .total_cmp(&b.alone.cosine)
+        alone(a)
+            .total_cmp(&alone(b))
             .then(b.recovery.total_cmp(&a.recovery))
     });
 }
@@ -129,4 +133,33 @@ pub fn sensitivity(
         nodes: out,
         wall_s: start.elapsed().as_secs_f64(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(node: usize, alone_cosine: f64) -> NodeSensitivity {
+        NodeSensitivity {
+            node,
+            name: format!("#{node}"),
+            op: "Conv".into(),
+            macs: 0,
+            macs_pct: 0.0,
+            alone: Score {
+                cosine: alone_cosine,
+                ..Default::default()
+            },
+            left_float: Score::default(),
+            recovery: 0.0,
+        }
+    }
+
+    #[test]
+    fn a_nan_cosine_alone_ranks_as_the_most_damaging() {
+        let mut nodes = vec![node(0, 0.99), node(1, f64::NAN), node(2, 0.5)];
+        rank(&mut nodes);
+        let order: Vec<usize> = nodes.iter().map(|n| n.node).collect();
+        assert_eq!(order, [1, 2, 0]);
+    }
 }

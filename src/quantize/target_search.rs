@@ -43,9 +43,11 @@ impl Goal {
         }
     }
 
-    /// The score's value on the goal's measure.
+    /// The score's value on the goal's measure; a NaN cosine (outputs that differ in NaN or
+    /// ±Inf values) is the worst there is.
     fn value(&self, score: &Score) -> f64 {
         match self {
+            Goal::Cosine(_) if score.cosine.is_nan() => f64::NEG_INFINITY,
             Goal::Cosine(_) => score.cosine,
             Goal::Agreement(_) => score.top1_agreement_pct.unwrap_or(0.0),
         }

@@ -66,9 +66,9 @@ pub fn render(r: &CompareReport, markdown: bool) -> String {
             shape.join("×"),
             format!("{:.2}", c.equal_pct),
             format!("{:.2}", c.all_close_samples_pct),
-            num(c.max_abs_err),
-            num(c.max_rel_err),
-            num(c.mean_abs_err),
+            error(c.max_abs_err),
+            error(c.max_rel_err),
+            error(c.mean_abs_err),
             format!("{:.6}", c.cosine),
             format!("{}/{}", c.nan_a, c.nan_b),
             format!("{}/{}", c.inf_a, c.inf_b),
@@ -102,4 +102,14 @@ pub fn render(r: &CompareReport, markdown: bool) -> String {
         out += &format!("\nnote: {note}\n");
     }
     out
+}
+
+/// An error metric as the table shows it: NaN and Inf spelled out (a dash would read as "not
+/// measured" where the outputs disagree in non-finite values).
+fn error(v: f64) -> String {
+    if v.is_finite() {
+        num(v)
+    } else {
+        format!("{v}")
+    }
 }

@@ -8,7 +8,8 @@ pub mod init;
 
 use crate::data::dataset::Annotations;
 use crate::data::preprocess::PreprocessRequest;
-use anyhow::{Context, Result};
+use crate::onnx::shape::parse_shape_tokens;
+use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -122,6 +123,30 @@ impl Workspace {
         Some(map_calib_path(c, |p| self.resolve(p)))
     }
 
+    /// The `[preprocess]` keys whose values come from the file under `given` (set there and
+    /// not by a flag), so an error in the preprocessing can name them.
+    pub fn preprocess_keys_from_file(&self, given: &PreprocessRequest) -> Vec<&'static str> {
+        let (f, g) = (&self.settings.preprocess, given);
+        [
+            ("resize", f.resize.is_some() && g.resize.is_none()),
+            ("crop", f.crop.is_some() && g.crop.is_none()),
+            (
+                "interpolation",
+                f.interpolation.is_some() && g.interpolation.is_none(),
+            ),
+            ("mean", f.mean.is_some() && g.mean.is_none()),
+            ("std", f.std.is_some() && g.std.is_none()),
+            ("layout", f.layout.is_some() && g.layout.is_none()),
+            (
+                "channel_order",
+                f.channel_order.is_some() && g.channel_order.is_none(),
+            ),
+        ]
+        .into_iter()
+        .filter_map(|(key, from_file)| from_file.then_some(key))
+        .collect()
+    }
+
     /// `given` laid over the workspace's preprocessing: each flag given wins, each unset one
     /// takes the file's value.
     pub fn preprocess_under(&self, given: &PreprocessRequest) -> PreprocessRequest {
@@ -159,17 +184,26 @@ impl Workspace {
     }
 }
 
-/// Reads a workspace's `trtkit.toml`; a syntax error or an unknown key names the file.
+/// Reads a workspace's `trtkit.toml`; a syntax error, an unknown key or a value that is not one
+/// (an `input_shape` that is not a shape) names the file and the key.
 pub fn read_settings(file: &Path) -> Result<Settings> {
     let text = std::fs::read_to_string(file)
         .with_context(|| format!("{}: cannot read", file.display()))?;
-    toml::from_str(&text).map_err(|e| {
+    let settings: Settings = toml::from_str(&text).map_err(|e| {
         anyhow::anyhow!(
             "{}: {}",
             file.display(),
             e.to_string().trim().replace('\n', " ")
         )
-    })
+    })?;
+    if let Err(e) = parse_shape_tokens(&settings.input_shape) {
+        bail!(
+            "{}: input_shape {:?}: {e:#}",
+            file.display(),
+            settings.input_shape
+        );
+    }
+    Ok(settings)
 }
 
 /// The `.onnx` files directly in `dir`, sorted.

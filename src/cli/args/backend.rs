@@ -53,6 +53,7 @@ impl BackendArgs {
             device_id: None,
             tensorrt_dir: None,
             nhwc: self.nhwc,
+            kind_is_default: self.backend.is_none(),
         }
     }
 }

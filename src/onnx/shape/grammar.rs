@@ -22,6 +22,12 @@ fn parse_dims(text: &str) -> Result<Vec<DimSpec>> {
 
 /// Parses the values given to `--input-shape` (all occurrences, in order).
 pub fn parse_input_shapes(tokens: &[String]) -> Result<Vec<InputShape>> {
+    parse_shape_tokens(tokens).with_context(|| format!("--input-shape {}", tokens.join(" ")))
+}
+
+/// [`parse_input_shapes`] with errors that name no flag, for shapes written elsewhere (a
+/// workspace's `input_shape`).
+pub fn parse_shape_tokens(tokens: &[String]) -> Result<Vec<InputShape>> {
     let parse = || -> Result<Vec<InputShape>> {
         if tokens.is_empty() {
             return Ok(vec![]);
@@ -50,7 +56,7 @@ pub fn parse_input_shapes(tokens: &[String]) -> Result<Vec<InputShape>> {
         };
         Ok(vec![InputShape { name: None, dims }])
     };
-    parse().with_context(|| format!("--input-shape {}", tokens.join(" ")))
+    parse()
 }
 
 fn parse_size(token: &str) -> Result<i64> {

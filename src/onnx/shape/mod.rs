@@ -19,7 +19,7 @@ mod queries;
 mod request;
 
 pub use fix_batch::{Batch, FixBatch};
-pub use grammar::{parse_dim_ranges, parse_input_shapes, parse_named_shapes};
+pub use grammar::{parse_dim_ranges, parse_input_shapes, parse_named_shapes, parse_shape_tokens};
 pub use input_shapes::InputShapes;
 pub use queries::{
     check_named_axes, fixed_batch, input_symbols, model_inputs, model_outputs, NamedAxisError,
