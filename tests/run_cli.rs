@@ -301,4 +301,8 @@ fn a_batch_too_large_for_memory_is_a_usage_error() {
     );
     let out = trtkit(&["compare", m, m, "--num-samples", "1000000000"]);
     assert_clean_error(&out, 2, &["c.onnx", "--num-samples", "host memory"]);
+    // A batch the input shape fixes pads the samples up to it.
+    let fixed = "1000000000x3x16x16";
+    let out = trtkit(&["compare", m, m, "--input-shape", fixed]);
+    assert_clean_error(&out, 2, &["c.onnx", "--input-shape", "host memory"]);
 }

@@ -399,7 +399,15 @@ pub fn compare(
                     // Inputs first: their count decides the batch of a dynamic model.
                     let probe = specs[i].as_deref().expect("read for every model above");
                     let (made, note) = make_inputs(config, probe, path, &graph_roles)?;
-                    batch = Some(batch_for_inputs(batch, samples_of(&made)?, any_fixed));
+                    let decided = batch_for_inputs(batch, samples_of(&made)?, any_fixed);
+                    // A fixed batch pads the samples up to it: check it fits before it is made.
+                    let setting = match (any_fixed, config.batch_size) {
+                        (true, None) => Setting::InputShape,
+                        _ => Setting::BatchSize,
+                    };
+                    check_host(setting, decided, specs_sample_bytes(probe))
+                        .with_context(|| path.display().to_string())?;
+                    batch = Some(decided);
                     input_note = note;
                     tensors.inputs = Some(made);
                 }
