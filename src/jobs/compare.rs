@@ -351,6 +351,26 @@ fn batch_for_inputs(asked: Option<usize>, samples: usize, any_fixed: bool) -> us
     }
 }
 
+/// The batch of the run over `made` ([`batch_for_inputs`]), checked against the host memory
+/// left: a fixed batch pads the samples up to it, so it must fit before anything is made.
+fn checked_batch(
+    config: &CompareConfig,
+    asked: Option<usize>,
+    made: &[HostTensor],
+    any_fixed: bool,
+    probe: &[IoSpec],
+    path: &Path,
+) -> Result<usize> {
+    let batch = batch_for_inputs(asked, samples_of(made)?, any_fixed);
+    let setting = match (any_fixed, config.batch_size) {
+        (true, None) => Setting::InputShape,
+        _ => Setting::BatchSize,
+    };
+    check_host(setting, batch, specs_sample_bytes(probe))
+        .with_context(|| path.display().to_string())?;
+    Ok(batch)
+}
+
 /// Runs the comparison: the report, and the tensors for whoever wants to save them.
 /// `progress` gets one phase per side that runs a model, advancing by samples.
 pub fn compare(
@@ -399,15 +419,7 @@ pub fn compare(
                     // Inputs first: their count decides the batch of a dynamic model.
                     let probe = specs[i].as_deref().expect("read for every model above");
                     let (made, note) = make_inputs(config, probe, path, &graph_roles)?;
-                    let decided = batch_for_inputs(batch, samples_of(&made)?, any_fixed);
-                    // A fixed batch pads the samples up to it: check it fits before it is made.
-                    let setting = match (any_fixed, config.batch_size) {
-                        (true, None) => Setting::InputShape,
-                        _ => Setting::BatchSize,
-                    };
-                    check_host(setting, decided, specs_sample_bytes(probe))
-                        .with_context(|| path.display().to_string())?;
-                    batch = Some(decided);
+                    batch = Some(checked_batch(config, batch, &made, any_fixed, probe, path)?);
                     input_note = note;
                     tensors.inputs = Some(made);
                 }
