@@ -299,6 +299,18 @@ fn a_batch_too_large_for_memory_is_a_usage_error() {
             "3.0 KiB a sample",
         ],
     );
+    // A list is checked whole before its first batch is measured (for a minute, were it run).
+    let started = std::time::Instant::now();
+    let list = ["run", m, "--batch-size", "1,1000000000", "--duration", "60"];
+    assert_clean_error(
+        &trtkit(&list),
+        2,
+        &["c.onnx", "--batch-size", "batch 1000000000"],
+    );
+    assert!(
+        started.elapsed().as_secs() < 30,
+        "batch 1 was measured first"
+    );
     let out = trtkit(&["compare", m, m, "--num-samples", "1000000000"]);
     assert_clean_error(&out, 2, &["c.onnx", "--num-samples", "host memory"]);
     // A batch the input shape fixes pads the samples up to it.

@@ -11,7 +11,7 @@ use crate::backend::{Backend, Device};
 use crate::cuda::device::Gpu;
 use crate::cuda::harness::{self, Amount, HarnessOptions, MemoryReport};
 use crate::data::synthetic::{apply_int_inputs, timing_inputs, TIMING_SEED};
-use crate::jobs::batch_memory::check_gpu;
+use crate::jobs::batch_memory::{check_gpu, check_host, model_sample_bytes};
 use crate::jobs::open::{open_backend, FileKind};
 use crate::metrics::latency::{throughput, IterationSpans, SpanStats};
 use crate::onnx::input_roles::int_input_roles;
@@ -112,6 +112,17 @@ pub struct RunReport {
     pub results: Vec<BatchResult>,
 }
 
+/// Checks the largest batch of the list against the host memory left before the first one is
+/// measured, so that a list ending in an impossible batch fails at once, not after the others.
+fn check_largest_batch(config: &RunConfig, model: &OnnxModel) -> Result<()> {
+    let Some(&largest) = config.batch_sizes.iter().max() else {
+        return Ok(());
+    };
+    check_host(Setting::BatchSize, largest, model_sample_bytes(model))
+        .with_context(|| format!("{}: batch {largest}", config.model.display()))?;
+    Ok(())
+}
+
 /// Measures `config.model` at every batch size (and every combination of the swept named axes).
 /// An ONNX model is opened once per batch size and combination (its reference backend is
 /// prepared for one shape); an engine once for all of them.
@@ -130,13 +141,13 @@ pub fn measure_latency(config: &RunConfig, progress: &dyn Progress) -> Result<Ru
     }
     let mut engine: Option<Box<dyn Backend>> = None;
     // Integer inputs of an ONNX model take the values its graph says (token ids, masks).
-    let roles = if is_engine {
-        BTreeMap::new()
-    } else {
-        OnnxModel::load(&config.model)
-            .map(|m| int_input_roles(&m))
-            .unwrap_or_default()
-    };
+    let model = (!is_engine)
+        .then(|| OnnxModel::load(&config.model).ok())
+        .flatten();
+    let roles = model.as_ref().map(int_input_roles).unwrap_or_default();
+    if let Some(model) = model {
+        check_largest_batch(config, &model)?;
+    }
     if !roles.is_empty() {
         let said: Vec<String> = roles.iter().map(|(n, r)| format!("{n}: {r}")).collect();
         notes.push(format!("integer inputs: {}", said.join("; ")));
