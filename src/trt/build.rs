@@ -9,11 +9,11 @@
 use super::build_landing::{
     build_with_kept_graph, check_writable, explain_pinned_batch, land, Landing,
 };
-use super::build_lock::BuildLock;
+use super::build_lock::{reuse_engine, BuildLock};
 use super::build_report::{new_report, tensorrt_used};
 pub use super::build_report::{BuildReport, BuildTiming, Int8Summary, TensorRtUsed};
 use super::engine_builder::{BuildLog, Loading};
-use super::engine_file::{engine_path, lookup, BuilderSettings, EngineKey, Lookup};
+use super::engine_file::{engine_path, BuilderSettings, EngineKey};
 use super::loader::{TrtLibraries, BOUND};
 use super::model_file::ModelFile;
 use super::profile::{resolve_profile, AxisRange, BatchRequest, ExplicitShapes, ShapeProfile};
@@ -35,7 +35,7 @@ use crate::quantize::job::int8_pass;
 use crate::setting::{fix_with, Setting};
 use crate::tensor::{Dim, Precision};
 use anyhow::{bail, Context, Result};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -435,30 +435,6 @@ fn output_path(config: &BuildConfig, key: &EngineKey, reshaped: bool) -> PathBuf
         .output
         .clone()
         .unwrap_or_else(|| engine_path(&config.engine_dir, &stem, key, reshaped))
-}
-
-/// Whether the engine at `path` is reused: its key matches and `rebuild` is not asked. Then
-/// `report` takes the found engine's facts; otherwise it says why the engine is built again.
-fn reuse_engine(rebuild: bool, path: &Path, key: &EngineKey, report: &mut BuildReport) -> bool {
-    if rebuild {
-        if path.exists() {
-            report.rebuilt_because.push("--rebuild given".into());
-        }
-        return false;
-    }
-    match lookup(path, key) {
-        Lookup::Hit(found) => {
-            report.reused = true;
-            report.engine_bytes = found.facts.engine_bytes;
-            report.facts = found.facts;
-            true
-        }
-        Lookup::Missing => false,
-        Lookup::Stale(why) => {
-            report.rebuilt_because = why;
-            false
-        }
-    }
 }
 
 /// The model with its shapes as the build asks, and what that changed.

@@ -3,7 +3,10 @@
 //! and held until it has landed. A second build of the same engine waits, says for whom, and
 //! then finds the engine the first one made (reused when its key matches, else rebuilt and why).
 //! The lock file goes when the build ends; one left by a killed build is simply locked again.
+//! [`reuse_engine`] is that finding: reuse on a matching key, or the reasons to build again.
 
+use super::build_report::BuildReport;
+use super::engine_file::{lookup, EngineKey, Lookup};
 use anyhow::{Context, Result};
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::Write;
@@ -135,6 +138,35 @@ impl Drop for BuildLock {
             if std::fs::remove_dir(dir).is_err() {
                 break;
             }
+        }
+    }
+}
+
+/// Whether the engine at `path` is reused: its key matches and `rebuild` is not asked. Then
+/// `report` takes the found engine's facts; otherwise it says why the engine is built again.
+pub(super) fn reuse_engine(
+    rebuild: bool,
+    path: &Path,
+    key: &EngineKey,
+    report: &mut BuildReport,
+) -> bool {
+    if rebuild {
+        if path.exists() {
+            report.rebuilt_because.push("--rebuild given".into());
+        }
+        return false;
+    }
+    match lookup(path, key) {
+        Lookup::Hit(found) => {
+            report.reused = true;
+            report.engine_bytes = found.facts.engine_bytes;
+            report.facts = found.facts;
+            true
+        }
+        Lookup::Missing => false,
+        Lookup::Stale(why) => {
+            report.rebuilt_because = why;
+            false
         }
     }
 }

@@ -49,14 +49,11 @@ impl BatchRequest {
     /// defaults fill the rest, so no combination of flags makes a range the defaults cannot fit.
     pub fn resolve(&self) -> Result<BatchRange> {
         for (which, v) in [("min", self.min), ("opt", self.opt), ("max", self.max)] {
-            match v {
-                Some(v) if v < 1 => {
-                    return Err(fix_with(
-                        Setting::BatchRange,
-                        format!("{which} batch {v}: a batch size must be at least 1"),
-                    ))
-                }
-                _ => {}
+            if let Some(v) = v.filter(|&v| v < 1) {
+                return Err(fix_with(
+                    Setting::BatchRange,
+                    format!("{which} batch {v}: a batch size must be at least 1"),
+                ));
             }
         }
         if let (Some(min), Some(max)) = (self.min, self.max) {
