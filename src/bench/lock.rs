@@ -8,13 +8,14 @@
 //! names the holder, and its handle is read-only, so a cell's process can hold it as its stdout
 //! without anything it prints landing in the file.
 
+use super::record::now_unix_s;
 use crate::this_host;
 use anyhow::{anyhow, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 /// How long a run waits for the cells of a run that is gone to end.
 const GRACE: Duration = Duration::from_secs(5);
@@ -39,13 +40,6 @@ pub struct Holder {
 pub struct FolderLock {
     file: File,
     path: PathBuf,
-}
-
-fn now_unix_s() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
 }
 
 impl FolderLock {

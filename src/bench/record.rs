@@ -6,6 +6,15 @@ use super::target::Target;
 use crate::metrics::latency::Stats;
 use crate::tensor::Precision;
 use serde::{Deserialize, Serialize};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Now, in seconds since the Unix epoch: the clock of every `*_unix_s` a record holds.
+pub fn now_unix_s() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
 
 /// How a cell ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

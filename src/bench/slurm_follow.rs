@@ -7,7 +7,7 @@
 use super::journal::{append, cell_journal, read_files};
 use super::matrix::{summarize, BenchReport, Matrix};
 use super::plan::{CellSpec, Plan};
-use super::record::{CellFailure, CellRecord, Status};
+use super::record::{now_unix_s, CellFailure, CellRecord, Status};
 use super::slurm::{
     array_script, failure_kind, job_name, log_reason, parse_squeue, SlurmJob, SlurmOptions,
 };
@@ -16,7 +16,7 @@ use crate::progress::Progress;
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 /// How to submit.
 #[derive(Clone, Debug)]
@@ -67,13 +67,6 @@ fn absolute(path: &Path) -> Result<PathBuf> {
     } else {
         std::env::current_dir()?.join(path)
     })
-}
-
-fn now_unix_s() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
 }
 
 /// Submits the missing cells of `plan` as an array (or prints its script) and follows it.

@@ -6,7 +6,7 @@
 
 use super::cell::run_cell;
 use super::plan::CellSpec;
-use super::record::{CellFailure, CellMetrics, CellRecord, FailureKind, Status};
+use super::record::{now_unix_s, CellFailure, CellMetrics, CellRecord, FailureKind, Status};
 use crate::atomic_file::write_atomic;
 use anyhow::{Context, Result};
 use std::fs::File;
@@ -14,7 +14,7 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStderr, Command, ExitStatus, Stdio};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 /// The hidden subcommand a cell's child runs.
 pub const CELL_SUBCOMMAND: &str = "bench-cell";
@@ -56,10 +56,7 @@ pub fn run_child(supervisor: &Supervisor, spec: &CellSpec) -> Result<CellRecord>
     write_atomic(&spec_file, &serde_json::to_vec_pretty(spec)?)?;
     let log = std::fs::File::create(&log_file)
         .with_context(|| format!("{}: cannot create the cell's log", log_file.display()))?;
-    let started_unix_s = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0);
+    let started_unix_s = now_unix_s();
     let start = Instant::now();
     let mut child = spawn_cell(supervisor, spec, &spec_file, &result_file)?;
     let stderr = keep_stderr(child.stderr.take(), log);
