@@ -171,12 +171,19 @@ pub fn plot(r: &LayerwiseReport) -> Option<String> {
         c.draw_series(dots)?;
         if let Some(t) = first {
             if let (Some(px), Some(py)) = (x.map(t.depth as f64), y.map(err(t))) {
-                c.draw_series([Circle::new((px, py), 8, RED.stroke_width(2))])?;
-                c.draw_series([Text::new(
-                    format!("first divergence: {} ({})", t.name, t.op),
-                    (px, py),
-                    ("sans-serif", 12),
-                )])?;
+                let label = format!(
+                    "first divergence: {} ({}), cosine {:.6}",
+                    t.name, t.op, t.figures.cosine
+                );
+                // Ringed, and named beside the ring (left of it near the right edge).
+                let dx = if px > (x.map(0.0).unwrap_or(0.0) + x1.unwrap_or(px)) / 2.0 {
+                    -12 - 6 * label.chars().count() as i32
+                } else {
+                    12
+                };
+                c.draw_series([EmptyElement::at((px, py))
+                    + Circle::new((0, 0), 8, RED.stroke_width(2))
+                    + Text::new(label, (dx, 4), ("sans-serif", 12))])?;
             }
         }
         Ok(())
