@@ -192,6 +192,15 @@ fn an_engine_or_saved_outputs_is_refused_in_one_line() {
         m.to_str().unwrap(),
     ]);
     assert_clean_error(&out, 1, &["out.npz", "layerwise needs two ONNX graphs"]);
+    let engine = dir.path().join("c.engine");
+    std::fs::write(&engine, b"vtrt and more").unwrap();
+    let out = trtkit(&[
+        "compare",
+        "--layerwise",
+        engine.to_str().unwrap(),
+        m.to_str().unwrap(),
+    ]);
+    assert_clean_error(&out, 1, &["c.engine", "the graph its build kept"]);
     let out = trtkit(&[
         "compare",
         "--layerwise",
@@ -201,4 +210,45 @@ fn an_engine_or_saved_outputs_is_refused_in_one_line() {
         "(",
     ]);
     assert_clean_error(&out, 1, &["--tensors"]);
+}
+
+#[test]
+fn in_a_workspace_each_kept_graph_is_compared_with_the_model() {
+    let dir = tempfile::tempdir().unwrap();
+    save(dir.path(), "clf.onnx", test_models::classifier(None));
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let run = |args: &[&str]| stdout_of_success(&support::trtkit_in(&ws, args));
+    run(&["init", "../clf.onnx", "--calib-data", "synthetic:1"]);
+    // No kept graph yet: one line saying what to build.
+    let out = support::trtkit_in(&ws, &["compare", "--layerwise"]);
+    assert_clean_error(&out, 1, &["kept its graph", "trtkit build --fp16"]);
+    run(&["build", "--fp16", "--input-shape", "-1", "3", "16", "16"]);
+    let plot = dir.path().join("layers.svg");
+    let v: Value = serde_json::from_str(&run(&[
+        "compare",
+        "--layerwise",
+        "--num-samples",
+        "8",
+        "--plot",
+        plot.to_str().unwrap(),
+        "--json",
+    ]))
+    .unwrap();
+    let graphs = v["graphs"].as_array().unwrap();
+    assert_eq!(graphs.len(), 1, "{v:#}");
+    assert_eq!(graphs[0]["precision"], "fp16");
+    let report = &graphs[0]["report"];
+    assert!(
+        report["a"].as_str().unwrap().ends_with(".engine.onnx"),
+        "{report:#}"
+    );
+    assert!(report["tensors"].as_array().unwrap().len() >= 5);
+    assert!(first(report).is_null(), "{report:#}");
+    let engine = Path::new(graphs[0]["engine"].as_str().unwrap());
+    let svg = dir.path().join(format!(
+        "layers-{}.svg",
+        engine.file_name().unwrap().to_str().unwrap()
+    ));
+    assert!(std::fs::read_to_string(svg).unwrap().starts_with("<svg"));
 }

@@ -14,12 +14,13 @@ use crate::jobs::compare::{
     compare, is_model, verdict, CompareConfig, InputSource, SideConfig, DEFAULT_BATCH,
 };
 use crate::jobs::layerwise::{layerwise, LayerwiseConfig, DEFAULT_COSINE};
+use crate::jobs::layerwise_all::{layerwise_all, LayerwiseAllConfig};
 use crate::jobs::precision_table::{compare_all, CompareAllConfig};
 use crate::jobs::validate::{ValidateConfig, WarmupBatches};
 use crate::metrics::closeness::Tolerance;
 use crate::metrics::detection::outputs::DetectOptions;
 use crate::report::closeness::render;
-use crate::report::layerwise::{render as render_layerwise, write_plot};
+use crate::report::layerwise::{plot_path_for, render as render_layerwise, render_all, write_plot};
 use crate::report::precisions::render_compare;
 use crate::report::progress::Bar;
 use crate::tensor::IntInput;
@@ -114,8 +115,9 @@ pub struct CompareArgs {
     pub save_reference: Option<PathBuf>,
     /// Layer by layer (A and B both ONNX graphs): every float tensor of the reference becomes
     /// an output, is matched with A's tensor holding its value, and the first tensor whose
-    /// cosine falls below --layerwise-cosine is named.
-    #[arg(long)]
+    /// cosine falls below --layerwise-cosine is named. In a workspace (no A and B): every graph
+    /// an FP16 or INT8 build kept, against the model.
+    #[arg(long, conflicts_with_all = ["dataset", "save_inputs", "save_outputs", "save_reference", "fail_below"])]
     pub layerwise: bool,
     /// With --layerwise: only the reference tensors whose name matches REGEX.
     #[arg(long, value_name = "REGEX", requires = "layerwise")]
@@ -240,32 +242,46 @@ fn int_range(text: &str) -> Result<(String, IntInput), String> {
     Ok((name.to_string(), IntInput::Range { low, high }))
 }
 
-/// Runs `compare --layerwise`: prints the report and writes the plot asked for.
+/// Runs `compare --layerwise`: prints the report and writes the plot asked for. Without A and
+/// B, in a workspace: every kept FP16 or INT8 graph against the model.
 fn run_layerwise(args: &CompareArgs, bar: &Bar) -> Result<()> {
-    if args.a.is_none() {
-        return Err(UsageError(
-            "compare --layerwise takes A and B, two ONNX graphs (A under test, B the reference)"
-                .into(),
-        )
-        .into());
-    }
     if !(0.0..=1.0).contains(&args.layerwise_cosine) {
         return Err(UsageError("--layerwise-cosine must be within [0, 1]".into()).into());
     }
-    let report = layerwise(
-        &LayerwiseConfig {
-            compare: config(args, None)?,
-            tensors: args.tensors.clone(),
-            cosine_threshold: args.layerwise_cosine,
-            group_bytes: args.layerwise_group_bytes,
+    let ws = match args.a {
+        Some(_) => None,
+        None => Some(required()?),
+    };
+    let base = LayerwiseConfig {
+        compare: config(args, ws.as_ref())?,
+        tensors: args.tensors.clone(),
+        cosine_threshold: args.layerwise_cosine,
+        group_bytes: args.layerwise_group_bytes,
+    };
+    let Some(ws) = ws else {
+        let report = layerwise(&base, bar)?;
+        if let Some(path) = &args.plot {
+            write_plot(&report, path)?;
+        }
+        return args
+            .output
+            .print(&report, |markdown| render_layerwise(&report, markdown));
+    };
+    let all = layerwise_all(
+        &LayerwiseAllConfig {
+            model: ws.model.clone(),
+            engines: ws.engines(),
+            base,
         },
         bar,
     )?;
     if let Some(path) = &args.plot {
-        write_plot(&report, path)?;
+        for g in &all.graphs {
+            write_plot(&g.report, &plot_path_for(path, &g.engine))?;
+        }
     }
     args.output
-        .print(&report, |markdown| render_layerwise(&report, markdown))
+        .print(&all, |markdown| render_all(&all, markdown))
 }
 
 /// Runs `compare`: prints the report, saves the tensors asked for, then fails on all-NaN

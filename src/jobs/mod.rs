@@ -11,6 +11,7 @@ pub mod compare;
 pub mod doctor_check;
 pub mod inspect;
 pub mod layerwise;
+pub mod layerwise_all;
 mod layerwise_match;
 pub mod open;
 pub mod precision_table;

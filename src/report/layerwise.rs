@@ -2,6 +2,7 @@
 //! order, the first divergence, and (by `--plot`) each tensor's error against its depth as SVG.
 
 use crate::jobs::layerwise::LayerwiseReport;
+use crate::jobs::layerwise_all::LayerwiseAllReport;
 use crate::metrics::layerwise::TensorDivergence;
 use crate::report::format::num;
 use crate::report::plot_scale::Scale;
@@ -197,4 +198,32 @@ pub fn write_plot(r: &LayerwiseReport, path: &std::path::Path) -> anyhow::Result
     };
     crate::atomic_file::write_atomic(path, svg.as_bytes())
         .map_err(|e| e.context(format!("{}: cannot write the plot", path.display())))
+}
+
+/// The layerwise reports of a workspace: one section per kept graph, then the notes.
+pub fn render_all(r: &LayerwiseAllReport, markdown: bool) -> String {
+    let mut out = String::new();
+    for g in &r.graphs {
+        out += &format!(
+            "{} graph of {} against {}\n\n",
+            g.precision, g.engine, r.model
+        );
+        out += &render(&g.report, markdown);
+        out += "\n";
+    }
+    for note in &r.notes {
+        out += &format!("note: {note}\n");
+    }
+    out
+}
+
+/// Where the plot of one kept graph goes when `--plot FILE.svg` is given in a workspace:
+/// `FILE-<engine file name>.svg` beside it.
+pub fn plot_path_for(path: &std::path::Path, engine: &str) -> std::path::PathBuf {
+    let stem = path.file_stem().unwrap_or_default().to_string_lossy();
+    let engine = std::path::Path::new(engine)
+        .file_name()
+        .unwrap_or_default()
+        .to_string_lossy();
+    path.with_file_name(format!("{stem}-{engine}.svg"))
 }
