@@ -186,11 +186,18 @@ fn chunk(inputs: &[HostTensor], start: usize, take: usize) -> Result<Vec<HostTen
         .collect()
 }
 
+/// The outputs of a run by name.
+type ByName<'t> = std::collections::HashMap<&'t str, &'t HostTensor>;
+
+fn by_name(outputs: &[HostTensor]) -> ByName<'_> {
+    outputs.iter().map(|t| (t.name.as_str(), t)).collect()
+}
+
 /// The output named `name` of a run.
-fn output<'t>(outputs: &'t [HostTensor], name: &str, path: &str) -> Result<&'t HostTensor> {
+fn output<'t>(outputs: &ByName<'t>, name: &str, path: &str) -> Result<&'t HostTensor> {
     outputs
-        .iter()
-        .find(|t| t.name == name)
+        .get(name)
+        .copied()
         .with_context(|| format!("{path}: the run gave no tensor '{name}'"))
 }
 
@@ -233,9 +240,10 @@ fn run_group(
         }
         let held: usize = outs.iter().flatten().map(HostTensor::byte_len).sum();
         run.peak_bytes = run.peak_bytes.max(held as u64);
+        let (out_a, out_b) = (by_name(&outs[0]), by_name(&outs[1]));
         for i in 0..n {
-            let a = output(&outs[0], &sides[0].names[i], &paths[0])?;
-            let b = output(&outs[1], &sides[1].names[i], &paths[1])?;
+            let a = output(&out_a, &sides[0].names[i], &paths[0])?;
+            let b = output(&out_b, &sides[1].names[i], &paths[1])?;
             if a.shape != b.shape {
                 bail!(
                     "tensor '{}': {} has shape {:?} ('{}'), {} has {:?}",
@@ -277,9 +285,10 @@ fn sample_bytes(side: &Side, inputs: &[HostTensor], batch: usize) -> Result<Vec<
     let ran =
         run_batched(backend.as_mut(), &part, rows, &NoProgress).with_context(|| path.clone())?;
     let rows = ran.samples.max(1) as u64;
+    let outputs = by_name(&ran.outputs);
     side.names
         .iter()
-        .map(|n| Ok(output(&ran.outputs, n, &path)?.byte_len() as u64 / rows))
+        .map(|n| Ok(output(&outputs, n, &path)?.byte_len() as u64 / rows))
         .collect()
 }
 
