@@ -133,6 +133,8 @@ const CLI_MAY_NAME: &[&str] = &[
     "crate::jobs::compare",
     "crate::jobs::doctor_check",
     "crate::jobs::inspect",
+    "crate::jobs::layerwise",
+    "crate::jobs::layerwise_all",
     "crate::jobs::precision_table",
     "crate::jobs::run",
     "crate::jobs::validate",

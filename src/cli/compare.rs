@@ -13,11 +13,14 @@ use crate::data::synthetic::{InputDistribution, RandomInputs};
 use crate::jobs::compare::{
     compare, is_model, verdict, CompareConfig, InputSource, SideConfig, DEFAULT_BATCH,
 };
+use crate::jobs::layerwise::{layerwise, LayerwiseConfig, DEFAULT_COSINE};
+use crate::jobs::layerwise_all::{layerwise_all, LayerwiseAllConfig};
 use crate::jobs::precision_table::{compare_all, CompareAllConfig};
 use crate::jobs::validate::{ValidateConfig, WarmupBatches};
 use crate::metrics::closeness::Tolerance;
 use crate::metrics::detection::outputs::DetectOptions;
 use crate::report::closeness::render;
+use crate::report::layerwise::{plot_path_for, render as render_layerwise, render_all, write_plot};
 use crate::report::precisions::render_compare;
 use crate::report::progress::Bar;
 use crate::tensor::IntInput;
@@ -110,6 +113,24 @@ pub struct CompareArgs {
     /// Save B's outputs as .npz.
     #[arg(long, value_name = "FILE")]
     pub save_reference: Option<PathBuf>,
+    /// Layer by layer (A and B both ONNX graphs): every float tensor of the reference becomes
+    /// an output, is matched with A's tensor holding its value, and the first tensor whose
+    /// cosine falls below --layerwise-cosine is named. In a workspace (no A and B): every graph
+    /// an FP16 or INT8 build kept, against the model.
+    #[arg(long, conflicts_with_all = ["dataset", "save_inputs", "save_outputs", "save_reference", "fail_below"])]
+    pub layerwise: bool,
+    /// With --layerwise: only the reference tensors whose name matches REGEX.
+    #[arg(long, value_name = "REGEX", requires = "layerwise")]
+    pub tensors: Option<String>,
+    /// With --layerwise: a tensor whose cosine is below X diverges.
+    #[arg(long, value_name = "X", default_value_t = DEFAULT_COSINE)]
+    pub layerwise_cosine: f64,
+    /// With --layerwise: write each tensor's 1 − cosine against its depth as an SVG.
+    #[arg(long, value_name = "FILE.svg", requires = "layerwise")]
+    pub plot: Option<PathBuf>,
+    /// With --layerwise: the most bytes of marked outputs held at once (tests force groups).
+    #[arg(long, hide = true, value_name = "BYTES", requires = "layerwise")]
+    pub layerwise_group_bytes: Option<u64>,
     /// Output format.
     #[command(flatten)]
     pub output: OutputArgs,
@@ -221,10 +242,55 @@ fn int_range(text: &str) -> Result<(String, IntInput), String> {
     Ok((name.to_string(), IntInput::Range { low, high }))
 }
 
+/// Runs `compare --layerwise`: prints the report and writes the plot asked for. Without A and
+/// B, in a workspace: every kept FP16 or INT8 graph against the model.
+fn run_layerwise(args: &CompareArgs, bar: &Bar) -> Result<()> {
+    if !(0.0..=1.0).contains(&args.layerwise_cosine) {
+        return Err(UsageError("--layerwise-cosine must be within [0, 1]".into()).into());
+    }
+    let ws = match args.a {
+        Some(_) => None,
+        None => Some(required()?),
+    };
+    let base = LayerwiseConfig {
+        compare: config(args, ws.as_ref())?,
+        tensors: args.tensors.clone(),
+        cosine_threshold: args.layerwise_cosine,
+        group_bytes: args.layerwise_group_bytes,
+    };
+    let Some(ws) = ws else {
+        let report = layerwise(&base, bar)?;
+        if let Some(path) = &args.plot {
+            write_plot(&report, path)?;
+        }
+        return args
+            .output
+            .print(&report, |markdown| render_layerwise(&report, markdown));
+    };
+    let all = layerwise_all(
+        &LayerwiseAllConfig {
+            model: ws.model.clone(),
+            engines: ws.engines(),
+            base,
+        },
+        bar,
+    )?;
+    if let Some(path) = &args.plot {
+        for g in &all.graphs {
+            write_plot(&g.report, &plot_path_for(path, &g.engine))?;
+        }
+    }
+    args.output
+        .print(&all, |markdown| render_all(&all, markdown))
+}
+
 /// Runs `compare`: prints the report, saves the tensors asked for, then fails on all-NaN
 /// outputs or `--fail-below`.
 pub fn run(args: CompareArgs) -> Result<()> {
     let bar = Bar::new("samples", args.output.quiet());
+    if args.layerwise {
+        return run_layerwise(&args, &bar);
+    }
     if args.a.is_none() {
         let ws = required()?;
         let report = compare_all(

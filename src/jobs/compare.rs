@@ -249,7 +249,7 @@ pub struct UndeclaredShape {
 }
 
 /// The inputs `model` declares (names, dtypes, dims), read without preparing it.
-fn declared_inputs(model: &OnnxModel) -> Result<Vec<IoSpec>> {
+pub fn declared_inputs(model: &OnnxModel) -> Result<Vec<IoSpec>> {
     model_inputs(model)
         .into_iter()
         .map(|i| {
@@ -292,7 +292,10 @@ fn describe(r: &RandomInputs, n: usize) -> String {
     }
 }
 
-fn make_inputs(
+/// The inputs of a comparison, for a model taking `probe`, and how they are described: read
+/// from the file given, or made at random (integer inputs as `graph_roles` and the hand-given
+/// ranges say). Errors name `path`.
+pub fn make_inputs(
     config: &CompareConfig,
     probe: &[IoSpec],
     path: &Path,

@@ -41,6 +41,11 @@ pub enum PassReport {
         /// `(tensor name, where it appears in a run of the new model)`, in the order asked.
         sources: Vec<(String, Source)>,
     },
+    /// Tensors were marked as graph outputs with their own element types (layerwise compare).
+    MarkOutputs {
+        /// The tensors that became outputs, in order.
+        marked: Vec<String>,
+    },
 }
 
 /// What the rewrite did, for the command's report.
