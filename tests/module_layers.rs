@@ -133,6 +133,7 @@ const CLI_MAY_NAME: &[&str] = &[
     "crate::jobs::compare",
     "crate::jobs::doctor_check",
     "crate::jobs::inspect",
+    "crate::jobs::precision_compare",
     "crate::jobs::precision_table",
     "crate::jobs::run",
     "crate::jobs::validate",

@@ -13,7 +13,7 @@ use crate::data::synthetic::{InputDistribution, RandomInputs};
 use crate::jobs::compare::{
     compare, is_model, verdict, CompareConfig, InputSource, SideConfig, DEFAULT_BATCH,
 };
-use crate::jobs::precision_table::{compare_all, CompareAllConfig};
+use crate::jobs::precision_compare::{compare_all, CompareAllConfig};
 use crate::jobs::validate::{ValidateConfig, WarmupBatches};
 use crate::metrics::closeness::Tolerance;
 use crate::metrics::detection::outputs::DetectOptions;

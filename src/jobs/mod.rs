@@ -11,6 +11,7 @@ pub mod compare;
 pub mod doctor_check;
 pub mod inspect;
 pub mod open;
+pub mod precision_compare;
 pub mod precision_table;
 pub mod run;
 pub mod validate;
