@@ -1,9 +1,9 @@
 //! Every precision of one model side by side, the tables the public TensorRT benchmark projects
 //! print: `validate` over the ONNX model and each engine built from it (and, where an engine
 //! cannot run here, the rewritten graph its build kept: on ONNX Runtime where it is installed,
-//! its CUDA provider where that runs here, else on the reference backend), and `compare`
-//! of each against the FP32 ONNX model. Built on the `validate` and `compare` jobs; which
-//! engines belong to the model is `trt::built_engines`' answer.
+//! its CUDA provider where that runs here, else on the reference backend); the rows are shared
+//! with `compare` of each against the FP32 ONNX model ([`super::precision_compare`]). Built on
+//! the `validate` job; which engines belong to the model is `trt::built_engines`' answer.
 
 use crate::backend::ort_cuda::ort_cuda_usable;
 use crate::backend::select::{BackendKind, BackendOptions};
