@@ -43,7 +43,7 @@ pub struct CompareArgs {
     /// once.
     #[arg(value_name = "MORE")]
     pub more: Vec<PathBuf>,
-    /// Backend, device and threads for both sides (each side's own flag wins).
+    /// Backend, device and threads for every side (A's and B's own flags win).
     #[command(flatten)]
     pub backend: BackendArgs,
     /// Overrides for A.
@@ -110,10 +110,10 @@ pub struct CompareArgs {
     /// Save the inputs used as .npz.
     #[arg(long, value_name = "FILE")]
     pub save_inputs: Option<PathBuf>,
-    /// Save A's outputs as .npz.
+    /// Save A's outputs as .npz (two sides only: with more, each side under test is its own).
     #[arg(long, value_name = "FILE")]
     pub save_outputs: Option<PathBuf>,
-    /// Save B's outputs as .npz.
+    /// Save the reference's (B's, or the last side's) outputs as .npz.
     #[arg(long, value_name = "FILE")]
     pub save_reference: Option<PathBuf>,
     /// Output format.
