@@ -135,6 +135,7 @@ const CLI_MAY_NAME: &[&str] = &[
     "crate::jobs::inspect",
     "crate::jobs::layerwise",
     "crate::jobs::layerwise_all",
+    "crate::jobs::precision_compare",
     "crate::jobs::precision_table",
     "crate::jobs::run",
     "crate::jobs::validate",

@@ -306,7 +306,7 @@ pub fn layerwise(config: &LayerwiseConfig, progress: &dyn Progress) -> Result<La
         );
     }
     let specs = declared_inputs(&b)?;
-    let (inputs, note) = make_inputs(c, &specs, &b.path, &int_input_roles(&b))?;
+    let (inputs, note) = make_inputs(&c.inputs, &specs, &b.path, &int_input_roles(&b))?;
     let samples = crate::backend::batch_runner::samples_of(&inputs)?;
     let batch = batch_of(&a, &b, c.batch_size, samples)?;
     let side = |model, config, i: usize| Side {

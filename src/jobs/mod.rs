@@ -14,6 +14,7 @@ pub mod layerwise;
 pub mod layerwise_all;
 mod layerwise_match;
 pub mod open;
+pub mod precision_compare;
 pub mod precision_table;
 pub mod run;
 pub mod validate;
