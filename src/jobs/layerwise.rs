@@ -38,7 +38,8 @@ pub struct LayerwiseConfig {
     /// Tensors whose cosine falls below this diverge.
     pub cosine_threshold: f64,
     /// The most bytes of marked outputs (both sides, one batch) held at once; `None`: half the
-    /// memory the system has left (1 GiB where it cannot tell).
+    /// memory the system has left, at most 1 GiB. With no batch asked for, the batch is
+    /// lowered until one group fits.
     pub group_bytes: Option<u64>,
 }
 
@@ -136,7 +137,7 @@ fn candidates(b: &OnnxModel, pattern: Option<&str>) -> Result<Vec<ProducedTensor
 }
 
 /// The batch of the run: a model's fixed batch, else the one asked for (at most the samples),
-/// else up to [`DEFAULT_BATCH`].
+/// else up to [`DEFAULT_BATCH`] (which [`fitting_batch`] may lower to fit in memory).
 fn batch_of(
     a: &OnnxModel,
     b: &OnnxModel,
@@ -153,6 +154,22 @@ fn batch_of(
         (None, Some(x)) => x.min(samples),
         (None, None) => samples.min(DEFAULT_BATCH),
     })
+}
+
+/// The most bytes of marked outputs held at once when `--layerwise-group-bytes` does not say:
+/// half the memory the system has left, at most 1 GiB (1 GiB where it cannot tell). The
+/// backends hold about as much again while they run, so the process stays near twice this.
+fn default_budget() -> u64 {
+    const CAP: u64 = 1 << 30;
+    available_bytes().map_or(CAP, |b| (b / 2).min(CAP))
+}
+
+/// The batch a run with no batch asked for takes: the largest up to `most` whose marked
+/// outputs (`per_sample` bytes a sample) fit in `budget` at once, so that every tensor is
+/// compared in one group where one sample fits; at least 1.
+fn fitting_batch(most: usize, per_sample: u64, budget: u64) -> usize {
+    let fits = budget.checked_div(per_sample).unwrap_or(u64::MAX);
+    (fits.min(most as u64) as usize).max(1)
 }
 
 /// One side of a group run: the model with its tensors marked, on its backend.
@@ -308,7 +325,7 @@ pub fn layerwise(config: &LayerwiseConfig, progress: &dyn Progress) -> Result<La
     let specs = declared_inputs(&b)?;
     let (inputs, note) = make_inputs(&c.inputs, &specs, &b.path, &int_input_roles(&b))?;
     let samples = crate::backend::batch_runner::samples_of(&inputs)?;
-    let batch = batch_of(&a, &b, c.batch_size, samples)?;
+    let mut batch = batch_of(&a, &b, c.batch_size, samples)?;
     let side = |model, config, i: usize| Side {
         model,
         config,
@@ -318,14 +335,19 @@ pub fn layerwise(config: &LayerwiseConfig, progress: &dyn Progress) -> Result<La
             .collect(),
     };
     let whole = [side(&a, &c.a, 0), side(&b, &c.b, 1)];
+    let budget = config.group_bytes.unwrap_or_else(default_budget);
     // Both sides hold about as many bytes as the reference does.
-    let cost: Vec<u64> = sample_bytes(&whole[1], &inputs, batch)?
+    let per_sample: Vec<u64> = sample_bytes(&whole[1], &inputs, batch)?
         .into_iter()
-        .map(|s| s.saturating_mul(2 * batch as u64))
+        .map(|s| s.saturating_mul(2))
         .collect();
-    let budget = config
-        .group_bytes
-        .unwrap_or_else(|| available_bytes().map_or(1 << 30, |b| b / 2));
+    if c.batch_size.is_none() && fixed_batch(&a).or_else(|| fixed_batch(&b)).is_none() {
+        batch = fitting_batch(batch, per_sample.iter().sum(), budget);
+    }
+    let cost: Vec<u64> = per_sample
+        .iter()
+        .map(|s| s.saturating_mul(batch as u64))
+        .collect();
     let parts = groups(&cost, budget);
     let mut stats = vec![TensorStats::default(); matched.len()];
     let mut shapes = vec![vec![]; matched.len()];
@@ -400,4 +422,19 @@ pub fn layerwise(config: &LayerwiseConfig, progress: &dyn Progress) -> Result<La
         unmatched,
         memory,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fitting_batch;
+
+    #[test]
+    fn the_batch_shrinks_until_the_marked_outputs_fit() {
+        // 100 MB a sample: a 1 GiB budget holds 10 of them.
+        assert_eq!(fitting_batch(32, 100_000_000, 1 << 30), 10);
+        assert_eq!(fitting_batch(4, 100_000_000, 1 << 30), 4);
+        // Not even one sample fits: one at a time, and the tensors go in groups.
+        assert_eq!(fitting_batch(32, 5 << 30, 1 << 30), 1);
+        assert_eq!(fitting_batch(32, 0, 1 << 30), 32);
+    }
 }
