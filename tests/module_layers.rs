@@ -192,6 +192,7 @@ const CLI_MAY_NAME: &[&str] = &[
     "crate::data::dataset::Annotations",
     "crate::onnx::rewrite::fp16::DEFAULT_KEEP_FP32",
     "crate::onnx::rewrite::fp16::Fp16Options",
+    "crate::onnx::rewrite::fp16::KeepNodeError",
     "crate::onnx::rewrite::plan::Exclusion",
     "crate::onnx::rewrite::qdq::WeightClip",
     "crate::onnx::shape::DimRange",

@@ -6,6 +6,7 @@
 
 use crate::backend::select::BackendOptions;
 use crate::cli::args::backend::BackendArgs;
+use crate::cli::args::fp16::{keep_errors_as_usage, KeepNodeArgs};
 use crate::cli::args::output::JsonArgs;
 use crate::cli::args::preprocess::PreprocessArgs;
 use crate::cli::args::shapes::ShapeArgs;
@@ -154,6 +155,9 @@ pub struct QuantizeArgs {
     /// `none` for none). Default: the ops that overflow or lose precision in float16.
     #[arg(long, value_delimiter = ',', requires = "fp16", value_name = "OPS")]
     pub keep_fp32: Option<Vec<String>>,
+    /// With --fp16: single nodes kept in float32.
+    #[command(flatten)]
+    pub keep_nodes: KeepNodeArgs,
     /// Skip loading the result in the reference backend (tract) as a check.
     #[arg(long)]
     pub no_check: bool,
@@ -182,6 +186,7 @@ fn check_set(args: &QuantizeArgs) -> Result<CheckSet> {
 
 /// The job these flags describe; every flag check of `quantize` is here.
 pub fn job(args: &QuantizeArgs) -> Result<QuantizeRequest> {
+    args.keep_nodes.check(args.fp16)?;
     let target = args.target_cosine.is_some() || args.target_agreement.is_some();
     if args.research && !target {
         return Err(UsageError(
@@ -314,7 +319,8 @@ pub fn config(args: &QuantizeArgs) -> Result<QuantizeConfig> {
         (false, true, _) => Rewrite::Fp16(Fp16Options {
             keep_fp32: keep_fp32_list(args.keep_fp32.as_deref()),
             fp16_io: args.fp16_io,
-            keep_nodes: vec![],
+            keep_nodes: args.keep_nodes.nodes(),
+            keep_regex: args.keep_nodes.patterns(),
         }),
         (false, false, _) => {
             return Err(UsageError("give one of --int8, --fp16 or --equalize".into()).into())
@@ -339,7 +345,7 @@ fn output(args: &QuantizeArgs) -> Result<PathBuf> {
 /// Runs `quantize`.
 pub fn run(args: QuantizeArgs) -> Result<()> {
     let bar = Bar::new("variants", args.format.json);
-    let outcome = run_request(&job(&args)?, &bar)?;
+    let outcome = run_request(&job(&args)?, &bar).map_err(keep_errors_as_usage)?;
     args.format.print(&outcome, || render_outcome(&outcome))
 }
 

@@ -29,18 +29,29 @@ pub fn render(report: &QuantizeReport) -> String {
         );
     }
     match &report.fp16 {
-        Some(r) => format!(
-            "wrote {} (fp16): {} initializers converted, {} casts, {} nodes kept in float32{}\n",
-            report.output,
-            r.converted_initializers,
-            r.casts,
-            r.kept_fp32_nodes,
-            if r.clamped.is_empty() {
-                String::new()
-            } else {
-                format!(", clamped to ±65504: {}", r.clamped.join(", "))
+        Some(r) => {
+            let mut out = format!(
+                "wrote {} (fp16): {} initializers converted, {} casts, {} nodes kept in float32{}{}\n",
+                report.output,
+                r.converted_initializers,
+                r.casts,
+                r.kept_fp32_nodes,
+                if r.kept_nodes.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (by name: {})", r.kept_nodes.join(", "))
+                },
+                if r.clamped.is_empty() {
+                    String::new()
+                } else {
+                    format!(", clamped to ±65504: {}", r.clamped.join(", "))
+                }
+            );
+            for w in &r.warnings {
+                out += &format!("  warning: {w}\n");
             }
-        ),
+            out
+        }
         None => {
             let mut line = format!(
                 "wrote {} (int8): {} activations and {} weights quantized",

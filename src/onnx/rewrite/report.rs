@@ -54,6 +54,12 @@ pub struct Fp16Report {
     pub casts: usize,
     /// Nodes computed in float32 (kept ops).
     pub kept_fp32_nodes: usize,
+    /// The nodes kept in float32 by name or pattern, by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kept_nodes: Vec<String>,
+    /// What the user should know: a pattern that kept nothing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// What the equalisation did.
