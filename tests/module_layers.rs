@@ -147,6 +147,7 @@ const CLI_MAY_NAME: &[&str] = &[
     "crate::quantize::target_search::Goal",
     "crate::quantize::target_search::Strategy",
     "crate::quantize::target_search::TargetConfig",
+    "crate::quantize::fp16_search::Fp16TargetConfig",
     "crate::calibration::job",
     "crate::calibration::range",
     "crate::trt::build",

@@ -13,6 +13,8 @@ pub mod adaptive_rounding;
 pub mod eval_config;
 pub mod eval_samples;
 pub mod evaluate;
+pub mod fp16_eval;
+pub mod fp16_search;
 pub mod job;
 pub mod kept_result;
 pub mod reference;
