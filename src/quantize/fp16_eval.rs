@@ -23,6 +23,7 @@ use crate::metrics::bootstrap::IntervalScores as Score;
 use crate::onnx::macs::MacsCount;
 use crate::onnx::pb::tensor_proto::DataType;
 use crate::onnx::rewrite::fp16::{Fp16, Fp16Options};
+use crate::onnx::rewrite::fp16_emulate::emulate_fp16;
 use crate::onnx::rewrite::pass::Pass;
 use crate::onnx::rewrite::plan::node_label;
 use crate::onnx::rewrite::types::infer_elem_types;
@@ -30,7 +31,7 @@ use crate::onnx::OnnxModel;
 use crate::quantize::eval_config::EvalConfig;
 use crate::quantize::reference::{Reference, SampleUse};
 use crate::quantize::search::Variants;
-use anyhow::Result;
+use anyhow::{Context, Result};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 /// The largest finite float16 value.
@@ -91,7 +92,8 @@ impl Fp16Evaluator {
                 g.node[i].name = node_label(g, i);
             }
         }
-        let candidates = float16_nodes(&model, options)?;
+        let candidates =
+            float16_nodes(&model, options).with_context(|| config.model.display().to_string())?;
         let reference = Reference::new(&model, config)?;
         let macs = model_macs(&model, &config.backend.input_shapes).unwrap_or_default();
         let mut me = Fp16Evaluator {
@@ -232,8 +234,4 @@ impl Variants for Fp16Evaluator {
     fn leading(&self) -> BTreeSet<usize> {
         self.overflow.keys().copied().collect()
     }
-}
-
-fn emulate_fp16(model: OnnxModel) -> Result<OnnxModel> {
-    Ok(model)
 }

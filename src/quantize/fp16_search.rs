@@ -18,7 +18,7 @@ use crate::quantize::fp16_eval::Fp16Evaluator;
 use crate::quantize::kept_result::{keep, kept_path, read_kept, short_key};
 use crate::quantize::reference::SampleUse;
 use crate::quantize::search::{find, Found, Goal, Strategy, Variants};
-use anyhow::Result;
+use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::time::Instant;
@@ -192,7 +192,8 @@ pub fn search_fp16_target(
             Ok(Some(mut found)) => {
                 let mut options = config.options.clone();
                 options.keep_nodes.extend(found.float_nodes.iter().cloned());
-                save(config, Fp16(options).run(model)?.0)?;
+                let shown = config.eval.model.display().to_string();
+                save(config, Fp16(options).run(model).with_context(|| shown)?.0)?;
                 found.output = config.output.display().to_string();
                 found.reused = true;
                 found.wall_s = start.elapsed().as_secs_f64();
