@@ -344,3 +344,108 @@ impl Search<'_> {
         Ok((float, best))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::progress::NoProgress;
+    use std::cell::Cell;
+
+    /// Four candidates, each costing the cosine its `damage` unless left in float; `leading`
+    /// leads the ranking; the check samples see `check_extra` more damage from node 1.
+    struct Fake {
+        damage: [f64; 4],
+        leading: BTreeSet<usize>,
+        check_extra: f64,
+        scored: Cell<usize>,
+    }
+
+    impl Fake {
+        fn cosine(&self, float: &BTreeSet<usize>, extra: f64) -> Score {
+            let lost: f64 = (0..4)
+                .filter(|n| !float.contains(n))
+                .map(|n| self.damage[n] + if n == 1 { extra } else { 0.0 })
+                .sum();
+            Score {
+                cosine: 1.0 - lost,
+                cosine_interval: [1.0 - lost; 2],
+                top1_agreement_pct: None,
+                top1_agreement_interval: None,
+                mae: lost,
+                samples: 8,
+            }
+        }
+    }
+
+    impl Variants for Fake {
+        fn candidates(&self) -> Vec<usize> {
+            (0..4).collect()
+        }
+        fn score(&self, float: &BTreeSet<usize>) -> Result<Score> {
+            self.scored.set(self.scored.get() + 1);
+            Ok(self.cosine(float, 0.0))
+        }
+        fn check_score(&self, float: &BTreeSet<usize>) -> Result<Option<Score>> {
+            Ok(Some(self.cosine(float, self.check_extra)))
+        }
+        fn label(&self, node: usize) -> String {
+            format!("n{node}")
+        }
+        fn share(&self, float: &BTreeSet<usize>) -> Option<f64> {
+            Some(1.0 - float.len() as f64 / 4.0)
+        }
+        fn sample_use(&self) -> SampleUse {
+            SampleUse::default()
+        }
+        fn leading(&self) -> BTreeSet<usize> {
+            self.leading.clone()
+        }
+    }
+
+    fn fake(leading: &[usize], check_extra: f64) -> Fake {
+        Fake {
+            damage: [0.002, 0.0, 0.02, 0.0005],
+            leading: leading.iter().copied().collect(),
+            check_extra,
+            scored: Cell::new(0),
+        }
+    }
+
+    #[test]
+    fn both_strategies_find_the_fewest_nodes_and_count_every_variant() {
+        for strategy in [Strategy::Greedy, Strategy::Bisect] {
+            let f = fake(&[], 0.0);
+            let found = find(&f, Goal::Cosine(0.999), strategy, &NoProgress).unwrap();
+            assert_eq!(found.float, BTreeSet::from([0, 2]), "{strategy:?}");
+            assert!(found.met(&Goal::Cosine(0.999)));
+            assert!(found.notes.is_empty(), "{:?}", found.notes);
+            assert_eq!(found.variants, f.scored.get(), "{strategy:?}");
+            // Ranked by what each recovers alone: node 2 first.
+            assert_eq!(found.alone[0].0, 2);
+        }
+    }
+
+    #[test]
+    fn a_leading_node_ranks_first_whatever_it_recovers_alone() {
+        let f = fake(&[3], 0.0);
+        let found = find(&f, Goal::Cosine(0.999), Strategy::Bisect, &NoProgress).unwrap();
+        assert_eq!(found.alone[0].0, 3);
+        assert_eq!(found.alone[1].0, 2);
+        // Bisection takes prefixes of the ranking, the give back drops what the goal needs not.
+        assert_eq!(found.float, BTreeSet::from([0, 2]));
+    }
+
+    #[test]
+    fn a_check_that_misses_makes_the_search_go_on_and_says_so() {
+        let f = fake(&[], 0.01);
+        let found = find(&f, Goal::Cosine(0.999), Strategy::Greedy, &NoProgress).unwrap();
+        assert!(found.float.contains(&1), "{:?}", found.float);
+        assert!(found.met(&Goal::Cosine(0.999)));
+        assert!(found.check_when_tuning_met.is_some());
+        assert!(
+            found.notes[0].contains("check samples missed"),
+            "{:?}",
+            found.notes
+        );
+    }
+}
