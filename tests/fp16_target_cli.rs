@@ -126,6 +126,23 @@ fn the_overflowing_matmul_is_kept_in_float32_and_the_target_met_on_the_check() {
     assert_eq!(user["reused"], false);
     assert_eq!(user["float_nodes"], serde_json::json!([]), "{user:#}");
     assert_eq!(user["met"], true);
+    // Kept by the user, matmul_0 alone fixes the emulated FP16 model: no candidate overflows.
+    assert!(
+        user["full_fp16"]["cosine"].as_f64().unwrap() >= 0.999,
+        "{user:#}"
+    );
+    let by_regex = json(&target(&["--keep-fp32-regex", "matmul_[0]"]));
+    assert_eq!(
+        by_regex["float_nodes"],
+        serde_json::json!([]),
+        "{by_regex:#}"
+    );
+    assert!(by_regex["full_fp16"]["cosine"].as_f64().unwrap() >= 0.999);
+    // Top-1 agreement is a target too.
+    let agreement = json(&search(&model, &out, &["--target-agreement", "99"]));
+    assert_eq!(agreement["goal"], serde_json::json!({"agreement": 99.0}));
+    assert_eq!(agreement["float_nodes"], serde_json::json!(["matmul_0"]));
+    assert_eq!(agreement["met"], true);
 }
 
 #[test]

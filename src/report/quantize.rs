@@ -100,6 +100,10 @@ pub fn render_fp16_target(r: &Fp16TargetReport) -> String {
         }
         (false, _) => "NOT met, even with every candidate node in float32".into(),
     };
+    let measure = match r.goal {
+        Goal::Cosine(_) => "cosine",
+        Goal::Agreement(_) => "top-1 agreement %",
+    };
     let mut out = format!("{} (fp16, {goal}): {verdict}\n", r.output);
     out += &format!(
         "  every node in FP16, tuning: {}\n",
@@ -123,9 +127,9 @@ pub fn render_fp16_target(r: &Fp16TargetReport) -> String {
                 format!("overflow: its FP32 output reaches {max_abs:.4e}, beyond ±65504")
             }
             KeepReason::MeasuredError { alone, recovers } => format!(
-                "measured error: kept alone, {}{}",
-                alone.map_or("not measured".into(), |a| format!("{a:.5}")),
-                recovers.map_or(String::new(), |g| format!(" ({g:+.5} over all FP16)"))
+                "measured error: alone in float32, {measure} {}{}",
+                alone.map_or("not measured".into(), |a| format!("{a:.7}")),
+                recovers.map_or(String::new(), |g| format!(" ({g:+.2e} over all FP16)"))
             ),
         };
         out += &format!("    {} ({}): {why}\n", k.name, k.op);
