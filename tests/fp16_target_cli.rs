@@ -131,6 +131,18 @@ fn the_overflowing_matmul_is_kept_in_float32_and_the_target_met_on_the_check() {
         user["full_fp16"]["cosine"].as_f64().unwrap() >= 0.999,
         "{user:#}"
     );
+    // A pattern that keeps nothing is said once, not for every variant measured.
+    let unmatched = target(&["--keep-fp32-regex", "nothing"]);
+    let stderr = String::from_utf8_lossy(&unmatched.stderr);
+    assert_eq!(
+        stderr.matches("no node name matches 'nothing'").count(),
+        1,
+        "{stderr}"
+    );
+    assert_eq!(
+        json(&unmatched)["float_nodes"],
+        serde_json::json!(["matmul_0"])
+    );
     let by_regex = json(&target(&["--keep-fp32-regex", "matmul_[0]"]));
     assert_eq!(
         by_regex["float_nodes"],

@@ -24,14 +24,14 @@ use crate::onnx::macs::MacsCount;
 use crate::onnx::pb::tensor_proto::DataType;
 use crate::onnx::rewrite::fp16::{Fp16, Fp16Options};
 use crate::onnx::rewrite::fp16_emulate::emulate_fp16;
-use crate::onnx::rewrite::pass::Pass;
+use crate::onnx::rewrite::pass::{Pass, PassReport};
 use crate::onnx::rewrite::plan::node_label;
 use crate::onnx::rewrite::types::infer_elem_types;
 use crate::onnx::OnnxModel;
 use crate::quantize::eval_config::EvalConfig;
 use crate::quantize::reference::{Reference, SampleUse};
 use crate::quantize::search::Variants;
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 /// The largest finite float16 value.
@@ -92,13 +92,20 @@ impl Fp16Evaluator {
                 g.node[i].name = node_label(g, i);
             }
         }
-        let candidates =
+        let (candidates, kept) =
             float16_nodes(&model, options).with_context(|| config.model.display().to_string())?;
+        // The user's names and patterns, resolved once (a pattern that matches nothing is said
+        // once, not for every variant).
+        let options = Fp16Options {
+            keep_nodes: kept,
+            keep_regex: vec![],
+            ..options.clone()
+        };
         let reference = Reference::new(&model, config)?;
         let macs = model_macs(&model, &config.backend.input_shapes).unwrap_or_default();
         let mut me = Fp16Evaluator {
             overflow: BTreeMap::new(),
-            options: options.clone(),
+            options,
             candidates,
             macs,
             reference,
@@ -173,9 +180,13 @@ impl Fp16Evaluator {
 
 /// The nodes of `model` (all named) that its FP16 rewrite with `options` computes in float16:
 /// those with a float16 output in the rewritten graph (a Gemm is found by the MatMul it becomes),
-/// less the ops that only move values.
-fn float16_nodes(model: &OnnxModel, options: &Fp16Options) -> Result<Vec<usize>> {
-    let (half, _) = Fp16(options.clone()).run(model.clone())?;
+/// less the ops that only move values; and the names of the nodes the options keep by name or
+/// pattern.
+fn float16_nodes(model: &OnnxModel, options: &Fp16Options) -> Result<(Vec<usize>, Vec<String>)> {
+    let (half, report) = Fp16(options.clone()).run(model.clone())?;
+    let PassReport::Fp16(report) = report else {
+        bail!("the FP16 pass gave no FP16 report");
+    };
     let types = infer_elem_types(half.graph());
     let computes16: HashSet<&str> = half
         .graph()
@@ -188,7 +199,7 @@ fn float16_nodes(model: &OnnxModel, options: &Fp16Options) -> Result<Vec<usize>>
         })
         .map(|n| n.name.as_str())
         .collect();
-    Ok(model
+    let candidates = model
         .graph()
         .node
         .iter()
@@ -199,7 +210,8 @@ fn float16_nodes(model: &OnnxModel, options: &Fp16Options) -> Result<Vec<usize>>
                 || computes16.contains(format!("{}_matmul", n.name).as_str())
         })
         .map(|(i, _)| i)
-        .collect())
+        .collect();
+    Ok((candidates, report.kept_nodes))
 }
 
 impl Variants for Fp16Evaluator {
