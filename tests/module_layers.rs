@@ -173,6 +173,7 @@ const CLI_MAY_NAME: &[&str] = &[
     "crate::backend::Device",
     "crate::backend::select::BackendKind",
     "crate::backend::select::BackendOptions",
+    "crate::backend::select::Fp16Compute",
     "crate::backend::select::default_kind",
     "crate::backend::select::default_calibration_kind",
     "crate::cuda::harness::Amount",
