@@ -171,3 +171,47 @@ fn emulated_fp16_of_a_model_that_does_not_overflow_stays_close() {
     let c = compare(&fp32, &fp32, &["--backend", "ort"]);
     assert_eq!(c.backend, "ort-cpu");
 }
+
+/// A float16 model with an `If`: the emulation does not rewrite subgraphs, so it refuses in one
+/// line that names the file, the node and the way out.
+#[test]
+fn a_float16_model_with_a_subgraph_is_refused_in_one_line() {
+    use trtkit::onnx::pb::attribute_proto::AttributeType;
+    use trtkit::onnx::pb::AttributeProto;
+    let branch = |name: &str| {
+        let mut b = GraphBuilder::new(name);
+        b.output("y_branch", DataType::Float16, &[Dim::Fixed(1)])
+            .node("Identity", &["x"], &["y_branch"], vec![]);
+        let mut g = b.build().graph.unwrap();
+        g.name = name.into();
+        AttributeProto {
+            name: name.into(),
+            r#type: AttributeType::Graph as i32,
+            g: Some(g),
+            ..Default::default()
+        }
+    };
+    let mut b = GraphBuilder::new("with_if");
+    b.input("x", DataType::Float16, &[Dim::Fixed(1)])
+        .input("cond", DataType::Bool, &[Dim::Fixed(1)])
+        .output("y", DataType::Float16, &[Dim::Fixed(1)])
+        .node(
+            "If",
+            &["cond"],
+            &["y"],
+            vec![branch("then_branch"), branch("else_branch")],
+        );
+    let dir = tempfile::tempdir().unwrap();
+    let m = save(dir.path(), "if16.onnx", b.build());
+    let m = m.to_str().unwrap();
+    let out = trtkit(&["compare", m, m, "--backend", "tract", "--num-inputs", "2"]);
+    support::assert_clean_error(
+        &out,
+        1,
+        &[
+            "if16.onnx",
+            "'if_0' (If) holds a subgraph",
+            "--fp16-compute backend",
+        ],
+    );
+}

@@ -192,3 +192,43 @@ fn kind_for(model: &OnnxModel, options: &BackendOptions) -> BackendKind {
         None => BackendKind::Ort,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::onnx::rewrite::fp16::Fp16;
+    use crate::onnx::rewrite::pass::Pass;
+
+    #[test]
+    fn float16_models_are_emulated_where_the_backend_would_widen_them() {
+        let fp32 = OnnxModel::from_proto(crate::onnx::test_models::classifier(None), "c.onnx");
+        let fp16 = Fp16::default().run(fp32.clone()).unwrap().0;
+        let options = |kind, device, fp16_compute| BackendOptions {
+            kind,
+            device,
+            fp16_compute,
+            ..Default::default()
+        };
+        let emulate = Fp16Compute::Emulate;
+        for (kind, device, want) in [
+            (BackendKind::Ort, Device::Cpu, true),
+            (BackendKind::Tract, Device::Cpu, true),
+            (BackendKind::Tract, Device::Cuda, true),
+            (BackendKind::Ort, Device::Cuda, false),
+        ] {
+            let o = options(kind, device, emulate);
+            assert_eq!(emulates_fp16(&fp16, kind, &o), want, "{kind:?} {device:?}");
+            assert!(!emulates_fp16(&fp32, kind, &o), "{kind:?} {device:?}");
+            let o = options(kind, device, Fp16Compute::Backend);
+            assert!(!emulates_fp16(&fp16, kind, &o), "{kind:?} {device:?}");
+        }
+        let cpu = options(BackendKind::Tract, Device::Cpu, emulate);
+        let backend = open(&fp16, &cpu).unwrap();
+        assert!(
+            backend.name().ends_with(", fp16 emulated"),
+            "{}",
+            backend.name()
+        );
+        assert!(!open(&fp32, &cpu).unwrap().name().contains("emulated"));
+    }
+}
