@@ -3,6 +3,7 @@
 //! not care which one it is.
 
 pub mod batch_runner;
+pub mod fp16_emulated;
 pub mod mac_count;
 pub mod ort;
 pub mod ort_cuda;

@@ -1,12 +1,15 @@
 //! Opening a backend by name: what the `--backend`/`--device`/`--threads` flags turn into.
 
+use super::fp16_emulated;
+pub use super::fp16_emulated::Fp16Compute;
 use super::ort::{OrtBackend, OrtOptions};
 use super::ort_cuda::{OrtCudaBackend, OrtCudaOptions};
 use super::tract::{TractBackend, TractOptions};
 use super::{Backend, Device};
+use crate::onnx::rewrite::fp16_emulate::{emulate_fp16, has_float16_compute};
 use crate::onnx::shape::ShapeRequest;
 use crate::onnx::OnnxModel;
-use anyhow::Result;
+use anyhow::{anyhow, Result};
 use serde::{Deserialize, Serialize};
 
 /// Which reference backend runs an ONNX model.
@@ -83,6 +86,9 @@ pub struct BackendOptions {
     /// The kind was trtkit's default, not the user's choice: tract stands in for ONNX Runtime
     /// on a model ONNX Runtime cannot read (see [`super::ort_ir::refusal`]).
     pub kind_is_default: bool,
+    /// How a backend that widens float16 (ONNX Runtime's CPU build, tract) computes a float16
+    /// model: emulated FP16 (the default) or as the backend does it.
+    pub fp16_compute: Fp16Compute,
 }
 
 /// Opens `model` on the backend `options` names.
@@ -102,12 +108,42 @@ pub fn open_capture(
     open_visiting(model, options, Some(from))
 }
 
+/// Opens `model` on the backend `options` names; a float16 model on a backend that would widen
+/// it runs through the FP16 emulation (see [`super::fp16_emulated`]).
 fn open_visiting(
     model: &OnnxModel,
     options: &BackendOptions,
     visit_only_from: Option<usize>,
 ) -> Result<Box<dyn Backend>> {
-    Ok(match kind_for(model, options) {
+    let kind = kind_for(model, options);
+    if !emulates_fp16(model, kind, options) {
+        return open_kind(model, kind, options, visit_only_from);
+    }
+    let emulated = emulate_fp16(model.clone()).map_err(|e| {
+        anyhow!(
+            "{e:#}; --fp16-compute backend runs it as the backend computes float16 (in float32)"
+        )
+    })?;
+    let backend = open_kind(&emulated, kind, options, visit_only_from)?;
+    Ok(Box::new(fp16_emulated::Emulated(backend)))
+}
+
+/// Whether `model` opens through the FP16 emulation on the backend of `kind`: it computes in
+/// float16, `options` asks for the emulation, and the backend would widen float16 (everything
+/// but ONNX Runtime's CUDA provider).
+fn emulates_fp16(model: &OnnxModel, kind: BackendKind, options: &BackendOptions) -> bool {
+    options.fp16_compute == Fp16Compute::Emulate
+        && !(kind == BackendKind::Ort && options.device == Device::Cuda)
+        && has_float16_compute(model)
+}
+
+fn open_kind(
+    model: &OnnxModel,
+    kind: BackendKind,
+    options: &BackendOptions,
+    visit_only_from: Option<usize>,
+) -> Result<Box<dyn Backend>> {
+    Ok(match kind {
         BackendKind::Tract => Box::new(TractBackend::load(
             model,
             &TractOptions {
@@ -154,5 +190,45 @@ fn kind_for(model: &OnnxModel, options: &BackendOptions) -> BackendKind {
             BackendKind::Tract
         }
         None => BackendKind::Ort,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::onnx::rewrite::fp16::Fp16;
+    use crate::onnx::rewrite::pass::Pass;
+
+    #[test]
+    fn float16_models_are_emulated_where_the_backend_would_widen_them() {
+        let fp32 = OnnxModel::from_proto(crate::onnx::test_models::classifier(None), "c.onnx");
+        let fp16 = Fp16::default().run(fp32.clone()).unwrap().0;
+        let options = |kind, device, fp16_compute| BackendOptions {
+            kind,
+            device,
+            fp16_compute,
+            ..Default::default()
+        };
+        let emulate = Fp16Compute::Emulate;
+        for (kind, device, want) in [
+            (BackendKind::Ort, Device::Cpu, true),
+            (BackendKind::Tract, Device::Cpu, true),
+            (BackendKind::Tract, Device::Cuda, true),
+            (BackendKind::Ort, Device::Cuda, false),
+        ] {
+            let o = options(kind, device, emulate);
+            assert_eq!(emulates_fp16(&fp16, kind, &o), want, "{kind:?} {device:?}");
+            assert!(!emulates_fp16(&fp32, kind, &o), "{kind:?} {device:?}");
+            let o = options(kind, device, Fp16Compute::Backend);
+            assert!(!emulates_fp16(&fp16, kind, &o), "{kind:?} {device:?}");
+        }
+        let cpu = options(BackendKind::Tract, Device::Cpu, emulate);
+        let backend = open(&fp16, &cpu).unwrap();
+        assert!(
+            backend.name().ends_with(", fp16 emulated"),
+            "{}",
+            backend.name()
+        );
+        assert!(!open(&fp32, &cpu).unwrap().name().contains("emulated"));
     }
 }

@@ -2,7 +2,9 @@
 //! model, the per-side overrides `compare` builds from the same group, and the engine group
 //! (`--device-id`, `--tensorrt-dir`) of the commands that run TensorRT engines.
 
-use crate::backend::select::{default_calibration_kind, default_kind, BackendKind, BackendOptions};
+use crate::backend::select::{
+    default_calibration_kind, default_kind, BackendKind, BackendOptions, Fp16Compute,
+};
 use crate::backend::Device;
 use clap::Args;
 use std::path::PathBuf;
@@ -25,6 +27,12 @@ pub struct BackendArgs {
     /// tensor cores.
     #[arg(long)]
     pub nhwc: bool,
+    /// How ONNX Runtime's CPU build and tract compute a float16 model: emulate (the default)
+    /// rounds every float16 tensor to float16 as FP16 hardware holds it (overflow to inf
+    /// included); backend runs it as they do, widened to float32 (ONNX Runtime's CUDA provider
+    /// computes FP16 itself either way).
+    #[arg(long, value_enum, value_name = "HOW", default_value = "emulate")]
+    pub fp16_compute: Fp16Compute,
 }
 
 impl BackendArgs {
@@ -54,6 +62,7 @@ impl BackendArgs {
             tensorrt_dir: None,
             nhwc: self.nhwc,
             kind_is_default: self.backend.is_none(),
+            fp16_compute: self.fp16_compute,
         }
     }
 }
@@ -107,6 +116,7 @@ macro_rules! side_backend_args {
                     device: self.device.unwrap_or(shared.device),
                     threads: self.threads.or(shared.threads),
                     nhwc: shared.nhwc,
+                    fp16_compute: shared.fp16_compute,
                 }
             }
         }

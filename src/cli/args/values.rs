@@ -1,7 +1,7 @@
 //! The command-line names of library enums. The library stays free of clap: each enum a flag
 //! takes gets its `ValueEnum` here, with the value names and help users see.
 
-use crate::backend::select::BackendKind;
+use crate::backend::select::{BackendKind, Fp16Compute};
 use crate::backend::Device;
 use crate::data::preprocess::{ChannelOrder, Layout};
 use crate::data::resize::Interpolation;
@@ -31,6 +31,11 @@ macro_rules! flag_values {
 flag_values!(BackendKind {
     BackendKind::Tract => "tract", "tract, embedded (CPU, or CUDA with --device cuda)";
     BackendKind::Ort => "ort", "ONNX Runtime, loaded at run time (CPU, or its CUDA provider with --device cuda)";
+});
+
+flag_values!(Fp16Compute {
+    Fp16Compute::Emulate => "emulate", "Computed in float32, every float16 tensor rounded to float16 as FP16 hardware holds it";
+    Fp16Compute::Backend => "backend", "As the backend does it: ONNX Runtime's CPU build and tract widen float16 to float32";
 });
 
 flag_values!(Device {

@@ -15,6 +15,8 @@
 //! - [`fp16`]: converts a float32 graph to float16, keeping chosen ops in float32 (and, by
 //!   `fp16_keep`, what must stay float32 whatever is chosen).
 //!   `fp16_values` converts the values, on every core.
+//! - [`fp16_emulate`]: FP16 numerics in float32: a float16 graph computed wide, every float16
+//!   tensor rounded to float16 (for backends that would widen it).
 //! - [`types`]: element types of every tensor, which the passes above rely on.
 //! - [`initializer`]: reading and writing initializer values.
 //!
@@ -26,6 +28,7 @@ pub mod constant_weights;
 pub mod equalize;
 pub mod fold_bn;
 pub mod fp16;
+pub mod fp16_emulate;
 mod fp16_keep;
 mod fp16_values;
 mod gemm_to_matmul;

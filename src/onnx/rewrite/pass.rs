@@ -5,8 +5,11 @@
 //!
 //! The passes: [`InputShapes`](crate::onnx::shape::InputShapes) and
 //! [`FixBatch`](crate::onnx::shape::FixBatch) (input declarations),
-//! [`Fp16`](super::fp16::Fp16) (float16 autocast), [`Qdq`](super::qdq::Qdq) (INT8 Q/DQ
-//! insertion), [`Equalize`](super::equalize::Equalize) (cross-layer equalisation) and [`Capture`](super::capture::Capture) (activations as extra outputs).
+//! [`Fp16`](super::fp16::Fp16) (float16 autocast),
+//! [`Fp16Emulation`](super::fp16_emulate::Fp16Emulation) (FP16 numerics computed in float32),
+//! [`Qdq`](super::qdq::Qdq) (INT8 Q/DQ insertion), [`Equalize`](super::equalize::Equalize)
+//! (cross-layer equalisation) and [`Capture`](super::capture::Capture) (activations as extra
+//! outputs).
 
 pub use super::report::PassReport;
 use crate::onnx::OnnxModel;

@@ -36,6 +36,9 @@ pub enum PassReport {
     },
     /// Conv pairs were equalised.
     Equalize(EqualizeReport),
+    /// A float16 graph was rewritten to compute in float32 with every float16 tensor rounded to
+    /// float16 (FP16 numerics on a backend that would widen them).
+    Fp16Emulation(Fp16EmulationReport),
     /// Tensors were exposed as graph outputs.
     Capture {
         /// `(tensor name, where it appears in a run of the new model)`, in the order asked.
@@ -59,6 +62,23 @@ pub struct Fp16Report {
     pub casts: usize,
     /// Nodes computed in float32 (kept ops).
     pub kept_fp32_nodes: usize,
+    /// The nodes kept in float32 by name or pattern, by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kept_nodes: Vec<String>,
+    /// What the user should know: a pattern that kept nothing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+/// What the FP16 emulation did.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Fp16EmulationReport {
+    /// Float16 tensors made by nodes that are now rounded to float16 after each.
+    pub rounded: usize,
+    /// Float16 initializers turned into float32 (the same values).
+    pub converted_initializers: usize,
+    /// Casts inserted.
+    pub casts: usize,
 }
 
 /// What the equalisation did.

@@ -1,0 +1,318 @@
+//! FP16 numerics on a backend that computes float16 graphs in float32: the graph is rewritten to
+//! compute in float32 and to round every tensor the float16 graph holds in float16 to float16.
+//!
+//! ONNX Runtime's CPU build runs the float16 ops it has no kernel for through casts to float32 and
+//! keeps the chain wide; tract widens too. A float16 graph run there never overflows, never loses
+//! a subnormal: it compares as a float32 model would. After this pass every tensor that is float16
+//! in the original graph holds, under its original name, exactly the value float16 would hold
+//! (range, overflow to ±inf, subnormals, round to nearest even): the node writes a float32 tensor
+//! under a new name, then `Cast(to=FLOAT16)` and `Cast(to=FLOAT)` back under the original name.
+//!
+//! Neither backend folds that round trip: ONNX Runtime's duplicate-cast removal keeps a cast pair
+//! that loses precision on the way (wide → narrow → wide), and its cast chain elimination is off
+//! unless a session asks for it; tract only drops a cast to the type its input already has.
+//! The command-line tests check it on a model whose float16 tensors overflow.
+//!
+//! Float16 initializers and the values of `Constant` / `ConstantOfShape` become float32 (exactly
+//! the same numbers); `dtype` attributes that say float16 (`EyeLike`, `RandomNormal`, …) say
+//! float32. Graph inputs and outputs keep their declared element types: a float16 input is cast to
+//! float32 after entry, a float16 output is the final `Cast(to=FLOAT16)` itself.
+//!
+//! Subgraphs (`If`, `Loop`, `Scan` bodies) are not rewritten: a model that computes in float16
+//! and holds one is refused, naming the node.
+
+use super::pass::{Pass, PassReport};
+pub use super::report::Fp16EmulationReport;
+use super::types::infer_elem_types;
+use crate::onnx::dtype::{data_type, data_type_attr};
+use crate::onnx::pb::tensor_proto::{DataLocation, DataType};
+use crate::onnx::pb::{GraphProto, NodeProto, TensorProto};
+use crate::onnx::OnnxModel;
+use anyhow::{bail, Context, Result};
+use half::f16;
+use std::collections::{HashMap, HashSet};
+
+/// The FP16 emulation pass (see the module comment): a model with float16 compute becomes a
+/// float32 model that rounds every float16 tensor to float16; a model without is left as it is.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Fp16Emulation;
+
+impl Pass for Fp16Emulation {
+    fn name(&self) -> &'static str {
+        "fp16-emulation"
+    }
+
+    fn run(&self, model: OnnxModel) -> Result<(OnnxModel, PassReport)> {
+        let (model, report) = emulate_with_report(model)?;
+        Ok((model, PassReport::Fp16Emulation(report)))
+    }
+}
+
+/// Whether `model` computes anything in float16: a float16 input, initializer or node output,
+/// in the main graph or in a subgraph.
+pub fn has_float16_compute(model: &OnnxModel) -> bool {
+    graph_has_float16(model.graph())
+}
+
+fn graph_has_float16(g: &GraphProto) -> bool {
+    infer_elem_types(g)
+        .values()
+        .any(|&t| t == DataType::Float16)
+        || g.output
+            .iter()
+            .chain(&g.value_info)
+            .any(|v| declared_type(v) == Some(DataType::Float16))
+        || g.node.iter().any(|n| {
+            n.attribute
+                .iter()
+                .any(|a| a.g.iter().chain(&a.graphs).any(graph_has_float16))
+        })
+}
+
+fn declared_type(v: &crate::onnx::pb::ValueInfoProto) -> Option<DataType> {
+    crate::onnx::tensor_info::tensor_type(v).and_then(|t| data_type(t.elem_type))
+}
+
+/// The emulated model of `model` (see the module comment); `model` itself, unchanged, when it has
+/// no float16 compute, so applying this twice is harmless.
+pub fn emulate_fp16(model: OnnxModel) -> Result<OnnxModel> {
+    Ok(emulate_with_report(model)?.0)
+}
+
+fn emulate_with_report(model: OnnxModel) -> Result<(OnnxModel, Fp16EmulationReport)> {
+    if !has_float16_compute(&model) {
+        return Ok((model, Fp16EmulationReport::default()));
+    }
+    let path = model.path.display().to_string();
+    let mut model = model;
+    let external_f16 = model.graph().initializer.iter().any(|t| {
+        t.data_type == DataType::Float16 as i32
+            && t.data_location == Some(DataLocation::External as i32)
+    });
+    if external_f16 {
+        model.inline_external_data()?;
+    }
+    let report = rewrite(model.graph_mut())
+        .with_context(|| format!("{path}: cannot emulate FP16 in float32"))?;
+    Ok((model, report))
+}
+
+/// Tensor names not yet used in a graph.
+struct Names(HashSet<String>);
+
+impl Names {
+    fn of(g: &GraphProto) -> Names {
+        let mut used: HashSet<String> = HashSet::new();
+        used.extend(g.input.iter().map(|v| v.name.clone()));
+        used.extend(g.output.iter().map(|v| v.name.clone()));
+        used.extend(g.initializer.iter().map(|t| t.name.clone()));
+        for n in &g.node {
+            used.extend(n.input.iter().cloned());
+            used.extend(n.output.iter().cloned());
+        }
+        Names(used)
+    }
+
+    /// `base`, or `base` with a number after it, whichever is free; taken from now on.
+    fn fresh(&mut self, base: String) -> String {
+        let mut name = base.clone();
+        let mut k = 1;
+        while self.0.contains(&name) {
+            name = format!("{base}.{k}");
+            k += 1;
+        }
+        self.0.insert(name.clone());
+        name
+    }
+}
+
+fn cast(input: &str, output: &str, to: DataType) -> NodeProto {
+    let suffix = if to == DataType::Float16 {
+        "to_fp16"
+    } else {
+        "to_fp32"
+    };
+    NodeProto {
+        name: format!("{output}_{suffix}"),
+        op_type: "Cast".into(),
+        input: vec![input.to_string()],
+        output: vec![output.to_string()],
+        attribute: vec![crate::onnx::graph_builder::attr_int("to", to as i64)],
+        ..Default::default()
+    }
+}
+
+/// Refuses a graph with a subgraph, naming its node.
+fn refuse_subgraphs(g: &GraphProto) -> Result<()> {
+    for n in &g.node {
+        if n.attribute
+            .iter()
+            .any(|a| a.g.is_some() || !a.graphs.is_empty())
+        {
+            bail!(
+                "node '{}' ({}) holds a subgraph, which FP16 emulation does not rewrite",
+                n.name,
+                n.op_type
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The float32 values of a float16 tensor (raw data or `int32_data`), as the same tensor in
+/// float32.
+fn widen_tensor(t: &mut TensorProto) -> Result<()> {
+    if t.data_location == Some(DataLocation::External as i32) {
+        bail!("tensor '{}' is stored as external data", t.name);
+    }
+    let halves: Vec<f16> = if !t.raw_data.is_empty() {
+        if !t.raw_data.len().is_multiple_of(2) {
+            bail!(
+                "tensor '{}': raw data is not a whole number of float16",
+                t.name
+            );
+        }
+        t.raw_data
+            .chunks_exact(2)
+            .map(|b| f16::from_le_bytes([b[0], b[1]]))
+            .collect()
+    } else {
+        // ONNX keeps float16 values in int32_data, one per element, in the low 16 bits.
+        t.int32_data
+            .iter()
+            .map(|&v| f16::from_bits(v as u16))
+            .collect()
+    };
+    t.data_type = DataType::Float as i32;
+    t.int32_data.clear();
+    t.float_data.clear();
+    t.raw_data = halves
+        .iter()
+        .flat_map(|h| h.to_f32().to_le_bytes())
+        .collect();
+    Ok(())
+}
+
+/// Float16 values held in a node's attributes (`Constant`, `ConstantOfShape`) and `dtype`s that
+/// say float16 become float32; true if the node's outputs are exact float16 values already.
+fn widen_attributes(node: &mut NodeProto) -> Result<bool> {
+    let constant = matches!(node.op_type.as_str(), "Constant" | "ConstantOfShape");
+    for a in node.attribute.iter_mut() {
+        if let Some(t) =
+            a.t.as_mut()
+                .filter(|t| t.data_type == DataType::Float16 as i32)
+        {
+            widen_tensor(t).with_context(|| format!("node '{}'", node.name))?;
+        }
+        if a.name == "dtype" && data_type_attr(a.i) == Some(DataType::Float16) {
+            a.i = DataType::Float as i64;
+        }
+    }
+    Ok(constant)
+}
+
+/// The rewrite itself (see the module comment).
+fn rewrite(g: &mut GraphProto) -> Result<Fp16EmulationReport> {
+    refuse_subgraphs(g)?;
+    let types = infer_elem_types(g);
+    let is16 = |n: &str| types.get(n) == Some(&DataType::Float16);
+    let mut names = Names::of(g);
+    let mut report = Fp16EmulationReport::default();
+    let inputs: HashSet<String> = g.input.iter().map(|v| v.name.clone()).collect();
+    let outputs16: HashSet<String> = g
+        .output
+        .iter()
+        .filter(|v| is16(&v.name) || declared_type(v) == Some(DataType::Float16))
+        .map(|v| v.name.clone())
+        .collect();
+    let read: HashSet<String> = g.node.iter().flat_map(|n| n.input.clone()).collect();
+    // A float16 tensor whose float32 value lives under another name than its own.
+    let mut wide: HashMap<String, String> = HashMap::new();
+    let mut nodes: Vec<NodeProto> = Vec::new();
+    for v in g.input.iter().filter(|v| is16(&v.name)) {
+        let w = names.fresh(format!("{}.fp32", v.name));
+        nodes.push(cast(&v.name, &w, DataType::Float));
+        wide.insert(v.name.clone(), w);
+        report.casts += 1;
+    }
+    for t in g.initializer.iter_mut() {
+        if t.data_type != DataType::Float16 as i32 || inputs.contains(&t.name) {
+            continue;
+        }
+        widen_tensor(t)?;
+        report.converted_initializers += 1;
+        if outputs16.contains(&t.name) {
+            let orig = std::mem::take(&mut t.name);
+            let w = names.fresh(format!("{orig}.fp32"));
+            nodes.push(cast(&w, &orig, DataType::Float16));
+            t.name = w.clone();
+            wide.insert(orig, w);
+            report.casts += 1;
+        }
+    }
+    for mut node in std::mem::take(&mut g.node) {
+        for i in node.input.iter_mut() {
+            if let Some(w) = wide.get(i) {
+                *i = w.clone();
+            }
+        }
+        let exact = widen_attributes(&mut node)?;
+        let cast16 = node.op_type == "Cast"
+            && crate::onnx::attributes::int_attr(&node, "to").and_then(data_type_attr)
+                == Some(DataType::Float16);
+        let mut after = Vec::new();
+        for o in node.output.iter_mut() {
+            if o.is_empty() || !(is16(o) || outputs16.contains(o.as_str())) {
+                continue;
+            }
+            let orig = o.clone();
+            let is_out = outputs16.contains(&orig);
+            let wide_name = if is_out {
+                let w = names.fresh(format!("{orig}.fp32"));
+                wide.insert(orig.clone(), w.clone());
+                w
+            } else {
+                orig.clone()
+            };
+            let half = if is_out {
+                orig.clone()
+            } else {
+                names.fresh(format!("{orig}.fp16"))
+            };
+            report.rounded += 1;
+            if exact && !cast16 {
+                *o = wide_name.clone();
+                if is_out {
+                    after.push(cast(&wide_name, &half, DataType::Float16));
+                }
+                continue;
+            }
+            if cast16 {
+                *o = half.clone();
+            } else {
+                let pre = names.fresh(format!("{orig}.unrounded"));
+                *o = pre.clone();
+                after.push(cast(&pre, &half, DataType::Float16));
+            }
+            if !is_out || read.contains(&orig) {
+                after.push(cast(&half, &wide_name, DataType::Float));
+            }
+        }
+        report.casts += after.len();
+        nodes.push(node);
+        nodes.extend(after);
+    }
+    g.node = nodes;
+    for v in g.value_info.iter_mut() {
+        if is16(&v.name) && !outputs16.contains(&v.name) {
+            if let Some(t) = crate::onnx::tensor_info::tensor_type_mut(v) {
+                t.elem_type = DataType::Float as i32;
+            }
+        }
+    }
+    g.value_info.retain(|v| !outputs16.contains(&v.name));
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,217 @@
+//! FP16 computed as FP16 on the CPU backends: a float16 model on ONNX Runtime's CPU build or on
+//! tract runs with every float16 tensor rounded to float16, so an overflow that FP16 hardware
+//! shows shows here too; `--fp16-compute backend` keeps the backends' own widened float32.
+//!
+//! Needs the `onnxruntime` Python package (CI installs it) or ORT_DYLIB_PATH.
+
+mod support;
+
+use std::path::Path;
+use support::{save, trtkit};
+use trtkit::onnx::graph_builder::{tensor_f32, GraphBuilder};
+use trtkit::onnx::pb::tensor_proto::DataType;
+use trtkit::onnx::pb::ModelProto;
+use trtkit::onnx::test_models::deterministic_weights;
+use trtkit::tensor::Dim;
+
+const WIDTH: usize = 64;
+const CLASSES: usize = 8;
+
+/// x [N,64] → MatMul → Add → Mul by 1e-3 → Relu → MatMul → out [N,8]. With `planted`, the first
+/// MatMul's first column weighs 2800 throughout: on inputs in [0, 1) it reaches ~9e4, past FP16's
+/// 65504, and FP16 holds infinity there (and every output after it); in float32 the Mul brings it
+/// back to ~90.
+fn planted(planted: bool) -> ModelProto {
+    let mut w1 = deterministic_weights(1, WIDTH * WIDTH, 0.1);
+    if planted {
+        for row in 0..WIDTH {
+            w1[row * WIDTH] = 2800.0;
+        }
+    }
+    let n = Dim::Symbol("batch".into());
+    let (w, c) = (WIDTH as i64, CLASSES as i64);
+    let mut g = GraphBuilder::new("planted_overflow");
+    g.input("x", DataType::Float, &[n.clone(), Dim::Fixed(w)])
+        .output("out", DataType::Float, &[n, Dim::Fixed(c)])
+        .initializer(tensor_f32("w1", &[w, w], &w1))
+        .initializer(tensor_f32(
+            "b1",
+            &[w],
+            &deterministic_weights(2, WIDTH, 0.1),
+        ))
+        .initializer(tensor_f32("scale", &[], &[1e-3]))
+        .initializer(tensor_f32(
+            "w2",
+            &[w, c],
+            &deterministic_weights(3, WIDTH * CLASSES, 0.5),
+        ))
+        .node("MatMul", &["x", "w1"], &["mm1"], vec![])
+        .node("Add", &["mm1", "b1"], &["add1"], vec![])
+        .node("Mul", &["add1", "scale"], &["scaled"], vec![])
+        .node("Relu", &["scaled"], &["relu"], vec![])
+        .node("MatMul", &["relu", "w2"], &["out"], vec![]);
+    g.build()
+}
+
+/// The FP32 model and its FP16 rewrite by `trtkit quantize --fp16`, under `dir`.
+fn fp32_and_fp16(dir: &Path, overflow: bool) -> (String, String) {
+    let fp32 = save(dir, "fp32.onnx", planted(overflow));
+    let fp16 = dir.join("fp16.onnx");
+    let out = trtkit(&[
+        "quantize",
+        fp32.to_str().unwrap(),
+        "--fp16",
+        "-o",
+        fp16.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "quantize --fp16: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (
+        fp16.to_str().unwrap().to_string(),
+        fp32.to_str().unwrap().to_string(),
+    )
+}
+
+/// What `compare fp16 fp32` says.
+struct Compared {
+    /// Side A's backend, as the report names it.
+    backend: String,
+    /// The output's cosine (NaN when one side holds Inf or NaN).
+    cosine: f64,
+    /// Infinities and NaNs in side A's output.
+    non_finite: u64,
+    /// Whether `--fail-below 99` failed the run (exit 1).
+    failed: bool,
+}
+
+/// `compare fp16 fp32` with `extra` flags.
+fn compare(fp16: &str, fp32: &str, extra: &[&str]) -> Compared {
+    let base = ["compare", fp16, fp32, "--num-inputs", "8"];
+    let out = trtkit(&[&base[..], extra, &["--json"]].concat());
+    assert!(
+        out.status.success(),
+        "compare: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let backend = v["sides"][0]["backend"].as_str().unwrap().to_string();
+    let c = &v["outputs"][0]["closeness"];
+    let cosine = c["cosine"].as_f64().unwrap_or(f64::NAN);
+    let non_finite = c["inf_a"].as_u64().unwrap() + c["nan_a"].as_u64().unwrap();
+    let gated = trtkit(&[&base[..], extra, &["--fail-below", "99"]].concat());
+    let failed = gated.status.code() == Some(1);
+    assert!(
+        failed || gated.status.success(),
+        "compare --fail-below: {}",
+        String::from_utf8_lossy(&gated.stderr)
+    );
+    Compared {
+        backend,
+        cosine,
+        non_finite,
+        failed,
+    }
+}
+
+#[test]
+fn the_planted_overflow_shows_on_ort_cpu_and_on_tract() {
+    let dir = tempfile::tempdir().unwrap();
+    let (fp16, fp32) = fp32_and_fp16(dir.path(), true);
+    for backend in ["ort", "tract"] {
+        let c = compare(&fp16, &fp32, &["--backend", backend]);
+        assert!(
+            c.backend.ends_with(", fp16 emulated"),
+            "{backend}: {}",
+            c.backend
+        );
+        assert!(c.non_finite > 0, "{backend}: no Inf or NaN");
+        assert!(c.cosine.is_nan(), "{backend}: cosine {}", c.cosine);
+        assert!(c.failed, "{backend}: --fail-below 99 passed");
+    }
+    // The default CPU backend (ONNX Runtime where it is installed) emulates too.
+    let c = compare(&fp16, &fp32, &[]);
+    assert!(c.backend.ends_with(", fp16 emulated"), "{}", c.backend);
+    assert!(c.non_finite > 0 && c.failed, "default: cosine {}", c.cosine);
+}
+
+#[test]
+fn the_backends_own_float16_widens_and_hides_the_overflow() {
+    // Why the emulation is the default: ONNX Runtime's CPU build computes the FP16 graph in
+    // float32 and compares as the FP32 model does, where FP16 hardware gives infinity.
+    let dir = tempfile::tempdir().unwrap();
+    let (fp16, fp32) = fp32_and_fp16(dir.path(), true);
+    let c = compare(
+        &fp16,
+        &fp32,
+        &["--backend", "ort", "--fp16-compute", "backend"],
+    );
+    assert_eq!(c.backend, "ort-cpu");
+    assert_eq!(c.non_finite, 0);
+    assert!(c.cosine > 0.9999, "cosine {}", c.cosine);
+}
+
+#[test]
+fn emulated_fp16_of_a_model_that_does_not_overflow_stays_close() {
+    let dir = tempfile::tempdir().unwrap();
+    let (fp16, fp32) = fp32_and_fp16(dir.path(), false);
+    for backend in ["ort", "tract"] {
+        let c = compare(&fp16, &fp32, &["--backend", backend]);
+        assert!(
+            c.backend.ends_with(", fp16 emulated"),
+            "{backend}: {}",
+            c.backend
+        );
+        assert_eq!(c.non_finite, 0, "{backend}");
+        assert!(c.cosine > 0.999, "{backend}: cosine {}", c.cosine);
+    }
+    // The FP32 model computes nothing in float16: its backend is named as always.
+    let c = compare(&fp32, &fp32, &["--backend", "ort"]);
+    assert_eq!(c.backend, "ort-cpu");
+}
+
+/// A float16 model with an `If`: the emulation does not rewrite subgraphs, so it refuses in one
+/// line that names the file, the node and the way out.
+#[test]
+fn a_float16_model_with_a_subgraph_is_refused_in_one_line() {
+    use trtkit::onnx::pb::attribute_proto::AttributeType;
+    use trtkit::onnx::pb::AttributeProto;
+    let branch = |name: &str| {
+        let mut b = GraphBuilder::new(name);
+        b.output("y_branch", DataType::Float16, &[Dim::Fixed(1)])
+            .node("Identity", &["x"], &["y_branch"], vec![]);
+        let mut g = b.build().graph.unwrap();
+        g.name = name.into();
+        AttributeProto {
+            name: name.into(),
+            r#type: AttributeType::Graph as i32,
+            g: Some(g),
+            ..Default::default()
+        }
+    };
+    let mut b = GraphBuilder::new("with_if");
+    b.input("x", DataType::Float16, &[Dim::Fixed(1)])
+        .input("cond", DataType::Bool, &[Dim::Fixed(1)])
+        .output("y", DataType::Float16, &[Dim::Fixed(1)])
+        .node(
+            "If",
+            &["cond"],
+            &["y"],
+            vec![branch("then_branch"), branch("else_branch")],
+        );
+    let dir = tempfile::tempdir().unwrap();
+    let m = save(dir.path(), "if16.onnx", b.build());
+    let m = m.to_str().unwrap();
+    let out = trtkit(&["compare", m, m, "--backend", "tract", "--num-inputs", "2"]);
+    support::assert_clean_error(
+        &out,
+        1,
+        &[
+            "if16.onnx",
+            "'if_0' (If) holds a subgraph",
+            "--fp16-compute backend",
+        ],
+    );
+}
