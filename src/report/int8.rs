@@ -27,6 +27,25 @@ pub fn score_line(s: &Score) -> String {
     )
 }
 
+/// The last line of a target search's report: the kept result it reused, or how many variants
+/// it measured, how, in how long, and where the result is kept.
+pub fn search_line(
+    reused: bool,
+    result: &str,
+    variants: usize,
+    strategy: Strategy,
+    wall_s: f64,
+) -> String {
+    if reused {
+        return format!("  reused the search kept in {result} (--research searches again)\n");
+    }
+    let how = match strategy {
+        Strategy::Bisect => "bisection",
+        Strategy::Greedy => "greedy",
+    };
+    format!("  {variants} variants ({how} search) in {wall_s:.1} s; kept in {result}\n")
+}
+
 /// Which samples the scores are on: tuned on, checked on, and what was left out.
 pub fn samples_line(u: &SampleUse) -> String {
     let mut line = format!("  samples: {} tuned on", u.tune);
@@ -194,23 +213,7 @@ pub fn render_target(r: &TargetReport) -> String {
     out += &scale_search_line(r.scale_search.as_ref());
     out += &rounding_line(r.rounding.as_ref());
     out += &samples_line(&r.samples);
-    out += &if r.reused {
-        format!(
-            "  reused the search kept in {} (--research searches again)\n",
-            r.result
-        )
-    } else {
-        format!(
-            "  {} variants ({} search) in {:.1} s; kept in {}\n",
-            r.variants,
-            match r.strategy {
-                Strategy::Bisect => "bisection",
-                Strategy::Greedy => "greedy",
-            },
-            r.wall_s,
-            r.result
-        )
-    };
+    out += &search_line(r.reused, &r.result, r.variants, r.strategy, r.wall_s);
     out
 }
 

@@ -5,9 +5,9 @@
 use crate::quantize::fp16_search::{Fp16TargetReport, KeepReason};
 use crate::quantize::job::QuantizeReport;
 use crate::quantize::request::QuantizeOutcome;
-use crate::quantize::target_search::{Goal, Strategy};
+use crate::quantize::target_search::Goal;
 use crate::report::int8::{
-    render_measured, render_sensitivity, render_target, samples_line, score_line,
+    render_measured, render_sensitivity, render_target, samples_line, score_line, search_line,
 };
 
 /// What any `quantize` request printed: the rewrite's line or the triage's tables.
@@ -141,22 +141,6 @@ pub fn render_fp16_target(r: &Fp16TargetReport) -> String {
         out += "  variants scored with float16 arithmetic emulated (the CPU backend computes float16 in float32)\n";
     }
     out += &samples_line(&r.samples);
-    out += &if r.reused {
-        format!(
-            "  reused the search kept in {} (--research searches again)\n",
-            r.result
-        )
-    } else {
-        format!(
-            "  {} variants ({} search) in {:.1} s; kept in {}\n",
-            r.variants,
-            match r.strategy {
-                Strategy::Bisect => "bisection",
-                Strategy::Greedy => "greedy",
-            },
-            r.wall_s,
-            r.result
-        )
-    };
+    out += &search_line(r.reused, &r.result, r.variants, r.strategy, r.wall_s);
     out
 }
