@@ -29,7 +29,7 @@ fn round_trips<T: Serialize + DeserializeOwned>(args: &[&str]) -> T {
 
 #[test]
 fn reports_of_the_model_jobs_round_trip() {
-    use trtkit::jobs::compare::CompareReport;
+    use trtkit::jobs::compare::{CompareManyReport, CompareReport};
     use trtkit::jobs::run::RunReport;
     use trtkit::jobs::validate::ValidateReport;
     let dir = tempfile::tempdir().unwrap();
@@ -51,6 +51,10 @@ fn reports_of_the_model_jobs_round_trip() {
 
     let compare: CompareReport = round_trips(&["compare", m, m, "--num-samples", "4", "--json"]);
     assert_eq!(compare.outputs[0].closeness.equal_pct, 100.0);
+    let many: CompareManyReport =
+        round_trips(&["compare", m, m, m, "--num-samples", "4", "--json"]);
+    assert_eq!(many.comparisons.len(), 2);
+    assert_eq!(many.comparisons[1].sides[0].label, "B");
 
     let val = dir.path().join("val");
     write_jpeg(&val.join("0_a/x.jpg"), 20, 20, [200, 10, 10], 1);

@@ -349,3 +349,75 @@ fn bad_values_in_the_file_name_the_file_and_the_key() {
     assert_clean_error(&out, 2, &["12×12 crop"]);
     assert!(!String::from_utf8_lossy(&out.stderr).contains("trtkit.toml"));
 }
+
+/// The workspace comparison runs the reference once and compares every precision with it in
+/// memory: nothing is written to the temporary folder (with none to write to, it still runs),
+/// and each row's figures are those of the two-side `compare` of the same files.
+#[test]
+fn the_workspace_comparison_writes_no_temporary_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = workspace(dir.path());
+    ok(&trtkit_in(
+        &ws,
+        &["build", "--fp16", "--input-shape", "-1", "3", "224", "224"],
+    ));
+    let run = |tmp: &Path, args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_trtkit"))
+            .current_dir(&ws)
+            .args(args)
+            .env("TRTKIT_TENSORRT_DIR", support::tensorrt_dir())
+            .env("TMPDIR", tmp)
+            .output()
+            .unwrap()
+    };
+    let empty = dir.path().join("tmp");
+    std::fs::create_dir(&empty).unwrap();
+    // What trtkit left there: ONNX Runtime itself keeps a session id in `.ses` whenever it runs.
+    let left = |tmp: &Path| {
+        let mut names = support::files(tmp);
+        names.retain(|n| n != ".ses");
+        names
+    };
+    let samples = ["--num-samples", "6", "--seed", "2", "--json"];
+    let all = json(&run(&empty, &[&["compare"][..], &samples].concat()));
+    assert_eq!(left(&empty), Vec::<String>::new());
+    let images = json(&run(&empty, &["compare", "--dataset", "val", "--json"]));
+    assert_eq!(left(&empty), Vec::<String>::new());
+    assert_eq!(
+        images["inputs"],
+        "4 images of val, preprocessed for the model"
+    );
+    // No temporary folder at all: a temporary file would fail the run.
+    let missing = dir.path().join("no-such-folder");
+    let again = json(&run(&missing, &[&["compare"][..], &samples].concat()));
+    assert!(!missing.exists());
+    // The same figures (all but the time the task comparison took).
+    let untimed = |report: &Value| {
+        let mut rows = report["rows"].clone();
+        for r in rows.as_array_mut().unwrap() {
+            if let Some(task) = r["task"].as_object_mut() {
+                task.remove("seconds");
+            }
+        }
+        rows
+    };
+    assert_eq!(untimed(&again), untimed(&all));
+
+    let rows = all["rows"].as_array().unwrap();
+    let ran: Vec<&Value> = rows.iter().filter(|r| r["unavailable"].is_null()).collect();
+    assert!(!ran.is_empty(), "{all}");
+    for row in ran {
+        let file = row["file"].as_str().unwrap();
+        let pair = json(&run(
+            &empty,
+            &[&["compare", file, "onnx/clf.onnx"][..], &samples].concat(),
+        ));
+        let o = &pair["outputs"][0];
+        assert_eq!(row["equal_pct"], o["closeness"]["equal_pct"], "{row}");
+        assert_eq!(row["max_abs_err"], o["closeness"]["max_abs_err"], "{row}");
+        assert_eq!(row["top1_agreement_pct"], o["topk"]["top1_agreement_pct"]);
+        assert_eq!(row["backend"], pair["sides"][0]["backend"]);
+        assert_eq!(all["reference_backend"], pair["sides"][1]["backend"]);
+        assert_eq!(all["inputs"], pair["inputs"]);
+    }
+}

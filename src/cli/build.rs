@@ -2,6 +2,7 @@
 //! [`BuildConfig`]; the report is rendered by [`crate::report::build`].
 
 use crate::cli::args::calibration::{AlgoArg, CalibrationArgs};
+use crate::cli::args::fp16::{keep_errors_as_usage, KeepNodeArgs};
 use crate::cli::args::output::JsonArgs;
 use crate::cli::args::shapes::ShapeArgs;
 use crate::cli::quantize::keep_fp32_list;
@@ -62,6 +63,9 @@ pub struct BuildArgs {
     /// for none).
     #[arg(long, value_delimiter = ',', requires = "fp16", value_name = "OPS")]
     pub keep_fp32: Option<Vec<String>>,
+    /// With --fp16: single nodes kept in float32.
+    #[command(flatten)]
+    pub keep_nodes: KeepNodeArgs,
     /// INT8: calibrate (keyed cache, reused when its key matches), insert Q/DQ, then build.
     #[arg(long)]
     pub int8: bool,
@@ -163,6 +167,7 @@ fn profile_flags(args: &BuildArgs, axes: Vec<AxisRange>) -> Result<(BatchRequest
 /// The build job these flags describe, in the workspace when the model is left out (or lies in
 /// one): its model, input shape, calibration data and preprocessing under the flags given.
 pub fn config(args: &BuildArgs) -> Result<BuildConfig> {
+    args.keep_nodes.check(args.fp16)?;
     let (model, ws) = match &args.model {
         Some(m) => (m.clone(), for_model(Some(m))?),
         None => {
@@ -229,7 +234,8 @@ pub fn config(args: &BuildArgs) -> Result<BuildConfig> {
         fp16: Fp16Options {
             keep_fp32,
             fp16_io: args.fp16_io,
-            keep_nodes: vec![],
+            keep_nodes: args.keep_nodes.nodes(),
+            keep_regex: args.keep_nodes.patterns(),
         },
         int8,
         builder: BuilderSettings {
@@ -264,7 +270,7 @@ pub fn run(args: BuildArgs) -> Result<()> {
         },
     );
     bar.finish();
-    let report = report?;
+    let report = report.map_err(keep_errors_as_usage)?;
     printed.check()?;
     args.format.print(&report, || render(&report))
 }

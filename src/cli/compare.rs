@@ -11,13 +11,17 @@ use crate::cli::UsageError;
 use crate::data::dataset::DatasetOptions;
 use crate::data::synthetic::{InputDistribution, RandomInputs};
 use crate::jobs::compare::{
-    compare, is_model, verdict, CompareConfig, InputSource, SideConfig, DEFAULT_BATCH,
+    compare, compare_many, is_model, side_labels, verdict, CompareConfig, CompareManyReport,
+    InputSource, SideConfig, DEFAULT_BATCH,
 };
-use crate::jobs::precision_table::{compare_all, CompareAllConfig};
+use crate::jobs::layerwise::{layerwise, LayerwiseConfig, DEFAULT_COSINE};
+use crate::jobs::layerwise_all::{layerwise_all, LayerwiseAllConfig};
+use crate::jobs::precision_compare::{compare_all, CompareAllConfig};
 use crate::jobs::validate::{ValidateConfig, WarmupBatches};
 use crate::metrics::closeness::Tolerance;
 use crate::metrics::detection::outputs::DetectOptions;
-use crate::report::closeness::render;
+use crate::report::closeness::{render, render_many};
+use crate::report::layerwise::{plot_path_for, render as render_layerwise, render_all, write_plot};
 use crate::report::precisions::render_compare;
 use crate::report::progress::Bar;
 use crate::tensor::IntInput;
@@ -35,9 +39,14 @@ pub struct CompareArgs {
     /// build kept) against its FP32 ONNX model.
     #[arg(requires = "b")]
     pub a: Option<PathBuf>,
-    /// The reference: an .onnx model, a TensorRT engine, or an .npz of saved outputs.
+    /// The reference: an .onnx model, a TensorRT engine, or an .npz of saved outputs. With
+    /// more paths after it, B is under test too and the last path is the reference.
     pub b: Option<PathBuf>,
-    /// Backend, device and threads for both sides (each side's own flag wins).
+    /// More sides (C, D, …): `compare A B C` compares A and B each with C, the last, which runs
+    /// once.
+    #[arg(value_name = "MORE")]
+    pub more: Vec<PathBuf>,
+    /// Backend, device and threads for every side (A's and B's own flags win).
     #[command(flatten)]
     pub backend: BackendArgs,
     /// Overrides for A.
@@ -104,12 +113,30 @@ pub struct CompareArgs {
     /// Save the inputs used as .npz.
     #[arg(long, value_name = "FILE")]
     pub save_inputs: Option<PathBuf>,
-    /// Save A's outputs as .npz.
+    /// Save A's outputs as .npz (two sides only: with more, each side under test is its own).
     #[arg(long, value_name = "FILE")]
     pub save_outputs: Option<PathBuf>,
-    /// Save B's outputs as .npz.
+    /// Save the reference's (B's, or the last side's) outputs as .npz.
     #[arg(long, value_name = "FILE")]
     pub save_reference: Option<PathBuf>,
+    /// Layer by layer (A and B both ONNX graphs): every float tensor of the reference becomes
+    /// an output, is matched with A's tensor holding its value, and the first tensor whose
+    /// cosine falls below --layerwise-cosine is named. In a workspace (no A and B): every graph
+    /// an FP16 or INT8 build kept, against the model.
+    #[arg(long, conflicts_with_all = ["dataset", "save_inputs", "save_outputs", "save_reference", "fail_below"])]
+    pub layerwise: bool,
+    /// With --layerwise: only the reference tensors whose name matches REGEX.
+    #[arg(long, value_name = "REGEX", requires = "layerwise")]
+    pub tensors: Option<String>,
+    /// With --layerwise: a tensor whose cosine is below X diverges.
+    #[arg(long, value_name = "X", default_value_t = DEFAULT_COSINE)]
+    pub layerwise_cosine: f64,
+    /// With --layerwise: write each tensor's 1 − cosine against its depth as an SVG.
+    #[arg(long, value_name = "FILE.svg", requires = "layerwise")]
+    pub plot: Option<PathBuf>,
+    /// With --layerwise: the most bytes of marked outputs held at once (tests force groups).
+    #[arg(long, hide = true, value_name = "BYTES", requires = "layerwise")]
+    pub layerwise_group_bytes: Option<u64>,
     /// Output format.
     #[command(flatten)]
     pub output: OutputArgs,
@@ -137,8 +164,9 @@ pub fn config(args: &CompareArgs, ws: Option<&Workspace>) -> Result<CompareConfi
             ))
         }
     };
-    if !is_model(&a) && !is_model(&b) && args.inputs.is_some() {
-        tracing::warn!("--inputs is ignored: both sides are saved outputs");
+    let runs_none = [&a, &b].into_iter().chain(&args.more).all(|p| !is_model(p));
+    if runs_none && args.inputs.is_some() {
+        tracing::warn!("--inputs is ignored: every side is saved outputs");
     }
     let (x, y) = (args.range[0], args.range[1]);
     let dist = if args.normal {
@@ -221,10 +249,113 @@ fn int_range(text: &str) -> Result<(String, IntInput), String> {
     Ok((name.to_string(), IntInput::Range { low, high }))
 }
 
+/// Runs `compare --layerwise`: prints the report and writes the plot asked for. Without A and
+/// B, in a workspace: every kept FP16 or INT8 graph against the model.
+fn run_layerwise(args: &CompareArgs, bar: &Bar) -> Result<()> {
+    if !(0.0..=1.0).contains(&args.layerwise_cosine) {
+        return Err(UsageError("--layerwise-cosine must be within [0, 1]".into()).into());
+    }
+    if !args.more.is_empty() {
+        return Err(UsageError(
+            "--layerwise compares two ONNX graphs, A against the reference B; give two".into(),
+        )
+        .into());
+    }
+    let ws = match args.a {
+        Some(_) => None,
+        None => Some(required()?),
+    };
+    let base = LayerwiseConfig {
+        compare: config(args, ws.as_ref())?,
+        tensors: args.tensors.clone(),
+        cosine_threshold: args.layerwise_cosine,
+        group_bytes: args.layerwise_group_bytes,
+    };
+    let Some(ws) = ws else {
+        let report = layerwise(&base, bar)?;
+        if let Some(path) = &args.plot {
+            write_plot(&report, path)?;
+        }
+        return args
+            .output
+            .print(&report, |markdown| render_layerwise(&report, markdown));
+    };
+    let all = layerwise_all(
+        &LayerwiseAllConfig {
+            model: ws.model.clone(),
+            engines: ws.engines(),
+            base,
+        },
+        bar,
+    )?;
+    if let Some(path) = &args.plot {
+        for g in &all.graphs {
+            write_plot(&g.report, &plot_path_for(path, &g.engine))?;
+        }
+    }
+    args.output
+        .print(&all, |markdown| render_all(&all, markdown))
+}
+
+/// The sides of `compare A B C …`, each with its backend: `--a-…` sets A's and `--b-…` B's, as
+/// in the two-side form; the others take the shared `--backend`/`--device`/`--threads`.
+fn sides(args: &CompareArgs) -> Vec<SideConfig> {
+    let paths = [&args.a, &args.b]
+        .into_iter()
+        .flatten()
+        .chain(&args.more)
+        .cloned();
+    paths
+        .zip(side_labels(args.more.len() + 2))
+        .map(|(path, label)| {
+            let backend = match label.as_str() {
+                "A" => args.a_side.with_defaults_from(&args.backend),
+                "B" => args.b_side.with_defaults_from(&args.backend),
+                _ => args.backend.clone(),
+            };
+            SideConfig {
+                path,
+                backend: args.engine.apply(backend.options(None)),
+            }
+        })
+        .collect()
+}
+
+/// `compare A B C …`: each side compared with the last. `--save-reference` saves the
+/// reference's outputs; `--save-outputs` names one side under test, so it is refused here.
+fn run_many(args: &CompareArgs, config: &CompareConfig, bar: &Bar) -> Result<()> {
+    if args.save_outputs.is_some() {
+        return Err(UsageError(format!(
+            "--save-outputs saves the outputs of the one side under test; with {} sides give each its own run (compare X REFERENCE --save-outputs FILE)",
+            args.more.len() + 2
+        ))
+        .into());
+    }
+    let (report, runs) = compare_many(config, &sides(args), bar)?;
+    runs.save(args.save_inputs.as_deref(), args.save_reference.as_deref())?;
+    args.output
+        .print(&report, |markdown| render_many(&report, markdown))?;
+    many_verdict(&report, args.fail_below)
+}
+
+/// The first comparison that fails (all-NaN outputs, `--fail-below`), named by its two sides.
+fn many_verdict(report: &CompareManyReport, fail_below: Option<f64>) -> Result<()> {
+    for c in &report.comparisons {
+        if let Err(v) = verdict(c, fail_below) {
+            let pair: Vec<&str> = c.sides.iter().map(|s| s.label.as_str()).collect();
+            return Err(anyhow::Error::from(v).context(pair.join(" vs ")));
+        }
+    }
+    Ok(())
+}
+
 /// Runs `compare`: prints the report, saves the tensors asked for, then fails on all-NaN
 /// outputs or `--fail-below`.
 pub fn run(args: CompareArgs) -> Result<()> {
     let bar = Bar::new("samples", args.output.quiet());
+    if args.layerwise {
+        return run_layerwise(&args, &bar);
+    }
     if args.a.is_none() {
         let ws = required()?;
         let report = compare_all(
@@ -245,6 +376,9 @@ pub fn run(args: CompareArgs) -> Result<()> {
             .print(&report, |markdown| render_compare(&report, markdown));
     }
     let config = config(&args, None)?;
+    if !args.more.is_empty() {
+        return run_many(&args, &config, &bar);
+    }
     let (report, tensors) = compare(&config, &bar)?;
     tensors.save(
         args.save_inputs.as_deref(),

@@ -1,11 +1,13 @@
 //! `trtkit quantize MODEL --int8 --calibration-cache FILE -o OUT.onnx` (with `--exclude…`
 //! and `--fallback`), `trtkit quantize MODEL --fp16 -o OUT.onnx`, and the INT8 triage on real
 //! samples: `--sensitivity` (the per-node table) and `--target-cosine` / `--target-agreement`
-//! (the smallest float part that meets it), and `--equalize` (cross-layer equalisation, a float
-//! rewrite before calibration). Flags into the job's config, and its rendering.
+//! (the smallest float part that meets it), `--fp16 --target-cosine` (the fewest nodes kept in
+//! float32 that meet it), and `--equalize` (cross-layer equalisation, a float rewrite before
+//! calibration). Flags into the job's config, and its rendering.
 
 use crate::backend::select::BackendOptions;
 use crate::cli::args::backend::BackendArgs;
+use crate::cli::args::fp16::{keep_errors_as_usage, KeepNodeArgs};
 use crate::cli::args::output::JsonArgs;
 use crate::cli::args::preprocess::PreprocessArgs;
 use crate::cli::args::shapes::ShapeArgs;
@@ -15,6 +17,7 @@ use crate::onnx::rewrite::plan::Exclusion;
 use crate::onnx::rewrite::qdq::WeightClip;
 use crate::quantize::eval_config::{CheckSet, DEFAULT_CHECK_FRACTION};
 use crate::quantize::evaluate::{EvalConfig, WeightRounding};
+use crate::quantize::fp16_search::Fp16TargetConfig;
 use crate::quantize::job::{Fallback, QuantizeConfig, Rewrite};
 use crate::quantize::request::{run_request, QuantizeRequest};
 use crate::quantize::scale_search::ScaleSearch;
@@ -70,20 +73,20 @@ pub struct QuantizeArgs {
     /// what leaving it alone in float recovers) and print the sorted table; writes no model.
     #[arg(long, requires = "int8", requires = "eval_data", conflicts_with_all = ["target_cosine", "target_agreement"])]
     pub sensitivity: bool,
-    /// With --int8: leave the fewest nodes in float that keep this cosine with the FP32 model's
-    /// output on --eval-data, and write that model.
+    /// Leave the fewest nodes in float (with --int8) or keep the fewest in float32 (with
+    /// --fp16) that keep this cosine with the FP32 model's output on --eval-data, and write that
+    /// model.
     #[arg(
         long,
-        requires = "int8",
         requires = "eval_data",
         conflicts_with = "target_agreement",
         value_name = "COSINE"
     )]
     pub target_cosine: Option<f64>,
-    /// With --int8: as --target-cosine, for this top-1 agreement with the FP32 model, %.
-    #[arg(long, requires = "int8", requires = "eval_data", value_name = "PCT")]
+    /// As --target-cosine, for this top-1 agreement with the FP32 model, %.
+    #[arg(long, requires = "eval_data", value_name = "PCT")]
     pub target_agreement: Option<f64>,
-    /// Samples the INT8 variants are measured on: images, .npy/.npz, or synthetic:SEED (as
+    /// Samples the INT8 or FP16 variants are measured on: images, .npy/.npz, or synthetic:SEED (as
     /// `calibrate --calib-data` takes them).
     #[arg(long, value_name = "SRC")]
     pub eval_data: Option<String>,
@@ -154,6 +157,9 @@ pub struct QuantizeArgs {
     /// `none` for none). Default: the ops that overflow or lose precision in float16.
     #[arg(long, value_delimiter = ',', requires = "fp16", value_name = "OPS")]
     pub keep_fp32: Option<Vec<String>>,
+    /// With --fp16: single nodes kept in float32.
+    #[command(flatten)]
+    pub keep_nodes: KeepNodeArgs,
     /// Skip loading the result in the reference backend (tract) as a check.
     #[arg(long)]
     pub no_check: bool,
@@ -182,6 +188,7 @@ fn check_set(args: &QuantizeArgs) -> Result<CheckSet> {
 
 /// The job these flags describe; every flag check of `quantize` is here.
 pub fn job(args: &QuantizeArgs) -> Result<QuantizeRequest> {
+    args.keep_nodes.check(args.fp16)?;
     let target = args.target_cosine.is_some() || args.target_agreement.is_some();
     if args.research && !target {
         return Err(UsageError(
@@ -204,16 +211,56 @@ pub fn job(args: &QuantizeArgs) -> Result<QuantizeRequest> {
         }
         return Ok(QuantizeRequest::Rewrite(config(args)?));
     };
+    if args.fp16 && !args.int8 {
+        return fp16_target(args, eval_config(args, eval_data, PathBuf::new())?);
+    }
     let Some(cache) = &args.calibration_cache else {
         return Err(UsageError(
-            "--eval-data measures INT8 variants: give --int8 --calibration-cache FILE".into(),
+            "--eval-data measures INT8 variants (--int8 --calibration-cache FILE) or an FP16 target search (--fp16 --target-cosine X)".into(),
         )
         .into());
     };
+    let eval = eval_config(args, eval_data, cache.clone())?;
+    if args.sensitivity {
+        return Ok(QuantizeRequest::Sensitivity {
+            eval,
+            exclude: exclusion(args),
+        });
+    }
+    let Some(goal) = goal(args)? else {
+        let output = args
+            .output
+            .clone()
+            .expect("clap requires -o without --sensitivity");
+        return Ok(QuantizeRequest::Measured {
+            eval,
+            exclude: exclusion(args),
+            output,
+        });
+    };
+    if !exclusion(args).is_empty() {
+        return Err(UsageError("--target-cosine and --target-agreement choose the float nodes themselves; leave out --exclude".into()).into());
+    }
+    Ok(QuantizeRequest::Target(TargetConfig {
+        result_dir: None,
+        eval,
+        goal,
+        output: args
+            .output
+            .clone()
+            .expect("clap requires -o without --sensitivity"),
+        research: args.research,
+        strategy: args.search.unwrap_or_default(),
+    }))
+}
+
+/// What the measurements run on, as the flags say (`cache`: the calibration cache, empty for
+/// FP16).
+fn eval_config(args: &QuantizeArgs, eval_data: &str, cache: PathBuf) -> Result<EvalConfig> {
     let eval = EvalConfig {
         model: args.model.clone(),
-        cache: cache.clone(),
-        eval_data: eval_data.clone(),
+        cache,
+        eval_data: eval_data.to_string(),
         samples: args.eval_samples,
         batch_size: args.batch_size.unwrap_or(8),
         preprocess: args.preprocess.request()?,
@@ -231,50 +278,60 @@ pub fn job(args: &QuantizeArgs) -> Result<QuantizeRequest> {
     if eval.batch_size == 0 || eval.samples == Some(0) {
         return Err(UsageError("--batch-size and --eval-samples must be at least 1".into()).into());
     }
-    if args.sensitivity {
-        return Ok(QuantizeRequest::Sensitivity {
-            eval,
-            exclude: exclusion(args),
-        });
-    }
-    let goal = match (args.target_cosine, args.target_agreement) {
-        (Some(c), _) if (0.0..=1.0).contains(&c) => Goal::Cosine(c),
+    Ok(eval)
+}
+
+/// The target `--target-cosine` or `--target-agreement` sets, if any.
+fn goal(args: &QuantizeArgs) -> Result<Option<Goal>> {
+    Ok(match (args.target_cosine, args.target_agreement) {
+        (Some(c), _) if (0.0..=1.0).contains(&c) => Some(Goal::Cosine(c)),
         (Some(c), _) => {
             return Err(UsageError(format!("--target-cosine {c}: a cosine lies in [0, 1]")).into())
         }
-        (None, Some(p)) if (0.0..=100.0).contains(&p) => Goal::Agreement(p),
+        (None, Some(p)) if (0.0..=100.0).contains(&p) => Some(Goal::Agreement(p)),
         (None, Some(p)) => {
             return Err(UsageError(format!(
                 "--target-agreement {p}: a percentage lies in [0, 100]"
             ))
             .into())
         }
-        (None, None) => {
-            let output = args
-                .output
-                .clone()
-                .expect("clap requires -o without --sensitivity");
-            return Ok(QuantizeRequest::Measured {
-                eval,
-                exclude: exclusion(args),
-                output,
-            });
-        }
-    };
-    if !exclusion(args).is_empty() {
-        return Err(UsageError("--target-cosine and --target-agreement choose the float nodes themselves; leave out --exclude".into()).into());
+        (None, None) => None,
+    })
+}
+
+/// `quantize --fp16 --target-cosine X --eval-data SRC`: the FP16 search.
+fn fp16_target(args: &QuantizeArgs, eval: EvalConfig) -> Result<QuantizeRequest> {
+    if args.sensitivity || args.bias_correction || args.weight_rounding != WeightRounding::Nearest {
+        return Err(UsageError(
+            "--sensitivity, --bias-correction and --weight-rounding measure INT8 models; with --fp16 give --target-cosine or --target-agreement".into(),
+        )
+        .into());
     }
-    Ok(QuantizeRequest::Target(TargetConfig {
-        result_dir: None,
+    let Some(goal) = goal(args)? else {
+        return Err(UsageError(
+            "--eval-data with --fp16 measures the FP16 variants of a target search; give --target-cosine or --target-agreement".into(),
+        )
+        .into());
+    };
+    Ok(QuantizeRequest::Fp16Target(Fp16TargetConfig {
         eval,
+        options: fp16_options(args),
         goal,
-        output: args
-            .output
-            .clone()
-            .expect("clap requires -o without --sensitivity"),
+        output: output(args)?,
+        result_dir: None,
         research: args.research,
         strategy: args.search.unwrap_or_default(),
     }))
+}
+
+/// The FP16 rewrite's options, as the flags say.
+fn fp16_options(args: &QuantizeArgs) -> Fp16Options {
+    Fp16Options {
+        keep_fp32: keep_fp32_list(args.keep_fp32.as_deref()),
+        fp16_io: args.fp16_io,
+        keep_nodes: args.keep_nodes.nodes(),
+        keep_regex: args.keep_nodes.patterns(),
+    }
 }
 
 fn exclusion(args: &QuantizeArgs) -> Exclusion {
@@ -305,17 +362,7 @@ pub fn config(args: &QuantizeArgs) -> Result<QuantizeConfig> {
         (true, _, None) => {
             return Err(UsageError("--int8 needs --calibration-cache FILE".into()).into())
         }
-        (false, true, _) if args.eval_data.is_some() => {
-            return Err(UsageError(
-                "--eval-data measures INT8 variants; it does not apply to --fp16".into(),
-            )
-            .into())
-        }
-        (false, true, _) => Rewrite::Fp16(Fp16Options {
-            keep_fp32: keep_fp32_list(args.keep_fp32.as_deref()),
-            fp16_io: args.fp16_io,
-            keep_nodes: vec![],
-        }),
+        (false, true, _) => Rewrite::Fp16(fp16_options(args)),
         (false, false, _) => {
             return Err(UsageError("give one of --int8, --fp16 or --equalize".into()).into())
         }
@@ -339,7 +386,7 @@ fn output(args: &QuantizeArgs) -> Result<PathBuf> {
 /// Runs `quantize`.
 pub fn run(args: QuantizeArgs) -> Result<()> {
     let bar = Bar::new("variants", args.format.json);
-    let outcome = run_request(&job(&args)?, &bar)?;
+    let outcome = run_request(&job(&args)?, &bar).map_err(keep_errors_as_usage)?;
     args.format.print(&outcome, || render_outcome(&outcome))
 }
 

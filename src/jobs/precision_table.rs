@@ -1,20 +1,15 @@
 //! Every precision of one model side by side, the tables the public TensorRT benchmark projects
 //! print: `validate` over the ONNX model and each engine built from it (and, where an engine
 //! cannot run here, the rewritten graph its build kept: on ONNX Runtime where it is installed,
-//! its CUDA provider where that runs here, else on the reference backend), and `compare`
-//! of each against the FP32 ONNX model. Built on the `validate` and `compare` jobs; which
-//! engines belong to the model is `trt::built_engines`' answer.
+//! its CUDA provider where that runs here, else on the reference backend); the rows are shared
+//! with `compare` of each against the FP32 ONNX model ([`super::precision_compare`]). Built on
+//! the `validate` job; which engines belong to the model is `trt::built_engines`' answer.
 
 use crate::backend::ort_cuda::ort_cuda_usable;
 use crate::backend::select::{BackendKind, BackendOptions};
 use crate::backend::Device;
-use crate::data::npz;
-use crate::jobs::compare::{compare, CompareConfig, InputSource, SideConfig};
-use crate::jobs::validate::{dataset_tensor, validate, ValidateConfig, ValidateReport};
-use crate::metrics::closeness::Tolerance;
+use crate::jobs::validate::{validate, ValidateConfig, ValidateReport};
 use crate::metrics::latency::BatchLatency;
-use crate::metrics::task::TaskComparison;
-use crate::metrics::topk::RankRow;
 use crate::onnx::shape::fixed_batch;
 use crate::onnx::OnnxModel;
 use crate::progress::Progress;
@@ -39,10 +34,10 @@ pub enum RowKind {
 
 /// One model file to run, and how it is labelled.
 #[derive(Clone, Debug)]
-struct Candidate {
-    kind: RowKind,
-    precision: Precision,
-    path: PathBuf,
+pub(super) struct Candidate {
+    pub(super) kind: RowKind,
+    pub(super) precision: Precision,
+    pub(super) path: PathBuf,
     layers: Option<usize>,
     parameters: Option<u64>,
     /// The batch every input of an ONNX file is fixed to (it runs at that batch only).
@@ -50,7 +45,7 @@ struct Candidate {
 }
 
 impl Candidate {
-    fn label(&self) -> String {
+    pub(super) fn label(&self) -> String {
         match self.kind {
             RowKind::Onnx => format!("{} onnx", self.precision),
             RowKind::Engine => format!("{} engine", self.precision),
@@ -84,7 +79,7 @@ fn onnx_facts(path: &Path) -> OnnxFacts {
 
 /// The model's candidates: the ONNX model (`with_onnx`), then per engine built from it the
 /// engine and, where its build kept one, its rewritten graph.
-fn candidates(model: &Path, artifacts: &Artifacts, with_onnx: bool) -> Vec<Candidate> {
+pub(super) fn candidates(model: &Path, artifacts: &Artifacts, with_onnx: bool) -> Vec<Candidate> {
     let mut out = vec![];
     if with_onnx {
         let facts = onnx_facts(model);
@@ -128,7 +123,7 @@ fn candidates(model: &Path, artifacts: &Artifacts, with_onnx: bool) -> Vec<Candi
 /// without a float16 kernel computes in float32 between casts) where tract's CPU runtime,
 /// computing in float16, is a hundred times slower. Everything else, and a graph where ONNX
 /// Runtime is not installed, runs on `base`.
-fn row_backend(kind: &RowKind, base: &BackendOptions) -> BackendOptions {
+pub(super) fn row_backend(kind: &RowKind, base: &BackendOptions) -> BackendOptions {
     if *kind != RowKind::Graph {
         return base.clone();
     }
@@ -171,7 +166,7 @@ pub fn short_reason(message: &str) -> String {
 }
 
 /// The engines in the folder that were not run, with why (for every table's notes).
-fn skipped_lines(artifacts: &Artifacts) -> Vec<String> {
+pub(super) fn skipped_lines(artifacts: &Artifacts) -> Vec<String> {
     artifacts
         .skipped
         .iter()
@@ -209,7 +204,7 @@ impl RowSource {
     }
 
     /// The row of `c` labelled `label`: ran on `backend`, or failed with `error`.
-    fn from_outcome(
+    pub(super) fn from_outcome(
         c: &Candidate,
         label: String,
         outcome: Result<String, &anyhow::Error>,
@@ -365,191 +360,6 @@ pub fn validate_all(
         model: config.model.display().to_string(),
         dataset: config.base.dataset.display().to_string(),
         tables,
-        skipped: skipped_lines(&artifacts),
-    })
-}
-
-/// `compare` of everything built from a model against the FP32 ONNX model.
-#[derive(Clone, Debug)]
-pub struct CompareAllConfig {
-    /// The FP32 ONNX model: the reference.
-    pub model: PathBuf,
-    /// The folder of engines built from it.
-    pub engines: PathBuf,
-    /// Everything else: `b` is the reference's backend; `a`'s backend runs each engine or
-    /// graph (their paths are replaced per row).
-    pub base: CompareConfig,
-    /// Compare over these images (preprocessed for the model) instead of `base.inputs`.
-    pub images: Option<ValidateConfig>,
-}
-
-/// One row of the closeness table.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct CompareRow {
-    /// What ran, and whether it could.
-    #[serde(flatten)]
-    pub source: RowSource,
-    /// isclose %, all elements of the first output.
-    pub equal_pct: Option<f64>,
-    /// Samples whose every element is close, %.
-    pub all_close_samples_pct: Option<f64>,
-    /// Largest |A − B| (NaN or +Inf where the two disagree in non-finite values).
-    #[serde(default, with = "crate::metrics::non_finite::option")]
-    pub max_abs_err: Option<f64>,
-    /// Mean |A − B| (NaN or +Inf as `max_abs_err`).
-    #[serde(default, with = "crate::metrics::non_finite::option")]
-    pub mean_abs_err: Option<f64>,
-    /// Top-1 agreement with the reference, % (`[batch, classes]` outputs).
-    pub top1_agreement_pct: Option<f64>,
-    /// NaN elements of this side's output, % (100 means the run is broken).
-    pub nan_pct: Option<f64>,
-    /// The rank table (MAE and disagreement per rank).
-    pub ranks: Vec<RankRow>,
-    /// The task-aware agreement (matched boxes, pixel agreement), when a task applies.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub task: Option<TaskComparison>,
-}
-
-/// Everything `compare` found over the precisions.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct CompareAllReport {
-    /// The reference model.
-    pub reference: String,
-    /// The reference's backend.
-    pub reference_backend: String,
-    /// Where the inputs came from.
-    pub inputs: String,
-    /// Tolerances used.
-    pub tolerance: Tolerance,
-    /// The first output's name, the one compared.
-    pub output: String,
-    /// One row per engine or graph.
-    pub rows: Vec<CompareRow>,
-    /// Engines in the folder that were not compared, and why.
-    pub skipped: Vec<String>,
-}
-
-/// The reference's inputs and outputs, saved after the first row that ran, replayed for the rest.
-struct SavedReference {
-    inputs: PathBuf,
-    outputs: PathBuf,
-    backend: String,
-    inputs_note: String,
-    output: String,
-}
-
-/// Compares every engine built from the model (or its kept graph) with the model. The reference
-/// runs once, with the first row that opens: its inputs and outputs are saved then and replayed
-/// for every later row (a row that cannot open fails before anything runs).
-pub fn compare_all(config: &CompareAllConfig, progress: &dyn Progress) -> Result<CompareAllReport> {
-    let artifacts = list(&config.engines, &config.model)?;
-    let saved = tempfile::tempdir()?;
-    let (live_inputs, images_note) = match &config.images {
-        Some(images) => {
-            let tensor = dataset_tensor(images)?;
-            let file = saved.path().join("images.npz");
-            let note = format!(
-                "{} images of {}, preprocessed for the model",
-                tensor.shape[0],
-                images.dataset.display()
-            );
-            npz::save(&file, &[tensor])?;
-            (InputSource::File(file), Some(note))
-        }
-        None => (config.base.inputs.clone(), None),
-    };
-    let mut replay: Option<SavedReference> = None;
-    let mut rows = vec![];
-    for c in candidates(&config.model, &artifacts, false) {
-        let engine_ran = rows.iter().any(|r: &CompareRow| {
-            r.source.precision == c.precision && r.source.unavailable.is_none()
-        });
-        if c.kind == RowKind::Graph && engine_ran {
-            continue; // the engine itself was compared
-        }
-        let (b, inputs) = match &replay {
-            Some(r) => (
-                SideConfig {
-                    path: r.outputs.clone(),
-                    backend: config.base.b.backend.clone(),
-                },
-                InputSource::File(r.inputs.clone()),
-            ),
-            None => (
-                SideConfig {
-                    path: config.model.clone(),
-                    backend: config.base.b.backend.clone(),
-                },
-                live_inputs.clone(),
-            ),
-        };
-        let job = CompareConfig {
-            a: SideConfig {
-                path: c.path.clone(),
-                backend: row_backend(&c.kind, &config.base.a.backend),
-            },
-            b,
-            inputs,
-            input_shapes: Default::default(),
-            ..config.base.clone()
-        };
-        let outcome = compare(&job, progress);
-        if let (None, Ok((report, tensors))) = (&replay, &outcome) {
-            let r = SavedReference {
-                inputs: saved.path().join("inputs.npz"),
-                outputs: saved.path().join("reference.npz"),
-                backend: report.sides[1].backend.clone(),
-                inputs_note: images_note.clone().unwrap_or_else(|| report.inputs.clone()),
-                output: report
-                    .outputs
-                    .first()
-                    .map(|o| o.name.clone())
-                    .unwrap_or_default(),
-            };
-            npz::save(&r.inputs, tensors.inputs.as_deref().unwrap_or_default())?;
-            npz::save(&r.outputs, &tensors.b)?;
-            replay = Some(r);
-        }
-        let ran = outcome.as_ref().map(|(r, _)| r.sides[0].backend.clone());
-        let mut row = CompareRow {
-            source: RowSource::from_outcome(&c, c.label(), ran.clone()),
-            equal_pct: None,
-            all_close_samples_pct: None,
-            max_abs_err: None,
-            mean_abs_err: None,
-            top1_agreement_pct: None,
-            nan_pct: None,
-            ranks: vec![],
-            task: None,
-        };
-        if let Some(o) = outcome.as_ref().ok().and_then(|(r, _)| r.outputs.first()) {
-            row.equal_pct = Some(o.closeness.equal_pct);
-            row.all_close_samples_pct = Some(o.closeness.all_close_samples_pct);
-            row.max_abs_err = Some(o.closeness.max_abs_err);
-            row.mean_abs_err = Some(o.closeness.mean_abs_err);
-            row.top1_agreement_pct = o.topk.as_ref().map(|k| k.top1_agreement_pct);
-            let elements = o.closeness.elements.max(1) as f64;
-            row.nan_pct = Some(o.closeness.nan_a as f64 * 100.0 / elements);
-            row.ranks = o.topk.as_ref().map(|k| k.ranks.clone()).unwrap_or_default();
-        }
-        row.task = outcome.as_ref().ok().and_then(|(r, _)| r.task.clone());
-        rows.push(row);
-    }
-    let (reference_backend, inputs, output) = match replay {
-        Some(r) => (r.backend, r.inputs_note, r.output),
-        None => (
-            String::new(),
-            "none: no engine or graph could run, so the reference was not run".into(),
-            String::new(),
-        ),
-    };
-    Ok(CompareAllReport {
-        reference: config.model.display().to_string(),
-        reference_backend,
-        inputs,
-        tolerance: config.base.tolerance,
-        output,
-        rows,
         skipped: skipped_lines(&artifacts),
     })
 }

@@ -1,5 +1,5 @@
 //! Metrics: top-k accuracy, closeness of two outputs (numpy `isclose`, errors, cosine, top-k
-//! rank agreement), latency statistics, bootstrap intervals of scores.
+//! rank agreement), latency statistics, bootstrap intervals of scores, layer-by-layer divergence.
 
 pub mod accuracy;
 pub mod bootstrap;
@@ -7,6 +7,7 @@ pub mod closeness;
 pub mod compare;
 pub mod detection;
 pub mod latency;
+pub mod layerwise;
 pub mod non_finite;
 pub mod segmentation;
 pub mod task;

@@ -7,32 +7,27 @@
 //! absolute error of its first output against the float one, with 95% intervals. The
 //! sensitivity scan and the accuracy-target search both measure through it.
 
-use crate::backend::batch_runner::run_batched;
 use crate::backend::mac_count::model_macs;
-use crate::backend::select::{open, BackendOptions};
-use crate::backend::Backend;
 use crate::calibration::cache::{check_cache_model, CalibrationTable};
-use crate::data::batch_axis::slice_padded;
-use crate::metrics::bootstrap::{interval_scores, sample_sums, IntervalScores};
+use crate::metrics::bootstrap::IntervalScores;
 use crate::onnx::macs::MacsCount;
 use crate::onnx::model::file_sha256;
 use crate::onnx::rewrite::bias::correct_biases;
-use crate::onnx::rewrite::capture::{Capture, Source};
 use crate::onnx::rewrite::constant_weights::lift_constant_weights;
-use crate::onnx::rewrite::pass::{Pass, PassReport};
 use crate::onnx::rewrite::plan::{node_label, QuantPlan};
 use crate::onnx::rewrite::qdq::WeightQuant;
 use crate::onnx::OnnxModel;
-use crate::progress::{NoProgress, Progress};
+use crate::progress::Progress;
 use crate::quantize::adaptive_rounding::{round_adaptively, rounding_inputs, RoundingReport};
 pub use crate::quantize::eval_config::{EvalConfig, WeightRounding};
-use crate::quantize::eval_samples::{batches_of, read_eval_samples};
 use crate::quantize::job::{int8_model, int8_pass};
+use crate::quantize::reference::Reference;
+pub use crate::quantize::reference::SampleUse;
 use crate::quantize::scale_search::{
     search_scales, ScaleSearch, ScaleSearchReport, SEARCH_SAMPLES,
 };
 use crate::tensor::HostTensor;
-use anyhow::{bail, Context, Result};
+use anyhow::Result;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -40,9 +35,6 @@ use std::sync::Arc;
 /// How close a variant's first output is to the float model's, on a set of samples, with 95%
 /// intervals.
 pub type Score = IntervalScores;
-
-/// The seed of the bootstrap intervals (fixed: the same scores, the same intervals).
-const INTERVAL_SEED: u64 = 0x5eed;
 
 /// Samples the layers' inputs are captured on for adaptive rounding (the first of the tuning
 /// part).
@@ -64,21 +56,13 @@ pub struct Evaluator {
     pub scale_search: Option<ScaleSearchReport>,
     /// What adaptive rounding changed (when asked for).
     pub rounding: Option<RoundingReport>,
-    tune: SampleSet,
-    check: Option<SampleSet>,
+    /// The samples and the float model's outputs on them.
+    reference: Reference,
     /// Input channel means of the quantized convolutions (bias correction only).
     means: HashMap<String, Vec<f64>>,
     /// How the weights become INT8 (with the adaptively rounded ones, when asked for).
     weights: WeightQuant,
-    classes: Option<usize>,
     config: EvalConfig,
-}
-
-/// Samples and the float model's first output on them.
-struct SampleSet {
-    inputs: Vec<HostTensor>,
-    count: usize,
-    reference: Vec<f64>,
 }
 
 impl Evaluator {
@@ -98,37 +82,21 @@ impl Evaluator {
         check_cache_model(&config.cache, &config.model, &file_sha256(&config.model)?)?;
         // The INT8 pass refuses a model with nothing to quantize.
         let plan = int8_pass(&model, &table.scales)?.plan;
-        let samples = read_eval_samples(&model, config)?;
+        let reference = Reference::new(&model, config)?;
         let macs = model_macs(&model, &config.backend.input_shapes).unwrap_or_default();
-        let set = |inputs: Vec<HostTensor>, count: usize| SampleSet {
-            inputs,
-            count,
-            reference: vec![],
-        };
         let mut me = Evaluator {
-            left_out: samples.left_out,
+            left_out: reference.left_out,
             scale_search: None,
             rounding: None,
             model,
             plan,
             scales: table.scales,
             macs,
-            tune: set(samples.tune, samples.tune_count),
-            check: (samples.check_count > 0).then(|| set(samples.check, samples.check_count)),
+            reference,
             means: HashMap::new(),
             weights: WeightQuant::nearest(config.weight_clip),
-            classes: None,
             config: config.clone(),
         };
-        let (reference, shape) = me.outputs(&me.model, &me.tune.inputs)?;
-        me.classes = (shape.len() == 2).then_some(shape[1]);
-        me.tune.reference = reference;
-        if let Some(check) = &me.check {
-            let reference = me.outputs(&me.model, &check.inputs)?.0;
-            if let Some(c) = me.check.as_mut() {
-                c.reference = reference;
-            }
-        }
         if config.bias_correction {
             me.means = me.channel_means(me.bias_inputs())?;
         }
@@ -184,7 +152,7 @@ impl Evaluator {
     /// Replaces the calibrated activation scales with those [`search_scales`] finds on the
     /// first [`SEARCH_SAMPLES`] tuning samples.
     fn search_scales(&mut self, progress: &dyn Progress) -> Result<()> {
-        let samples = SEARCH_SAMPLES.min(self.tune.count);
+        let samples = SEARCH_SAMPLES.min(self.reference.tune.count);
         let captured = self.capture_all(self.plan.activation_names(), samples)?;
         progress.start(
             "activation scales",
@@ -231,43 +199,16 @@ impl Evaluator {
         &self,
         tensors: Vec<String>,
         samples: usize,
-        mut each: impl FnMut(&str, &HostTensor) -> Result<()>,
+        each: impl FnMut(&str, &HostTensor) -> Result<()>,
     ) -> Result<()> {
-        let (capture, report) = Capture { names: tensors }.run(self.model.clone())?;
-        let PassReport::Capture { sources } = report else {
-            bail!("the capture pass reported no tensor sources");
-        };
-        let mut backend = self.open_backend(&capture)?;
-        let first: Vec<HostTensor> = self
-            .tune
-            .inputs
-            .iter()
-            .map(|t| slice_padded(t, 0, samples.min(self.tune.count)))
-            .collect::<Result<_>>()?;
-        for batch in batches_of(&first, self.config.batch_size)? {
-            let out = run_batched(
-                backend.as_mut(),
-                &batch,
-                self.config.batch_size,
-                &NoProgress,
-            )?;
-            for (name, source) in &sources {
-                let t = match source {
-                    Source::Output(j) => out.outputs.get(*j),
-                    Source::Input(_) => batch.iter().find(|t| &t.name == name),
-                }
-                .with_context(|| format!("tensor '{name}' was not in the run's outputs"))?;
-                each(name, t)?;
-            }
-        }
-        Ok(())
+        self.reference.capture(&self.model, tensors, samples, each)
     }
 
     /// The mean of each channel (axis 1) of `tensors` over the tuning samples, from one pass
     /// of the float model with them exposed as outputs.
     fn channel_means(&self, tensors: Vec<String>) -> Result<HashMap<String, Vec<f64>>> {
         let mut sums: HashMap<String, (Vec<f64>, usize)> = HashMap::new();
-        self.capture(tensors, self.tune.count, |name, t| {
+        self.capture(tensors, self.reference.tune.count, |name, t| {
             let channels = *t.shape.get(1).unwrap_or(&1);
             let inner: usize = t.shape.iter().skip(2).product();
             let entry = sums
@@ -303,69 +244,23 @@ impl Evaluator {
         )
     }
 
-    /// The reference backend, opened on `model` at the evaluation's batch size.
-    fn open_backend(&self, model: &OnnxModel) -> Result<Box<dyn Backend>> {
-        open(
-            model,
-            &BackendOptions {
-                batch: Some(self.config.batch_size),
-                ..self.config.backend.clone()
-            },
-        )
-    }
-
-    /// The first output of `model` over `inputs`, flattened, and its shape per sample set.
-    fn outputs(&self, model: &OnnxModel, inputs: &[HostTensor]) -> Result<(Vec<f64>, Vec<usize>)> {
-        let mut backend = self.open_backend(model)?;
-        let out = run_batched(
-            backend.as_mut(),
-            inputs,
-            self.config.batch_size,
-            &NoProgress,
-        )?;
-        let first = out
-            .outputs
-            .into_iter()
-            .next()
-            .context("the model has no output")?;
-        Ok((first.data.to_f64(), first.shape))
-    }
-
-    /// The score of `variant` on `set`.
-    fn score_on(&self, variant: &OnnxModel, set: &SampleSet) -> Result<Score> {
-        let (out, _) = self.outputs(variant, &set.inputs)?;
-        if out.len() != set.reference.len() {
-            bail!("the INT8 model's output has another size than the float model's");
-        }
-        let classes = self
-            .classes
-            .filter(|&k| k > 1 && out.len() == set.count * k);
-        let sums = sample_sums(&out, &set.reference, set.count, classes);
-        Ok(interval_scores(&sums, INTERVAL_SEED))
-    }
-
     /// The score, on the tuning samples, of the model with every node of the plan in INT8
     /// except `float`.
     pub fn score(&self, float: &BTreeSet<usize>) -> Result<Score> {
-        self.score_on(&self.variant(float)?, &self.tune)
+        self.reference.score(&self.variant(float)?)
     }
 
     /// The score of the same model on the check samples (`None` without a check set).
     pub fn check_score(&self, float: &BTreeSet<usize>) -> Result<Option<Score>> {
-        let Some(check) = &self.check else {
+        if self.reference.check.is_none() {
             return Ok(None);
-        };
-        Ok(Some(self.score_on(&self.variant(float)?, check)?))
+        }
+        self.reference.check_score(&self.variant(float)?)
     }
 
     /// Which samples the scores come from.
     pub fn sample_use(&self) -> SampleUse {
-        SampleUse {
-            tune: self.tune.count,
-            check: self.check.as_ref().map_or(0, |c| c.count),
-            check_from: self.config.check.to_string(),
-            left_out: self.left_out,
-        }
+        self.reference.sample_use()
     }
 
     /// The nodes the plan quantizes, in graph order.
@@ -395,19 +290,6 @@ impl Evaluator {
                 .share(self.plan.quantized_nodes().difference(float).copied())
         })
     }
-}
-
-/// Which samples a triage report's scores come from.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct SampleUse {
-    /// Samples tuned on (the scale search, bias correction, rounding, the search's choices).
-    pub tune: usize,
-    /// Samples kept apart and only scored (0 without a check set).
-    pub check: usize,
-    /// Where the check samples came from.
-    pub check_from: String,
-    /// Samples the sources had beyond `--eval-samples`, left out.
-    pub left_out: usize,
 }
 
 /// What `quantize --int8 --eval-data` wrote and how close it stays.

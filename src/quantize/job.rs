@@ -298,6 +298,7 @@ mod tests {
                 keep_fp32: DEFAULT_KEEP_FP32.iter().map(|s| s.to_string()).collect(),
                 fp16_io: false,
                 keep_nodes: vec![],
+                keep_regex: vec![],
             }),
             output: dir.path().join("c-fp16.onnx"),
             check: true,

@@ -1,9 +1,10 @@
 //! What one `quantize` asks for, and the one function that carries it out: the rewrite alone, or
 //! the INT8 triage on real samples (the sensitivity table, the smallest float part that meets a
-//! target, or a chosen INT8 model measured). Callers build a [`QuantizeRequest`] and get a
+//! target, or a chosen INT8 model measured), or the FP16 target search. Callers build a [`QuantizeRequest`] and get a
 //! [`QuantizeOutcome`]; the searches behind it are named only inside `quantize/`.
 
 use super::evaluate::{measure_int8, EvalConfig, MeasuredReport};
+use super::fp16_search::{search_fp16_target, Fp16TargetConfig, Fp16TargetReport};
 use super::job::{quantize, QuantizeConfig, QuantizeReport};
 use super::sensitivity_scan::{sensitivity, SensitivityReport};
 use super::target_search::{search_target, TargetConfig, TargetReport};
@@ -27,6 +28,8 @@ pub enum QuantizeRequest {
     },
     /// The smallest float part that meets a target, written as a model.
     Target(TargetConfig),
+    /// The fewest nodes of an FP16 model kept in float32 that meet a target, written as a model.
+    Fp16Target(Fp16TargetConfig),
     /// Write the INT8 model with `exclude` in float and measure it on the samples.
     Measured {
         /// The samples and the reference backend.
@@ -48,6 +51,8 @@ pub enum QuantizeOutcome {
     Sensitivity(SensitivityReport),
     /// The target search's result.
     Target(Box<TargetReport>),
+    /// The FP16 target search's result.
+    Fp16Target(Box<Fp16TargetReport>),
     /// The measured INT8 model.
     Measured(Box<MeasuredReport>),
 }
@@ -61,6 +66,9 @@ pub fn run_request(request: &QuantizeRequest, progress: &dyn Progress) -> Result
         }
         QuantizeRequest::Target(config) => {
             QuantizeOutcome::Target(Box::new(search_target(config, progress)?))
+        }
+        QuantizeRequest::Fp16Target(config) => {
+            QuantizeOutcome::Fp16Target(Box::new(search_fp16_target(config, progress)?))
         }
         QuantizeRequest::Measured {
             eval,

@@ -5,9 +5,8 @@
 //! samples, fallback, target), with its SHA-256 beside it, so the same question is answered
 //! again without measuring, from a result that is the one the search wrote.
 
-use crate::atomic_file::write_atomic;
 use crate::calibration::cache::CalibrationTable;
-use crate::onnx::model::{file_sha256, sha256_hex};
+use crate::onnx::model::file_sha256;
 use crate::onnx::rewrite::constant_weights::lift_constant_weights;
 use crate::onnx::rewrite::plan::{plan_int8, Exclusion};
 use crate::onnx::rewrite::qdq::WeightQuant;
@@ -17,42 +16,15 @@ use crate::quantize::adaptive_rounding::RoundingReport;
 use crate::quantize::eval_samples::samples_fingerprint;
 use crate::quantize::evaluate::{EvalConfig, Evaluator, SampleUse, Score, WeightRounding};
 use crate::quantize::job::int8_model;
+use crate::quantize::kept_result::{keep, kept_path, read_kept, short_key};
 use crate::quantize::scale_search::{ScaleSearch, ScaleSearchReport};
+use crate::quantize::search::{find, Variants};
+pub use crate::quantize::search::{Goal, Strategy, GREEDY_CANDIDATES};
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Instant;
-
-/// What the INT8 model must keep.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Goal {
-    /// Cosine of the first output against the float model, at least this.
-    Cosine(f64),
-    /// Top-1 agreement with the float model, % , at least this.
-    Agreement(f64),
-}
-
-impl Goal {
-    /// Whether `score` meets it.
-    pub fn met_by(&self, score: &Score) -> bool {
-        match *self {
-            Goal::Cosine(c) => score.cosine >= c,
-            Goal::Agreement(p) => score.top1_agreement_pct.is_some_and(|a| a >= p),
-        }
-    }
-
-    /// The score's value on the goal's measure; a NaN cosine (outputs that differ in NaN or
-    /// ±Inf values) is the worst there is.
-    fn value(&self, score: &Score) -> f64 {
-        match self {
-            Goal::Cosine(_) if score.cosine.is_nan() => f64::NEG_INFINITY,
-            Goal::Cosine(_) => score.cosine,
-            Goal::Agreement(_) => score.top1_agreement_pct.unwrap_or(0.0),
-        }
-    }
-}
 
 /// The search's job.
 #[derive(Clone, Debug)]
@@ -155,7 +127,7 @@ fn result_key(config: &TargetConfig, fingerprint: &str) -> Result<String> {
         "strategy": config.strategy,
         "trtkit": env!("CARGO_PKG_VERSION"),
     });
-    Ok(sha256_hex(key.to_string().as_bytes())[..16].to_string())
+    Ok(short_key(&key))
 }
 
 impl TargetConfig {
@@ -173,61 +145,6 @@ impl TargetConfig {
     }
 }
 
-fn result_path(config: &TargetConfig, key: &str) -> PathBuf {
-    let stem = config
-        .eval
-        .model
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "model".into());
-    config
-        .result_dir()
-        .join(format!("{stem}-int8-target-{key}.json"))
-}
-
-/// The file beside a kept result that holds its SHA-256, as `sha256sum` writes it.
-fn hash_path(kept: &Path) -> PathBuf {
-    let mut name = kept.as_os_str().to_owned();
-    name.push(".sha256");
-    PathBuf::from(name)
-}
-
-/// The kept result at `kept` when its bytes are the ones its hash file vouches for; `Err`
-/// with the reason when one is there but cannot be reused, `Ok(None)` when there is none.
-fn read_kept(kept: &Path) -> Result<Option<TargetReport>, String> {
-    let Ok(bytes) = std::fs::read(kept) else {
-        return Ok(None);
-    };
-    let hashes = hash_path(kept);
-    let Ok(line) = std::fs::read_to_string(&hashes) else {
-        return Err(format!(
-            "{} has no hash file {} (written by an older trtkit, or cut short), so it cannot be checked",
-            kept.display(),
-            hashes.display()
-        ));
-    };
-    if line.split_whitespace().next() != Some(sha256_hex(&bytes).as_str()) {
-        return Err(format!(
-            "{} is not the file {} vouches for (another SHA-256): changed since trtkit wrote it, stale or tampered",
-            kept.display(),
-            hashes.display()
-        ));
-    }
-    serde_json::from_slice(&bytes)
-        .map(Some)
-        .map_err(|e| format!("{} is unreadable ({e})", kept.display()))
-}
-
-/// Writes a search's result and then its hash file, each atomically: a run interrupted between
-/// the two leaves a hash file that does not vouch for the new result.
-fn write_kept(kept: &Path, report: &TargetReport) -> Result<()> {
-    let bytes = serde_json::to_vec_pretty(report)?;
-    write_atomic(kept, &bytes)?;
-    let name = kept.file_name().unwrap_or_default().to_string_lossy();
-    let line = format!("{}  {name}\n", sha256_hex(&bytes));
-    write_atomic(&hash_path(kept), line.as_bytes())
-}
-
 /// Searches (or reuses a kept answer), writes the INT8 model and reports.
 pub fn search_target(config: &TargetConfig, progress: &dyn Progress) -> Result<TargetReport> {
     let start = Instant::now();
@@ -235,10 +152,15 @@ pub fn search_target(config: &TargetConfig, progress: &dyn Progress) -> Result<T
     lift_constant_weights(&mut model);
     let fingerprint = samples_fingerprint(&model, &config.eval)?;
     let key = result_key(config, &fingerprint)?;
-    let kept = result_path(config, &key);
+    let kept = kept_path(
+        &config.result_dir(),
+        &config.eval.model,
+        "int8-target",
+        &key,
+    );
     let mut not_reused = None;
     if !config.research {
-        let found = read_kept(&kept).unwrap_or_else(|why| {
+        let found = read_kept::<TargetReport>(&kept).unwrap_or_else(|why| {
             not_reused = Some(format!("the kept search was not reused: {why}"));
             None
         });
@@ -267,75 +189,27 @@ pub fn search_target(config: &TargetConfig, progress: &dyn Progress) -> Result<T
     }
     let eval = Evaluator::from_model(model, &config.eval, progress)?;
     let goal = config.goal;
-    let mut search = Search {
-        eval: &eval,
-        goal,
-        progress,
-        variants: 0,
-    };
-    progress.start("variants", None);
-    let full = search.score(&BTreeSet::new())?;
-    let full_check = eval.check_score(&BTreeSet::new())?;
-    let mut ranked = vec![];
-    let (mut float, mut best) = if goal.met_by(&full) {
-        (BTreeSet::new(), full)
-    } else {
-        ranked = search.rank()?;
-        let (float, at) = match config.strategy {
-            Strategy::Bisect => search.bisect(&ranked)?,
-            Strategy::Greedy => search.greedy(&ranked, full)?,
-        };
-        if goal.met_by(&at) {
-            search.give_back(&ranked, float, at)?
-        } else {
-            (float, at)
-        }
-    };
-    let met_on_tuning = goal.met_by(&best);
-    let mut check = eval.check_score(&float)?;
+    let found = find(&eval, goal, config.strategy, progress)?;
+    save(config, eval.variant(&found.float)?)?;
     let mut notes: Vec<String> = not_reused.into_iter().collect();
-    let mut check_when_tuning_met = None;
-    if met_on_tuning && check.is_some_and(|c| !goal.met_by(&c)) {
-        check_when_tuning_met = check;
-        if ranked.is_empty() {
-            ranked = search.rank()?;
-        }
-        let missed = check.map(|c| goal.value(&c)).unwrap_or_default();
-        let before = float.len();
-        (float, best, check) = search.until_checked(&ranked, float, best)?;
-        notes.push(match check {
-            Some(c) if goal.met_by(&c) => format!(
-                "the check samples missed the goal ({missed:.5}) where the tuning samples met it; {} more nodes left in float until the check met it too",
-                float.len() - before
-            ),
-            _ => format!(
-                "the check samples miss the goal ({missed:.5}) where the tuning samples meet it, even with every quantized node in float; the written model is the last one tried"
-            ),
-        });
-    }
-    if check.is_none() {
-        notes.push("no check set (--check-fraction 0): the goal was judged on the samples the search tuned on".into());
-    }
-    let variants = search.variants;
-    progress.finish();
-    save(config, eval.variant(&float)?)?;
+    notes.extend(found.notes.iter().cloned());
     let report = TargetReport {
         model: config.eval.model.display().to_string(),
         output: config.output.display().to_string(),
         goal,
-        met: goal.met_by(check.as_ref().unwrap_or(&best)),
-        met_on_tuning: goal.met_by(&best),
+        met: found.met(&goal),
+        met_on_tuning: goal.met_by(&found.score),
         notes,
-        float_nodes: float.iter().map(|&i| eval.label(i)).collect(),
-        score: best,
-        check,
-        full_int8: full,
-        full_int8_check: full_check,
-        check_when_tuning_met,
-        int8_share: eval.int8_share(&float),
+        float_nodes: found.float.iter().map(|&i| eval.label(i)).collect(),
+        score: found.score,
+        check: found.check,
+        full_int8: found.full,
+        full_int8_check: found.full_check,
+        check_when_tuning_met: found.check_when_tuning_met,
+        int8_share: eval.int8_share(&found.float),
         samples: eval.sample_use(),
         weight_rounding: config.eval.weight_rounding,
-        variants,
+        variants: found.variants,
         strategy: config.strategy,
         result: kept.display().to_string(),
         reused: false,
@@ -343,182 +217,8 @@ pub fn search_target(config: &TargetConfig, progress: &dyn Progress) -> Result<T
         scale_search: eval.scale_search.clone(),
         rounding: eval.rounding.clone(),
     };
-    let dir = config.result_dir();
-    std::fs::create_dir_all(&dir).with_context(|| format!("{}: cannot create", dir.display()))?;
-    write_kept(&kept, &report)?;
+    keep(&kept, &report)?;
     Ok(report)
-}
-
-/// How the float part is searched for.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Strategy {
-    /// Bisect over the nodes ranked by what leaving each alone in float recovers, for the
-    /// shortest prefix that meets the goal (Polygraphy's `debug precision` bisects likewise).
-    Bisect,
-    /// Add one node at a time, each the best of the next [`GREEDY_CANDIDATES`] of the ranking
-    /// measured together with the nodes already in float (re-ranked after every step). The
-    /// default: on both real models measured it left fewer MACs in float than bisection did,
-    /// for 1.2–2.4× the variants.
-    #[default]
-    Greedy,
-}
-
-/// How many of the ranking's next nodes each greedy step measures.
-pub const GREEDY_CANDIDATES: usize = 4;
-
-/// One search's evaluator, goal and count of variants measured.
-struct Search<'a> {
-    eval: &'a Evaluator,
-    goal: Goal,
-    progress: &'a dyn Progress,
-    variants: usize,
-}
-
-impl Search<'_> {
-    /// The score with `float` left in float (counted).
-    fn score(&mut self, float: &BTreeSet<usize>) -> Result<Score> {
-        self.variants += 1;
-        self.progress.advance(1);
-        self.eval.score(float)
-    }
-
-    /// Every quantized node with what leaving it alone in float scores, best first.
-    fn rank(&mut self) -> Result<Vec<(usize, f64)>> {
-        let mut ranked = vec![];
-        for n in self.eval.quantized_nodes() {
-            self.progress
-                .status(format!("ranking {}", self.eval.label(n)));
-            let s = self.score(&BTreeSet::from([n]))?;
-            ranked.push((n, self.goal.value(&s)));
-        }
-        ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
-        Ok(ranked)
-    }
-
-    /// The shortest prefix of `ranked` that meets the goal, by bisection (the whole list is
-    /// the float model), and its score.
-    fn bisect(&mut self, ranked: &[(usize, f64)]) -> Result<(BTreeSet<usize>, Score)> {
-        let prefix = |k: usize| -> BTreeSet<usize> { ranked[..k].iter().map(|r| r.0).collect() };
-        let (mut lo, mut hi) = (0, ranked.len());
-        let mut at_hi = self.score(&prefix(hi))?;
-        while hi - lo > 1 {
-            let mid = (lo + hi) / 2;
-            self.progress.status(format!(
-                "bisecting: {mid} of {} nodes in float",
-                ranked.len()
-            ));
-            let s = self.score(&prefix(mid))?;
-            if self.goal.met_by(&s) {
-                (hi, at_hi) = (mid, s);
-            } else {
-                lo = mid;
-            }
-        }
-        Ok((prefix(hi), at_hi))
-    }
-
-    /// Nodes added to the float part one at a time until the goal is met: each step measures
-    /// the next [`GREEDY_CANDIDATES`] of the ranking with the float part so far and keeps the
-    /// best; the measured ones are re-ranked by what they scored.
-    fn greedy(&mut self, ranked: &[(usize, f64)], full: Score) -> Result<(BTreeSet<usize>, Score)> {
-        let mut rest = ranked.to_vec();
-        let mut float = BTreeSet::new();
-        let mut at = full;
-        while !self.goal.met_by(&at) && !rest.is_empty() {
-            at = self.greedy_step(&mut rest, &mut float)?;
-        }
-        Ok((float, at))
-    }
-
-    /// One greedy step: the best of the next [`GREEDY_CANDIDATES`] of `rest`, measured with
-    /// `float`, moves into `float`; the measured ones are re-ranked by what they scored.
-    /// Returns the new float part's score. `rest` must not be empty.
-    fn greedy_step(
-        &mut self,
-        rest: &mut Vec<(usize, f64)>,
-        float: &mut BTreeSet<usize>,
-    ) -> Result<Score> {
-        let mut tried = vec![];
-        for (i, &(n, _)) in rest.iter().enumerate().take(GREEDY_CANDIDATES) {
-            let mut more = float.clone();
-            more.insert(n);
-            self.progress.status(format!(
-                "greedy: {} in float, trying {}",
-                float.len(),
-                self.eval.label(n)
-            ));
-            let s = self.score(&more)?;
-            tried.push((i, s));
-        }
-        for &(i, s) in &tried {
-            rest[i].1 = self.goal.value(&s);
-        }
-        let (i, s) = tried
-            .into_iter()
-            .max_by(|a, b| self.goal.value(&a.1).total_cmp(&self.goal.value(&b.1)))
-            .context("no node left to move into float")?;
-        float.insert(rest.remove(i).0);
-        rest.sort_by(|a, b| b.1.total_cmp(&a.1));
-        Ok(s)
-    }
-
-    /// Grows `float` a greedy step at a time until the check samples meet the goal too (or
-    /// every node is in float): the nodes are still chosen on the tuning samples, but the
-    /// check decides where to stop, so from here its score is not untouched by the search
-    /// (the report keeps the check score from before, `check_when_tuning_met`). Returns the
-    /// float part, its tuning score and its check score.
-    fn until_checked(
-        &mut self,
-        ranked: &[(usize, f64)],
-        mut float: BTreeSet<usize>,
-        mut at: Score,
-    ) -> Result<(BTreeSet<usize>, Score, Option<Score>)> {
-        let mut rest: Vec<(usize, f64)> = ranked
-            .iter()
-            .filter(|r| !float.contains(&r.0))
-            .copied()
-            .collect();
-        loop {
-            self.progress.status(format!(
-                "checking {} nodes in float on the samples kept apart",
-                float.len()
-            ));
-            self.variants += 1;
-            let check = self.eval.check_score(&float)?;
-            if check.is_none_or(|c| self.goal.met_by(&c)) || rest.is_empty() {
-                return Ok((float, at, check));
-            }
-            at = self.greedy_step(&mut rest, &mut float)?;
-        }
-    }
-
-    /// Gives back to INT8 each node of `float` the goal does not need, the least helpful (by
-    /// `ranked`) first.
-    fn give_back(
-        &mut self,
-        ranked: &[(usize, f64)],
-        mut float: BTreeSet<usize>,
-        mut best: Score,
-    ) -> Result<(BTreeSet<usize>, Score)> {
-        let members: Vec<usize> = ranked
-            .iter()
-            .rev()
-            .map(|r| r.0)
-            .filter(|n| float.contains(n))
-            .collect();
-        for n in members {
-            let mut fewer = float.clone();
-            fewer.remove(&n);
-            self.progress
-                .status(format!("trying {} in INT8", self.eval.label(n)));
-            let s = self.score(&fewer)?;
-            if self.goal.met_by(&s) {
-                (float, best) = (fewer, s);
-            }
-        }
-        Ok((float, best))
-    }
 }
 
 /// The INT8 model with `float` left in float, without an evaluator (a reused search that needs
@@ -541,4 +241,31 @@ fn plain_int8(
 /// Writes `model` (atomically) where the search's INT8 model goes.
 fn save(config: &TargetConfig, model: OnnxModel) -> Result<()> {
     OnnxModel::from_proto(model.proto, &config.output).save(&config.output)
+}
+
+/// The INT8 evaluator as the search sees it: its candidates are the quantized nodes.
+impl Variants for Evaluator {
+    fn candidates(&self) -> Vec<usize> {
+        self.quantized_nodes()
+    }
+
+    fn score(&self, float: &BTreeSet<usize>) -> Result<Score> {
+        Evaluator::score(self, float)
+    }
+
+    fn check_score(&self, float: &BTreeSet<usize>) -> Result<Option<Score>> {
+        Evaluator::check_score(self, float)
+    }
+
+    fn label(&self, node: usize) -> String {
+        Evaluator::label(self, node)
+    }
+
+    fn share(&self, float: &BTreeSet<usize>) -> Option<f64> {
+        self.int8_share(float)
+    }
+
+    fn sample_use(&self) -> SampleUse {
+        Evaluator::sample_use(self)
+    }
 }

@@ -1,7 +1,7 @@
 //! The closeness report of `compare` (and of saved compare reports): how far A is from the
 //! reference B per output, and how often their top-k classes disagree, as tables.
 
-use crate::jobs::compare::CompareReport;
+use crate::jobs::compare::{CompareManyReport, CompareReport};
 use crate::report::format::num;
 use crate::report::table::Table;
 use crate::report::task::render_task;
@@ -39,8 +39,10 @@ pub fn render(r: &CompareReport, markdown: bool) -> String {
     }
     let mut out = show(&sides);
     let t = &r.tolerance;
+    let label = |i: usize, or: &str| r.sides.get(i).map_or(or.to_string(), |s| s.label.clone());
+    let (a, b) = (label(0, "A"), label(1, "B"));
     out += &format!(
-        "\ninputs: {}\nisclose: |A - B| <= {} + {} * |B|{}\n\n",
+        "\ninputs: {}\nisclose: |{a} - {b}| <= {} + {} * |{b}|{}\n\n",
         r.inputs,
         t.atol,
         t.rtol,
@@ -78,7 +80,7 @@ pub fn render(r: &CompareReport, markdown: bool) -> String {
     for o in &r.outputs {
         let Some(k) = &o.topk else { continue };
         out += &format!(
-            "\ntop-{} of '{}' (ranks ordered by B, {} samples × {} classes); top-1 agreement {:.2}%\n\n",
+            "\ntop-{} of '{}' (ranks ordered by {b}, {} samples × {} classes); top-1 agreement {:.2}%\n\n",
             k.ranks.len(),
             o.name,
             k.samples,
@@ -100,6 +102,26 @@ pub fn render(r: &CompareReport, markdown: bool) -> String {
     }
     for note in &r.notes {
         out += &format!("\nnote: {note}\n");
+    }
+    out
+}
+
+/// The report of `compare A B C …`: each comparison with the reference, one after the other,
+/// under a line naming its two sides.
+pub fn render_many(r: &CompareManyReport, markdown: bool) -> String {
+    let mut out = String::new();
+    for (i, c) in r.comparisons.iter().enumerate() {
+        let tested = c.sides.first().map_or("?", |s| s.label.as_str());
+        let heading = format!("{tested} vs {} (the reference)", r.reference);
+        if i > 0 {
+            out.push('\n');
+        }
+        out += &if markdown {
+            format!("## {heading}\n\n")
+        } else {
+            format!("{heading}\n\n")
+        };
+        out += &render(c, markdown);
     }
     out
 }

@@ -14,7 +14,7 @@ fn agreement(s: &Score) -> String {
 }
 
 /// A score with its 95% intervals and the samples it is on.
-fn score_line(s: &Score) -> String {
+pub fn score_line(s: &Score) -> String {
     let [clo, chi] = s.cosine_interval;
     let top1 = match (s.top1_agreement_pct, s.top1_agreement_interval) {
         (Some(a), Some([lo, hi])) => format!("{a:.1}% [{lo:.1}, {hi:.1}]"),
@@ -28,7 +28,7 @@ fn score_line(s: &Score) -> String {
 }
 
 /// Which samples the scores are on: tuned on, checked on, and what was left out.
-fn samples_line(u: &SampleUse) -> String {
+pub fn samples_line(u: &SampleUse) -> String {
     let mut line = format!("  samples: {} tuned on", u.tune);
     if u.check > 0 {
         line += &format!(", {} checked on (check set: {})", u.check, u.check_from);

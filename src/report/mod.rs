@@ -1,7 +1,7 @@
 //! Presenting results: terminal and markdown tables, CSV, human-readable sizes and JSON. One
 //! module per kind of report, named for what it renders, each taking the library job's report
 //! (live, or read back from a saved JSON report): `latency` (`run`), `accuracy` (`validate`),
-//! `closeness` (`compare`), `calibration` (`calibrate`), `build`, `inspect`, `doctor`,
+//! `closeness` (`compare`), `layerwise` (`compare --layerwise`, its table and SVG plot), `calibration` (`calibrate`), `build`, `inspect`, `doctor`,
 //! `quantize` and `int8` (`quantize`), `precisions` (`validate` and `compare` over a workspace's
 //! precisions), `workspace` (`init`) and `bench_run` (`bench`). For `report`: `bench` renders a
 //! bench journal's tables (its metrics listed in `bench_metrics`), `plots` its SVG plots (on the
@@ -25,6 +25,7 @@ pub mod inspect;
 pub mod int8;
 pub mod job;
 pub mod latency;
+pub mod layerwise;
 pub mod plot_scale;
 pub mod plots;
 pub mod precisions;

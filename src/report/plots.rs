@@ -17,8 +17,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 type Coord = Cartesian2d<Scale, Scale>;
 type Chart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Coord>;
-type Area<'b> = DrawingArea<SVGBackend<'b>, Shift>;
-type Drawn = std::result::Result<(), Box<dyn std::error::Error>>;
+pub(super) type Area<'b> = DrawingArea<SVGBackend<'b>, Shift>;
+pub(super) type Drawn = std::result::Result<(), Box<dyn std::error::Error>>;
 
 const SIZE: (u32, u32) = (660, 400);
 const LEGEND_WIDTH: u32 = 130;
@@ -67,7 +67,7 @@ fn series<'a>(cells: &[&'a CellRecord]) -> Vec<Series<'a>> {
 }
 
 /// Draws an SVG of `size` with `draw`; `None` when drawing failed.
-fn svg(size: (u32, u32), draw: impl FnOnce(&Area) -> Drawn) -> Option<String> {
+pub(super) fn svg(size: (u32, u32), draw: impl FnOnce(&Area) -> Drawn) -> Option<String> {
     let mut out = String::new();
     {
         let root = SVGBackend::with_string(&mut out, size).into_drawing_area();

@@ -3,7 +3,8 @@
 //! and `compare`'s (equality per precision, and the top-10 table: one row per rank, one
 //! `MAE / Disg %` column per precision), for the terminal or as markdown.
 
-use crate::jobs::precision_table::{CompareAllReport, RowAccuracy, ValidateAllReport};
+use crate::jobs::precision_compare::CompareAllReport;
+use crate::jobs::precision_table::{RowAccuracy, ValidateAllReport};
 use crate::metrics::task::TaskComparison;
 use crate::report::table::Table;
 use crate::report::task::{pct, precision_table, task_line};

@@ -1,9 +1,14 @@
 //! The report of `quantize`: the line that says what a rewrite (`--int8`, `--fp16`,
-//! `--equalize`) wrote, and which renderer draws each kind of outcome.
+//! `--equalize`) wrote, what the FP16 target search kept in float32 and why, and which renderer
+//! draws each kind of outcome.
 
+use crate::quantize::fp16_search::{Fp16TargetReport, KeepReason};
 use crate::quantize::job::QuantizeReport;
 use crate::quantize::request::QuantizeOutcome;
-use crate::report::int8::{render_measured, render_sensitivity, render_target};
+use crate::quantize::target_search::{Goal, Strategy};
+use crate::report::int8::{
+    render_measured, render_sensitivity, render_target, samples_line, score_line,
+};
 
 /// What any `quantize` request printed: the rewrite's line or the triage's tables.
 pub fn render_outcome(outcome: &QuantizeOutcome) -> String {
@@ -11,6 +16,7 @@ pub fn render_outcome(outcome: &QuantizeOutcome) -> String {
         QuantizeOutcome::Rewrite(r) => render(r),
         QuantizeOutcome::Sensitivity(r) => render_sensitivity(r),
         QuantizeOutcome::Target(r) => render_target(r),
+        QuantizeOutcome::Fp16Target(r) => render_fp16_target(r),
         QuantizeOutcome::Measured(r) => render_measured(r),
     }
 }
@@ -29,18 +35,29 @@ pub fn render(report: &QuantizeReport) -> String {
         );
     }
     match &report.fp16 {
-        Some(r) => format!(
-            "wrote {} (fp16): {} initializers converted, {} casts, {} nodes kept in float32{}\n",
-            report.output,
-            r.converted_initializers,
-            r.casts,
-            r.kept_fp32_nodes,
-            if r.clamped.is_empty() {
-                String::new()
-            } else {
-                format!(", clamped to ±65504: {}", r.clamped.join(", "))
+        Some(r) => {
+            let mut out = format!(
+                "wrote {} (fp16): {} initializers converted, {} casts, {} nodes kept in float32{}{}\n",
+                report.output,
+                r.converted_initializers,
+                r.casts,
+                r.kept_fp32_nodes,
+                if r.kept_nodes.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (by name: {})", r.kept_nodes.join(", "))
+                },
+                if r.clamped.is_empty() {
+                    String::new()
+                } else {
+                    format!(", clamped to ±65504: {}", r.clamped.join(", "))
+                }
+            );
+            for w in &r.warnings {
+                out += &format!("  warning: {w}\n");
             }
-        ),
+            out
+        }
         None => {
             let mut line = format!(
                 "wrote {} (int8): {} activations and {} weights quantized",
@@ -64,4 +81,82 @@ pub fn render(report: &QuantizeReport) -> String {
             line + "\n"
         }
     }
+}
+
+/// What the FP16 target search wrote, what it kept in float32 and why, for the terminal.
+pub fn render_fp16_target(r: &Fp16TargetReport) -> String {
+    let goal = match r.goal {
+        Goal::Cosine(c) => format!("cosine ≥ {c}"),
+        Goal::Agreement(p) => format!("top-1 agreement ≥ {p}%"),
+    };
+    let verdict = match (r.met, r.check.as_ref()) {
+        (true, Some(c)) => format!(
+            "met on the {} check samples the search never tuned on",
+            c.samples
+        ),
+        (true, None) => "met on the samples the search tuned on (no check set)".into(),
+        (false, Some(_)) if r.met_on_tuning => {
+            "NOT met on the check samples (met on the tuning samples)".into()
+        }
+        (false, _) => "NOT met, even with every candidate node in float32".into(),
+    };
+    let measure = match r.goal {
+        Goal::Cosine(_) => "cosine",
+        Goal::Agreement(_) => "top-1 agreement %",
+    };
+    let mut out = format!("{} (fp16, {goal}): {verdict}\n", r.output);
+    out += &format!(
+        "  every node in FP16, tuning: {}\n",
+        score_line(&r.full_fp16)
+    );
+    if let Some(c) = &r.full_fp16_check {
+        out += &format!("                      check:  {}\n", score_line(c));
+    }
+    out += &format!("  written model, tuning:      {}\n", score_line(&r.score));
+    if let Some(c) = &r.check {
+        out += &format!("                 check:       {}\n", score_line(c));
+    }
+    for note in &r.notes {
+        out += &format!("  note: {note}\n");
+    }
+    out += &format!("  kept in float32 by the search ({}):", r.kept.len());
+    out += if r.kept.is_empty() { " none\n" } else { "\n" };
+    for k in &r.kept {
+        let why = match &k.why {
+            KeepReason::Overflow { max_abs } => {
+                format!("overflow: its FP32 output reaches {max_abs:.4e}, beyond ±65504")
+            }
+            KeepReason::MeasuredError { alone, recovers } => format!(
+                "measured error: alone in float32, {measure} {}{}",
+                alone.map_or("not measured".into(), |a| format!("{a:.7}")),
+                recovers.map_or(String::new(), |g| format!(" ({g:+.2e} over all FP16)"))
+            ),
+        };
+        out += &format!("    {} ({}): {why}\n", k.name, k.op);
+    }
+    if let Some(share) = r.fp16_share {
+        out += &format!("  FP16 share of the MACs: {:.1}%\n", 100.0 * share);
+    }
+    if r.emulated {
+        out += "  variants scored with float16 arithmetic emulated (the CPU backend computes float16 in float32)\n";
+    }
+    out += &samples_line(&r.samples);
+    out += &if r.reused {
+        format!(
+            "  reused the search kept in {} (--research searches again)\n",
+            r.result
+        )
+    } else {
+        format!(
+            "  {} variants ({} search) in {:.1} s; kept in {}\n",
+            r.variants,
+            match r.strategy {
+                Strategy::Bisect => "bisection",
+                Strategy::Greedy => "greedy",
+            },
+            r.wall_s,
+            r.result
+        )
+    };
+    out
 }

@@ -180,11 +180,19 @@ fn int8_scales(
 
 fn rewrite_tag(config: &BuildConfig) -> Option<String> {
     match config.precision {
-        Precision::Fp16 => Some(format!(
-            "keep_fp32={} fp16_io={}",
-            config.fp16.keep_fp32.join(","),
-            config.fp16.fp16_io
-        )),
+        Precision::Fp16 => {
+            let f = &config.fp16;
+            let mut tag = format!("keep_fp32={} fp16_io={}", f.keep_fp32.join(","), f.fp16_io);
+            // Only when given: engines built without them keep their keys.
+            if !f.keep_nodes.is_empty() || !f.keep_regex.is_empty() {
+                tag += &format!(
+                    " keep_nodes={} keep_regex={}",
+                    f.keep_nodes.join(","),
+                    f.keep_regex.join("\u{1f}")
+                );
+            }
+            Some(tag)
+        }
         _ => None,
     }
 }

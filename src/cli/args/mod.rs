@@ -1,8 +1,10 @@
-//! The flag groups several commands share (backend, output format, timing, preprocessing), the
+//! The flag groups several commands share (backend, output format, timing, preprocessing, the
+//! FP16 nodes kept in float32), the
 //! shared sample-count flag, and the command-line names of library enums.
 
 pub mod backend;
 pub mod calibration;
+pub mod fp16;
 pub mod output;
 pub mod preprocess;
 pub mod samples;

@@ -5,7 +5,10 @@
 //! it is a float32 graph input) and every node input a precision it needs (float32 for kept
 //! ops and for the inputs ONNX requires in float32); a Cast is inserted wherever the two differ.
 
-use super::fp16_keep::{float16_reads, unread_constant, wide_batchnorms};
+pub use super::fp16_keep::KeepNodeError;
+use super::fp16_keep::{
+    float16_reads, kept_names, resolve_kept_nodes, unread_constant, wide_batchnorms,
+};
 use super::fp16_values::{convert_tensors, to_f16_clamped, FileWeights};
 use super::gemm_to_matmul::gemm_to_matmul;
 use super::initializer::{read_f32, set_f16};
@@ -67,9 +70,13 @@ pub struct Fp16Options {
     pub keep_fp32: Vec<String>,
     /// Make graph inputs and outputs float16 too (no Cast at the boundary).
     pub fp16_io: bool,
-    /// Nodes computed in float32 whatever their op, by name (the INT8 nodes of a Q/DQ graph
-    /// whose float part runs in FP16).
+    /// Nodes computed in float32 whatever their op, by name or `#INDEX` (the INT8 nodes of a
+    /// Q/DQ graph whose float part runs in FP16; `--keep-fp32-nodes`). A name no node has is a
+    /// [`KeepNodeError`].
     pub keep_nodes: Vec<String>,
+    /// Regular expressions over whole node names: the nodes they match are computed in float32
+    /// (`--keep-fp32-regex`; one that matches nothing is a warning).
+    pub keep_regex: Vec<String>,
 }
 
 impl Default for Fp16Options {
@@ -78,6 +85,7 @@ impl Default for Fp16Options {
             keep_fp32: DEFAULT_KEEP_FP32.iter().map(|s| s.to_string()).collect(),
             fp16_io: false,
             keep_nodes: vec![],
+            keep_regex: vec![],
         }
     }
 }
@@ -159,8 +167,13 @@ fn to_fp16_from(
 ) -> Result<(OnnxModel, Fp16Report)> {
     check_convertible(&infer_elem_types(model.graph()))?;
     let keep_ops: HashSet<&str> = options.keep_fp32.iter().map(String::as_str).collect();
-    let keep_nodes: HashSet<&str> = options.keep_nodes.iter().map(String::as_str).collect();
     let mut out = model;
+    let (named, warnings) =
+        resolve_kept_nodes(out.graph_mut(), &options.keep_nodes, &options.keep_regex)?;
+    for w in &warnings {
+        tracing::warn!("{}: {w}", out.path.display());
+    }
+    let keep_nodes = kept_names(&named);
     gemm_to_matmul(out.graph_mut())?;
     let wide = wide_batchnorms(out.graph());
     let chosen = |node: &NodeProto| {
@@ -173,7 +186,11 @@ fn to_fp16_from(
     let keep = |node: &NodeProto| chosen(node) || unread_constant(node, &reads16);
     let types = infer_elem_types(out.graph());
     let is_float = |n: &str| types.get(n) == Some(&DataType::Float);
-    let mut report = Fp16Report::default();
+    let mut report = Fp16Report {
+        kept_nodes: named,
+        warnings,
+        ..Default::default()
+    };
     let g = out.graph_mut();
     let mut home = float_homes(g, &is_float, &keep, options.fp16_io);
     convert_initializers(g, &keep, &mut home, file, &mut report)?;

@@ -1,11 +1,84 @@
-//! Which nodes the FP16 rewrite must keep in float32 beyond the op list a user gives: a
-//! BatchNormalization whose statistics do not fit float16, and Constant nodes that no float16
-//! node reads.
+//! Which nodes the FP16 rewrite must keep in float32 beyond the op list a user gives: the nodes
+//! named (or matched by a regular expression) by the user, a BatchNormalization whose statistics
+//! do not fit float16, and Constant nodes that no float16 node reads.
 
 use super::initializer::read_f32;
+use super::plan::node_label;
 use crate::onnx::pb::tensor_proto::DataType;
 use crate::onnx::pb::{GraphProto, NodeProto};
 use std::collections::{HashMap, HashSet};
+
+/// A node to keep in float32 that the model does not have, or a pattern that does not parse: a
+/// mistake in what the user asked for, not a failure of the rewrite.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct KeepNodeError(pub String);
+
+/// The names of the nodes kept in float32 by name (a node's name, or `#INDEX` for any node's
+/// place in the graph) or by a regular expression over whole names, and a warning for each
+/// pattern that matches nothing. An unnamed node that is kept gets its `#INDEX` label as its
+/// name, so the rewrite can find it. A name no node has, or a pattern that does not parse, is a
+/// [`KeepNodeError`].
+pub fn resolve_kept_nodes(
+    g: &mut GraphProto,
+    names: &[String],
+    patterns: &[String],
+) -> Result<(Vec<String>, Vec<String>), KeepNodeError> {
+    let labels: Vec<String> = (0..g.node.len()).map(|i| node_label(g, i)).collect();
+    let mut kept: Vec<usize> = vec![];
+    for name in names {
+        let by_index = name
+            .strip_prefix('#')
+            .and_then(|i| i.parse::<usize>().ok())
+            .filter(|&i| i < labels.len());
+        match labels.iter().position(|l| l == name).or(by_index) {
+            Some(i) => kept.push(i),
+            None => {
+                return Err(KeepNodeError(format!(
+                    "no node is named '{name}' to keep in float32"
+                )))
+            }
+        }
+    }
+    let mut warnings = vec![];
+    for pattern in patterns {
+        let re = regex::Regex::new(&format!("^(?:{pattern})$")).map_err(|e| {
+            KeepNodeError(format!(
+                "'{pattern}' is not a regular expression ({})",
+                e.to_string().lines().last().unwrap_or_default().trim()
+            ))
+        })?;
+        let before = kept.len();
+        kept.extend((0..labels.len()).filter(|&i| re.is_match(&labels[i])));
+        if kept.len() == before {
+            warnings.push(format!(
+                "no node name matches '{pattern}': it keeps nothing in float32"
+            ));
+        }
+    }
+    kept.sort_unstable();
+    kept.dedup();
+    Ok((
+        kept.into_iter()
+            .map(|i| {
+                if g.node[i].name.is_empty() {
+                    g.node[i].name = labels[i].clone();
+                }
+                g.node[i].name.clone()
+            })
+            .collect(),
+        warnings,
+    ))
+}
+
+/// The names a kept node goes by after the rewrite: a Gemm becomes a MatMul `NAME_matmul` and
+/// its bias an Add `NAME_bias`, both kept with it.
+pub fn kept_names(names: &[String]) -> HashSet<String> {
+    names
+        .iter()
+        .flat_map(|n| [n.clone(), format!("{n}_matmul"), format!("{n}_bias")])
+        .collect()
+}
 
 /// The largest finite float16 value.
 const F16_MAX: f32 = 65504.0;

@@ -4,6 +4,7 @@
 //! - [`report`]: what each pass reports (a leaf: the passes import it, it imports none of them).
 //! - [`plan`]: which tensors INT8 quantizes (activations and weights) and where.
 //! - [`capture`]: exposes the activations to quantize as extra graph outputs (calibration).
+//! - [`mark`]: marks intermediate tensors as outputs with their own types (layerwise compare).
 //! - [`opset`]: raises opsets 9–12 to 13 (per-channel Q/DQ) where no node changes meaning.
 //! - [`qdq`]: inserts QuantizeLinear/DequantizeLinear pairs with calibrated scales.
 //! - [`probe`]: one node at several activation scales, for the scale search.
@@ -32,6 +33,7 @@ mod fp16_keep;
 mod fp16_values;
 mod gemm_to_matmul;
 pub mod initializer;
+pub mod mark;
 pub mod opset;
 pub mod pass;
 pub mod plan;

@@ -44,6 +44,11 @@ pub enum PassReport {
         /// `(tensor name, where it appears in a run of the new model)`, in the order asked.
         sources: Vec<(String, Source)>,
     },
+    /// Tensors were marked as graph outputs with their own element types (layerwise compare).
+    MarkOutputs {
+        /// The tensors that became outputs, in order.
+        marked: Vec<String>,
+    },
 }
 
 /// What the rewrite did, for the command's report.
@@ -57,6 +62,12 @@ pub struct Fp16Report {
     pub casts: usize,
     /// Nodes computed in float32 (kept ops).
     pub kept_fp32_nodes: usize,
+    /// The nodes kept in float32 by name or pattern, by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kept_nodes: Vec<String>,
+    /// What the user should know: a pattern that kept nothing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// What the FP16 emulation did.

@@ -358,6 +358,39 @@ pub fn channel_scaled_convs() -> ModelProto {
     g.build()
 }
 
+/// A model whose float16 form overflows in one node: `input` [N,16] → `matmul_0` (weights up
+/// to ±30000, so its outputs on unit-normal inputs pass ±65504) → `layernormalization_1` (kept
+/// in float32 by default; it brings the values back to unit size) → `matmul_2` (16→10) →
+/// `logits` [N,10]. In float16, `matmul_0`'s output is infinite and the logits NaN; with
+/// `matmul_0` alone in float32 the model stays within float16's rounding of the float one.
+pub fn fp16_overflow() -> ModelProto {
+    let n = batch_dim(None);
+    let mut g = GraphBuilder::new("trtkit_fp16_overflow");
+    g.input("input", DataType::Float, &[n.clone(), Dim::Fixed(16)])
+        .output("logits", DataType::Float, &[n, Dim::Fixed(10)])
+        .initializer(tensor_f32(
+            "w_big",
+            &[16, 16],
+            &deterministic_weights(21, 256, 30000.0),
+        ))
+        .initializer(tensor_f32("ln.scale", &[16], &[1.0; 16]))
+        .initializer(tensor_f32("ln.bias", &[16], &[0.0; 16]))
+        .initializer(tensor_f32(
+            "w_head",
+            &[16, 10],
+            &deterministic_weights(22, 160, 0.5),
+        ));
+    g.node("MatMul", &["input", "w_big"], &["big"], vec![])
+        .node(
+            "LayerNormalization",
+            &["big", "ln.scale", "ln.bias"],
+            &["normed"],
+            vec![attr_int("axis", -1)],
+        )
+        .node("MatMul", &["normed", "w_head"], &["logits"], vec![]);
+    g.build()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

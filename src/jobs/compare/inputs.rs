@@ -1,0 +1,207 @@
+//! The inputs every source of a comparison runs on, made once: seeded random samples, arrays
+//! from an `.npz`/`.npy`, or tensors given in memory (a preprocessed dataset, the inputs of an
+//! earlier run); and the batch they run at.
+
+use crate::backend::batch_runner::samples_of;
+use crate::data::npz;
+use crate::data::synthetic::{apply_int_inputs, InputDistribution, RandomInputs};
+use crate::jobs::batch_memory::{check_host, specs_sample_bytes};
+use crate::setting::Setting;
+use crate::tensor::{HostTensor, IntInput, IoSpec};
+use anyhow::{bail, Context, Result};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// The most samples per inference when neither the caller nor the model sets the batch.
+pub const DEFAULT_BATCH: usize = 32;
+
+/// Where the inputs come from.
+#[derive(Clone, Debug)]
+pub enum InputSource {
+    /// An `.npz` with one array per model input (or an `.npy` for a one-input model).
+    File(PathBuf),
+    /// `samples` random samples.
+    Random {
+        /// The distribution and seed.
+        random: RandomInputs,
+        /// Values of integer inputs given by hand (`--int-range`), over what the graph says.
+        int_inputs: BTreeMap<String, IntInput>,
+        /// How many samples.
+        samples: usize,
+    },
+    /// Tensors already in memory, one per model input (named after it).
+    Given {
+        /// The tensors.
+        tensors: Vec<HostTensor>,
+        /// Where they came from, as the report says it.
+        note: String,
+    },
+}
+
+/// The arrays of `arrays` that feed `specs`, by name and element type; `origin` names where
+/// they came from in errors.
+fn pick_inputs(arrays: &[HostTensor], specs: &[IoSpec], origin: &str) -> Result<Vec<HostTensor>> {
+    specs
+        .iter()
+        .map(|s| {
+            let t = arrays.iter().find(|t| t.name == s.name).with_context(|| {
+                let names: Vec<&str> = arrays.iter().map(|t| t.name.as_str()).collect();
+                format!(
+                    "{origin}: has no array for input '{}' (it has: {})",
+                    s.name,
+                    names.join(", ")
+                )
+            })?;
+            if t.elem_type() != s.elem_type {
+                bail!(
+                    "{origin}: input '{}' is {}, the model takes {}",
+                    s.name,
+                    t.elem_type(),
+                    s.elem_type
+                );
+            }
+            Ok(t.clone())
+        })
+        .collect()
+}
+
+/// The inputs `specs` asks for, read from `path` (an `.npy` feeds a one-input model whatever
+/// its array is called).
+pub fn load_inputs(path: &Path, specs: &[IoSpec]) -> Result<Vec<HostTensor>> {
+    let mut arrays = npz::load(path)?;
+    if arrays.len() == 1 && specs.len() == 1 && path.extension().is_some_and(|e| e == "npy") {
+        arrays[0].name = specs[0].name.clone();
+    }
+    pick_inputs(&arrays, specs, &path.display().to_string())
+}
+
+/// How random inputs are described in the report.
+pub fn describe(r: &RandomInputs, n: usize) -> String {
+    match r.dist {
+        InputDistribution::Uniform { low, high } => {
+            format!(
+                "{n} random samples, uniform [{low}, {high}), seed {}",
+                r.seed
+            )
+        }
+        InputDistribution::Normal { mean, std } => {
+            format!(
+                "{n} random samples, normal(mean {mean}, std {std}), seed {}",
+                r.seed
+            )
+        }
+    }
+}
+
+/// The inputs `source` gives for a model taking `probe`, and how the report describes them.
+/// `path` is the model they are made for (errors name it); `graph_roles` are the values its
+/// integer inputs take by the graph (token ids, masks), which `--int-range` overrides.
+pub fn make_inputs(
+    source: &InputSource,
+    probe: &[IoSpec],
+    path: &Path,
+    graph_roles: &BTreeMap<String, IntInput>,
+) -> Result<(Vec<HostTensor>, String)> {
+    Ok(match source {
+        InputSource::File(p) => (load_inputs(p, probe)?, p.display().to_string()),
+        InputSource::Given { tensors, note } => (pick_inputs(tensors, probe, note)?, note.clone()),
+        InputSource::Random {
+            random,
+            int_inputs,
+            samples,
+        } => {
+            if *samples == 0 {
+                bail!("at least one random sample is needed");
+            }
+            check_host(Setting::Samples, *samples, specs_sample_bytes(probe))
+                .with_context(|| path.display().to_string())?;
+            let mut made = random
+                .generate(probe, *samples)
+                .with_context(|| format!("{}: cannot make inputs", path.display()))?;
+            // Integer inputs take the values the graph says they take, unless given by hand.
+            let mut roles = graph_roles.clone();
+            roles.extend(int_inputs.iter().map(|(k, v)| (k.clone(), *v)));
+            roles.retain(|name, _| probe.iter().any(|s| &s.name == name));
+            apply_int_inputs(&mut made, &roles, random.seed)
+                .with_context(|| format!("{}: cannot make inputs", path.display()))?;
+            let mut note = describe(random, *samples);
+            for (name, role) in &roles {
+                note.push_str(&format!("; {name}: {role}"));
+            }
+            (made, note)
+        }
+    })
+}
+
+/// The batch of a run over `samples` inputs: the one asked for, but a batch beyond the samples
+/// runs the samples (no padding to a size nobody needs) unless a model fixes it; up to
+/// [`DEFAULT_BATCH`] when none was asked for.
+pub fn batch_for_inputs(asked: Option<usize>, samples: usize, any_fixed: bool) -> usize {
+    match asked {
+        Some(b) if any_fixed => b,
+        Some(b) => b.min(samples),
+        None => samples.min(DEFAULT_BATCH),
+    }
+}
+
+/// The batch of the run over `made` ([`batch_for_inputs`]), checked against the host memory
+/// left: a fixed batch pads the samples up to it, so it must fit before anything runs.
+/// `asked_by_user` says whether the batch came from the caller (else from a model's fixed
+/// batch), for the setting the error names.
+pub fn checked_batch(
+    asked: Option<usize>,
+    asked_by_user: bool,
+    made: &[HostTensor],
+    any_fixed: bool,
+    probe: &[IoSpec],
+    path: &Path,
+) -> Result<usize> {
+    let batch = batch_for_inputs(asked, samples_of(made)?, any_fixed);
+    let setting = match (any_fixed, asked_by_user) {
+        (true, false) => Setting::InputShape,
+        _ => Setting::BatchSize,
+    };
+    check_host(setting, batch, specs_sample_bytes(probe))
+        .with_context(|| path.display().to_string())?;
+    Ok(batch)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tensor::{Dim, ElemType, TensorData};
+
+    fn spec(name: &str) -> IoSpec {
+        IoSpec {
+            name: name.into(),
+            elem_type: ElemType::F32,
+            dims: vec![Dim::Fixed(2), Dim::Fixed(3)],
+        }
+    }
+
+    #[test]
+    fn given_tensors_are_picked_by_name_and_say_what_is_missing() {
+        let t = HostTensor::new("x", vec![2, 3], TensorData::F32(vec![0.5; 6])).unwrap();
+        let given = InputSource::Given {
+            tensors: vec![t.clone()],
+            note: "2 images of val".into(),
+        };
+        let (made, note) =
+            make_inputs(&given, &[spec("x")], Path::new("m.onnx"), &BTreeMap::new()).unwrap();
+        assert_eq!(made, vec![t]);
+        assert_eq!(note, "2 images of val");
+        let err =
+            make_inputs(&given, &[spec("y")], Path::new("m.onnx"), &BTreeMap::new()).unwrap_err();
+        assert_eq!(
+            format!("{err:#}"),
+            "2 images of val: has no array for input 'y' (it has: x)"
+        );
+    }
+
+    #[test]
+    fn the_batch_runs_the_samples_unless_a_model_fixes_it() {
+        assert_eq!(batch_for_inputs(Some(8), 3, false), 3);
+        assert_eq!(batch_for_inputs(Some(8), 3, true), 8);
+        assert_eq!(batch_for_inputs(None, 100, false), DEFAULT_BATCH);
+    }
+}

@@ -1,0 +1,192 @@
+//! Comparing two run results: closeness per output, the top-k rank table and the task-aware
+//! agreement (matched boxes, pixel agreement) of the result under test against the reference.
+//! Pure arithmetic over tensors: no backend runs here.
+
+use super::run::{RunResult, SideReport};
+use crate::metrics::closeness::Tolerance;
+use crate::metrics::compare::{compare_outputs, OutputComparison};
+use crate::metrics::task::{compare_task, TaskComparison, TaskRequest};
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+/// What a comparison of two results measures.
+#[derive(Clone, Debug, Default)]
+pub struct Measures {
+    /// isclose tolerances.
+    pub tolerance: Tolerance,
+    /// Ranks in the top-k table of `[batch, classes]` outputs.
+    pub topk: usize,
+    /// The task (given or guessed) and how detections are decoded.
+    pub task: TaskRequest,
+}
+
+/// Everything the comparison of one result with the reference found.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CompareReport {
+    /// The side under test, then the reference.
+    pub sides: Vec<SideReport>,
+    /// Where the inputs came from.
+    pub inputs: String,
+    /// Tolerances used.
+    pub tolerance: Tolerance,
+    /// One entry per output.
+    pub outputs: Vec<OutputComparison>,
+    /// The task-aware agreement (matched boxes, pixel agreement), when a task applies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<TaskComparison>,
+    /// What could not be compared, and why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+/// Every result under test compared with one reference (`compare A B C`: A and B against C).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CompareManyReport {
+    /// The reference's label.
+    pub reference: String,
+    /// One two-side report per result under test, in order.
+    pub comparisons: Vec<CompareReport>,
+}
+
+/// Compares `a` (under test) with the reference `b`; `inputs` says where the inputs came from.
+/// When the outputs cannot be compared element by element but the task compares something
+/// (two layouts of one detector's head), the closeness table is left out with a note.
+pub fn compare_results(
+    a: &RunResult,
+    b: &RunResult,
+    inputs: &str,
+    measures: &Measures,
+) -> Result<CompareReport> {
+    let pair = || format!("{} vs {}", a.source.display(), b.source.display());
+    let task = compare_task(&a.outputs, &b.outputs, &measures.task).with_context(pair)?;
+    let mut notes = vec![];
+    let compared = match compare_outputs(&a.outputs, &b.outputs, &measures.tolerance, measures.topk)
+    {
+        Ok(compared) => compared,
+        Err(e)
+            if task
+                .as_ref()
+                .is_some_and(TaskComparison::compared_something) =>
+        {
+            notes.push(format!("no element-wise closeness: {e:#}"));
+            vec![]
+        }
+        Err(e) => return Err(e.context(pair())),
+    };
+    Ok(CompareReport {
+        sides: vec![a.side(), b.side()],
+        inputs: inputs.to_string(),
+        tolerance: measures.tolerance,
+        outputs: compared,
+        task,
+        notes,
+    })
+}
+
+/// Compares every result but the last with the last (the reference).
+pub fn compare_with_last(
+    results: &[RunResult],
+    inputs: &str,
+    measures: &Measures,
+) -> Result<CompareManyReport> {
+    let Some((reference, tested)) = results.split_last() else {
+        anyhow::bail!("nothing to compare: no run results");
+    };
+    Ok(CompareManyReport {
+        reference: reference.label.clone(),
+        comparisons: tested
+            .iter()
+            .map(|a| compare_results(a, reference, inputs, measures))
+            .collect::<Result<_>>()?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tensor::{HostTensor, TensorData};
+    use std::path::Path;
+
+    fn result(label: &str, logits: Vec<f32>) -> RunResult {
+        let t = HostTensor::new("logits", vec![2, 3], TensorData::F32(logits)).unwrap();
+        RunResult {
+            label: label.into(),
+            source: format!("{label}.onnx").into(),
+            backend: "tract-cpu".into(),
+            samples: 2,
+            batch: 2,
+            inference_s: 0.5,
+            outputs: vec![t],
+        }
+    }
+
+    fn measures() -> Measures {
+        Measures {
+            topk: 2,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_pair_of_hand_made_results_compares_without_a_backend() {
+        let b = result("B", vec![0.1, 0.7, 0.2, 0.9, 0.05, 0.05]);
+        // The second sample's top class moves from 0 to 2.
+        let a = result("A", vec![0.1, 0.7, 0.2, 0.3, 0.05, 0.65]);
+        let r = compare_results(&a, &b, "2 samples", &measures()).unwrap();
+        assert_eq!(r.sides[0].label, "A");
+        assert_eq!(r.sides[1].samples_per_s, 4.0);
+        let o = &r.outputs[0];
+        assert!((o.closeness.equal_pct - 400.0 / 6.0).abs() < 1e-9);
+        assert_eq!(o.topk.as_ref().unwrap().top1_agreement_pct, 50.0);
+        let same = compare_results(&b, &b, "2 samples", &measures()).unwrap();
+        assert_eq!(same.outputs[0].closeness.equal_pct, 100.0);
+    }
+
+    #[test]
+    fn each_result_is_compared_with_the_last() {
+        let c = result("C", vec![1.0; 6]);
+        let a = result("A", vec![1.0; 6]);
+        let b = result("B", vec![2.0; 6]);
+        let r = compare_with_last(&[a, b, c], "x", &measures()).unwrap();
+        assert_eq!(r.reference, "C");
+        let labels: Vec<(&str, &str)> = r
+            .comparisons
+            .iter()
+            .map(|c| (c.sides[0].label.as_str(), c.sides[1].label.as_str()))
+            .collect();
+        assert_eq!(labels, [("A", "C"), ("B", "C")]);
+        assert_eq!(r.comparisons[0].outputs[0].closeness.equal_pct, 100.0);
+        assert_eq!(r.comparisons[1].outputs[0].closeness.equal_pct, 0.0);
+    }
+
+    #[test]
+    fn a_saved_result_compares_as_the_live_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let live = result("A", vec![0.1, 0.7, 0.2, 0.3, 0.05, 0.65]);
+        let b = result("B", vec![0.1, 0.7, 0.2, 0.9, 0.05, 0.05]);
+        let file = dir.path().join("a.npz");
+        live.save(&file).unwrap();
+        let loaded = RunResult::load("A", &file).unwrap();
+        assert_eq!(loaded.outputs, live.outputs);
+        assert_eq!(loaded.backend, "saved outputs");
+        let m = measures();
+        let from_file = compare_results(&loaded, &b, "x", &m).unwrap();
+        let from_memory = compare_results(&live, &b, "x", &m).unwrap();
+        assert_eq!(
+            serde_json::to_value(&from_file.outputs).unwrap(),
+            serde_json::to_value(&from_memory.outputs).unwrap()
+        );
+        assert!(Path::new(&from_file.sides[0].source).ends_with("a.npz"));
+    }
+
+    #[test]
+    fn the_many_report_reads_back_from_json() {
+        let c = result("C", vec![1.0; 6]);
+        let a = result("A", vec![1.5; 6]);
+        let r = compare_with_last(&[a, c], "x", &measures()).unwrap();
+        let text = serde_json::to_string(&r).unwrap();
+        let back: CompareManyReport = serde_json::from_str(&text).unwrap();
+        assert_eq!(serde_json::to_string(&back).unwrap(), text);
+        assert_eq!(back.comparisons[0].sides[1].label, "C");
+    }
+}

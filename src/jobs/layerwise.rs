@@ -1,0 +1,440 @@
+//! `compare --layerwise`: where two ONNX graphs of one model part ways. Every float tensor of
+//! the reference B (or those `--tensors` names) and its match in A
+//! ([`super::layerwise_match::matched_name`]) become graph outputs of their own type; both run
+//! on the same inputs, batch by batch, and each tensor's statistics are summed as its values
+//! come and then dropped. When the marked tensors of one batch would not fit in the memory
+//! allowed, they run in groups, each group a separately marked pair of models.
+
+use super::compare::{declared_inputs, make_inputs, CompareConfig, SideConfig, DEFAULT_BATCH};
+use super::layerwise_match::{groups, match_tensors};
+use super::open::{open_file, open_model, FileKind, Opened};
+use crate::backend::batch_runner::run_batched;
+use crate::data::batch_axis::slice_padded;
+use crate::host_memory::{available_bytes, peak_rss_bytes};
+use crate::metrics::closeness::Tolerance;
+use crate::metrics::layerwise::{first_divergence, TensorDivergence, TensorStats};
+use crate::onnx::input_roles::int_input_roles;
+use crate::onnx::rewrite::mark::{float_tensors, MarkOutputs, ProducedTensor};
+use crate::onnx::rewrite::pass::Pass;
+use crate::onnx::shape::{fixed_batch, InputShapes};
+use crate::onnx::OnnxModel;
+use crate::progress::{NoProgress, Progress};
+use crate::tensor::HostTensor;
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use std::num::NonZeroUsize;
+
+/// The cosine below which a tensor counts as diverged, unless `--layerwise-cosine` says.
+pub const DEFAULT_COSINE: f64 = 0.999;
+
+/// Everything a layerwise comparison needs.
+#[derive(Clone, Debug)]
+pub struct LayerwiseConfig {
+    /// The two sides (both ONNX models), the inputs, input shapes, batch and tolerances, as
+    /// `compare` takes them (its top-k and task are not used).
+    pub compare: CompareConfig,
+    /// Only the reference tensors whose name this regular expression matches.
+    pub tensors: Option<String>,
+    /// Tensors whose cosine falls below this diverge.
+    pub cosine_threshold: f64,
+    /// The most bytes of marked outputs (both sides, one batch) held at once; `None`: half the
+    /// memory the system has left, at most 1 GiB. With no batch asked for, the batch is
+    /// lowered until one group fits.
+    pub group_bytes: Option<u64>,
+}
+
+/// The first tensor, in the reference's graph order, whose cosine is below the threshold.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FirstDivergence {
+    /// The tensor (its name in the reference).
+    pub tensor: String,
+    /// The node that makes it.
+    pub node: String,
+    /// That node's op type.
+    pub op: String,
+    /// Its cosine (NaN where a NaN or ±Inf is on one side only).
+    #[serde(with = "crate::metrics::non_finite")]
+    pub cosine: f64,
+}
+
+/// How much memory the comparison held.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MemoryUse {
+    /// Groups of marked tensors run (1 when all fit at once).
+    pub groups: usize,
+    /// The most bytes of marked outputs (both sides, one batch) held at once.
+    pub peak_marked_bytes: u64,
+    /// The process's peak resident memory (`VmHWM`), where the system tells it.
+    pub peak_rss_bytes: Option<u64>,
+}
+
+/// Everything the layerwise comparison found.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LayerwiseReport {
+    /// The graph under test.
+    pub a: String,
+    /// The reference graph.
+    pub b: String,
+    /// The backend that ran A.
+    pub backend_a: String,
+    /// The backend that ran B.
+    pub backend_b: String,
+    /// Where the inputs came from.
+    pub inputs: String,
+    /// Samples run.
+    pub samples: usize,
+    /// Samples per inference.
+    pub batch: usize,
+    /// The isclose tolerances.
+    pub tolerance: Tolerance,
+    /// The cosine below which a tensor diverges.
+    pub cosine_threshold: f64,
+    /// One row per compared tensor, in the reference's graph order.
+    pub tensors: Vec<TensorDivergence>,
+    /// The first tensor below the threshold; `None` when none is.
+    pub first_divergence: Option<FirstDivergence>,
+    /// Reference tensors A has no match for.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unmatched: Vec<String>,
+    /// The memory held.
+    pub memory: MemoryUse,
+}
+
+/// Says which side is not an ONNX graph: an engine or saved outputs cannot be marked.
+fn onnx_side(side: &SideConfig, shapes: &crate::onnx::shape::ShapeRequest) -> Result<OnnxModel> {
+    let path = side.path.display();
+    if FileKind::from_path(&side.path) != Some(FileKind::Onnx) {
+        bail!(
+            "{path}: layerwise needs two ONNX graphs (for an engine, the graph its build kept beside it)"
+        );
+    }
+    let Opened::Model(model) = open_file(&side.path, &side.backend)? else {
+        bail!("{path}: layerwise needs two ONNX graphs");
+    };
+    let mut model = *model;
+    if !shapes.is_empty() {
+        model = InputShapes(shapes.clone()).run(model)?.0;
+    }
+    Ok(model)
+}
+
+/// The reference tensors to compare: every float tensor B's nodes make, or those `pattern`
+/// matches.
+fn candidates(b: &OnnxModel, pattern: Option<&str>) -> Result<Vec<ProducedTensor>> {
+    let all = float_tensors(b);
+    let Some(p) = pattern else {
+        return Ok(all);
+    };
+    let re = regex::Regex::new(p).with_context(|| format!("--tensors {p:?}"))?;
+    let picked: Vec<ProducedTensor> = all.into_iter().filter(|t| re.is_match(&t.name)).collect();
+    if picked.is_empty() {
+        bail!(
+            "{}: no float tensor's name matches --tensors {p:?}",
+            b.path.display()
+        );
+    }
+    Ok(picked)
+}
+
+/// The batch of the run: a model's fixed batch, else the one asked for (at most the samples),
+/// else up to [`DEFAULT_BATCH`] (which [`fitting_batch`] may lower to fit in memory).
+fn batch_of(
+    a: &OnnxModel,
+    b: &OnnxModel,
+    asked: Option<NonZeroUsize>,
+    samples: usize,
+) -> Result<usize> {
+    let fixed = fixed_batch(b).or_else(|| fixed_batch(a));
+    Ok(match (fixed, asked.map(NonZeroUsize::get)) {
+        (Some(f), Some(x)) if f != x => bail!(
+            "{}: the model's batch is fixed to {f}, a batch size of {x} cannot apply",
+            b.path.display()
+        ),
+        (Some(f), _) => f,
+        (None, Some(x)) => x.min(samples),
+        (None, None) => samples.min(DEFAULT_BATCH),
+    })
+}
+
+/// The most bytes of marked outputs held at once when `--layerwise-group-bytes` does not say:
+/// half the memory the system has left, at most 1 GiB (1 GiB where it cannot tell). The
+/// backends hold about as much again while they run, so the process stays near twice this.
+fn default_budget() -> u64 {
+    const CAP: u64 = 1 << 30;
+    available_bytes().map_or(CAP, |b| (b / 2).min(CAP))
+}
+
+/// The batch a run with no batch asked for takes: the largest up to `most` whose marked
+/// outputs (`per_sample` bytes a sample) fit in `budget` at once, so that every tensor is
+/// compared in one group where one sample fits; at least 1.
+fn fitting_batch(most: usize, per_sample: u64, budget: u64) -> usize {
+    let fits = budget.checked_div(per_sample).unwrap_or(u64::MAX);
+    (fits.min(most as u64) as usize).max(1)
+}
+
+/// One side of a group run: the model with its tensors marked, on its backend.
+struct Side<'a> {
+    model: &'a OnnxModel,
+    config: &'a SideConfig,
+    names: Vec<String>,
+}
+
+impl Side<'_> {
+    fn open(&self, batch: usize) -> Result<Box<dyn crate::backend::Backend>> {
+        let marked = MarkOutputs {
+            names: self.names.clone(),
+        }
+        .run(self.model.clone())
+        .with_context(|| self.model.path.display().to_string())?
+        .0;
+        let mut options = self.config.backend.clone();
+        if fixed_batch(self.model).is_none() {
+            options.batch = Some(batch);
+        }
+        open_model(&marked, &options).with_context(|| self.model.path.display().to_string())
+    }
+}
+
+/// Samples `start..start + take` of every input.
+fn chunk(inputs: &[HostTensor], start: usize, take: usize) -> Result<Vec<HostTensor>> {
+    inputs
+        .iter()
+        .map(|t| slice_padded(t, start, take))
+        .collect()
+}
+
+/// The outputs of a run by name.
+type ByName<'t> = std::collections::HashMap<&'t str, &'t HostTensor>;
+
+fn by_name(outputs: &[HostTensor]) -> ByName<'_> {
+    outputs.iter().map(|t| (t.name.as_str(), t)).collect()
+}
+
+/// The output named `name` of a run.
+fn output<'t>(outputs: &ByName<'t>, name: &str, path: &str) -> Result<&'t HostTensor> {
+    outputs
+        .get(name)
+        .copied()
+        .with_context(|| format!("{path}: the run gave no tensor '{name}'"))
+}
+
+/// What running one group gave: per tensor its sums and shape, the bytes held, the backends.
+struct GroupRun {
+    stats: Vec<TensorStats>,
+    shapes: Vec<Vec<usize>>,
+    peak_bytes: u64,
+    backends: [String; 2],
+}
+
+/// Runs the tensors `sides` mark over every sample, `batch` at a time, summing each tensor's
+/// statistics as its values come.
+fn run_group(
+    sides: [&Side; 2],
+    inputs: &[HostTensor],
+    samples: usize,
+    batch: usize,
+    tol: &Tolerance,
+    progress: &dyn Progress,
+) -> Result<GroupRun> {
+    let mut backends = [sides[0].open(batch)?, sides[1].open(batch)?];
+    let n = sides[1].names.len();
+    let mut run = GroupRun {
+        stats: vec![TensorStats::default(); n],
+        shapes: vec![vec![]; n],
+        peak_bytes: 0,
+        backends: [backends[0].name(), backends[1].name()],
+    };
+    let paths = sides.map(|s| s.model.path.display().to_string());
+    let mut start = 0;
+    while start < samples {
+        let take = batch.min(samples - start);
+        let part = chunk(inputs, start, take)?;
+        let mut outs = Vec::with_capacity(2);
+        for (backend, path) in backends.iter_mut().zip(&paths) {
+            let ran = run_batched(backend.as_mut(), &part, batch, &NoProgress)
+                .with_context(|| path.clone())?;
+            outs.push(ran.outputs);
+        }
+        let held: usize = outs.iter().flatten().map(HostTensor::byte_len).sum();
+        run.peak_bytes = run.peak_bytes.max(held as u64);
+        let (out_a, out_b) = (by_name(&outs[0]), by_name(&outs[1]));
+        for i in 0..n {
+            let a = output(&out_a, &sides[0].names[i], &paths[0])?;
+            let b = output(&out_b, &sides[1].names[i], &paths[1])?;
+            if a.shape != b.shape {
+                bail!(
+                    "tensor '{}': {} has shape {:?} ('{}'), {} has {:?}",
+                    sides[1].names[i],
+                    paths[0],
+                    a.shape,
+                    a.name,
+                    paths[1],
+                    b.shape
+                );
+            }
+            if run.shapes[i].is_empty() {
+                run.shapes[i] = b.shape.clone();
+            }
+            run.stats[i].add(&a.data.as_f32(), &b.data.as_f32(), tol);
+        }
+        progress.advance(take as u64);
+        start += take;
+    }
+    for (b, path) in backends.iter_mut().zip(&paths) {
+        for note in b.finish()? {
+            tracing::info!("{path}: {note}");
+        }
+    }
+    Ok(run)
+}
+
+/// Bytes one sample of each of `names` takes, from a run of one sample (one batch where the
+/// model fixes it) of `side` with all of them marked.
+fn sample_bytes(side: &Side, inputs: &[HostTensor], batch: usize) -> Result<Vec<u64>> {
+    let rows = if fixed_batch(side.model).is_some() {
+        batch
+    } else {
+        1
+    };
+    let mut backend = side.open(rows)?;
+    let path = side.model.path.display().to_string();
+    let part = chunk(inputs, 0, rows)?;
+    let ran =
+        run_batched(backend.as_mut(), &part, rows, &NoProgress).with_context(|| path.clone())?;
+    let rows = ran.samples.max(1) as u64;
+    let outputs = by_name(&ran.outputs);
+    side.names
+        .iter()
+        .map(|n| Ok(output(&outputs, n, &path)?.byte_len() as u64 / rows))
+        .collect()
+}
+
+/// Runs the layerwise comparison. `progress` gets one phase per group, advancing by samples.
+pub fn layerwise(config: &LayerwiseConfig, progress: &dyn Progress) -> Result<LayerwiseReport> {
+    let c = &config.compare;
+    let a = onnx_side(&c.a, &c.input_shapes)?;
+    let b = onnx_side(&c.b, &c.input_shapes)?;
+    let (matched, unmatched) = match_tensors(candidates(&b, config.tensors.as_deref())?, &a);
+    if matched.is_empty() {
+        bail!(
+            "{}: none of the reference's tensors is in {}",
+            b.path.display(),
+            a.path.display()
+        );
+    }
+    let specs = declared_inputs(&b)?;
+    let (inputs, note) = make_inputs(&c.inputs, &specs, &b.path, &int_input_roles(&b))?;
+    let samples = crate::backend::batch_runner::samples_of(&inputs)?;
+    let mut batch = batch_of(&a, &b, c.batch_size, samples)?;
+    let side = |model, config, i: usize| Side {
+        model,
+        config,
+        names: matched
+            .iter()
+            .map(|m| [&m.1, &m.0.name][i].clone())
+            .collect(),
+    };
+    let whole = [side(&a, &c.a, 0), side(&b, &c.b, 1)];
+    let budget = config.group_bytes.unwrap_or_else(default_budget);
+    // Both sides hold about as many bytes as the reference does.
+    let per_sample: Vec<u64> = sample_bytes(&whole[1], &inputs, batch)?
+        .into_iter()
+        .map(|s| s.saturating_mul(2))
+        .collect();
+    if c.batch_size.is_none() && fixed_batch(&a).or_else(|| fixed_batch(&b)).is_none() {
+        batch = fitting_batch(batch, per_sample.iter().sum(), budget);
+    }
+    let cost: Vec<u64> = per_sample
+        .iter()
+        .map(|s| s.saturating_mul(batch as u64))
+        .collect();
+    let parts = groups(&cost, budget);
+    let mut stats = vec![TensorStats::default(); matched.len()];
+    let mut shapes = vec![vec![]; matched.len()];
+    let mut memory = MemoryUse {
+        groups: parts.len(),
+        peak_marked_bytes: 0,
+        peak_rss_bytes: None,
+    };
+    let mut backends = [String::new(), String::new()];
+    for (g, part) in parts.iter().enumerate() {
+        let pick = |s: &Side| part.iter().map(|&i| s.names[i].clone()).collect();
+        let sides = [&whole[0], &whole[1]].map(|s| Side {
+            model: s.model,
+            config: s.config,
+            names: pick(s),
+        });
+        progress.start(
+            &format!("tensors, group {}/{}", g + 1, parts.len()),
+            Some(samples as u64),
+        );
+        let run = run_group(
+            [&sides[0], &sides[1]],
+            &inputs,
+            samples,
+            batch,
+            &c.tolerance,
+            progress,
+        );
+        progress.finish();
+        let run = run?;
+        for (k, &i) in part.iter().enumerate() {
+            stats[i] = run.stats[k];
+            shapes[i] = run.shapes[k].clone();
+        }
+        memory.peak_marked_bytes = memory.peak_marked_bytes.max(run.peak_bytes);
+        backends = run.backends;
+    }
+    memory.peak_rss_bytes = peak_rss_bytes();
+    let tensors: Vec<TensorDivergence> = matched
+        .into_iter()
+        .zip(stats.iter().zip(shapes))
+        .map(|((t, m), (s, shape))| TensorDivergence {
+            name: t.name,
+            matched: m,
+            node: t.node,
+            op: t.op,
+            order: t.order,
+            depth: t.depth,
+            shape,
+            figures: s.figures(),
+        })
+        .collect();
+    let first = first_divergence(&tensors, config.cosine_threshold).map(|i| FirstDivergence {
+        tensor: tensors[i].name.clone(),
+        node: tensors[i].node.clone(),
+        op: tensors[i].op.clone(),
+        cosine: tensors[i].figures.cosine,
+    });
+    let [backend_a, backend_b] = backends;
+    Ok(LayerwiseReport {
+        a: c.a.path.display().to_string(),
+        b: c.b.path.display().to_string(),
+        backend_a,
+        backend_b,
+        inputs: note,
+        samples,
+        batch,
+        tolerance: c.tolerance,
+        cosine_threshold: config.cosine_threshold,
+        tensors,
+        first_divergence: first,
+        unmatched,
+        memory,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fitting_batch;
+
+    #[test]
+    fn the_batch_shrinks_until_the_marked_outputs_fit() {
+        // 100 MB a sample: a 1 GiB budget holds 10 of them.
+        assert_eq!(fitting_batch(32, 100_000_000, 1 << 30), 10);
+        assert_eq!(fitting_batch(4, 100_000_000, 1 << 30), 4);
+        // Not even one sample fits: one at a time, and the tensors go in groups.
+        assert_eq!(fitting_batch(32, 5 << 30, 1 << 30), 1);
+        assert_eq!(fitting_batch(32, 0, 1 << 30), 32);
+    }
+}
