@@ -167,6 +167,14 @@ fn emulated_fp16_of_a_model_that_does_not_overflow_stays_close() {
         assert_eq!(c.non_finite, 0, "{backend}");
         assert!(c.cosine > 0.999, "{backend}: cosine {}", c.cosine);
     }
+    // Both backends round the same tensors: their emulated runs agree with each other.
+    let c = compare(
+        &fp16,
+        &fp16,
+        &["--a-backend", "ort", "--b-backend", "tract"],
+    );
+    assert_eq!(c.backend, "ort-cpu, fp16 emulated");
+    assert!(c.cosine > 0.9999, "ort vs tract: cosine {}", c.cosine);
     // The FP32 model computes nothing in float16: its backend is named as always.
     let c = compare(&fp32, &fp32, &["--backend", "ort"]);
     assert_eq!(c.backend, "ort-cpu");

@@ -27,7 +27,8 @@ pub enum Fp16Compute {
 pub const NAME_NOTE: &str = "fp16 emulated";
 
 /// A backend opened on an emulated model: everything as the backend does it, its name with
-/// [`NAME_NOTE`] added (`ort-cpu, fp16 emulated`). Every method of [`Backend`] is passed on.
+/// [`NAME_NOTE`] added (`ort-cpu, fp16 emulated`). Every method of [`Backend`] is passed on,
+/// those with a default too: a method added to the trait must be passed on here as well.
 pub struct Emulated(pub Box<dyn Backend>);
 
 impl Backend for Emulated {
