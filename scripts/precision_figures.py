@@ -5,13 +5,16 @@ For each model: crops of the photos (the last --check-photos photos are held out
 check crops only; the others give the calibration and tuning crops), then with trtkit
 - the FP16 rewrite (`quantize --fp16`), layer by layer against the FP32 model on the check crops
   (`compare --layerwise`): the first divergent tensor, the worst ones, the output's cosine;
-- entropy calibration and the full INT8 rewrite (no scale search), layer by layer likewise;
+- entropy calibration and the full INT8 rewrite (the cache's scales as they are), layer by layer likewise;
 - the FP16 precision search (`quantize --fp16 --target-cosine`, tuned on the tuning crops, judged
   on the check crops): the nodes kept in float32 and why;
 - the wall time of each layerwise comparison beside the plain `compare` of the same two models.
 
-A model is NAME=PATH[:SIZE[:LAYOUT[:MEAN:STD]]] (SIZE as 224 or 48x192; LAYOUT nchw or nhwc;
-MEAN and STD three comma-separated numbers for pixels in [0, 1]; default ImageNet's).
+A model is NAME=PATH[:SIZE[:LAYOUT[:MEAN:STD[:SHAPE]]]] (SIZE as 224 or 48x192; LAYOUT nchw or
+nhwc; MEAN and STD three comma-separated numbers for pixels in [0, 1], default ImageNet's; SHAPE
+an `--input-shape` for a model whose height and width are not fixed, e.g. x:-1x3x48x192). --extra
+arguments go to every trtkit call that runs the model (calibrate, compare, the search), not to
+the plain rewrites. Calibration runs on ONNX Runtime.
 Needs numpy and Pillow. Writes one JSON object per model to --json (rewritten after each model)
 and a markdown table to standard output.
 
@@ -50,13 +53,14 @@ def trtkit(binary, words):
 
 def spec(text):
     name, _, rest = text.partition("=")
-    parts = rest.split(":")
+    parts = rest.split(":", 5)  # the SHAPE may hold a colon itself
     size = parts[1] if len(parts) > 1 and parts[1] else "224"
     h, _, w = size.lower().partition("x")
     return {
         "name": name, "path": parts[0], "size": (int(h), int(w or h)),
         "layout": parts[2] if len(parts) > 2 and parts[2] else "nchw",
         "mean": np.array([float(v) for v in (parts[3] if len(parts) > 4 else IMAGENET[0]).split(",")], np.float32),
+        "shape": ["--input-shape", parts[5]] if len(parts) > 5 and parts[5] else [],
         "std": np.array([float(v) for v in (parts[4] if len(parts) > 4 else IMAGENET[1]).split(",")], np.float32),
     }
 
@@ -65,11 +69,12 @@ def layerwise_summary(found):
     if not found:
         return None
     tensors = found.get("tensors", [])
-    worst = sorted(tensors, key=lambda t: (t["figures"]["cosine"] if isinstance(t["figures"]["cosine"], float) else -2.0))[:3]
-    last = tensors[-1]["figures"]["cosine"] if tensors else None
-    overflow = [t["name"] for t in tensors if t["figures"].get("beyond_fp16_pct", 0) > 0]
+    cos = lambda t: t["cosine"] if isinstance(t["cosine"], float) else -2.0  # noqa: E731 ("NaN")
+    worst = sorted(tensors, key=cos)[:3]
+    last = tensors[-1]["cosine"] if tensors else None
+    overflow = [t["name"] for t in tensors if t.get("beyond_fp16_pct", 0) > 0]
     return {"first": found.get("first_divergence"), "tensors": len(tensors), "last_cosine": last,
-            "worst": [(t["name"], t["op"], t["figures"]["cosine"]) for t in worst],
+            "worst": [(t["name"], t["op"], t["cosine"]) for t in worst],
             "beyond_fp16": overflow[:5], "beyond_fp16_count": len(overflow),
             "memory": found.get("memory"), "backend": found.get("backend_a")}
 
@@ -89,16 +94,17 @@ def run_model(args, m, photos):
     w = lambda *p: os.path.join(work, *p)  # noqa: E731
     check = w("check", "samples.npy")
     out = {"model": m["name"], "file": m["path"]}
-    extra = list(args.extra)
-    _, secs, err = trtkit(args.trtkit, ["quantize", m["path"], "--fp16", "-o", w("fp16.onnx"), "--json", *extra])
+    extra = list(args.extra) + m["shape"]
+    _, secs, err = trtkit(args.trtkit, ["quantize", m["path"], "--fp16", "-o", w("fp16.onnx"), "--json"])
     out["fp16_rewrite_error"] = err
     cal, secs, err = trtkit(args.trtkit, ["calibrate", m["path"], "--calib-data", w("calib"), "--batch-size", "8",
-                                          "--cache-dir", w("cal"), "--algo", "entropy", "--recalibrate", "--json", *extra])
+                                          "--cache-dir", w("cal"), "--algo", "entropy", "--recalibrate", "--backend", "ort",
+                                          "--json", *extra])
     cache = cal["caches"][0]["cache"] if cal else None
     out["calibration_error"] = err
     if cache:
         _, _, err = trtkit(args.trtkit, ["quantize", m["path"], "--int8", "--calibration-cache", cache,
-                                         "--scale-search", "off", "-o", w("int8.onnx"), "--json", *extra])
+                                         "-o", w("int8.onnx"), "--json"])
         out["int8_rewrite_error"] = err
     for prec in ("fp16", "int8"):
         a = w(f"{prec}.onnx")
@@ -120,7 +126,8 @@ def run_model(args, m, photos):
     out["fp16_search"] = {"wall_s": round(secs, 1), "error": err}
     if found:
         out["fp16_search"].update({k: found.get(k) for k in (
-            "met", "float_nodes", "kept", "score", "check", "full_int8", "full_int8_check", "notes", "variants")})
+            "met", "float_nodes", "kept", "score", "check", "full_fp16", "full_fp16_check", "notes", "variants",
+            "fp16_share", "emulated")})
     return out
 
 

@@ -252,3 +252,32 @@ fn in_a_workspace_each_kept_graph_is_compared_with_the_model() {
     ));
     assert!(std::fs::read_to_string(svg).unwrap().starts_with("<svg"));
 }
+
+#[test]
+fn tensors_without_a_batch_axis_are_left_out_and_said() {
+    // `x` [N,16] → Relu (`h`) → Add of a scalar that two initializers make (`s`, shape []) and
+    // of a [16] row they make (`row`): neither carries the batch axis.
+    let n = Dim::Symbol("batch".into());
+    let mut g = GraphBuilder::new("shape_arithmetic");
+    g.input("x", DataType::Float, &[n.clone(), Dim::Fixed(16)])
+        .output("out", DataType::Float, &[n, Dim::Fixed(16)])
+        .initializer(tensor_f32("two", &[], &[2.0]))
+        .initializer(tensor_f32("half", &[16], &[0.5; 16]))
+        .node("Relu", &["x"], &["h"], vec![])
+        .node("Mul", &["two", "two"], &["s"], vec![])
+        .node("Mul", &["half", "s"], &["row"], vec![])
+        .node("Add", &["h", "row"], &["out"], vec![]);
+    let dir = tempfile::tempdir().unwrap();
+    let m = save(dir.path(), "s.onnx", g.build());
+    let v = layerwise(&m, &m, &[]);
+    let names: Vec<&str> = v["tensors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["h", "out"], "{v:#}");
+    assert_eq!(v["same_for_every_sample"], serde_json::json!(["s", "row"]));
+    assert_eq!(v["samples"], 16);
+    assert!(first(&v).is_null(), "{v:#}");
+}

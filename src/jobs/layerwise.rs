@@ -8,8 +8,7 @@
 use super::compare::{declared_inputs, make_inputs, CompareConfig, SideConfig, DEFAULT_BATCH};
 use super::layerwise_match::{groups, match_tensors};
 use super::open::{open_file, open_model, FileKind, Opened};
-use crate::backend::batch_runner::run_batched;
-use crate::data::batch_axis::slice_padded;
+use crate::data::batch_axis::{slice_padded, truncate};
 use crate::host_memory::{available_bytes, peak_rss_bytes};
 use crate::metrics::closeness::Tolerance;
 use crate::metrics::layerwise::{first_divergence, TensorDivergence, TensorStats};
@@ -18,7 +17,7 @@ use crate::onnx::rewrite::mark::{float_tensors, MarkOutputs, ProducedTensor};
 use crate::onnx::rewrite::pass::Pass;
 use crate::onnx::shape::{fixed_batch, InputShapes};
 use crate::onnx::OnnxModel;
-use crate::progress::{NoProgress, Progress};
+use crate::progress::Progress;
 use crate::tensor::HostTensor;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
@@ -96,6 +95,10 @@ pub struct LayerwiseReport {
     /// Reference tensors A has no match for.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unmatched: Vec<String>,
+    /// Reference tensors with no batch axis (constants, shape arithmetic), not compared: they
+    /// are the same for every sample.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub same_for_every_sample: Vec<String>,
     /// The memory held.
     pub memory: MemoryUse,
 }
@@ -248,12 +251,15 @@ fn run_group(
     let mut start = 0;
     while start < samples {
         let take = batch.min(samples - start);
-        let part = chunk(inputs, start, take)?;
+        // Every backend was opened for `batch` samples: a short last batch is padded to it,
+        // and each compared tensor (all of them carry the batch axis) cut back to `take`.
+        let part = chunk(inputs, start, batch)?;
         let mut outs = Vec::with_capacity(2);
         for (backend, path) in backends.iter_mut().zip(&paths) {
-            let ran = run_batched(backend.as_mut(), &part, batch, &NoProgress)
-                .with_context(|| path.clone())?;
-            outs.push(ran.outputs);
+            let ran = backend.run(&part).with_context(|| path.clone())?;
+            let cut: Result<Vec<HostTensor>> =
+                ran.outputs.into_iter().map(|t| truncate(t, take)).collect();
+            outs.push(cut.with_context(|| path.clone())?);
         }
         let held: usize = outs.iter().flatten().map(HostTensor::byte_len).sum();
         run.peak_bytes = run.peak_bytes.max(held as u64);
@@ -288,25 +294,74 @@ fn run_group(
     Ok(run)
 }
 
-/// Bytes one sample of each of `names` takes, from a run of one sample (one batch where the
-/// model fixes it) of `side` with all of them marked.
-fn sample_bytes(side: &Side, inputs: &[HostTensor], batch: usize) -> Result<Vec<u64>> {
-    let rows = if fixed_batch(side.model).is_some() {
-        batch
-    } else {
-        1
-    };
+/// Bytes one sample of each of `names` takes, from a run of `side` with all of them marked
+/// (two samples, or one batch where the model fixes it); `None` for a tensor that does not
+/// carry the batch axis (a constant, shape arithmetic): it is the same for every sample, and
+/// no sample of A can diverge there.
+fn per_sample_bytes(side: &Side, inputs: &[HostTensor]) -> Result<Vec<Option<u64>>> {
+    let rows = fixed_batch(side.model).unwrap_or(2);
     let mut backend = side.open(rows)?;
     let path = side.model.path.display().to_string();
-    let part = chunk(inputs, 0, rows)?;
-    let ran =
-        run_batched(backend.as_mut(), &part, rows, &NoProgress).with_context(|| path.clone())?;
-    let rows = ran.samples.max(1) as u64;
+    let ran = backend
+        .run(&chunk(inputs, 0, rows)?)
+        .with_context(|| path.clone())?;
     let outputs = by_name(&ran.outputs);
     side.names
         .iter()
-        .map(|n| Ok(output(&outputs, n, &path)?.byte_len() as u64 / rows))
+        .map(|n| {
+            let t = output(&outputs, n, &path)?;
+            Ok((t.shape.first() == Some(&rows)).then(|| t.byte_len() as u64 / rows as u64))
+        })
         .collect()
+}
+
+/// The matched tensors that carry the batch axis, with the bytes a sample of each takes on both
+/// sides (each about as many as the reference's), and the names of those that do not.
+type Split = (Vec<(ProducedTensor, String)>, Vec<u64>, Vec<String>);
+
+fn split_by_batch_axis(matched: Vec<(ProducedTensor, String)>, sizes: Vec<Option<u64>>) -> Split {
+    let mut split: Split = (vec![], vec![], vec![]);
+    for (m, size) in matched.into_iter().zip(sizes) {
+        match size {
+            Some(bytes) => {
+                split.1.push(bytes.saturating_mul(2));
+                split.0.push(m);
+            }
+            None => split.2.push(m.0.name),
+        }
+    }
+    split
+}
+
+/// Each compared tensor's row, in the reference's graph order, and the first one below
+/// `threshold`.
+fn divergences(
+    matched: Vec<(ProducedTensor, String)>,
+    stats: &[TensorStats],
+    shapes: Vec<Vec<usize>>,
+    threshold: f64,
+) -> (Vec<TensorDivergence>, Option<FirstDivergence>) {
+    let tensors: Vec<TensorDivergence> = matched
+        .into_iter()
+        .zip(stats.iter().zip(shapes))
+        .map(|((t, m), (s, shape))| TensorDivergence {
+            name: t.name,
+            matched: m,
+            node: t.node,
+            op: t.op,
+            order: t.order,
+            depth: t.depth,
+            shape,
+            figures: s.figures(),
+        })
+        .collect();
+    let first = first_divergence(&tensors, threshold).map(|i| FirstDivergence {
+        tensor: tensors[i].name.clone(),
+        node: tensors[i].node.clone(),
+        op: tensors[i].op.clone(),
+        cosine: tensors[i].figures.cosine,
+    });
+    (tensors, first)
 }
 
 /// Runs the layerwise comparison. `progress` gets one phase per group, advancing by samples.
@@ -326,21 +381,32 @@ pub fn layerwise(config: &LayerwiseConfig, progress: &dyn Progress) -> Result<La
     let (inputs, note) = make_inputs(&c.inputs, &specs, &b.path, &int_input_roles(&b))?;
     let samples = crate::backend::batch_runner::samples_of(&inputs)?;
     let mut batch = batch_of(&a, &b, c.batch_size, samples)?;
-    let side = |model, config, i: usize| Side {
-        model,
-        config,
-        names: matched
+    let names = |matched: &[(ProducedTensor, String)], i: usize| -> Vec<String> {
+        matched
             .iter()
             .map(|m| [&m.1, &m.0.name][i].clone())
-            .collect(),
+            .collect()
     };
-    let whole = [side(&a, &c.a, 0), side(&b, &c.b, 1)];
+    let probe = Side {
+        model: &b,
+        config: &c.b,
+        names: names(&matched, 1),
+    };
+    let sizes = per_sample_bytes(&probe, &inputs)?;
+    let (matched, per_sample, same_for_every_sample) = split_by_batch_axis(matched, sizes);
+    let whole = [
+        Side {
+            model: &a,
+            config: &c.a,
+            names: names(&matched, 0),
+        },
+        Side {
+            model: &b,
+            config: &c.b,
+            names: names(&matched, 1),
+        },
+    ];
     let budget = config.group_bytes.unwrap_or_else(default_budget);
-    // Both sides hold about as many bytes as the reference does.
-    let per_sample: Vec<u64> = sample_bytes(&whole[1], &inputs, batch)?
-        .into_iter()
-        .map(|s| s.saturating_mul(2))
-        .collect();
     if c.batch_size.is_none() && fixed_batch(&a).or_else(|| fixed_batch(&b)).is_none() {
         batch = fitting_batch(batch, per_sample.iter().sum(), budget);
     }
@@ -386,26 +452,7 @@ pub fn layerwise(config: &LayerwiseConfig, progress: &dyn Progress) -> Result<La
         backends = run.backends;
     }
     memory.peak_rss_bytes = peak_rss_bytes();
-    let tensors: Vec<TensorDivergence> = matched
-        .into_iter()
-        .zip(stats.iter().zip(shapes))
-        .map(|((t, m), (s, shape))| TensorDivergence {
-            name: t.name,
-            matched: m,
-            node: t.node,
-            op: t.op,
-            order: t.order,
-            depth: t.depth,
-            shape,
-            figures: s.figures(),
-        })
-        .collect();
-    let first = first_divergence(&tensors, config.cosine_threshold).map(|i| FirstDivergence {
-        tensor: tensors[i].name.clone(),
-        node: tensors[i].node.clone(),
-        op: tensors[i].op.clone(),
-        cosine: tensors[i].figures.cosine,
-    });
+    let (tensors, first) = divergences(matched, &stats, shapes, config.cosine_threshold);
     let [backend_a, backend_b] = backends;
     Ok(LayerwiseReport {
         a: c.a.path.display().to_string(),
@@ -420,6 +467,7 @@ pub fn layerwise(config: &LayerwiseConfig, progress: &dyn Progress) -> Result<La
         tensors,
         first_divergence: first,
         unmatched,
+        same_for_every_sample,
         memory,
     })
 }

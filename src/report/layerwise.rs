@@ -92,6 +92,12 @@ pub fn render(r: &LayerwiseReport, markdown: bool) -> String {
     if !r.unmatched.is_empty() {
         out += &format!("not in A (not compared): {}\n", r.unmatched.join(", "));
     }
+    if !r.same_for_every_sample.is_empty() {
+        out += &format!(
+            "{} tensors with no batch axis (constants, shape arithmetic) not compared\n",
+            r.same_for_every_sample.len()
+        );
+    }
     let m = &r.memory;
     out += &format!(
         "memory: {} group(s) of marked tensors, at most {} of them held at once{}\n",
