@@ -19,7 +19,7 @@ Needs numpy and Pillow. Writes one JSON object per model to --json (rewritten af
 and a markdown table to standard output.
 
 usage: precision_figures.py --trtkit BIN --photos DIR --work DIR [--check-photos K]
-                            [--target 0.999] [--samples N] [--extra ARG ...] MODEL ...
+                            [--target 0.999] [--samples N] [--no-search] [--extra ARG ...] MODEL ...
 """
 import argparse
 import json
@@ -119,6 +119,8 @@ def run_model(args, m, photos):
                      "layerwise": layerwise_summary(found)}
         with open(w(f"{prec}-layerwise.json"), "w") as f:
             json.dump(found, f)
+    if args.no_search:
+        return out
     found, secs, err = trtkit(args.trtkit, [
         "quantize", m["path"], "--fp16", "--target-cosine", str(args.target), "--eval-data", w("tune"),
         "--check-data", w("check"), "--eval-samples", str(max(48, args.samples)), "-o", w("fp16-target.onnx"),
@@ -139,6 +141,7 @@ def main():
     ap.add_argument("--check-photos", type=int, default=5)
     ap.add_argument("--samples", type=int, default=32, help="check crops, the layerwise samples")
     ap.add_argument("--target", type=float, default=0.999)
+    ap.add_argument("--no-search", action="store_true", help="leave out the FP16 precision search")
     ap.add_argument("--extra", action="append", default=[], help="an extra trtkit argument (repeat)")
     ap.add_argument("--json", required=True)
     ap.add_argument("models", nargs="+", type=spec)
