@@ -8,6 +8,7 @@
 use super::compare::{declared_inputs, make_inputs, CompareConfig, SideConfig, DEFAULT_BATCH};
 use super::layerwise_match::{groups, match_tensors};
 use super::open::{open_file, open_model, FileKind, Opened};
+use crate::backend::Backend;
 use crate::data::batch_axis::{slice_padded, truncate};
 use crate::host_memory::{available_bytes, peak_rss_bytes};
 use crate::metrics::closeness::Tolerance;
@@ -186,7 +187,7 @@ struct Side<'a> {
 }
 
 impl Side<'_> {
-    fn open(&self, batch: usize) -> Result<Box<dyn crate::backend::Backend>> {
+    fn open(&self, batch: usize) -> Result<Box<dyn Backend>> {
         let marked = MarkOutputs {
             names: self.names.clone(),
         }
@@ -241,8 +242,13 @@ fn run_group(
     batch: usize,
     tol: &Tolerance,
     progress: &dyn Progress,
+    opened_b: Option<Box<dyn Backend>>,
 ) -> Result<GroupRun> {
-    let mut backends = [sides[0].open(batch)?, sides[1].open(batch)?];
+    let b = match opened_b {
+        Some(b) => b,
+        None => sides[1].open(batch)?,
+    };
+    let mut backends = [sides[0].open(batch)?, b];
     let n = sides[1].names.len();
     let mut run = GroupRun {
         stats: vec![TensorStats::default(); n],
@@ -260,8 +266,14 @@ fn run_group(
         let mut outs = Vec::with_capacity(2);
         for (backend, path) in backends.iter_mut().zip(&paths) {
             let ran = backend.run(&part).with_context(|| path.clone())?;
-            let cut: Result<Vec<HostTensor>> =
-                ran.outputs.into_iter().map(|t| truncate(t, take)).collect();
+            let cut: Result<Vec<HostTensor>> = ran
+                .outputs
+                .into_iter()
+                .map(|t| match t.shape.first() {
+                    Some(&n) if n == batch => truncate(t, take),
+                    _ => Ok(t),
+                })
+                .collect();
             outs.push(cut.with_context(|| path.clone())?);
         }
         let held: usize = outs.iter().flatten().map(HostTensor::byte_len).sum();
@@ -303,25 +315,41 @@ fn run_group(
     Ok(run)
 }
 
-/// Bytes one sample of each of `names` takes, from a run of `side` with all of them marked
-/// (two samples, or one batch where the model fixes it); `None` for a tensor that does not
-/// carry the batch axis (a constant, shape arithmetic): it is the same for every sample, and
-/// no sample of A can diverge there.
-fn per_sample_bytes(side: &Side, inputs: &[HostTensor]) -> Result<Vec<Option<u64>>> {
-    let rows = fixed_batch(side.model).unwrap_or(2);
+/// What the probe of the reference learned: the bytes one sample of each marked tensor takes
+/// (`None` for a tensor that does not carry the batch axis), and the backend it ran on, opened
+/// for `rows` samples, which the comparison reuses when it runs at that batch in one group.
+struct Probe {
+    sizes: Vec<Option<u64>>,
+    backend: Box<dyn Backend>,
+    rows: usize,
+}
+
+/// Runs `side` with all of its tensors marked on one sample (one batch where the model fixes
+/// it). A tensor whose first axis is not that many rows (a scalar, a constant, shape arithmetic)
+/// is the same for every sample, and no sample of A can diverge there; one that happens to
+/// have a first axis of one row is compared, which costs nothing and misleads no one (both sides
+/// hold the same constant).
+fn per_sample_bytes(side: &Side, inputs: &[HostTensor]) -> Result<Probe> {
+    let rows = fixed_batch(side.model).unwrap_or(1);
     let mut backend = side.open(rows)?;
     let path = side.model.path.display().to_string();
     let ran = backend
         .run(&chunk(inputs, 0, rows)?)
         .with_context(|| path.clone())?;
     let outputs = by_name(&ran.outputs);
-    side.names
+    let sizes = side
+        .names
         .iter()
         .map(|n| {
             let t = output(&outputs, n, &path)?;
             Ok((t.shape.first() == Some(&rows)).then(|| t.byte_len() as u64 / rows as u64))
         })
-        .collect()
+        .collect::<Result<_>>()?;
+    Ok(Probe {
+        sizes,
+        backend,
+        rows,
+    })
 }
 
 /// The matched tensors that carry the batch axis, with the bytes a sample of each takes on both
@@ -401,8 +429,8 @@ pub fn layerwise(config: &LayerwiseConfig, progress: &dyn Progress) -> Result<La
         config: &c.b,
         names: names(&matched, 1),
     };
-    let sizes = per_sample_bytes(&probe, &inputs)?;
-    let (matched, per_sample, same_for_every_sample) = split_by_batch_axis(matched, sizes);
+    let probe = per_sample_bytes(&probe, &inputs)?;
+    let (matched, per_sample, same_for_every_sample) = split_by_batch_axis(matched, probe.sizes);
     let whole = [
         Side {
             model: &a,
@@ -424,6 +452,8 @@ pub fn layerwise(config: &LayerwiseConfig, progress: &dyn Progress) -> Result<La
         .map(|s| s.saturating_mul(batch as u64))
         .collect();
     let parts = groups(&cost, budget);
+    // One group at the probe's batch: the probe's backend of B runs it (one session less).
+    let mut opened_b = (parts.len() == 1 && batch == probe.rows).then_some(probe.backend);
     let mut stats = vec![TensorStats::default(); matched.len()];
     let mut shapes = vec![vec![]; matched.len()];
     let mut memory = MemoryUse {
@@ -450,6 +480,7 @@ pub fn layerwise(config: &LayerwiseConfig, progress: &dyn Progress) -> Result<La
             batch,
             &c.tolerance,
             progress,
+            opened_b.take(),
         );
         progress.finish();
         let run = run?;
