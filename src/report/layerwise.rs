@@ -90,7 +90,19 @@ pub fn render(r: &LayerwiseReport, markdown: bool) -> String {
         ),
     };
     if !r.unmatched.is_empty() {
-        out += &format!("not in A (not compared): {}\n", r.unmatched.join(", "));
+        // The JSON lists them all; a constant-weight model lists every weight here.
+        const SHOWN: usize = 8;
+        let more = r.unmatched.len().saturating_sub(SHOWN);
+        out += &format!(
+            "{} tensors not in A (not compared): {}{}\n",
+            r.unmatched.len(),
+            r.unmatched[..r.unmatched.len().min(SHOWN)].join(", "),
+            if more > 0 {
+                format!(", and {more} more (--json lists them)")
+            } else {
+                String::new()
+            }
+        );
     }
     if !r.same_for_every_sample.is_empty() {
         out += &format!(
