@@ -14,7 +14,7 @@ use crate::onnx::macs::MacsCount;
 use crate::onnx::model::file_sha256;
 use crate::onnx::rewrite::bias::correct_biases;
 use crate::onnx::rewrite::constant_weights::lift_constant_weights;
-use crate::onnx::rewrite::plan::{node_label, QuantPlan};
+use crate::onnx::rewrite::plan::{node_label, node_op, QuantPlan};
 use crate::onnx::rewrite::qdq::WeightQuant;
 use crate::onnx::OnnxModel;
 use crate::progress::Progress;
@@ -275,12 +275,7 @@ impl Evaluator {
 
     /// A node's op type.
     pub fn op(&self, node: usize) -> String {
-        self.model
-            .graph()
-            .node
-            .get(node)
-            .map(|n| n.op_type.clone())
-            .unwrap_or_default()
+        node_op(self.model.graph(), node)
     }
 
     /// The share of the model's counted MACs that run in INT8 when `float` is left in float.

@@ -25,7 +25,7 @@ use crate::onnx::pb::tensor_proto::DataType;
 use crate::onnx::rewrite::fp16::{Fp16, Fp16Options};
 use crate::onnx::rewrite::fp16_emulate::emulate_fp16;
 use crate::onnx::rewrite::pass::{Pass, PassReport};
-use crate::onnx::rewrite::plan::node_label;
+use crate::onnx::rewrite::plan::{node_label, node_op};
 use crate::onnx::rewrite::types::infer_elem_types;
 use crate::onnx::OnnxModel;
 use crate::quantize::eval_config::EvalConfig;
@@ -169,12 +169,7 @@ impl Fp16Evaluator {
 
     /// A node's op type.
     pub fn op(&self, node: usize) -> String {
-        self.model
-            .graph()
-            .node
-            .get(node)
-            .map(|n| n.op_type.clone())
-            .unwrap_or_default()
+        node_op(self.model.graph(), node)
     }
 }
 

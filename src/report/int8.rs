@@ -27,6 +27,31 @@ pub fn score_line(s: &Score) -> String {
     )
 }
 
+/// The scores of a target search's report: every candidate node in `precision` and the written
+/// model, each on the tuning samples and (where there is one) the check set, then the notes.
+pub fn scores_lines(
+    precision: &str,
+    every_node: (&Score, Option<&Score>),
+    written: (&Score, Option<&Score>),
+    notes: &[String],
+) -> String {
+    let mut out = format!(
+        "  every node in {precision}, tuning: {}\n",
+        score_line(every_node.0)
+    );
+    if let Some(c) = every_node.1 {
+        out += &format!("                      check:  {}\n", score_line(c));
+    }
+    out += &format!("  written model, tuning:      {}\n", score_line(written.0));
+    if let Some(c) = written.1 {
+        out += &format!("                 check:       {}\n", score_line(c));
+    }
+    for note in notes {
+        out += &format!("  note: {note}\n");
+    }
+    out
+}
+
 /// The last line of a target search's report: the kept result it reused, or how many variants
 /// it measured, how, in how long, and where the result is kept.
 pub fn search_line(
@@ -184,20 +209,12 @@ pub fn render_target(r: &TargetReport) -> String {
         Goal::Agreement(p) => format!("top-1 agreement ≥ {p}%"),
     };
     let mut out = format!("{} ({goal}): {}\n", r.output, verdict(r));
-    out += &format!(
-        "  every node in INT8, tuning: {}\n",
-        score_line(&r.full_int8)
+    out += &scores_lines(
+        "INT8",
+        (&r.full_int8, r.full_int8_check.as_ref()),
+        (&r.score, r.check.as_ref()),
+        &r.notes,
     );
-    if let Some(c) = &r.full_int8_check {
-        out += &format!("                      check:  {}\n", score_line(c));
-    }
-    out += &format!("  written model, tuning:      {}\n", score_line(&r.score));
-    if let Some(c) = &r.check {
-        out += &format!("                 check:       {}\n", score_line(c));
-    }
-    for note in &r.notes {
-        out += &format!("  note: {note}\n");
-    }
     out += &format!(
         "  left in float ({}): {}\n",
         r.float_nodes.len(),

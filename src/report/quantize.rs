@@ -7,7 +7,7 @@ use crate::quantize::job::QuantizeReport;
 use crate::quantize::request::QuantizeOutcome;
 use crate::quantize::target_search::Goal;
 use crate::report::int8::{
-    render_measured, render_sensitivity, render_target, samples_line, score_line, search_line,
+    render_measured, render_sensitivity, render_target, samples_line, scores_lines, search_line,
 };
 
 /// What any `quantize` request printed: the rewrite's line or the triage's tables.
@@ -105,20 +105,12 @@ pub fn render_fp16_target(r: &Fp16TargetReport) -> String {
         Goal::Agreement(_) => "top-1 agreement %",
     };
     let mut out = format!("{} (fp16, {goal}): {verdict}\n", r.output);
-    out += &format!(
-        "  every node in FP16, tuning: {}\n",
-        score_line(&r.full_fp16)
+    out += &scores_lines(
+        "FP16",
+        (&r.full_fp16, r.full_fp16_check.as_ref()),
+        (&r.score, r.check.as_ref()),
+        &r.notes,
     );
-    if let Some(c) = &r.full_fp16_check {
-        out += &format!("                      check:  {}\n", score_line(c));
-    }
-    out += &format!("  written model, tuning:      {}\n", score_line(&r.score));
-    if let Some(c) = &r.check {
-        out += &format!("                 check:       {}\n", score_line(c));
-    }
-    for note in &r.notes {
-        out += &format!("  note: {note}\n");
-    }
     out += &format!("  kept in float32 by the search ({}):", r.kept.len());
     out += if r.kept.is_empty() { " none\n" } else { "\n" };
     for k in &r.kept {

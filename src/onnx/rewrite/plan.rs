@@ -113,6 +113,16 @@ pub fn node_label(graph: &GraphProto, index: usize) -> String {
     }
 }
 
+/// The op type of the node at `index`, empty past the last node (beside [`node_label`], for the
+/// same reports).
+pub fn node_op(graph: &GraphProto, index: usize) -> String {
+    graph
+        .node
+        .get(index)
+        .map(|n| n.op_type.clone())
+        .unwrap_or_default()
+}
+
 /// Nodes to leave in float: by name (or `#INDEX`, any node's place in the graph), by op type,
 /// or by a regular expression over the names.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
