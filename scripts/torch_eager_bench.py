@@ -2,7 +2,8 @@
 """PyTorch eager inference throughput on the same card, used as an anchor.
 
 Builds torchvision classification models (resnet50 and mobilenet_v3_large by
-default) with random weights (weights=None, seeded), puts them in eval mode on
+default; `distilbert` is the DistilBERT-class classifier of export_token_model.py, fed
+--seq tokens) with random weights (weights=None, seeded), puts them in eval mode on
 the GPU with cudnn.benchmark enabled and, unless disabled, channels_last memory
 format for both model and input. For each model, precision (fp32 / fp16 via
 .half()) and batch size it runs, under torch.inference_mode(), `--warmup`
@@ -18,6 +19,7 @@ Run (on a machine with an NVIDIA GPU, PyTorch and torchvision):
 """
 import argparse
 import json
+import os
 import sys
 
 DEFAULT_MODELS = ["resnet50", "mobilenet_v3_large"]
@@ -38,6 +40,8 @@ def parse_args(argv=None):
                    help="keep NCHW contiguous layout instead of channels_last")
     p.add_argument("--image-size", type=int, default=224,
                    help="input height/width (default: 224)")
+    p.add_argument("--seq", type=int, default=128,
+                   help="tokens per sample of the distilbert model (default: 128)")
     p.add_argument("--seed", type=int, default=0, help="RNG seed (default: 0)")
     args = p.parse_args(argv)
     args.precisions = [x.strip() for x in args.precisions.split(",") if x.strip()]
@@ -48,36 +52,59 @@ def parse_args(argv=None):
     return args
 
 
+def token_model(torch, args, batch):
+    """The DistilBERT-class classifier of export_token_model.py and its inputs at --seq tokens."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from export_token_model import Classifier
+
+    model = Classifier().eval().cuda()
+    ids = torch.randint(0, 30522, (batch, args.seq), device="cuda")
+    mask = torch.ones(batch, args.seq, dtype=torch.int64, device="cuda")
+    return model, (ids, mask)
+
+
 def bench_one(torch, torchvision, args, name, precision, batch):
     torch.manual_seed(args.seed)
-    ctor = getattr(torchvision.models, name, None)
-    if ctor is None:
-        raise SystemExit(f"torchvision.models has no model named {name!r}")
-    model = ctor(weights=None).eval().cuda()
-    x = torch.rand(batch, 3, args.image_size, args.image_size, device="cuda")
-    channels_last = not args.no_channels_last
-    if channels_last:
-        model = model.to(memory_format=torch.channels_last)
-        x = x.contiguous(memory_format=torch.channels_last)
-    if precision == "fp16":
-        model = model.half()
-        x = x.half()
+    channels_last = False
+    if name == "distilbert":
+        # Its float32 attention mask meets float16 scores: FP16 through autocast, as PyTorch
+        # users run a transformer, rather than .half().
+        model, inputs = token_model(torch, args, batch)
+        if precision == "fp16":
+            float_model = model
+            def model(*a):
+                with torch.autocast("cuda", dtype=torch.float16):
+                    return float_model(*a)
+    else:
+        ctor = getattr(torchvision.models, name, None)
+        if ctor is None:
+            raise SystemExit(f"torchvision.models has no model named {name!r}")
+        model = ctor(weights=None).eval().cuda()
+        x = torch.rand(batch, 3, args.image_size, args.image_size, device="cuda")
+        channels_last = not args.no_channels_last
+        if channels_last:
+            model = model.to(memory_format=torch.channels_last)
+            x = x.contiguous(memory_format=torch.channels_last)
+        if precision == "fp16":
+            model = model.half()
+            x = x.half()
+        inputs = (x,)
 
     start = torch.cuda.Event(enable_timing=True)
     end = torch.cuda.Event(enable_timing=True)
     with torch.inference_mode():
         for _ in range(args.warmup):
-            model(x)
+            model(*inputs)
         torch.cuda.synchronize()
         start.record()
         for _ in range(args.iterations):
-            model(x)
+            model(*inputs)
         end.record()
         end.synchronize()
     ms_total = start.elapsed_time(end)
     ms_per_iter = ms_total / args.iterations
 
-    del model, x
+    del model, inputs
     torch.cuda.empty_cache()
     return {
         "model": name,

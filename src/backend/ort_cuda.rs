@@ -9,6 +9,7 @@
 
 use super::ort::{available, OrtOptions};
 use super::ort::{prepared_model, run_host, run_host_visit, session_builder, session_io};
+use super::ort_cuda_tuning::{choose_layout, CudnnWorkspace, LayoutChoice, OrtCudaTuning};
 use super::ort_libs::{
     cuda_provider_missing, cuda_search_dirs, find_cuda_dependencies, preload_cuda_dependencies,
 };
@@ -32,8 +33,8 @@ pub struct OrtCudaOptions {
     pub model: OrtOptions,
     /// The GPU.
     pub device_id: usize,
-    /// Convolutions in NHWC inside the provider (`prefer_nhwc`).
-    pub prefer_nhwc: bool,
+    /// The layout policy and cuDNN settings.
+    pub tuning: OrtCudaTuning,
 }
 
 /// Checks, once per process, that the ONNX Runtime this process loads has its CUDA provider and
@@ -65,6 +66,7 @@ pub struct OrtCudaBackend {
     model_bytes: Vec<u8>,
     options: OrtOptions,
     cuda: CudaProviderSettings,
+    layout: LayoutChoice,
     sessions: Vec<StreamSession>,
     inputs: Vec<IoSpec>,
     outputs: Vec<IoSpec>,
@@ -82,6 +84,7 @@ impl OrtCudaBackend {
         ensure_cuda_provider().with_context(|| format!("{shown}: ort-cuda"))?;
         let prepared = prepared_model(model, &options.model)?;
         let shown = prepared.path.display().to_string();
+        let layout = choose_layout(&prepared, options.tuning.layout);
         let mut backend = OrtCudaBackend {
             gpu,
             shown,
@@ -89,9 +92,12 @@ impl OrtCudaBackend {
             options: options.model.clone(),
             cuda: CudaProviderSettings {
                 device_id: options.device_id,
-                prefer_nhwc: options.prefer_nhwc,
-                conv_algo_search: ConvAlgoSearch::Exhaustive,
+                prefer_nhwc: layout.nhwc,
+                conv_algo_search: options.tuning.conv_search,
+                max_workspace: options.tuning.workspace == CudnnWorkspace::Max,
+                fuse_conv_bias: options.tuning.fuse_conv_bias,
             },
+            layout,
             sessions: vec![],
             inputs: vec![],
             outputs: vec![],
@@ -152,6 +158,26 @@ impl OrtCudaBackend {
             .map_err(|e| anyhow!("{e}"))?;
         Placement::from_file(Path::new(&file))
     }
+}
+
+/// The cuDNN settings as the run's notes say them.
+fn cudnn_said(cuda: &CudaProviderSettings) -> String {
+    let search = match cuda.conv_algo_search {
+        ConvAlgoSearch::Exhaustive => "exhaustive algorithm search (timed on the first inference)",
+        ConvAlgoSearch::Heuristic => "heuristic algorithm choice",
+        ConvAlgoSearch::Default => "default algorithms",
+    };
+    let workspace = if cuda.max_workspace {
+        "workspace as large as the fastest algorithm asks"
+    } else {
+        "workspace limited to 32 MiB"
+    };
+    let fuse = if cuda.fuse_conv_bias {
+        ", conv+bias+activation fused"
+    } else {
+        ""
+    };
+    format!("{search}, {workspace}{fuse}")
 }
 
 /// Pairs each binding with the element type of its spec.
@@ -239,15 +265,16 @@ impl Backend for OrtCudaBackend {
     /// which computed in INT8.
     fn finish(&mut self) -> Result<Vec<String>> {
         let mut notes = vec![format!(
-            "ort-cuda: ONNX Runtime {}'s CUDA provider on GPU {}, {} session(s) (one per stream, each with its own copy of the weights), cuDNN convolution search {:?} (during the first iteration), TF32 allowed, convolutions in {}",
+            "ort-cuda: ONNX Runtime {}'s CUDA provider on GPU {}, {} session(s) (one per stream, each with its own copy of the weights), convolutions in {} ({}), cuDNN: {}, TF32 allowed",
             available()
                 .ok()
                 .and_then(|l| super::ort_libs::version_of(&l.path))
                 .unwrap_or_else(|| "(version unknown)".into()),
             self.cuda.device_id,
             self.sessions.len(),
-            self.cuda.conv_algo_search,
-            if self.cuda.prefer_nhwc { "NHWC (--nhwc)" } else { "NCHW" }
+            if self.layout.nhwc { "NHWC" } else { "NCHW" },
+            self.layout.reason,
+            cudnn_said(&self.cuda),
         )];
         if self.quantized {
             match self.placement() {

@@ -4,6 +4,7 @@ use super::fp16_emulated;
 pub use super::fp16_emulated::Fp16Compute;
 use super::ort::{OrtBackend, OrtOptions};
 use super::ort_cuda::{OrtCudaBackend, OrtCudaOptions};
+use super::ort_cuda_tuning::OrtCudaTuning;
 use super::tract::{TractBackend, TractOptions};
 use super::{Backend, Device};
 use crate::onnx::rewrite::fp16_emulate::{emulate_fp16, has_float16_compute};
@@ -81,8 +82,8 @@ pub struct BackendOptions {
     pub device_id: Option<usize>,
     /// Folder holding the TensorRT libraries, for engines; `None` searches the usual places.
     pub tensorrt_dir: Option<std::path::PathBuf>,
-    /// ONNX Runtime's CUDA provider: run convolutions in NHWC (`prefer_nhwc`).
-    pub nhwc: bool,
+    /// ONNX Runtime's CUDA provider: the layout policy and cuDNN settings.
+    pub cuda_tuning: OrtCudaTuning,
     /// The kind was trtkit's default, not the user's choice: tract stands in for ONNX Runtime
     /// on a model ONNX Runtime cannot read (see [`super::ort_ir::refusal`]).
     pub kind_is_default: bool,
@@ -167,7 +168,7 @@ fn open_kind(
                     &OrtCudaOptions {
                         model: model_options,
                         device_id: options.device_id.unwrap_or(0),
-                        prefer_nhwc: options.nhwc,
+                        tuning: options.cuda_tuning,
                     },
                 )?),
             }

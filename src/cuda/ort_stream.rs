@@ -28,6 +28,11 @@ pub struct CudaProviderSettings {
     pub prefer_nhwc: bool,
     /// How cuDNN picks each convolution's algorithm.
     pub conv_algo_search: ConvAlgoSearch,
+    /// Let cuDNN use as much workspace as the fastest algorithm asks for
+    /// (`cudnn_conv_use_max_workspace`; otherwise ONNX Runtime's 32 MiB).
+    pub max_workspace: bool,
+    /// Fuse convolution, bias and activation through cuDNN (`fuse_conv_bias`).
+    pub fuse_conv_bias: bool,
 }
 
 /// How cuDNN picks convolution algorithms in ONNX Runtime's CUDA provider.
@@ -127,7 +132,9 @@ impl StreamSession {
                 ConvAlgoSearch::Exhaustive => ort::ep::cuda::ConvAlgorithmSearch::Exhaustive,
                 ConvAlgoSearch::Heuristic => ort::ep::cuda::ConvAlgorithmSearch::Heuristic,
                 ConvAlgoSearch::Default => ort::ep::cuda::ConvAlgorithmSearch::Default,
-            });
+            })
+            .with_conv_max_workspace(cuda.max_workspace)
+            .with_fuse_conv_bias(cuda.fuse_conv_bias);
         // SAFETY: the stream handle stays valid for the session's whole life: the session is
         // stored beside a clone of `stream` (which owns the CUstream), and dropped before it.
         let provider = unsafe { provider.with_compute_stream(stream.raw() as *mut ()) };

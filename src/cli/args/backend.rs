@@ -2,6 +2,7 @@
 //! model, the per-side overrides `compare` builds from the same group, and the engine group
 //! (`--device-id`, `--tensorrt-dir`) of the commands that run TensorRT engines.
 
+use super::ort_cuda::OrtCudaArgs;
 use crate::backend::select::{
     default_calibration_kind, default_kind, BackendKind, BackendOptions, Fp16Compute,
 };
@@ -23,10 +24,9 @@ pub struct BackendArgs {
     /// CPU threads for CPU backends (default: every core).
     #[arg(long)]
     pub threads: Option<usize>,
-    /// ONNX Runtime on CUDA: let its convolutions run in NHWC (prefer_nhwc), which suits FP16
-    /// tensor cores.
-    #[arg(long)]
-    pub nhwc: bool,
+    /// ONNX Runtime's CUDA provider: layout and cuDNN settings.
+    #[command(flatten)]
+    pub ort_cuda: OrtCudaArgs,
     /// How ONNX Runtime's CPU build and tract compute a float16 model: emulate (the default)
     /// rounds every float16 tensor to float16 as FP16 hardware holds it (overflow to inf
     /// included); backend runs it as they do, widened to float32 (ONNX Runtime's CUDA provider
@@ -60,7 +60,7 @@ impl BackendArgs {
             batch,
             device_id: None,
             tensorrt_dir: None,
-            nhwc: self.nhwc,
+            cuda_tuning: self.ort_cuda.tuning(),
             kind_is_default: self.backend.is_none(),
             fp16_compute: self.fp16_compute,
         }
@@ -115,7 +115,7 @@ macro_rules! side_backend_args {
                     backend: self.backend.or(shared.backend),
                     device: self.device.unwrap_or(shared.device),
                     threads: self.threads.or(shared.threads),
-                    nhwc: shared.nhwc,
+                    ort_cuda: shared.ort_cuda.clone(),
                     fp16_compute: shared.fp16_compute,
                 }
             }

@@ -5,6 +5,7 @@
 pub mod backend;
 pub mod calibration;
 pub mod fp16;
+pub mod ort_cuda;
 pub mod output;
 pub mod preprocess;
 pub mod samples;

@@ -1,6 +1,7 @@
 //! The command-line names of library enums. The library stays free of clap: each enum a flag
 //! takes gets its `ValueEnum` here, with the value names and help users see.
 
+use crate::backend::ort_cuda_tuning::{ConvAlgoSearch, CudnnWorkspace, LayoutPolicy};
 use crate::backend::select::{BackendKind, Fp16Compute};
 use crate::backend::Device;
 use crate::data::preprocess::{ChannelOrder, Layout};
@@ -36,6 +37,23 @@ flag_values!(BackendKind {
 flag_values!(Fp16Compute {
     Fp16Compute::Emulate => "emulate", "Computed in float32, every float16 tensor rounded to float16 as FP16 hardware holds it";
     Fp16Compute::Backend => "backend", "As the backend does it: ONNX Runtime's CPU build and tract widen float16 to float32";
+});
+
+flag_values!(LayoutPolicy {
+    LayoutPolicy::Auto => "auto", "NHWC for a model with 2-D convolutions, NCHW otherwise";
+    LayoutPolicy::Nchw => "nchw", "Channels first, as the ONNX model is written";
+    LayoutPolicy::Nhwc => "nhwc", "Channels last (prefer_nhwc)";
+});
+
+flag_values!(ConvAlgoSearch {
+    ConvAlgoSearch::Exhaustive => "exhaustive", "Time every algorithm on the first inference, keep the fastest";
+    ConvAlgoSearch::Heuristic => "heuristic", "cuDNN's heuristics: no timing";
+    ConvAlgoSearch::Default => "default", "cuDNN's default algorithm";
+});
+
+flag_values!(CudnnWorkspace {
+    CudnnWorkspace::Max => "max", "As much as the fastest algorithm asks for";
+    CudnnWorkspace::Limited => "limited", "At most 32 MiB";
 });
 
 flag_values!(Device {

@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# The GPU reference (ONNX Runtime's CUDA provider through trtkit's harness) against PyTorch
+# eager on the same card, in one run: the layouts and cuDNN settings side by side, and trtkit's
+# defaults with the outputs' closeness to FP32 in NCHW. Run it from the repository root on a
+# machine with an NVIDIA GPU, PyTorch and torchvision.
+#
+#     STEPS="setup sweep cudnn torch" bash scripts/gpu_reference_speed.sh   # what to default to
+#     STEPS="setup defaults torch closeness" bash scripts/gpu_reference_speed.sh
+#
+# Needs: a trtkit release binary ($TRTKIT, else target/release/trtkit, else trtkit on PATH) and
+# ONNX Runtime's GPU build where trtkit finds it (ORT_DYLIB_PATH). Work files go to $WORK
+# (default /tmp/work), results to $OUT (default ./out).
+#
+# setup:     ResNet-50 and MobileNetV3-Large (torchvision, random weights) and a DistilBERT-class
+#            model, with their FP16 rewrites (float32 I/O, and float16 I/O with --fp16-io).
+# sweep:     both CNNs, fp32/fp16, batch 1/32/256, --layout-policy nchw and nhwc.
+# cudnn:     both CNNs, fp32/fp16, batch 1/32/256 in NHWC: each cuDNN setting against the
+#            exhaustive search with the largest workspace.
+# defaults:  every model, fp32/fp16/fp16-io, batch 1/32/256, no tuning flag.
+# torch:     PyTorch eager (channels_last, cudnn.benchmark, .half() for fp16), same batches.
+# closeness: trtkit's defaults on ort-cuda against FP32 in NCHW on ONNX Runtime's CPU build.
+#
+# trtkit runs with --no-transfers: PyTorch's input stays on the GPU too. Each line gives the
+# samples/s and the set-up (the first inference, where cuDNN's search runs) of one point.
+set -u
+export PYTHONUNBUFFERED=1
+REPO=$(pwd)
+if [ -n "${TRTKIT:-}" ]; then T=$(realpath "$TRTKIT")
+elif [ -x "$REPO/target/release/trtkit" ]; then T=$REPO/target/release/trtkit
+else T=$(command -v trtkit || true); fi
+if [ -z "$T" ] || [ ! -x "$T" ]; then echo "gpu_reference_speed: no trtkit binary (build it, or set TRTKIT)" >&2; exit 1; fi
+W=${WORK:-/tmp/work}
+OUT=${OUT:-$REPO/out}
+STEPS=${STEPS:-"setup defaults torch closeness"}
+BATCHES=${BATCHES:-1,32,256}
+mkdir -p "$W/models" "$OUT"
+W=$(realpath "$W"); OUT=$(realpath "$OUT"); M=$W/models
+CNNS="resnet50 mobilenet_v3_large"
+step() { echo; echo "===== $* ($(date +%T))"; }
+
+# One `trtkit run` over $BATCHES; prints a line per batch: label, batch, samples/s, first
+# inference (ms) and the process's wall time.
+measure() {
+  local label=$1; shift
+  local t0; t0=$(date +%s%N)
+  # shellcheck disable=SC2086
+  "$T" run "$@" ${EXTRA:-} --backend ort --device cuda --no-transfers --batch-size "$BATCHES" \
+    --warmup 10 --duration 2 --json > "$W/run.json" 2> "$W/run.err"
+  local rc=$? t1; t1=$(date +%s%N)
+  if [ $rc -ne 0 ]; then echo "$label: FAILED ($(tail -1 "$W/run.err"))"; return; fi
+  python3 - "$W/run.json" "$label" "$(( (t1 - t0) / 1000000 ))" <<'PY' | tee -a "$OUT/points.txt"
+import json, sys
+r = json.load(open(sys.argv[1]))
+for b in r["results"]:
+    print(f"{sys.argv[2]:<44} b{b['batch']:<4} {b['throughput']:>9.1f}/s  first {b['first_iteration_ms']/1e3:6.2f} s  (process {int(sys.argv[3]) / 1e3:5.1f} s)")
+PY
+}
+
+model_of() { case $2 in fp32) echo "$M/$1.onnx";; fp16) echo "$M/${1}_fp16.onnx";; fp16io) echo "$M/${1}_fp16io.onnx";; esac; }
+shape_of() { [ "$1" = distilbert ] && echo "--dim seq=128"; }
+
+for s in $STEPS; do case $s in
+setup)
+  step setup
+  nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader
+  [ -f "$M/resnet50.onnx" ] || python3 scripts/export_torchvision.py $CNNS --out "$M" 2>&1 | tail -1
+  [ -f "$M/distilbert.onnx" ] || python3 scripts/export_token_model.py --out "$M/distilbert.onnx" 2>&1 | tail -1
+  for n in $CNNS distilbert; do
+    [ -f "$M/${n}_fp16.onnx" ] || "$T" quantize "$M/$n.onnx" --fp16 -o "$M/${n}_fp16.onnx" | tail -1
+    [ -f "$M/${n}_fp16io.onnx" ] || "$T" quantize "$M/$n.onnx" --fp16 --fp16-io -o "$M/${n}_fp16io.onnx" | tail -1
+  done
+  ;;
+sweep)
+  step "layouts"
+  for n in $CNNS; do for p in fp32 fp16; do for l in nchw nhwc; do
+    measure "$n $p $l" "$(model_of $n $p)" --layout-policy $l
+  done; done; done
+  ;;
+cudnn)
+  step "cuDNN settings (NHWC)"
+  for n in $CNNS; do for p in fp32 fp16; do
+    for f in ${CUDNN_FLAGS:-"--cudnn-search heuristic" "--cudnn-search default" "--cudnn-workspace limited" "--cudnn-fuse on"}; do
+      measure "$n $p nhwc $f" "$(model_of $n $p)" --layout-policy nhwc $f
+    done
+  done; done
+  ;;
+defaults)
+  step "trtkit's defaults"
+  for n in $CNNS distilbert; do for p in fp32 fp16 fp16io; do
+    # shellcheck disable=SC2046
+    measure "$n $p default" "$(model_of $n $p)" $(shape_of $n)
+  done; done
+  ;;
+torch)
+  step "PyTorch eager (channels_last, cudnn.benchmark)"
+  python3 scripts/torch_eager_bench.py $CNNS distilbert --precisions fp32,fp16 --batch-sizes "$BATCHES" \
+    --iterations 50 2>&1 >"$OUT/torch.jsonl" | tee -a "$OUT/points.txt"
+  ;;
+closeness)
+  step "closeness of trtkit's defaults on ort-cuda to FP32 in NCHW on the CPU"
+  for n in $CNNS distilbert; do for p in fp32 fp16 fp16io; do
+    # shellcheck disable=SC2046
+    "$T" compare "$(model_of $n $p)" "$M/$n.onnx" --a-backend ort --a-device cuda --b-backend ort --b-device cpu ${EXTRA:-} \
+      --num-samples 64 --batch-size 32 $(shape_of $n) --json > "$W/c.json" 2> "$W/c.err" \
+      || { echo "$n $p: FAILED ($(tail -1 "$W/c.err"))"; continue; }
+    python3 - "$W/c.json" "$n $p" <<'PY' | tee -a "$OUT/points.txt"
+import json, sys
+d = json.load(open(sys.argv[1]))
+o = d["outputs"][0]; c = o["closeness"]
+top1 = (o.get("topk") or {}).get("top1_agreement_pct")
+print(f"{sys.argv[2]:<28} cosine {c.get('cosine'):.7f}  max_abs {c.get('max_abs_err'):.3g}  top1 {top1}")
+PY
+  done; done
+  ;;
+esac; done
