@@ -10,7 +10,7 @@ use crate::jobs::open::open_model;
 use crate::onnx::input_roles::int_input_roles;
 use crate::onnx::shape::ShapeRequest;
 use crate::progress::Progress;
-use crate::tensor::{HostTensor, IoSpec};
+use crate::tensor::{conversion_note, HostTensor, IoSpec};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::num::NonZeroUsize;
@@ -47,6 +47,8 @@ pub struct RunResult {
     pub inference_s: f64,
     /// The outputs, by name.
     pub outputs: Vec<HostTensor>,
+    /// What the reports say of the run (inputs converted to the float type the model takes).
+    pub notes: Vec<String>,
 }
 
 /// One side of a comparison, as reported: a run result without its tensors.
@@ -79,6 +81,7 @@ impl RunResult {
             batch: 0,
             inference_s: 0.0,
             outputs,
+            notes: vec![],
         }
     }
 
@@ -223,6 +226,9 @@ fn run_one(
         batch,
         inference_s: ran.inference.as_secs_f64(),
         outputs: ran.outputs,
+        notes: conversion_note(&ran.converted, &source.label)
+            .into_iter()
+            .collect(),
     })
 }
 
