@@ -207,7 +207,10 @@ mod tests {
             ..spec("x")
         };
         // Kept as given: each side converts it to the float type its model takes.
-        assert_eq!(pick_inputs(std::slice::from_ref(&x), &[half], "x.npz").unwrap(), [x]);
+        assert_eq!(
+            pick_inputs(std::slice::from_ref(&x), &[half], "x.npz").unwrap(),
+            [x]
+        );
         let ids = HostTensor::new("x", vec![2, 3], TensorData::I32(vec![1; 6])).unwrap();
         let long = IoSpec {
             elem_type: ElemType::I64,

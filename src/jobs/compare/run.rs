@@ -364,4 +364,42 @@ mod tests {
         let back = RunResult::load("S", &saved).unwrap();
         assert_eq!(back.outputs, runs.results[0].outputs);
     }
+
+    #[test]
+    fn given_float32_tensors_feed_a_float16_io_graph_converted_and_noted() {
+        use crate::onnx::rewrite::fp16::{Fp16, Fp16Options};
+        use crate::tensor::{ElemType, TensorData};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.onnx");
+        let proto = crate::onnx::test_models::classifier(None);
+        OnnxModel::from_proto(proto, &path).save(&path).unwrap();
+        let mut narrow = SourceConfig::new("A", side(&path));
+        narrow.passes.push(Arc::new(Fp16(Fp16Options {
+            fp16_io: true,
+            ..Default::default()
+        })));
+        let n = 2 * 3 * 16 * 16;
+        let values = (0..n).map(|i| (i % 17) as f32 / 17.0).collect();
+        let x = HostTensor::new("input", vec![2, 3, 16, 16], TensorData::F32(values)).unwrap();
+        let mut cfg = config(vec![narrow, SourceConfig::new("B", side(&path))]);
+        cfg.inputs = InputSource::Given {
+            tensors: vec![x.clone()],
+            note: "2 images of val".into(),
+        };
+        let runs = run_sources(&cfg, &NoProgress).unwrap();
+        // The inputs stay as given; only A's run took them as float16.
+        assert_eq!(runs.inputs.as_deref(), Some(&[x][..]));
+        assert_eq!(
+            runs.results[0].notes,
+            ["inputs converted float32 → float16 for A"]
+        );
+        assert!(runs.results[1].notes.is_empty());
+        let (a, b) = (&runs.results[0].outputs[0], &runs.results[1].outputs[0]);
+        assert_eq!(
+            (a.elem_type(), b.elem_type()),
+            (ElemType::F16, ElemType::F32)
+        );
+        let (a, b) = (a.data.to_f64(), b.data.to_f64());
+        assert!(a.iter().zip(&b).all(|(x, y)| (x - y).abs() < 0.05));
+    }
 }
