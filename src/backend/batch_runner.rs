@@ -1,12 +1,13 @@
 //! The batch runner: feeds any number of samples through a backend, batch by batch, padding a
 //! short last batch to the backend's batch size where the backend needs that size, and dropping
-//! the padded rows from the outputs. The comparator, the accuracy evaluation, calibration and the
+//! the padded rows from the outputs. Float inputs are converted to the float type the backend
+//! takes (float32 data for a graph with float16 inputs). The comparator, the accuracy evaluation, calibration and the
 //! INT8 triage run their models through it, so no sample is dropped for not filling a batch.
 
 use crate::backend::{Backend, OutputVisitor};
 use crate::data::batch_axis::{concat, slice_padded, truncate};
 use crate::progress::Progress;
-use crate::tensor::HostTensor;
+use crate::tensor::{conform_floats, FloatConversion, HostTensor};
 use anyhow::{bail, Context, Result};
 use std::time::Duration;
 
@@ -19,6 +20,8 @@ pub struct BatchedOutputs {
     pub inference: Duration,
     /// Samples run.
     pub samples: usize,
+    /// The inputs converted to the float type the backend takes (none when they fit).
+    pub converted: Vec<FloatConversion>,
 }
 
 /// The number of samples along axis 0, the same for every tensor.
@@ -45,7 +48,8 @@ pub fn samples_of(inputs: &[HostTensor]) -> Result<usize> {
 /// Runs `inputs` (every tensor with the same number of samples on axis 0) through `backend`
 /// in batches of `batch`, and joins the outputs. A short last batch is padded to `batch` only
 /// where the backend needs the full size ([`Backend::runs_short_batch`]): elsewhere the padding
-/// would be computed for nothing. `progress` advances by samples.
+/// would be computed for nothing. A float input the backend takes in another float type is
+/// converted batch by batch ([`conform_floats`]). `progress` advances by samples.
 pub fn run_batched(
     backend: &mut dyn Backend,
     inputs: &[HostTensor],
@@ -58,6 +62,7 @@ pub fn run_batched(
     let samples = samples_of(inputs)?;
     let mut parts: Vec<Vec<HostTensor>> = Vec::new();
     let mut inference = Duration::ZERO;
+    let mut converted = vec![];
     let mut start = 0;
     while start < samples {
         let take = batch.min(samples - start);
@@ -70,6 +75,10 @@ pub fn run_batched(
             .iter()
             .map(|t| slice_padded(t, start, run_as))
             .collect::<Result<Vec<_>>>()?;
+        let (chunk, conversions) = conform_floats(&chunk, backend.inputs());
+        if start == 0 {
+            converted = conversions;
+        }
         let out = backend.run(&chunk).with_context(|| {
             format!(
                 "{} failed on samples {start}..{}",
@@ -97,12 +106,14 @@ pub fn run_batched(
         outputs: join(parts)?,
         inference,
         samples,
+        converted,
     })
 }
 
 /// [`Backend::run_visit`] on one batch of up to `batch` samples: a short batch is padded to
 /// `batch` where the backend needs that size (it then runs the whole padded batch in one piece,
-/// so each output is visited once) and only the real samples' values are visited.
+/// so each output is visited once) and only the real samples' values are visited. Float inputs
+/// are converted to the float types the backend takes, as [`run_batched`] does.
 pub fn run_visit_short(
     backend: &mut dyn Backend,
     inputs: &[HostTensor],
@@ -110,6 +121,8 @@ pub fn run_visit_short(
     visit: &OutputVisitor,
 ) -> Result<Duration> {
     let rows = samples_of(inputs)?;
+    let (inputs, _) = conform_floats(inputs, backend.inputs());
+    let inputs = inputs.as_ref();
     match batch {
         Some(full) if rows < full && !backend.runs_short_batch(rows) => {
             let padded = inputs

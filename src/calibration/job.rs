@@ -323,6 +323,20 @@ fn algorithm_caches(
     Ok(pending)
 }
 
+/// Refuses a graph with a float16 input (one written with `--fp16-io`): INT8 calibration
+/// measures the float32 model's ranges, and this graph computes in float16.
+fn refuse_fp16_inputs(model: &OnnxModel) -> Result<()> {
+    let float16 = crate::onnx::pb::tensor_proto::DataType::Float16 as i32;
+    match model_inputs(model).iter().find(|i| i.dtype_code == float16) {
+        Some(input) => bail!(
+            "{}: input '{}' is float16, an FP16 graph; INT8 calibration reads the float32 model it was made from: calibrate that one",
+            model.path.display(),
+            input.name
+        ),
+        None => Ok(()),
+    }
+}
+
 /// Calibrates (or reuses caches) and returns what happened, telling `progress` how far the
 /// run over the batches has got.
 pub fn calibrate(args: &CalibrateConfig, progress: &dyn Progress) -> Result<CalibrateReport> {
@@ -338,6 +352,7 @@ pub fn calibrate(args: &CalibrateConfig, progress: &dyn Progress) -> Result<Cali
             .with_context(|| shown.clone())?
             .0;
     }
+    refuse_fp16_inputs(&model)?;
     let plan = plan_int8(model.graph());
     if plan.is_empty() {
         bail!("{shown}: no quantizable ops (Conv, ConvTranspose, Gemm, MatMul, residual Add); nothing to calibrate, no cache written");

@@ -490,3 +490,33 @@ pub fn run(
         },
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tensor::{Dim, ElemType, TensorData};
+
+    fn spec(elem_type: ElemType) -> IoSpec {
+        IoSpec {
+            name: "x".into(),
+            elem_type,
+            dims: vec![Dim::Symbol("N".into()), Dim::Fixed(3), Dim::Fixed(5)],
+        }
+    }
+
+    #[test]
+    fn a_float16_input_is_filled_with_the_float32_timing_values_in_two_bytes_each() {
+        let narrow = input_bytes(&[spec(ElemType::F16)], 2).unwrap();
+        let wide = input_bytes(&[spec(ElemType::F32)], 2).unwrap();
+        // Exactly the device buffer's size: two bytes a value, not four.
+        assert_eq!(narrow[0].len(), 2 * 3 * 5 * 2);
+        assert_eq!(wide[0].len(), 2 * 3 * 5 * 4);
+        let narrow = TensorData::from_le_bytes(ElemType::F16, &narrow[0]).to_f64();
+        let wide = TensorData::from_le_bytes(ElemType::F32, &wide[0]).to_f64();
+        assert!(narrow.iter().all(|v| (0.0..1.0).contains(v)), "{narrow:?}");
+        for (n, w) in narrow.iter().zip(&wide) {
+            assert!((n - w).abs() <= 1e-3, "float16 {n} for float32 {w}");
+        }
+        assert!(narrow.iter().any(|&v| v > 0.0), "not all zeros");
+    }
+}

@@ -11,7 +11,7 @@
 use super::device::Stream;
 use super::enqueue::TensorBinding;
 use crate::tensor::ElemType;
-use anyhow::{anyhow, bail, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use ort::memory::{AllocationDevice, AllocatorType, MemoryInfo, MemoryType};
 use ort::session::builder::SessionBuilder;
 use ort::session::{IoBinding, RunOptions, Session};
@@ -73,10 +73,6 @@ pub struct StreamSession {
 
 fn ort_err(e: ort::Error) -> anyhow::Error {
     anyhow!("{e}")
-}
-
-fn element_type_error(name: &str, t: ElemType) -> anyhow::Error {
-    anyhow!("tensor '{name}' is {t}, which trtkit cannot bind on the GPU")
 }
 
 /// Wraps `b`'s device memory as an ONNX Runtime tensor of `elem` (no copy).
@@ -193,8 +189,9 @@ impl StreamSession {
                 let value = BoundValue {
                     name: CString::new(b.name.as_str())
                         .map_err(|_| anyhow!("tensor name '{}' holds a NUL byte", b.name))?,
-                    value: device_value(&info, b, *elem)
-                        .map_err(|_| element_type_error(&b.name, *elem))?,
+                    value: device_value(&info, b, *elem).with_context(|| {
+                        format!("tensor '{}' ({elem}) cannot be bound on the GPU", b.name)
+                    })?,
                 };
                 let api = ort::api();
                 let call = if is_input {

@@ -19,7 +19,7 @@ use crate::onnx::rewrite::pass::Pass;
 use crate::onnx::shape::{fixed_batch, InputShapes};
 use crate::onnx::OnnxModel;
 use crate::progress::Progress;
-use crate::tensor::HostTensor;
+use crate::tensor::{conform_floats, conversion_note, FloatConversion, HostTensor};
 use anyhow::{bail, Context, Result};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -225,12 +225,14 @@ fn output<'t>(outputs: &ByName<'t>, name: &str, path: &str) -> Result<&'t HostTe
         .with_context(|| format!("{path}: the run gave no tensor '{name}'"))
 }
 
-/// What running one group gave: per tensor its sums and shape, the bytes held, the backends.
+/// What running one group gave: per tensor its sums and shape, the bytes held, the backends
+/// and, per side, the inputs converted to the float type its model takes.
 struct GroupRun {
     stats: Vec<TensorStats>,
     shapes: Vec<Vec<usize>>,
     peak_bytes: u64,
     backends: [String; 2],
+    converted: [Vec<FloatConversion>; 2],
 }
 
 /// Runs the tensors `sides` mark over every sample, `batch` at a time, summing each tensor's
@@ -255,6 +257,7 @@ fn run_group(
         shapes: vec![vec![]; n],
         peak_bytes: 0,
         backends: [backends[0].name(), backends[1].name()],
+        converted: Default::default(),
     };
     let paths = sides.map(|s| s.model.path.display().to_string());
     let mut start = 0;
@@ -264,8 +267,10 @@ fn run_group(
         // and each compared tensor (all of them carry the batch axis) cut back to `take`.
         let part = chunk(inputs, start, batch)?;
         let mut outs = Vec::with_capacity(2);
-        for (backend, path) in backends.iter_mut().zip(&paths) {
-            let ran = backend.run(&part).with_context(|| path.clone())?;
+        for (side, (backend, path)) in backends.iter_mut().zip(&paths).enumerate() {
+            let (fed, converted) = conform_floats(&part, backend.inputs());
+            let ran = backend.run(&fed).with_context(|| path.clone())?;
+            run.converted[side] = converted;
             let cut: Result<Vec<HostTensor>> = ran
                 .outputs
                 .into_iter()
@@ -333,9 +338,9 @@ fn per_sample_bytes(side: &Side, inputs: &[HostTensor]) -> Result<Probe> {
     let rows = fixed_batch(side.model).unwrap_or(1);
     let mut backend = side.open(rows)?;
     let path = side.model.path.display().to_string();
-    let ran = backend
-        .run(&chunk(inputs, 0, rows)?)
-        .with_context(|| path.clone())?;
+    let part = chunk(inputs, 0, rows)?;
+    let (fed, _) = conform_floats(&part, backend.inputs());
+    let ran = backend.run(&fed).with_context(|| path.clone())?;
     let outputs = by_name(&ran.outputs);
     let sizes = side
         .names
@@ -415,7 +420,7 @@ pub fn layerwise(config: &LayerwiseConfig, progress: &dyn Progress) -> Result<La
         );
     }
     let specs = declared_inputs(&b)?;
-    let (inputs, note) = make_inputs(&c.inputs, &specs, &b.path, &int_input_roles(&b))?;
+    let (inputs, mut note) = make_inputs(&c.inputs, &specs, &b.path, &int_input_roles(&b))?;
     let samples = crate::backend::batch_runner::samples_of(&inputs)?;
     let mut batch = batch_of(&a, &b, c.batch_size, samples)?;
     let names = |matched: &[(ProducedTensor, String)], i: usize| -> Vec<String> {
@@ -462,6 +467,7 @@ pub fn layerwise(config: &LayerwiseConfig, progress: &dyn Progress) -> Result<La
         peak_rss_bytes: None,
     };
     let mut backends = [String::new(), String::new()];
+    let mut converted: [Vec<FloatConversion>; 2] = Default::default();
     for (g, part) in parts.iter().enumerate() {
         let pick = |s: &Side| part.iter().map(|&i| s.names[i].clone()).collect();
         let sides = [&whole[0], &whole[1]].map(|s| Side {
@@ -490,6 +496,13 @@ pub fn layerwise(config: &LayerwiseConfig, progress: &dyn Progress) -> Result<La
         }
         memory.peak_marked_bytes = memory.peak_marked_bytes.max(run.peak_bytes);
         backends = run.backends;
+        converted = run.converted;
+    }
+    // Inputs a side took in another float type are said where the inputs are.
+    for (conversions, side) in converted.iter().zip(["A", "B"]) {
+        if let Some(said) = conversion_note(conversions, side) {
+            note.push_str(&format!("; {said}"));
+        }
     }
     memory.peak_rss_bytes = peak_rss_bytes();
     let (tensors, first) = divergences(matched, &stats, shapes, config.cosine_threshold);

@@ -2,12 +2,14 @@
 //! integer inputs take. It imports nothing
 //! else of the crate, so every other module can use it without a cycle.
 
+mod conform;
 mod dim;
 mod host;
 mod io_spec;
 mod precision;
 mod values;
 
+pub use conform::{conform_floats, conversion_note, feeds, FloatConversion};
 pub use dim::{format_dims, Dim};
 pub use host::{ElemType, HostTensor, TensorData};
 pub use io_spec::{check_input_count, IoSpec, UnfixedAxis};

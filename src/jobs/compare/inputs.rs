@@ -7,7 +7,7 @@ use crate::data::npz;
 use crate::data::synthetic::{apply_int_inputs, InputDistribution, RandomInputs};
 use crate::jobs::batch_memory::{check_host, specs_sample_bytes};
 use crate::setting::Setting;
-use crate::tensor::{HostTensor, IntInput, IoSpec};
+use crate::tensor::{feeds, HostTensor, IntInput, IoSpec};
 use anyhow::{bail, Context, Result};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -38,7 +38,8 @@ pub enum InputSource {
     },
 }
 
-/// The arrays of `arrays` that feed `specs`, by name and element type; `origin` names where
+/// The arrays of `arrays` that feed `specs`, by name and element type (a float array feeds any
+/// float input: each side converts it to the float type its model takes); `origin` names where
 /// they came from in errors.
 fn pick_inputs(arrays: &[HostTensor], specs: &[IoSpec], origin: &str) -> Result<Vec<HostTensor>> {
     specs
@@ -52,7 +53,7 @@ fn pick_inputs(arrays: &[HostTensor], specs: &[IoSpec], origin: &str) -> Result<
                     names.join(", ")
                 )
             })?;
-            if t.elem_type() != s.elem_type {
+            if !feeds(t.elem_type(), s.elem_type) {
                 bail!(
                     "{origin}: input '{}' is {}, the model takes {}",
                     s.name,
@@ -195,6 +196,30 @@ mod tests {
         assert_eq!(
             format!("{err:#}"),
             "2 images of val: has no array for input 'y' (it has: x)"
+        );
+    }
+
+    #[test]
+    fn a_float_array_feeds_any_float_input_and_an_integer_one_only_its_own_type() {
+        let x = HostTensor::new("x", vec![2, 3], TensorData::F32(vec![0.5; 6])).unwrap();
+        let half = IoSpec {
+            elem_type: ElemType::F16,
+            ..spec("x")
+        };
+        // Kept as given: each side converts it to the float type its model takes.
+        assert_eq!(
+            pick_inputs(std::slice::from_ref(&x), &[half], "x.npz").unwrap(),
+            [x]
+        );
+        let ids = HostTensor::new("x", vec![2, 3], TensorData::I32(vec![1; 6])).unwrap();
+        let long = IoSpec {
+            elem_type: ElemType::I64,
+            ..spec("x")
+        };
+        let err = pick_inputs(&[ids], &[long], "x.npz").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "x.npz: input 'x' is int32, the model takes int64"
         );
     }
 

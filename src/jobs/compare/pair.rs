@@ -34,7 +34,8 @@ pub struct CompareReport {
     /// The task-aware agreement (matched boxes, pixel agreement), when a task applies.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task: Option<TaskComparison>,
-    /// What could not be compared, and why.
+    /// Inputs a side took converted to its model's float type, and what could not be compared
+    /// and why.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
 }
@@ -59,7 +60,7 @@ pub fn compare_results(
 ) -> Result<CompareReport> {
     let pair = || format!("{} vs {}", a.source.display(), b.source.display());
     let task = compare_task(&a.outputs, &b.outputs, &measures.task).with_context(pair)?;
-    let mut notes = vec![];
+    let mut notes: Vec<String> = a.notes.iter().chain(&b.notes).cloned().collect();
     let compared = match compare_outputs(&a.outputs, &b.outputs, &measures.tolerance, measures.topk)
     {
         Ok(compared) => compared,
@@ -117,6 +118,7 @@ mod tests {
             batch: 2,
             inference_s: 0.5,
             outputs: vec![t],
+            notes: vec![],
         }
     }
 

@@ -10,7 +10,7 @@ use crate::jobs::open::open_model;
 use crate::onnx::input_roles::int_input_roles;
 use crate::onnx::shape::ShapeRequest;
 use crate::progress::Progress;
-use crate::tensor::{HostTensor, IoSpec};
+use crate::tensor::{conversion_note, HostTensor, IoSpec};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::num::NonZeroUsize;
@@ -47,6 +47,8 @@ pub struct RunResult {
     pub inference_s: f64,
     /// The outputs, by name.
     pub outputs: Vec<HostTensor>,
+    /// What the reports say of the run (inputs converted to the float type the model takes).
+    pub notes: Vec<String>,
 }
 
 /// One side of a comparison, as reported: a run result without its tensors.
@@ -79,6 +81,7 @@ impl RunResult {
             batch: 0,
             inference_s: 0.0,
             outputs,
+            notes: vec![],
         }
     }
 
@@ -223,6 +226,9 @@ fn run_one(
         batch,
         inference_s: ran.inference.as_secs_f64(),
         outputs: ran.outputs,
+        notes: conversion_note(&ran.converted, &source.label)
+            .into_iter()
+            .collect(),
     })
 }
 
@@ -357,5 +363,43 @@ mod tests {
         );
         let back = RunResult::load("S", &saved).unwrap();
         assert_eq!(back.outputs, runs.results[0].outputs);
+    }
+
+    #[test]
+    fn given_float32_tensors_feed_a_float16_io_graph_converted_and_noted() {
+        use crate::onnx::rewrite::fp16::{Fp16, Fp16Options};
+        use crate::tensor::{ElemType, TensorData};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.onnx");
+        let proto = crate::onnx::test_models::classifier(None);
+        OnnxModel::from_proto(proto, &path).save(&path).unwrap();
+        let mut narrow = SourceConfig::new("A", side(&path));
+        narrow.passes.push(Arc::new(Fp16(Fp16Options {
+            fp16_io: true,
+            ..Default::default()
+        })));
+        let n = 2 * 3 * 16 * 16;
+        let values = (0..n).map(|i| (i % 17) as f32 / 17.0).collect();
+        let x = HostTensor::new("input", vec![2, 3, 16, 16], TensorData::F32(values)).unwrap();
+        let mut cfg = config(vec![narrow, SourceConfig::new("B", side(&path))]);
+        cfg.inputs = InputSource::Given {
+            tensors: vec![x.clone()],
+            note: "2 images of val".into(),
+        };
+        let runs = run_sources(&cfg, &NoProgress).unwrap();
+        // The inputs stay as given; only A's run took them as float16.
+        assert_eq!(runs.inputs.as_deref(), Some(&[x][..]));
+        assert_eq!(
+            runs.results[0].notes,
+            ["inputs converted float32 → float16 for A"]
+        );
+        assert!(runs.results[1].notes.is_empty());
+        let (a, b) = (&runs.results[0].outputs[0], &runs.results[1].outputs[0]);
+        assert_eq!(
+            (a.elem_type(), b.elem_type()),
+            (ElemType::F16, ElemType::F32)
+        );
+        let (a, b) = (a.data.to_f64(), b.data.to_f64());
+        assert!(a.iter().zip(&b).all(|(x, y)| (x - y).abs() < 0.05));
     }
 }
