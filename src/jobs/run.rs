@@ -389,6 +389,17 @@ mod tests {
     }
 
     #[test]
+    fn the_set_up_note_says_when_one_engine_served_every_batch() {
+        let shared = setup_note(true);
+        assert!(shared.starts_with(&setup_note(false)), "{shared}");
+        assert!(
+            shared.ends_with("counts in the first batch's set-up only"),
+            "{shared}"
+        );
+        assert!(!setup_note(false).contains("engine"));
+    }
+
+    #[test]
     fn run_report_round_trips_through_json() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("c.onnx");
