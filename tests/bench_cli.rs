@@ -128,6 +128,14 @@ fn the_matrix_completes_records_refused_cells_and_resumes_without_rerunning() {
             assert!(m["samples_per_s"].as_f64().unwrap() > 0.0, "{l}");
             assert_eq!(m["iterations"], 2, "{l}");
             assert!(m["host_rss_peak_mib"].as_f64().unwrap() > 1.0, "{l}");
+            let setup = &m["setup"];
+            let total = setup["total_ms"].as_f64().unwrap();
+            assert!(setup["open_ms"].as_f64().unwrap() > 0.0, "{l}: {setup}");
+            assert_eq!(setup["first_iteration_ms"], m["first_iteration_ms"], "{l}");
+            assert!(
+                total > 0.0 && total <= r["wall_s"].as_f64().unwrap() * 1e3,
+                "{l}: {setup}"
+            );
             let file = m["artifact"]["file"].as_str().unwrap();
             match r["key"]["precision"].as_str().unwrap() {
                 "fp32" => assert!(

@@ -10,6 +10,7 @@ use support::{assert_clean_error, trtkit};
 use trtkit::bench::key::CellKey;
 use trtkit::bench::record::*;
 use trtkit::bench::target::Target;
+use trtkit::metrics::setup::SetupTimes;
 use trtkit::tensor::Precision;
 
 /// A measured cell: `ms` per batch of latency-all and consistent figures around it.
@@ -56,6 +57,11 @@ fn ok(model: &str, target: Target, precision: Precision, batch: usize, ms: f64) 
         ms_per_sample: ms / batch as f64,
         samples_per_s: sps,
         first_iteration_ms: ms * 5.0,
+        setup: Some(SetupTimes::new(
+            if gpu { 1100.0 } else { 150.0 },
+            gpu.then_some(200.0),
+            ms * 5.0,
+        )),
         gpu_memory: gpu.then(|| GpuMemory {
             before_mib: 600.0,
             peak_mib: 900.0 + 35.0 * batch as f64,

@@ -40,6 +40,18 @@ fn runs_two_batch_sizes_on_the_cpu_and_says_what_was_timed() {
         .filter(|l| l.starts_with("1 ") || l.starts_with("4 "))
         .collect();
     assert_eq!(rows.len(), 2, "{stdout}");
+    for batch in [1, 4] {
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("batch {batch}: set-up ")))
+            .unwrap_or_else(|| panic!("no set-up line for batch {batch} in {stdout}"));
+        assert!(
+            line.contains("(open ")
+                && line.contains(", first inference ")
+                && line.ends_with(") — not in the figures"),
+            "{line}"
+        );
+    }
     let csv = std::fs::read_to_string(&times).unwrap();
     let lines: Vec<&str> = csv.lines().collect();
     assert_eq!(lines.len(), 1 + 10, "{csv}");
@@ -84,6 +96,21 @@ fn json_report_has_statistics_per_batch() {
     assert!(
         thr > 0.0 && thr <= 2.0 / (mean / 1e3) * 1.01,
         "{thr} vs {mean}"
+    );
+    let setup = &r["setup"];
+    let part = |name: &str| {
+        setup[name]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{name}: {setup}"))
+    };
+    assert!(part("open_ms") > 0.0, "{setup}");
+    assert_eq!(
+        part("first_iteration_ms"),
+        r["first_iteration_ms"].as_f64().unwrap()
+    );
+    assert!(
+        (part("total_ms") - part("open_ms") - part("first_iteration_ms")).abs() < 1e-6,
+        "{setup}"
     );
     let t: serde_json::Value = serde_json::from_slice(&std::fs::read(&times).unwrap()).unwrap();
     assert_eq!(t[0]["iterations"].as_array().unwrap().len(), 3);

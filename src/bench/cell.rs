@@ -256,6 +256,7 @@ pub fn run_cell(spec: &CellSpec) -> Result<CellMetrics> {
         ms_per_sample: result.latency_ms.all.mean / spec.key.batch as f64,
         samples_per_s: result.throughput,
         first_iteration_ms: result.first_iteration_ms,
+        setup: Some(result.setup),
         gpu_memory,
         host_rss_peak_mib: host_rss_peak_mib(),
         accuracy,

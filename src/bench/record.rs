@@ -315,6 +315,12 @@ pub struct CellMetrics {
     pub samples_per_s: f64,
     /// The first inference, timed on its own and left out of the statistics.
     pub first_iteration_ms: f64,
+    /// Where the time before the first measured iteration went: opening the backend, the
+    /// harness's preparation (GPU targets), the first inference, and their total (as `run`
+    /// reports it). Not to be confused with `prepare_s`, the time making the file that ran.
+    /// `None` in records written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub setup: Option<crate::metrics::setup::SetupTimes>,
     /// GPU memory (GPU targets).
     pub gpu_memory: Option<GpuMemory>,
     /// Peak resident memory of the cell's process, MiB.
@@ -388,6 +394,11 @@ pub mod fixtures {
                 ms_per_sample: ms / batch as f64,
                 samples_per_s,
                 first_iteration_ms: ms * 3.0,
+                setup: Some(crate::metrics::setup::SetupTimes::new(
+                    400.0,
+                    target.on_gpu().then_some(100.0),
+                    ms * 3.0,
+                )),
                 gpu_memory: target.on_gpu().then(|| GpuMemory {
                     before_mib: 500.0,
                     peak_mib: 500.0 + 10.0 * batch as f64,
@@ -484,5 +495,40 @@ pub mod fixtures {
             host: "test".into(),
             device: None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixtures::ok;
+    use super::*;
+    use crate::metrics::setup::SetupTimes;
+
+    /// A journal line written before the set-up was kept still reads, without one; a line with
+    /// it reads back the same.
+    #[test]
+    fn records_without_a_set_up_still_read() {
+        let record = ok("net", Precision::Fp32, 4, Target::OrtCuda, 2.0);
+        let line = serde_json::to_string(&record).unwrap();
+        assert!(line.contains(r#""setup":{"open_ms":400.0,"prepare_ms":100.0,"first_iteration_ms":6.0,"total_ms":506.0}"#), "{line}");
+        let back: CellRecord = serde_json::from_str(&line).unwrap();
+        assert_eq!(
+            back.metrics.as_ref().and_then(|m| m.setup),
+            Some(SetupTimes::new(400.0, Some(100.0), 6.0))
+        );
+        let mut old: serde_json::Value = serde_json::from_str(&line).unwrap();
+        old["metrics"]
+            .as_object_mut()
+            .unwrap()
+            .remove("setup")
+            .unwrap();
+        let old_line = serde_json::to_string(&old).unwrap();
+        assert!(!old_line.contains("setup"));
+        let read: CellRecord = serde_json::from_str(&old_line).unwrap();
+        let metrics = read.metrics.unwrap();
+        assert_eq!(metrics.setup, None);
+        assert_eq!(metrics.first_iteration_ms, 6.0);
+        // Written again, it stays without one.
+        assert!(!serde_json::to_string(&metrics).unwrap().contains("setup"));
     }
 }

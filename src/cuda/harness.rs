@@ -91,6 +91,11 @@ pub struct HarnessReport {
     /// warm-up; where a library compiles or sets up lazily, as TensorRT-RTX does, it happens
     /// here). Not part of any statistic.
     pub first_iteration_ms: f64,
+    /// Wall time of the preparation before it, and of what follows it before the warm-up:
+    /// `prepare` for the batch and every stream, buffers allocated and filled, the other
+    /// streams' first runs and any CUDA graph capture. Not part of any statistic.
+    #[serde(default)]
+    pub prepare_ms: f64,
     /// GPU memory.
     pub memory: MemoryReport,
 }
@@ -392,6 +397,24 @@ fn run_iterations(
     Ok((spans, start.elapsed().as_secs_f64()))
 }
 
+/// One plain run per stream, each waited for: some libraries (TensorRT-RTX among them) compile
+/// kernels or set up lazily on the first enqueue, which must neither count in the statistics nor
+/// end up inside a CUDA graph. Returns the first stream's wall time, milliseconds.
+fn first_runs(streams_work: &mut [StreamWork], backend: &mut dyn GpuEnqueue) -> Result<f64> {
+    let mut first_iteration_ms = 0.0;
+    for (k, work) in streams_work.iter_mut().enumerate() {
+        let start = Instant::now();
+        backend
+            .enqueue(k, &work.stream, &work.io)
+            .context("the first inference")?;
+        work.stream.synchronize()?;
+        if k == 0 {
+            first_iteration_ms = start.elapsed().as_secs_f64() * 1e3;
+        }
+    }
+    Ok(first_iteration_ms)
+}
+
 /// Prepares `backend` for `batch`, allocates every buffer, warms up and measures.
 pub fn run(
     gpu: &Gpu,
@@ -409,6 +432,7 @@ pub fn run(
     }
     gpu.bind()?;
     let before_setup = gpu.mem_info()?;
+    let prepare_start = Instant::now();
     let streams = backend
         .prepare(gpu, batch, options.streams)
         .with_context(|| format!("batch {batch}"))?;
@@ -424,20 +448,7 @@ pub fn run(
         .into_iter()
         .map(|stream| StreamWork::new(gpu, stream, inputs, &input_data, outputs, batch))
         .collect::<Result<Vec<_>>>()?;
-    // One plain run per stream first, each waited for: some libraries (TensorRT-RTX among them)
-    // compile kernels or set up lazily on the first enqueue, which must neither count in the
-    // statistics nor end up inside a CUDA graph. The first stream's is reported.
-    let mut first_iteration_ms = 0.0;
-    for (k, work) in streams_work.iter_mut().enumerate() {
-        let start = Instant::now();
-        backend
-            .enqueue(k, &work.stream, &work.io)
-            .context("the first inference")?;
-        work.stream.synchronize()?;
-        if k == 0 {
-            first_iteration_ms = start.elapsed().as_secs_f64() * 1e3;
-        }
-    }
+    let first_iteration_ms = first_runs(&mut streams_work, backend)?;
     if options.cuda_graph {
         for (k, work) in streams_work.iter_mut().enumerate() {
             work.stream.begin_capture()?;
@@ -448,6 +459,7 @@ pub fn run(
         }
     }
     gpu.synchronize()?;
+    let prepare_ms = (prepare_start.elapsed().as_secs_f64() * 1e3 - first_iteration_ms).max(0.0);
     let after_setup = gpu.mem_info()?;
     let poller = MemoryPoller::start(gpu, after_setup.free);
     let outcome = (|| {
@@ -477,6 +489,7 @@ pub fn run(
         wall_s,
         samples,
         first_iteration_ms,
+        prepare_ms,
         memory: MemoryReport {
             before_setup,
             after_setup,

@@ -9,11 +9,12 @@
 use crate::backend::select::BackendOptions;
 use crate::backend::{Backend, Device};
 use crate::cuda::device::Gpu;
-use crate::cuda::harness::{self, Amount, HarnessOptions, MemoryReport};
+use crate::cuda::harness::{self, Amount, HarnessOptions, HarnessReport, MemoryReport};
 use crate::data::synthetic::{apply_int_inputs, timing_inputs, TIMING_SEED};
 use crate::jobs::batch_memory::{check_gpu, check_host, model_sample_bytes};
 use crate::jobs::open::{open_backend, FileKind};
 use crate::metrics::latency::{throughput, IterationSpans, SpanStats};
+use crate::metrics::setup::SetupTimes;
 use crate::onnx::input_roles::int_input_roles;
 use crate::onnx::shape::{dim_points, DimSweep};
 use crate::onnx::OnnxModel;
@@ -92,6 +93,11 @@ pub struct BatchResult {
     /// before the warm-up (TensorRT-RTX compiles its kernels there) and left out of every
     /// statistic.
     pub first_iteration_ms: f64,
+    /// Where the time before the first measured iteration went: opening the backend, the
+    /// harness's preparation (GPU backends), the first inference, and their total. Zero in
+    /// reports written before it was recorded.
+    #[serde(default)]
+    pub setup: SetupTimes,
     /// GPU memory (GPU backends only).
     pub memory: Option<MemoryReport>,
     /// Every measured iteration (exported on request, not printed).
@@ -161,6 +167,8 @@ pub fn measure_latency(config: &RunConfig, progress: &dyn Progress) -> Result<Ru
         let dims: BTreeMap<String, i64> =
             point.iter().map(|d| (d.symbol.clone(), d.size)).collect();
         let at = point_label(batch, &dims);
+        let open_start = Instant::now();
+        let reused = engine.is_some();
         let mut opened;
         let backend: &mut Box<dyn Backend> = if is_engine {
             match &mut engine {
@@ -177,39 +185,28 @@ pub fn measure_latency(config: &RunConfig, progress: &dyn Progress) -> Result<Ru
                 .with_context(|| format!("{shown}: {at}"))?;
             &mut opened
         };
+        let mut open_ms = if reused { 0.0 } else { ms_since(open_start) };
         let name = backend.name();
         let inputs = backend.inputs().to_vec();
         let outputs = backend.outputs().to_vec();
-        let (result, note) = match backend.gpu() {
+        let (mut result, note) = match backend.gpu() {
             Some(enqueue) => {
                 let g = match &gpu {
                     Some(g) => g.clone(),
-                    None => gpu
-                        .insert(Gpu::open(config.backend.device_id.unwrap_or(0))?)
-                        .clone(),
+                    None => {
+                        let opening = Instant::now();
+                        let g = gpu.insert(Gpu::open(config.backend.device_id.unwrap_or(0))?);
+                        open_ms += ms_since(opening);
+                        g.clone()
+                    }
                 };
                 progress.start(&format!("{name} {at}"), None);
                 let r = check_gpu(&g, (&inputs, &outputs), batch, options.streams)
                     .and_then(|()| harness::run(&g, enqueue, &inputs, &outputs, batch, options))
                     .with_context(|| format!("{shown}: {name}"));
                 progress.finish();
-                let r = r?;
                 let note = format!("{name}: CUDA events on the GPU clock; latency-model = inference only, latency-all = first H2D start to last D2H end{}", if options.transfers { "" } else { " (no transfers: no copies)" });
-                let result = BatchResult {
-                    batch,
-                    dims,
-                    backend: name,
-                    timing: "cuda-events".into(),
-                    iterations: r.iterations.len(),
-                    latency_ms: SpanStats::from_iterations(&r.iterations)
-                        .context("no iteration was measured")?,
-                    throughput: r.throughput,
-                    wall_s: r.wall_s,
-                    first_iteration_ms: r.first_iteration_ms,
-                    memory: Some(r.memory),
-                    spans: r.iterations,
-                };
-                (result, note)
+                (harness_result(r?, name, dims)?, note)
             }
             None => {
                 if let Some(&setting) = config.gpu_settings.first() {
@@ -231,6 +228,7 @@ pub fn measure_latency(config: &RunConfig, progress: &dyn Progress) -> Result<Ru
                 (result, note)
             }
         };
+        result.setup = result.setup.with_open(open_ms);
         if !notes.contains(&note) {
             notes.push(note);
         }
@@ -242,11 +240,50 @@ pub fn measure_latency(config: &RunConfig, progress: &dyn Progress) -> Result<Ru
     if let Some(mut e) = engine {
         notes.extend(e.finish()?);
     }
+    notes.push(setup_note(is_engine && results.len() > 1));
     Ok(RunReport {
         model: shown,
         gpu: gpu.map(|g| format!("{} (GPU {})", g.name(), g.id())),
         notes,
         results,
+    })
+}
+
+/// Milliseconds since `start`.
+fn ms_since(start: Instant) -> f64 {
+    start.elapsed().as_secs_f64() * 1e3
+}
+
+/// What the set-up figures cover; `engine_shared` where one engine ran several batches.
+fn setup_note(engine_shared: bool) -> String {
+    let mut note = "set-up: opening the backend, the harness's preparation (GPU backends) and the first inference, per batch, timed on the wall clock and left out of every figure".to_string();
+    if engine_shared {
+        note += "; the engine is opened once for all batches, so its open time counts in the first batch's set-up only";
+    }
+    note
+}
+
+/// The result of one batch from the harness's report (its set-up without the open time, which
+/// the caller adds).
+fn harness_result(
+    r: HarnessReport,
+    backend: String,
+    dims: BTreeMap<String, i64>,
+) -> Result<BatchResult> {
+    Ok(BatchResult {
+        batch: r.batch,
+        dims,
+        backend,
+        timing: "cuda-events".into(),
+        iterations: r.iterations.len(),
+        latency_ms: SpanStats::from_iterations(&r.iterations)
+            .context("no iteration was measured")?,
+        throughput: r.throughput,
+        wall_s: r.wall_s,
+        first_iteration_ms: r.first_iteration_ms,
+        setup: SetupTimes::new(0.0, Some(r.prepare_ms), r.first_iteration_ms),
+        memory: Some(r.memory),
+        spans: r.iterations,
     })
 }
 
@@ -259,9 +296,10 @@ pub fn point_label(batch: usize, dims: &BTreeMap<String, i64>) -> String {
         .join(" ")
 }
 
-/// Times a backend that runs host tensors on the wall clock: warm-up, then the measured
-/// iterations, each from host tensors in to host tensors out. Integer inputs named in
-/// `int_inputs` take those values; the rest are [`timing_inputs`].
+/// Times a backend that runs host tensors on the wall clock: the first inference on its own,
+/// warm-up, then the measured iterations, each from host tensors in to host tensors out (the
+/// set-up it returns is the first inference's; opening the backend is the caller's to add).
+/// Integer inputs named in `int_inputs` take those values; the rest are [`timing_inputs`].
 pub fn measure_wall_clock(
     backend: &mut dyn Backend,
     batch: usize,
@@ -273,7 +311,7 @@ pub fn measure_wall_clock(
     apply_int_inputs(&mut inputs, int_inputs, TIMING_SEED)?;
     let first = Instant::now();
     backend.run(&inputs).context("the first inference")?;
-    let first_iteration_ms = first.elapsed().as_secs_f64() * 1e3;
+    let first_iteration_ms = ms_since(first);
     progress.start(&format!("{} batch {batch}", backend.name()), None);
     let mut phase = |amount: Amount, record: bool| -> Result<(Vec<IterationSpans>, f64)> {
         let start = Instant::now();
@@ -307,6 +345,7 @@ pub fn measure_wall_clock(
         throughput: throughput(samples, wall_s),
         wall_s,
         first_iteration_ms,
+        setup: SetupTimes::new(0.0, None, first_iteration_ms),
         memory: None,
         spans,
     })
@@ -350,6 +389,17 @@ mod tests {
     }
 
     #[test]
+    fn the_set_up_note_says_when_one_engine_served_every_batch() {
+        let shared = setup_note(true);
+        assert!(shared.starts_with(&setup_note(false)), "{shared}");
+        assert!(
+            shared.ends_with("counts in the first batch's set-up only"),
+            "{shared}"
+        );
+        assert!(!setup_note(false).contains("engine"));
+    }
+
+    #[test]
     fn run_report_round_trips_through_json() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("c.onnx");
@@ -380,6 +430,31 @@ mod tests {
         let text = serde_json::to_string(&report).unwrap();
         let back: RunReport = serde_json::from_str(&text).unwrap();
         assert_eq!(serde_json::to_string(&back).unwrap(), text);
+        // Each batch opened its own tract model: every part of its set-up is there, and sums.
+        for b in &report.results {
+            let s = &b.setup;
+            assert!(s.open_ms > 0.0, "{s:?}");
+            assert!(s.first_iteration_ms > 0.0, "{s:?}");
+            assert_eq!(s.first_iteration_ms, b.first_iteration_ms);
+            assert_eq!(s.prepare_ms, None, "no harness on the wall clock");
+            assert!((s.total_ms - (s.open_ms + s.first_iteration_ms)).abs() < 1e-9);
+        }
+        assert!(text.contains(r#""setup":{"open_ms":"#), "{text}");
+        let shown = crate::report::latency::render(&report, false);
+        for b in &report.results {
+            let line = format!("batch {}: {}", b.batch, b.setup.line());
+            assert!(shown.contains(&line), "{line} not in {shown}");
+        }
+        assert!(shown.contains("— not in the figures"), "{shown}");
+        assert!(shown.contains("note   set-up: "), "{shown}");
+        // A report saved before the set-up was recorded still reads, with a zero set-up.
+        let mut old: serde_json::Value = serde_json::from_str(&text).unwrap();
+        for r in old["results"].as_array_mut().unwrap() {
+            r.as_object_mut().unwrap().remove("setup").unwrap();
+        }
+        let old: RunReport = serde_json::from_value(old).unwrap();
+        assert_eq!(old.results[0].setup, SetupTimes::default());
+        assert!(!crate::report::latency::render(&old, false).contains("set-up "));
         let refused = RunConfig {
             gpu_settings: vec![GpuSetting::CudaGraph],
             ..config

@@ -1,5 +1,6 @@
 //! Metrics: top-k accuracy, closeness of two outputs (numpy `isclose`, errors, cosine, top-k
-//! rank agreement), latency statistics, bootstrap intervals of scores, layer-by-layer divergence.
+//! rank agreement), latency statistics and set-up times, bootstrap intervals of scores,
+//! layer-by-layer divergence.
 
 pub mod accuracy;
 pub mod bootstrap;
@@ -10,5 +11,6 @@ pub mod latency;
 pub mod layerwise;
 pub mod non_finite;
 pub mod segmentation;
+pub mod setup;
 pub mod task;
 pub mod topk;

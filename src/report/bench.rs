@@ -208,7 +208,7 @@ fn model_tables(model: &str, records: &[&CellRecord]) -> ModelTables {
             *i == 0
                 || records
                     .iter()
-                    .any(|r| r.metrics.as_ref().and_then(m.get).is_some())
+                    .any(|r| r.status == Status::Ok && m.value(r).is_some())
         })
         .map(|(_, m)| m)
         .map(|m| MetricTable {
@@ -236,8 +236,8 @@ fn model_tables(model: &str, records: &[&CellRecord]) -> ModelTables {
 fn cell(r: Option<&CellRecord>, m: &Metric) -> Cell {
     let Some(r) = r else { return Cell::Empty };
     match (&r.metrics, &r.failure) {
-        (Some(x), _) if r.status == Status::Ok => {
-            (m.get)(x).map_or(Cell::Empty, |value| Cell::Ok { value })
+        (Some(_), _) if r.status == Status::Ok => {
+            m.value(r).map_or(Cell::Empty, |value| Cell::Ok { value })
         }
         (_, Some(f)) => Cell::Failed {
             short: f.kind.short().into(),
@@ -377,9 +377,7 @@ pub fn render_csv(report: &JournalReport) -> String {
         .map(|s| csv_field(&s))
         .collect();
         fields.extend(METRICS.iter().map(|m| {
-            r.metrics
-                .as_ref()
-                .and_then(m.get)
+            m.value(r)
                 .filter(|v| v.is_finite())
                 .map(|v| v.to_string())
                 .unwrap_or_default()
@@ -492,6 +490,49 @@ mod tests {
         );
         let width = lines[0].split(',').count();
         assert!(lines[2..].iter().all(|l| l.split(',').count() == width));
+    }
+
+    /// The set-up and the cell's wall time each have a table and a CSV column; a record written
+    /// before the set-up was kept shows none, and a failed cell keeps its wall time in the CSV.
+    #[test]
+    fn set_up_and_cell_wall_time_are_columns() {
+        let mut old = ok("net", Precision::Fp32, 8, Target::Trt, 8.0);
+        old.metrics.as_mut().unwrap().setup = None;
+        let mut fast = ok("net", Precision::Fp32, 1, Target::Trt, 1.0);
+        fast.wall_s = 8.1;
+        let j = Journal {
+            records: vec![
+                fast,
+                old,
+                failed("net", Precision::Fp16, 1, Target::Trt, FailureKind::Oom),
+            ],
+            skipped: vec![],
+            files: vec!["j.jsonl".into()],
+        };
+        let report = JournalReport::new(&j);
+        let t = BenchTables::new(&report.cells);
+        let text = render(&report, &t, true);
+        // 400 ms open, 100 ms prepare, 3 ms first inference.
+        assert!(
+            text.contains("**set-up before measuring (s)**\n\n| target | precision | batch 1 | batch 8 |\n| :--- | :--- | ---: | ---: |\n| trt | fp32 | 0.5030 | – |"),
+            "{text}"
+        );
+        assert!(
+            text.contains("**cell wall time (s)**\n\n| target | precision | batch 1 | batch 8 |\n| :--- | :--- | ---: | ---: |\n| trt | fp32 | 8.100 | 1.100 |"),
+            "{text}"
+        );
+        let csv = render_csv(&report);
+        let lines: Vec<&str> = csv.lines().collect();
+        let head: Vec<&str> = lines[0].split(',').collect();
+        let at = |name: &str| head.iter().position(|h| *h == name).unwrap();
+        let row = |i: usize| -> Vec<&str> { lines[i].split(',').collect() };
+        let (setup, wall) = (at("setup_s"), at("cell_wall_s"));
+        assert_eq!(row(1)[setup], "0.503", "{csv}");
+        assert_eq!(row(1)[wall], "8.1", "{csv}");
+        assert_eq!(row(2)[setup], "", "an older record has none: {csv}");
+        assert_eq!(row(2)[wall], "1.1", "{csv}");
+        assert_eq!(row(3)[setup], "", "a failed cell measured no set-up: {csv}");
+        assert_eq!(row(3)[wall], "0.5", "{csv}");
     }
 
     /// A swept axis makes one column per batch and size, in size order, and one CSV column; a

@@ -2,6 +2,7 @@
 
 use crate::bench::matrix::BenchReport;
 use crate::bench::record::{CellRecord, Status};
+use crate::metrics::setup::duration;
 use crate::report::format::count;
 
 /// One line for a finished cell: its label and its headline figures, or its failure.
@@ -21,6 +22,13 @@ pub fn cell_line(label: &str, r: &CellRecord) -> String {
             if let Some(a) = &m.accuracy {
                 let (what, value) = a.headline();
                 line.push_str(&format!(", {} {value:.2}%", what.trim_end_matches(" %")));
+            }
+            if let Some(s) = &m.setup {
+                line.push_str(&format!(
+                    "; set-up {} of the cell's {}",
+                    duration(s.total_ms),
+                    duration(r.wall_s * 1e3)
+                ));
             }
             line
         }
@@ -101,6 +109,22 @@ mod tests {
             devices: vec![],
             slurm: None,
         }
+    }
+
+    #[test]
+    fn a_cell_line_says_its_set_up_against_its_wall_time() {
+        use crate::bench::record::fixtures::ok;
+        use crate::bench::target::Target;
+        use crate::tensor::Precision;
+        let mut r = ok("net", Precision::Fp16, 8, Target::OrtCuda, 2.0);
+        r.wall_s = 8.1;
+        let line = cell_line("net/fp16/b8/ort-cuda", &r);
+        assert!(
+            line.ends_with("; set-up 506.0 ms of the cell's 8.10 s"),
+            "{line}"
+        );
+        r.metrics.as_mut().unwrap().setup = None;
+        assert!(!cell_line("x", &r).contains("set-up"));
     }
 
     #[test]

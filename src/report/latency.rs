@@ -110,6 +110,10 @@ pub fn render(r: &RunReport, markdown: bool) -> String {
         "first iteration (run on its own before the warm-up, left out of the statistics): {}\n",
         firsts.join(", ")
     );
+    // Reports saved before the set-up was recorded read it as zero: no line for them.
+    for b in r.results.iter().filter(|b| b.setup.total_ms > 0.0) {
+        out += &format!("{}: {}\n", point_label(b.batch, &b.dims), b.setup.line());
+    }
     for b in &r.results {
         if let Some(m) = &b.memory {
             out += &format!(
@@ -211,6 +215,7 @@ mod tests {
             throughput: 1.0,
             wall_s: 1.0,
             first_iteration_ms: 3.0,
+            setup: Default::default(),
             memory: None,
             spans,
         };
