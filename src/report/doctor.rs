@@ -110,7 +110,7 @@ pub fn flavour_lines(fit: &FlavourFit) -> String {
                 needs.name()
             ),
         };
-        out += &format!("  GPU {:<8} {line}\n", g.gpu);
+        out += &format!("  GPU {:<6} {line}\n", g.gpu);
     }
     out
 }

@@ -152,7 +152,7 @@ pub const fn this_binary() -> Flavour {
 pub const FIX_COMMAND: &str = "bash scripts/install.sh";
 
 /// What `scripts/install.sh` runs for NVIDIA's TensorRT 11, by hand (in trtkit's source folder).
-pub const TENSORRT_BY_HAND: &str = "python3 -m pip install --extra-index-url https://pypi.nvidia.com tensorrt-cu13-libs && cargo install --locked --path . --features tensorrt";
+pub const TENSORRT_BY_HAND: &str = "python3 -m pip install --extra-index-url https://pypi.nvidia.com 'tensorrt-cu13-libs>=11.4,<12' && cargo install --locked --path . --features tensorrt";
 
 /// What `scripts/install.sh` runs for TensorRT-RTX, by hand (in trtkit's source folder).
 pub const RTX_BY_HAND: &str =

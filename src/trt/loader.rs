@@ -72,7 +72,7 @@ pub const TENSORRT_LIBRARIES: BoundLibraries = BoundLibraries {
     runtime: "libnvinfer.so.11",
     parser: "libnvonnxparser.so.11",
     python_package: "tensorrt_libs",
-    install: "python3 -m pip install --extra-index-url https://pypi.nvidia.com tensorrt-cu13-libs",
+    install: "python3 -m pip install --extra-index-url https://pypi.nvidia.com 'tensorrt-cu13-libs>=11.4,<12'",
     version: (11, 4),
 };
 
@@ -384,7 +384,7 @@ pub fn can_run_on(flavour: Flavour, gpu: &str, compute_capability: &str) -> (boo
             format!("TensorRT-RTX engines run on {gpu} (compute capability {compute_capability})")
         }
         (Flavour::TensorRtRtx, false) => format!(
-            "TensorRT-RTX engines cannot run on {gpu}: it has compute capability {compute_capability}, and TensorRT-RTX runs on 8.0, 8.6, 8.9 and 12.x (A100, RTX 30/40/50, L4-class Ada); for this GPU use NVIDIA TensorRT (trtkit built with `--features tensorrt`), or run the engine on one of those"
+            "TensorRT-RTX engines cannot run on {gpu}: it has compute capability {compute_capability}, and TensorRT-RTX runs on 8.0, 8.6, 8.9 and 12.x (A100, RTX 30/40/50, L4-class Ada); for this GPU use NVIDIA TensorRT (trtkit built with `--features tensorrt`; `bash scripts/install.sh` sets it up), or run the engine on one of those"
         ),
         (Flavour::TensorRt, true) => format!(
             "TensorRT engines built on {gpu} run there (compute capability {compute_capability})"
