@@ -16,13 +16,13 @@
 //!
 //! Why: TensorRT-RTX refuses Hopper (9.0) and data-center Blackwell (10.x) at deserialization,
 //! and ships for x86-64 Linux and Windows only (no Jetson, 8.7). NVIDIA lists Turing (7.5) for
-//! TensorRT-RTX only with engines built for it alone; the portable engines trtkit builds (on any
-//! machine, no GPU needed) cover 8.0 and later, so a Turing GPU is sent to TensorRT 11, which
-//! builds for the GPU it runs on. A compute capability the table does not know is sent to
-//! TensorRT 11 too: NVIDIA's TensorRT is the one that gains new data-center GPUs first, and
-//! TensorRT-RTX names every GPU it accepts. Below 7.5 neither runs: CUDA 13, which both
-//! libraries are built on, dropped Volta (7.0, 7.2) and everything older, and TensorRT 10
-//! already needed 7.5.
+//! TensorRT-RTX only with engines built for Turing alone: its portable engines, which trtkit
+//! builds (on any machine, no GPU needed), leave Turing out, so a Turing GPU is sent to
+//! TensorRT 11, which builds for the GPU it runs on. A compute capability the table does not know
+//! is sent to TensorRT 11 too: TensorRT-RTX refuses whatever its support list does not name,
+//! while NVIDIA's TensorRT has covered every architecture from 7.5 on, so that is where such a
+//! GPU has a chance. Below 7.5 neither runs: CUDA 13, which both libraries are built on, dropped
+//! Volta (7.0, 7.2) and everything older, and TensorRT 10 already needed 7.5.
 //!
 //! [`Flavour`] lives here too: the loader re-exports it.
 
@@ -274,5 +274,7 @@ mod tests {
     #[test]
     fn this_binary_is_the_bound_flavour() {
         assert_eq!(this_binary(), crate::trt::loader::BOUND.flavour);
+        assert!(RTX_BY_HAND.starts_with(crate::trt::loader::RTX_PIP));
+        assert!(TENSORRT_BY_HAND.starts_with(crate::trt::loader::TENSORRT_LIBRARIES.install));
     }
 }

@@ -5,7 +5,8 @@
 //! the `trtx` crate ([`BOUND`]): TensorRT-RTX 1.7 by default, TensorRT 11 with the `tensorrt`
 //! cargo feature; the other is only reported. The bound libraries are looked for, in order:
 //! `--tensorrt-dir DIR` or `TRTKIT_TENSORRT_DIR`, then `LD_LIBRARY_PATH` and the system's library
-//! path, then the Python package of `python3` that ships them.
+//! path, then the Python package of `python3` that ships them (`tensorrt_rtx_libs` from the
+//! `tensorrt-rtx-cu13-libs` wheel; `tensorrt_libs` from `tensorrt-cu13-libs`).
 
 pub use super::flavour::Flavour;
 use crate::setting::{fix_with, Setting};
