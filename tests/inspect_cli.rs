@@ -251,6 +251,42 @@ fn doctor_runs_without_a_gpu_and_reports_json() {
     }
 }
 
+/// `doctor --tensorrt-flavour` prints one word for GPU 0 and exits 0, `none` without a GPU;
+/// `doctor --json` says which flavour this binary loads and what each GPU needs.
+#[test]
+fn doctor_names_the_tensorrt_flavour_for_gpu_0() {
+    let out = trtkit(&["doctor", "--tensorrt-flavour"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let word = String::from_utf8(out.stdout).unwrap();
+    let json = trtkit(&["doctor", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let binary = if cfg!(feature = "tensorrt") {
+        "tensorrt"
+    } else {
+        "tensorrt-rtx"
+    };
+    assert_eq!(v["tensorrt_flavour"]["binary"], binary);
+    let gpus = v["tensorrt_flavour"]["gpus"].as_array().unwrap();
+    assert_eq!(gpus.len(), v["cuda"]["gpus"].as_array().unwrap().len());
+    match gpus.first() {
+        None => assert_eq!(word, "none\n"),
+        Some(g) => assert_eq!(word.trim_end(), g["needs"].as_str().unwrap()),
+    }
+    let text = String::from_utf8(trtkit(&["doctor"]).stdout).unwrap();
+    assert!(text.contains("flavour      this trtkit loads "), "{text}");
+    for refused in [
+        ["--tensorrt-flavour", "--json"],
+        ["--tensorrt-flavour", "--check"],
+    ] {
+        let out = trtkit(&["doctor", refused[0], refused[1]]);
+        assert_eq!(out.status.code(), Some(2), "{refused:?}");
+    }
+}
+
 /// `doctor` says whether the JPEG decoder has its SIMD code, and it matches this machine: the
 /// tests are built here, so with `nasm` installed (as `.ci/run` ensures) the decoder has it,
 /// and without `nasm` it must not claim it.

@@ -5,7 +5,7 @@
 use crate::cli::args::output::JsonArgs;
 use crate::jobs::doctor_check::{check_gpus, DoctorCheck};
 use crate::report::doctor::{render, render_check};
-use crate::trt::support::collect;
+use crate::trt::support::{collect, gpu0_needs};
 use clap::Args;
 use std::path::PathBuf;
 
@@ -21,6 +21,11 @@ pub struct DoctorArgs {
     /// places, as `build` searches them).
     #[arg(long, value_name = "DIR")]
     pub tensorrt_dir: Option<PathBuf>,
+    /// Print only the TensorRT that GPU 0 needs, as one word: `tensorrt-rtx` (the default
+    /// build), `tensorrt` (a build with `--features tensorrt`) or `none` (no GPU, or one neither
+    /// runs on); what `scripts/install.sh` builds by.
+    #[arg(long, conflicts_with_all = ["check", "json"])]
+    pub tensorrt_flavour: bool,
     /// Output format.
     #[command(flatten)]
     pub format: JsonArgs,
@@ -29,6 +34,9 @@ pub struct DoctorArgs {
 /// Runs `doctor`; it succeeds on a machine with no GPU and says so. With `--check` it fails
 /// when a GPU backend that can run here gives wrong answers or errors.
 pub fn run(args: DoctorArgs) -> anyhow::Result<()> {
+    if args.tensorrt_flavour {
+        return crate::cli::stdout::println(gpu0_needs().word());
+    }
     let report = collect();
     if !args.check {
         return args.format.print(&report, || render(&report));

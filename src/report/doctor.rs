@@ -5,7 +5,8 @@ use crate::backend::tract_kernels::KernelModel;
 use crate::data::decode::JpegDecoder;
 use crate::jobs::doctor_check::{CheckReport, CheckStatus};
 use crate::report::format::bytes;
-use crate::trt::support::DoctorReport;
+use crate::trt::flavour::Needed;
+use crate::trt::support::{DoctorReport, FlavourFit};
 
 /// The terminal rendering of a doctor report: one line per fact, with what to do where
 /// something is missing.
@@ -36,6 +37,7 @@ pub fn render(r: &DoctorReport) -> String {
             g.compute_capability
         );
     }
+    out += &flavour_lines(&r.tensorrt_flavour);
     for lib in &r.tensorrt {
         let line = match (lib.found, &lib.version, &lib.path) {
             (true, v, p) => format!(
@@ -78,6 +80,37 @@ pub fn render(r: &DoctorReport) -> String {
     out += &format!("JPEG decoder {}\n", jpeg_line(&r.jpeg_decoder));
     if let Some(k) = &r.tract_kernels {
         out += &format!("tract kernels {}\n", kernels_line(k));
+    }
+    out
+}
+
+/// Which TensorRT this binary loads, and per GPU the one it needs, with the fix where they differ.
+pub fn flavour_lines(fit: &FlavourFit) -> String {
+    let other = match fit.binary {
+        Needed::TensorRt => "the default build loads TensorRT-RTX",
+        _ => "a build with `--features tensorrt` loads NVIDIA TensorRT 11",
+    };
+    let mut out = format!(
+        "flavour      this trtkit loads {} ({other})\n",
+        fit.binary.name()
+    );
+    for g in &fit.gpus {
+        let cc = &g.compute_capability;
+        let line = match (&g.fix, g.needs) {
+            (Some(fix), needs) => format!(
+                "needs {} (compute capability {cc}), not {}; fix: {fix}",
+                needs.name(),
+                fit.binary.name()
+            ),
+            (None, Needed::Unsupported) => format!(
+                "needs what trtkit cannot load: compute capability {cc} is older than TensorRT 11 and TensorRT-RTX support (7.5 and later, on CUDA 13); CPU backends work"
+            ),
+            (None, needs) => format!(
+                "needs {} (compute capability {cc}): this trtkit fits",
+                needs.name()
+            ),
+        };
+        out += &format!("  GPU {:<6} {line}\n", g.gpu);
     }
     out
 }
@@ -186,5 +219,59 @@ mod tests {
         let without = jpeg_line(&decoder(Some(false)));
         assert!(without.contains("WITHOUT SIMD") && without.contains("install nasm"));
         assert!(jpeg_line(&decoder(None)).contains("unknown"));
+    }
+
+    fn gpu(index: i32, cc: &str) -> crate::cuda::info::GpuInfo {
+        crate::cuda::info::GpuInfo {
+            index,
+            name: format!("GPU of {cc}"),
+            memory_bytes: 80 << 30,
+            compute_capability: cc.into(),
+            uuid: None,
+        }
+    }
+
+    #[test]
+    fn the_flavour_lines_name_what_each_gpu_needs_and_the_fix() {
+        use crate::trt::loader::Flavour;
+        use crate::trt::support::flavour_fit;
+        let gpus = [gpu(0, "9.0"), gpu(1, "8.9"), gpu(2, "6.1")];
+        let text = flavour_lines(&flavour_fit(Flavour::TensorRtRtx, &gpus));
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 4, "{text}");
+        assert!(
+            lines[0].contains("this trtkit loads TensorRT-RTX"),
+            "{text}"
+        );
+        assert!(lines[0].contains("--features tensorrt"), "{text}");
+        assert!(lines[1].starts_with("  GPU 0") && lines[1].contains("needs NVIDIA TensorRT 11 (compute capability 9.0), not TensorRT-RTX; fix: `bash scripts/install.sh`"), "{text}");
+        assert!(
+            lines[2].contains("needs TensorRT-RTX (compute capability 8.9): this trtkit fits"),
+            "{text}"
+        );
+        assert!(
+            lines[3].contains("6.1") && lines[3].contains("CPU backends work"),
+            "{text}"
+        );
+        let tensorrt = flavour_lines(&flavour_fit(Flavour::TensorRt, &gpus));
+        assert!(
+            tensorrt.contains(
+                "this trtkit loads NVIDIA TensorRT 11 (the default build loads TensorRT-RTX)"
+            ),
+            "{tensorrt}"
+        );
+        assert!(
+            tensorrt
+                .contains("needs NVIDIA TensorRT 11 (compute capability 9.0): this trtkit fits"),
+            "{tensorrt}"
+        );
+        assert!(
+            tensorrt.contains(
+                "needs TensorRT-RTX (compute capability 8.9), not NVIDIA TensorRT 11; fix:"
+            ),
+            "{tensorrt}"
+        );
+        let none = flavour_lines(&flavour_fit(Flavour::TensorRtRtx, &[]));
+        assert_eq!(none.lines().count(), 1, "{none}");
     }
 }

@@ -5,8 +5,10 @@
 //! the `trtx` crate ([`BOUND`]): TensorRT-RTX 1.7 by default, TensorRT 11 with the `tensorrt`
 //! cargo feature; the other is only reported. The bound libraries are looked for, in order:
 //! `--tensorrt-dir DIR` or `TRTKIT_TENSORRT_DIR`, then `LD_LIBRARY_PATH` and the system's library
-//! path, then the Python package of `python3` that ships them.
+//! path, then the Python package of `python3` that ships them (`tensorrt_rtx_libs` from the
+//! `tensorrt-rtx-cu13-libs` wheel; `tensorrt_libs` from `tensorrt-cu13-libs`).
 
+pub use super::flavour::Flavour;
 use crate::setting::{fix_with, Setting};
 use anyhow::{Context, Result};
 use libloading::Library;
@@ -62,12 +64,16 @@ pub const RTX_LIBRARIES: BoundLibraries = BoundLibraries {
 };
 
 /// NVIDIA TensorRT 11, what a build with `--features tensorrt` binds (trtx's headers are 11.4).
+/// The `tensorrt-cu13-libs` wheel puts both libraries in `site-packages/tensorrt_libs/`; PyPI holds
+/// only a placeholder of it that fetches the real wheel from NVIDIA's index (pypi.nvidia.com), so
+/// the install fails where that index cannot be reached (then `TRTKIT_TENSORRT_DIR` names a
+/// TensorRT 11 tar package's lib folder).
 pub const TENSORRT_LIBRARIES: BoundLibraries = BoundLibraries {
     flavour: Flavour::TensorRt,
     runtime: "libnvinfer.so.11",
     parser: "libnvonnxparser.so.11",
     python_package: "tensorrt_libs",
-    install: "install NVIDIA TensorRT 11.4 or newer 11.x (its tar package or Debian packages) and put its lib folder on LD_LIBRARY_PATH",
+    install: "python3 -m pip install --extra-index-url https://pypi.nvidia.com 'tensorrt-cu13-libs>=11.4,<12'",
     version: (11, 4),
 };
 
@@ -77,25 +83,6 @@ pub const BOUND: BoundLibraries = if cfg!(feature = "tensorrt") {
 } else {
     RTX_LIBRARIES
 };
-
-/// Which TensorRT a library or an engine belongs to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Flavour {
-    /// NVIDIA TensorRT (`libnvinfer`).
-    TensorRt,
-    /// NVIDIA TensorRT for RTX (`libtensorrt_rtx`).
-    TensorRtRtx,
-}
-
-impl std::fmt::Display for Flavour {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Flavour::TensorRt => "TensorRT",
-            Flavour::TensorRtRtx => "TensorRT-RTX",
-        })
-    }
-}
 
 /// What was found for one TensorRT library.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -383,34 +370,31 @@ pub fn probe_tensorrt() -> Vec<LibraryProbe> {
     out
 }
 
-/// Compute capabilities whose GPUs run TensorRT-RTX engines (NVIDIA's TensorRT-RTX support
-/// matrix: Ampere 8.0/8.6, Ada 8.9, Blackwell 12.x; Hopper 9.0 and Blackwell data-center 10.x
+/// Whether TensorRT-RTX engines run on a GPU of this compute capability (`major.minor`): the
+/// table of [`super::flavour`] (8.0, 8.6, 8.9 and 12.x; Hopper 9.0 and data-center Blackwell 10.x
 /// are refused at deserialization).
 pub fn rtx_runs_on(compute_capability: &str) -> bool {
-    let mut it = compute_capability.split('.');
-    let major: u32 = it.next().and_then(|m| m.parse().ok()).unwrap_or(0);
-    let minor: u32 = it.next().and_then(|m| m.parse().ok()).unwrap_or(0);
-    matches!((major, minor), (8, 0) | (8, 6) | (8, 7) | (8, 9)) || major == 12
+    super::flavour::runs_on(Flavour::TensorRtRtx, compute_capability)
 }
 
 /// One sentence on whether a flavour's engines run on a GPU of this compute capability.
 pub fn can_run_on(flavour: Flavour, gpu: &str, compute_capability: &str) -> (bool, String) {
-    match flavour {
-        Flavour::TensorRtRtx if rtx_runs_on(compute_capability) => (
-            true,
-            format!("TensorRT-RTX engines run on {gpu} (compute capability {compute_capability})"),
+    let runs = super::flavour::runs_on(flavour, compute_capability);
+    let why = match (flavour, runs) {
+        (Flavour::TensorRtRtx, true) => {
+            format!("TensorRT-RTX engines run on {gpu} (compute capability {compute_capability})")
+        }
+        (Flavour::TensorRtRtx, false) => format!(
+            "TensorRT-RTX engines cannot run on {gpu}: it has compute capability {compute_capability}, and TensorRT-RTX runs on 8.0, 8.6, 8.9 and 12.x (A100, RTX 30/40/50, L4-class Ada); for this GPU use NVIDIA TensorRT (trtkit built with `--features tensorrt`; `bash scripts/install.sh` sets it up), or run the engine on one of those"
         ),
-        Flavour::TensorRtRtx => (
-            false,
-            format!(
-                "TensorRT-RTX engines cannot run on {gpu}: it has compute capability {compute_capability}, and TensorRT-RTX runs on 8.0, 8.6, 8.9 and 12.x (A100, RTX 30/40/50, L4-class Ada); for this GPU use NVIDIA TensorRT (trtkit built with `--features tensorrt`), or run the engine on one of those"
-            ),
+        (Flavour::TensorRt, true) => format!(
+            "TensorRT engines built on {gpu} run there (compute capability {compute_capability})"
         ),
-        Flavour::TensorRt => (
-            true,
-            format!("TensorRT engines built on {gpu} run there (compute capability {compute_capability})"),
+        (Flavour::TensorRt, false) => format!(
+            "TensorRT engines cannot run on {gpu}: it has compute capability {compute_capability}, and TensorRT 11 (built on CUDA 13) needs 7.5 or later"
         ),
-    }
+    };
+    (runs, why)
 }
 
 #[cfg(test)]

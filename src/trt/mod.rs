@@ -7,7 +7,8 @@
 //! the engines of a folder built from one model, by their sidecars; `build` is the job that chains
 //! them with the precision rewrite of [`crate::quantize`], `build_landing` what it leaves on disk
 //! and in which order, and `build_report` what it reports;
-//! `inspect` describes an engine file; `support` says what this machine offers (driver, GPUs,
+//! `inspect` describes an engine file; `flavour` says which TensorRT a GPU's compute capability
+//! needs and which one this binary loads; `support` says what this machine offers (driver, GPUs,
 //! libraries, which engines run where). Running engines: `preflight` checks a file before
 //! TensorRT sees it, `engine_io` maps its tensors to trtkit's I/O specs and checks batches
 //! against its profile, `runtime_cache` keeps TensorRT-RTX's compiled kernels beside it
@@ -27,6 +28,7 @@ pub mod engine_file;
 pub mod engine_io;
 #[cfg(not(feature = "tensorrt"))]
 mod engine_runtime_cache;
+pub mod flavour;
 pub mod inspect;
 pub mod loader;
 pub mod model_file;

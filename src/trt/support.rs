@@ -3,9 +3,10 @@
 
 use crate::backend::ort_libs::{self, OrtProbe};
 use crate::backend::tract_kernels::{self, KernelModel};
-use crate::cuda::info::{driver_info, DriverInfo};
+use crate::cuda::info::{driver_info, DriverInfo, GpuInfo};
 use crate::data::decode::{jpeg_decoder, JpegDecoder};
-use crate::trt::loader::{can_run_on, probe_tensorrt, LibraryProbe};
+use crate::trt::flavour::{fix, needed_for_text, this_binary, Needed};
+use crate::trt::loader::{can_run_on, probe_tensorrt, Flavour, LibraryProbe};
 use serde::{Deserialize, Serialize};
 
 /// Everything `doctor` found: this binary, the driver and GPUs, the TensorRT libraries, which
@@ -24,6 +25,9 @@ pub struct DoctorReport {
     pub onnxruntime: OrtProbe,
     /// Per found TensorRT flavour and GPU: whether its engines run there, and why not.
     pub engine_support: Vec<EngineSupport>,
+    /// The TensorRT this binary loads, the one each GPU needs, and how to get it where they
+    /// differ.
+    pub tensorrt_flavour: FlavourFit,
     /// Execution backends compiled into this binary.
     pub backends: Vec<String>,
     /// The JPEG decoder compiled in, and whether it has its SIMD code.
@@ -43,6 +47,68 @@ pub struct EngineSupport {
     pub runs: bool,
     /// The sentence saying so (and what to do when not).
     pub reason: String,
+}
+
+/// The TensorRT flavour this binary loads against the one each GPU of the machine needs.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct FlavourFit {
+    /// What this binary loads: `tensorrt-rtx` (the default build) or `tensorrt` (built with
+    /// `--features tensorrt`).
+    pub binary: Needed,
+    /// Per GPU, what it needs.
+    pub gpus: Vec<GpuFlavour>,
+}
+
+/// The TensorRT one GPU needs, by its compute capability.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct GpuFlavour {
+    /// The GPU's index.
+    pub gpu: i32,
+    /// Its compute capability, `major.minor`.
+    pub compute_capability: String,
+    /// The TensorRT whose engines run there: `tensorrt-rtx`, `tensorrt` or `none`.
+    pub needs: Needed,
+    /// What to run to get a trtkit for it, where this binary loads another flavour.
+    pub fix: Option<String>,
+}
+
+impl FlavourFit {
+    /// True when this binary's engines run on every GPU that any TensorRT runs on.
+    pub fn fits(&self) -> bool {
+        self.gpus.iter().all(|g| g.fix.is_none())
+    }
+}
+
+/// What a binary of flavour `binary` says about these GPUs (pure: tests pass made-up GPUs).
+pub fn flavour_fit(binary: Flavour, gpus: &[GpuInfo]) -> FlavourFit {
+    FlavourFit {
+        binary: binary.into(),
+        gpus: gpus
+            .iter()
+            .map(|g| {
+                let needs = needed_for_text(&g.compute_capability);
+                GpuFlavour {
+                    gpu: g.index,
+                    compute_capability: g.compute_capability.clone(),
+                    needs,
+                    fix: fix(binary, needs),
+                }
+            })
+            .collect(),
+    }
+}
+
+/// The TensorRT the first of these GPUs needs (`Needed::Unsupported` for none): what
+/// `trtkit doctor --tensorrt-flavour` prints.
+pub fn first_gpu_needs(gpus: &[GpuInfo]) -> Needed {
+    gpus.first()
+        .map(|g| needed_for_text(&g.compute_capability))
+        .unwrap_or(Needed::Unsupported)
+}
+
+/// [`first_gpu_needs`] on this machine's GPUs, read from the driver alone (no library probes).
+pub fn gpu0_needs() -> Needed {
+    first_gpu_needs(&driver_info().gpus)
 }
 
 /// Execution backends compiled into this binary: the reference backends and the engine
@@ -84,6 +150,7 @@ pub fn collect() -> DoctorReport {
         }
     }
     DoctorReport {
+        tensorrt_flavour: flavour_fit(this_binary(), &cuda.gpus),
         trtkit_version: env!("CARGO_PKG_VERSION").into(),
         git_commit: env!("TRTKIT_GIT_COMMIT").into(),
         cuda,
@@ -93,5 +160,78 @@ pub fn collect() -> DoctorReport {
         backends: compiled_backends(),
         jpeg_decoder: jpeg_decoder(),
         tract_kernels: tract_kernels::in_use(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A made-up GPU (no GPU in CI).
+    fn gpu(index: i32, name: &str, cc: &str) -> GpuInfo {
+        GpuInfo {
+            index,
+            name: name.into(),
+            memory_bytes: 80 << 30,
+            compute_capability: cc.into(),
+            uuid: None,
+        }
+    }
+
+    #[test]
+    fn each_gpu_gets_its_flavour_and_a_fix_where_this_binary_differs() {
+        let gpus = [
+            gpu(0, "NVIDIA H100 80GB HBM3", "9.0"),
+            gpu(1, "NVIDIA L4", "8.9"),
+            gpu(2, "Tesla P100", "6.0"),
+        ];
+        let rtx = flavour_fit(Flavour::TensorRtRtx, &gpus);
+        assert_eq!(rtx.binary, Needed::TensorRtRtx);
+        let needs: Vec<Needed> = rtx.gpus.iter().map(|g| g.needs).collect();
+        assert_eq!(
+            needs,
+            [Needed::TensorRt, Needed::TensorRtRtx, Needed::Unsupported]
+        );
+        assert!(rtx.gpus[0]
+            .fix
+            .as_ref()
+            .unwrap()
+            .contains("--features tensorrt"));
+        assert!(rtx.gpus[1].fix.is_none() && rtx.gpus[2].fix.is_none());
+        assert!(!rtx.fits());
+        let trt = flavour_fit(Flavour::TensorRt, &gpus);
+        assert!(trt.gpus[0].fix.is_none());
+        assert!(trt.gpus[1]
+            .fix
+            .as_ref()
+            .unwrap()
+            .contains("tensorrt-rtx-cu13-libs"));
+        assert!(flavour_fit(Flavour::TensorRtRtx, &gpus[1..]).fits());
+    }
+
+    #[test]
+    fn the_json_carries_the_words() {
+        let fit = flavour_fit(Flavour::TensorRtRtx, &[gpu(0, "NVIDIA H200", "9.0")]);
+        let v = serde_json::to_value(&fit).unwrap();
+        assert_eq!(v["binary"], "tensorrt-rtx");
+        assert_eq!(v["gpus"][0]["needs"], "tensorrt");
+        assert_eq!(v["gpus"][0]["compute_capability"], "9.0");
+        assert!(v["gpus"][0]["fix"]
+            .as_str()
+            .unwrap()
+            .contains("scripts/install.sh"));
+        let back: FlavourFit = serde_json::from_value(v).unwrap();
+        assert_eq!(back.gpus[0].needs, Needed::TensorRt);
+    }
+
+    #[test]
+    fn the_first_gpu_decides_and_no_gpu_is_none() {
+        assert_eq!(first_gpu_needs(&[]), Needed::Unsupported);
+        let gpus = [
+            gpu(0, "NVIDIA RTX 4090", "8.9"),
+            gpu(1, "NVIDIA H100", "9.0"),
+        ];
+        assert_eq!(first_gpu_needs(&gpus), Needed::TensorRtRtx);
+        assert_eq!(first_gpu_needs(&gpus[1..]), Needed::TensorRt);
     }
 }
