@@ -14,14 +14,14 @@
 # setup:     ResNet-50 and MobileNetV3-Large (torchvision, random weights) and a DistilBERT-class
 #            model, with their FP16 rewrites (float32 I/O, and float16 I/O with --fp16-io).
 # sweep:     both CNNs, fp32/fp16, batch 1/32/256, --layout-policy nchw and nhwc.
-# cudnn:     both CNNs, fp32/fp16, batch 1/32/256 in NHWC: each cuDNN setting against the
-#            exhaustive search with the largest workspace.
+# cudnn:     both CNNs, fp32/fp16, batch 1/32/256: each layout and cuDNN setting of $VARIANTS
+#            (`;`-separated, each a layout and flags) against the defaults.
 # defaults:  every model, fp32/fp16/fp16-io, batch 1/32/256, no tuning flag.
 # torch:     PyTorch eager (channels_last, cudnn.benchmark, .half() for fp16), same batches.
 # closeness: trtkit's defaults on ort-cuda against FP32 in NCHW on ONNX Runtime's CPU build.
 #
 # trtkit runs with --no-transfers: PyTorch's input stays on the GPU too. Each line gives the
-# samples/s and the set-up (the first inference, where cuDNN's search runs) of one point.
+# samples/s and the set-up (open, prepare, first inference: where cuDNN's search runs) of one point.
 set -u
 export PYTHONUNBUFFERED=1
 REPO=$(pwd)
@@ -52,7 +52,12 @@ measure() {
 import json, sys
 r = json.load(open(sys.argv[1]))
 for b in r["results"]:
-    print(f"{sys.argv[2]:<44} b{b['batch']:<4} {b['throughput']:>9.1f}/s  first {b['first_iteration_ms']/1e3:6.2f} s  (process {int(sys.argv[3]) / 1e3:5.1f} s)")
+    s = b.get("setup") or {}
+    parts = " ".join(f"{k[:-3]} {s[k] / 1e3:5.2f}" for k in ("open_ms", "prepare_ms", "first_iteration_ms") if k in s)
+    print(f"{sys.argv[2]:<50} b{b['batch']:<4} {b['throughput']:>9.1f}/s  set-up {s.get('total_ms', 0) / 1e3:5.2f} s ({parts})  process {int(sys.argv[3]) / 1e3:5.1f} s")
+for n in r["notes"]:
+    if n.startswith("ort-cuda: ") and "convolutions" in n:
+        print("    " + n[n.index("convolutions"):n.index(", cuDNN:")])
 PY
 }
 
@@ -77,12 +82,12 @@ sweep)
   done; done; done
   ;;
 cudnn)
-  step "cuDNN settings (NHWC)"
-  for n in $CNNS; do for p in fp32 fp16; do
-    for f in ${CUDNN_FLAGS:-"--cudnn-search heuristic" "--cudnn-search default" "--cudnn-workspace limited" "--cudnn-fuse on"}; do
-      measure "$n $p nhwc $f" "$(model_of $n $p)" --layout-policy nhwc $f
-    done
-  done; done
+  step "cuDNN settings"
+  IFS=';' read -r -a variants <<< "${VARIANTS:-nhwc --cudnn-search heuristic;nhwc --cudnn-search default;nhwc --cudnn-workspace limited;nhwc --cudnn-fuse on}"
+  for n in $CNNS; do for p in ${PRECISIONS:-fp32 fp16}; do for v in "${variants[@]}"; do
+    # shellcheck disable=SC2086
+    measure "$n $p $v" "$(model_of $n $p)" --layout-policy $v
+  done; done; done
   ;;
 defaults)
   step "trtkit's defaults"

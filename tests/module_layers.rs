@@ -179,6 +179,7 @@ const CLI_MAY_NAME: &[&str] = &[
     "crate::backend::select::Fp16Compute",
     "crate::backend::ort_cuda_tuning::ConvAlgoSearch",
     "crate::backend::ort_cuda_tuning::CudnnWorkspace",
+    "crate::backend::ort_cuda_tuning::FusionPolicy",
     "crate::backend::ort_cuda_tuning::LayoutPolicy",
     "crate::backend::ort_cuda_tuning::OrtCudaTuning",
     "crate::backend::select::default_kind",

@@ -7,6 +7,7 @@ pub mod fp16_emulated;
 pub mod mac_count;
 pub mod ort;
 pub mod ort_cuda;
+pub mod ort_cuda_autotune;
 pub mod ort_cuda_tuning;
 pub mod ort_ir;
 pub mod ort_libs;

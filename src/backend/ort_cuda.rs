@@ -9,7 +9,9 @@
 
 use super::ort::{available, OrtOptions};
 use super::ort::{prepared_model, run_host, run_host_visit, session_builder, session_io};
-use super::ort_cuda_tuning::{choose_layout, CudnnWorkspace, LayoutChoice, OrtCudaTuning};
+use super::ort_cuda_autotune::{cache_dir, lookup, store, TuningKey, TuningRecord};
+use super::ort_cuda_tuning::{candidates, rule_choice, Candidate, CudnnWorkspace, OrtCudaTuning};
+use crate::cuda::harness::{self, Amount, HarnessOptions};
 use super::ort_libs::{
     cuda_provider_missing, cuda_search_dirs, find_cuda_dependencies, preload_cuda_dependencies,
 };
@@ -66,7 +68,8 @@ pub struct OrtCudaBackend {
     model_bytes: Vec<u8>,
     options: OrtOptions,
     cuda: CudaProviderSettings,
-    layout: LayoutChoice,
+    /// Why the layout and fusion are what they are, for the notes.
+    why: String,
     sessions: Vec<StreamSession>,
     inputs: Vec<IoSpec>,
     outputs: Vec<IoSpec>,
@@ -74,8 +77,9 @@ pub struct OrtCudaBackend {
 }
 
 impl OrtCudaBackend {
-    /// Opens GPU `options.device_id` and makes the first session of `model` there. Errors in
-    /// one line when there is no GPU, no GPU build of ONNX Runtime or a missing CUDA library.
+    /// Opens GPU `options.device_id` and makes the first session of `model` there, in the
+    /// layout and fusion its tuning policies choose (see [`choose`]). Errors in one line when
+    /// there is no GPU, no GPU build of ONNX Runtime or a missing CUDA library.
     pub fn load(model: &OnnxModel, options: &OrtCudaOptions) -> Result<Self> {
         let shown = model.path.display();
         let gpu = Gpu::open(options.device_id).with_context(|| {
@@ -83,21 +87,37 @@ impl OrtCudaBackend {
         })?;
         ensure_cuda_provider().with_context(|| format!("{shown}: ort-cuda"))?;
         let prepared = prepared_model(model, &options.model)?;
-        let shown = prepared.path.display().to_string();
-        let layout = choose_layout(&prepared, options.tuning.layout);
+        let (candidate, why, measured) = choose(&gpu, &prepared, options);
+        match measured {
+            Some(mut backend) => {
+                backend.why = why;
+                Ok(backend)
+            }
+            None => Self::open_as(gpu, &prepared, options, candidate, why),
+        }
+    }
+
+    /// Makes the first session of the prepared model on `gpu` as `candidate`.
+    fn open_as(
+        gpu: Gpu,
+        prepared: &OnnxModel,
+        options: &OrtCudaOptions,
+        candidate: Candidate,
+        why: String,
+    ) -> Result<Self> {
         let mut backend = OrtCudaBackend {
             gpu,
-            shown,
+            shown: prepared.path.display().to_string(),
             model_bytes: prepared.to_bytes(),
             options: options.model.clone(),
             cuda: CudaProviderSettings {
                 device_id: options.device_id,
-                prefer_nhwc: layout.nhwc,
+                prefer_nhwc: candidate.nhwc,
                 conv_algo_search: options.tuning.conv_search,
                 max_workspace: options.tuning.workspace == CudnnWorkspace::Max,
-                fuse_conv_bias: options.tuning.fuse_conv_bias,
+                fuse_conv_bias: candidate.fused,
             },
-            layout,
+            why,
             sessions: vec![],
             inputs: vec![],
             outputs: vec![],
@@ -160,6 +180,102 @@ impl OrtCudaBackend {
     }
 }
 
+/// ONNX Runtime's version, as the library file names it.
+fn onnxruntime_version() -> String {
+    available()
+        .ok()
+        .and_then(|l| super::ort_libs::version_of(&l.path))
+        .unwrap_or_else(|| "(version unknown)".into())
+}
+
+/// The layout and fusion `prepared` runs in, why, and the winner's backend when it was just
+/// measured (opened and warmed up already). One candidate left open by the policies is taken as
+/// it is. Otherwise the candidates are measured at the model's fixed batch, once per model,
+/// batch, GPU and ONNX Runtime version, and the winner is kept in trtkit's cache folder
+/// ([`cache_dir`]); a model without a fixed batch, or one no candidate of which can be timed,
+/// takes [`rule_choice`].
+fn choose(
+    gpu: &Gpu,
+    prepared: &OnnxModel,
+    options: &OrtCudaOptions,
+) -> (Candidate, String, Option<OrtCudaBackend>) {
+    let open = candidates(prepared, &options.tuning);
+    if let [only] = open[..] {
+        return (only, "as asked, or all the model allows".into(), None);
+    }
+    let rule = |why: &str| (rule_choice(prepared, &options.tuning), why.to_string(), None);
+    let Some(batch) = options.model.batch else {
+        return rule("by rule: the batch is not fixed, so nothing was measured");
+    };
+    let key = TuningKey::new(
+        &prepared.to_bytes(),
+        batch,
+        gpu.name(),
+        &onnxruntime_version(),
+        (options.tuning.conv_search, options.tuning.workspace),
+        &open,
+    );
+    let dir = cache_dir();
+    if let Some(record) = dir.as_deref().and_then(|d| lookup(d, &key)) {
+        let why = format!("{}, kept from earlier", record.said());
+        return (record.choice, why, None);
+    }
+    tracing::info!(
+        "{}: measuring {} ways to run it on ort-cuda at batch {batch}, once",
+        prepared.path.display(),
+        open.len()
+    );
+    // The fastest so far stays open, so the winner is not opened (and compiled) twice.
+    let mut fastest: Option<(f64, Candidate, OrtCudaBackend)> = None;
+    let measured = TuningRecord::measure(key, |candidate| {
+        let (ms, setup_s, backend) = time_candidate(gpu, prepared, options, candidate, batch)?;
+        if fastest.as_ref().is_none_or(|(best, ..)| ms < *best) {
+            fastest = Some((ms, candidate, backend));
+        }
+        Ok((ms, setup_s))
+    });
+    let record = match measured {
+        Ok(record) => record,
+        Err(e) => return rule(&format!("by rule: {e:#}")),
+    };
+    let kept = match dir.as_deref().map(|d| store(d, &record)) {
+        Some(Ok(path)) => format!("kept in {}", path.display()),
+        Some(Err(e)) => format!("not kept: {e:#}"),
+        None => "not kept: no cache folder (set TRTKIT_CACHE_DIR)".into(),
+    };
+    let backend = fastest
+        .filter(|(_, c, _)| *c == record.choice)
+        .map(|(.., b)| b);
+    (record.choice, format!("{}, {kept}", record.said()), backend)
+}
+
+/// Milliseconds per batch of `prepared` run as `candidate` on the GPU clock (a short harness
+/// run without copies), the seconds its opening and first inference took, and the backend.
+fn time_candidate(
+    gpu: &Gpu,
+    prepared: &OnnxModel,
+    options: &OrtCudaOptions,
+    candidate: Candidate,
+    batch: usize,
+) -> Result<(f64, f64, OrtCudaBackend)> {
+    let started = std::time::Instant::now();
+    let mut backend =
+        OrtCudaBackend::open_as(gpu.clone(), prepared, options, candidate, String::new())?;
+    let open_s = started.elapsed().as_secs_f64();
+    let (inputs, outputs) = (backend.inputs.clone(), backend.outputs.clone());
+    let trial = HarnessOptions {
+        warmup: Amount::Iterations(3),
+        measure: Amount::Seconds(0.3),
+        transfers: false,
+        cuda_graph: false,
+        streams: 1,
+    };
+    let report = harness::run(gpu, &mut backend, &inputs, &outputs, batch, &trial)?;
+    let setup_s = open_s + (report.prepare_ms + report.first_iteration_ms) / 1e3;
+    let ms = report.wall_s * 1e3 / report.iterations.len().max(1) as f64;
+    Ok((ms, setup_s, backend))
+}
+
 /// The cuDNN settings as the run's notes say them.
 fn cudnn_said(cuda: &CudaProviderSettings) -> String {
     let search = match cuda.conv_algo_search {
@@ -172,12 +288,7 @@ fn cudnn_said(cuda: &CudaProviderSettings) -> String {
     } else {
         "workspace limited to 32 MiB"
     };
-    let fuse = if cuda.fuse_conv_bias {
-        ", conv+bias+activation fused"
-    } else {
-        ""
-    };
-    format!("{search}, {workspace}{fuse}")
+    format!("{search}, {workspace}")
 }
 
 /// Pairs each binding with the element type of its spec.
@@ -265,15 +376,15 @@ impl Backend for OrtCudaBackend {
     /// which computed in INT8.
     fn finish(&mut self) -> Result<Vec<String>> {
         let mut notes = vec![format!(
-            "ort-cuda: ONNX Runtime {}'s CUDA provider on GPU {}, {} session(s) (one per stream, each with its own copy of the weights), convolutions in {} ({}), cuDNN: {}, TF32 allowed",
-            available()
-                .ok()
-                .and_then(|l| super::ort_libs::version_of(&l.path))
-                .unwrap_or_else(|| "(version unknown)".into()),
+            "ort-cuda: ONNX Runtime {}'s CUDA provider on GPU {}, {} session(s) (one per stream, each with its own copy of the weights), convolutions {} ({}), cuDNN: {}, TF32 allowed",
+            onnxruntime_version(),
             self.cuda.device_id,
             self.sessions.len(),
-            if self.layout.nhwc { "NHWC" } else { "NCHW" },
-            self.layout.reason,
+            Candidate {
+                nhwc: self.cuda.prefer_nhwc,
+                fused: self.cuda.fuse_conv_bias,
+            },
+            self.why,
             cudnn_said(&self.cuda),
         )];
         if self.quantized {

@@ -1,6 +1,8 @@
 //! How ONNX Runtime's CUDA provider is tuned for a model: the layout its convolutions run in
-//! (`--layout-policy`) and the cuDNN settings (`--cudnn-search`, `--cudnn-workspace`,
-//! `--cudnn-fuse`), with the defaults trtkit picks when the user names none.
+//! (`--layout-policy`), whether cuDNN fuses them (`--cudnn-fuse`), and cuDNN's algorithm search
+//! and workspace (`--cudnn-search`, `--cudnn-workspace`). Layout and fusion left on auto are
+//! the ways to run the model that [`candidates`] lists; which one wins is measured once
+//! (`super::ort_cuda_autotune`), or, where nothing can be measured, [`rule_choice`].
 
 use crate::onnx::OnnxModel;
 use std::collections::HashMap;
@@ -10,7 +12,7 @@ pub use crate::cuda::ort_stream::ConvAlgoSearch;
 /// Which memory layout ONNX Runtime's CUDA provider runs convolutions in.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum LayoutPolicy {
-    /// NHWC for a model with 2-D convolutions, NCHW otherwise ([`choose_layout`]).
+    /// Measured once per model, batch and GPU: NHWC and NCHW ([`candidates`]).
     #[default]
     Auto,
     /// Channels first, as ONNX models are written.
@@ -29,8 +31,21 @@ pub enum CudnnWorkspace {
     Limited,
 }
 
-/// The CUDA provider's settings as the user asked for them (the layout still a policy).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Whether ONNX Runtime's CUDA provider fuses convolution, bias, residual add and activation
+/// into one cuDNN graph (`fuse_conv_bias`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FusionPolicy {
+    /// Measured once per model, batch and GPU with the layout ([`candidates`]).
+    #[default]
+    Auto,
+    /// Fused.
+    On,
+    /// Not fused.
+    Off,
+}
+
+/// The CUDA provider's settings as the user asked for them (layout and fusion still policies).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct OrtCudaTuning {
     /// The layout policy.
     pub layout: LayoutPolicy,
@@ -38,62 +53,72 @@ pub struct OrtCudaTuning {
     pub conv_search: ConvAlgoSearch,
     /// cuDNN's workspace limit.
     pub workspace: CudnnWorkspace,
-    /// Let the provider fuse convolution, bias and activation through cuDNN (`fuse_conv_bias`).
-    pub fuse_conv_bias: bool,
+    /// The fusion policy.
+    pub fusion: FusionPolicy,
 }
 
-impl Default for OrtCudaTuning {
-    fn default() -> Self {
-        OrtCudaTuning {
-            layout: LayoutPolicy::Auto,
-            conv_search: ConvAlgoSearch::Exhaustive,
-            workspace: CudnnWorkspace::Max,
-            fuse_conv_bias: false,
-        }
-    }
-}
-
-/// The layout a model's convolutions run in, and why, in the words of the run's notes.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LayoutChoice {
+/// One way to run a model: its convolutions' layout and whether they are fused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct Candidate {
     /// Convolutions in NHWC.
     pub nhwc: bool,
-    /// Why: `"--layout-policy nhwc"`, or auto's reason (`"auto: 53 2-D convolutions"`).
-    pub reason: String,
+    /// Convolution, bias and activation fused by cuDNN.
+    pub fused: bool,
 }
 
-/// Applies `policy` to `model`. Auto runs NHWC when the model has at least one 2-D convolution
-/// (a 4-D weight, or a Conv whose weight is computed, as in a Q/DQ graph): on the H100/H200,
-/// ResNet-50 and MobileNetV3-Large ran faster in NHWC in FP32 and FP16 at every batch measured,
-/// and a model without convolutions runs the same either way.
-pub fn choose_layout(model: &OnnxModel, policy: LayoutPolicy) -> LayoutChoice {
-    match policy {
-        LayoutPolicy::Nchw => LayoutChoice {
-            nhwc: false,
-            reason: "--layout-policy nchw".into(),
-        },
-        LayoutPolicy::Nhwc => LayoutChoice {
-            nhwc: true,
-            reason: "--layout-policy nhwc".into(),
-        },
-        LayoutPolicy::Auto => {
-            let convs = count_2d_convolutions(model);
-            LayoutChoice {
-                nhwc: convs > 0,
-                reason: match convs {
-                    0 => "auto: no 2-D convolution".into(),
-                    1 => "auto: 1 2-D convolution".into(),
-                    n => format!("auto: {n} 2-D convolutions"),
-                },
-            }
-        }
+impl std::fmt::Display for Candidate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let layout = if self.nhwc { "NHWC" } else { "NCHW" };
+        let fused = if self.fused { ", fused" } else { "" };
+        write!(f, "{layout}{fused}")
     }
+}
+
+/// The ways to run `model` that `tuning` leaves open, the likeliest fastest first. A model
+/// without 2-D convolutions has one: NCHW, unfused (neither setting touches it). Auto layout
+/// tries NHWC and NCHW; auto fusion tries fused only in NHWC when the layout is auto (cuDNN
+/// could not fuse FP16 convolutions in NCHW on the H200), and with the named layout otherwise.
+pub fn candidates(model: &OnnxModel, tuning: &OrtCudaTuning) -> Vec<Candidate> {
+    if count_2d_convolutions(model) == 0 {
+        return vec![Candidate {
+            nhwc: tuning.layout == LayoutPolicy::Nhwc,
+            fused: tuning.fusion == FusionPolicy::On,
+        }];
+    }
+    let layouts: &[bool] = match tuning.layout {
+        LayoutPolicy::Auto => &[true, false],
+        LayoutPolicy::Nchw => &[false],
+        LayoutPolicy::Nhwc => &[true],
+    };
+    let mut out = vec![];
+    for &nhwc in layouts {
+        let fusions: &[bool] = match tuning.fusion {
+            FusionPolicy::On => &[true],
+            FusionPolicy::Off => &[false],
+            FusionPolicy::Auto if nhwc || tuning.layout == LayoutPolicy::Nchw => &[true, false],
+            FusionPolicy::Auto => &[false],
+        };
+        out.extend(fusions.iter().map(|&fused| Candidate { nhwc, fused }));
+    }
+    out
+}
+
+/// The candidate trtkit picks without measuring (a batch that is not fixed): the first of
+/// [`candidates`], except that an FP32 model is not fused under auto fusion (fusion ran
+/// ResNet-50 1.5× faster in FP32 but MobileNetV3-Large 2× slower; in FP16 both gained 1.5×).
+pub fn rule_choice(model: &OnnxModel, tuning: &OrtCudaTuning) -> Candidate {
+    let open = candidates(model, tuning);
+    let float16 = crate::onnx::rewrite::fp16_emulate::has_float16_compute(model);
+    open.iter()
+        .copied()
+        .find(|c| float16 || !c.fused || tuning.fusion == FusionPolicy::On)
+        .unwrap_or(open[0])
 }
 
 /// The Conv nodes of `model`'s main graph that convolve over two spatial axes: a 4-D weight
 /// initializer, or a weight made by another node (its rank unknown here, counted as 2-D, the
 /// common case of a quantized CNN).
-fn count_2d_convolutions(model: &OnnxModel) -> usize {
+pub fn count_2d_convolutions(model: &OnnxModel) -> usize {
     let graph = model.graph();
     let weight_rank: HashMap<&str, usize> = graph
         .initializer
@@ -115,44 +140,64 @@ fn count_2d_convolutions(model: &OnnxModel) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::onnx::rewrite::fp16::Fp16;
+    use crate::onnx::rewrite::pass::Pass;
     use crate::onnx::test_models;
 
     fn model(proto: crate::onnx::pb::ModelProto) -> OnnxModel {
         OnnxModel::from_proto(proto, "m.onnx")
     }
 
-    #[test]
-    fn auto_picks_nhwc_for_a_cnn_and_nchw_without_convolutions() {
-        let cnn = model(test_models::classifier(None));
-        let convs = count_2d_convolutions(&cnn);
-        assert!(convs > 0, "the classifier fixture has convolutions");
-        let auto = choose_layout(&cnn, LayoutPolicy::Auto);
-        assert!(auto.nhwc);
-        assert!(auto.reason.starts_with("auto: "), "{}", auto.reason);
-        assert!(auto.reason.contains("2-D convolution"), "{}", auto.reason);
+    fn tuning(layout: LayoutPolicy, fusion: FusionPolicy) -> OrtCudaTuning {
+        OrtCudaTuning {
+            layout,
+            fusion,
+            ..Default::default()
+        }
+    }
 
-        let mlp = model(test_models::token_classifier());
-        assert_eq!(count_2d_convolutions(&mlp), 0);
-        let auto = choose_layout(&mlp, LayoutPolicy::Auto);
-        assert_eq!(
-            auto,
-            LayoutChoice {
-                nhwc: false,
-                reason: "auto: no 2-D convolution".into()
-            }
-        );
+    const fn c(nhwc: bool, fused: bool) -> Candidate {
+        Candidate { nhwc, fused }
     }
 
     #[test]
-    fn a_named_policy_wins_over_the_model() {
+    fn auto_tries_nhwc_fused_and_unfused_then_nchw_for_a_cnn() {
         let cnn = model(test_models::classifier(None));
-        let mlp = model(test_models::token_classifier());
-        assert!(!choose_layout(&cnn, LayoutPolicy::Nchw).nhwc);
-        assert!(choose_layout(&mlp, LayoutPolicy::Nhwc).nhwc);
+        assert!(count_2d_convolutions(&cnn) > 0);
+        let auto = OrtCudaTuning::default();
         assert_eq!(
-            choose_layout(&mlp, LayoutPolicy::Nhwc).reason,
-            "--layout-policy nhwc"
+            candidates(&cnn, &auto),
+            [c(true, true), c(true, false), c(false, false)]
         );
+        let nchw = tuning(LayoutPolicy::Nchw, FusionPolicy::Auto);
+        assert_eq!(candidates(&cnn, &nchw), [c(false, true), c(false, false)]);
+        let off = tuning(LayoutPolicy::Auto, FusionPolicy::Off);
+        assert_eq!(candidates(&cnn, &off), [c(true, false), c(false, false)]);
+        let fixed = tuning(LayoutPolicy::Nhwc, FusionPolicy::On);
+        assert_eq!(candidates(&cnn, &fixed), [c(true, true)]);
+    }
+
+    #[test]
+    fn a_model_without_convolutions_has_nothing_to_tune() {
+        let tokens = model(test_models::token_classifier());
+        assert_eq!(count_2d_convolutions(&tokens), 0);
+        let auto = OrtCudaTuning::default();
+        assert_eq!(candidates(&tokens, &auto), [c(false, false)]);
+        let named = tuning(LayoutPolicy::Nhwc, FusionPolicy::On);
+        assert_eq!(candidates(&tokens, &named), [c(true, true)]);
+    }
+
+    #[test]
+    fn the_rule_fuses_float16_models_only() {
+        let fp32 = model(test_models::classifier(None));
+        let fp16 = Fp16::default().run(fp32.clone()).unwrap().0;
+        let auto = OrtCudaTuning::default();
+        assert_eq!(rule_choice(&fp16, &auto), c(true, true));
+        assert_eq!(rule_choice(&fp32, &auto), c(true, false));
+        let on = tuning(LayoutPolicy::Auto, FusionPolicy::On);
+        assert_eq!(rule_choice(&fp32, &on), c(true, true));
+        let nchw = tuning(LayoutPolicy::Nchw, FusionPolicy::Off);
+        assert_eq!(rule_choice(&fp16, &nchw), c(false, false));
     }
 
     #[test]
@@ -171,6 +216,15 @@ mod tests {
             }
         }
         assert_eq!(count_2d_convolutions(&m), 0);
-        assert!(!choose_layout(&m, LayoutPolicy::Auto).nhwc);
+        assert_eq!(
+            candidates(&m, &OrtCudaTuning::default()),
+            [c(false, false)]
+        );
+    }
+
+    #[test]
+    fn candidates_name_themselves() {
+        assert_eq!(c(true, true).to_string(), "NHWC, fused");
+        assert_eq!(c(false, false).to_string(), "NCHW");
     }
 }

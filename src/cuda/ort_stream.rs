@@ -36,9 +36,10 @@ pub struct CudaProviderSettings {
 }
 
 /// How cuDNN picks convolution algorithms in ONNX Runtime's CUDA provider.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ConvAlgoSearch {
     /// Time every algorithm on the first run and keep the fastest (ONNX Runtime's default).
+    #[default]
     Exhaustive,
     /// cuDNN's heuristics, no timing.
     Heuristic,

@@ -2,7 +2,7 @@
 //! `--cudnn-workspace`, `--cudnn-fuse`) of every command that opens a model on a backend.
 
 use crate::backend::ort_cuda_tuning::{
-    ConvAlgoSearch, CudnnWorkspace, LayoutPolicy, OrtCudaTuning,
+    ConvAlgoSearch, CudnnWorkspace, FusionPolicy, LayoutPolicy, OrtCudaTuning,
 };
 use clap::Args;
 
@@ -11,8 +11,9 @@ use clap::Args;
 #[derive(Clone, Debug, Args)]
 #[command(next_help_heading = "ONNX Runtime on CUDA")]
 pub struct OrtCudaArgs {
-    /// Layout of the convolutions inside ONNX Runtime's CUDA provider: auto (NHWC for a model
-    /// with 2-D convolutions, NCHW otherwise), nchw or nhwc. Inputs and outputs keep theirs.
+    /// Layout of the convolutions inside ONNX Runtime's CUDA provider: auto (the faster of NHWC
+    /// and NCHW, measured once per model, batch and GPU and kept in trtkit's cache folder), nchw
+    /// or nhwc. Inputs and outputs keep theirs.
     #[arg(long, value_enum, value_name = "POLICY", default_value = "auto")]
     pub layout_policy: LayoutPolicy,
     /// The same as --layout-policy nhwc.
@@ -25,9 +26,10 @@ pub struct OrtCudaArgs {
     /// (32 MiB).
     #[arg(long, value_enum, value_name = "SIZE", default_value = "max")]
     pub cudnn_workspace: CudnnWorkspace,
-    /// Fuse convolution, bias and activation through cuDNN (ONNX Runtime's fuse_conv_bias).
-    #[arg(long, value_name = "on|off", default_value = "off", value_parser = parse_on_off, action = clap::ArgAction::Set)]
-    pub cudnn_fuse: bool,
+    /// Fuse convolution, bias, residual add and activation into one cuDNN graph (ONNX Runtime's
+    /// fuse_conv_bias): auto (measured once with the layout), on or off.
+    #[arg(long, value_enum, value_name = "POLICY", default_value = "auto")]
+    pub cudnn_fuse: FusionPolicy,
 }
 
 impl Default for OrtCudaArgs {
@@ -38,7 +40,7 @@ impl Default for OrtCudaArgs {
             nhwc: false,
             cudnn_search: t.conv_search,
             cudnn_workspace: t.workspace,
-            cudnn_fuse: t.fuse_conv_bias,
+            cudnn_fuse: t.fusion,
         }
     }
 }
@@ -54,17 +56,8 @@ impl OrtCudaArgs {
             },
             conv_search: self.cudnn_search,
             workspace: self.cudnn_workspace,
-            fuse_conv_bias: self.cudnn_fuse,
+            fusion: self.cudnn_fuse,
         }
-    }
-}
-
-/// `on` or `off`.
-fn parse_on_off(s: &str) -> Result<bool, String> {
-    match s {
-        "on" => Ok(true),
-        "off" => Ok(false),
-        other => Err(format!("'{other}' is neither on nor off")),
     }
 }
 
@@ -111,7 +104,7 @@ mod tests {
                 layout: LayoutPolicy::Nchw,
                 conv_search: ConvAlgoSearch::Heuristic,
                 workspace: CudnnWorkspace::Limited,
-                fuse_conv_bias: true,
+                fusion: FusionPolicy::On,
             }
         );
         assert_eq!(parse(&["--nhwc"]).unwrap().layout, LayoutPolicy::Nhwc);
@@ -124,6 +117,7 @@ mod tests {
             ("--cudnn-search", "fast"),
             ("--cudnn-workspace", "64"),
             ("--cudnn-fuse", "yes"),
+            ("--cudnn-fuse", "true"),
         ] {
             let e = parse(&[flag, value]).unwrap_err();
             let first = e.lines().next().unwrap();

@@ -1,7 +1,7 @@
 //! The command-line names of library enums. The library stays free of clap: each enum a flag
 //! takes gets its `ValueEnum` here, with the value names and help users see.
 
-use crate::backend::ort_cuda_tuning::{ConvAlgoSearch, CudnnWorkspace, LayoutPolicy};
+use crate::backend::ort_cuda_tuning::{ConvAlgoSearch, CudnnWorkspace, FusionPolicy, LayoutPolicy};
 use crate::backend::select::{BackendKind, Fp16Compute};
 use crate::backend::Device;
 use crate::data::preprocess::{ChannelOrder, Layout};
@@ -40,7 +40,7 @@ flag_values!(Fp16Compute {
 });
 
 flag_values!(LayoutPolicy {
-    LayoutPolicy::Auto => "auto", "NHWC for a model with 2-D convolutions, NCHW otherwise";
+    LayoutPolicy::Auto => "auto", "The faster, measured once per model, batch and GPU (NCHW for a model without 2-D convolutions)";
     LayoutPolicy::Nchw => "nchw", "Channels first, as the ONNX model is written";
     LayoutPolicy::Nhwc => "nhwc", "Channels last (prefer_nhwc)";
 });
@@ -49,6 +49,12 @@ flag_values!(ConvAlgoSearch {
     ConvAlgoSearch::Exhaustive => "exhaustive", "Time every algorithm on the first inference, keep the fastest";
     ConvAlgoSearch::Heuristic => "heuristic", "cuDNN's heuristics: no timing";
     ConvAlgoSearch::Default => "default", "cuDNN's default algorithm";
+});
+
+flag_values!(FusionPolicy {
+    FusionPolicy::Auto => "auto", "Fused or not, whichever ran faster, measured once with the layout";
+    FusionPolicy::On => "on", "Fused";
+    FusionPolicy::Off => "off", "Not fused";
 });
 
 flag_values!(CudnnWorkspace {
