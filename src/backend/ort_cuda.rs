@@ -10,8 +10,9 @@
 use super::ort::{available, OrtOptions};
 use super::ort::{prepared_model, run_host, run_host_visit, session_builder, session_io};
 use super::ort_cuda_autotune::{cache_dir, lookup, store, TuningKey, TuningRecord};
-use super::ort_cuda_tuning::{candidates, rule_choice, Candidate, CudnnWorkspace, OrtCudaTuning};
-use crate::cuda::harness::{self, Amount, HarnessOptions};
+use super::ort_cuda_tuning::{
+    candidates, count_2d_convolutions, rule_choice, Candidate, CudnnWorkspace, OrtCudaTuning,
+};
 use super::ort_libs::{
     cuda_provider_missing, cuda_search_dirs, find_cuda_dependencies, preload_cuda_dependencies,
 };
@@ -19,6 +20,7 @@ use super::ort_placement::Placement;
 use super::{Backend, OutputVisitor, RunOutput};
 use crate::cuda::device::{Gpu, Stream};
 use crate::cuda::enqueue::{GpuEnqueue, IoBindings, TensorBinding};
+use crate::cuda::harness::{self, Amount, HarnessOptions};
 use crate::cuda::ort_stream::{ConvAlgoSearch, CudaProviderSettings, StreamSession};
 use crate::data::synthetic::timing_inputs;
 use crate::onnx::OnnxModel;
@@ -201,9 +203,20 @@ fn choose(
 ) -> (Candidate, String, Option<OrtCudaBackend>) {
     let open = candidates(prepared, &options.tuning);
     if let [only] = open[..] {
-        return (only, "as asked, or all the model allows".into(), None);
+        let why = if count_2d_convolutions(prepared) == 0 {
+            "the model has no 2-D convolution"
+        } else {
+            "as asked"
+        };
+        return (only, why.into(), None);
     }
-    let rule = |why: &str| (rule_choice(prepared, &options.tuning), why.to_string(), None);
+    let rule = |why: &str| {
+        (
+            rule_choice(prepared, &options.tuning),
+            why.to_string(),
+            None,
+        )
+    };
     let Some(batch) = options.model.batch else {
         return rule("by rule: the batch is not fixed, so nothing was measured");
     };

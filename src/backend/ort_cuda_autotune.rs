@@ -159,7 +159,12 @@ impl TuningRecord {
 
 /// The first line of `text`, at most 200 characters.
 fn first_line(text: &str) -> String {
-    text.lines().next().unwrap_or("").chars().take(200).collect()
+    text.lines()
+        .next()
+        .unwrap_or("")
+        .chars()
+        .take(200)
+        .collect()
 }
 
 /// trtkit's folder of tuning records: `$TRTKIT_CACHE_DIR`, else `$XDG_CACHE_HOME/trtkit`, else
@@ -182,7 +187,10 @@ pub fn lookup(dir: &Path, key: &TuningKey) -> Option<TuningRecord> {
         Ok(record) if record.key == *key => Some(record),
         Ok(_) => None,
         Err(e) => {
-            tracing::warn!("{}: not a tuning record ({e}); measuring again", path.display());
+            tracing::warn!(
+                "{}: not a tuning record ({e}); measuring again",
+                path.display()
+            );
             None
         }
     }
@@ -294,7 +302,10 @@ mod tests {
         assert_eq!(cache_dir(), Some(PathBuf::from("/c/ort-cuda-tuning")));
         set(CACHE_ENV, None);
         set("XDG_CACHE_HOME", Some("/x"));
-        assert_eq!(cache_dir(), Some(PathBuf::from("/x/trtkit/ort-cuda-tuning")));
+        assert_eq!(
+            cache_dir(),
+            Some(PathBuf::from("/x/trtkit/ort-cuda-tuning"))
+        );
         set("XDG_CACHE_HOME", None);
         set("HOME", Some("/h"));
         assert_eq!(

@@ -216,10 +216,7 @@ mod tests {
             }
         }
         assert_eq!(count_2d_convolutions(&m), 0);
-        assert_eq!(
-            candidates(&m, &OrtCudaTuning::default()),
-            [c(false, false)]
-        );
+        assert_eq!(candidates(&m, &OrtCudaTuning::default()), [c(false, false)]);
     }
 
     #[test]
