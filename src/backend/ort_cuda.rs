@@ -23,6 +23,7 @@ use crate::cuda::enqueue::{GpuEnqueue, IoBindings, TensorBinding};
 use crate::cuda::harness::{self, Amount, HarnessOptions};
 use crate::cuda::ort_stream::{ConvAlgoSearch, CudaProviderSettings, StreamSession};
 use crate::data::synthetic::timing_inputs;
+use crate::onnx::shape::model_inputs;
 use crate::onnx::OnnxModel;
 use crate::tensor::{ElemType, HostTensor, IoSpec};
 use anyhow::{anyhow, bail, Context, Result};
@@ -220,6 +221,11 @@ fn choose(
     let Some(batch) = options.model.batch else {
         return rule("by rule: the batch is not fixed, so nothing was measured");
     };
+    if !every_input_shape_fixed(prepared) {
+        return rule(
+            "by rule: an input has a free axis besides the batch, so nothing was measured",
+        );
+    }
     let key = TuningKey::new(
         &prepared.to_bytes(),
         batch,
@@ -260,6 +266,17 @@ fn choose(
         .filter(|(_, c, _)| *c == record.choice)
         .map(|(.., b)| b);
     (record.choice, format!("{}, {kept}", record.said()), backend)
+}
+
+/// Whether every input of `prepared` has a declared shape whose axes are all fixed (the batch
+/// one included): what the timing harness needs to allocate its buffers.
+fn every_input_shape_fixed(prepared: &OnnxModel) -> bool {
+    model_inputs(prepared).iter().all(|i| {
+        i.dims.as_ref().is_some_and(|dims| {
+            dims.iter()
+                .all(|d| matches!(d, crate::tensor::Dim::Fixed(_)))
+        })
+    })
 }
 
 /// Milliseconds per batch of `prepared` run as `candidate` on the GPU clock (a short harness
@@ -415,6 +432,14 @@ impl Backend for OrtCudaBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_model_with_every_input_axis_fixed_is_measured() {
+        let model =
+            |batch| OnnxModel::from_proto(crate::onnx::test_models::classifier(batch), "c.onnx");
+        assert!(every_input_shape_fixed(&model(Some(8))));
+        assert!(!every_input_shape_fixed(&model(None)));
+    }
 
     #[test]
     fn bindings_take_the_element_types_of_their_specs() {
