@@ -1,5 +1,7 @@
-//! Metrics: top-k accuracy, closeness of two outputs (numpy `isclose`, errors, cosine, top-k
-//! rank agreement), latency statistics and set-up times, bootstrap intervals of scores,
+//! Metrics: pure functions from outputs and timings to numbers. Top-k accuracy; closeness of
+//! two outputs (numpy `isclose`, errors, cosine, top-k rank agreement, non-finite values);
+//! detection (box decoding, matching, COCO mAP) and segmentation (mIoU, pixels that kept their
+//! class) scores; latency statistics and set-up times; bootstrap intervals of scores;
 //! layer-by-layer divergence.
 
 pub mod accuracy;

@@ -4,19 +4,11 @@
 use crate::atomic_file::write_atomic_with;
 use crate::jobs::validate::{Prediction, ValidateReport};
 use crate::metrics::latency::BatchLatency;
+use crate::report::format::csv_field;
 use crate::report::table::{Align, Table};
 use crate::units::bytes;
 use anyhow::Result;
 use std::path::Path;
-
-/// A CSV cell, quoted (with doubled quotes) when it holds a comma, a quote or a newline.
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
 
 /// Writes the per-image predictions as CSV: file, label, top-1 … top-5; atomically.
 pub fn save_predictions(path: &Path, predictions: &[Prediction]) -> Result<()> {

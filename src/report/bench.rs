@@ -9,7 +9,7 @@ use crate::bench::key::Point;
 use crate::bench::record::{CellRecord, Status};
 use crate::bench::target::Target;
 use crate::report::bench_metrics::{Metric, METRICS};
-use crate::report::format::num;
+use crate::report::format::{csv_field, num};
 use crate::report::table::{Align, Table};
 use crate::tensor::Precision;
 use serde::{Deserialize, Serialize};
@@ -316,15 +316,6 @@ pub fn render(report: &JournalReport, tables: &BenchTables, markdown: bool) -> S
         }
     }
     out
-}
-
-/// One CSV field, quoted when it must be.
-pub fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
 }
 
 /// One CSV row per cell: `model,target,precision,batch`, one column per swept axis (empty for a

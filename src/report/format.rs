@@ -1,4 +1,4 @@
-//! Number formatting shared by every report.
+//! Number formatting and CSV fields, shared by every report.
 
 pub use crate::units::bytes;
 
@@ -43,9 +43,28 @@ pub fn json<T: serde::Serialize>(value: &T) -> anyhow::Result<String> {
     Ok(serde_json::to_string_pretty(value)? + "\n")
 }
 
+/// One CSV field (RFC 4180): quoted, its quotes doubled, when it holds a comma, a quote, a
+/// carriage return or a line feed; as it is otherwise.
+pub fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn csv_fields_are_quoted_only_when_they_must_be() {
+        assert_eq!(csv_field("resnet50.onnx"), "resnet50.onnx");
+        assert_eq!(csv_field("a,b"), "\"a,b\"");
+        assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+        assert_eq!(csv_field("line\nbreak"), "\"line\nbreak\"");
+        assert_eq!(csv_field("cr\rhere"), "\"cr\rhere\"");
+    }
 
     #[test]
     fn formats_sizes_and_counts() {
