@@ -69,13 +69,12 @@ const TOP_POWER_OF_TWO: f32 = 1.701_411_8e38;
 
 /// The smallest power of two that is strictly greater than `x` (for x > 0); for `x` at or
 /// above 2^127, where no float32 power of two is greater, 2^127 itself (those values count in
-/// the last bin, as values past the range do). Without that cap a finite value that large
-/// doubled the candidate to infinity and halving it never came back: calibration hung.
+/// the last bin, as values past the range do): doubling a candidate that large would reach
+/// infinity, and halving it would never come back.
 ///
 /// Read off the float's bits: a normal `x` lies in `[2^e, 2^(e+1))` for its exponent `e`, a
-/// subnormal one is `m * 2^-149` for its mantissa `m`. (Starting from `2f32.powi` of the
-/// logarithm, as before, hung for `x` below 2^-129: `powi` underflows to 0 there, and
-/// doubling 0 never passes `x`.)
+/// subnormal one is `m * 2^-149` for its mantissa `m`. (`2f32.powi` of the logarithm cannot
+/// serve: it underflows to 0 for `x` below 2^-129, and doubling 0 never passes `x`.)
 fn pow2_above(x: f32) -> f32 {
     if x >= TOP_POWER_OF_TWO {
         return TOP_POWER_OF_TWO;

@@ -1,15 +1,10 @@
-//! Presenting results: terminal and markdown tables, CSV, human-readable sizes and JSON. One
-//! module per kind of report, named for what it renders, each taking the library job's report
-//! (live, or read back from a saved JSON report): `latency` (`run`), `accuracy` (`validate`),
-//! `closeness` (`compare`), `layerwise` (`compare --layerwise`, its table and SVG plot), `calibration` (`calibrate`), `build`, `inspect`, `doctor`,
-//! `quantize` and `int8` (`quantize`), `precisions` (`validate` and `compare` over a workspace's
-//! precisions), `workspace` (`init`) and `bench_run` (`bench`). For `report`: `bench` renders a
-//! bench journal's tables (its metrics listed in `bench_metrics`), `plots` its SVG plots (on the
-//! axes of `plot_scale`) and `html` the page; `job` is the `report` job itself (it reads the
-//! journals and writes the page). `format` and `table` are the pieces they share; `progress`
-//! draws the long jobs' progress bars on stderr. Nothing here prints results or knows about
-//! flags (the two exports, per-iteration times and per-image predictions, and the HTML page are
-//! written atomically).
+//! Presenting results: terminal and markdown tables, CSV, SVG plots, the HTML page and JSON, one
+//! module per kind of report, named for what it renders. Each takes a library job's report (live,
+//! or read back from a saved JSON report) and turns it into text or a file; the `report` command's
+//! own job (journals in, tables and the page out) lives here too, beside the number formatting,
+//! tables and progress bars the others share. Nothing here prints results or knows about flags;
+//! every file it writes (per-iteration times, per-image predictions, the HTML page) is written
+//! atomically.
 
 pub mod accuracy;
 pub mod bench;

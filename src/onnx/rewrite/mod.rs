@@ -17,6 +17,8 @@
 //!   `fp16_values` converts the values, on every core.
 //! - [`fp16_emulate`]: FP16 numerics in float32: a float16 graph computed wide, every float16
 //!   tensor rounded to float16 (for backends that would widen it).
+//! - `gemm_to_matmul`: Gemm as MatMul and Add, before the FP16 rewrite (tract cannot run a
+//!   float16 Gemm).
 //! - [`types`]: element types of every tensor, which the passes above rely on.
 //! - [`initializer`]: reading and writing initializer values.
 //!
