@@ -81,8 +81,8 @@ pub struct OrtCudaBackend {
 
 impl OrtCudaBackend {
     /// Opens GPU `options.device_id` and makes the first session of `model` there, in the
-    /// layout and fusion its tuning policies choose (measured once, or by rule). Errors in one line when
-    /// there is no GPU, no GPU build of ONNX Runtime or a missing CUDA library.
+    /// layout and fusion its tuning policies choose (measured once, or by rule). Errors in one
+    /// line when there is no GPU, no GPU build of ONNX Runtime or a missing CUDA library.
     pub fn load(model: &OnnxModel, options: &OrtCudaOptions) -> Result<Self> {
         let shown = model.path.display();
         let gpu = Gpu::open(options.device_id).with_context(|| {
