@@ -89,7 +89,7 @@ impl OrtCudaBackend {
             format!("{shown}: ONNX Runtime's CUDA provider (ort-cuda) needs an NVIDIA GPU")
         })?;
         ensure_cuda_provider().with_context(|| format!("{shown}: ort-cuda"))?;
-        let prepared = prepared_model(model, &options.model)?;
+        let prepared = Prepared::new(prepared_model(model, &options.model)?);
         let (candidate, why, measured) = choose(&gpu, &prepared, options);
         match measured {
             Some(mut backend) => {
@@ -103,15 +103,15 @@ impl OrtCudaBackend {
     /// Makes the first session of the prepared model on `gpu` as `candidate`.
     fn open_as(
         gpu: Gpu,
-        prepared: &OnnxModel,
+        prepared: &Prepared,
         options: &OrtCudaOptions,
         candidate: Candidate,
         why: String,
     ) -> Result<Self> {
         let mut backend = OrtCudaBackend {
             gpu,
-            shown: prepared.path.display().to_string(),
-            model_bytes: prepared.to_bytes(),
+            shown: prepared.model.path.display().to_string(),
+            model_bytes: prepared.bytes.clone(),
             options: options.model.clone(),
             cuda: CudaProviderSettings {
                 device_id: options.device_id,
@@ -125,6 +125,7 @@ impl OrtCudaBackend {
             inputs: vec![],
             outputs: vec![],
             quantized: prepared
+                .model
                 .graph()
                 .node
                 .iter()
@@ -183,6 +184,20 @@ impl OrtCudaBackend {
     }
 }
 
+/// The model as ONNX Runtime opens it, serialized once: every candidate's session and the tuning
+/// key read the same bytes.
+struct Prepared {
+    model: OnnxModel,
+    bytes: Vec<u8>,
+}
+
+impl Prepared {
+    fn new(model: OnnxModel) -> Prepared {
+        let bytes = model.to_bytes();
+        Prepared { model, bytes }
+    }
+}
+
 /// ONNX Runtime's version, as the library file names it.
 fn onnxruntime_version() -> String {
     available()
@@ -199,35 +214,30 @@ fn onnxruntime_version() -> String {
 /// takes [`rule_choice`].
 fn choose(
     gpu: &Gpu,
-    prepared: &OnnxModel,
+    prepared: &Prepared,
     options: &OrtCudaOptions,
 ) -> (Candidate, String, Option<OrtCudaBackend>) {
-    let open = candidates(prepared, &options.tuning);
+    let model = &prepared.model;
+    let open = candidates(model, &options.tuning);
     if let [only] = open[..] {
-        let why = if count_2d_convolutions(prepared) == 0 {
+        let why = if count_2d_convolutions(model) == 0 {
             "the model has no 2-D convolution"
         } else {
             "as asked"
         };
         return (only, why.into(), None);
     }
-    let rule = |why: &str| {
-        (
-            rule_choice(prepared, &options.tuning),
-            why.to_string(),
-            None,
-        )
-    };
+    let rule = |why: &str| (rule_choice(model, &options.tuning), why.to_string(), None);
     let Some(batch) = options.model.batch else {
         return rule("by rule: the batch is not fixed, so nothing was measured");
     };
-    if !every_input_shape_fixed(prepared) {
+    if !every_input_shape_fixed(model) {
         return rule(
             "by rule: an input has a free axis besides the batch, so nothing was measured",
         );
     }
     let key = TuningKey::new(
-        &prepared.to_bytes(),
+        &prepared.bytes,
         batch,
         gpu.name(),
         &onnxruntime_version(),
@@ -241,7 +251,7 @@ fn choose(
     }
     tracing::info!(
         "{}: measuring {} ways to run it on ort-cuda at batch {batch}, once",
-        prepared.path.display(),
+        model.path.display(),
         open.len()
     );
     // The fastest so far stays open, so the winner is not opened (and compiled) twice.
@@ -283,7 +293,7 @@ fn every_input_shape_fixed(prepared: &OnnxModel) -> bool {
 /// run without copies), the seconds its opening and first inference took, and the backend.
 fn time_candidate(
     gpu: &Gpu,
-    prepared: &OnnxModel,
+    prepared: &Prepared,
     options: &OrtCudaOptions,
     candidate: Candidate,
     batch: usize,

@@ -6,9 +6,9 @@
 
 use super::ort_cuda_tuning::{Candidate, ConvAlgoSearch, CudnnWorkspace};
 use crate::atomic_file::write_atomic;
+use crate::onnx::model::sha256_hex;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
 /// Environment variable naming trtkit's cache folder (default `$XDG_CACHE_HOME/trtkit`, else
@@ -45,7 +45,7 @@ impl TuningKey {
         candidates: &[Candidate],
     ) -> TuningKey {
         TuningKey {
-            model_sha256: hex(&Sha256::digest(model_bytes)),
+            model_sha256: sha256_hex(model_bytes),
             batch,
             gpu: gpu.into(),
             onnxruntime: onnxruntime.into(),
@@ -58,12 +58,8 @@ impl TuningKey {
     /// The record's file name: a digest of the whole key.
     fn file_name(&self) -> String {
         let text = serde_json::to_string(self).expect("a tuning key serializes");
-        format!("{}.json", &hex(&Sha256::digest(text.as_bytes()))[..20])
+        format!("{}.json", &sha256_hex(text.as_bytes())[..20])
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// One candidate's measurement.
