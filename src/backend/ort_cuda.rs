@@ -19,7 +19,7 @@ use super::ort_libs::{
 use super::ort_placement::Placement;
 use super::{Backend, OutputVisitor, RunOutput};
 use crate::cuda::device::{Gpu, Stream};
-use crate::cuda::enqueue::{GpuEnqueue, IoBindings, TensorBinding};
+use crate::cuda::enqueue::{GpuEnqueue, IoBindings};
 use crate::cuda::harness::{self, Amount, HarnessOptions};
 use crate::cuda::ort_stream::{ConvAlgoSearch, CudaProviderSettings, StreamSession};
 use crate::data::synthetic::timing_inputs;
@@ -331,8 +331,8 @@ fn cudnn_said(cuda: &CudaProviderSettings) -> String {
     format!("{search}, {workspace}")
 }
 
-/// Pairs each binding with the element type of its spec.
-fn typed(bindings: &[TensorBinding], specs: &[IoSpec]) -> Result<Vec<(TensorBinding, ElemType)>> {
+/// Pairs each binding (a `TensorBinding` when enqueuing) with the element type of its spec.
+fn typed<B: Clone>(bindings: &[B], specs: &[IoSpec]) -> Result<Vec<(B, ElemType)>> {
     if bindings.len() != specs.len() {
         bail!(
             "{} buffers bound for {} tensors",
@@ -458,15 +458,11 @@ mod tests {
             elem_type,
             dims: vec![crate::tensor::Dim::Fixed(2)],
         };
-        let binding = |name: &str| TensorBinding {
-            name: name.into(),
-            shape: vec![2],
-            ptr: 0x1000,
-            bytes: 8,
-        };
+        // What is paired is opaque to `typed`: a name stands in for a device buffer.
+        let binding = |name: &str| name.to_string();
         let specs = [spec("ids", ElemType::I64), spec("mask", ElemType::F16)];
         let typed = typed(&[binding("ids"), binding("mask")], &specs).unwrap();
-        assert_eq!(typed[0].1, ElemType::I64);
+        assert_eq!(typed[0], ("ids".to_string(), ElemType::I64));
         assert_eq!(typed[1].1, ElemType::F16);
         let err = super::typed(&[binding("ids")], &specs).unwrap_err();
         assert!(err.to_string().contains("1 buffers bound for 2 tensors"));

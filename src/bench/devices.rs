@@ -65,7 +65,7 @@ pub struct GpuSlot {
 
 /// Every GPU NVML lists on this machine, or why it cannot say.
 pub fn machine_gpus() -> Result<Vec<GpuSlot>> {
-    let nvml = nvml_wrapper::Nvml::init().map_err(|e| {
+    let nvml = crate::cuda::identity::nvml().map_err(|e| {
         anyhow::anyhow!(
             "--devices: NVML is not readable here ({e}); is the NVIDIA driver installed?"
         )

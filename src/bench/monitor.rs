@@ -4,8 +4,9 @@
 
 use super::plan::CellSpec;
 use super::record::{MonitorSample, PowerSummary};
+use crate::cuda::identity::nvml;
+pub use crate::cuda::identity::NvmlGpu;
 use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
-use nvml_wrapper::Nvml;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -13,20 +14,11 @@ use std::time::{Duration, Instant};
 
 const MIB: f64 = 1024.0 * 1024.0;
 
-/// Opens NVML, or says in a line why it cannot be read.
-fn open() -> Result<Nvml, String> {
-    Nvml::init()
-        .map_err(|e| format!("NVML is not readable here ({e}); no power, utilisation or clocks"))
-}
-
-/// A GPU as NVML finds it: by index, or by UUID (a cell pinned to a board, whose CUDA device 0
-/// may be any of NVML's indices).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum NvmlGpu {
-    /// NVML's (and `nvidia-smi`'s) index.
-    Index(usize),
-    /// The board's UUID, `GPU-…`.
-    Uuid(String),
+/// The NVML device of `gpu`, or says in a line why it cannot be read.
+fn open(gpu: &NvmlGpu) -> Result<nvml_wrapper::Device<'static>, String> {
+    nvml()
+        .map_err(|e| format!("NVML is not readable here ({e}); no power, utilisation or clocks"))?;
+    gpu.device()
 }
 
 impl NvmlGpu {
@@ -39,29 +31,14 @@ impl NvmlGpu {
         }
         let device_id = cell.settings.device_id;
         let info = crate::cuda::info::driver_info();
-        match info.gpus.get(device_id).and_then(|g| g.uuid.clone()) {
-            Some(uuid) => NvmlGpu::Uuid(uuid),
-            None => NvmlGpu::Index(device_id),
-        }
-    }
-
-    /// The NVML handle of this GPU.
-    fn open<'n>(&self, nvml: &'n Nvml) -> Result<nvml_wrapper::Device<'n>, String> {
-        match self {
-            NvmlGpu::Index(i) => nvml
-                .device_by_index(*i as u32)
-                .map_err(|e| format!("NVML has no GPU {i} ({e})")),
-            NvmlGpu::Uuid(u) => nvml
-                .device_by_uuid(u.as_str())
-                .map_err(|e| format!("NVML has no GPU {u} ({e})")),
-        }
+        let uuid = info.gpus.get(device_id).and_then(|g| g.uuid.clone());
+        NvmlGpu::of_cuda_ordinal(device_id, uuid)
     }
 }
 
 /// Device memory in use on `gpu` now, MiB (`None` without NVML).
 pub fn memory_used_mib(gpu: &NvmlGpu) -> Option<f64> {
-    let nvml = open().ok()?;
-    let device = gpu.open(&nvml).ok()?;
+    let device = open(gpu).ok()?;
     device.memory_info().ok().map(|m| m.used as f64 / MIB)
 }
 
@@ -96,18 +73,13 @@ impl Monitor {
         if !(rate_hz > 0.0 && rate_hz.is_finite()) {
             return Err("NVML sampling is off (rate 0)".into());
         }
-        let nvml = open()?;
-        gpu.open(&nvml)?;
-        let gpu = gpu.clone();
+        let device = open(gpu)?;
         let stop = Arc::new(AtomicBool::new(false));
         let origin = Instant::now();
         let period = Duration::from_secs_f64(1.0 / rate_hz);
         let flag = stop.clone();
         let thread = std::thread::spawn(move || {
             let mut samples = vec![];
-            let Ok(device) = gpu.open(&nvml) else {
-                return samples;
-            };
             let mut next = Instant::now();
             while !flag.load(Ordering::Relaxed) {
                 samples.push(read(&device, origin.elapsed().as_secs_f64()));

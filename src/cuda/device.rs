@@ -1,10 +1,12 @@
 //! One GPU opened for work: its context, streams, events and memory information.
 //!
 //! Built on cudarc's safe context, stream and event types. cudarc's automatic event tracking
-//! (an event recorded around every buffer use) is turned off: the harness orders its own work
-//! on its own streams, and the extra events would be timed too.
+//! (an event recorded around every buffer use) is turned off when a GPU is opened: the harness
+//! orders its own work on its own streams, and the extra events would be timed too.
 
-use super::info::{describe, driver_present};
+use super::identity::{nvml_uuid, NvmlGpu};
+use super::info::describe;
+use super::sys::{driver_present, elapsed_ms, init_and_count, open_context};
 use crate::setting::{fix_with, Setting};
 use anyhow::{bail, Context, Result};
 use cudarc::driver::{result, safe, sys};
@@ -55,9 +57,8 @@ impl Gpu {
             bail!("no CUDA driver (libcuda.so) could be loaded; a GPU backend needs an NVIDIA driver (the tract CPU backend runs without one)");
         }
         guarded("opening the GPU", || {
-            result::init().map_err(|e| driver_err("cuInit failed", e))?;
-            let count = result::device::get_count()
-                .map_err(|e| driver_err("cuDeviceGetCount failed", e))?;
+            let count =
+                init_and_count().map_err(|(call, e)| driver_err(&format!("{call} failed"), e))?;
             if count <= 0 {
                 bail!("the CUDA driver sees no GPU");
             }
@@ -71,11 +72,8 @@ impl Gpu {
                     ),
                 ));
             }
-            let ctx = safe::CudaContext::new(device_id)
+            let ctx = open_context(device_id)
                 .map_err(|e| driver_err(&format!("cannot open GPU {device_id}"), e))?;
-            // SAFETY: called before any buffer or stream of this context exists in trtkit;
-            // trtkit orders all work itself and never relies on cudarc's tracking events.
-            unsafe { ctx.disable_event_tracking() };
             let name = ctx.name().unwrap_or_else(|_| format!("GPU {device_id}"));
             Ok(Gpu { ctx, name })
         })
@@ -95,7 +93,12 @@ impl Gpu {
     /// a GPU that CUDA's numbering (`CUDA_VISIBLE_DEVICES`, device order) does not change.
     pub fn uuid(&self) -> Option<String> {
         let raw = self.ctx.uuid().ok()?;
-        Some(super::info::nvml_uuid(&raw.bytes.map(|b| b as u8)))
+        Some(nvml_uuid(&raw.bytes.map(|b| b as u8)))
+    }
+
+    /// This GPU as NVML finds it: by its UUID, else by its CUDA ordinal.
+    pub fn nvml(&self) -> NvmlGpu {
+        NvmlGpu::of_cuda_ordinal(self.id(), self.uuid())
     }
 
     /// The cudarc context (for code inside `cuda/` that needs it).
@@ -242,9 +245,7 @@ impl Event {
     /// Milliseconds from `start` to this event, both already complete (a later event on the
     /// same stream was synchronized): no waiting, one driver call.
     pub fn elapsed_since_completed(&self, start: &Event) -> Result<f64> {
-        // SAFETY: both handles are live events of the same context, which the caller bound;
-        // cuEventElapsedTime only reads them and reports an error if one is not complete.
-        unsafe { result::event::elapsed(start.inner.cu_event(), self.inner.cu_event()) }
+        elapsed_ms(&start.inner, &self.inner)
             .map(f64::from)
             .map_err(|e| driver_err("cuEventElapsedTime failed", e))
     }

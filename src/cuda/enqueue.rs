@@ -7,23 +7,45 @@
 //! then `enqueueV3(stream)`; one execution context per concurrent stream (a *slot* here).
 
 use super::device::{Gpu, Stream};
+use super::memory::DeviceBuffer;
 use anyhow::Result;
-use cudarc::driver::sys;
+use std::sync::Arc;
 
-/// One tensor bound to device memory for an inference.
+/// One tensor bound to device memory for an inference: its name, its shape at this batch, and
+/// the device allocation that holds it. A binding is made only from a live [`DeviceBuffer`],
+/// which it keeps alive, so a backend can trust the address it binds and the size it checks
+/// against the tensor; no raw address can be handed in.
 #[derive(Clone, Debug)]
 pub struct TensorBinding {
     /// Tensor name, as in the backend's I/O specs.
     pub name: String,
     /// Concrete shape for this batch size.
     pub shape: Vec<usize>,
-    /// Device address of the tensor's first byte.
-    pub ptr: sys::CUdeviceptr,
-    /// Size in bytes.
-    pub bytes: usize,
+    buffer: Arc<DeviceBuffer>,
 }
 
-/// The device addresses of one inference, in the backend's input and output order.
+impl TensorBinding {
+    /// Binds tensor `name` of `shape` to `buffer`.
+    pub fn new(name: impl Into<String>, shape: Vec<usize>, buffer: Arc<DeviceBuffer>) -> Self {
+        TensorBinding {
+            name: name.into(),
+            shape,
+            buffer,
+        }
+    }
+
+    /// Size of the bound allocation in bytes.
+    pub fn bytes(&self) -> usize {
+        self.buffer.len()
+    }
+
+    /// The bound allocation.
+    pub fn buffer(&self) -> &DeviceBuffer {
+        &self.buffer
+    }
+}
+
+/// The device buffers of one inference, in the backend's input and output order.
 #[derive(Clone, Debug)]
 pub struct IoBindings {
     /// Inputs, in the order of `Backend::inputs`.

@@ -15,6 +15,7 @@ use crate::data::loader::{BatchMemory, Loaded, ValuesMut};
 use crate::metrics::latency::EventTimes;
 use crate::tensor::{ElemType, HostTensor, IoSpec, TensorData};
 use anyhow::{bail, Context, Result};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Slots the feed alternates between.
@@ -64,8 +65,8 @@ pub struct Finished {
 /// One slot: its stream, device buffers, page-locked outputs, events and the batch in flight.
 struct Slot {
     stream: Stream,
-    input: DeviceBuffer,
-    outputs_dev: Vec<DeviceBuffer>,
+    input: Arc<DeviceBuffer>,
+    outputs_dev: Vec<Arc<DeviceBuffer>>,
     outputs_host: Vec<PinnedBuffer>,
     io: IoBindings,
     events: [Event; 4],
@@ -113,7 +114,7 @@ impl Slot {
         };
         for spec in outputs {
             let (b, dev) = bound_buffer(spec, "output", batch, gpu)?;
-            slot.outputs_host.push(PinnedBuffer::new(gpu, b.bytes)?);
+            slot.outputs_host.push(PinnedBuffer::new(gpu, b.bytes())?);
             slot.io.outputs.push(b);
             slot.outputs_dev.push(dev);
         }
@@ -231,7 +232,7 @@ impl BatchFeed {
             .zip(&slot.outputs_host)
             .map(|((spec, b), host)| {
                 let mut shape = b.shape.clone();
-                let bytes = b.bytes / self.batch * rows;
+                let bytes = b.bytes() / self.batch * rows;
                 if let Some(n) = shape.first_mut() {
                     *n = rows;
                 }

@@ -104,8 +104,8 @@ pub struct HarnessReport {
 /// captured on it, and the ring of events of the iterations in flight.
 struct StreamWork {
     stream: Stream,
-    inputs_dev: Vec<DeviceBuffer>,
-    outputs_dev: Vec<DeviceBuffer>,
+    inputs_dev: Vec<Arc<DeviceBuffer>>,
+    outputs_dev: Vec<Arc<DeviceBuffer>>,
     inputs_host: Vec<PinnedBuffer>,
     outputs_host: Vec<PinnedBuffer>,
     io: IoBindings,
@@ -116,23 +116,19 @@ struct StreamWork {
 }
 
 /// A device buffer for `spec` (an `input` or `output`, as `role` says) at `batch`, and its
-/// binding (name, concrete shape, address, size).
+/// binding (name, concrete shape, the buffer).
 pub(crate) fn bound_buffer(
     spec: &IoSpec,
     role: &str,
     batch: usize,
     gpu: &Gpu,
-) -> Result<(TensorBinding, DeviceBuffer)> {
+) -> Result<(TensorBinding, Arc<DeviceBuffer>)> {
     let shape = spec.concrete_shape(batch)?;
     let bytes = shape.iter().product::<usize>() * spec.elem_type.size();
     let buffer = DeviceBuffer::new(gpu, bytes)
         .with_context(|| format!("{role} '{}' at batch {batch}", spec.name))?;
-    let binding = TensorBinding {
-        name: spec.name.clone(),
-        shape,
-        ptr: buffer.ptr(),
-        bytes,
-    };
+    let buffer = Arc::new(buffer);
+    let binding = TensorBinding::new(spec.name.clone(), shape, buffer.clone());
     Ok((binding, buffer))
 }
 
@@ -184,7 +180,7 @@ impl StreamWork {
         };
         for (spec, data) in inputs.iter().zip(input_data) {
             let (binding, dev) = bound_buffer(spec, "input", batch, gpu)?;
-            let n = binding.bytes;
+            let n = binding.bytes();
             let mut host = PinnedBuffer::new(gpu, n)?;
             if data.len() != n {
                 bail!(
@@ -201,7 +197,7 @@ impl StreamWork {
         for spec in outputs {
             let (binding, dev) = bound_buffer(spec, "output", batch, gpu)?;
             work.outputs_host
-                .push(PinnedBuffer::new(gpu, binding.bytes)?);
+                .push(PinnedBuffer::new(gpu, binding.bytes())?);
             work.io.outputs.push(binding);
             work.outputs_dev.push(dev);
         }
@@ -302,12 +298,8 @@ impl MemoryPoller {
             process_peak.clone(),
         );
         let handle = std::thread::spawn(move || {
-            let nvml = nvml_wrapper::Nvml::init().ok();
             // By UUID: under CUDA_VISIBLE_DEVICES, CUDA's ordinal is not NVML's index.
-            let device = nvml.as_ref().and_then(|n| match g.uuid() {
-                Some(uuid) => n.device_by_uuid(uuid.as_str()).ok(),
-                None => n.device_by_index(g.id() as u32).ok(),
-            });
+            let device = g.nvml().device().ok();
             // NVML's process list is a heavier call than cuMemGetInfo, and a process's own
             // memory moves slowly once set up: read it every PROCESS_POLL_EVERY-th poll (and
             // on the last).

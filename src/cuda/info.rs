@@ -1,6 +1,8 @@
 //! What the CUDA driver reports: its version and the GPUs it sees (for `doctor`).
 
-use cudarc::driver::{result, sys};
+use super::identity::nvml_uuid;
+use super::sys::{device_facts, driver_version, init_and_count};
+use cudarc::driver::result;
 use serde::{Deserialize, Serialize};
 
 /// One GPU as the driver describes it.
@@ -52,8 +54,7 @@ pub fn parse_kernel_driver_version(text: &str) -> Option<String> {
 
 /// True when the CUDA driver library can be loaded on this machine.
 pub fn driver_present() -> bool {
-    // SAFETY: only tries to dlopen libcuda under its usual names; loads no symbol.
-    unsafe { sys::is_culib_present() }
+    super::sys::driver_present()
 }
 
 /// Formats a driver error as `NAME: description`.
@@ -70,49 +71,21 @@ pub fn describe(e: &result::DriverError) -> String {
 }
 
 fn query_gpus() -> Result<(String, Vec<GpuInfo>), String> {
-    result::init().map_err(|e| format!("cuInit failed: {}", describe(&e)))?;
-    let mut version = 0;
-    // SAFETY: cuDriverGetVersion writes one int through a valid pointer.
-    unsafe { sys::cuDriverGetVersion(&mut version) }
-        .result()
-        .map_err(|e| format!("cuDriverGetVersion failed: {}", describe(&e)))?;
+    let count = init_and_count().map_err(|(call, e)| format!("{call} failed: {}", describe(&e)))?;
+    let version =
+        driver_version().map_err(|e| format!("cuDriverGetVersion failed: {}", describe(&e)))?;
     let version = format!("{}.{}", version / 1000, (version % 1000) / 10);
-    let count = result::device::get_count()
-        .map_err(|e| format!("cuDeviceGetCount failed: {}", describe(&e)))?;
     let mut gpus = Vec::new();
     for index in 0..count {
-        let gpu = (|| -> Result<GpuInfo, result::DriverError> {
-            let dev = result::device::get(index)?;
-            let name = result::device::get_name(dev)?;
-            // SAFETY: `dev` is a valid device handle from cuDeviceGet after cuInit.
-            let memory_bytes = unsafe { result::device::total_mem(dev)? } as u64;
-            use sys::CUdevice_attribute::*;
-            // SAFETY: as above; the attributes are plain integer queries.
-            let (major, minor) = unsafe {
-                (
-                    result::device::get_attribute(
-                        dev,
-                        CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
-                    )?,
-                    result::device::get_attribute(
-                        dev,
-                        CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
-                    )?,
-                )
-            };
-            let uuid = result::device::get_uuid(dev)
-                .ok()
-                .map(|u| nvml_uuid(&u.bytes.map(|b| b as u8)));
-            Ok(GpuInfo {
-                index,
-                name,
-                memory_bytes,
-                compute_capability: format!("{major}.{minor}"),
-                uuid,
-            })
-        })()
-        .map_err(|e| format!("GPU {index}: {}", describe(&e)))?;
-        gpus.push(gpu);
+        let facts = device_facts(index).map_err(|e| format!("GPU {index}: {}", describe(&e)))?;
+        let (major, minor) = facts.compute_capability;
+        gpus.push(GpuInfo {
+            index,
+            name: facts.name,
+            memory_bytes: facts.memory_bytes,
+            compute_capability: format!("{major}.{minor}"),
+            uuid: facts.uuid.as_ref().map(nvml_uuid),
+        });
     }
     Ok((version, gpus))
 }
@@ -150,19 +123,6 @@ pub fn driver_info() -> DriverInfo {
     }
 }
 
-/// 16 UUID bytes written as NVML writes a GPU's UUID: `GPU-` and 8-4-4-4-12 hex digits.
-pub fn nvml_uuid(bytes: &[u8; 16]) -> String {
-    let hex: Vec<String> = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    format!(
-        "GPU-{}-{}-{}-{}-{}",
-        hex[..4].concat(),
-        hex[4..6].concat(),
-        hex[6..8].concat(),
-        hex[8..10].concat(),
-        hex[10..].concat()
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -179,15 +139,6 @@ mod tests {
         assert_eq!(
             parse_kernel_driver_version(open).as_deref(),
             Some("580.159.04")
-        );
-    }
-
-    #[test]
-    fn uuids_are_written_as_nvml_writes_them() {
-        let bytes: [u8; 16] = core::array::from_fn(|i| (i * 17) as u8);
-        assert_eq!(
-            nvml_uuid(&bytes),
-            "GPU-00112233-4455-6677-8899-aabbccddeeff"
         );
     }
 }

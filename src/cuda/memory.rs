@@ -1,4 +1,6 @@
-//! Device buffers, page-locked (pinned) host buffers and asynchronous copies between them.
+//! Device buffers, page-locked (pinned) host buffers and asynchronous copies between them: the
+//! types that own a sized allocation, and the only copies that touch one, so the rest of trtkit
+//! reaches GPU memory through a buffer it cannot outlive or overrun.
 
 use super::device::{driver_err, Gpu, Stream};
 use crate::units::bytes;
@@ -59,8 +61,14 @@ impl DeviceBuffer {
         self.len == 0
     }
 
-    /// The device address (what a kernel or TensorRT's `setTensorAddress` takes).
-    pub fn ptr(&self) -> sys::CUdeviceptr {
+    /// The CUDA ordinal of the GPU the buffer lives on.
+    pub fn device_id(&self) -> usize {
+        self.ctx.ordinal()
+    }
+
+    /// The device address (what a kernel or TensorRT's `setTensorAddress` takes), for the
+    /// foreign calls that are handed this buffer; valid for `len` bytes while `self` lives.
+    pub(crate) fn device_ptr(&self) -> sys::CUdeviceptr {
         self.ptr
     }
 

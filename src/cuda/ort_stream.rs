@@ -59,6 +59,9 @@ struct Bound {
     binding: IoBinding,
     values: Vec<BoundValue>,
     key: Vec<(u64, Vec<usize>)>,
+    /// The bound buffers, kept alive for as long as ONNX Runtime may reach them (dropped after
+    /// the binding and the values).
+    _held: Vec<TensorBinding>,
 }
 
 /// An ONNX Runtime session on the CUDA provider whose kernels run on `stream`.
@@ -84,19 +87,20 @@ fn device_value(
 ) -> Result<ValueRefMut<'static, DynValueTypeMarker>> {
     let shape = Shape::new(b.shape.iter().map(|&d| d as i64));
     let need = b.shape.iter().product::<usize>() * elem.size();
-    if b.bytes < need {
+    if b.bytes() < need {
         bail!(
             "tensor '{}': a {}-byte buffer for {need} bytes",
             b.name,
-            b.bytes
+            b.bytes()
         );
     }
-    let ptr = b.ptr as usize as *mut ort::sys::c_void;
+    let ptr = b.buffer().device_ptr() as usize as *mut ort::sys::c_void;
     macro_rules! wrap {
         ($t:ty) => {{
-            // SAFETY: `ptr` is a live device allocation of at least `need` bytes on the GPU
-            // `info` names (checked above); the harness keeps it alive until the session's
-            // binding is dropped or replaced, and the value never frees it.
+            // SAFETY: `ptr` is the address of `b`'s live device allocation, of at least `need`
+            // bytes (checked above), on the GPU `info` names (`bind` checks the buffer's GPU);
+            // the binding keeps a clone of `b` (and so the allocation) until it is dropped or
+            // replaced, and the value never frees it.
             let v = unsafe { TensorRefMut::<$t>::from_raw(info.clone(), ptr, shape) };
             v.map_err(ort_err)?.into_dyn()
         }};
@@ -170,7 +174,7 @@ impl StreamSession {
         let key: Vec<(u64, Vec<usize>)> = inputs
             .iter()
             .chain(outputs)
-            .map(|(b, _)| (b.ptr, b.shape.clone()))
+            .map(|(b, _)| (b.buffer().device_ptr(), b.shape.clone()))
             .collect();
         if self.bound.as_ref().is_some_and(|b| b.key == key) {
             return Ok(());
@@ -183,6 +187,18 @@ impl StreamSession {
             MemoryType::Default,
         )
         .map_err(ort_err)?;
+        if let Some((b, _)) = inputs
+            .iter()
+            .chain(outputs)
+            .find(|(b, _)| b.buffer().device_id() != self.device_id)
+        {
+            bail!(
+                "tensor '{}': its buffer is on GPU {}, the session on GPU {}",
+                b.name,
+                b.buffer().device_id(),
+                self.device_id
+            );
+        }
         let mut binding = self.session.create_binding().map_err(ort_err)?;
         let mut values = vec![];
         for (is_input, list) in [(true, inputs), (false, outputs)] {
@@ -201,7 +217,7 @@ impl StreamSession {
                     api.BindOutput
                 };
                 // SAFETY: the binding, the name and the value are live; ONNX Runtime keeps its
-                // own reference to the value's tensor, whose memory the harness owns.
+                // own reference to the value's tensor, whose memory the binding keeps alive.
                 let status =
                     unsafe { call(binding.ptr_mut(), value.name.as_ptr(), value.value.ptr()) };
                 // SAFETY: `status` is what the API call above returned.
@@ -214,6 +230,11 @@ impl StreamSession {
             binding,
             values,
             key,
+            _held: inputs
+                .iter()
+                .chain(outputs)
+                .map(|(b, _)| b.clone())
+                .collect(),
         });
         Ok(())
     }

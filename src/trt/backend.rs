@@ -15,6 +15,7 @@ use super::engine_io::{
 };
 #[cfg(not(feature = "tensorrt"))]
 use super::engine_runtime_cache::{runtime_cache_key, RuntimeCacheState};
+use super::ffi::{EngineObjects, EnqueueError};
 use super::loader::{locate_usable, Flavour, BOUND};
 use super::preflight::{
     check_built_version, deserialize_refusal, gpu_refusal, no_gpu, read_engine,
@@ -23,15 +24,16 @@ use super::profile::{InputProfile, ShapeProfile};
 use super::runtime_log::{logged_errors_or, logger, take_log};
 use crate::backend::{Backend, RunOutput};
 use crate::cuda::device::{Gpu, Stream};
-use crate::cuda::enqueue::{GpuEnqueue, IoBindings};
+use crate::cuda::enqueue::{GpuEnqueue, IoBindings, TensorBinding};
 use crate::cuda::info::{driver_info, GpuInfo};
 use crate::cuda::memory::{copy_from_host, copy_to_host, DeviceBuffer};
 use crate::tensor::{check_input_count, HostTensor, IoSpec};
 use anyhow::{anyhow, bail, Context, Result};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 use trtx::trtx_sys::Dims64;
-use trtx::{CudaEngine, ExecutionContext, Runtime, TensorIOMode};
+use trtx::{CudaEngine, Runtime, TensorIOMode};
 
 /// Where an engine runs and where TensorRT is.
 #[derive(Clone, Debug, Default)]
@@ -45,8 +47,8 @@ pub struct TrtOptions {
 /// Buffers and a stream for [`Backend::run`] on host tensors.
 struct HostSlot {
     stream: Stream,
-    inputs: Vec<DeviceBuffer>,
-    outputs: Vec<DeviceBuffer>,
+    inputs: Vec<Arc<DeviceBuffer>>,
+    outputs: Vec<Arc<DeviceBuffer>>,
 }
 
 /// What the harness's current batch needs of each binding, checked on every enqueue.
@@ -57,14 +59,9 @@ struct Prepared {
 
 /// A TensorRT engine opened on a GPU.
 pub struct TrtBackend {
-    // Fields drop in order: buffers and contexts before the engine, the engine before the
-    // runtime, as TensorRT requires.
+    // Fields drop in order: buffers before the TensorRT objects.
     host: Option<HostSlot>,
-    contexts: Vec<ExecutionContext<'static>>,
-    #[cfg(not(feature = "tensorrt"))]
-    cache: RuntimeCacheState,
-    engine: CudaEngine<'static>,
-    _runtime: Runtime<'static>,
+    trt: EngineObjects,
     gpu: Gpu,
     path: PathBuf,
     inputs: Vec<IoSpec>,
@@ -76,13 +73,6 @@ pub struct TrtBackend {
     prepared: Option<Prepared>,
     notes: Vec<String>,
 }
-
-// SAFETY: every TensorRT object here (runtime, engine, contexts, runtime config and cache) is
-// owned by this value and reached only through `&mut self` or `&self` methods that TensorRT
-// documents as thread-safe to call from one thread at a time; the `Rc` inside the contexts is
-// shared only among the contexts and the cache state of this same value, so moving the whole
-// value to another thread moves every clone with it.
-unsafe impl Send for TrtBackend {}
 
 impl TrtBackend {
     /// Opens the engine at `path` on GPU `options.device_id`: the file checks of `preflight`,
@@ -144,11 +134,12 @@ impl TrtBackend {
         let notes = vec![];
         Ok(TrtBackend {
             host: None,
-            contexts: vec![],
-            #[cfg(not(feature = "tensorrt"))]
-            cache,
-            engine,
-            _runtime: runtime,
+            trt: EngineObjects::new(
+                runtime,
+                engine,
+                #[cfg(not(feature = "tensorrt"))]
+                cache,
+            ),
             gpu,
             path: path.to_path_buf(),
             inputs,
@@ -163,13 +154,14 @@ impl TrtBackend {
     /// Makes sure `n` execution contexts exist.
     fn ensure_contexts(&mut self, n: usize) -> Result<()> {
         self.gpu.bind()?;
-        while self.contexts.len() < n {
+        while self.trt.contexts.len() < n {
             #[cfg(not(feature = "tensorrt"))]
             let ctx = self
+                .trt
                 .engine
-                .create_execution_context_with_config(self.cache.config.clone());
+                .create_execution_context_with_config(self.trt.cache.config.clone());
             #[cfg(feature = "tensorrt")]
-            let ctx = self.engine.create_execution_context();
+            let ctx = self.trt.engine.create_execution_context();
             let ctx = ctx.map_err(|e| {
                 anyhow!(
                     "{}: cannot create an execution context: {}",
@@ -177,7 +169,7 @@ impl TrtBackend {
                     logged_errors_or(e)
                 )
             })?;
-            self.contexts.push(ctx);
+            self.trt.contexts.push(ctx);
         }
         Ok(())
     }
@@ -198,7 +190,7 @@ impl TrtBackend {
                     bail!("{}", batch_outside_profile(&shown, &name, batch, Some(p)));
                 }
             }
-            let ctx = &mut self.contexts[slot];
+            let ctx = &mut self.trt.contexts[slot];
             if ctx
                 .set_input_shape(&name, &Dims64::from_slice(shape))
                 .is_err()
@@ -219,7 +211,7 @@ impl TrtBackend {
     fn probe_profile(&mut self, slot: usize, i: usize) -> Option<InputProfile> {
         let dims = self.input_dims[i].clone();
         let name = self.inputs[i].name.clone();
-        let ctx = &mut self.contexts[slot];
+        let ctx = &mut self.trt.contexts[slot];
         let at = |b: usize| input_shape_at(&name, &dims, b).ok();
         let range = probe_batch_range(
             |b| at(b).is_some_and(|s| ctx.set_input_shape(&name, &Dims64::from_slice(&s)).is_ok()),
@@ -237,7 +229,7 @@ impl TrtBackend {
 
     /// The shape of every output of context `slot` once its inputs are set.
     fn output_shapes(&self, slot: usize) -> Result<Vec<Vec<i64>>> {
-        let ctx = &self.contexts[slot];
+        let ctx = &self.trt.contexts[slot];
         self.outputs
             .iter()
             .map(|o| {
@@ -249,26 +241,23 @@ impl TrtBackend {
             .collect()
     }
 
-    /// Binds every tensor of context `slot` to its device address and queues the engine on
+    /// Binds every tensor of context `slot` to its buffer in `io` and queues the engine on
     /// `stream`.
     fn bind_and_enqueue(&mut self, slot: usize, stream: &Stream, io: &IoBindings) -> Result<()> {
-        let ctx = &mut self.contexts[slot];
-        for b in io.inputs.iter().chain(&io.outputs) {
-            // SAFETY: `b.ptr` is a live device allocation of `b.bytes` bytes owned by the caller
-            // (the harness or the host slot) for as long as work on `stream` may use it; the
-            // caller checked `b.bytes` against the tensor's size at the shapes set on `ctx`.
-            unsafe { ctx.set_tensor_address(&b.name, b.ptr as *mut std::ffi::c_void) }
-                .map_err(|e| anyhow!("tensor '{}': {e}", b.name))?;
-        }
-        // SAFETY: `stream` is a live stream of the bound context, and every I/O tensor of
-        // `ctx` was bound above to memory that outlives the queued work.
-        unsafe { ctx.enqueue_v3(stream.raw() as *mut std::ffi::c_void) }.map_err(|e| {
-            anyhow!(
+        let specs = self.inputs.iter().chain(&self.outputs);
+        let tensors: Vec<(&IoSpec, &TensorBinding)> =
+            specs.zip(io.inputs.iter().chain(&io.outputs)).collect();
+        let queued = self
+            .trt
+            .bind_and_enqueue(slot, self.gpu.id(), stream, &tensors);
+        queued.map_err(|e| match e {
+            EnqueueError::Binding(e) => e,
+            EnqueueError::Enqueue(e) => anyhow!(
                 "{}: {} could not queue the inference: {}",
                 self.path.display(),
                 BOUND.flavour,
                 logged_errors_or(e)
-            )
+            ),
         })
     }
 }
@@ -353,10 +342,10 @@ impl GpuEnqueue for TrtBackend {
         };
         let need = p.input_bytes.iter().chain(&p.output_bytes);
         let have = io.inputs.iter().chain(&io.outputs);
-        if slot >= self.contexts.len()
+        if slot >= self.trt.contexts.len()
             || io.inputs.len() != p.input_bytes.len()
             || io.outputs.len() != p.output_bytes.len()
-            || have.zip(need).any(|(b, &n)| b.bytes < n)
+            || have.zip(need).any(|(b, &n)| b.bytes() < n)
         {
             bail!("the harness's buffers do not match the prepared batch");
         }
@@ -410,11 +399,11 @@ impl Backend for TrtBackend {
                 outputs: vec![],
             },
         };
-        let fit = |bufs: &mut Vec<DeviceBuffer>, sizes: &[usize], gpu: &Gpu| -> Result<()> {
+        let fit = |bufs: &mut Vec<Arc<DeviceBuffer>>, sizes: &[usize], gpu: &Gpu| -> Result<()> {
             if bufs.len() != sizes.len() || bufs.iter().zip(sizes).any(|(b, &n)| b.len() != n) {
                 *bufs = sizes
                     .iter()
-                    .map(|&n| DeviceBuffer::new(gpu, n))
+                    .map(|&n| DeviceBuffer::new(gpu, n).map(Arc::new))
                     .collect::<Result<_>>()?;
             }
             Ok(())
@@ -425,13 +414,9 @@ impl Backend for TrtBackend {
         for (t, buf) in inputs.iter().zip(&host.inputs) {
             copy_from_host(&t.to_le_bytes(), buf, &host.stream)?;
         }
-        let binding = |spec: &IoSpec, shape: &[i64], buf: &DeviceBuffer| {
-            crate::cuda::enqueue::TensorBinding {
-                name: spec.name.clone(),
-                shape: shape.iter().map(|&d| d as usize).collect(),
-                ptr: buf.ptr(),
-                bytes: buf.len(),
-            }
+        let binding = |spec: &IoSpec, shape: &[i64], buf: &Arc<DeviceBuffer>| {
+            let shape = shape.iter().map(|&d| d as usize).collect();
+            TensorBinding::new(spec.name.clone(), shape, buf.clone())
         };
         let io = IoBindings {
             inputs: self
@@ -481,7 +466,7 @@ impl Backend for TrtBackend {
     fn finish(&mut self) -> Result<Vec<String>> {
         #[cfg(not(feature = "tensorrt"))]
         {
-            let saved = self.cache.save()?;
+            let saved = self.trt.cache.save()?;
             self.notes.extend(saved);
         }
         Ok(std::mem::take(&mut self.notes))

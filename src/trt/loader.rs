@@ -9,6 +9,7 @@
 //! `tensorrt-rtx-cu13-libs` wheel; `tensorrt_libs` from `tensorrt-cu13-libs`).
 
 pub use super::flavour::Flavour;
+use super::sys::{open_library, read_version_symbol};
 use crate::setting::{fix_with, Setting};
 use anyhow::{Context, Result};
 use libloading::Library;
@@ -122,35 +123,18 @@ fn loaded_path(stem: &str) -> Option<String> {
         .map(String::from)
 }
 
-/// Opens a library for the life of the process.
-fn open_for_process_lifetime(name: &std::ffi::OsStr) -> Option<Library> {
-    // SAFETY: loading a TensorRT library runs only its static initialisers, which have no
-    // preconditions; the caller leaks the handle so the library stays loaded.
-    unsafe { Library::new(name) }.ok()
-}
-
-/// Reads an `extern "C" int32_t f()` version symbol, when the library has it.
-fn read_i32(lib: &Library, symbol: &[u8]) -> Option<i32> {
-    // SAFETY: every symbol passed here is declared `int32_t f() noexcept` in NvInferRuntime.h /
-    // NvOnnxParser.h of TensorRT 8–11 and TensorRT-RTX 1.x; it takes no arguments.
-    unsafe {
-        lib.get::<unsafe extern "C" fn() -> i32>(symbol)
-            .ok()
-            .map(|f| f())
-    }
-}
-
 /// The version of a loaded TensorRT or TensorRT-RTX runtime library: `major.minor.patch.build`
 /// (from the per-part symbols both have), else the packed `getInferLibVersion`.
 fn library_version(lib: &Library) -> Option<String> {
-    rtx_version(lib).or_else(|| read_i32(lib, b"getInferLibVersion\0").map(decode_version))
+    rtx_version(lib)
+        .or_else(|| read_version_symbol(lib, b"getInferLibVersion\0").map(decode_version))
 }
 
 fn rtx_version(lib: &Library) -> Option<String> {
-    let major = read_i32(lib, b"getInferLibMajorVersion\0")?;
-    let minor = read_i32(lib, b"getInferLibMinorVersion\0")?;
-    let patch = read_i32(lib, b"getInferLibPatchVersion\0")?;
-    let build = read_i32(lib, b"getInferLibBuildVersion\0");
+    let major = read_version_symbol(lib, b"getInferLibMajorVersion\0")?;
+    let minor = read_version_symbol(lib, b"getInferLibMinorVersion\0")?;
+    let patch = read_version_symbol(lib, b"getInferLibPatchVersion\0")?;
+    let build = read_version_symbol(lib, b"getInferLibBuildVersion\0");
     Some(match build {
         Some(b) => format!("{major}.{minor}.{patch}.{b}"),
         None => format!("{major}.{minor}.{patch}"),
@@ -160,10 +144,10 @@ fn rtx_version(lib: &Library) -> Option<String> {
 fn probe_names(library: &str, names: &[&str], version_symbol: &[u8]) -> LibraryProbe {
     let tried: Vec<String> = names.iter().map(|s| s.to_string()).collect();
     for name in names {
-        let Some(lib) = open_for_process_lifetime(name.as_ref()) else {
+        let Some(lib) = open_library(name.as_ref()) else {
             continue;
         };
-        let version = read_i32(&lib, version_symbol).map(decode_version);
+        let version = read_version_symbol(&lib, version_symbol).map(decode_version);
         std::mem::forget(lib);
         return LibraryProbe {
             library: library.into(),
@@ -235,7 +219,7 @@ fn open_in(dir: &Path, source: &str) -> Result<TrtLibraries> {
             ));
         }
     }
-    let lib = open_for_process_lifetime(runtime.as_os_str()).with_context(|| {
+    let lib = open_library(runtime.as_os_str()).with_context(|| {
         format!(
             "{}: cannot be loaded (a damaged or foreign library?)",
             runtime.display()
@@ -261,7 +245,7 @@ pub fn locate_libraries(dir: Option<&Path>) -> Result<TrtLibraries> {
     if let Some(d) = std::env::var_os(DIR_ENV).filter(|d| !d.is_empty()) {
         return open_in(Path::new(&d), DIR_ENV);
     }
-    if let Some(lib) = open_for_process_lifetime(BOUND.runtime.as_ref()) {
+    if let Some(lib) = open_library(BOUND.runtime.as_ref()) {
         let version = library_version(&lib).unwrap_or_else(|| "unknown".into());
         std::mem::forget(lib);
         let stem = BOUND.runtime.split(".so").next().unwrap_or(BOUND.runtime);

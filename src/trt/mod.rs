@@ -15,8 +15,6 @@
 //! (`engine_runtime_cache`: for one opened engine), `runtime_log` holds the runtime's logger and
 //! what TensorRT said, and `backend` is the engine behind the one `Backend` trait.
 
-#![allow(unsafe_code)]
-
 pub mod backend;
 pub mod build;
 mod build_landing;
@@ -28,6 +26,8 @@ pub mod engine_file;
 pub mod engine_io;
 #[cfg(not(feature = "tensorrt"))]
 mod engine_runtime_cache;
+#[allow(unsafe_code)]
+mod ffi;
 pub mod flavour;
 pub mod inspect;
 pub mod loader;
@@ -37,3 +37,5 @@ pub mod profile;
 pub mod runtime_cache;
 mod runtime_log;
 pub mod support;
+#[allow(unsafe_code)]
+mod sys;

@@ -6,6 +6,7 @@
 //! The same bytes go to TensorRT's parser when the build does not change the model (an FP32
 //! build at the model's own shapes): they are never copied.
 
+use super::sys::map_read_only;
 use crate::onnx::model::{read_model_file, sha256_hex};
 use anyhow::{Context, Result};
 use memmap2::Mmap;
@@ -63,12 +64,7 @@ impl ModelFile {
             // Missing, a folder, empty or odd: the plain read gives each its own message.
             _ => return Ok(Self::of(FileBytes::Read(read_model_file(path)?))),
         };
-        // SAFETY: the map is read-only and private to this process, and lives as long as the
-        // bytes are used (the `Arc` below). Another process truncating or rewriting the file
-        // while the build runs would change or fault the mapped pages; trtkit never writes the
-        // model it is building from, and the SHA-256 taken from these same bytes is what the
-        // engine's key records.
-        let map = unsafe { Mmap::map(&file) }.with_context(|| format!("{shown}: cannot read"))?;
+        let map = map_read_only(&file).with_context(|| format!("{shown}: cannot read"))?;
         Ok(Self::of(FileBytes::Mapped(map)))
     }
 
