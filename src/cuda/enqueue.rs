@@ -2,7 +2,8 @@
 //!
 //! The harness owns everything that is timed: streams, events, device and pinned buffers.
 //! A backend only *queues one inference* on a stream the harness hands it, reading its inputs
-//! from and writing its outputs to device addresses the harness bound. This is exactly the
+//! from and writing its outputs to device buffers the harness bound (a binding holds its
+//! buffer, never a bare address, so a backend checks sizes it can trust). This is exactly the
 //! shape of TensorRT's `IExecutionContext`: `setInputShape` + `setTensorAddress` per tensor,
 //! then `enqueueV3(stream)`; one execution context per concurrent stream (a *slot* here).
 

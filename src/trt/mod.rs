@@ -13,7 +13,9 @@
 //! TensorRT sees it, `engine_io` maps its tensors to trtkit's I/O specs and checks batches
 //! against its profile, `runtime_cache` keeps TensorRT-RTX's compiled kernels beside it
 //! (`engine_runtime_cache`: for one opened engine), `runtime_log` holds the runtime's logger and
-//! what TensorRT said, and `backend` is the engine behind the one `Backend` trait.
+//! what TensorRT said, and `backend` is the engine behind the one `Backend` trait. The calls the
+//! compiler cannot check (loading libraries, mapping files, binding device buffers and queueing
+//! an engine) sit behind safe functions in two small modules, the only ones allowed `unsafe`.
 
 pub mod backend;
 pub mod build;
