@@ -18,6 +18,7 @@ pub mod monitor;
 pub mod plan;
 pub mod prepare;
 pub mod record;
+pub mod settings;
 pub mod slurm;
 pub mod slurm_follow;
 pub mod supervise;
