@@ -1,4 +1,5 @@
-//! Opening a backend by name: what the `--backend`/`--device`/`--threads` flags turn into.
+//! Opening a backend by name: what the `--backend`/`--device`/`--threads` flags turn into, and
+//! [`Runtime`], the one name of what runs a model that bench targets and table rows share.
 
 use super::fp16_emulated;
 pub use super::fp16_emulated::Fp16Compute;
