@@ -128,15 +128,14 @@ macro_rules! bench_settings {
             }
         }
 
-        /// The flags of the plan-file keys that have their own (a flag not given leaves the
-        /// plan file's value).
+        /// The values of the flags of [`SettingFlags`], as clap parses them.
         #[derive(Clone, Debug, Default, clap::Args)]
-        pub struct SettingFlags {
+        pub struct FlagValues {
             $( $(#[doc = $rdoc])* #[arg($($rarg)*)] pub $rfield: Option<$rty>, )*
             $( $(#[doc = $cdoc])* #[arg($($carg)*)] pub $cfield: Option<$cty>, )*
         }
 
-        impl SettingFlags {
+        impl FlagValues {
             /// The plan-file keys these flags set (the grouped ones are the caller's to add).
             pub fn plan_file(&self) -> PlanFile {
                 PlanFile {
@@ -147,7 +146,6 @@ macro_rules! bench_settings {
             }
 
             /// Each flag that has a default, with the default as its help says it.
-            #[cfg(test)]
             fn defaults() -> Vec<(&'static str, String)> {
                 vec![$($( (stringify!($cfield), {
                     let d: $cty = $default;
@@ -260,29 +258,29 @@ bench_settings! {
         /// Samples compared per cell (default: the batch size, at least 8).
         #[arg(long, value_name = "N")]
         compare_samples: usize => compare_samples: Option<usize>, key Always;
-        /// INT8 calibration data: images, .npy/.npz, or synthetic:SEED (default synthetic:0).
+        /// INT8 calibration data: images, .npy/.npz, or synthetic:SEED.
         #[arg(long, value_name = "DIR")]
         calib_data: String => calib_data: String,
             default DEFAULT_CALIB_DATA.to_string(), key Always;
         /// Calibration samples (default: all; 512 for synthetic data).
         #[arg(long, value_name = "N")]
         calib_samples: usize => calib_samples: Option<usize>, key Always;
-        /// Warm-up iterations per cell (default 3).
+        /// Warm-up iterations per cell.
         #[arg(long, value_name = "N")]
         warmup: u64 => warmup: u64, default 3, key Always;
         /// Measured iterations per cell (instead of --duration).
         #[arg(long, value_name = "N")]
         iterations: u64 => iterations: Option<u64>, key Always;
-        /// Seconds measured per cell (default 2; at least one iteration runs).
+        /// Seconds measured per cell; at least one iteration runs.
         #[arg(long, value_name = "SECONDS")]
         duration: f64 => duration_s: f64, default 2.0, check non_negative, key Always;
         /// CPU threads of CPU targets (default: every core).
         #[arg(long, value_name = "N")]
         threads: usize => threads: Option<usize>, key Always;
-        /// NVML sampling rate on GPU targets, Hz (0 turns it off; default 20).
+        /// NVML sampling rate on GPU targets, Hz; 0 turns it off.
         #[arg(long, value_name = "HZ")]
         nvml_hz: f64 => nvml_hz: f64, default 20.0, check non_negative, key Never;
-        /// The GPU (default 0).
+        /// The GPU.
         #[arg(long, value_name = "ID")]
         device_id: usize => device_id: usize, default 0, key Never;
         /// Folder holding the TensorRT libraries.
@@ -303,6 +301,53 @@ bench_settings! {
         dim_max: BTreeMap<String, i64>, key WhenSet;
         /// How images become model input (dataset and image calibration data).
         preprocess: PreprocessRequest, key Always;
+    }
+}
+
+/// The flags of the plan-file keys that have their own (a flag not given leaves the plan
+/// file's value); the help of each flag with a default says the table's default.
+#[derive(Clone, Debug, Default)]
+pub struct SettingFlags(pub FlagValues);
+
+impl SettingFlags {
+    /// The plan-file keys these flags set (the grouped ones are the caller's to add).
+    pub fn plan_file(&self) -> PlanFile {
+        self.0.plan_file()
+    }
+}
+
+/// `command` with each defaulted flag's help ending in its default.
+fn with_defaults(mut command: clap::Command) -> clap::Command {
+    for (name, default) in FlagValues::defaults() {
+        command = command.mut_arg(name, |arg| {
+            let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
+            arg.help(format!("{help} (default {default})"))
+        });
+    }
+    command
+}
+
+impl clap::FromArgMatches for SettingFlags {
+    fn from_arg_matches(matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        FlagValues::from_arg_matches(matches).map(SettingFlags)
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &clap::ArgMatches) -> Result<(), clap::Error> {
+        self.0.update_from_arg_matches(matches)
+    }
+}
+
+impl clap::Args for SettingFlags {
+    fn group_id() -> Option<clap::Id> {
+        FlagValues::group_id()
+    }
+
+    fn augment_args(command: clap::Command) -> clap::Command {
+        with_defaults(FlagValues::augment_args(command))
+    }
+
+    fn augment_args_for_update(command: clap::Command) -> clap::Command {
+        with_defaults(FlagValues::augment_args_for_update(command))
     }
 }
 
@@ -492,7 +537,7 @@ mod tests {
     fn every_flag_says_its_default() {
         use clap::Args;
         let command = SettingFlags::augment_args(clap::Command::new("bench"));
-        let defaults = SettingFlags::defaults();
+        let defaults = FlagValues::defaults();
         assert_eq!(defaults.len(), 5, "{defaults:?}");
         for (name, default) in defaults {
             let arg = command
@@ -501,10 +546,26 @@ mod tests {
                 .unwrap_or_else(|| panic!("no flag {name}"));
             let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
             assert!(
-                help.contains(&format!("default {default}")),
+                help.ends_with(&format!(" (default {default})")),
                 "{name}: {help}"
             );
         }
+        let help = |name: &str| {
+            let arg = command.get_arguments().find(|a| a.get_id() == name);
+            arg.and_then(|a| a.get_help()).map(|h| h.to_string())
+        };
+        assert_eq!(
+            help("warmup").unwrap(),
+            "Warm-up iterations per cell (default 3)"
+        );
+        assert_eq!(
+            help("duration").unwrap(),
+            "Seconds measured per cell; at least one iteration runs (default 2)"
+        );
+        assert_eq!(
+            help("calib_data").unwrap(),
+            "INT8 calibration data: images, .npy/.npz, or synthetic:SEED (default synthetic:0)"
+        );
     }
 
     /// Every flag sets the plan-file key of its name, and its value reaches the plan.
@@ -524,14 +585,7 @@ mod tests {
             keys.len() - 3,
             "all but the grouped keys have a flag"
         );
-        let parsed = clap::Command::new("bench")
-            .no_binary_name(true)
-            .args(
-                SettingFlags::augment_args(clap::Command::new("x"))
-                    .get_arguments()
-                    .cloned()
-                    .collect::<Vec<_>>(),
-            )
+        let parsed = SettingFlags::augment_args(clap::Command::new("bench").no_binary_name(true))
             .try_get_matches_from(["--warmup", "7", "--compare", "--targets", "ort-cpu,trt"])
             .unwrap();
         let flags = <SettingFlags as clap::FromArgMatches>::from_arg_matches(&parsed).unwrap();
