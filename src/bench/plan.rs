@@ -154,6 +154,7 @@ fn dedup<T: PartialEq + Clone>(v: Vec<T>) -> Vec<T> {
 impl Plan {
     /// Checks a layered plan file and fills the defaults.
     pub fn from_file(p: PlanFile) -> Result<Plan> {
+        let p = PlanFile::run_defaults().overridden_by(p);
         check_dataset(&p)?;
         check_placement(&p)?;
         let models = dedup(nonempty(
@@ -185,7 +186,7 @@ impl Plan {
             "targets",
             "--targets tract-cpu,ort-cpu",
         )?);
-        let cell_timeout_s = non_negative(p.cell_timeout.unwrap_or(600.0), "cell-timeout")?;
+        let cell_timeout_s = non_negative(p.cell_timeout.unwrap_or_default(), "cell-timeout")?;
         if cell_timeout_s == 0.0 {
             bail!("cell-timeout must be more than 0 s: every cell would be killed at its start");
         }
@@ -245,10 +246,7 @@ impl Plan {
             settings: CellSettings::from_plan(
                 &p,
                 Derived {
-                    compare_on: p
-                        .compare
-                        .unwrap_or(false)
-                        .then(|| p.reference.unwrap_or(Target::TractCpu)),
+                    compare_on: p.compare.unwrap_or(false).then_some(p.reference).flatten(),
                     batch_range,
                     input_shapes,
                     dim_max,
@@ -257,7 +255,7 @@ impl Plan {
             )?,
             cell_timeout_s,
             devices: p.devices.clone(),
-            cpu_cells: p.cpu_cells.unwrap_or(1),
+            cpu_cells: p.cpu_cells.unwrap_or_default(),
         })
     }
 
