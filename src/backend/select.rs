@@ -1,4 +1,5 @@
-//! Opening a backend by name: what the `--backend`/`--device`/`--threads` flags turn into.
+//! Opening a backend by name: what the `--backend`/`--device`/`--threads` flags turn into, and
+//! [`Runtime`], the one name of what runs a model that bench targets and table rows share.
 
 use super::fp16_emulated;
 pub use super::fp16_emulated::Fp16Compute;
@@ -22,6 +23,106 @@ pub enum BackendKind {
     Tract,
     /// ONNX Runtime, loaded at run time (CPU, or its CUDA provider with `--device cuda`).
     Ort,
+}
+
+/// What runs a model, named once for every place that names one: TensorRT (an engine), or a
+/// reference backend on a device. Bench targets and flags (`--targets`, `--reference`), the
+/// journal, the report's tables and CSV, and the rows of the precision tables all name it by
+/// [`Runtime::name`]; `--backend` × `--device` map to it through [`BackendOptions::runtime`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Runtime {
+    /// A TensorRT engine built by `build` from the (rewritten) model.
+    Trt,
+    /// tract on the CPU.
+    TractCpu,
+    /// tract's CUDA runtime.
+    TractCuda,
+    /// ONNX Runtime on the CPU.
+    OrtCpu,
+    /// ONNX Runtime's CUDA provider, timed by trtkit's harness on its own streams.
+    OrtCuda,
+}
+
+impl Runtime {
+    /// Every runtime, in the order tables list them.
+    pub const ALL: [Runtime; 5] = [
+        Runtime::Trt,
+        Runtime::OrtCuda,
+        Runtime::TractCuda,
+        Runtime::TractCpu,
+        Runtime::OrtCpu,
+    ];
+
+    /// The name used on the command line, in plans, journals, reports and tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            Runtime::Trt => "trt",
+            Runtime::TractCpu => "tract-cpu",
+            Runtime::TractCuda => "tract-cuda",
+            Runtime::OrtCpu => "ort-cpu",
+            Runtime::OrtCuda => "ort-cuda",
+        }
+    }
+
+    /// The reference backend of `kind` on `device`.
+    pub fn of(kind: BackendKind, device: Device) -> Runtime {
+        match (kind, device) {
+            (BackendKind::Tract, Device::Cpu) => Runtime::TractCpu,
+            (BackendKind::Tract, Device::Cuda) => Runtime::TractCuda,
+            (BackendKind::Ort, Device::Cpu) => Runtime::OrtCpu,
+            (BackendKind::Ort, Device::Cuda) => Runtime::OrtCuda,
+        }
+    }
+
+    /// The reference backend and device that run an ONNX model for this runtime (`None` for
+    /// TensorRT, which runs an engine).
+    pub fn kind_and_device(self) -> Option<(BackendKind, Device)> {
+        match self {
+            Runtime::Trt => None,
+            Runtime::TractCpu => Some((BackendKind::Tract, Device::Cpu)),
+            Runtime::TractCuda => Some((BackendKind::Tract, Device::Cuda)),
+            Runtime::OrtCpu => Some((BackendKind::Ort, Device::Cpu)),
+            Runtime::OrtCuda => Some((BackendKind::Ort, Device::Cuda)),
+        }
+    }
+
+    /// The options that open an ONNX model on this runtime, the rest default (`None` for
+    /// TensorRT).
+    pub fn backend(self) -> Option<BackendOptions> {
+        self.kind_and_device().map(|(kind, device)| BackendOptions {
+            kind,
+            device,
+            ..Default::default()
+        })
+    }
+
+    /// Whether the runtime runs on the GPU.
+    pub fn on_gpu(self) -> bool {
+        matches!(self, Runtime::Trt | Runtime::TractCuda | Runtime::OrtCuda)
+    }
+}
+
+impl std::fmt::Display for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A runtime name that is not one of [`Runtime::ALL`].
+#[derive(Debug, thiserror::Error)]
+#[error("unknown target {0:?}: expected one of trt, ort-cuda, tract-cuda, tract-cpu, ort-cpu")]
+pub struct UnknownRuntime(pub String);
+
+impl std::str::FromStr for Runtime {
+    type Err = UnknownRuntime;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Runtime::ALL
+            .into_iter()
+            .find(|r| r.name() == s.trim())
+            .ok_or_else(|| UnknownRuntime(s.to_string()))
+    }
 }
 
 /// The backend that runs an ONNX model on `device` when none is named. On the CPU: ONNX Runtime
@@ -90,6 +191,26 @@ pub struct BackendOptions {
     /// How a backend that widens float16 (ONNX Runtime's CPU build, tract) computes a float16
     /// model: emulated FP16 (the default) or as the backend does it.
     pub fp16_compute: Fp16Compute,
+}
+
+impl BackendOptions {
+    /// The runtime these options open an ONNX model on.
+    pub fn runtime(&self) -> Runtime {
+        Runtime::of(self.kind, self.device)
+    }
+
+    /// These options moved to `runtime`'s backend and device (unchanged for TensorRT, which
+    /// runs an engine on the GPU these options name).
+    pub fn on(self, runtime: Runtime) -> BackendOptions {
+        match runtime.kind_and_device() {
+            Some((kind, device)) => BackendOptions {
+                kind,
+                device,
+                ..self
+            },
+            None => self,
+        }
+    }
 }
 
 /// Opens `model` on the backend `options` names.
@@ -199,6 +320,37 @@ mod tests {
     use super::*;
     use crate::onnx::rewrite::fp16::Fp16;
     use crate::onnx::rewrite::pass::Pass;
+
+    #[test]
+    fn runtimes_are_named_once_and_map_to_backend_and_device() {
+        let names: Vec<&str> = Runtime::ALL.iter().map(|r| r.name()).collect();
+        assert_eq!(
+            names,
+            ["trt", "ort-cuda", "tract-cuda", "tract-cpu", "ort-cpu"]
+        );
+        for r in Runtime::ALL {
+            assert_eq!(r.name().parse::<Runtime>().unwrap(), r);
+            let json = serde_json::to_string(&r).unwrap();
+            assert_eq!(json, format!("\"{}\"", r.name()));
+            assert_eq!(r.to_string(), r.name());
+            match r.kind_and_device() {
+                Some((kind, device)) => {
+                    assert_eq!(Runtime::of(kind, device), r);
+                    let options = r.backend().unwrap();
+                    assert_eq!(options.runtime(), r);
+                    assert_eq!(r.on_gpu(), device == Device::Cuda, "{r}");
+                    let moved = BackendOptions::default().on(r);
+                    assert_eq!((moved.kind, moved.device), (kind, device));
+                }
+                None => {
+                    assert_eq!(r, Runtime::Trt);
+                    assert!(r.backend().is_none() && r.on_gpu());
+                }
+            }
+        }
+        let err = "tract-gpu".parse::<Runtime>().unwrap_err();
+        assert!(err.to_string().contains("tract-gpu"));
+    }
 
     #[test]
     fn float16_models_are_emulated_where_the_backend_would_widen_them() {

@@ -53,8 +53,9 @@ fn backend_of(spec: &CellSpec, target: Target) -> BackendOptions {
         threads: s.threads,
         device_id: Some(s.device_id),
         tensorrt_dir: s.tensorrt_dir.clone(),
-        ..target.backend().unwrap_or_default()
+        ..Default::default()
     }
+    .on(target)
 }
 
 /// Peak resident memory of this process, MiB (Linux; `None` elsewhere).

@@ -2,14 +2,12 @@
 //! own process, resumable; `--print-cells` lists the missing cells as commands for a
 //! scheduler, `--cell` runs one. `bench-cell` (hidden) is what each child process runs.
 
-use crate::bench::devices::DeviceRequest;
 use crate::bench::matrix::{bench, Matrix};
-use crate::bench::plan::{CellSpec, Plan, PlanFile};
+use crate::bench::plan::{CellSpec, Plan, PlanFile, SettingFlags};
 use crate::bench::record::CellRecord;
 use crate::bench::slurm::shell_word;
 use crate::bench::slurm_follow::{bench_slurm, SlurmOutcome, SlurmRequest};
 use crate::bench::supervise::run_in_child;
-use crate::bench::target::Target;
 use crate::cli::args::output::JsonArgs;
 use crate::cli::args::preprocess::PreprocessArgs;
 use crate::cli::args::shapes::ShapeArgs;
@@ -19,7 +17,6 @@ use crate::cli::usage;
 use crate::data::preprocess::PreprocessRequest;
 use crate::report::bench_run::{cell_line, render};
 use crate::report::progress::Bar;
-use crate::tensor::Precision;
 use anyhow::Result;
 use clap::Args;
 use std::path::PathBuf;
@@ -29,87 +26,13 @@ use std::path::PathBuf;
 pub struct BenchArgs {
     /// A TOML plan with the same fields as the flags (models, precisions, batch_sizes, …).
     pub plan: Option<PathBuf>,
-    /// ONNX models (FP32).
-    #[arg(long, num_args = 1.., value_name = "ONNX")]
-    pub models: Option<Vec<PathBuf>>,
-    /// Precisions, comma-separated: fp32, fp16, int8.
-    #[arg(long, value_delimiter = ',')]
-    pub precisions: Option<Vec<Precision>>,
-    /// Batch sizes, comma-separated.
-    #[arg(long, value_delimiter = ',')]
-    pub batch_sizes: Option<Vec<usize>>,
+    /// The plan-file keys that have a flag of their own (`--models`, `--warmup`, …).
+    #[command(flatten)]
+    pub settings: SettingFlags,
     /// Input shapes and named axes: `--dim seq=64,128,256,512` makes the axis a matrix axis
     /// (one table column per size) for every model whose inputs carry it.
     #[command(flatten)]
     pub shapes: ShapeArgs,
-    /// Targets, comma-separated: trt, ort-cuda, tract-cuda, tract-cpu, ort-cpu.
-    #[arg(long, value_delimiter = ',')]
-    pub targets: Option<Vec<Target>>,
-    /// ImageNet-style folder: top-1/top-5 per cell.
-    #[arg(long, value_name = "DIR")]
-    pub dataset: Option<PathBuf>,
-    /// Segmentation: PNG masks of the dataset's images (accuracy becomes mIoU).
-    #[arg(long, value_name = "DIR", conflicts_with = "coco")]
-    pub masks: Option<PathBuf>,
-    /// Detection: COCO annotations of the dataset's images (accuracy becomes mAP).
-    #[arg(long, value_name = "FILE")]
-    pub coco: Option<PathBuf>,
-    /// Images of the dataset per cell.
-    #[arg(long, value_name = "N")]
-    pub limit: Option<usize>,
-    /// Compare each cell's outputs with the FP32 model (equality %, top-1 agreement).
-    #[arg(long)]
-    pub compare: bool,
-    /// Where the FP32 reference of --compare runs (default tract-cpu).
-    #[arg(long, value_name = "TARGET")]
-    pub reference: Option<Target>,
-    /// Samples compared per cell (default: the batch size, at least 8).
-    #[arg(long, value_name = "N")]
-    pub compare_samples: Option<usize>,
-    /// INT8 calibration data: images, .npy/.npz, or synthetic:SEED (default synthetic:0).
-    #[arg(long, value_name = "DIR")]
-    pub calib_data: Option<String>,
-    /// Calibration samples (default: all; 512 for synthetic data).
-    #[arg(long, value_name = "N")]
-    pub calib_samples: Option<usize>,
-    /// Warm-up iterations per cell (default 3).
-    #[arg(long, value_name = "N")]
-    pub warmup: Option<u64>,
-    /// Measured iterations per cell (instead of --duration).
-    #[arg(long, value_name = "N")]
-    pub iterations: Option<u64>,
-    /// Seconds measured per cell (default 2; at least one iteration runs).
-    #[arg(long, value_name = "SECONDS")]
-    pub duration: Option<f64>,
-    /// Time limit of one cell in seconds, preparation included (default 600).
-    #[arg(long, value_name = "SECONDS")]
-    pub cell_timeout: Option<f64>,
-    /// NVML sampling rate on GPU targets, Hz (0 turns it off; default 20).
-    #[arg(long, value_name = "HZ")]
-    pub nvml_hz: Option<f64>,
-    /// CPU threads of CPU targets (default: every core).
-    #[arg(long, value_name = "N")]
-    pub threads: Option<usize>,
-    /// The GPU (default 0).
-    #[arg(long, value_name = "ID")]
-    pub device_id: Option<usize>,
-    /// Spread the GPU cells over these GPUs, one cell per GPU at a time (indices as nvidia-smi
-    /// lists them, comma-separated, or `all`).
-    #[arg(long, value_name = "0,1,…|all", conflicts_with = "device_id")]
-    pub devices: Option<DeviceRequest>,
-    /// With --devices: CPU-target cells run at most this many at once beside the GPU cells
-    /// (default 1, so they do not starve the GPU cells' feeding threads).
-    #[arg(long, value_name = "N")]
-    pub cpu_cells: Option<usize>,
-    /// Folder holding the TensorRT libraries.
-    #[arg(long, value_name = "DIR")]
-    pub tensorrt_dir: Option<PathBuf>,
-    /// Name of the run (default: the plan file's name, else `bench`).
-    #[arg(long)]
-    pub name: Option<String>,
-    /// Folder of results folders (default `results`).
-    #[arg(long, value_name = "DIR")]
-    pub results: Option<PathBuf>,
     /// Run again the cells the journal records as failed.
     #[arg(long)]
     pub retry_failed: bool,
@@ -142,31 +65,7 @@ impl BenchArgs {
                 .then(|| self.shapes.input_shape.clone()),
             dims: (!sweep.is_empty()).then(|| sweep.into_iter().collect()),
             preprocess: (preprocess != PreprocessRequest::default()).then_some(preprocess),
-            name: self.name.clone(),
-            results: self.results.clone(),
-            models: self.models.clone(),
-            precisions: self.precisions.clone(),
-            batch_sizes: self.batch_sizes.clone(),
-            targets: self.targets.clone(),
-            dataset: self.dataset.clone(),
-            masks: self.masks.clone(),
-            coco: self.coco.clone(),
-            limit: self.limit,
-            compare: self.compare.then_some(true),
-            reference: self.reference,
-            compare_samples: self.compare_samples,
-            calib_data: self.calib_data.clone(),
-            calib_samples: self.calib_samples,
-            warmup: self.warmup,
-            iterations: self.iterations,
-            duration: self.duration,
-            cell_timeout: self.cell_timeout,
-            nvml_hz: self.nvml_hz,
-            threads: self.threads,
-            device_id: self.device_id,
-            devices: self.devices.clone(),
-            cpu_cells: self.cpu_cells,
-            tensorrt_dir: self.tensorrt_dir.clone(),
+            ..self.settings.plan_file()
         })
     }
 }
@@ -279,6 +178,7 @@ pub fn run_one(args: CellArgs) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::target::Target;
 
     #[test]
     fn words_are_quoted_only_when_a_shell_needs_it() {

@@ -6,7 +6,7 @@
 //! the `validate` job; which engines belong to the model is `trt::built_engines`' answer.
 
 use crate::backend::ort_cuda::ort_cuda_usable;
-use crate::backend::select::{BackendKind, BackendOptions};
+use crate::backend::select::{BackendOptions, Runtime};
 use crate::backend::Device;
 use crate::jobs::validate::{validate, ValidateConfig, ValidateReport};
 use crate::metrics::latency::BatchLatency;
@@ -30,6 +30,29 @@ pub enum RowKind {
     /// The rewritten ONNX graph an engine's build kept, on ONNX Runtime where it is installed,
     /// else on the reference backend.
     Graph,
+}
+
+impl RowKind {
+    /// The runtime a row of this kind runs on where the table's ONNX rows run on `base`: an
+    /// engine on TensorRT, a kept graph where [`row_backend`] sends it.
+    pub fn runtime(&self, base: &BackendOptions) -> Runtime {
+        match self {
+            RowKind::Engine => Runtime::Trt,
+            RowKind::Onnx => base.runtime(),
+            RowKind::Graph => graph_runtime(base).unwrap_or_else(|| base.runtime()),
+        }
+    }
+}
+
+/// Where ONNX Runtime takes a kept graph from `base`: its CUDA provider where that can run on
+/// this machine's GPU, else its CPU build on a CPU run where it is installed (`None`: the graph
+/// stays on `base`).
+fn graph_runtime(base: &BackendOptions) -> Option<Runtime> {
+    if ort_cuda_usable(base.device_id.unwrap_or(0)) {
+        return Some(Runtime::OrtCuda);
+    }
+    (base.device == Device::Cpu && crate::backend::ort::available().is_ok())
+        .then_some(Runtime::OrtCpu)
 }
 
 /// One model file to run, and how it is labelled.
@@ -124,23 +147,12 @@ pub(super) fn candidates(model: &Path, artifacts: &Artifacts, with_onnx: bool) -
 /// computing in float16, is a hundred times slower. Everything else, and a graph where ONNX
 /// Runtime is not installed, runs on `base`.
 pub(super) fn row_backend(kind: &RowKind, base: &BackendOptions) -> BackendOptions {
-    if *kind != RowKind::Graph {
-        return base.clone();
-    }
-    if ort_cuda_usable(base.device_id.unwrap_or(0)) {
-        return BackendOptions {
-            kind: BackendKind::Ort,
-            device: Device::Cuda,
+    if let (RowKind::Graph, Some(runtime)) = (kind, graph_runtime(base)) {
+        let chosen = BackendOptions {
             kind_is_default: true,
             ..base.clone()
         };
-    }
-    if base.device == Device::Cpu && crate::backend::ort::available().is_ok() {
-        return BackendOptions {
-            kind: BackendKind::Ort,
-            kind_is_default: true,
-            ..base.clone()
-        };
+        return chosen.on(runtime);
     }
     base.clone()
 }
@@ -380,5 +392,17 @@ mod tests {
         );
         let odd = "a".repeat(100);
         assert_eq!(short_reason(&odd).len(), 60);
+    }
+
+    #[test]
+    fn rows_run_on_one_of_the_runtimes() {
+        let base = Runtime::TractCpu.backend().unwrap();
+        assert_eq!(RowKind::Engine.runtime(&base), Runtime::Trt);
+        assert_eq!(RowKind::Onnx.runtime(&base), Runtime::TractCpu);
+        let graph = RowKind::Graph.runtime(&base);
+        let options = row_backend(&RowKind::Graph, &base);
+        assert_eq!(options.runtime(), graph);
+        assert_eq!(options.kind_is_default, graph != Runtime::TractCpu);
+        assert!(!row_backend(&RowKind::Onnx, &base).kind_is_default);
     }
 }
