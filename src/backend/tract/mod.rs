@@ -9,6 +9,7 @@
 
 use super::{Backend, Device, OutputVisitor, RunOutput};
 use crate::data::batch_axis::{concat, slice_padded, truncate};
+use crate::error_kind::{ErrorKind, TypedError};
 use crate::onnx::rewrite::pass::Pass;
 use crate::onnx::shape::{model_inputs, Batch, FixBatch, InputShapes, ShapeRequest};
 use crate::onnx::OnnxModel;
@@ -54,7 +55,10 @@ pub(super) fn parse(model: &OnnxModel) -> Result<tract_onnx::model::ParseResult>
         .with_ignore_value_info(true)
         .parse(&model.proto, Some(&dir))
         .map_err(|e| anyhow::anyhow!("{e:#}"))
-        .with_context(|| format!("{}: tract cannot load the model", model.path.display()))
+        .with_context(|| {
+            let message = format!("{}: tract cannot load the model", model.path.display());
+            TypedError::new(ErrorKind::BackendRefusedModel, message)
+        })
 }
 
 /// A model prepared for tract on the CPU or on CUDA.
@@ -117,7 +121,10 @@ impl TractBackend {
             Some(_) => parsed.model.into_typed().and_then(|m| m.into_decluttered()),
         }
         .map_err(|e| anyhow::anyhow!("{e:#}"))
-        .with_context(|| format!("{shown}: tract cannot analyse the model"))?;
+        .with_context(|| {
+            let message = format!("{shown}: tract cannot analyse the model");
+            TypedError::new(ErrorKind::BackendRefusedModel, message)
+        })?;
         let (inputs, outputs) = io_specs(&typed)?;
         let (plan, cpu_plan) = prepare(typed, cuda, &threads, options, &shown)?;
         tracing::info!(
