@@ -290,6 +290,7 @@ fn failure_of_exit(status: ExitStatus, stderr: &str, kind: Option<FailureKind>) 
     let signal = signal_of(status);
     let (kind, reason) = match (signal, error_line) {
         (Some(s), _) => {
+            // reads words, not a kind: the Rust runtime's abort message, all such a child leaves.
             let alloc = stderr.contains("memory allocation of");
             let kind = if alloc {
                 FailureKind::Oom

@@ -161,7 +161,7 @@ pub fn deserialize_refusal(path: &Path, gpu: &GpuInfo, version: &str, said: &str
 /// [`deserialize_refusal`] as an error, of kind [`ErrorKind::GpuCannotRunEngine`] when it is
 /// the GPU refusal.
 pub fn deserialize_error(path: &Path, gpu: &GpuInfo, version: &str, said: &str) -> anyhow::Error {
-    // TensorRT's own words, the only account of why it refused.
+    // reads words, not a kind: TensorRT's, its only account of why it refused.
     let about_gpu = said.is_empty() || said.to_ascii_lowercase().contains("compute capabilit");
     match gpu_refusal(path, gpu, Some(said)) {
         Some(refusal) if about_gpu => TypedError::new(ErrorKind::GpuCannotRunEngine, refusal).into(),

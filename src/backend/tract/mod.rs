@@ -2,10 +2,8 @@
 //! compared against. Always available on the CPU, where it uses the cores two ways: a fixed
 //! batch is split into chunks run side by side, and each chunk's matrix products run on
 //! tract-linalg's multithreaded executor. `Device::Cuda` runs tract's CUDA runtime instead.
-//!
-//! This file is the adapter (options, loading, the [`Backend`] side); `threads` plans the CPU
-//! threads, `convert` moves tensors between trtkit and tract, and `visit` hands outputs to a
-//! visitor as their nodes run.
+//! Outputs can be handed to a visitor as their nodes run, so a caller that reads many tensors need
+//! not hold them all.
 
 use super::{Backend, Device, OutputVisitor, RunOutput};
 use crate::data::batch_axis::{concat, slice_padded, truncate};
