@@ -422,6 +422,7 @@ mod tests {
         }
     }
 
+    #[cfg(unix)]
     #[test]
     fn the_childs_kind_decides_over_its_words() {
         use std::os::unix::process::ExitStatusExt;
