@@ -6,7 +6,7 @@
 //! `unsafe`), `jobs` (run, validate, compare, inspect: the jobs that open a model from a path),
 //! `metrics` (pure arithmetic), `bench`, `report` (rendering reports and progress), and `cli`
 //! (flags and configs). Leaves beside them: `progress`, `atomic_file`, `setting`, `units`,
-//! `host_memory`, `this_host`.
+//! `host_memory`, `this_host`, `error_kind` (errors that carry the condition code acts on).
 //! `tests/module_layers.rs` keeps the imports between modules, and between the files of each
 //! module, free of cycles.
 
@@ -19,6 +19,7 @@ pub mod calibration;
 pub mod cli;
 pub mod cuda;
 pub mod data;
+pub mod error_kind;
 pub mod host_memory;
 pub mod jobs;
 pub mod metrics;

@@ -6,6 +6,7 @@
 use super::ort_ir::lower_for_ort;
 use super::ort_libs::{locate_library, OrtLibrary, HOW_TO_GET};
 use super::{Backend, OutputVisitor, RunOutput};
+use crate::error_kind::{ErrorKind, TypedError};
 use crate::onnx::rewrite::pass::Pass;
 use crate::onnx::shape::{Batch, FixBatch, InputShapes, ShapeRequest};
 use crate::onnx::OnnxModel;
@@ -207,7 +208,10 @@ impl OrtBackend {
         let session = session_builder(options)?
             .commit_from_memory(&model.to_bytes())
             .map_err(|e| anyhow!("{e}"))
-            .with_context(|| format!("{shown}: ONNX Runtime cannot load the model"))?;
+            .with_context(|| {
+                let message = format!("{shown}: ONNX Runtime cannot load the model");
+                TypedError::new(ErrorKind::BackendRefusedModel, message)
+            })?;
         let (inputs, outputs) = session_io(&session, &shown)?;
         Ok(OrtBackend {
             session,

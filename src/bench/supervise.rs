@@ -8,6 +8,7 @@ use super::cell::run_cell;
 use super::plan::CellSpec;
 use super::record::{now_unix_s, CellFailure, CellMetrics, CellRecord, FailureKind, Status};
 use crate::atomic_file::write_atomic;
+use crate::error_kind::{kind_of, ErrorKind};
 use anyhow::{Context, Result};
 use std::fs::File;
 use std::io::{Read, Write};
@@ -53,6 +54,7 @@ pub fn run_child(supervisor: &Supervisor, spec: &CellSpec) -> Result<CellRecord>
     let result_file = work.join(format!("{}.result.json", spec.id));
     let log_file = logs.join(format!("{}.log", spec.id));
     let _ = std::fs::remove_file(&result_file);
+    let _ = std::fs::remove_file(kind_file(&result_file));
     write_atomic(&spec_file, &serde_json::to_vec_pretty(spec)?)?;
     let log = std::fs::File::create(&log_file)
         .with_context(|| format!("{}: cannot create the cell's log", log_file.display()))?;
@@ -76,7 +78,7 @@ pub fn run_child(supervisor: &Supervisor, spec: &CellSpec) -> Result<CellRecord>
     let stderr = stderr.join().unwrap_or_default();
     let outcome = match end {
         End::Exited(status) if status.success() => read_result(&result_file),
-        End::Exited(status) => Err(failure_of_exit(status, &stderr)),
+        End::Exited(status) => Err(failure_of_exit(status, &stderr, read_kind(&result_file))),
         End::TimedOut => Err(CellFailure {
             kind: FailureKind::Timeout,
             reason: format!("ran past the cell time limit of {timeout_s} s and was killed"),
@@ -88,6 +90,7 @@ pub fn run_child(supervisor: &Supervisor, spec: &CellSpec) -> Result<CellRecord>
     };
     let _ = std::fs::remove_file(&spec_file);
     let _ = std::fs::remove_file(&result_file);
+    let _ = std::fs::remove_file(kind_file(&result_file));
     let relative_log = log_file
         .strip_prefix(&spec.folder)
         .unwrap_or(&log_file)
@@ -197,8 +200,33 @@ pub fn run_in_child(spec: &Path, result: &Path) -> Result<()> {
         .with_context(|| format!("{}: cannot read the cell", spec.display()))?;
     let cell: CellSpec = serde_json::from_str(&text)
         .with_context(|| format!("{}: not a cell of trtkit bench", spec.display()))?;
-    let metrics = run_cell(&cell)?;
+    let metrics = run_cell(&cell).inspect_err(|e| {
+        if let Some(kind) = kind_of(e) {
+            let _ = write_atomic(
+                &kind_file(result),
+                &serde_json::to_vec(&kind).unwrap_or_default(),
+            );
+        }
+    })?;
     write_atomic(result, &serde_json::to_vec(&metrics)?)
+}
+
+/// Where a failed cell's child leaves its error's kind, beside the result it did not write.
+fn kind_file(result: &Path) -> PathBuf {
+    result.with_extension("kind.json")
+}
+
+/// The kind of failure the child's typed error stands for, when it left one.
+fn read_kind(result: &Path) -> Option<FailureKind> {
+    let text = std::fs::read(kind_file(result)).ok()?;
+    let kind: ErrorKind = serde_json::from_slice(&text).ok()?;
+    Some(match kind {
+        ErrorKind::OutOfMemory => FailureKind::Oom,
+        ErrorKind::GpuCannotRunEngine => FailureKind::UnsupportedGpu,
+        ErrorKind::NoGpu | ErrorKind::TensorRtMissing => FailureKind::Missing,
+        ErrorKind::BatchOutsideProfile => FailureKind::Batch,
+        ErrorKind::BackendRefusedModel => FailureKind::Parser,
+    })
 }
 
 fn read_result(path: &PathBuf) -> Result<CellMetrics, CellFailure> {
@@ -250,8 +278,9 @@ fn signal_name(signal: i32) -> &'static str {
     }
 }
 
-/// The failure a child that exited unsuccessfully stands for.
-fn failure_of_exit(status: ExitStatus, stderr: &str) -> CellFailure {
+/// The failure a child that exited unsuccessfully stands for: of the kind its typed error had
+/// (`kind`), else of the kind its error line reads as.
+fn failure_of_exit(status: ExitStatus, stderr: &str, kind: Option<FailureKind>) -> CellFailure {
     let error_line = stderr
         .lines()
         .rev()
@@ -261,6 +290,7 @@ fn failure_of_exit(status: ExitStatus, stderr: &str) -> CellFailure {
     let signal = signal_of(status);
     let (kind, reason) = match (signal, error_line) {
         (Some(s), _) => {
+            // reads words, not a kind: the Rust runtime's abort message, all such a child leaves.
             let alloc = stderr.contains("memory allocation of");
             let kind = if alloc {
                 FailureKind::Oom
@@ -278,7 +308,7 @@ fn failure_of_exit(status: ExitStatus, stderr: &str) -> CellFailure {
             }
             (kind, reason)
         }
-        (None, Some(line)) => (classify(&line), line),
+        (None, Some(line)) => (kind.unwrap_or_else(|| classify(&line)), line),
         (None, None) => (
             FailureKind::Error,
             format!(
@@ -306,7 +336,9 @@ fn panic_message(stderr: &str) -> Option<String> {
     Some(format!("panicked: {message}"))
 }
 
-/// The kind of failure an error line describes.
+/// The kind of failure an error line describes, for a child that left no kind of its own (its
+/// error came from another library's words, a panic, or a child that failed before it could
+/// write one).
 pub fn classify(line: &str) -> FailureKind {
     let m = line.to_ascii_lowercase();
     let any = |needles: &[&str]| needles.iter().any(|n| m.contains(n));
@@ -388,6 +420,27 @@ mod tests {
         for (line, kind) in cases {
             assert_eq!(classify(line), kind, "{line}");
         }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn the_childs_kind_decides_over_its_words() {
+        use std::os::unix::process::ExitStatusExt;
+        let dir = tempfile::tempdir().unwrap();
+        let result = dir.path().join("c.result.json");
+        assert_eq!(read_kind(&result), None);
+        std::fs::write(kind_file(&result), b"\"batch-outside-profile\"").unwrap();
+        let kind = read_kind(&result);
+        assert_eq!(kind, Some(FailureKind::Batch));
+        let exited_1 = ExitStatus::from_raw(1 << 8);
+        let stderr = "error: m.engine: input 'x' refused it\n";
+        let typed = failure_of_exit(exited_1, stderr, kind);
+        assert_eq!(typed.kind, FailureKind::Batch);
+        assert_eq!(typed.reason, "m.engine: input 'x' refused it");
+        assert_eq!(
+            failure_of_exit(exited_1, stderr, None).kind,
+            FailureKind::Error
+        );
     }
 
     #[test]

@@ -78,14 +78,18 @@ pub fn with_hint(err: anyhow::Error) -> anyhow::Error {
             ))
             .into();
         }
-        if let Some(Verdict::Below { threshold, .. } | Verdict::NonFinite { threshold, .. }) =
+        if let Some(Verdict::Below { .. } | Verdict::NonFinite { .. }) =
             cause.downcast_ref::<Verdict>()
         {
-            let from = format!("below {threshold}");
-            return anyhow::anyhow!(
-                "{}",
-                line.replace(&from, &format!("below --fail-below {threshold}"))
-            );
+            // The same chain, the verdict saying which flag set its threshold.
+            let said: Vec<String> = err
+                .chain()
+                .map(|c| match c.downcast_ref::<Verdict>() {
+                    Some(v) => v.said(Some("--fail-below")),
+                    None => c.to_string(),
+                })
+                .collect();
+            return anyhow::anyhow!("{}", said.join(": "));
         }
         if cause.is::<RewriteDoesNotLoad>() {
             return anyhow::anyhow!("{line} (--no-check writes it anyway)");
@@ -127,6 +131,17 @@ mod tests {
         assert_eq!(
             with_hint(fix).to_string(),
             "d: no class sub-folders (--labels FILE)"
+        );
+        let below: anyhow::Error = Verdict::Below {
+            output: "logits".into(),
+            what: "equality",
+            pct: 98.5,
+            threshold: 99.0,
+        }
+        .into();
+        assert_eq!(
+            format!("{:#}", with_hint(below.context("A vs B"))),
+            "A vs B: output 'logits': equality 98.50% is below --fail-below 99"
         );
         let plain = with_hint(anyhow::anyhow!("disk full"));
         assert_eq!(plain.to_string(), "disk full");

@@ -3,6 +3,7 @@
 //! reaches GPU memory through a buffer it cannot outlive or overrun.
 
 use super::device::{driver_err, Gpu, Stream};
+use crate::error_kind::{ErrorKind, TypedError};
 use crate::units::bytes;
 use anyhow::{bail, Result};
 use cudarc::driver::{result, safe, sys};
@@ -25,11 +26,12 @@ unsafe impl Sync for DeviceBuffer {}
 fn oom_or(what: &str, asked: usize, gpu: &Gpu, e: result::DriverError) -> anyhow::Error {
     if e.0 == sys::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY {
         let free = gpu.mem_info().map(|m| bytes(m.free)).unwrap_or("?".into());
-        anyhow::anyhow!(
+        let message = format!(
             "out of GPU memory on GPU {}: {what} asked for {} but only {free} is free",
             gpu.id(),
             bytes(asked as u64)
-        )
+        );
+        TypedError::new(ErrorKind::OutOfMemory, message).into()
     } else {
         driver_err(what, e)
     }

@@ -13,7 +13,7 @@ use crate::jobs::compare::{compare, CompareConfig, InputSource, SideConfig};
 use crate::jobs::open::open_backend;
 use crate::metrics::closeness::Tolerance;
 use crate::metrics::latency::SpanStats;
-use crate::onnx::{test_models, OnnxModel};
+use crate::onnx::{small_classifier, OnnxModel};
 use crate::progress::NoProgress;
 use crate::trt::loader::{can_run_on, BOUND};
 use anyhow::{Context, Result};
@@ -126,7 +126,7 @@ pub fn check_gpus(tensorrt_dir: Option<PathBuf>) -> Result<CheckReport> {
     }
     let dir = tempfile::tempdir().context("a temporary folder for the check's model")?;
     let model = dir.path().join("check_classifier.onnx");
-    OnnxModel::from_proto(test_models::classifier(None), &model).save(&model)?;
+    OnnxModel::from_proto(small_classifier::classifier(None), &model).save(&model)?;
     let engine = build_classifier_engine(dir.path(), &model, BATCH, tensorrt_dir.clone(), &|_| {})
         .map_err(|e| format!("the engine could not be built: {e:#}"));
     let mut gpus = vec![];

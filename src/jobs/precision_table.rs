@@ -8,6 +8,7 @@
 use crate::backend::ort_cuda::ort_cuda_usable;
 use crate::backend::select::{BackendOptions, Runtime};
 use crate::backend::Device;
+use crate::error_kind::{kind_of, ErrorKind};
 use crate::jobs::validate::{validate, ValidateConfig, ValidateReport};
 use crate::metrics::latency::BatchLatency;
 use crate::onnx::shape::fixed_batch;
@@ -157,24 +158,19 @@ pub(super) fn row_backend(kind: &RowKind, base: &BackendOptions) -> BackendOptio
     base.clone()
 }
 
-/// Why a row could not run, in a few words (the whole message is kept beside it).
-pub fn short_reason(message: &str) -> String {
-    let m = message.to_ascii_lowercase();
-    let known = [
-        ("cannot run on gpu", "this GPU cannot run it"),
-        ("has none usable", "no usable GPU here"),
-        ("running it needs", "TensorRT not found"),
-        (
-            "outside the engine's optimization profile",
-            "batch outside its profile",
-        ),
-        ("out of gpu memory", "out of GPU memory"),
-    ];
-    known
-        .iter()
-        .find(|(k, _)| m.contains(k))
-        .map(|(_, s)| s.to_string())
-        .unwrap_or_else(|| message.chars().take(60).collect())
+/// Why a row could not run, in a few words, said by the error's kind; an error of no kind is
+/// said by the first 60 characters of its message (the whole message is kept beside it).
+pub fn short_reason(err: &anyhow::Error) -> String {
+    let known = match kind_of(err) {
+        Some(ErrorKind::GpuCannotRunEngine) => "this GPU cannot run it",
+        Some(ErrorKind::NoGpu) => "no usable GPU here",
+        Some(ErrorKind::TensorRtMissing) => "TensorRT not found",
+        Some(ErrorKind::BatchOutsideProfile) => "batch outside its profile",
+        Some(ErrorKind::OutOfMemory) => "out of GPU memory",
+        Some(ErrorKind::BackendRefusedModel) => "the backend refused the model",
+        None => return format!("{err:#}").chars().take(60).collect(),
+    };
+    known.to_string()
 }
 
 /// The engines in the folder that were not run, with why (for every table's notes).
@@ -223,10 +219,7 @@ impl RowSource {
     ) -> RowSource {
         let (backend, unavailable, detail) = match outcome {
             Ok(backend) => (backend, None, None),
-            Err(e) => {
-                let whole = format!("{e:#}");
-                (String::new(), Some(short_reason(&whole)), Some(whole))
-            }
+            Err(e) => (String::new(), Some(short_reason(e)), Some(format!("{e:#}"))),
         };
         RowSource {
             label,
@@ -379,19 +372,31 @@ pub fn validate_all(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error_kind::TypedError;
 
     #[test]
     fn reasons_are_said_in_a_few_words() {
-        assert_eq!(
-            short_reason("engines/x.engine cannot run on GPU 0: TensorRT-RTX engines cannot run on NVIDIA H200: …"),
-            "this GPU cannot run it"
+        let typed = |kind, message: &str| anyhow::Error::from(TypedError::new(kind, message));
+        let refused = typed(
+            ErrorKind::GpuCannotRunEngine,
+            "engines/x.engine cannot run on GPU 0: TensorRT-RTX engines cannot run on NVIDIA H200: …",
+        );
+        assert_eq!(short_reason(&refused), "this GPU cannot run it");
+        let none = typed(
+            ErrorKind::NoGpu,
+            "x.engine: a TensorRT-RTX engine runs on an NVIDIA GPU, and this machine has none usable (no CUDA driver)",
         );
         assert_eq!(
-            short_reason("x.engine: a TensorRT-RTX engine runs on an NVIDIA GPU, and this machine has none usable (no CUDA driver)"),
+            short_reason(&none.context("validate")),
             "no usable GPU here"
         );
-        let odd = "a".repeat(100);
+        let batch = typed(ErrorKind::BatchOutsideProfile, "x.engine: batch 9");
+        assert_eq!(short_reason(&batch), "batch outside its profile");
+        let odd = anyhow::anyhow!("{}", "a".repeat(100));
         assert_eq!(short_reason(&odd).len(), 60);
+        // The words alone decide nothing: an untyped error is said by its text.
+        let words = anyhow::anyhow!("this machine has none usable");
+        assert_eq!(short_reason(&words), "this machine has none usable");
     }
 
     #[test]

@@ -1,16 +1,13 @@
-//! Quantization, in one place: the precision rewrite a strongly typed TensorRT build needs
-//! (`job`: FP16 autocast or INT8 Q/DQ from a calibration cache, and the `quantize` job), the
-//! INT8 evaluator that scores a rewrite against the FP32 model on real samples (`evaluate`), and
-//! what is searched with it: which nodes stay in float for a target closeness (`target_search`,
-//! through the precision-blind `search`), per-layer scales (`scale_search`) and the per-node
-//! sensitivity table (`sensitivity_scan`). The same search finds the nodes an FP16 model keeps in
-//! float32 (`fp16_eval` scores FP16 variants, `fp16_search` runs it). `request` is the one entry
-//! that runs any of them for a caller. The graph passes themselves are in `onnx::rewrite`; the
-//! calibration ranges in `calibration`. `eval_config` says what the measurements run on,
-//! `eval_samples` reads the samples and keeps a check part apart from the tuning part,
-//! `reference` holds them with the float model's outputs, `kept_result` keeps search results
-//! under their keys, and `adaptive_rounding` chooses the weights' int8 values for the least error
-//! of each layer's output.
+//! Quantization, in one place: the precision rewrite a strongly typed TensorRT build needs (FP16
+//! autocast, or INT8 Q/DQ from a calibration cache) and the `quantize` job, reached by callers
+//! through one entry that runs any quantize request. Beside it, the INT8 evaluator that scores a
+//! rewrite against the FP32 model on real samples (a check part kept apart from the tuning part,
+//! every variant scored against the float model's outputs) and what is searched with it: which
+//! nodes stay in float for a target closeness (a precision-blind search, which also finds the
+//! nodes an FP16 model keeps in float32), per-layer activation scales, the per-node sensitivity
+//! table, and each weight's int8 rounding for the least error of its layer's output. Search
+//! results are kept under their keys. The graph passes themselves are in `onnx::rewrite`; the
+//! calibration ranges in `calibration`.
 
 pub mod adaptive_rounding;
 pub mod eval_config;

@@ -19,7 +19,7 @@ fn render_table(t: &Table, markdown: bool) -> String {
 
 fn notes(out: &mut String, skipped: &[String], details: &[(String, String)]) {
     for (file, why) in details {
-        // The whole reason usually names the file already.
+        // reads words, not a kind: only whether the reason names the file already, to say it once.
         if why.contains(file.as_str()) {
             *out += &format!("{why}\n");
         } else {

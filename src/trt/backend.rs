@@ -17,9 +17,7 @@ use super::engine_io::{
 use super::engine_runtime_cache::{runtime_cache_key, RuntimeCacheState};
 use super::ffi::{EngineObjects, EnqueueError};
 use super::loader::{locate_usable, Flavour, BOUND};
-use super::preflight::{
-    check_built_version, deserialize_refusal, gpu_refusal, no_gpu, read_engine,
-};
+use super::preflight::{check_built_version, deserialize_error, gpu_refusal, no_gpu, read_engine};
 use super::profile::{InputProfile, ShapeProfile};
 use super::runtime_log::{logged_errors_or, logger, take_log};
 use crate::backend::{Backend, RunOutput};
@@ -27,6 +25,7 @@ use crate::cuda::device::{Gpu, Stream};
 use crate::cuda::enqueue::{GpuEnqueue, IoBindings, TensorBinding};
 use crate::cuda::info::{driver_info, GpuInfo};
 use crate::cuda::memory::{copy_from_host, copy_to_host, DeviceBuffer};
+use crate::error_kind::{ErrorKind, TypedError};
 use crate::tensor::{check_input_count, HostTensor, IoSpec};
 use anyhow::{anyhow, bail, Context, Result};
 use std::path::{Path, PathBuf};
@@ -81,8 +80,10 @@ impl TrtBackend {
     pub fn open(path: &Path, options: &TrtOptions) -> Result<TrtBackend> {
         let shown = path.display().to_string();
         let file = read_engine(path)?;
-        let libs = locate_usable(options.tensorrt_dir.as_deref())
-            .with_context(|| format!("{shown}: running it needs {}", BOUND.flavour))?;
+        let libs = locate_usable(options.tensorrt_dir.as_deref()).with_context(|| {
+            let message = format!("{shown}: running it needs {}", BOUND.flavour);
+            TypedError::new(ErrorKind::TensorRtMissing, message)
+        })?;
         if let Some(sidecar) = &file.sidecar {
             check_built_version(path, sidecar, &libs.version)?;
         }
@@ -91,7 +92,7 @@ impl TrtBackend {
             let why = driver
                 .error
                 .unwrap_or_else(|| "the driver sees no GPU".into());
-            bail!("{}", no_gpu(path, &why));
+            return Err(TypedError::new(ErrorKind::NoGpu, no_gpu(path, &why)).into());
         }
         let info = driver
             .gpus
@@ -111,12 +112,9 @@ impl TrtBackend {
         let (logger, _) = logger()?;
         let mut runtime = Runtime::new(logger)
             .map_err(|e| anyhow!("{shown}: cannot create the {} runtime: {e}", BOUND.flavour))?;
-        let engine = runtime.deserialize_cuda_engine(&file.bytes).map_err(|e| {
-            anyhow!(
-                "{}",
-                deserialize_refusal(path, &info, &libs.version, &logged_errors_or(e))
-            )
-        })?;
+        let engine = runtime
+            .deserialize_cuda_engine(&file.bytes)
+            .map_err(|e| deserialize_error(path, &info, &libs.version, &logged_errors_or(e)))?;
         if let Some(refusal) = gpu_refusal(path, &info, None) {
             tracing::warn!("{refusal} — but it deserialized, so trtkit goes on");
         }
@@ -187,7 +185,8 @@ impl TrtBackend {
                 .and_then(|p| p.inputs.iter().find(|x| x.name == name).cloned());
             if let Some(p) = &known {
                 if !in_profile(shape, p) {
-                    bail!("{}", batch_outside_profile(&shown, &name, batch, Some(p)));
+                    let message = batch_outside_profile(&shown, &name, batch, Some(p));
+                    return Err(TypedError::new(ErrorKind::BatchOutsideProfile, message).into());
                 }
             }
             let ctx = &mut self.trt.contexts[slot];
@@ -196,10 +195,8 @@ impl TrtBackend {
                 .is_err()
             {
                 let probed = known.or_else(|| self.probe_profile(slot, i));
-                bail!(
-                    "{}",
-                    batch_outside_profile(&shown, &name, batch, probed.as_ref())
-                );
+                let message = batch_outside_profile(&shown, &name, batch, probed.as_ref());
+                return Err(TypedError::new(ErrorKind::BatchOutsideProfile, message).into());
             }
         }
         Ok(())

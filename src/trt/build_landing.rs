@@ -56,6 +56,7 @@ pub(super) fn explain_pinned_batch(
     released_batch: &Option<String>,
 ) -> anyhow::Error {
     match released_batch {
+        // reads words, not a kind: TensorRT says it only in its parser's words.
         Some(input) if format!("{e:#}").contains("reshape would change volume") => e.context(format!(
             "input '{input}' was exported with a fixed batch and a Reshape in the graph still pins it: re-export the model with a dynamic batch axis, or build it static (an input shape with the batch it was exported with)"
         )),

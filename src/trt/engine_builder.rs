@@ -206,10 +206,12 @@ fn failing_node(errors: &[String]) -> Option<usize> {
 fn parser_reason(desc: &str, errors: &[String]) -> String {
     let start = errors
         .iter()
+        // reads words, not a kind: TensorRT's log is its parser's only account.
         .position(|e| e.contains("While parsing node"))
         .unwrap_or(0);
     let entry = errors[start.min(errors.len())..]
         .iter()
+        // reads words, not a kind: as above.
         .find(|e| e.contains("ERROR:"));
     let Some(entry) = entry else {
         return desc.to_string();
@@ -231,6 +233,7 @@ fn parser_reason(desc: &str, errors: &[String]) -> String {
 /// One line describing why the parser refused the model.
 pub fn parse_error_message(graph: &GraphProto, desc: &str, errors: &[String]) -> String {
     let reason = parser_reason(desc, errors);
+    // reads words, not a kind: the parser's reason, read from TensorRT's log.
     let hint = if reason.contains("Plugin not found") {
         " (TensorRT has no importer for this op)"
     } else {

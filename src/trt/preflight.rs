@@ -6,6 +6,7 @@
 use super::engine_file::{engine_flavour, read_sidecar, sidecar_path, EngineSidecar};
 use super::loader::{can_run_on, Flavour, BOUND};
 use crate::cuda::info::GpuInfo;
+use crate::error_kind::{ErrorKind, TypedError};
 use crate::onnx::model::{sha256_hex, sniff_foreign_format};
 use anyhow::{bail, Context, Result};
 use std::path::Path;
@@ -154,10 +155,17 @@ pub fn gpu_refusal(path: &Path, gpu: &GpuInfo, said: Option<&str>) -> Option<Str
 /// that (or it said nothing); otherwise the engine itself is damaged or from another version,
 /// and the GPU's own limit is added when it has one.
 pub fn deserialize_refusal(path: &Path, gpu: &GpuInfo, version: &str, said: &str) -> String {
+    deserialize_error(path, gpu, version, said).to_string()
+}
+
+/// [`deserialize_refusal`] as an error, of kind [`ErrorKind::GpuCannotRunEngine`] when it is
+/// the GPU refusal.
+pub fn deserialize_error(path: &Path, gpu: &GpuInfo, version: &str, said: &str) -> anyhow::Error {
+    // reads words, not a kind: TensorRT's, its only account of why it refused.
     let about_gpu = said.is_empty() || said.to_ascii_lowercase().contains("compute capabilit");
     match gpu_refusal(path, gpu, Some(said)) {
-        Some(refusal) if about_gpu => refusal,
-        other => format!(
+        Some(refusal) if about_gpu => TypedError::new(ErrorKind::GpuCannotRunEngine, refusal).into(),
+        other => anyhow::anyhow!(
             "{}: {} {version} could not deserialize it on {} (compute capability {}): {said}; the file may be damaged or from another TensorRT version: rebuild it with `trtkit build`{}",
             path.display(),
             BOUND.flavour,

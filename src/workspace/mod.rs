@@ -2,7 +2,7 @@
 //! parent (as cargo finds `Cargo.toml`), or one whose `onnx/` holds exactly one model. It names
 //! the model and keeps the settings users would otherwise retype (input shape, dataset,
 //! calibration data, preprocessing); a flag on the command line always wins over the file.
-//! `init` makes one; `trt::built_engines` lists what was built from its model.
+//! `trtkit init` makes one.
 
 pub mod init;
 

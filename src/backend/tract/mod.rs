@@ -2,13 +2,12 @@
 //! compared against. Always available on the CPU, where it uses the cores two ways: a fixed
 //! batch is split into chunks run side by side, and each chunk's matrix products run on
 //! tract-linalg's multithreaded executor. `Device::Cuda` runs tract's CUDA runtime instead.
-//!
-//! This file is the adapter (options, loading, the [`Backend`] side); `threads` plans the CPU
-//! threads, `convert` moves tensors between trtkit and tract, and `visit` hands outputs to a
-//! visitor as their nodes run.
+//! Outputs can be handed to a visitor as their nodes run, so a caller that reads many tensors need
+//! not hold them all.
 
 use super::{Backend, Device, OutputVisitor, RunOutput};
 use crate::data::batch_axis::{concat, slice_padded, truncate};
+use crate::error_kind::{ErrorKind, TypedError};
 use crate::onnx::rewrite::pass::Pass;
 use crate::onnx::shape::{model_inputs, Batch, FixBatch, InputShapes, ShapeRequest};
 use crate::onnx::OnnxModel;
@@ -54,7 +53,10 @@ pub(super) fn parse(model: &OnnxModel) -> Result<tract_onnx::model::ParseResult>
         .with_ignore_value_info(true)
         .parse(&model.proto, Some(&dir))
         .map_err(|e| anyhow::anyhow!("{e:#}"))
-        .with_context(|| format!("{}: tract cannot load the model", model.path.display()))
+        .with_context(|| {
+            let message = format!("{}: tract cannot load the model", model.path.display());
+            TypedError::new(ErrorKind::BackendRefusedModel, message)
+        })
 }
 
 /// A model prepared for tract on the CPU or on CUDA.
@@ -117,7 +119,10 @@ impl TractBackend {
             Some(_) => parsed.model.into_typed().and_then(|m| m.into_decluttered()),
         }
         .map_err(|e| anyhow::anyhow!("{e:#}"))
-        .with_context(|| format!("{shown}: tract cannot analyse the model"))?;
+        .with_context(|| {
+            let message = format!("{shown}: tract cannot analyse the model");
+            TypedError::new(ErrorKind::BackendRefusedModel, message)
+        })?;
         let (inputs, outputs) = io_specs(&typed)?;
         let (plan, cpu_plan) = prepare(typed, cuda, &threads, options, &shown)?;
         tracing::info!(

@@ -56,8 +56,8 @@ impl TimingArgs {
     }
 }
 
-/// `run --warmup N`: a whole number of iterations. A number with a fraction is the old
-/// meaning (seconds), which now has its own flag.
+/// `run --warmup N`: a whole number of iterations. A number with a fraction is refused with
+/// the flag that takes seconds (`--warmup-seconds`).
 fn warmup_iterations(text: &str) -> Result<u64, String> {
     text.parse::<u64>().map_err(|_| match text.parse::<f64>() {
         Ok(_) => {

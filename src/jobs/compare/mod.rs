@@ -1,9 +1,8 @@
-//! The comparator behind `compare`, in the order it works: [`sources`] (what runs: an ONNX
-//! model on a reference backend with its graph passes, a TensorRT engine, or an `.npz` of
-//! saved outputs), [`inputs`] (made once, shared by every source), [`run`] (the runner: each
-//! source gives a run result of named tensors), [`pair`] (comparisons over two run results) and
-//! [`verdict`] (what fails the run). `compare A B` runs both and compares A with the reference
-//! B; `compare A B C …` compares each with the last, which runs once.
+//! The comparator behind `compare`: each side (an ONNX model on a reference backend with its
+//! graph passes, a TensorRT engine, or an `.npz` of saved outputs) runs on the same inputs,
+//! made once, and gives a run result of named tensors; two run results are compared without a
+//! backend, and a verdict says whether the run fails. `compare A B` runs both and compares A
+//! with the reference B; `compare A B C …` compares each with the last, which runs once.
 
 pub mod inputs;
 pub mod pair;

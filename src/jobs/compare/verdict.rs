@@ -15,7 +15,7 @@ pub enum Verdict {
         side: String,
     },
     /// An output disagrees in NaN or ±Inf values, so its cosine is NaN: below any threshold.
-    #[error("output '{output}': cosine NaN ({mismatches} elements NaN or Inf on one side only, NaN A/B {nan_a}/{nan_b}, Inf A/B {inf_a}/{inf_b}) is below {threshold}")]
+    #[error("{}", self.said(None))]
     NonFinite {
         /// The output.
         output: String,
@@ -33,7 +33,7 @@ pub enum Verdict {
         threshold: f64,
     },
     /// An output's equality or top-1 agreement is below the threshold asked for.
-    #[error("output '{output}': {what} {pct:.2}% is below {threshold}")]
+    #[error("{}", self.said(None))]
     Below {
         /// The output.
         output: String,
@@ -44,6 +44,38 @@ pub enum Verdict {
         /// The threshold, percent.
         threshold: f64,
     },
+}
+
+impl Verdict {
+    /// The verdict's message, its threshold named with the flag that set it when `flag` is given
+    /// (`below --fail-below 99` rather than `below 99`).
+    pub fn said(&self, flag: Option<&str>) -> String {
+        let below = |threshold: &f64| match flag {
+            Some(flag) => format!("below {flag} {threshold}"),
+            None => format!("below {threshold}"),
+        };
+        match self {
+            Verdict::AllNan { .. } => self.to_string(),
+            Verdict::NonFinite {
+                output,
+                mismatches,
+                nan_a,
+                nan_b,
+                inf_a,
+                inf_b,
+                threshold,
+            } => format!(
+                "output '{output}': cosine NaN ({mismatches} elements NaN or Inf on one side only, NaN A/B {nan_a}/{nan_b}, Inf A/B {inf_a}/{inf_b}) is {}",
+                below(threshold)
+            ),
+            Verdict::Below {
+                output,
+                what,
+                pct,
+                threshold,
+            } => format!("output '{output}': {what} {pct:.2}% is {}", below(threshold)),
+        }
+    }
 }
 
 /// What makes a comparison fail: all-NaN outputs, and (with `fail_below`) any output's

@@ -7,10 +7,7 @@
 //!
 //! Beside them, a named (symbolic) axis can be given one size for every input that carries it
 //! ([`NamedDim`], `seq=128`), or, for an engine profile, a `min:opt:max` range ([`DimRange`]).
-//!
-//! `request` holds what is asked, `grammar` parses it from text (flags and bench plans),
-//! `queries` reads a model's inputs and outputs, and `input_shapes` and `fix_batch` are the two
-//! passes.
+//! The same text grammar serves the flags and the bench plans.
 
 mod fix_batch;
 mod grammar;
