@@ -1,5 +1,6 @@
-//! Quantization, in one place: the precision rewrite a strongly typed TensorRT build needs
-//! (`job`: FP16 autocast or INT8 Q/DQ from a calibration cache, and the `quantize` job), the
+//! Quantization, in one place: the precision recipe a strongly typed TensorRT build needs
+//! (`plan`: FP16 autocast or INT8 Q/DQ from a calibration, with its exclusions and fallback,
+//! applied alike by `build` and the `quantize` job in `job`), the
 //! INT8 evaluator that scores a rewrite against the FP32 model on real samples (`evaluate`), and
 //! what is searched with it: which nodes stay in float for a target closeness (`target_search`,
 //! through the precision-blind `search`), per-layer scales (`scale_search`) and the per-node
@@ -20,6 +21,7 @@ pub mod fp16_eval;
 pub mod fp16_search;
 pub mod job;
 pub mod kept_result;
+pub mod plan;
 pub mod reference;
 pub mod request;
 pub mod scale_search;

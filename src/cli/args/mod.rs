@@ -1,10 +1,11 @@
 //! The flag groups several commands share (backend, output format, timing, preprocessing, the
-//! FP16 nodes kept in float32), the
+//! FP16 and INT8 rewrites' options), the
 //! shared sample-count flag, and the command-line names of library enums.
 
 pub mod backend;
 pub mod calibration;
 pub mod fp16;
+pub mod int8;
 pub mod ort_cuda;
 pub mod output;
 pub mod preprocess;
