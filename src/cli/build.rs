@@ -163,6 +163,7 @@ fn profile_flags(args: &BuildArgs, axes: Vec<AxisRange>) -> Result<(BatchRequest
 /// one): its model, input shape, calibration data and preprocessing under the flags given.
 pub fn config(args: &BuildArgs) -> Result<BuildConfig> {
     args.fp16_options.keep_nodes.check(args.fp16)?;
+    args.int8_recipe.check(args.int8)?;
     let (model, ws) = match &args.model {
         Some(m) => (m.clone(), for_model(Some(m))?),
         None => {

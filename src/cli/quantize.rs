@@ -165,6 +165,7 @@ fn check_set(args: &QuantizeArgs) -> Result<CheckSet> {
 /// The job these flags describe; every flag check of `quantize` is here.
 pub fn job(args: &QuantizeArgs) -> Result<QuantizeRequest> {
     args.fp16_options.keep_nodes.check(args.fp16)?;
+    args.int8_recipe.check(args.int8)?;
     let target = args.target_cosine.is_some() || args.target_agreement.is_some();
     if args.research && !target {
         return Err(usage(

@@ -1,6 +1,7 @@
 //! The INT8 rewrite's flags, shared by `quantize --int8` and `build --int8`: the nodes left in
 //! float, what they compute in, and how the weights' ranges are chosen.
 
+use crate::cli::usage;
 use crate::onnx::rewrite::plan::Exclusion;
 use crate::onnx::rewrite::qdq::WeightClip;
 use crate::quantize::plan::Fallback;
@@ -31,6 +32,20 @@ pub struct Int8RecipeArgs {
 }
 
 impl Int8RecipeArgs {
+    /// A usage error when INT8 options are given without `--int8` (clap's `requires` does not
+    /// hold beside a flag that conflicts with `--int8`, such as `--fp16`).
+    pub fn check(&self, int8: bool) -> anyhow::Result<()> {
+        let given = !self.exclusion().is_empty()
+            || self.fallback != Fallback::default()
+            || self.weight_clip != WeightClip::default();
+        if given && !int8 {
+            return Err(usage(
+                "--exclude, --exclude-op, --exclude-regex, --fallback and --weight-clip say how an INT8 model is made; give --int8",
+            ));
+        }
+        Ok(())
+    }
+
     /// The nodes the flags leave in float.
     pub fn exclusion(&self) -> Exclusion {
         Exclusion {
