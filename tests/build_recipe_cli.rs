@@ -67,6 +67,27 @@ fn build_leaves_the_excluded_nodes_in_float16_as_quantize_does() {
         "{built:#}"
     );
 
+    let text = support::trtkit_in(
+        d,
+        &[
+            &[
+                "build",
+                model.to_str().unwrap(),
+                "--int8",
+                "--calibration-cache",
+                &cache,
+            ][..],
+            &recipe[..],
+            &["-o", engine.to_str().unwrap(), "--rebuild"],
+        ]
+        .concat(),
+    );
+    let text = stdout_of_success(&text);
+    assert!(
+        text.contains("left out of INT8 (computing in fp16): conv_2"),
+        "{text}"
+    );
+
     // TensorRT parsed the very graph quantize wrote: the float conv's weights in float16.
     let kept = d.join("e/m.engine.onnx");
     assert_eq!(std::fs::read(&kept).unwrap(), std::fs::read(&q).unwrap());
