@@ -148,3 +148,65 @@ fn the_int8_options_key_the_engine_and_need_int8() {
         assert_clean_error(&out, 2, &["give --int8"]);
     }
 }
+
+#[test]
+fn a_target_search_result_leaves_its_nodes_in_float_in_build_and_quantize() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (model, cache) = scaled_model_and_cache(d);
+    let searched = d.join("searched.onnx");
+    let result = int8_json(
+        &model,
+        &cache,
+        &[
+            "--target-cosine",
+            "0.9999",
+            "--eval-data",
+            "synthetic:7",
+            "--eval-samples",
+            "32",
+            "-o",
+            searched.to_str().unwrap(),
+        ],
+    );
+    let float_nodes = result["float_nodes"].clone();
+    assert!(!float_nodes.as_array().unwrap().is_empty(), "{result:#}");
+    let report = d.join("result.json");
+    std::fs::write(&report, result.to_string()).unwrap();
+    let from = ["--float-nodes-from", report.to_str().unwrap()];
+
+    let engine = d.join("e/m.engine");
+    let built = json(&build_int8(
+        d,
+        &model,
+        &cache,
+        &[&from[..], &["-o", engine.to_str().unwrap()]].concat(),
+    ));
+    assert_eq!(built["int8"]["float_nodes"], float_nodes, "{built:#}");
+    let q = d.join("q.onnx");
+    let quantized = int8_json(
+        &model,
+        &cache,
+        &[&from[..], &["-o", q.to_str().unwrap()]].concat(),
+    );
+    assert_eq!(quantized["float_nodes"], float_nodes);
+    assert_eq!(
+        std::fs::read(d.join("e/m.engine.onnx")).unwrap(),
+        std::fs::read(&q).unwrap()
+    );
+
+    let fp16 = support::trtkit_in(
+        d,
+        &[&["build", model.to_str().unwrap(), "--fp16"][..], &from[..]].concat(),
+    );
+    assert_clean_error(&fp16, 1, &["an INT8 target search, for an FP16 model"]);
+    let not_a_result = d.join("cache.json");
+    std::fs::write(&not_a_result, "{\"float_nodes\": []}").unwrap();
+    let out = build_int8(
+        d,
+        &model,
+        &cache,
+        &["--float-nodes-from", not_a_result.to_str().unwrap()],
+    );
+    assert_clean_error(&out, 1, &["not the result of a target search"]);
+}

@@ -107,7 +107,7 @@ pub fn prepare(spec: &CellSpec) -> Result<Prepared> {
         (_, Precision::Fp32) => spec.model.clone(),
         (_, Precision::Fp16) => rewrite(
             spec,
-            Rewrite::Precision(PrecisionPlan::of(Precision::Fp16)),
+            Rewrite::Precision(Box::new(PrecisionPlan::of(Precision::Fp16))),
             "fp16",
             &mut notes,
         )?,
@@ -129,10 +129,10 @@ pub fn prepare(spec: &CellSpec) -> Result<Prepared> {
                 }
             ));
             let tag = format!("int8-{}", &hex16(&std::fs::read(&cache)?)[..8]);
-            let how = Rewrite::Precision(PrecisionPlan {
+            let how = Rewrite::Precision(Box::new(PrecisionPlan {
                 scales: Some(Int8Source::Cache(cache)),
                 ..PrecisionPlan::of(Precision::Int8)
-            });
+            }));
             rewrite(spec, how, &tag, &mut notes)?
         }
     };

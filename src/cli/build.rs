@@ -5,6 +5,7 @@ use crate::cli::args::calibration::{AlgoArg, CalibrationArgs};
 use crate::cli::args::fp16::{keep_errors_as_usage, Fp16Args};
 use crate::cli::args::int8::Int8RecipeArgs;
 use crate::cli::args::output::JsonArgs;
+use crate::cli::args::search_result::SearchResultArgs;
 use crate::cli::args::shapes::ShapeArgs;
 use crate::cli::stdout::FirstFailure;
 use crate::cli::usage;
@@ -86,6 +87,9 @@ pub struct BuildArgs {
     /// INT8: the nodes left in float, what they compute in, the weights' ranges.
     #[command(flatten)]
     pub int8_recipe: Int8RecipeArgs,
+    /// A target search's float nodes, kept in float.
+    #[command(flatten)]
+    pub search_result: SearchResultArgs,
     /// Builder workspace memory limit in MiB (default: TensorRT's).
     #[arg(long, value_name = "MiB")]
     pub workspace: Option<u64>,
@@ -230,6 +234,7 @@ pub fn config(args: &BuildArgs) -> Result<BuildConfig> {
             exclude: args.int8_recipe.exclusion(),
             fallback: args.int8_recipe.fallback,
             weight_clip: args.int8_recipe.weight_clip,
+            search_result: args.search_result.float_nodes_from.clone(),
         },
         builder: BuilderSettings {
             workspace_mib: args.workspace,

@@ -11,6 +11,7 @@ use crate::cli::args::fp16::{keep_errors_as_usage, Fp16Args};
 use crate::cli::args::int8::Int8RecipeArgs;
 use crate::cli::args::output::JsonArgs;
 use crate::cli::args::preprocess::PreprocessArgs;
+use crate::cli::args::search_result::SearchResultArgs;
 use crate::cli::args::shapes::ShapeArgs;
 use crate::cli::usage;
 use crate::quantize::eval_config::{CheckSet, DEFAULT_CHECK_FRACTION};
@@ -137,6 +138,9 @@ pub struct QuantizeArgs {
     /// The FP16 rewrite's options.
     #[command(flatten)]
     pub fp16_options: Fp16Args,
+    /// A target search's float nodes, kept in float.
+    #[command(flatten)]
+    pub search_result: SearchResultArgs,
     /// Skip loading the result in the reference backend (tract) as a check.
     #[arg(long)]
     pub no_check: bool,
@@ -175,6 +179,12 @@ pub fn job(args: &QuantizeArgs) -> Result<QuantizeRequest> {
     if args.search.is_some() && !target {
         return Err(usage(
             "--search says how --target-cosine or --target-agreement searches; give one",
+        ));
+    }
+    if args.search_result.float_nodes_from.is_some() && (args.eval_data.is_some() || args.equalize)
+    {
+        return Err(usage(
+            "--float-nodes-from applies a target search's result to an FP16 or INT8 rewrite; leave out --eval-data and --equalize",
         ));
     }
     let Some(eval_data) = &args.eval_data else {
@@ -307,18 +317,20 @@ pub fn config(args: &QuantizeArgs) -> Result<QuantizeConfig> {
         });
     }
     let rewrite = match (args.int8, args.fp16, &args.calibration_cache) {
-        (true, _, Some(cache)) => Rewrite::Precision(PrecisionPlan {
+        (true, _, Some(cache)) => Rewrite::Precision(Box::new(PrecisionPlan {
             scales: Some(Int8Source::Cache(cache.clone())),
             exclude: args.int8_recipe.exclusion(),
             fallback: args.int8_recipe.fallback,
             weight_clip: args.int8_recipe.weight_clip,
+            search_result: args.search_result.float_nodes_from.clone(),
             ..PrecisionPlan::of(Precision::Int8)
-        }),
+        })),
         (true, _, None) => return Err(usage("--int8 needs --calibration-cache FILE")),
-        (false, true, _) => Rewrite::Precision(PrecisionPlan {
+        (false, true, _) => Rewrite::Precision(Box::new(PrecisionPlan {
             fp16: args.fp16_options.options(),
+            search_result: args.search_result.float_nodes_from.clone(),
             ..PrecisionPlan::of(Precision::Fp16)
-        }),
+        })),
         (false, false, _) => return Err(usage("give one of --int8, --fp16 or --equalize")),
     };
     Ok(QuantizeConfig {

@@ -21,7 +21,7 @@ use std::path::PathBuf;
 pub enum Rewrite {
     /// The precision recipe: FP16, or INT8 Q/DQ with the scales of its calibration cache (made
     /// for this model). An FP32 plan rewrites nothing and is refused.
-    Precision(PrecisionPlan),
+    Precision(Box<PrecisionPlan>),
     /// Cross-layer equalisation: the model stays float32 (calibrate the result, then quantize
     /// it).
     Equalize,
@@ -136,6 +136,7 @@ fn apply_plan(
         bail!("{shown}: an FP32 plan rewrites nothing; give FP16 or INT8");
     }
     plan.check()?;
+    let plan = &plan.with_search_result()?;
     let model_sha256 = match plan.precision {
         Precision::Int8 => file_sha256(&config.model)?,
         _ => String::new(),
@@ -179,7 +180,7 @@ mod tests {
             .unwrap();
         let config = QuantizeConfig {
             model,
-            rewrite: Rewrite::Precision(PrecisionPlan {
+            rewrite: Rewrite::Precision(Box::new(PrecisionPlan {
                 fp16: Fp16Options {
                     keep_fp32: DEFAULT_KEEP_FP32.iter().map(|s| s.to_string()).collect(),
                     fp16_io: false,
@@ -187,7 +188,7 @@ mod tests {
                     keep_regex: vec![],
                 },
                 ..PrecisionPlan::of(Precision::Fp16)
-            }),
+            })),
             output: dir.path().join("c-fp16.onnx"),
             check: true,
         };

@@ -68,6 +68,10 @@ pub struct PrecisionPlan {
     pub fallback: Fallback,
     /// INT8: how each weight channel's range is chosen.
     pub weight_clip: WeightClip,
+    /// A target search's result (its JSON report, or the result it kept): the nodes it left in
+    /// float stay in float here too, kept in float32 (FP16) or left out of INT8 (INT8). Read by
+    /// [`Self::with_search_result`].
+    pub search_result: Option<PathBuf>,
 }
 
 /// The INT8 scales a plan resolved, and where they came from.
@@ -125,7 +129,53 @@ impl PrecisionPlan {
             exclude: Exclusion::default(),
             fallback: Fallback::default(),
             weight_clip: WeightClip::default(),
+            search_result: None,
         }
+    }
+
+    /// The plan with the nodes its search result left in float among those it keeps in float
+    /// (what [`Self::tag`] and [`Self::apply`] then see); the plan itself when it has none. The
+    /// result must be of a search at the plan's precision.
+    pub fn with_search_result(&self) -> Result<PrecisionPlan> {
+        let Some(path) = &self.search_result else {
+            return Ok(self.clone());
+        };
+        let shown = path.display();
+        let bytes = std::fs::read(path).with_context(|| format!("{shown}: cannot read"))?;
+        let result: serde_json::Value =
+            serde_json::from_slice(&bytes).with_context(|| format!("{shown}: not JSON"))?;
+        let searched = match (result.get("full_int8"), result.get("full_fp16")) {
+            (Some(_), _) => Precision::Int8,
+            (_, Some(_)) => Precision::Fp16,
+            _ => bail!("{shown}: not the result of a target search (quantize --target-cosine or --target-agreement)"),
+        };
+        if searched != self.precision {
+            bail!(
+                "{shown}: the result of an {} target search, for an {} model",
+                searched.to_string().to_uppercase(),
+                self.precision.to_string().to_uppercase()
+            );
+        }
+        let nodes = result
+            .get("float_nodes")
+            .and_then(|n| n.as_array())
+            .with_context(|| format!("{shown}: no float_nodes"))?
+            .iter()
+            .map(|n| n.as_str().map(String::from))
+            .collect::<Option<Vec<String>>>()
+            .with_context(|| format!("{shown}: float_nodes are not names"))?;
+        let mut plan = self.clone();
+        plan.search_result = None;
+        let kept = match searched {
+            Precision::Int8 => &mut plan.exclude.nodes,
+            _ => &mut plan.fp16.keep_nodes,
+        };
+        for node in nodes {
+            if !kept.contains(&node) {
+                kept.push(node);
+            }
+        }
+        Ok(plan)
     }
 
     /// Refuses options that say nothing at this precision: INT8 scales (calibration data or a
@@ -404,4 +454,43 @@ pub fn int8_pass(model: &OnnxModel, scales: &BTreeMap<String, f32>) -> Result<Qd
         scales: scales.clone(),
         weights: WeightQuant::default(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_search_result_adds_its_float_nodes_at_its_own_precision() {
+        let dir = tempfile::tempdir().unwrap();
+        let fp16 = dir.path().join("fp16.json");
+        std::fs::write(&fp16, r#"{"full_fp16": {}, "float_nodes": ["a", "b"]}"#).unwrap();
+        let mut plan = PrecisionPlan::of(Precision::Fp16);
+        plan.fp16.keep_nodes = vec!["a".into()];
+        plan.search_result = Some(fp16.clone());
+        let resolved = plan.with_search_result().unwrap();
+        assert_eq!(resolved.fp16.keep_nodes, ["a", "b"]);
+        assert!(resolved.exclude.is_empty());
+        assert!(resolved.search_result.is_none());
+        assert!(resolved.tag().unwrap().contains("keep_nodes=a,b"));
+
+        let int8 = dir.path().join("int8.json");
+        std::fs::write(&int8, r#"{"full_int8": {}, "float_nodes": ["conv_2"]}"#).unwrap();
+        let plan = PrecisionPlan {
+            search_result: Some(int8),
+            ..PrecisionPlan::of(Precision::Int8)
+        };
+        let resolved = plan.with_search_result().unwrap();
+        assert_eq!(resolved.exclude.nodes, ["conv_2"]);
+        assert!(resolved.fp16.keep_nodes.is_empty());
+        assert!(resolved.tag().unwrap().contains("exclude=conv_2"));
+        assert!(PrecisionPlan::of(Precision::Int8).tag().is_none());
+
+        let wrong = PrecisionPlan {
+            search_result: Some(fp16),
+            ..PrecisionPlan::of(Precision::Int8)
+        };
+        let err = format!("{:#}", wrong.with_search_result().unwrap_err());
+        assert!(err.contains("an FP16 target search, for an INT8 model"), "{err}");
+    }
 }

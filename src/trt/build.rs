@@ -131,6 +131,18 @@ fn shape_passes(config: &BuildConfig, released_batch: bool) -> Vec<Box<dyn Pass>
 
 /// Runs the build (or reuses the engine whose key matches).
 pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildReport> {
+    if config.plan.search_result.is_none() {
+        return build_with_plan(config, observers);
+    }
+    let config = BuildConfig {
+        plan: config.plan.with_search_result()?,
+        ..config.clone()
+    };
+    build_with_plan(&config, observers)
+}
+
+/// [`build`], with the nodes of the plan's search result among its own.
+fn build_with_plan(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildReport> {
     let start = Instant::now();
     let shown = config.model.display().to_string();
     config.plan.check()?;
