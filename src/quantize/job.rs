@@ -3,6 +3,8 @@
 //! ONNX.
 
 use super::plan::PrecisionPlan;
+/// The INT8 model of a plan with nodes left out, and what they compute in: the precision plan's,
+/// named here too for the searches that build their variants with it.
 pub use super::plan::{int8_model, Fallback};
 use crate::backend::tract::{TractBackend, TractOptions};
 use crate::onnx::model::file_sha256;

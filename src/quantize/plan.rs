@@ -105,10 +105,8 @@ pub struct Int8Applied {
 
 /// A model after its plan was applied.
 pub struct Applied {
-    /// The rewritten model (the input itself for FP32).
+    /// The rewritten model (the input itself, all its weights in it, for FP32).
     pub model: OnnxModel,
-    /// Whether the rewrite changed anything.
-    pub changed: bool,
     /// FP16: what the rewrite did.
     pub fp16: Option<Fp16Report>,
     /// INT8: what the rewrite did.
@@ -304,7 +302,6 @@ impl PrecisionPlan {
                 }
                 Ok(Applied {
                     model,
-                    changed: false,
                     fp16: None,
                     int8: None,
                 })
@@ -319,7 +316,6 @@ impl PrecisionPlan {
                 };
                 Ok(Applied {
                     model,
-                    changed: true,
                     fp16: Some(report),
                     int8: None,
                 })
@@ -333,7 +329,6 @@ impl PrecisionPlan {
                 let (model, report) = self.int8(&model, scales, int8_share)?;
                 Ok(Applied {
                     model,
-                    changed: true,
                     fp16: None,
                     int8: Some(report),
                 })
@@ -491,6 +486,9 @@ mod tests {
             ..PrecisionPlan::of(Precision::Int8)
         };
         let err = format!("{:#}", wrong.with_search_result().unwrap_err());
-        assert!(err.contains("an FP16 target search, for an INT8 model"), "{err}");
+        assert!(
+            err.contains("an FP16 target search, for an INT8 model"),
+            "{err}"
+        );
     }
 }
