@@ -398,6 +398,7 @@ const PEER_BUILD_FLOOR: usize = 98;
 
 #[test]
 fn peer_models_build_or_say_why() {
+    use trtkit::quantize::plan::PrecisionPlan;
     use trtkit::tensor::Precision;
     use trtkit::trt::build::{build, BuildConfig, BuildObservers};
     use trtkit::trt::engine_file::BuilderSettings;
@@ -419,9 +420,7 @@ fn peer_models_build_or_say_why() {
             input_shapes: Default::default(),
             batch: Default::default(),
             explicit_shapes: Default::default(),
-            precision: Precision::Fp32,
-            fp16: Default::default(),
-            int8: None,
+            plan: PrecisionPlan::of(Precision::Fp32),
             builder: BuilderSettings::default(),
             output: None,
             engine_dir: out.path().to_path_buf(),

@@ -142,6 +142,7 @@ const CLI_MAY_NAME: &[&str] = &[
     "crate::jobs::batch_memory::TooLargeForMemory",
     "crate::quantize::job",
     "crate::quantize::request",
+    "crate::quantize::plan",
     "crate::quantize::evaluate::EvalConfig",
     "crate::quantize::evaluate::WeightRounding",
     "crate::quantize::eval_config::CheckSet",

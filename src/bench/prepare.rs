@@ -12,13 +12,13 @@ use crate::atomic_file::FileLock;
 use crate::backend::select::BackendOptions;
 use crate::calibration::job::{calibrate, CalibrateConfig};
 use crate::calibration::range::Algorithm;
-use crate::onnx::rewrite::fp16::Fp16Options;
 use crate::onnx::shape::fixed_batch;
 use crate::onnx::OnnxModel;
 use crate::progress::NoProgress;
 use crate::quantize::job::{quantize, QuantizeConfig, Rewrite};
+use crate::quantize::plan::{Int8Source, PrecisionPlan};
 use crate::tensor::Precision;
-use crate::trt::build::{build, BuildConfig, BuildObservers, Int8Source};
+use crate::trt::build::{build, BuildConfig, BuildObservers};
 use crate::trt::engine_file::BuilderSettings;
 use crate::trt::profile::{BatchRequest, ExplicitShapes};
 use anyhow::{Context, Result};
@@ -107,7 +107,7 @@ pub fn prepare(spec: &CellSpec) -> Result<Prepared> {
         (_, Precision::Fp32) => spec.model.clone(),
         (_, Precision::Fp16) => rewrite(
             spec,
-            Rewrite::Fp16(Fp16Options::default()),
+            Rewrite::Precision(Box::new(PrecisionPlan::of(Precision::Fp16))),
             "fp16",
             &mut notes,
         )?,
@@ -129,12 +129,10 @@ pub fn prepare(spec: &CellSpec) -> Result<Prepared> {
                 }
             ));
             let tag = format!("int8-{}", &hex16(&std::fs::read(&cache)?)[..8]);
-            let how = Rewrite::Int8 {
-                cache,
-                exclude: Default::default(),
-                fallback: Default::default(),
-                weight_clip: Default::default(),
-            };
+            let how = Rewrite::Precision(Box::new(PrecisionPlan {
+                scales: Some(Int8Source::Cache(cache)),
+                ..PrecisionPlan::of(Precision::Int8)
+            }));
             rewrite(spec, how, &tag, &mut notes)?
         }
     };
@@ -181,11 +179,12 @@ fn build_engine(spec: &CellSpec, notes: &mut Vec<String>) -> Result<PathBuf> {
             max: Some(max as i64),
         },
         explicit_shapes: ExplicitShapes::default(),
-        precision,
-        fp16: Fp16Options::default(),
-        int8: (precision == Precision::Int8)
-            .then(|| calibration(spec).map(|c| Int8Source::Calibrate(Box::new(c))))
-            .transpose()?,
+        plan: PrecisionPlan {
+            scales: (precision == Precision::Int8)
+                .then(|| calibration(spec).map(|c| Int8Source::Calibrate(Box::new(c))))
+                .transpose()?,
+            ..PrecisionPlan::of(precision)
+        },
         builder: BuilderSettings::default(),
         output: None,
         engine_dir: spec.folder.join("engines"),

@@ -2,20 +2,21 @@
 //! [`BuildConfig`]; the report is rendered by [`crate::report::build`].
 
 use crate::cli::args::calibration::{AlgoArg, CalibrationArgs};
-use crate::cli::args::fp16::{keep_errors_as_usage, KeepNodeArgs};
+use crate::cli::args::fp16::{keep_errors_as_usage, Fp16Args};
+use crate::cli::args::int8::Int8RecipeArgs;
 use crate::cli::args::output::JsonArgs;
+use crate::cli::args::search_result::SearchResultArgs;
 use crate::cli::args::shapes::ShapeArgs;
-use crate::cli::quantize::keep_fp32_list;
 use crate::cli::stdout::FirstFailure;
+use crate::cli::usage;
 use crate::cli::workspace::{for_model, required};
-use crate::cli::{usage, UsageError};
-use crate::onnx::rewrite::fp16::Fp16Options;
 use crate::onnx::shape::{parse_named_shapes, DimValues, NamedDim, ShapeRequest};
 use crate::progress::Progress;
+use crate::quantize::plan::{Int8Source, PrecisionPlan};
 use crate::report::build::render;
 use crate::report::progress::Bar;
 use crate::tensor::Precision;
-use crate::trt::build::{build, calibration_shapes, BuildConfig, BuildObservers, Int8Source};
+use crate::trt::build::{build, calibration_shapes, BuildConfig, BuildObservers};
 use crate::trt::engine_file::BuilderSettings;
 use crate::trt::loader::DIR_ENV;
 use crate::trt::profile::{AxisRange, BatchRange, BatchRequest, ExplicitShapes};
@@ -56,16 +57,9 @@ pub struct BuildArgs {
     /// FP16: trtkit's FP16 rewrite, then a strongly typed build.
     #[arg(long, conflicts_with = "int8")]
     pub fp16: bool,
-    /// With --fp16: graph inputs and outputs in float16 too (default: float32 with Casts).
-    #[arg(long, requires = "fp16")]
-    pub fp16_io: bool,
-    /// With --fp16: ops kept in float32, comma-separated (replaces the default list; `none`
-    /// for none).
-    #[arg(long, value_delimiter = ',', requires = "fp16", value_name = "OPS")]
-    pub keep_fp32: Option<Vec<String>>,
-    /// With --fp16: single nodes kept in float32.
+    /// The FP16 rewrite's options.
     #[command(flatten)]
-    pub keep_nodes: KeepNodeArgs,
+    pub fp16_options: Fp16Args,
     /// INT8: calibrate (keyed cache, reused when its key matches), insert Q/DQ, then build.
     #[arg(long)]
     pub int8: bool,
@@ -90,6 +84,12 @@ pub struct BuildArgs {
     /// INT8: images, algorithm settings, cache folder, backend and preprocessing.
     #[command(flatten)]
     pub calibration: CalibrationArgs,
+    /// INT8: the nodes left in float, what they compute in, the weights' ranges.
+    #[command(flatten)]
+    pub int8_recipe: Int8RecipeArgs,
+    /// A target search's float nodes, kept in float.
+    #[command(flatten)]
+    pub search_result: SearchResultArgs,
     /// Builder workspace memory limit in MiB (default: TensorRT's).
     #[arg(long, value_name = "MiB")]
     pub workspace: Option<u64>,
@@ -125,11 +125,10 @@ fn build_dims(shapes: &ShapeArgs) -> Result<(ShapeRequest, Vec<AxisRange>)> {
                 size: sizes[0],
             }),
             DimValues::Sizes(_) => {
-                return Err(UsageError(format!(
+                return Err(usage(format!(
                     "--dim {}: `build` makes one engine; give one size, or a range MIN:OPT:MAX for its profile",
                     d.symbol
-                ))
-                .into())
+                )))
             }
             DimValues::Range { min, opt, max } => axes.push(AxisRange {
                 symbol: d.symbol,
@@ -151,7 +150,7 @@ fn profile_flags(args: &BuildArgs, axes: Vec<AxisRange>) -> Result<(BatchRequest
     };
     batch
         .resolve()
-        .map_err(|e| UsageError(format!("--min-batch/--opt-batch/--max-batch: {e:#}")))?;
+        .map_err(|e| usage(format!("--min-batch/--opt-batch/--max-batch: {e:#}")))?;
     let explicit = ExplicitShapes {
         min: parse_named_shapes("--min-shapes", &args.min_shapes).map_err(usage)?,
         opt: parse_named_shapes("--opt-shapes", &args.opt_shapes).map_err(usage)?,
@@ -160,14 +159,15 @@ fn profile_flags(args: &BuildArgs, axes: Vec<AxisRange>) -> Result<(BatchRequest
     };
     explicit
         .check_ranges()
-        .map_err(|e| UsageError(format!("--min-shapes/--opt-shapes/--max-shapes: {e:#}")))?;
+        .map_err(|e| usage(format!("--min-shapes/--opt-shapes/--max-shapes: {e:#}")))?;
     Ok((batch, explicit))
 }
 
 /// The build job these flags describe, in the workspace when the model is left out (or lies in
 /// one): its model, input shape, calibration data and preprocessing under the flags given.
 pub fn config(args: &BuildArgs) -> Result<BuildConfig> {
-    args.keep_nodes.check(args.fp16)?;
+    args.fp16_options.keep_nodes.check(args.fp16)?;
+    args.int8_recipe.check(args.int8)?;
     let (model, ws) = match &args.model {
         Some(m) => (m.clone(), for_model(Some(m))?),
         None => {
@@ -204,20 +204,17 @@ pub fn config(args: &BuildArgs) -> Result<BuildConfig> {
             ws.as_ref(),
         )?))),
         (None, _) => {
-            return Err(UsageError(
-                "--int8 needs calibration data (--calib-data DIR, a folder of images or .npy/.npz, or synthetic:SEED) or an existing cache (--calibration-cache FILE)".into(),
-            )
-            .into())
+            return Err(usage(
+                "--int8 needs calibration data (--calib-data DIR, a folder of images or .npy/.npz, or synthetic:SEED) or an existing cache (--calibration-cache FILE)",
+            ))
         }
     };
-    let keep_fp32 = keep_fp32_list(args.keep_fp32.as_deref());
     if let (Some(output), Some(dir)) = (&args.output, &args.engine_dir) {
-        return Err(UsageError(format!(
+        return Err(usage(format!(
             "-o {} and --engine-dir {} conflict: -o names the engine file itself (its folder included), --engine-dir the folder of keyed names; give one",
             output.display(),
             dir.display()
-        ))
-        .into());
+        )));
     }
     let (batch, explicit_shapes) = profile_flags(args, axes)?;
     let engine_dir = args
@@ -230,14 +227,15 @@ pub fn config(args: &BuildArgs) -> Result<BuildConfig> {
         input_shapes,
         batch,
         explicit_shapes,
-        precision,
-        fp16: Fp16Options {
-            keep_fp32,
-            fp16_io: args.fp16_io,
-            keep_nodes: args.keep_nodes.nodes(),
-            keep_regex: args.keep_nodes.patterns(),
+        plan: PrecisionPlan {
+            precision,
+            fp16: args.fp16_options.options(),
+            scales: int8,
+            exclude: args.int8_recipe.exclusion(),
+            fallback: args.int8_recipe.fallback,
+            weight_clip: args.int8_recipe.weight_clip,
+            search_result: args.search_result.float_nodes_from.clone(),
         },
-        int8,
         builder: BuilderSettings {
             workspace_mib: args.workspace,
             optimization_level: args.builder_optimization_level,

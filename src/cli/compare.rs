@@ -6,8 +6,8 @@ use crate::cli::args::backend::{BackendArgs, EngineArgs, SideABackendArgs, SideB
 use crate::cli::args::output::OutputArgs;
 use crate::cli::args::shapes::ShapeArgs;
 use crate::cli::args::task::TaskArgs;
+use crate::cli::usage;
 use crate::cli::workspace::{blame_preprocess_file, required};
-use crate::cli::UsageError;
 use crate::data::dataset::DatasetOptions;
 use crate::data::synthetic::{InputDistribution, RandomInputs};
 use crate::jobs::compare::{
@@ -145,24 +145,19 @@ pub struct CompareArgs {
 /// The comparison these flags describe; every flag check of `compare` is here. In the
 /// workspace form both sides are the workspace's model (the job replaces A per precision).
 pub fn config(args: &CompareArgs, ws: Option<&Workspace>) -> Result<CompareConfig> {
-    let usage = |m: String| -> anyhow::Error { UsageError(m).into() };
     let batch_size = match args.batch_size {
-        Some(b) => Some(
-            NonZeroUsize::new(b).ok_or_else(|| usage("--batch-size must be at least 1".into()))?,
-        ),
+        Some(b) => {
+            Some(NonZeroUsize::new(b).ok_or_else(|| usage("--batch-size must be at least 1"))?)
+        }
         None => None,
     };
     if args.inputs.is_none() && args.num_samples == 0 {
-        return Err(usage("--num-samples must be at least 1".into()));
+        return Err(usage("--num-samples must be at least 1"));
     }
     let (a, b) = match (&args.a, &args.b, ws) {
         (Some(a), Some(b), _) => (a.clone(), b.clone()),
         (_, _, Some(ws)) => (ws.model.clone(), ws.model.clone()),
-        _ => {
-            return Err(usage(
-                "compare takes A and B, or neither in a workspace".into(),
-            ))
-        }
+        _ => return Err(usage("compare takes A and B, or neither in a workspace")),
     };
     let runs_none = [&a, &b].into_iter().chain(&args.more).all(|p| !is_model(p));
     if runs_none && args.inputs.is_some() {
@@ -253,13 +248,12 @@ fn int_range(text: &str) -> Result<(String, IntInput), String> {
 /// B, in a workspace: every kept FP16 or INT8 graph against the model.
 fn run_layerwise(args: &CompareArgs, bar: &Bar) -> Result<()> {
     if !(0.0..=1.0).contains(&args.layerwise_cosine) {
-        return Err(UsageError("--layerwise-cosine must be within [0, 1]".into()).into());
+        return Err(usage("--layerwise-cosine must be within [0, 1]"));
     }
     if !args.more.is_empty() {
-        return Err(UsageError(
-            "--layerwise compares two ONNX graphs, A against the reference B; give two".into(),
-        )
-        .into());
+        return Err(usage(
+            "--layerwise compares two ONNX graphs, A against the reference B; give two",
+        ));
     }
     let ws = match args.a {
         Some(_) => None,
@@ -325,11 +319,10 @@ fn sides(args: &CompareArgs) -> Vec<SideConfig> {
 /// reference's outputs; `--save-outputs` names one side under test, so it is refused here.
 fn run_many(args: &CompareArgs, config: &CompareConfig, bar: &Bar) -> Result<()> {
     if args.save_outputs.is_some() {
-        return Err(UsageError(format!(
+        return Err(usage(format!(
             "--save-outputs saves the outputs of the one side under test; with {} sides give each its own run (compare X REFERENCE --save-outputs FILE)",
             args.more.len() + 2
-        ))
-        .into());
+        )));
     }
     let (report, runs) = compare_many(config, &sides(args), bar)?;
     runs.save(args.save_inputs.as_deref(), args.save_reference.as_deref())?;

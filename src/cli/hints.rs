@@ -1,7 +1,7 @@
 //! The flag hints the command line adds to typed library errors: the library says what is
 //! wrong in its own terms, the command line says which flag fixes it.
 
-use crate::cli::UsageError;
+use crate::cli::usage;
 use crate::jobs::batch_memory::TooLargeForMemory;
 use crate::jobs::compare::{NotComparable, UndeclaredShape, Verdict};
 use crate::jobs::run::{GpuSetting, NeedsGpuBackend};
@@ -52,7 +52,7 @@ pub fn with_hint(err: anyhow::Error) -> anyhow::Error {
             if e.samples == 1 {
                 return anyhow::anyhow!("{line}");
             }
-            return UsageError(format!("{line} (lower {})", setting_hint(e.setting))).into();
+            return usage(format!("{line} (lower {})", setting_hint(e.setting)));
         }
         if let Some(fix) = cause.downcast_ref::<FixWith>() {
             return anyhow::anyhow!("{line} ({})", setting_hint(fix.setting));
@@ -72,11 +72,10 @@ pub fn with_hint(err: anyhow::Error) -> anyhow::Error {
         }
         if let Some(e) = cause.downcast_ref::<NeedsGpuBackend>() {
             let flag = gpu_setting_flag(e.setting);
-            return UsageError(format!(
+            return usage(format!(
                 "{flag} needs a backend that enqueues on trtkit's CUDA streams; {} does not (it is timed on the wall clock)",
                 e.backend
-            ))
-            .into();
+            ));
         }
         if let Some(Verdict::Below { .. } | Verdict::NonFinite { .. }) =
             cause.downcast_ref::<Verdict>()
@@ -95,7 +94,7 @@ pub fn with_hint(err: anyhow::Error) -> anyhow::Error {
             return anyhow::anyhow!("{line} (--no-check writes it anyway)");
         }
         if cause.is::<NotComparable>() || cause.is::<BadPreprocess>() {
-            return UsageError(line).into();
+            return usage(line);
         }
     }
     err
@@ -104,6 +103,7 @@ pub fn with_hint(err: anyhow::Error) -> anyhow::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::UsageError;
     use crate::tensor::Dim;
 
     #[test]

@@ -3,8 +3,8 @@
 
 use crate::cli::args::output::JsonArgs;
 use crate::cli::args::preprocess::PreprocessArgs;
+use crate::cli::usage;
 use crate::cli::workspace::required;
-use crate::cli::UsageError;
 use crate::report::workspace::{render_effective, render_init};
 use crate::workspace::init::{effective, init, InitConfig};
 use crate::workspace::Settings;
@@ -70,11 +70,9 @@ pub fn run(args: InitArgs) -> Result<()> {
         return args.format.print(&shown, || render_effective(&shown));
     }
     let Some(model) = args.model.clone() else {
-        return Err(UsageError(
-            "init needs the ONNX model the workspace is for: trtkit init MODEL.onnx (or --show)"
-                .into(),
-        )
-        .into());
+        return Err(usage(
+            "init needs the ONNX model the workspace is for: trtkit init MODEL.onnx (or --show)",
+        ));
     };
     let report = init(&InitConfig {
         model,

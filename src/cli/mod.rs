@@ -16,12 +16,14 @@ pub mod quantize;
 pub mod report;
 pub mod run;
 pub mod stdout;
+pub mod usage_error;
 pub mod validate;
 pub mod workspace;
 
 use clap::{Parser, Subcommand};
 use std::io::Write;
 use std::process::ExitCode;
+pub use usage_error::{usage, UsageError};
 
 /// trtkit: ONNX to validated TensorRT engines, and proof of how fast and accurate they are.
 #[derive(Debug, Parser)]
@@ -68,16 +70,6 @@ pub enum Command {
     /// One cell of a bench run (what bench's child processes run).
     #[command(name = "bench-cell", hide = true)]
     BenchCell(bench::CellArgs),
-}
-
-/// A mistake in how trtkit was called (exit code 2), as opposed to a failure (exit code 1).
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct UsageError(pub String);
-
-/// `e`, whole chain on one line, as a usage error: for library checks of flag values.
-pub fn usage(e: anyhow::Error) -> anyhow::Error {
-    UsageError(format!("{e:#}")).into()
 }
 
 /// Sets up logging on stderr: warnings by default, more with `-v`, errors only with `-q`.

@@ -7,23 +7,24 @@
 
 use crate::backend::select::BackendOptions;
 use crate::cli::args::backend::BackendArgs;
-use crate::cli::args::fp16::{keep_errors_as_usage, KeepNodeArgs};
+use crate::cli::args::fp16::{keep_errors_as_usage, Fp16Args};
+use crate::cli::args::int8::Int8RecipeArgs;
 use crate::cli::args::output::JsonArgs;
 use crate::cli::args::preprocess::PreprocessArgs;
+use crate::cli::args::search_result::SearchResultArgs;
 use crate::cli::args::shapes::ShapeArgs;
-use crate::cli::UsageError;
-use crate::onnx::rewrite::fp16::{Fp16Options, DEFAULT_KEEP_FP32};
-use crate::onnx::rewrite::plan::Exclusion;
-use crate::onnx::rewrite::qdq::WeightClip;
+use crate::cli::usage;
 use crate::quantize::eval_config::{CheckSet, DEFAULT_CHECK_FRACTION};
 use crate::quantize::evaluate::{EvalConfig, WeightRounding};
 use crate::quantize::fp16_search::Fp16TargetConfig;
-use crate::quantize::job::{Fallback, QuantizeConfig, Rewrite};
+use crate::quantize::job::{QuantizeConfig, Rewrite};
+use crate::quantize::plan::{Int8Source, PrecisionPlan};
 use crate::quantize::request::{run_request, QuantizeRequest};
 use crate::quantize::scale_search::ScaleSearch;
 use crate::quantize::target_search::{Goal, Strategy, TargetConfig};
 use crate::report::progress::Bar;
 use crate::report::quantize::render_outcome;
+use crate::tensor::Precision;
 use anyhow::Result;
 use clap::Args;
 use std::path::PathBuf;
@@ -54,21 +55,9 @@ pub struct QuantizeArgs {
         required_unless_present = "sensitivity"
     )]
     pub output: Option<PathBuf>,
-    /// With --int8: nodes left in float, by name (or `#INDEX` for an unnamed one),
-    /// comma-separated.
-    #[arg(long, value_delimiter = ',', requires = "int8", value_name = "NODES")]
-    pub exclude: Vec<String>,
-    /// With --int8: op types left in float (`Gemm`), comma-separated.
-    #[arg(long, value_delimiter = ',', requires = "int8", value_name = "OPS")]
-    pub exclude_op: Vec<String>,
-    /// With --int8: nodes whose whole name matches this regular expression stay in float
-    /// (repeatable).
-    #[arg(long, requires = "int8", value_name = "REGEX")]
-    pub exclude_regex: Vec<String>,
-    /// With --int8: what the nodes not in INT8 compute in: fp32, or fp16 (what a strongly typed
-    /// engine runs; the INT8 nodes and their Q/DQ stay float32 so TensorRT fuses them).
-    #[arg(long, requires = "int8", value_enum, default_value = "fp32")]
-    pub fallback: Fallback,
+    /// With --int8: the nodes left in float, what they compute in, the weights' ranges.
+    #[command(flatten)]
+    pub int8_recipe: Int8RecipeArgs,
     /// With --int8: measure every quantized node on --eval-data (its damage alone in INT8,
     /// what leaving it alone in float recovers) and print the sorted table; writes no model.
     #[arg(long, requires = "int8", requires = "eval_data", conflicts_with_all = ["target_cosine", "target_agreement"])]
@@ -120,10 +109,6 @@ pub struct QuantizeArgs {
     /// (`--dim seq=128` for a token model).
     #[command(flatten)]
     pub shapes: ShapeArgs,
-    /// With --int8: how each weight channel's range is chosen: max (its largest magnitude), or
-    /// mse (the fraction of it with the least squared rounding error).
-    #[arg(long, requires = "int8", value_enum, default_value = "max")]
-    pub weight_clip: WeightClip,
     /// With --eval-data: correct each INT8 convolution's bias for its weights' rounding (the
     /// mean shift `ΔW · E[x]`, input means measured on --eval-data).
     #[arg(long, requires = "eval_data")]
@@ -150,16 +135,12 @@ pub struct QuantizeArgs {
     /// How images of --eval-data become model input (`validate`'s flags).
     #[command(flatten)]
     pub preprocess: PreprocessArgs,
-    /// With --fp16: graph inputs and outputs in float16 too (default: float32 with Casts).
-    #[arg(long, requires = "fp16")]
-    pub fp16_io: bool,
-    /// With --fp16: ops kept in float32, comma-separated (replaces the default list; give
-    /// `none` for none). Default: the ops that overflow or lose precision in float16.
-    #[arg(long, value_delimiter = ',', requires = "fp16", value_name = "OPS")]
-    pub keep_fp32: Option<Vec<String>>,
-    /// With --fp16: single nodes kept in float32.
+    /// The FP16 rewrite's options.
     #[command(flatten)]
-    pub keep_nodes: KeepNodeArgs,
+    pub fp16_options: Fp16Args,
+    /// A target search's float nodes, kept in float.
+    #[command(flatten)]
+    pub search_result: SearchResultArgs,
     /// Skip loading the result in the reference backend (tract) as a check.
     #[arg(long)]
     pub no_check: bool,
@@ -175,10 +156,9 @@ fn check_set(args: &QuantizeArgs) -> Result<CheckSet> {
     }
     match args.check_fraction {
         Some(0.0) => Ok(CheckSet::Off),
-        Some(f) if !(0.0..1.0).contains(&f) => Err(UsageError(format!(
+        Some(f) if !(0.0..1.0).contains(&f) => Err(usage(format!(
             "--check-fraction {f}: give a share in [0, 1) (0 keeps no check set)"
-        ))
-        .into()),
+        ))),
         f => Ok(CheckSet::Split {
             fraction: f.unwrap_or(DEFAULT_CHECK_FRACTION),
             seed: args.split_seed,
@@ -188,26 +168,30 @@ fn check_set(args: &QuantizeArgs) -> Result<CheckSet> {
 
 /// The job these flags describe; every flag check of `quantize` is here.
 pub fn job(args: &QuantizeArgs) -> Result<QuantizeRequest> {
-    args.keep_nodes.check(args.fp16)?;
+    args.fp16_options.keep_nodes.check(args.fp16)?;
+    args.int8_recipe.check(args.int8)?;
     let target = args.target_cosine.is_some() || args.target_agreement.is_some();
     if args.research && !target {
-        return Err(UsageError(
-            "--research searches a target again; give --target-cosine or --target-agreement".into(),
-        )
-        .into());
+        return Err(usage(
+            "--research searches a target again; give --target-cosine or --target-agreement",
+        ));
     }
     if args.search.is_some() && !target {
-        return Err(UsageError(
-            "--search says how --target-cosine or --target-agreement searches; give one".into(),
-        )
-        .into());
+        return Err(usage(
+            "--search says how --target-cosine or --target-agreement searches; give one",
+        ));
+    }
+    if args.search_result.float_nodes_from.is_some() && (args.eval_data.is_some() || args.equalize)
+    {
+        return Err(usage(
+            "--float-nodes-from applies a target search's result to an FP16 or INT8 rewrite; leave out --eval-data and --equalize",
+        ));
     }
     let Some(eval_data) = &args.eval_data else {
         if !args.shapes.one_shape("quantize")?.is_empty() {
-            return Err(UsageError(
-                "--input-shape and --dim set the sizes --eval-data is measured at; give --eval-data (a rewrite keeps the model's own shapes)".into(),
-            )
-            .into());
+            return Err(usage(
+                "--input-shape and --dim set the sizes --eval-data is measured at; give --eval-data (a rewrite keeps the model's own shapes)",
+            ));
         }
         return Ok(QuantizeRequest::Rewrite(config(args)?));
     };
@@ -215,16 +199,15 @@ pub fn job(args: &QuantizeArgs) -> Result<QuantizeRequest> {
         return fp16_target(args, eval_config(args, eval_data, PathBuf::new())?);
     }
     let Some(cache) = &args.calibration_cache else {
-        return Err(UsageError(
-            "--eval-data measures INT8 variants (--int8 --calibration-cache FILE) or an FP16 target search (--fp16 --target-cosine X)".into(),
-        )
-        .into());
+        return Err(usage(
+            "--eval-data measures INT8 variants (--int8 --calibration-cache FILE) or an FP16 target search (--fp16 --target-cosine X)",
+        ));
     };
     let eval = eval_config(args, eval_data, cache.clone())?;
     if args.sensitivity {
         return Ok(QuantizeRequest::Sensitivity {
             eval,
-            exclude: exclusion(args),
+            exclude: args.int8_recipe.exclusion(),
         });
     }
     let Some(goal) = goal(args)? else {
@@ -234,12 +217,12 @@ pub fn job(args: &QuantizeArgs) -> Result<QuantizeRequest> {
             .expect("clap requires -o without --sensitivity");
         return Ok(QuantizeRequest::Measured {
             eval,
-            exclude: exclusion(args),
+            exclude: args.int8_recipe.exclusion(),
             output,
         });
     };
-    if !exclusion(args).is_empty() {
-        return Err(UsageError("--target-cosine and --target-agreement choose the float nodes themselves; leave out --exclude".into()).into());
+    if !args.int8_recipe.exclusion().is_empty() {
+        return Err(usage("--target-cosine and --target-agreement choose the float nodes themselves; leave out --exclude"));
     }
     Ok(QuantizeRequest::Target(TargetConfig {
         result_dir: None,
@@ -268,15 +251,15 @@ fn eval_config(args: &QuantizeArgs, eval_data: &str, cache: PathBuf) -> Result<E
             input_shapes: args.shapes.one_shape("quantize")?,
             ..args.backend.options(None)
         },
-        fallback: args.fallback,
+        fallback: args.int8_recipe.fallback,
         bias_correction: args.bias_correction,
-        weight_clip: args.weight_clip,
+        weight_clip: args.int8_recipe.weight_clip,
         scale_search: args.scale_search,
         weight_rounding: args.weight_rounding,
         check: check_set(args)?,
     };
     if eval.batch_size == 0 || eval.samples == Some(0) {
-        return Err(UsageError("--batch-size and --eval-samples must be at least 1".into()).into());
+        return Err(usage("--batch-size and --eval-samples must be at least 1"));
     }
     Ok(eval)
 }
@@ -286,14 +269,15 @@ fn goal(args: &QuantizeArgs) -> Result<Option<Goal>> {
     Ok(match (args.target_cosine, args.target_agreement) {
         (Some(c), _) if (0.0..=1.0).contains(&c) => Some(Goal::Cosine(c)),
         (Some(c), _) => {
-            return Err(UsageError(format!("--target-cosine {c}: a cosine lies in [0, 1]")).into())
+            return Err(usage(format!(
+                "--target-cosine {c}: a cosine lies in [0, 1]"
+            )))
         }
         (None, Some(p)) if (0.0..=100.0).contains(&p) => Some(Goal::Agreement(p)),
         (None, Some(p)) => {
-            return Err(UsageError(format!(
+            return Err(usage(format!(
                 "--target-agreement {p}: a percentage lies in [0, 100]"
-            ))
-            .into())
+            )))
         }
         (None, None) => None,
     })
@@ -302,44 +286,24 @@ fn goal(args: &QuantizeArgs) -> Result<Option<Goal>> {
 /// `quantize --fp16 --target-cosine X --eval-data SRC`: the FP16 search.
 fn fp16_target(args: &QuantizeArgs, eval: EvalConfig) -> Result<QuantizeRequest> {
     if args.sensitivity || args.bias_correction || args.weight_rounding != WeightRounding::Nearest {
-        return Err(UsageError(
-            "--sensitivity, --bias-correction and --weight-rounding measure INT8 models; with --fp16 give --target-cosine or --target-agreement".into(),
-        )
-        .into());
+        return Err(usage(
+            "--sensitivity, --bias-correction and --weight-rounding measure INT8 models; with --fp16 give --target-cosine or --target-agreement",
+        ));
     }
     let Some(goal) = goal(args)? else {
-        return Err(UsageError(
-            "--eval-data with --fp16 measures the FP16 variants of a target search; give --target-cosine or --target-agreement".into(),
-        )
-        .into());
+        return Err(usage(
+            "--eval-data with --fp16 measures the FP16 variants of a target search; give --target-cosine or --target-agreement",
+        ));
     };
     Ok(QuantizeRequest::Fp16Target(Fp16TargetConfig {
         eval,
-        options: fp16_options(args),
+        options: args.fp16_options.options(),
         goal,
         output: output(args)?,
         result_dir: None,
         research: args.research,
         strategy: args.search.unwrap_or_default(),
     }))
-}
-
-/// The FP16 rewrite's options, as the flags say.
-fn fp16_options(args: &QuantizeArgs) -> Fp16Options {
-    Fp16Options {
-        keep_fp32: keep_fp32_list(args.keep_fp32.as_deref()),
-        fp16_io: args.fp16_io,
-        keep_nodes: args.keep_nodes.nodes(),
-        keep_regex: args.keep_nodes.patterns(),
-    }
-}
-
-fn exclusion(args: &QuantizeArgs) -> Exclusion {
-    Exclusion {
-        nodes: args.exclude.clone(),
-        ops: args.exclude_op.clone(),
-        patterns: args.exclude_regex.clone(),
-    }
 }
 
 /// The rewrite these flags describe.
@@ -353,19 +317,21 @@ pub fn config(args: &QuantizeArgs) -> Result<QuantizeConfig> {
         });
     }
     let rewrite = match (args.int8, args.fp16, &args.calibration_cache) {
-        (true, _, Some(cache)) => Rewrite::Int8 {
-            cache: cache.clone(),
-            exclude: exclusion(args),
-            fallback: args.fallback,
-            weight_clip: args.weight_clip,
-        },
-        (true, _, None) => {
-            return Err(UsageError("--int8 needs --calibration-cache FILE".into()).into())
-        }
-        (false, true, _) => Rewrite::Fp16(fp16_options(args)),
-        (false, false, _) => {
-            return Err(UsageError("give one of --int8, --fp16 or --equalize".into()).into())
-        }
+        (true, _, Some(cache)) => Rewrite::Precision(Box::new(PrecisionPlan {
+            scales: Some(Int8Source::Cache(cache.clone())),
+            exclude: args.int8_recipe.exclusion(),
+            fallback: args.int8_recipe.fallback,
+            weight_clip: args.int8_recipe.weight_clip,
+            search_result: args.search_result.float_nodes_from.clone(),
+            ..PrecisionPlan::of(Precision::Int8)
+        })),
+        (true, _, None) => return Err(usage("--int8 needs --calibration-cache FILE")),
+        (false, true, _) => Rewrite::Precision(Box::new(PrecisionPlan {
+            fp16: args.fp16_options.options(),
+            search_result: args.search_result.float_nodes_from.clone(),
+            ..PrecisionPlan::of(Precision::Fp16)
+        })),
+        (false, false, _) => return Err(usage("give one of --int8, --fp16 or --equalize")),
     };
     Ok(QuantizeConfig {
         model: args.model.clone(),
@@ -377,10 +343,9 @@ pub fn config(args: &QuantizeArgs) -> Result<QuantizeConfig> {
 
 /// The model `-o` names.
 fn output(args: &QuantizeArgs) -> Result<PathBuf> {
-    Ok(args
-        .output
+    args.output
         .clone()
-        .ok_or_else(|| UsageError("give the output model with -o OUT.onnx".into()))?)
+        .ok_or_else(|| usage("give the output model with -o OUT.onnx"))
 }
 
 /// Runs `quantize`.
@@ -388,13 +353,4 @@ pub fn run(args: QuantizeArgs) -> Result<()> {
     let bar = Bar::new("variants", args.format.json);
     let outcome = run_request(&job(&args)?, &bar).map_err(keep_errors_as_usage)?;
     args.format.print(&outcome, || render_outcome(&outcome))
-}
-
-/// The ops `--keep-fp32` keeps in float32: the list given, none for `none`, else the defaults.
-pub fn keep_fp32_list(flag: Option<&[String]>) -> Vec<String> {
-    match flag {
-        Some([only]) if only == "none" => vec![],
-        Some(list) => list.iter().map(|s| s.trim().to_string()).collect(),
-        None => DEFAULT_KEEP_FP32.iter().map(|s| s.to_string()).collect(),
-    }
 }

@@ -6,7 +6,7 @@ use crate::cli::args::backend::{BackendArgs, EngineArgs};
 use crate::cli::args::output::OutputArgs;
 use crate::cli::args::shapes::ShapeArgs;
 use crate::cli::args::timing::TimingArgs;
-use crate::cli::UsageError;
+use crate::cli::usage;
 use crate::cuda::harness::HarnessOptions;
 use crate::jobs::run::{measure_latency, GpuSetting, RunConfig};
 use crate::report::latency::{export_times, render};
@@ -54,15 +54,12 @@ pub struct RunArgs {
 
 /// The measurement these flags describe; every flag check of `run` is here.
 pub fn config(args: &RunArgs) -> Result<RunConfig> {
-    let usage = |m: String| -> anyhow::Error { UsageError(m).into() };
     if args.batch_size.is_empty() || args.batch_size.contains(&0) {
-        return Err(usage(
-            "--batch-size takes positive integers, e.g. 1,16,32".into(),
-        ));
+        return Err(usage("--batch-size takes positive integers, e.g. 1,16,32"));
     }
     args.timing.check().map_err(usage)?;
     if args.streams == Some(0) {
-        return Err(usage("--streams must be at least 1".into()));
+        return Err(usage("--streams must be at least 1"));
     }
     let gpu_settings = [
         (GpuSetting::DeviceId, args.engine.device_id.is_some()),
@@ -107,6 +104,7 @@ pub fn run(args: RunArgs) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::UsageError;
     use crate::cuda::harness::Amount;
     use clap::Parser;
 

@@ -7,8 +7,8 @@ use crate::cli::args::preprocess::PreprocessArgs;
 use crate::cli::args::samples::positive_samples;
 use crate::cli::args::task::DetectArgs;
 use crate::cli::args::timing::warmup_batches;
+use crate::cli::usage;
 use crate::cli::workspace::{blame_preprocess_file, for_model};
-use crate::cli::UsageError;
 use crate::data::dataset::{Annotations, DatasetOptions};
 use crate::jobs::precision_table::{validate_all, ValidateAllConfig};
 use crate::jobs::validate::{validate, ValidateConfig, WarmupBatches};
@@ -83,7 +83,6 @@ pub struct ValidateArgs {
 /// The validation these flags describe; every flag check of `validate` is here. In a workspace
 /// its dataset and preprocessing fill what the flags leave out.
 pub fn config(args: &ValidateArgs, ws: Option<&Workspace>) -> Result<ValidateConfig> {
-    let usage = |m: &str| -> anyhow::Error { UsageError(m.into()).into() };
     if args.batch_size.is_empty() || args.batch_size.contains(&0) {
         return Err(usage("--batch-size takes positive integers, e.g. 1,32"));
     }

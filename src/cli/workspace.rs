@@ -2,7 +2,7 @@
 //! model is left out (its absence is a usage error that says what was looked for), and applied
 //! to a model named on the command line only when that model lies inside it.
 
-use crate::cli::UsageError;
+use crate::cli::usage;
 use crate::data::preprocess::PreprocessRequest;
 use crate::jobs::validate::BadPreprocess;
 use crate::workspace::{self, NoWorkspace, Workspace};
@@ -14,7 +14,7 @@ pub fn required() -> Result<Workspace> {
     let here = std::env::current_dir()?;
     workspace::find(&here).map_err(|e| {
         if e.is::<NoWorkspace>() {
-            UsageError(e.to_string()).into()
+            usage(e.to_string())
         } else {
             e
         }

@@ -5,7 +5,7 @@
 use crate::backend::select::BackendOptions;
 use crate::data::preprocess::PreprocessRequest;
 use crate::onnx::rewrite::qdq::WeightClip;
-use crate::quantize::job::Fallback;
+use crate::quantize::plan::Fallback;
 use crate::quantize::scale_search::ScaleSearch;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;

@@ -20,7 +20,7 @@ use crate::onnx::OnnxModel;
 use crate::progress::Progress;
 use crate::quantize::adaptive_rounding::{round_adaptively, rounding_inputs, RoundingReport};
 pub use crate::quantize::eval_config::{EvalConfig, WeightRounding};
-use crate::quantize::job::{int8_model, int8_pass};
+use crate::quantize::plan::{int8_model, int8_pass};
 use crate::quantize::reference::Reference;
 pub use crate::quantize::reference::SampleUse;
 use crate::quantize::scale_search::{

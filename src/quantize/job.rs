@@ -1,139 +1,32 @@
-//! The precision rewrites a strongly typed TensorRT build needs, chosen in one place: FP16
-//! autocast, or INT8 Q/DQ with calibrated scales where the INT8 plan says. `build` runs the pass
-//! before building; the `quantize` job runs it alone and writes the rewritten ONNX.
+//! The `quantize` job: a model's precision rewrite (its [`PrecisionPlan`], the one `build` also
+//! applies) or its cross-layer equalisation, checked in the reference backend and written as
+//! ONNX.
 
-use crate::backend::mac_count::model_macs;
+use super::plan::PrecisionPlan;
+/// The INT8 model of a plan with nodes left out, and what they compute in: the precision plan's,
+/// named here too for the searches that build their variants with it.
+pub use super::plan::{int8_model, Fallback};
 use crate::backend::tract::{TractBackend, TractOptions};
-use crate::calibration::cache::{check_cache_model, CalibrationTable};
 use crate::onnx::model::file_sha256;
-use crate::onnx::rewrite::constant_weights::lift_constant_weights;
 use crate::onnx::rewrite::equalize::{Equalize, EqualizeReport};
-use crate::onnx::rewrite::fp16::{Fp16, Fp16Options, Fp16Report};
+use crate::onnx::rewrite::fp16::Fp16Report;
 use crate::onnx::rewrite::pass::{Pass, PassReport};
-use crate::onnx::rewrite::plan::{node_label, plan_int8, Exclusion, QuantPlan};
-use crate::onnx::rewrite::qdq::{Qdq, WeightClip, WeightQuant};
 use crate::onnx::OnnxModel;
+use crate::progress::NoProgress;
+use crate::tensor::Precision;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-
-/// What the nodes left out of INT8 compute in.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Fallback {
-    /// float32: the Q/DQ graph as it is.
-    #[default]
-    Fp32,
-    /// float16 wherever the graph is not INT8 (what a strongly typed engine of the model runs):
-    /// the Q/DQ nodes and the nodes that read them stay float32, so TensorRT still fuses them.
-    Fp16,
-}
-
-impl std::fmt::Display for Fallback {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Fallback::Fp32 => "fp32",
-            Fallback::Fp16 => "fp16",
-        })
-    }
-}
-
-/// The INT8 form of `model` with Q/DQ where `plan` says (a plan of the model, possibly with
-/// nodes left out), with `scales`, its float part in `fallback`.
-pub fn int8_model(
-    model: &OnnxModel,
-    plan: QuantPlan,
-    scales: &BTreeMap<String, f32>,
-    fallback: Fallback,
-    weights: &WeightQuant,
-) -> Result<OnnxModel> {
-    let mut model = model.clone();
-    let mut keep_nodes = vec![];
-    if fallback == Fallback::Fp16 {
-        // The INT8 nodes are kept float32 by name: unnamed ones get their label as a name.
-        let graph = model.graph_mut();
-        for i in 0..graph.node.len() {
-            if graph.node[i].name.is_empty() {
-                graph.node[i].name = node_label(graph, i);
-            }
-        }
-        keep_nodes = plan
-            .quantized_nodes()
-            .into_iter()
-            .map(|i| graph.node[i].name.clone())
-            .collect();
-    }
-    let (model, _) = Qdq {
-        plan,
-        scales: scales.clone(),
-        weights: weights.clone(),
-    }
-    .run(model)?;
-    Ok(match fallback {
-        Fallback::Fp32 => model,
-        Fallback::Fp16 => {
-            let mut options = Fp16Options {
-                keep_nodes,
-                ..Default::default()
-            };
-            options
-                .keep_fp32
-                .extend(["QuantizeLinear", "DequantizeLinear"].map(String::from));
-            Fp16(options).run(model)?.0
-        }
-    })
-}
-
-/// The INT8 plan of `model` with the nodes `exclude` names left in float, and those nodes.
-pub fn plan_without(
-    model: &OnnxModel,
-    exclude: &Exclusion,
-) -> Result<(QuantPlan, BTreeSet<usize>)> {
-    let plan = plan_int8(model.graph());
-    if exclude.is_empty() {
-        return Ok((plan, BTreeSet::new()));
-    }
-    let float = exclude.resolve(model.graph())?;
-    Ok((plan.without(&float), float))
-}
-
-/// The INT8 pass for `model`: Q/DQ pairs with `scales` wherever the INT8 plan puts them. A
-/// model without quantizable ops is an error (its INT8 form would be the FP32 one).
-pub fn int8_pass(model: &OnnxModel, scales: &BTreeMap<String, f32>) -> Result<Qdq> {
-    let plan = plan_int8(model.graph());
-    if plan.is_empty() {
-        bail!(
-            "{}: no quantizable ops (Conv, ConvTranspose, Gemm, MatMul); its INT8 form would be the FP32 one",
-            model.path.display()
-        );
-    }
-    Ok(Qdq {
-        plan,
-        scales: scales.clone(),
-        weights: WeightQuant::default(),
-    })
-}
 
 /// Which rewrite `quantize` applies.
 #[derive(Clone, Debug)]
 pub enum Rewrite {
-    /// FP16 autocast with these options.
-    Fp16(Fp16Options),
+    /// The precision recipe: FP16, or INT8 Q/DQ with the scales of its calibration cache (made
+    /// for this model). An FP32 plan rewrites nothing and is refused.
+    Precision(Box<PrecisionPlan>),
     /// Cross-layer equalisation: the model stays float32 (calibrate the result, then quantize
     /// it).
     Equalize,
-    /// INT8 Q/DQ with the scales of this calibration cache (made for this model).
-    Int8 {
-        /// The calibration cache (TensorRT's text format, with trtkit's key beside it).
-        cache: PathBuf,
-        /// Nodes left in float.
-        exclude: Exclusion,
-        /// What the nodes left in float compute in.
-        fallback: Fallback,
-        /// How the weights' per-channel ranges are chosen.
-        weight_clip: WeightClip,
-    },
 }
 
 /// Everything `quantize` needs.
@@ -208,59 +101,13 @@ pub fn quantize(config: &QuantizeConfig) -> Result<QuantizeReport> {
         checked: config.check,
     };
     let rewritten = match &config.rewrite {
-        Rewrite::Int8 {
-            cache,
-            exclude,
-            fallback,
-            weight_clip,
-        } => {
-            let table = CalibrationTable::load(cache)?;
-            check_cache_model(cache, &config.model, &file_sha256(&config.model)?)?;
-            lift_constant_weights(&mut model);
-            // The full plan must have something to quantize, whatever is excluded.
-            let full = int8_pass(&model, &table.scales)?.plan;
-            let (plan, float) = plan_without(&model, exclude).with_context(|| shown.clone())?;
-            let quantized = plan.quantized_nodes();
-            report.precision = "int8".into();
-            report.quantized_activations = Some(plan.activations.len());
-            report.quantized_weights = Some(plan.weights.len());
-            report.float_nodes = Some(
-                full.quantized_nodes()
-                    .intersection(&float)
-                    .map(|&i| node_label(model.graph(), i))
-                    .collect(),
-            );
-            report.fallback = Some(*fallback);
-            report.int8_share = model_macs(&model, &Default::default())
-                .ok()
-                .filter(|m| m.total > 0)
-                .map(|m| m.share(quantized.iter().copied()));
-            int8_model(
-                &model,
-                plan,
-                &table.scales,
-                *fallback,
-                &WeightQuant::nearest(*weight_clip),
-            )
-            .with_context(|| format!("{shown} with {}", cache.display()))?
-        }
+        Rewrite::Precision(plan) => apply_plan(plan, model, config, &mut report)?,
         Rewrite::Equalize => {
             let (m, r) = Equalize.run(model).with_context(|| shown.clone())?;
             report.precision = "fp32".into();
             if let PassReport::Equalize(r) = r {
                 report.equalize = Some(r);
             }
-            m
-        }
-        Rewrite::Fp16(options) => {
-            let (m, r) = Fp16(options.clone())
-                .run(model)
-                .with_context(|| shown.clone())?;
-            report.precision = "fp16".into();
-            if let PassReport::Fp16(r) = r {
-                report.fp16 = Some(r);
-            }
-            report.keep_fp32 = Some(options.keep_fp32.clone());
             m
         }
     };
@@ -279,11 +126,52 @@ pub fn quantize(config: &QuantizeConfig) -> Result<QuantizeReport> {
     Ok(report)
 }
 
+/// `plan` applied to `model` (all its weights in memory), what it did recorded in `report`.
+fn apply_plan(
+    plan: &PrecisionPlan,
+    model: OnnxModel,
+    config: &QuantizeConfig,
+    report: &mut QuantizeReport,
+) -> Result<OnnxModel> {
+    let shown = config.model.display().to_string();
+    if plan.precision == Precision::Fp32 {
+        bail!("{shown}: an FP32 plan rewrites nothing; give FP16 or INT8");
+    }
+    plan.check()?;
+    let plan = &plan.with_search_result()?;
+    let model_sha256 = match plan.precision {
+        Precision::Int8 => file_sha256(&config.model)?,
+        _ => String::new(),
+    };
+    let scales = plan.resolve_scales(&config.model, &model_sha256, &NoProgress)?;
+    let applied = plan.apply(model, scales.as_ref(), None, true);
+    let applied = match plan.precision {
+        // The INT8 rewrite names the model (and its cache) in its own errors.
+        Precision::Int8 => applied?,
+        _ => applied.with_context(|| shown.clone())?,
+    };
+    report.precision = plan.precision.to_string();
+    if let Some(fp16) = applied.fp16 {
+        report.fp16 = Some(fp16);
+        report.keep_fp32 = Some(plan.fp16.keep_fp32.clone());
+    }
+    if let Some(int8) = applied.int8 {
+        report.quantized_activations = Some(int8.activations);
+        report.quantized_weights = Some(int8.weights);
+        report.float_nodes = Some(int8.float_nodes);
+        report.fallback = Some(int8.fallback);
+        report.int8_share = int8.int8_share;
+    }
+    Ok(applied.model)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::onnx::rewrite::fp16::DEFAULT_KEEP_FP32;
+    use crate::onnx::rewrite::fp16::{Fp16Options, DEFAULT_KEEP_FP32};
     use crate::onnx::test_models;
+    use crate::quantize::plan::int8_pass;
+    use std::collections::BTreeMap;
 
     #[test]
     fn fp16_quantize_writes_a_model_that_loads_and_a_report_that_reads_back() {
@@ -294,12 +182,15 @@ mod tests {
             .unwrap();
         let config = QuantizeConfig {
             model,
-            rewrite: Rewrite::Fp16(Fp16Options {
-                keep_fp32: DEFAULT_KEEP_FP32.iter().map(|s| s.to_string()).collect(),
-                fp16_io: false,
-                keep_nodes: vec![],
-                keep_regex: vec![],
-            }),
+            rewrite: Rewrite::Precision(Box::new(PrecisionPlan {
+                fp16: Fp16Options {
+                    keep_fp32: DEFAULT_KEEP_FP32.iter().map(|s| s.to_string()).collect(),
+                    fp16_io: false,
+                    keep_nodes: vec![],
+                    keep_regex: vec![],
+                },
+                ..PrecisionPlan::of(Precision::Fp16)
+            })),
             output: dir.path().join("c-fp16.onnx"),
             check: true,
         };

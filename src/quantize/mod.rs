@@ -1,13 +1,13 @@
-//! Quantization, in one place: the precision rewrite a strongly typed TensorRT build needs (FP16
-//! autocast, or INT8 Q/DQ from a calibration cache) and the `quantize` job, reached by callers
-//! through one entry that runs any quantize request. Beside it, the INT8 evaluator that scores a
-//! rewrite against the FP32 model on real samples (a check part kept apart from the tuning part,
-//! every variant scored against the float model's outputs) and what is searched with it: which
-//! nodes stay in float for a target closeness (a precision-blind search, which also finds the
-//! nodes an FP16 model keeps in float32), per-layer activation scales, the per-node sensitivity
-//! table, and each weight's int8 rounding for the least error of its layer's output. Search
-//! results are kept under their keys. The graph passes themselves are in `onnx::rewrite`; the
-//! calibration ranges in `calibration`.
+//! Quantization, in one place: the precision recipe a strongly typed TensorRT build needs (FP16
+//! autocast, or INT8 Q/DQ from a calibration cache, with its exclusions and fallback), applied
+//! alike by `build` and the `quantize` job, reached by callers through one entry that runs any
+//! quantize request. Beside it, the INT8 evaluator that scores a rewrite against the FP32 model on
+//! real samples (a check part kept apart from the tuning part, every variant scored against the
+//! float model's outputs) and what is searched with it: which nodes stay in float for a target
+//! closeness (a precision-blind search, which also finds the nodes an FP16 model keeps in
+//! float32), per-layer activation scales, the per-node sensitivity table, and each weight's int8
+//! rounding for the least error of its layer's output. Search results are kept under their keys.
+//! The graph passes themselves are in `onnx::rewrite`; the calibration ranges in `calibration`.
 
 pub mod adaptive_rounding;
 pub mod eval_config;
@@ -17,6 +17,7 @@ pub mod fp16_eval;
 pub mod fp16_search;
 pub mod job;
 pub mod kept_result;
+pub mod plan;
 pub mod reference;
 pub mod request;
 pub mod scale_search;

@@ -3,7 +3,7 @@
 
 use crate::report::calibration::cache_lines;
 use crate::report::format::bytes;
-use crate::trt::build::BuildReport;
+use crate::trt::build::{BuildReport, Int8Summary};
 use crate::trt::profile::format_shape;
 
 /// The terminal rendering of a build report: the calibration lines (INT8), built or reused and
@@ -56,12 +56,13 @@ pub fn render(r: &BuildReport) -> String {
             f.converted_initializers, f.casts, f.kept_fp32_nodes
         ),
         (_, Some(i)) => format!(
-            "int8: scales from {}{}",
+            "int8: scales from {}{}{}",
             i.cache,
             match (i.quantized_activations, i.quantized_weights) {
                 (Some(a), Some(w)) => format!(", {a} activations and {w} weights quantized"),
                 _ => String::new(),
-            }
+            },
+            int8_float_part(i)
         ),
         _ => k.precision.to_string(),
     };
@@ -86,4 +87,19 @@ pub fn render(r: &BuildReport) -> String {
         );
     }
     out
+}
+
+/// The nodes an INT8 build left out of INT8 and what its float part computes in, as a clause
+/// (empty when every node the plan quantizes is INT8 and the float part is float32).
+fn int8_float_part(i: &Int8Summary) -> String {
+    let computing = i.fallback.map(|f| format!(" (computing in {f})"));
+    match (&i.float_nodes, computing) {
+        (Some(nodes), computing) if !nodes.is_empty() => format!(
+            "; left out of INT8{}: {}",
+            computing.unwrap_or_default(),
+            nodes.join(", ")
+        ),
+        (_, Some(_)) => format!("; float part in {}", i.fallback.unwrap_or_default()),
+        _ => String::new(),
+    }
 }

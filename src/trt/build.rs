@@ -17,13 +17,8 @@ use super::engine_file::{engine_path, BuilderSettings, EngineKey};
 use super::loader::{TrtLibraries, BOUND};
 use super::model_file::ModelFile;
 use super::profile::{resolve_profile, AxisRange, BatchRequest, ExplicitShapes, ShapeProfile};
-use crate::calibration::cache::{check_cache_model, CalibrationTable};
-use crate::calibration::job::{calibrate, CalibrateConfig};
 use crate::onnx::deferred_weights::DeferredWeights;
 use crate::onnx::external::is_external;
-use crate::onnx::model::sha256_hex;
-use crate::onnx::rewrite::constant_weights::lift_constant_weights;
-use crate::onnx::rewrite::fp16::{to_fp16_deferred, Fp16Options};
 use crate::onnx::rewrite::pass::{run_passes, Pass, PassReport};
 use crate::onnx::shape::{
     check_named_axes, model_inputs, Batch, DimSpec, FixBatch, InputShape, InputShapes, NamedDim,
@@ -31,22 +26,12 @@ use crate::onnx::shape::{
 };
 use crate::onnx::OnnxModel;
 use crate::progress::Progress;
-use crate::quantize::job::int8_pass;
-use crate::setting::{fix_with, Setting};
+use crate::quantize::plan::{Fallback, Int8Scales, PrecisionPlan};
 use crate::tensor::{Dim, Precision};
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
-
-/// Where INT8 scales come from.
-#[derive(Clone, Debug)]
-pub enum Int8Source {
-    /// Calibrate (or reuse the keyed cache of an earlier calibration with the same key).
-    Calibrate(Box<CalibrateConfig>),
-    /// A calibration cache given by hand (TensorRT's text format).
-    Cache(PathBuf),
-}
 
 /// The named-axis sizes the INT8 calibration of a build runs at: the build's fixed ones
 /// (`fixed`, its input shape request), and each profile range's opt. (The input shapes stay the
@@ -78,12 +63,9 @@ pub struct BuildConfig {
     pub batch: BatchRequest,
     /// Explicit min/opt/max shapes per input (win over the batch range).
     pub explicit_shapes: ExplicitShapes,
-    /// The precision rewrite.
-    pub precision: Precision,
-    /// FP16 rewrite settings.
-    pub fp16: Fp16Options,
-    /// INT8 scales (required for [`Precision::Int8`]).
-    pub int8: Option<Int8Source>,
+    /// The precision rewrite: FP16 options, or INT8 scales (required for INT8), exclusions
+    /// and fallback.
+    pub plan: PrecisionPlan,
     /// Builder settings.
     pub builder: BuilderSettings,
     /// Where to write the engine (default: a keyed name in `engine_dir`).
@@ -107,93 +89,15 @@ pub struct BuildObservers<'a> {
     pub note: &'a dyn Fn(&str),
 }
 
-/// INT8 scales and where they came from.
-struct Scales {
-    table: CalibrationTable,
-    key_hash: String,
-    summary: Int8Summary,
-}
-
-fn int8_scales(
-    config: &BuildConfig,
-    model_sha256: &str,
-    observers: &BuildObservers,
-) -> Result<Scales> {
-    match &config.int8 {
-        None => Err(fix_with(
-            Setting::CalibData,
-            "INT8 needs calibration data or a calibration cache",
-        )),
-        Some(Int8Source::Cache(path)) => {
-            let table = CalibrationTable::load(path)?;
-            check_cache_model(path, &config.model, model_sha256)?;
-            let bytes =
-                std::fs::read(path).with_context(|| format!("{}: cannot read", path.display()))?;
-            Ok(Scales {
-                table,
-                key_hash: sha256_hex(&bytes),
-                summary: Int8Summary {
-                    cache: path.display().to_string(),
-                    calibration: None,
-                    quantized_activations: None,
-                    quantized_weights: None,
-                },
-            })
-        }
-        Some(Int8Source::Calibrate(cal)) => {
-            let cal = CalibrateConfig {
-                model: config.model.clone(),
-                ..(**cal).clone()
-            };
-            if cal.algorithms.len() != 1 {
-                bail!(
-                    "an INT8 build takes one range algorithm, {} were given",
-                    cal.algorithms.len()
-                );
-            }
-            let report = calibrate(&cal, observers.calibration)?;
-            // The scales and the key are in the report, whether the cache was reused or written.
-            let cache = &report.caches[0];
-            let table = CalibrationTable {
-                calibrator: String::new(),
-                scales: cache
-                    .tensors
-                    .iter()
-                    .map(|t| (t.tensor.clone(), t.scale))
-                    .collect(),
-            };
-            let key_hash = sha256_hex(serde_json::to_string(&cache.key)?.as_bytes());
-            let cache = cache.cache.clone();
-            Ok(Scales {
-                table,
-                key_hash,
-                summary: Int8Summary {
-                    cache,
-                    calibration: Some(report),
-                    quantized_activations: None,
-                    quantized_weights: None,
-                },
-            })
-        }
-    }
-}
-
-fn rewrite_tag(config: &BuildConfig) -> Option<String> {
-    match config.precision {
-        Precision::Fp16 => {
-            let f = &config.fp16;
-            let mut tag = format!("keep_fp32={} fp16_io={}", f.keep_fp32.join(","), f.fp16_io);
-            // Only when given: engines built without them keep their keys.
-            if !f.keep_nodes.is_empty() || !f.keep_regex.is_empty() {
-                tag += &format!(
-                    " keep_nodes={} keep_regex={}",
-                    f.keep_nodes.join(","),
-                    f.keep_regex.join("\u{1f}")
-                );
-            }
-            Some(tag)
-        }
-        _ => None,
+/// The summary of the INT8 `scales` of a build with `plan`, for its report.
+fn int8_summary(scales: &Int8Scales, plan: &PrecisionPlan) -> Int8Summary {
+    Int8Summary {
+        cache: scales.cache.clone(),
+        calibration: scales.calibration.clone(),
+        quantized_activations: None,
+        quantized_weights: None,
+        float_nodes: None,
+        fallback: Some(plan.fallback).filter(|f| *f != Fallback::Fp32),
     }
 }
 
@@ -225,43 +129,28 @@ fn shape_passes(config: &BuildConfig, released_batch: bool) -> Vec<Box<dyn Pass>
     passes
 }
 
-/// The precision pass of an FP32 or INT8 build, run only when no engine can be reused: Q/DQ
-/// with the calibrated `scales` where the INT8 plan of `model` says; none for FP32 (FP16 builds
-/// run [`to_fp16_deferred`] on the weights still in the file).
-fn precision_passes(
-    config: &BuildConfig,
-    model: &OnnxModel,
-    scales: Option<&Scales>,
-) -> Result<Vec<Box<dyn Pass>>> {
-    Ok(match config.precision {
-        Precision::Fp32 | Precision::Fp16 => vec![],
-        Precision::Int8 => {
-            let scales = scales.expect("INT8 scales were computed above");
-            vec![Box::new(int8_pass(model, &scales.table.scales)?)]
-        }
-    })
-}
-
-/// Refuses INT8 scales (calibration data or a cache) given for a build that is not INT8.
-fn check_int8_source(config: &BuildConfig) -> Result<()> {
-    if config.precision != Precision::Int8 && config.int8.is_some() {
-        return Err(fix_with(
-            Setting::Int8,
-            "calibration data or a calibration cache was given for a build that is not INT8",
-        ));
-    }
-    Ok(())
-}
-
 /// Runs the build (or reuses the engine whose key matches).
 pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildReport> {
+    if config.plan.search_result.is_none() {
+        return build_with_plan(config, observers);
+    }
+    let config = BuildConfig {
+        plan: config.plan.with_search_result()?,
+        ..config.clone()
+    };
+    build_with_plan(&config, observers)
+}
+
+/// [`build`], with the nodes of the plan's search result among its own.
+fn build_with_plan(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildReport> {
     let start = Instant::now();
     let shown = config.model.display().to_string();
-    check_int8_source(config)?;
+    config.plan.check()?;
+    let precision = config.plan.precision;
     // TensorRT's libraries are found and loaded while the model is read (their errors come
     // first). Forced into a named file, the model's hash and TensorRT's version are needed
     // only for the sidecar: both come late, while the model is rewritten and TensorRT builds.
-    let late = config.rebuild && config.output.is_some() && config.precision != Precision::Int8;
+    let late = config.rebuild && config.output.is_some() && precision != Precision::Int8;
     let loading = Loading::start(config.tensorrt_dir.as_deref());
     let read = read_model(config, observers, !late);
     let (libs, loading) = if late {
@@ -287,10 +176,9 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
     let load_s = start.elapsed().as_secs_f64();
 
     let t_cal = Instant::now();
-    let scales = match config.precision {
-        Precision::Int8 => Some(int8_scales(config, &model_sha256, observers)?),
-        _ => None,
-    };
+    let scales = config
+        .plan
+        .resolve_scales(&config.model, &model_sha256, observers.calibration)?;
     let calibrate_s = t_cal.elapsed().as_secs_f64();
 
     let key = engine_key(
@@ -307,7 +195,7 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
         key.clone(),
         default_batch_range,
         tensorrt_used(libs.as_ref()),
-        scales.as_ref().map(|s| s.summary.clone()),
+        scales.as_ref().map(|s| int8_summary(s, &config.plan)),
         BuildTiming {
             load_s,
             calibrate_s,
@@ -348,7 +236,7 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
     let log = BuildLog::new()?;
     let (built, kept_graph) = build_with_kept_graph(
         &log,
-        config.precision,
+        precision,
         &config.builder,
         &model,
         onnx_bytes,
@@ -415,14 +303,14 @@ fn wait_late(loading: Loading, key: &mut EngineKey, report: &mut BuildReport) ->
 fn engine_key(
     config: &BuildConfig,
     model_sha256: String,
-    scales: Option<&Scales>,
+    scales: Option<&Int8Scales>,
     profile: ShapeProfile,
     libs: Option<&TrtLibraries>,
 ) -> EngineKey {
     EngineKey {
         model_sha256,
-        precision: config.precision,
-        rewrite: rewrite_tag(config),
+        precision: config.plan.precision,
+        rewrite: config.plan.tag(),
         calibration: scales.map(|s| s.key_hash.clone()),
         profile,
         builder: config.builder.clone(),
@@ -510,64 +398,55 @@ fn shape_model(
     })
 }
 
-/// Runs the precision passes on `model` (recording what they did in `report`) and returns it
-/// with the bytes TensorRT parses, or `None` where those are the file's own: when nothing
-/// changed and no data is external. `weights`: the weights still in the file's bytes, put back
-/// where a step reads them (the FP16 rewrite converts them straight from the file).
+/// Applies the build's precision plan to `model` (recording what it did in `report`) and
+/// returns it with the bytes TensorRT parses, or `None` where those are the file's own: when
+/// nothing changed and no data is external. `weights`: the weights still in the file's bytes,
+/// put back where a step reads them (the FP16 rewrite converts them straight from the file).
 fn rewrite_precision(
     config: &BuildConfig,
     model: OnnxModel,
-    scales: Option<&Scales>,
+    scales: Option<&Int8Scales>,
     changed: bool,
     weights: (DeferredWeights, &[u8]),
     report: &mut BuildReport,
 ) -> Result<(OnnxModel, Option<Vec<u8>>)> {
     let shown = config.model.display().to_string();
     let (mut deferred, file) = weights;
-    let mut changed = changed;
-    let mut model = model;
     let t_passes = Instant::now();
-    if config.precision == Precision::Fp16 {
-        let (rewritten, fp16) = to_fp16_deferred(model, &config.fp16, deferred, file)
-            .context("fp16 pass")
-            .with_context(|| shown.clone())?;
-        (model, changed) = (rewritten, true);
-        report.fp16 = Some(fp16);
-    } else {
-        let has_external = model.graph().initializer.iter().any(is_external);
-        if config.precision == Precision::Int8 || changed || has_external {
-            deferred.restore(model.graph_mut(), file);
-        }
-        if config.precision == Precision::Int8 && lift_constant_weights(&mut model) > 0 {
-            changed = true;
-        }
-        let passes = precision_passes(config, &model, scales)?;
-        let (rewritten, reports) =
-            run_passes(model, &passes.iter().map(AsRef::as_ref).collect::<Vec<_>>()).with_context(
-                || match scales {
-                    Some(s) => format!("{shown} with {}", s.summary.cache),
-                    None => shown.clone(),
-                },
-            )?;
-        model = rewritten;
-        for r in reports {
-            changed = true;
-            if let PassReport::Qdq {
-                activations,
-                weights,
-            } = r
-            {
-                if let Some(s) = report.int8.as_mut() {
-                    s.quantized_activations = Some(activations);
-                    s.quantized_weights = Some(weights);
-                }
+    let (model, changed) = match config.plan.precision {
+        Precision::Fp32 => {
+            let mut model = model;
+            if changed || model.graph().initializer.iter().any(is_external) {
+                deferred.restore(model.graph_mut(), file);
             }
+            (model, changed)
         }
-    }
+        Precision::Fp16 => {
+            let applied = config
+                .plan
+                .apply(model, scales, Some((deferred, file)), false)
+                .context("fp16 pass")
+                .with_context(|| shown.clone())?;
+            report.fp16 = applied.fp16;
+            (applied.model, true)
+        }
+        Precision::Int8 => {
+            let applied = config
+                .plan
+                .apply(model, scales, Some((deferred, file)), false)?;
+            if let (Some(s), Some(int8)) = (report.int8.as_mut(), applied.int8) {
+                s.quantized_activations = Some(int8.activations);
+                s.quantized_weights = Some(int8.weights);
+                s.float_nodes = Some(int8.float_nodes).filter(|f| !f.is_empty());
+            }
+            (applied.model, true)
+        }
+    };
     tracing::debug!(
         "precision passes: {:.3} s",
         t_passes.elapsed().as_secs_f64()
     );
+    let mut model = model;
     let has_external = model.graph().initializer.iter().any(is_external);
     if !(changed || has_external) {
         return Ok((model, None));

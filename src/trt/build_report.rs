@@ -5,6 +5,7 @@ use super::engine_file::{EngineFacts, EngineKey};
 use super::loader::{Flavour, TrtLibraries, BOUND};
 use crate::calibration::job::CalibrateReport;
 use crate::onnx::rewrite::fp16::Fp16Report;
+use crate::quantize::plan::Fallback;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -30,6 +31,13 @@ pub struct Int8Summary {
     pub quantized_activations: Option<usize>,
     /// Weights quantized per channel (absent when the engine was reused).
     pub quantized_weights: Option<usize>,
+    /// The nodes the INT8 plan would quantize that were left in float (absent when none were,
+    /// or the engine was reused).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub float_nodes: Option<Vec<String>>,
+    /// What the nodes left in float compute in, where it is not float32.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<Fallback>,
 }
 
 /// Where the time went, in seconds.

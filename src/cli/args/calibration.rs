@@ -8,7 +8,7 @@ use crate::calibration::range::Algorithm;
 use crate::cli::args::backend::BackendArgs;
 use crate::cli::args::preprocess::PreprocessArgs;
 use crate::cli::args::samples::positive_samples;
-use crate::cli::UsageError;
+use crate::cli::usage;
 use crate::onnx::shape::ShapeRequest;
 use crate::workspace::{preprocess_in, Workspace, CALIBRATION_DIR};
 use anyhow::Result;
@@ -62,7 +62,7 @@ impl CalibrationArgs {
         workspace: Option<&Workspace>,
     ) -> Result<CalibrateConfig> {
         if batch_size == 0 {
-            return Err(UsageError("--batch-size must be at least 1".into()).into());
+            return Err(usage("--batch-size must be at least 1"));
         }
         Ok(CalibrateConfig {
             model,
@@ -89,7 +89,9 @@ impl CalibrationArgs {
 /// The requested algorithms, each once, in the order given.
 fn algorithms(algo: &[AlgoArg], percentile: f64) -> Result<Vec<Algorithm>> {
     if !(percentile > 0.0 && percentile <= 100.0) {
-        return Err(UsageError(format!("--percentile {percentile} is not in (0, 100]")).into());
+        return Err(usage(format!(
+            "--percentile {percentile} is not in (0, 100]"
+        )));
     }
     let mut algos = Vec::new();
     for a in algo {

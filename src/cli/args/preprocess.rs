@@ -2,7 +2,7 @@
 //! `calibrate`, `build --int8`): defined once here, handed to the library as one
 //! [`PreprocessRequest`].
 
-use crate::cli::UsageError;
+use crate::cli::usage;
 use crate::data::preprocess::{ChannelOrder, Layout, PreprocessRequest};
 use crate::data::resize::Interpolation;
 use clap::Args;
@@ -43,11 +43,11 @@ pub struct PreprocessArgs {
 
 impl PreprocessArgs {
     /// The request these flags make; `--mean` and `--std` must have three values each.
-    pub fn request(&self) -> Result<PreprocessRequest, UsageError> {
+    pub fn request(&self) -> anyhow::Result<PreprocessRequest> {
         let three = |flag: &str, v: &Option<Vec<f32>>| match v.as_deref() {
             None => Ok(None),
             Some(&[r, g, b]) => Ok(Some([r, g, b])),
-            Some(other) => Err(UsageError(format!(
+            Some(other) => Err(usage(format!(
                 "{flag} needs three values, R,G,B (e.g. {flag} 0.5,0.5,0.5); got {}",
                 other.len()
             ))),

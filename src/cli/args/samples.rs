@@ -4,13 +4,13 @@
 //! The old names stay as hidden aliases for one release: `--num-inputs` (compare), `--limit`
 //! (validate) and `--num-images` (calibrate, build).
 
-use crate::cli::UsageError;
+use crate::cli::usage;
 use anyhow::Result;
 
 /// Refuses a sample count of zero, naming the flag.
 pub fn positive_samples(n: Option<usize>) -> Result<Option<usize>> {
     match n {
-        Some(0) => Err(UsageError("--num-samples must be at least 1".into()).into()),
+        Some(0) => Err(usage("--num-samples must be at least 1")),
         other => Ok(other),
     }
 }

@@ -3,7 +3,7 @@
 //! what it can use: one size per axis (`compare`, `calibrate`), a list to sweep (`run`,
 //! `bench`) or a profile range (`build`).
 
-use crate::cli::{usage, UsageError};
+use crate::cli::usage;
 use crate::onnx::shape::{
     parse_dim_ranges, parse_input_shapes, DimRange, DimSweep, DimValues, InputShape, NamedDim,
     ShapeRequest,
@@ -33,18 +33,17 @@ impl ShapeArgs {
 
     /// The `--dim` values, parsed.
     pub fn dims(&self) -> anyhow::Result<Vec<DimRange>> {
-        parse_dim_ranges(&self.dim).map_err(|e| UsageError(format!("--dim: {e:#}")).into())
+        parse_dim_ranges(&self.dim).map_err(|e| usage(format!("--dim: {e:#}")))
     }
 
     /// For a command that runs at one shape: each `--dim` must give a single size.
     pub fn one_shape(&self, command: &str) -> anyhow::Result<ShapeRequest> {
         let (request, sweep) = self.sweep()?;
         if let Some((symbol, sizes)) = sweep.iter().find(|(_, s)| s.len() > 1) {
-            return Err(UsageError(format!(
+            return Err(usage(format!(
                 "--dim {symbol}: `{command}` runs at one size per axis, not {} (`run` and `bench` sweep lists)",
                 sizes.len()
-            ))
-            .into());
+            )));
         }
         Ok(request.with_dims(&first_sizes(&sweep)))
     }
@@ -56,11 +55,10 @@ impl ShapeArgs {
             match d.values {
                 DimValues::Sizes(sizes) => sweep.push((d.symbol, sizes)),
                 DimValues::Range { .. } => {
-                    return Err(UsageError(format!(
+                    return Err(usage(format!(
                         "--dim {}: a min:opt:max range makes an engine profile (`build`); give sizes here, e.g. {}=128",
                         d.symbol, d.symbol
-                    ))
-                    .into())
+                    )))
                 }
             }
         }

@@ -1,6 +1,7 @@
 //! The task flags: `--task` (compare), and how detections are decoded (`--conf`, `--iou`,
 //! `--boxes`, `--head`; compare and validate).
 
+use crate::cli::usage;
 use crate::metrics::detection::boxes::BoxFormat;
 use crate::metrics::detection::decode::HeadLayout;
 use crate::metrics::detection::outputs::DetectOptions;
@@ -78,9 +79,7 @@ fn unit_interval(flags: &[(&str, Option<f32>)]) -> Result<()> {
     for (flag, value) in flags {
         if let Some(v) = value {
             if !(0.0..=1.0).contains(v) {
-                return Err(
-                    crate::cli::UsageError(format!("{flag} {v}: must be between 0 and 1")).into(),
-                );
+                return Err(usage(format!("{flag} {v}: must be between 0 and 1")));
             }
         }
     }

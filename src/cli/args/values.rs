@@ -8,7 +8,7 @@ use crate::data::preprocess::{ChannelOrder, Layout};
 use crate::data::resize::Interpolation;
 use crate::onnx::rewrite::qdq::WeightClip;
 use crate::quantize::evaluate::WeightRounding;
-use crate::quantize::job::Fallback;
+use crate::quantize::plan::Fallback;
 use crate::quantize::scale_search::ScaleSearch;
 use crate::quantize::target_search::Strategy;
 use clap::builder::PossibleValue;

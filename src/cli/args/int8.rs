@@ -1,0 +1,57 @@
+//! The INT8 rewrite's flags, shared by `quantize --int8` and `build --int8`: the nodes left in
+//! float, what they compute in, and how the weights' ranges are chosen.
+
+use crate::cli::usage;
+use crate::onnx::rewrite::plan::Exclusion;
+use crate::onnx::rewrite::qdq::WeightClip;
+use crate::quantize::plan::Fallback;
+use clap::Args;
+
+/// How an INT8 model is made beyond its scales.
+#[derive(Clone, Debug, Default, Args)]
+pub struct Int8RecipeArgs {
+    /// With --int8: nodes left in float, by name (or `#INDEX` for an unnamed one),
+    /// comma-separated.
+    #[arg(long, value_delimiter = ',', requires = "int8", value_name = "NODES")]
+    pub exclude: Vec<String>,
+    /// With --int8: op types left in float (`Gemm`), comma-separated.
+    #[arg(long, value_delimiter = ',', requires = "int8", value_name = "OPS")]
+    pub exclude_op: Vec<String>,
+    /// With --int8: nodes whose whole name matches this regular expression stay in float
+    /// (repeatable).
+    #[arg(long, requires = "int8", value_name = "REGEX")]
+    pub exclude_regex: Vec<String>,
+    /// With --int8: what the nodes not in INT8 compute in: fp32, or fp16 (what a strongly typed
+    /// engine runs; the INT8 nodes and their Q/DQ stay float32 so TensorRT fuses them).
+    #[arg(long, requires = "int8", value_enum, default_value = "fp32")]
+    pub fallback: Fallback,
+    /// With --int8: how each weight channel's range is chosen: max (its largest magnitude), or
+    /// mse (the fraction of it with the least squared rounding error).
+    #[arg(long, requires = "int8", value_enum, default_value = "max")]
+    pub weight_clip: WeightClip,
+}
+
+impl Int8RecipeArgs {
+    /// A usage error when INT8 options are given without `--int8` (clap's `requires` does not
+    /// hold beside a flag that conflicts with `--int8`, such as `--fp16`).
+    pub fn check(&self, int8: bool) -> anyhow::Result<()> {
+        let given = !self.exclusion().is_empty()
+            || self.fallback != Fallback::default()
+            || self.weight_clip != WeightClip::default();
+        if given && !int8 {
+            return Err(usage(
+                "--exclude, --exclude-op, --exclude-regex, --fallback and --weight-clip say how an INT8 model is made; give --int8",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The nodes the flags leave in float.
+    pub fn exclusion(&self) -> Exclusion {
+        Exclusion {
+            nodes: self.exclude.clone(),
+            ops: self.exclude_op.clone(),
+            patterns: self.exclude_regex.clone(),
+        }
+    }
+}

@@ -1,0 +1,494 @@
+//! The precision recipe, made once and applied alike by `quantize` (which writes the rewritten
+//! ONNX) and `build` (which hands it to TensorRT): FP16 autocast with its kept nodes, or INT8
+//! Q/DQ with the scales of a calibration (or a cache), the nodes left in float, what those
+//! compute in, and how the weights' ranges are chosen. TensorRT 11 and TensorRT-RTX have no
+//! precision flags, so this rewrite is what makes an engine FP16 or INT8.
+
+use crate::backend::mac_count::model_macs;
+use crate::calibration::cache::{check_cache_model, CalibrationTable};
+use crate::calibration::job::{calibrate, CalibrateConfig, CalibrateReport};
+use crate::onnx::deferred_weights::DeferredWeights;
+use crate::onnx::model::sha256_hex;
+use crate::onnx::rewrite::constant_weights::lift_constant_weights;
+use crate::onnx::rewrite::fp16::{to_fp16_deferred, Fp16, Fp16Options, Fp16Report};
+use crate::onnx::rewrite::pass::{Pass, PassReport};
+use crate::onnx::rewrite::plan::{node_label, plan_int8, Exclusion, QuantPlan};
+use crate::onnx::rewrite::qdq::{Qdq, WeightClip, WeightQuant};
+use crate::onnx::OnnxModel;
+use crate::progress::Progress;
+use crate::setting::{fix_with, Setting};
+use crate::tensor::Precision;
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// What the nodes left out of INT8 compute in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Fallback {
+    /// float32: the Q/DQ graph as it is.
+    #[default]
+    Fp32,
+    /// float16 wherever the graph is not INT8 (what a strongly typed engine of the model runs):
+    /// the Q/DQ nodes and the nodes that read them stay float32, so TensorRT still fuses them.
+    Fp16,
+}
+
+impl std::fmt::Display for Fallback {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Fallback::Fp32 => "fp32",
+            Fallback::Fp16 => "fp16",
+        })
+    }
+}
+
+/// Where INT8 scales come from.
+#[derive(Clone, Debug)]
+pub enum Int8Source {
+    /// Calibrate (or reuse the keyed cache of an earlier calibration with the same key).
+    Calibrate(Box<CalibrateConfig>),
+    /// A calibration cache given by hand (TensorRT's text format).
+    Cache(PathBuf),
+}
+
+/// One precision recipe: what `quantize` writes and `build` builds from the same options.
+#[derive(Clone, Debug)]
+pub struct PrecisionPlan {
+    /// The precision the rewritten model computes in (FP32: no rewrite).
+    pub precision: Precision,
+    /// FP16: the ops and nodes kept in float32, and whether the graph's I/O is float16 too.
+    pub fp16: Fp16Options,
+    /// INT8: where the scales come from (required for INT8, refused otherwise).
+    pub scales: Option<Int8Source>,
+    /// INT8: the nodes left in float.
+    pub exclude: Exclusion,
+    /// INT8: what the nodes left in float compute in.
+    pub fallback: Fallback,
+    /// INT8: how each weight channel's range is chosen.
+    pub weight_clip: WeightClip,
+    /// A target search's result (its JSON report, or the result it kept): the nodes it left in
+    /// float stay in float here too, kept in float32 (FP16) or left out of INT8 (INT8). Read by
+    /// [`Self::with_search_result`].
+    pub search_result: Option<PathBuf>,
+}
+
+/// The INT8 scales a plan resolved, and where they came from.
+#[derive(Clone, Debug)]
+pub struct Int8Scales {
+    /// The scale of each activation tensor, by name.
+    pub scales: BTreeMap<String, f32>,
+    /// The calibration cache they were read from or written to.
+    pub cache: String,
+    /// The SHA-256 of what identifies them: the cache's bytes, or the calibration's key.
+    pub key_hash: String,
+    /// The calibration run (absent for a cache given by hand).
+    pub calibration: Option<CalibrateReport>,
+}
+
+/// What the INT8 rewrite did.
+#[derive(Clone, Debug)]
+pub struct Int8Applied {
+    /// Activation tensors given a Q/DQ pair.
+    pub activations: usize,
+    /// Weights quantized per channel.
+    pub weights: usize,
+    /// The nodes the full INT8 plan would quantize that were left in float, by label.
+    pub float_nodes: Vec<String>,
+    /// What they compute in.
+    pub fallback: Fallback,
+    /// Share of the Conv/ConvTranspose/Gemm/MatMul MACs with INT8 inputs, in [0, 1] (when asked
+    /// for and the shapes could be inferred).
+    pub int8_share: Option<f64>,
+}
+
+/// A model after its plan was applied.
+pub struct Applied {
+    /// The rewritten model (the input itself, all its weights in it, for FP32).
+    pub model: OnnxModel,
+    /// FP16: what the rewrite did.
+    pub fp16: Option<Fp16Report>,
+    /// INT8: what the rewrite did.
+    pub int8: Option<Int8Applied>,
+}
+
+/// The weights of a model decoded with its large weights left in the file's bytes (see
+/// [`crate::onnx::deferred_weights`]), and those bytes.
+pub type FileWeights<'a> = (DeferredWeights, &'a [u8]);
+
+impl PrecisionPlan {
+    /// The plan of `precision` with every option at its default (and no INT8 scales).
+    pub fn of(precision: Precision) -> PrecisionPlan {
+        PrecisionPlan {
+            precision,
+            fp16: Fp16Options::default(),
+            scales: None,
+            exclude: Exclusion::default(),
+            fallback: Fallback::default(),
+            weight_clip: WeightClip::default(),
+            search_result: None,
+        }
+    }
+
+    /// The plan with the nodes its search result left in float among those it keeps in float
+    /// (what [`Self::tag`] and [`Self::apply`] then see); the plan itself when it has none. The
+    /// result must be of a search at the plan's precision.
+    pub fn with_search_result(&self) -> Result<PrecisionPlan> {
+        let Some(path) = &self.search_result else {
+            return Ok(self.clone());
+        };
+        let shown = path.display();
+        let bytes = std::fs::read(path).with_context(|| format!("{shown}: cannot read"))?;
+        let result: serde_json::Value =
+            serde_json::from_slice(&bytes).with_context(|| format!("{shown}: not JSON"))?;
+        let searched = match (result.get("full_int8"), result.get("full_fp16")) {
+            (Some(_), _) => Precision::Int8,
+            (_, Some(_)) => Precision::Fp16,
+            _ => bail!("{shown}: not the result of a target search (quantize --target-cosine or --target-agreement)"),
+        };
+        if searched != self.precision {
+            bail!(
+                "{shown}: the result of an {} target search, for an {} model",
+                searched.to_string().to_uppercase(),
+                self.precision.to_string().to_uppercase()
+            );
+        }
+        let nodes = result
+            .get("float_nodes")
+            .and_then(|n| n.as_array())
+            .with_context(|| format!("{shown}: no float_nodes"))?
+            .iter()
+            .map(|n| n.as_str().map(String::from))
+            .collect::<Option<Vec<String>>>()
+            .with_context(|| format!("{shown}: float_nodes are not names"))?;
+        let mut plan = self.clone();
+        plan.search_result = None;
+        let kept = match searched {
+            Precision::Int8 => &mut plan.exclude.nodes,
+            _ => &mut plan.fp16.keep_nodes,
+        };
+        for node in nodes {
+            if !kept.contains(&node) {
+                kept.push(node);
+            }
+        }
+        Ok(plan)
+    }
+
+    /// Refuses options that say nothing at this precision: INT8 scales (calibration data or a
+    /// cache) for a plan that is not INT8.
+    pub fn check(&self) -> Result<()> {
+        if self.precision != Precision::Int8 && self.scales.is_some() {
+            return Err(fix_with(
+                Setting::Int8,
+                "calibration data or a calibration cache was given for a build that is not INT8",
+            ));
+        }
+        Ok(())
+    }
+
+    /// What tells this rewrite from another of the same precision, for an engine's key; `None`
+    /// for FP32 and for INT8 with every option at its default (engines built before those
+    /// options existed keep their keys).
+    pub fn tag(&self) -> Option<String> {
+        match self.precision {
+            Precision::Fp32 => None,
+            Precision::Fp16 => {
+                let f = &self.fp16;
+                let mut tag = format!("keep_fp32={} fp16_io={}", f.keep_fp32.join(","), f.fp16_io);
+                if !f.keep_nodes.is_empty() || !f.keep_regex.is_empty() {
+                    tag += &format!(
+                        " keep_nodes={} keep_regex={}",
+                        f.keep_nodes.join(","),
+                        f.keep_regex.join("\u{1f}")
+                    );
+                }
+                Some(tag)
+            }
+            Precision::Int8 => {
+                let e = &self.exclude;
+                let default = e.is_empty()
+                    && self.fallback == Fallback::default()
+                    && self.weight_clip == WeightClip::default();
+                (!default).then(|| {
+                    format!(
+                        "exclude={} exclude_op={} exclude_regex={} fallback={} weight_clip={}",
+                        e.nodes.join(","),
+                        e.ops.join(","),
+                        e.patterns.join("\u{1f}"),
+                        self.fallback,
+                        serde_json::to_string(&self.weight_clip).unwrap_or_default()
+                    )
+                })
+            }
+        }
+    }
+
+    /// The INT8 scales of `model` (its file's SHA-256 `model_sha256`): calibrated (or the keyed
+    /// cache reused), or read from the cache given, which must have been made for this model.
+    /// `None` for a plan that is not INT8.
+    pub fn resolve_scales(
+        &self,
+        model: &Path,
+        model_sha256: &str,
+        progress: &dyn Progress,
+    ) -> Result<Option<Int8Scales>> {
+        if self.precision != Precision::Int8 {
+            return Ok(None);
+        }
+        match &self.scales {
+            None => Err(fix_with(
+                Setting::CalibData,
+                "INT8 needs calibration data or a calibration cache",
+            )),
+            Some(Int8Source::Cache(path)) => {
+                let table = CalibrationTable::load(path)?;
+                check_cache_model(path, model, model_sha256)?;
+                let bytes = std::fs::read(path)
+                    .with_context(|| format!("{}: cannot read", path.display()))?;
+                Ok(Some(Int8Scales {
+                    scales: table.scales,
+                    cache: path.display().to_string(),
+                    key_hash: sha256_hex(&bytes),
+                    calibration: None,
+                }))
+            }
+            Some(Int8Source::Calibrate(cal)) => {
+                let cal = CalibrateConfig {
+                    model: model.to_path_buf(),
+                    ..(**cal).clone()
+                };
+                if cal.algorithms.len() != 1 {
+                    bail!(
+                        "an INT8 build takes one range algorithm, {} were given",
+                        cal.algorithms.len()
+                    );
+                }
+                let report = calibrate(&cal, progress)?;
+                // The scales and the key are in the report, whether the cache was reused or
+                // written.
+                let cache = &report.caches[0];
+                Ok(Some(Int8Scales {
+                    scales: cache
+                        .tensors
+                        .iter()
+                        .map(|t| (t.tensor.clone(), t.scale))
+                        .collect(),
+                    cache: cache.cache.clone(),
+                    key_hash: sha256_hex(serde_json::to_string(&cache.key)?.as_bytes()),
+                    calibration: Some(report),
+                }))
+            }
+        }
+    }
+
+    /// Applies the plan to `model`. `scales`: the INT8 ones ([`Self::resolve_scales`]);
+    /// `weights`: where the model's large weights are still in its file's bytes (the FP16
+    /// rewrite converts them straight from there), `None` when the model holds them all;
+    /// `int8_share`: also count the share of MACs that run in INT8 (infers every shape).
+    pub fn apply(
+        &self,
+        model: OnnxModel,
+        scales: Option<&Int8Scales>,
+        weights: Option<FileWeights>,
+        int8_share: bool,
+    ) -> Result<Applied> {
+        let mut model = model;
+        match self.precision {
+            Precision::Fp32 => {
+                if let Some((mut deferred, file)) = weights {
+                    deferred.restore(model.graph_mut(), file);
+                }
+                Ok(Applied {
+                    model,
+                    fp16: None,
+                    int8: None,
+                })
+            }
+            Precision::Fp16 => {
+                let (model, report) = match weights {
+                    Some((deferred, file)) => to_fp16_deferred(model, &self.fp16, deferred, file)?,
+                    None => match Fp16(self.fp16.clone()).run(model)? {
+                        (m, PassReport::Fp16(r)) => (m, r),
+                        _ => bail!("the FP16 pass made no FP16 report"),
+                    },
+                };
+                Ok(Applied {
+                    model,
+                    fp16: Some(report),
+                    int8: None,
+                })
+            }
+            Precision::Int8 => {
+                let scales = scales.context("INT8 needs its scales resolved first")?;
+                if let Some((mut deferred, file)) = weights {
+                    deferred.restore(model.graph_mut(), file);
+                }
+                lift_constant_weights(&mut model);
+                let (model, report) = self.int8(&model, scales, int8_share)?;
+                Ok(Applied {
+                    model,
+                    fp16: None,
+                    int8: Some(report),
+                })
+            }
+        }
+    }
+
+    /// The INT8 rewrite of `model` (its weights all in memory, Constant weights lifted).
+    fn int8(
+        &self,
+        model: &OnnxModel,
+        scales: &Int8Scales,
+        int8_share: bool,
+    ) -> Result<(OnnxModel, Int8Applied)> {
+        // The full plan must have something to quantize, whatever is excluded.
+        let full = int8_pass(model, &scales.scales)?.plan;
+        let (plan, float) =
+            plan_without(model, &self.exclude).with_context(|| model.path.display().to_string())?;
+        let quantized = plan.quantized_nodes();
+        let report = Int8Applied {
+            activations: plan.activations.len(),
+            weights: plan.weights.len(),
+            float_nodes: full
+                .quantized_nodes()
+                .intersection(&float)
+                .map(|&i| node_label(model.graph(), i))
+                .collect(),
+            fallback: self.fallback,
+            int8_share: int8_share
+                .then(|| model_macs(model, &Default::default()).ok())
+                .flatten()
+                .filter(|m| m.total > 0)
+                .map(|m| m.share(quantized.iter().copied())),
+        };
+        let rewritten = int8_model(
+            model,
+            plan,
+            &scales.scales,
+            self.fallback,
+            &WeightQuant::nearest(self.weight_clip),
+        )
+        .with_context(|| format!("{} with {}", model.path.display(), scales.cache))?;
+        Ok((rewritten, report))
+    }
+}
+
+/// The INT8 form of `model` with Q/DQ where `plan` says (a plan of the model, possibly with
+/// nodes left out), with `scales`, its float part in `fallback`.
+pub fn int8_model(
+    model: &OnnxModel,
+    plan: QuantPlan,
+    scales: &BTreeMap<String, f32>,
+    fallback: Fallback,
+    weights: &WeightQuant,
+) -> Result<OnnxModel> {
+    let mut model = model.clone();
+    let mut keep_nodes = vec![];
+    if fallback == Fallback::Fp16 {
+        // The INT8 nodes are kept float32 by name: unnamed ones get their label as a name.
+        let graph = model.graph_mut();
+        for i in 0..graph.node.len() {
+            if graph.node[i].name.is_empty() {
+                graph.node[i].name = node_label(graph, i);
+            }
+        }
+        keep_nodes = plan
+            .quantized_nodes()
+            .into_iter()
+            .map(|i| graph.node[i].name.clone())
+            .collect();
+    }
+    let (model, _) = Qdq {
+        plan,
+        scales: scales.clone(),
+        weights: weights.clone(),
+    }
+    .run(model)?;
+    Ok(match fallback {
+        Fallback::Fp32 => model,
+        Fallback::Fp16 => {
+            let mut options = Fp16Options {
+                keep_nodes,
+                ..Default::default()
+            };
+            options
+                .keep_fp32
+                .extend(["QuantizeLinear", "DequantizeLinear"].map(String::from));
+            Fp16(options).run(model)?.0
+        }
+    })
+}
+
+/// The INT8 plan of `model` with the nodes `exclude` names left in float, and those nodes.
+pub fn plan_without(
+    model: &OnnxModel,
+    exclude: &Exclusion,
+) -> Result<(QuantPlan, BTreeSet<usize>)> {
+    let plan = plan_int8(model.graph());
+    if exclude.is_empty() {
+        return Ok((plan, BTreeSet::new()));
+    }
+    let float = exclude.resolve(model.graph())?;
+    Ok((plan.without(&float), float))
+}
+
+/// The INT8 pass for `model`: Q/DQ pairs with `scales` wherever the INT8 plan puts them. A
+/// model without quantizable ops is an error (its INT8 form would be the FP32 one).
+pub fn int8_pass(model: &OnnxModel, scales: &BTreeMap<String, f32>) -> Result<Qdq> {
+    let plan = plan_int8(model.graph());
+    if plan.is_empty() {
+        bail!(
+            "{}: no quantizable ops (Conv, ConvTranspose, Gemm, MatMul); its INT8 form would be the FP32 one",
+            model.path.display()
+        );
+    }
+    Ok(Qdq {
+        plan,
+        scales: scales.clone(),
+        weights: WeightQuant::default(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_search_result_adds_its_float_nodes_at_its_own_precision() {
+        let dir = tempfile::tempdir().unwrap();
+        let fp16 = dir.path().join("fp16.json");
+        std::fs::write(&fp16, r#"{"full_fp16": {}, "float_nodes": ["a", "b"]}"#).unwrap();
+        let mut plan = PrecisionPlan::of(Precision::Fp16);
+        plan.fp16.keep_nodes = vec!["a".into()];
+        plan.search_result = Some(fp16.clone());
+        let resolved = plan.with_search_result().unwrap();
+        assert_eq!(resolved.fp16.keep_nodes, ["a", "b"]);
+        assert!(resolved.exclude.is_empty());
+        assert!(resolved.search_result.is_none());
+        assert!(resolved.tag().unwrap().contains("keep_nodes=a,b"));
+
+        let int8 = dir.path().join("int8.json");
+        std::fs::write(&int8, r#"{"full_int8": {}, "float_nodes": ["conv_2"]}"#).unwrap();
+        let plan = PrecisionPlan {
+            search_result: Some(int8),
+            ..PrecisionPlan::of(Precision::Int8)
+        };
+        let resolved = plan.with_search_result().unwrap();
+        assert_eq!(resolved.exclude.nodes, ["conv_2"]);
+        assert!(resolved.fp16.keep_nodes.is_empty());
+        assert!(resolved.tag().unwrap().contains("exclude=conv_2"));
+        assert!(PrecisionPlan::of(Precision::Int8).tag().is_none());
+
+        let wrong = PrecisionPlan {
+            search_result: Some(fp16),
+            ..PrecisionPlan::of(Precision::Int8)
+        };
+        let err = format!("{:#}", wrong.with_search_result().unwrap_err());
+        assert!(
+            err.contains("an FP16 target search, for an INT8 model"),
+            "{err}"
+        );
+    }
+}
