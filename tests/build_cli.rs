@@ -586,7 +586,7 @@ fn calibrate_and_build_share_the_preprocessing_flags_and_name_what_changed() {
 
     let other = calibrate("by-calibrate", &flags("0.4,0.4,0.4"));
     assert!(
-        other.contains("recalibrating: --mean changed: cache 0.5,0.5,0.5, now 0.4,0.4,0.4"),
+        other.contains("recalibrating: --mean changed: was 0.5,0.5,0.5, now 0.4,0.4,0.4"),
         "{other}"
     );
     assert!(!other.contains("--std changed"), "{other}");
