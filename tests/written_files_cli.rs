@@ -215,8 +215,10 @@ fn an_engine_written_by_0_1_0_is_reused_and_a_changed_profile_rebuilds_it() {
     let wider = json_in(d, &build_args("16", &["-o", &engine]));
     assert_eq!(wider["reused"], false, "{wider:#}");
     let why = reasons(&wider["rebuilt_because"]);
-    assert_eq!(why.lines().count(), 1, "{why}");
-    assert!(why.starts_with("profile"), "{why}");
+    assert!(
+        !why.is_empty() && why.lines().all(|l| l.starts_with("profile")),
+        "{why}"
+    );
 }
 
 #[test]
