@@ -194,6 +194,21 @@ fn a_calibration_cache_written_by_0_1_0_is_reused_and_a_changed_setting_names_it
         why.contains("image") && why.contains("32") && why.contains("16"),
         "{why}"
     );
+
+    // Calibrated again as the fixture was, the cache and its key file are written byte for
+    // byte as 0.1.0 wrote them.
+    let back = json_in(d, &calibrate_args("32"));
+    assert_eq!(back["caches"][0]["reused"], false, "{back:#}");
+    let written: Vec<_> = contents(&d.join("calibration"))
+        .into_iter()
+        .filter(|(name, _)| name.contains(".cache"))
+        .collect();
+    let original: Vec<_> = before
+        .into_iter()
+        .filter(|(name, _)| name.contains(".cache"))
+        .collect();
+    assert_eq!(written.len(), 2);
+    assert_eq!(written, original);
 }
 
 #[test]
