@@ -19,67 +19,32 @@ fn fixtures() -> PathBuf {
 /// The model every fixture was made from (`test_models::classifier(None)`, as saved then).
 const MODEL: &str = "clf.onnx";
 
+/// The words of `line` (no word of it holds a space), then `extra`.
+fn words(line: &str, extra: &[&str]) -> Vec<String> {
+    let all = line.split_whitespace().chain(extra.iter().copied());
+    all.map(String::from).collect()
+}
+
 /// `calibrate` of the model on `images` synthetic samples into `calibration/`.
 fn calibrate_args(images: &str) -> Vec<String> {
-    [
-        "calibrate",
-        MODEL,
-        "--calib-data",
-        "synthetic:1",
-        "--batch-size",
-        "8",
-        "--num-images",
-        images,
-        "--cache-dir",
-        "calibration",
-        "--json",
-    ]
-    .map(String::from)
-    .to_vec()
+    let line = format!(
+        "calibrate {MODEL} --calib-data synthetic:1 --batch-size 8 --num-images {images} --cache-dir calibration --json"
+    );
+    words(&line, &[])
 }
 
 /// `build` of the model at FP32 with a dynamic batch up to `max_batch`, `extra` appended.
 fn build_args(max_batch: &str, extra: &[&str]) -> Vec<String> {
-    let mut args = [
-        "build",
-        MODEL,
-        "--input-shape",
-        "-1",
-        "3",
-        "16",
-        "16",
-        "--max-batch",
-        max_batch,
-        "--json",
-    ]
-    .map(String::from)
-    .to_vec();
-    args.extend(extra.iter().map(|s| s.to_string()));
-    args
+    let line = format!("build {MODEL} --input-shape -1 3 16 16 --max-batch {max_batch} --json");
+    words(&line, extra)
 }
 
 /// The INT8 target search of the model with the calibration cache `cache`, `extra` appended.
 fn target_args(cache: &str, extra: &[&str]) -> Vec<String> {
-    let mut args = [
-        "quantize",
-        MODEL,
-        "--int8",
-        "--calibration-cache",
-        cache,
-        "--target-cosine",
-        "0.9",
-        "--eval-data",
-        "synthetic:7",
-        "--eval-samples",
-        "16",
-        "-o",
-        "int8.onnx",
-        "--json",
-    ]
-    .map(String::from)
-    .to_vec();
-    args.extend(extra.iter().map(|s| s.to_string()));
-    args
+    let line = format!(
+        "quantize {MODEL} --int8 --calibration-cache {cache} --target-cosine 0.9 --eval-data synthetic:7 --eval-samples 16 -o int8.onnx --json"
+    );
+    words(&line, extra)
 }
 
 /// Runs trtkit in `dir` with `args`; its JSON report.
