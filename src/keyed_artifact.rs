@@ -127,15 +127,12 @@ pub struct Found<F> {
 pub fn lookup<F: KeyFile>(artifact: &Path, now: &Value) -> Lookup<Found<F>> {
     let side = key_file_path::<F>(artifact);
     let untrusted = |why: String| Lookup::Stale(Stale::Untrusted(why));
+    if !artifact.exists() && !side.exists() {
+        return Lookup::Missing;
+    }
     if !artifact.exists() {
-        return match side.exists() {
-            true => untrusted(format!(
-                "{} is there without {}",
-                side.display(),
-                artifact.display()
-            )),
-            false => Lookup::Missing,
-        };
+        let why = format!("{} is there without {}", side.display(), artifact.display());
+        return untrusted(why);
     }
     let key_file = match read_key_file::<F>(artifact) {
         Ok(k) => k,
