@@ -5,8 +5,8 @@
 //! TensorRT build job, engine files, the engine backend; with `cuda` the only places with
 //! `unsafe`), `jobs` (run, validate, compare, inspect: the jobs that open a model from a path),
 //! `metrics` (pure arithmetic), `bench`, `report` (rendering reports and progress), and `cli`
-//! (flags and configs). Leaves beside them: `progress`, `atomic_file`, `setting`, `units`,
-//! `host_memory`, `this_host`, `error_kind` (errors that carry the condition code acts on).
+//! (flags and configs). Leaves beside them: `progress`, `atomic_file`, `keyed_artifact`, `setting`,
+//! `units`, `host_memory`, `this_host`, `error_kind` (errors that carry the condition code acts on).
 //! `tests/module_layers.rs` keeps the imports between modules, and between the files of each
 //! module, free of cycles.
 
@@ -22,6 +22,7 @@ pub mod data;
 pub mod error_kind;
 pub mod host_memory;
 pub mod jobs;
+pub mod keyed_artifact;
 pub mod metrics;
 pub mod onnx;
 pub mod progress;

@@ -11,9 +11,10 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use support::{assert_clean_error, files, models_under, save, tensorrt_dir, trtkit, trtkit_in};
+use trtkit::keyed_artifact::Lookup;
 use trtkit::onnx::pb::{ModelProto, NodeProto};
 use trtkit::onnx::test_models;
-use trtkit::trt::engine_file::{lookup, Lookup};
+use trtkit::trt::engine_file::lookup;
 
 /// Runs `trtkit build` in `dir` with `args` (the TensorRT folder passed explicitly).
 fn build_in(dir: &Path, args: &[&str]) -> Output {
@@ -157,7 +158,7 @@ fn every_precision_static_and_dynamic_is_built_keyed_and_reused() {
     let why = rebuilt["rebuilt_because"].as_array().unwrap();
     assert!(
         why.iter()
-            .any(|w| w.as_str().unwrap().starts_with("profile was")),
+            .any(|w| w.as_str().unwrap().starts_with("profile.inputs.0.max was")),
         "{why:?}"
     );
     check_engine(d, &rebuilt, "fp32", 1, 16);
@@ -585,7 +586,7 @@ fn calibrate_and_build_share_the_preprocessing_flags_and_name_what_changed() {
 
     let other = calibrate("by-calibrate", &flags("0.4,0.4,0.4"));
     assert!(
-        other.contains("recalibrating: --mean changed: cache 0.5,0.5,0.5, now 0.4,0.4,0.4"),
+        other.contains("recalibrating: --mean changed: was 0.5,0.5,0.5, now 0.4,0.4,0.4"),
         "{other}"
     );
     assert!(!other.contains("--std changed"), "{other}");

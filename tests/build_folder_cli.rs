@@ -9,8 +9,9 @@ mod support;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use support::{files, save, stdout_of_success, tensorrt_dir, trtkit, trtkit_in};
+use trtkit::keyed_artifact::Lookup;
 use trtkit::onnx::test_models;
-use trtkit::trt::engine_file::{lookup, EngineSidecar, Lookup};
+use trtkit::trt::engine_file::{lookup, EngineSidecar};
 
 #[test]
 fn two_builds_of_one_engine_take_turns_and_the_second_reuses_the_first() {

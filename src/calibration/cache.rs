@@ -3,13 +3,13 @@
 //! The `.cache` file is what trtexec `--calib` and polygraphy read: a header line naming the
 //! calibrator (`TRT-<version>-EntropyCalibration2`) and one `tensor_name: <scale>` line per
 //! tensor, the scale written as the 8 hex digits of its float32 bits. Next to it,
-//! `<file>.json` holds the full key and the SHA-256 of the cache file; a cache is reused only
-//! when every field of the key matches and its bytes are the ones the key file vouches for,
-//! and a mismatch is reported field by field.
+//! `<file>.json` holds the full key and the SHA-256 of the cache file (a keyed artifact): a
+//! cache is reused only when every field of the key matches and its bytes are the ones the key
+//! file vouches for, and a mismatch is reported field by field.
 
 use crate::atomic_file::write_atomic;
 use crate::data::preprocess::{preprocess_fields, Preprocess};
-use crate::onnx::model::sha256_hex;
+use crate::keyed_artifact::{self, Durability, KeyFile, Lookup};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -143,8 +143,8 @@ fn parse_header(header: &str) -> Result<String> {
     }
 }
 
-/// How a key difference in the preprocessing starts: `preprocessing mean: cache …, now …`
-/// names the setting, `preprocessing: cache …, now …` the whole when it is not of images.
+/// The field a key difference in the preprocessing starts with: `preprocessing.mean was …,
+/// now …` names the setting, `preprocessing was …, now …` the whole when it is not of images.
 pub const PREPROCESSING: &str = "preprocessing";
 
 /// Everything a calibration result depends on; a cache is reused only when all of it matches.
@@ -172,67 +172,18 @@ impl CacheKey {
         &self.model_sha256[..8.min(self.model_sha256.len())]
     }
 
-    /// Human-readable differences from `other` (`batch size: cache 8, now 16`); empty if equal.
-    pub fn differences(&self, now: &CacheKey) -> Vec<String> {
-        let mut out = Vec::new();
-        if self.dataset_fingerprint != now.dataset_fingerprint {
-            out.push(format!(
-                "dataset: cache {}, now {}",
-                short(&self.dataset_fingerprint),
-                short(&now.dataset_fingerprint)
-            ));
+    /// The key as it is compared: an image preprocessing (JSON in the key) as its settings, each
+    /// as people write it, so that a difference names the setting.
+    fn fields(&self) -> serde_json::Value {
+        let mut fields = serde_json::to_value(self).unwrap_or_default();
+        if let Ok(pre) = serde_json::from_str::<Preprocess>(&self.preprocessing) {
+            let settings: serde_json::Map<String, serde_json::Value> = preprocess_fields(&pre)
+                .into_iter()
+                .map(|(name, value)| (name.to_string(), value.into()))
+                .collect();
+            fields[PREPROCESSING] = settings.into();
         }
-        let mut check = |what: &str, a: String, b: String| {
-            if a != b {
-                out.push(format!("{what}: cache {a}, now {b}"));
-            }
-        };
-        check("model", self.model_hash8().into(), now.model_hash8().into());
-        match (
-            serde_json::from_str::<Preprocess>(&self.preprocessing),
-            serde_json::from_str::<Preprocess>(&now.preprocessing),
-        ) {
-            // Both are image preprocessings: name each setting that changed.
-            (Ok(cached), Ok(current)) => {
-                for ((name, a), (_, b)) in preprocess_fields(&cached)
-                    .into_iter()
-                    .zip(preprocess_fields(&current))
-                {
-                    check(&format!("{PREPROCESSING} {name}"), a, b);
-                }
-            }
-            _ => check(
-                PREPROCESSING,
-                self.preprocessing.clone(),
-                now.preprocessing.clone(),
-            ),
-        }
-        check(
-            "image count",
-            self.image_count.to_string(),
-            now.image_count.to_string(),
-        );
-        check("algorithm", self.algorithm.clone(), now.algorithm.clone());
-        check(
-            "batch size",
-            self.batch_size.to_string(),
-            now.batch_size.to_string(),
-        );
-        check(
-            "trtkit version",
-            self.trtkit_version.clone(),
-            now.trtkit_version.clone(),
-        );
-        out
-    }
-}
-
-/// A fingerprint for people: hex digests cut to 12 characters, descriptions kept whole.
-fn short(s: &str) -> String {
-    if s.len() > 16 && s.chars().all(|c| c.is_ascii_hexdigit()) {
-        s[..12].to_string()
-    } else {
-        s.to_string()
+        fields
     }
 }
 
@@ -247,9 +198,7 @@ pub fn cache_path(dir: &Path, model_stem: &str, key: &CacheKey, algo_tag: &str) 
 
 /// The JSON sidecar that holds a cache's full key: `<cache>.json`.
 pub fn sidecar_path(cache: &Path) -> PathBuf {
-    let mut s = cache.as_os_str().to_owned();
-    s.push(".json");
-    PathBuf::from(s)
+    keyed_artifact::key_file_path::<CacheSidecar>(cache)
 }
 
 /// What a cache's key file (`<cache>.json`) holds: the key, and the SHA-256 of the cache file
@@ -265,89 +214,47 @@ pub struct CacheSidecar {
     pub cache_sha256: Option<String>,
 }
 
-/// Reads the key file of `cache`.
-fn read_sidecar(cache: &Path) -> Result<CacheSidecar> {
-    let side = sidecar_path(cache);
-    let text = std::fs::read_to_string(&side)
-        .with_context(|| format!("{}: cannot read", side.display()))?;
-    serde_json::from_str(&text)
-        .with_context(|| format!("{}: not a valid cache key file", side.display()))
-}
+impl KeyFile for CacheSidecar {
+    const SUFFIX: &'static str = ".json";
 
-/// Why the cache at `path` (whose bytes are `bytes`) is not the file its key file vouches for,
-/// if it is not.
-fn content_problem(path: &Path, bytes: &[u8], sidecar: &CacheSidecar) -> Option<String> {
-    let side = sidecar_path(path);
-    match &sidecar.cache_sha256 {
-        None => Some(format!(
-            "{} holds no SHA-256 of {} (written by an older trtkit), so its scales cannot be checked",
-            side.display(),
-            path.display()
-        )),
-        Some(hash) if *hash != sha256_hex(bytes) => Some(format!(
-            "{} is not the file {} vouches for (another SHA-256): changed since trtkit wrote it, stale or tampered",
-            path.display(),
-            side.display()
-        )),
-        Some(_) => None,
+    fn parse(bytes: &[u8]) -> Result<Self> {
+        serde_json::from_slice(bytes).context("not a valid cache key file")
     }
-}
 
-/// What was found at a cache path for a given key.
-#[derive(Debug)]
-pub enum Lookup {
-    /// A cache with the same key: reuse it.
-    Hit(CalibrationTable),
-    /// No cache there.
-    Missing,
-    /// A cache is there but must be redone; the reasons, one per line.
-    Stale(Vec<String>),
+    fn encode(&self, _cache: &Path) -> Result<Vec<u8>> {
+        Ok((serde_json::to_string_pretty(self)? + "\n").into_bytes())
+    }
+
+    fn key_fields(&self) -> serde_json::Value {
+        self.key.fields()
+    }
+
+    fn artifact_sha256(&self) -> Option<&str> {
+        self.cache_sha256.as_deref()
+    }
 }
 
 /// Looks for a reusable cache at `path` for `key`. Missing, keyless or unreadable caches, key
 /// mismatches and caches whose bytes are not the ones their key file vouches for are
 /// `Stale`/`Missing` with the reason, never silently reused.
-pub fn lookup(path: &Path, key: &CacheKey) -> Lookup {
-    if !path.exists() {
-        return Lookup::Missing;
-    }
-    let stored = match read_sidecar(path) {
-        Ok(k) => k,
-        Err(e) => {
-            return Lookup::Stale(vec![format!(
-                "its key file {} is missing or unreadable ({e:#})",
-                sidecar_path(path).display()
-            )])
-        }
-    };
-    let diffs = stored.key.differences(key);
-    if !diffs.is_empty() {
-        return Lookup::Stale(diffs);
-    }
-    let bytes = match std::fs::read(path) {
-        Ok(b) => b,
-        Err(e) => return Lookup::Stale(vec![format!("{}: cannot read ({e})", path.display())]),
-    };
-    if let Some(why) = content_problem(path, &bytes, &stored) {
-        return Lookup::Stale(vec![why]);
-    }
-    match CalibrationTable::from_bytes(path, &bytes) {
-        Ok(t) => Lookup::Hit(t),
-        Err(e) => Lookup::Stale(vec![format!("{e:#}")]),
-    }
+pub fn lookup(path: &Path, key: &CacheKey) -> Lookup<CalibrationTable> {
+    keyed_artifact::lookup::<CacheSidecar>(path, &key.fields())
+        .and_then(|found| CalibrationTable::from_bytes(path, &found.bytes))
 }
 
-/// Writes the cache and then its key file (the key and the cache's SHA-256), each atomically:
-/// a run interrupted between the two leaves a key file that does not vouch for the new cache.
+/// Writes the cache and then its key file (the key and the cache's SHA-256), each atomically
+/// (see [`keyed_artifact::store`]).
 pub fn store(path: &Path, key: &CacheKey, table: &CalibrationTable) -> Result<()> {
-    let text = table.to_text();
-    write_atomic(path, text.as_bytes())?;
-    let sidecar = CacheSidecar {
-        key: key.clone(),
-        cache_sha256: Some(sha256_hex(text.as_bytes())),
-    };
-    let json = serde_json::to_string_pretty(&sidecar)? + "\n";
-    write_atomic(&sidecar_path(path), json.as_bytes())
+    keyed_artifact::store(
+        path,
+        table.to_text().as_bytes(),
+        Durability::Synced,
+        |hash| CacheSidecar {
+            key: key.clone(),
+            cache_sha256: Some(hash),
+        },
+    )?;
+    Ok(())
 }
 
 /// When `cache` has a trtkit key file, its model hash must be `model_sha256` (the hash of
@@ -361,7 +268,7 @@ pub fn check_cache_model(cache: &Path, model: &Path, model_sha256: &str) -> Resu
         );
         return Ok(());
     }
-    let sidecar = read_sidecar(cache)?;
+    let sidecar: CacheSidecar = keyed_artifact::read_key_file(cache)?;
     let key = &sidecar.key;
     if key.model_sha256 != model_sha256 {
         bail!(
@@ -375,7 +282,9 @@ pub fn check_cache_model(cache: &Path, model: &Path, model_sha256: &str) -> Resu
     if sidecar.cache_sha256.is_some() {
         let bytes =
             std::fs::read(cache).with_context(|| format!("{}: cannot read", cache.display()))?;
-        if let Some(why) = content_problem(cache, &bytes, &sidecar) {
+        let hash = sidecar.cache_sha256.as_deref();
+        if let Some(why) = keyed_artifact::vouch_problem(cache, &bytes, hash, &sidecar_path(cache))
+        {
             bail!("{why}; run trtkit calibrate again");
         }
     }
@@ -480,15 +389,23 @@ mod tests {
         other.image_count = 32;
         other.preprocessing = "imagenet".into();
         match lookup(&path, &other) {
-            Lookup::Stale(why) => {
+            Lookup::Stale(stale) => {
+                let why = stale.reasons();
                 assert_eq!(why.len(), 2, "{why:?}");
-                assert!(why[1].contains("image count: cache 64, now 32"), "{why:?}");
+                assert!(
+                    why.contains(&"image_count was 64, now 32".into()),
+                    "{why:?}"
+                );
+                assert!(
+                    why.contains(&"preprocessing was npy as stored, now imagenet".into()),
+                    "{why:?}"
+                );
             }
             o => panic!("{o:?}"),
         }
         std::fs::write(&path, "TRT-8601-EntropyCalibration2\nx: 12\n").unwrap();
         match lookup(&path, &k) {
-            Lookup::Stale(why) => assert!(why[0].contains("tampered"), "{why:?}"),
+            Lookup::Stale(stale) => assert!(stale.reasons()[0].contains("tampered"), "{stale:?}"),
             o => panic!("{o:?}"),
         }
         std::fs::remove_file(sidecar_path(&path)).unwrap();

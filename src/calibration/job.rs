@@ -2,7 +2,7 @@
 //! algorithm out (reused when its key matches, rewritten with the reasons when it does not).
 //! `trtkit calibrate` and `trtkit build --int8` both run it.
 
-use super::cache::{self, CacheKey, CalibrationTable, Lookup};
+use super::cache::{self, CacheKey, CalibrationTable};
 use super::collect::{collect, compute_ranges, TensorRange};
 use super::image_source::{has_images, ImageBatches};
 use super::multi_input::MultiInputBatches;
@@ -11,6 +11,7 @@ use super::sample_source::{ArrayBatches, CalibrationBatches, SyntheticBatches};
 use crate::backend::batch_runner::run_batched;
 use crate::backend::select::{open, BackendOptions};
 use crate::data::preprocess::{preprocess_fields, Preprocess, PreprocessRequest};
+use crate::keyed_artifact::Lookup;
 use crate::onnx::dtype::elem_type;
 use crate::onnx::input_roles::int_input_roles;
 use crate::onnx::model::file_sha256;
@@ -490,7 +491,7 @@ fn look_up(
             (Some(table), vec![])
         }
         Lookup::Missing => (None, vec![]),
-        Lookup::Stale(why) => (None, why),
+        Lookup::Stale(why) => (None, why.reasons()),
     }
 }
 

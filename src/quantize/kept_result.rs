@@ -1,8 +1,9 @@
 //! Search results kept on disk: each under a key in its name, with its SHA-256 in a file beside
-//! it, so a result is reused only when its bytes are the ones the search wrote (a result changed
-//! since, or cut short, is searched again, and the report says why).
+//! it (a keyed artifact whose key is all in its name), so a result is reused only when its bytes
+//! are the ones the search wrote (a result changed since, or cut short, is searched again, and
+//! the report says why).
 
-use crate::atomic_file::write_atomic;
+use crate::keyed_artifact::{self, Durability, KeyFile, Lookup};
 use crate::onnx::model::sha256_hex;
 use anyhow::{Context, Result};
 use serde::de::DeserializeOwned;
@@ -33,45 +34,56 @@ pub fn keep(kept: &Path, report: &impl Serialize) -> Result<()> {
     write_kept(kept, report)
 }
 
-/// The file beside a kept result that holds its SHA-256, as `sha256sum` writes it.
-pub fn hash_path(kept: &Path) -> PathBuf {
-    let mut name = kept.as_os_str().to_owned();
-    name.push(".sha256");
-    PathBuf::from(name)
+/// What the file beside a kept result (`<result>.sha256`) holds: the result's SHA-256, in
+/// `sha256sum`'s line (`<hex>  <file name>`).
+struct HashLine {
+    sha256: String,
+}
+
+impl KeyFile for HashLine {
+    const SUFFIX: &'static str = ".sha256";
+
+    fn parse(bytes: &[u8]) -> Result<Self> {
+        let text = std::str::from_utf8(bytes).context("not text")?;
+        let sha256 = text.split_whitespace().next().context("empty")?.to_string();
+        Ok(HashLine { sha256 })
+    }
+
+    fn encode(&self, kept: &Path) -> Result<Vec<u8>> {
+        let name = kept.file_name().unwrap_or_default().to_string_lossy();
+        Ok(format!("{}  {name}\n", self.sha256).into_bytes())
+    }
+
+    fn key_fields(&self) -> serde_json::Value {
+        serde_json::Value::Null
+    }
+
+    fn artifact_sha256(&self) -> Option<&str> {
+        Some(&self.sha256)
+    }
 }
 
 /// The kept result at `kept` when its bytes are the ones its hash file vouches for; `Err`
 /// with the reason when one is there but cannot be reused, `Ok(None)` when there is none.
 pub fn read_kept<T: DeserializeOwned>(kept: &Path) -> Result<Option<T>, String> {
-    let Ok(bytes) = std::fs::read(kept) else {
-        return Ok(None);
-    };
-    let hashes = hash_path(kept);
-    let Ok(line) = std::fs::read_to_string(&hashes) else {
-        return Err(format!(
-            "{} has no hash file {} (written by an older trtkit, or cut short), so it cannot be checked",
-            kept.display(),
-            hashes.display()
-        ));
-    };
-    if line.split_whitespace().next() != Some(sha256_hex(&bytes).as_str()) {
-        return Err(format!(
-            "{} is not the file {} vouches for (another SHA-256): changed since trtkit wrote it, stale or tampered",
-            kept.display(),
-            hashes.display()
-        ));
+    let found =
+        keyed_artifact::lookup::<HashLine>(kept, &serde_json::Value::Null).and_then(|found| {
+            serde_json::from_slice(&found.bytes)
+                .with_context(|| format!("{} is unreadable", kept.display()))
+        });
+    match found {
+        Lookup::Hit(result) => Ok(Some(result)),
+        Lookup::Missing => Ok(None),
+        Lookup::Stale(why) => Err(why.reasons().join("; ")),
     }
-    serde_json::from_slice(&bytes)
-        .map(Some)
-        .map_err(|e| format!("{} is unreadable ({e})", kept.display()))
 }
 
-/// Writes a search's result and then its hash file, each atomically: a run interrupted between
-/// the two leaves a hash file that does not vouch for the new result.
+/// Writes a search's result and then its hash file, each atomically (see
+/// [`keyed_artifact::store`]).
 pub fn write_kept(kept: &Path, report: &impl Serialize) -> Result<()> {
     let bytes = serde_json::to_vec_pretty(report)?;
-    write_atomic(kept, &bytes)?;
-    let name = kept.file_name().unwrap_or_default().to_string_lossy();
-    let line = format!("{}  {name}\n", sha256_hex(&bytes));
-    write_atomic(&hash_path(kept), line.as_bytes())
+    keyed_artifact::store(kept, &bytes, Durability::Synced, |sha256| HashLine {
+        sha256,
+    })?;
+    Ok(())
 }

@@ -74,12 +74,13 @@ pub fn cache_lines(report: &CalibrateReport) -> Vec<String> {
 }
 
 /// A key difference with the preprocessing setting it names turned into its flag:
-/// `preprocessing mean: cache …, now …` becomes `--mean changed: cache …, now …`.
+/// `preprocessing.mean was …, now …` becomes `--mean changed: was …, now …`.
 fn name_the_flag(why: &str) -> String {
     let named = why
         .strip_prefix(PREPROCESSING)
-        .and_then(|rest| rest.strip_prefix(' '))
-        .and_then(|rest| rest.split_once(": "));
+        .and_then(|rest| rest.strip_prefix('.'))
+        .and_then(|rest| rest.split_once(" was "))
+        .map(|(setting, rest)| (setting, format!("was {rest}")));
     match named {
         Some((setting, change)) => {
             format!("--{} changed: {change}", setting.replace('_', "-"))

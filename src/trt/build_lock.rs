@@ -6,7 +6,8 @@
 //! [`reuse_engine`] is that finding: reuse on a matching key, or the reasons to build again.
 
 use super::build_report::BuildReport;
-use super::engine_file::{lookup, EngineKey, Lookup};
+use super::engine_file::{lookup, EngineKey};
+use crate::keyed_artifact::Lookup;
 use anyhow::{Context, Result};
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::Write;
@@ -165,7 +166,7 @@ pub(super) fn reuse_engine(
         }
         Lookup::Missing => false,
         Lookup::Stale(why) => {
-            report.rebuilt_because = why;
+            report.rebuilt_because = why.reasons();
             false
         }
     }

@@ -3,9 +3,8 @@
 //! (stale: listed, never run by mistake), and the rewritten graph each FP16 or INT8 build kept
 //! beside its engine, when its bytes are the ones the sidecar vouches for.
 
-use super::engine_file::{
-    is_engine_name, kept_graph_path, read_sidecar, sidecar_path, EngineSidecar,
-};
+use super::engine_file::{is_engine_name, kept_graph_path, sidecar_path, EngineSidecar};
+use crate::keyed_artifact;
 use crate::onnx::model::{file_sha256, sha256_hex};
 use crate::tensor::Precision;
 use std::path::{Path, PathBuf};
@@ -51,16 +50,9 @@ pub struct Artifacts {
 pub fn list(engines: &Path, model: &Path) -> anyhow::Result<Artifacts> {
     let model_sha = file_sha256(model)?;
     let model_name = model.file_name().map(|n| n.to_os_string());
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(engines)
-        .into_iter()
-        .flatten()
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_file() && is_engine_name(p))
-        .collect();
-    paths.sort();
     let mut out = Artifacts::default();
-    for engine in paths {
-        let sidecar = match read_sidecar(&engine) {
+    for (engine, sidecar) in keyed_artifact::list::<EngineSidecar>(engines, is_engine_name) {
+        let sidecar = match sidecar {
             Ok(s) => s,
             Err(_) => {
                 out.skipped.push(Skipped {

@@ -1,12 +1,11 @@
 //! Engine files and their keys: the name trtkit gives an engine, the JSON sidecar beside it
 //! (the key it was built under and the facts of the build), the lookup that reuses an engine
-//! only when its key matches and its bytes are the ones the sidecar describes, and the atomic
-//! write of both.
+//! only when its key matches and its bytes are the ones the sidecar describes, and the write of
+//! both (an engine is a keyed artifact, its sidecar the key file).
 
 use super::loader::Flavour;
 use super::profile::ShapeProfile;
-use crate::atomic_file::{remove_if_present, stage_unsynced, write_atomic_unsynced, StagedFile};
-use crate::onnx::model::sha256_hex;
+use crate::keyed_artifact::{self, Durability, KeyFile, Lookup};
 use crate::tensor::Precision;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
@@ -75,30 +74,6 @@ impl EngineKey {
     /// The first 8 hex digits of the model hash (what engine names carry).
     pub fn model_hash8(&self) -> &str {
         &self.model_sha256[..8.min(self.model_sha256.len())]
-    }
-
-    /// One phrase per field that differs from `now`: what the old engine was built with.
-    pub fn differences(&self, now: &EngineKey) -> Vec<String> {
-        let old = serde_json::to_value(self).unwrap_or_default();
-        let new = serde_json::to_value(now).unwrap_or_default();
-        let (Some(old), Some(new)) = (old.as_object(), new.as_object()) else {
-            return vec!["the key cannot be compared".into()];
-        };
-        let short = |v: Option<&serde_json::Value>| {
-            let text = v.map(|v| v.to_string()).unwrap_or_else(|| "none".into());
-            if text.len() > 60 {
-                format!(
-                    "{}…",
-                    &text[..text.char_indices().nth(57).map_or(0, |c| c.0)]
-                )
-            } else {
-                text
-            }
-        };
-        new.keys()
-            .filter(|k| old.get(*k) != new.get(*k))
-            .map(|k| format!("{k} was {}, now {}", short(old.get(k)), short(new.get(k))))
-            .collect()
     }
 }
 
@@ -184,73 +159,47 @@ pub fn kept_graph_path(engine: &Path) -> PathBuf {
 
 /// The sidecar of an engine: `<engine>.json`.
 pub fn sidecar_path(engine: &Path) -> PathBuf {
-    let mut name = engine.as_os_str().to_owned();
-    name.push(".json");
-    PathBuf::from(name)
+    keyed_artifact::key_file_path::<EngineSidecar>(engine)
 }
 
 /// Reads an engine's sidecar.
 pub fn read_sidecar(engine: &Path) -> Result<EngineSidecar> {
-    let path = sidecar_path(engine);
-    let text = std::fs::read_to_string(&path)
-        .with_context(|| format!("{}: cannot read", path.display()))?;
-    serde_json::from_str(&text)
-        .with_context(|| format!("{}: not a trtkit engine sidecar", path.display()))
+    keyed_artifact::read_key_file(engine)
 }
 
-/// What a lookup found at an engine path.
-#[derive(Debug)]
-pub enum Lookup {
-    /// The engine is there, its key matches and its bytes are the ones described.
-    Hit(Box<EngineSidecar>),
-    /// No engine there.
-    Missing,
-    /// An engine or sidecar is there but cannot be reused; the reasons.
-    Stale(Vec<String>),
-}
+impl KeyFile for EngineSidecar {
+    const SUFFIX: &'static str = ".json";
 
-/// Looks up the engine at `path` for `key`.
-pub fn lookup(path: &Path, key: &EngineKey) -> Lookup {
-    let side = sidecar_path(path);
-    if !path.exists() && !side.exists() {
-        return Lookup::Missing;
+    fn parse(bytes: &[u8]) -> Result<Self> {
+        serde_json::from_slice(bytes).context("not a trtkit engine sidecar")
     }
-    if !path.exists() {
-        return Lookup::Stale(vec![format!(
-            "{} is there without its engine",
-            side.display()
-        )]);
+
+    fn encode(&self, _engine: &Path) -> Result<Vec<u8>> {
+        Ok(serde_json::to_vec_pretty(self)?)
     }
-    let sidecar = match read_sidecar(path) {
-        Ok(s) => s,
-        Err(e) => {
-            return Lookup::Stale(vec![format!(
-                "the engine has no valid sidecar ({})",
-                format!("{e:#}").replace('\n', " ")
-            )])
-        }
-    };
-    let why = sidecar.key.differences(key);
-    if !why.is_empty() {
-        return Lookup::Stale(why);
+
+    fn key_fields(&self) -> serde_json::Value {
+        serde_json::to_value(&self.key).unwrap_or_default()
     }
-    match std::fs::read(path) {
-        Ok(bytes) if sha256_hex(&bytes) == sidecar.facts.engine_sha256 => {
-            Lookup::Hit(Box::new(sidecar))
-        }
-        Ok(_) => Lookup::Stale(vec![
-            "the engine's bytes are not the ones its sidecar describes".into(),
-        ]),
-        Err(e) => Lookup::Stale(vec![format!("the engine cannot be read: {e}")]),
+
+    fn artifact_sha256(&self) -> Option<&str> {
+        Some(&self.facts.engine_sha256)
     }
 }
 
-/// Writes an engine and its sidecar so that no interruption leaves a pair a later run trusts:
-/// the old sidecar goes first, then the engine lands atomically, then the new sidecar, which
-/// holds the engine's SHA-256 (computed here, on a second thread while the engine is written,
-/// and checked on every reuse). The engine is not flushed to disk before its rename (a large
-/// engine's fsync costs more than the build of a small one); the hash check is what makes that
-/// safe. Returns the sidecar as written.
+/// Looks up the engine at `path` for `key`: a hit holds its sidecar.
+pub fn lookup(path: &Path, key: &EngineKey) -> Lookup<Box<EngineSidecar>> {
+    let now = serde_json::to_value(key).unwrap_or_default();
+    keyed_artifact::lookup::<EngineSidecar>(path, &now)
+        .and_then(|found| Ok(Box::new(found.key_file)))
+}
+
+/// Writes an engine and its sidecar so that no interruption leaves a pair a later run trusts
+/// ([`keyed_artifact::store`]): the old sidecar goes first, then the engine lands atomically,
+/// then the new sidecar, which holds the engine's SHA-256 (computed on a second thread while the
+/// engine is written, and checked on every reuse). Neither is flushed to disk before its rename
+/// (a large engine's fsync costs more than the build of a small one); the hash check is what
+/// makes that safe. Returns the sidecar as written.
 pub fn store(path: &Path, bytes: &[u8], mut sidecar: EngineSidecar) -> Result<EngineSidecar> {
     if engine_flavour(bytes).is_none() {
         bail!(
@@ -258,28 +207,18 @@ pub fn store(path: &Path, bytes: &[u8], mut sidecar: EngineSidecar) -> Result<En
             path.display()
         );
     }
-    let side = sidecar_path(path);
-    remove_if_present(&side)?;
-    // The engine is unvouched from here until its sidecar is written: the old one can go
-    // before the new one is renamed in (see `commit_replacing`).
-    let hash = std::thread::scope(|s| {
-        let hash = s.spawn(|| sha256_hex(bytes));
-        let written = stage_unsynced(path, bytes).and_then(StagedFile::commit_replacing);
-        written.map(|()| hash.join().expect("hashing does not panic"))
-    })?;
-    sidecar.facts.engine_bytes = bytes.len() as u64;
-    sidecar.facts.engine_sha256 = hash;
-    // Unsynced like the engine: a sidecar that a power loss leaves empty or torn does not
-    // parse, and one that parses holds the hash the engine is checked against before reuse.
-    let json = serde_json::to_string_pretty(&sidecar)?;
-    write_atomic_unsynced(&side, json.as_bytes())?;
-    Ok(sidecar)
+    keyed_artifact::store(path, bytes, Durability::Unsynced, |hash| {
+        sidecar.facts.engine_bytes = bytes.len() as u64;
+        sidecar.facts.engine_sha256 = hash;
+        sidecar
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::profile::InputProfile;
     use super::*;
+    use crate::onnx::model::sha256_hex;
 
     fn key() -> EngineKey {
         EngineKey {
@@ -365,17 +304,19 @@ mod tests {
 
         let mut other = key();
         other.profile.inputs[0].max[0] = 32;
-        let Lookup::Stale(why) = lookup(&path, &other) else {
+        let Lookup::Stale(stale) = lookup(&path, &other) else {
             panic!("a changed profile must not be reused")
         };
-        assert_eq!(why.len(), 1);
-        assert!(why[0].starts_with("profile was"), "{why:?}");
+        assert_eq!(
+            stale.reasons(),
+            ["profile.inputs.0.max was [16,3], now [32,3]"]
+        );
 
         std::fs::write(&path, b"vtrt other bytes").unwrap();
-        let Lookup::Stale(why) = lookup(&path, &key()) else {
+        let Lookup::Stale(stale) = lookup(&path, &key()) else {
             panic!("changed bytes must not be reused")
         };
-        assert!(why[0].contains("not the ones"), "{why:?}");
+        assert!(stale.reasons()[0].contains("tampered"), "{stale:?}");
 
         std::fs::remove_file(&path).unwrap();
         assert!(matches!(lookup(&path, &key()), Lookup::Stale(_)));
