@@ -3,7 +3,8 @@
 //! workspace can turn it into its `trtkit.toml` key). Imports nothing else of the crate.
 
 /// A user-facing setting, by what it controls.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Setting {
     /// CPU or CUDA.
     Device,
@@ -35,6 +36,12 @@ pub enum Setting {
     ShapeRanges,
     /// Where TensorRT-RTX is installed.
     TensorrtDir,
+    /// Compute only, inputs resident on the device (GPU backends only).
+    NoTransfers,
+    /// Replaying a captured CUDA graph (GPU backends only).
+    CudaGraph,
+    /// Several concurrent streams (GPU backends only).
+    Streams,
 }
 
 /// An error that a different value of `setting` would fix.

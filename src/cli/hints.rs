@@ -4,22 +4,12 @@
 use crate::cli::usage;
 use crate::jobs::batch_memory::TooLargeForMemory;
 use crate::jobs::compare::{NotComparable, UndeclaredShape, Verdict};
-use crate::jobs::run::{GpuSetting, NeedsGpuBackend};
+use crate::jobs::run::NeedsGpuBackend;
 use crate::jobs::validate::BadPreprocess;
 use crate::onnx::shape::NamedAxisError;
 use crate::quantize::job::RewriteDoesNotLoad;
 use crate::setting::{FixWith, Setting};
 use crate::tensor::{Dim, UnfixedAxis};
-
-/// The flag that asks for a GPU-only setting.
-pub fn gpu_setting_flag(setting: GpuSetting) -> &'static str {
-    match setting {
-        GpuSetting::DeviceId => "--device-id",
-        GpuSetting::NoTransfers => "--no-transfers",
-        GpuSetting::CudaGraph => "--cuda-graph",
-        GpuSetting::Streams => "--streams",
-    }
-}
 
 /// The flags that change a setting, as a hint appended to the library's message.
 pub fn setting_hint(setting: Setting) -> &'static str {
@@ -39,6 +29,9 @@ pub fn setting_hint(setting: Setting) -> &'static str {
         Setting::BatchRange => "--min-batch/--opt-batch/--max-batch",
         Setting::ShapeRanges => "--dim NAME=MIN:OPT:MAX, --input-shape, or --min-shapes/--opt-shapes/--max-shapes NAME:DIMS",
         Setting::TensorrtDir => "or pass --tensorrt-dir DIR",
+        Setting::NoTransfers => "--no-transfers",
+        Setting::CudaGraph => "--cuda-graph",
+        Setting::Streams => "--streams",
     }
 }
 
@@ -71,7 +64,7 @@ pub fn with_hint(err: anyhow::Error) -> anyhow::Error {
             return anyhow::anyhow!("{line}; give it with --input-shape");
         }
         if let Some(e) = cause.downcast_ref::<NeedsGpuBackend>() {
-            let flag = gpu_setting_flag(e.setting);
+            let flag = setting_hint(e.setting);
             return usage(format!(
                 "{flag} needs a backend that enqueues on trtkit's CUDA streams; {} does not (it is timed on the wall clock)",
                 e.backend
@@ -120,7 +113,7 @@ mod tests {
             "{hinted:#}"
         );
         let e: anyhow::Error = NeedsGpuBackend {
-            setting: GpuSetting::Streams,
+            setting: Setting::Streams,
             backend: "tract-cpu".into(),
         }
         .into();

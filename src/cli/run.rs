@@ -8,9 +8,10 @@ use crate::cli::args::shapes::ShapeArgs;
 use crate::cli::args::timing::TimingArgs;
 use crate::cli::usage;
 use crate::cuda::harness::HarnessOptions;
-use crate::jobs::run::{measure_latency, GpuSetting, RunConfig};
+use crate::jobs::run::{measure_latency, RunConfig};
 use crate::report::latency::{export_times, render};
 use crate::report::progress::Bar;
+use crate::setting::Setting;
 use anyhow::Result;
 use clap::Args;
 use std::path::PathBuf;
@@ -62,10 +63,10 @@ pub fn config(args: &RunArgs) -> Result<RunConfig> {
         return Err(usage("--streams must be at least 1"));
     }
     let gpu_settings = [
-        (GpuSetting::DeviceId, args.engine.device_id.is_some()),
-        (GpuSetting::NoTransfers, args.no_transfers),
-        (GpuSetting::CudaGraph, args.cuda_graph),
-        (GpuSetting::Streams, args.streams.is_some()),
+        (Setting::DeviceId, args.engine.device_id.is_some()),
+        (Setting::NoTransfers, args.no_transfers),
+        (Setting::CudaGraph, args.cuda_graph),
+        (Setting::Streams, args.streams.is_some()),
     ]
     .into_iter()
     .filter_map(|(s, set)| set.then_some(s))
@@ -143,11 +144,7 @@ mod tests {
         assert_eq!((h.streams, h.warmup), (4, Amount::Seconds(1.0)));
         assert_eq!(
             c.gpu_settings,
-            vec![
-                GpuSetting::NoTransfers,
-                GpuSetting::CudaGraph,
-                GpuSetting::Streams
-            ]
+            vec![Setting::NoTransfers, Setting::CudaGraph, Setting::Streams]
         );
         // The old spelling of the warm-up count still parses.
         let old = parse(&["m.onnx", "--warmup-iterations", "3"]).unwrap();

@@ -42,21 +42,7 @@ pub struct RunConfig {
     pub harness: HarnessOptions,
     /// Whether any setting that only GPU backends honour was asked for explicitly (a device id,
     /// no transfers, CUDA graphs, a stream count): a CPU backend then refuses to run.
-    pub gpu_settings: Vec<GpuSetting>,
-}
-
-/// A setting only a backend that enqueues on trtkit's CUDA streams can honour.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum GpuSetting {
-    /// Which GPU to use.
-    DeviceId,
-    /// Compute only, inputs resident on the device.
-    NoTransfers,
-    /// Replaying a captured CUDA graph.
-    CudaGraph,
-    /// Several concurrent streams.
-    Streams,
+    pub gpu_settings: Vec<Setting>,
 }
 
 /// A GPU-only setting asked of a backend that runs host tensors.
@@ -64,7 +50,7 @@ pub enum GpuSetting {
 #[error("{setting:?} needs a backend that enqueues on trtkit's CUDA streams; {backend} does not (it is timed on the wall clock)")]
 pub struct NeedsGpuBackend {
     /// The setting.
-    pub setting: GpuSetting,
+    pub setting: Setting,
     /// The backend that cannot honour it.
     pub backend: String,
 }
@@ -456,7 +442,7 @@ mod tests {
         assert_eq!(old.results[0].setup, SetupTimes::default());
         assert!(!crate::report::latency::render(&old, false).contains("set-up "));
         let refused = RunConfig {
-            gpu_settings: vec![GpuSetting::CudaGraph],
+            gpu_settings: vec![Setting::CudaGraph],
             ..config
         };
         let err = measure_latency(&refused, &NoProgress).unwrap_err();

@@ -2,10 +2,7 @@
 //! applies) or its cross-layer equalisation, checked in the reference backend and written as
 //! ONNX.
 
-use super::plan::PrecisionPlan;
-/// The INT8 model of a plan with nodes left out, and what they compute in: the precision plan's,
-/// named here too for the searches that build their variants with it.
-pub use super::plan::{int8_model, Fallback};
+use super::plan::{Fallback, PrecisionPlan};
 use crate::backend::tract::{TractBackend, TractOptions};
 use crate::onnx::model::file_sha256;
 use crate::onnx::rewrite::equalize::{Equalize, EqualizeReport};

@@ -42,23 +42,13 @@ pub struct RuntimeCacheKey {
 }
 
 impl RuntimeCacheKey {
-    /// The fields that differ from `now`, as `field was X, now Y`.
+    /// The fields that differ from `now`, as `field was X, now Y` (the one wording of every
+    /// key kept beside a file).
     pub fn differences(&self, now: &RuntimeCacheKey) -> Vec<String> {
-        let (old, new) = (
-            serde_json::to_value(self).unwrap_or_default(),
-            serde_json::to_value(now).unwrap_or_default(),
-        );
-        let fields = [
-            "engine_sha256",
-            "tensorrt_version",
-            "gpu",
-            "compute_capability",
-            "driver_version",
-        ];
-        fields
+        let value = |key: &RuntimeCacheKey| serde_json::to_value(key).unwrap_or_default();
+        crate::keyed_artifact::diff(&value(self), &value(now))
             .iter()
-            .filter(|f| old.get(**f) != new.get(**f))
-            .map(|f| format!("{f} was {}, now {}", old[*f], new[*f]))
+            .map(ToString::to_string)
             .collect()
     }
 }
