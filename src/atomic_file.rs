@@ -82,7 +82,7 @@ fn sweep_orphans(dir: &Path) {
 }
 
 /// Writes `bytes` to `path` through a temporary sibling file and a rename.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     write_atomic_with(path, |w| w.write_all(bytes).map_err(Into::into))
 }
 
@@ -90,12 +90,12 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 /// reader verifies them (an engine is checked against the SHA-256 in its sidecar before any
 /// reuse), so that a power loss can at worst leave bytes that fail that check. A killed process
 /// still never leaves a half file under `path`.
-pub fn write_atomic_unsynced(path: &Path, bytes: &[u8]) -> Result<()> {
+pub(crate) fn write_atomic_unsynced(path: &Path, bytes: &[u8]) -> Result<()> {
     write_atomic_inner(path, false, |w| w.write_all(bytes).map_err(Into::into))
 }
 
 /// Like [`write_atomic`], but lets `fill` stream the content into the temporary file.
-pub fn write_atomic_with(
+pub(crate) fn write_atomic_with(
     path: &Path,
     fill: impl FnOnce(&mut dyn Write) -> Result<()>,
 ) -> Result<()> {
@@ -113,14 +113,14 @@ fn write_atomic_inner(
 /// A file written in full to a temporary sibling of its destination, not yet in place:
 /// [`StagedFile::commit`] renames it over the destination in one step; dropping it instead
 /// removes the temporary file and leaves the destination as it was.
-pub struct StagedFile {
+pub(crate) struct StagedFile {
     tmp: tempfile::NamedTempFile,
     path: PathBuf,
 }
 
 impl StagedFile {
     /// Puts the file in place (one rename).
-    pub fn commit(self) -> Result<()> {
+    pub(crate) fn commit(self) -> Result<()> {
         let path = self.path;
         self.tmp
             .persist(&path)
@@ -140,14 +140,14 @@ impl StagedFile {
     /// (`auto_da_alloc`): tens of milliseconds for an engine, where otherwise the kernel writes it
     /// back in its own time. A process killed between the two steps leaves no file under the
     /// path, never a half one.
-    pub fn commit_replacing(self) -> Result<()> {
+    pub(crate) fn commit_replacing(self) -> Result<()> {
         remove_if_present(&self.path)?;
         self.commit()
     }
 }
 
 /// Removes `path` if it exists; a missing file is not an error.
-pub fn remove_if_present(path: &Path) -> Result<()> {
+pub(crate) fn remove_if_present(path: &Path) -> Result<()> {
     match std::fs::remove_file(path) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
@@ -158,7 +158,7 @@ pub fn remove_if_present(path: &Path) -> Result<()> {
 /// Writes `bytes` beside `path` without flushing them to disk (as [`write_atomic_unsynced`])
 /// and without putting them in place yet: for a file that must land only once a later step
 /// has succeeded, written while that step runs.
-pub fn stage_unsynced(path: &Path, bytes: &[u8]) -> Result<StagedFile> {
+pub(crate) fn stage_unsynced(path: &Path, bytes: &[u8]) -> Result<StagedFile> {
     stage_inner(path, false, |w| w.write_all(bytes).map_err(Into::into))
 }
 
@@ -208,15 +208,15 @@ fn stage_inner(
 /// An exclusive advisory lock on a file (`flock`), held until dropped: how processes sharing a
 /// results folder (the cells of a several-GPU run, the tasks of a cluster array) take turns to
 /// make a file only one of them should make, or to append to one file.
-pub struct FileLock {
+pub(crate) struct FileLock {
     _file: std::fs::File,
     /// Seconds spent waiting for another holder.
-    pub waited_s: f64,
+    pub(crate) waited_s: f64,
 }
 
 impl FileLock {
     /// Locks `path` (created if missing), waiting for any other holder.
-    pub fn acquire(path: &Path) -> Result<FileLock> {
+    pub(crate) fn acquire(path: &Path) -> Result<FileLock> {
         let file = std::fs::OpenOptions::new()
             .create(true)
             .truncate(false)

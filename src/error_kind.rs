@@ -29,7 +29,7 @@ pub enum ErrorKind {
 
 /// An error of a known [`ErrorKind`]: it shows its message (and, after it, what caused it).
 #[derive(Debug)]
-pub struct TypedError {
+pub(crate) struct TypedError {
     kind: ErrorKind,
     message: String,
     source: Option<Box<dyn StdError + Send + Sync + 'static>>,
@@ -45,8 +45,9 @@ impl TypedError {
         }
     }
 
+    #[cfg(test)]
     /// An error of `kind` that says `message`, caused by `source` (shown after it by `{:#}`).
-    pub fn caused_by(
+    pub(crate) fn caused_by(
         kind: ErrorKind,
         message: impl Into<String>,
         source: impl Into<Box<dyn StdError + Send + Sync + 'static>>,
@@ -64,6 +65,7 @@ impl TypedError {
     }
 
     /// Its own message, without its cause.
+    #[cfg(test)]
     pub fn message(&self) -> &str {
         &self.message
     }

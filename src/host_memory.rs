@@ -11,7 +11,7 @@ pub fn peak_rss_bytes() -> Option<u64> {
 
 /// Memory the kernel can give without swapping (`MemAvailable` in `/proc/meminfo`), in bytes
 /// (Linux; `None` elsewhere).
-pub fn available_bytes() -> Option<u64> {
+pub(crate) fn available_bytes() -> Option<u64> {
     let info = std::fs::read_to_string("/proc/meminfo").ok()?;
     let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;

@@ -34,14 +34,14 @@ pub trait KeyFile: Sized {
 }
 
 /// The key file of the artifact at `artifact`: its path with `F::SUFFIX` appended.
-pub fn key_file_path<F: KeyFile>(artifact: &Path) -> PathBuf {
+pub(crate) fn key_file_path<F: KeyFile>(artifact: &Path) -> PathBuf {
     let mut name = artifact.as_os_str().to_owned();
     name.push(F::SUFFIX);
     PathBuf::from(name)
 }
 
 /// Reads the key file of the artifact at `artifact`; errors name the key file.
-pub fn read_key_file<F: KeyFile>(artifact: &Path) -> Result<F> {
+pub(crate) fn read_key_file<F: KeyFile>(artifact: &Path) -> Result<F> {
     let path = key_file_path::<F>(artifact);
     let bytes = std::fs::read(&path)
         .map_err(|e| anyhow::anyhow!("{}: cannot read ({e})", path.display()))?;
@@ -116,7 +116,7 @@ impl<T> Lookup<T> {
 #[derive(Debug)]
 pub struct Found<F> {
     /// The key file.
-    pub key_file: F,
+    pub(crate) key_file: F,
     /// The artifact's bytes.
     pub bytes: Vec<u8>,
 }
@@ -160,7 +160,7 @@ pub fn lookup<F: KeyFile>(artifact: &Path, now: &Value) -> Lookup<Found<F>> {
 
 /// Why `bytes`, the artifact at `artifact`, are not what a key file at `side` holding `sha256`
 /// vouches for, if they are not.
-pub fn vouch_problem(
+pub(crate) fn vouch_problem(
     artifact: &Path,
     bytes: &[u8],
     sha256: Option<&str>,
@@ -183,7 +183,7 @@ pub fn vouch_problem(
 
 /// Whether a store flushes the artifact and its key file to disk before each rename.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Durability {
+pub(crate) enum Durability {
     /// Flushed: small files, cheap to sync.
     Synced,
     /// Not flushed (a large engine's fsync costs more than the build of a small one): safe
@@ -196,7 +196,7 @@ pub enum Durability {
 /// artifact's SHA-256: the old key file goes first, then the artifact lands atomically, then the
 /// new key file, so an interruption leaves an artifact no key file vouches for, never a wrong
 /// pair. Returns the key file as written.
-pub fn store<F: KeyFile>(
+pub(crate) fn store<F: KeyFile>(
     artifact: &Path,
     bytes: &[u8],
     durability: Durability,
@@ -250,7 +250,7 @@ pub fn list<F: KeyFile>(
 /// The fields that differ between the keys `was` and `now`: objects compared key by key and
 /// lists of objects item by item (their paths dotted: `profile.inputs.0.max`), anything else as
 /// a whole; in `now`'s order, then fields only `was` has.
-pub fn diff(was: &Value, now: &Value) -> Vec<FieldChange> {
+pub(crate) fn diff(was: &Value, now: &Value) -> Vec<FieldChange> {
     let mut out = Vec::new();
     diff_into("", was, now, &mut out);
     out

@@ -47,7 +47,7 @@ pub enum Setting {
 /// An error that a different value of `setting` would fix.
 #[derive(Debug, thiserror::Error)]
 #[error("{message}")]
-pub struct FixWith {
+pub(crate) struct FixWith {
     /// What is wrong, without naming any flag.
     pub message: String,
     /// The setting that fixes it.
@@ -55,7 +55,7 @@ pub struct FixWith {
 }
 
 /// An `anyhow` error saying `message`, fixable with `setting`.
-pub fn fix_with(setting: Setting, message: impl Into<String>) -> anyhow::Error {
+pub(crate) fn fix_with(setting: Setting, message: impl Into<String>) -> anyhow::Error {
     FixWith {
         message: message.into(),
         setting,

@@ -20,7 +20,7 @@ pub fn name() -> &'static str {
 
 /// Whether process `pid` of this host still runs; `None` where this system does not show its
 /// processes (no `/proc`), so that no caller mistakes "cannot tell" for "gone".
-pub fn process_alive(pid: u32) -> Option<bool> {
+pub(crate) fn process_alive(pid: u32) -> Option<bool> {
     if !Path::new("/proc/self").exists() {
         return None;
     }

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 /// What a run over many samples gives back.
 #[derive(Clone, Debug)]
-pub struct BatchedOutputs {
+pub(crate) struct BatchedOutputs {
     /// One tensor per backend output, all samples joined along axis 0.
     pub outputs: Vec<HostTensor>,
     /// Inference time summed over the batches (as the backend measured it).
@@ -25,7 +25,7 @@ pub struct BatchedOutputs {
 }
 
 /// The number of samples along axis 0, the same for every tensor.
-pub fn samples_of(inputs: &[HostTensor]) -> Result<usize> {
+pub(crate) fn samples_of(inputs: &[HostTensor]) -> Result<usize> {
     let n = inputs
         .first()
         .and_then(|t| t.shape.first().copied())
@@ -50,7 +50,7 @@ pub fn samples_of(inputs: &[HostTensor]) -> Result<usize> {
 /// where the backend needs the full size ([`Backend::runs_short_batch`]): elsewhere the padding
 /// would be computed for nothing. A float input the backend takes in another float type is
 /// converted batch by batch ([`conform_floats`]). `progress` advances by samples.
-pub fn run_batched(
+pub(crate) fn run_batched(
     backend: &mut dyn Backend,
     inputs: &[HostTensor],
     batch: usize,
@@ -114,7 +114,7 @@ pub fn run_batched(
 /// `batch` where the backend needs that size (it then runs the whole padded batch in one piece,
 /// so each output is visited once) and only the real samples' values are visited. Float inputs
 /// are converted to the float types the backend takes, as [`run_batched`] does.
-pub fn run_visit_short(
+pub(crate) fn run_visit_short(
     backend: &mut dyn Backend,
     inputs: &[HostTensor],
     batch: Option<usize>,

@@ -24,12 +24,12 @@ pub enum Fp16Compute {
 }
 
 /// What a backend's name gains when it runs the emulated graph.
-pub const NAME_NOTE: &str = "fp16 emulated";
+pub(crate) const NAME_NOTE: &str = "fp16 emulated";
 
 /// A backend opened on an emulated model: everything as the backend does it, its name with
 /// [`NAME_NOTE`] added (`ort-cpu, fp16 emulated`). Every method of [`Backend`] is passed on,
 /// those with a default too: a method added to the trait must be passed on here as well.
-pub struct Emulated(pub Box<dyn Backend>);
+pub(crate) struct Emulated(pub Box<dyn Backend>);
 
 impl Backend for Emulated {
     fn name(&self) -> String {

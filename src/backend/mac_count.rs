@@ -13,7 +13,7 @@ use tract_onnx::prelude::*;
 
 /// Every tensor whose shape tract can make concrete, by its ONNX name, at the model's fixed
 /// batch (or batch 1), with `request` applied first; also the batch used.
-pub fn tensor_shapes(
+pub(crate) fn tensor_shapes(
     model: &OnnxModel,
     request: &ShapeRequest,
 ) -> Result<(HashMap<String, Vec<usize>>, usize)> {

@@ -2,16 +2,16 @@
 //! Runtime on the CPU or CUDA here; TensorRT engines in `trt::backend`, where its `unsafe` lives). Commands hold a `Box<dyn Backend>` and do
 //! not care which one it is.
 
-pub mod batch_runner;
-pub mod fp16_emulated;
+pub(crate) mod batch_runner;
+pub(crate) mod fp16_emulated;
 pub mod mac_count;
 pub mod ort;
 pub mod ort_cuda;
-pub mod ort_cuda_autotune;
+pub(crate) mod ort_cuda_autotune;
 pub mod ort_cuda_tuning;
-pub mod ort_ir;
-pub mod ort_libs;
-pub mod ort_placement;
+pub(crate) mod ort_ir;
+pub(crate) mod ort_libs;
+pub(crate) mod ort_placement;
 pub mod select;
 pub mod tract;
 pub mod tract_kernels;
@@ -33,7 +33,7 @@ pub struct RunOutput {
 /// Receives float32 outputs from [`Backend::run_visit`]: `(output index, values)`. It may be
 /// called several times for one output (once per piece of the batch a backend ran on its
 /// own) and from several threads at once.
-pub type OutputVisitor<'v> = dyn Fn(usize, &[f32]) -> Result<()> + Sync + 'v;
+pub(crate) type OutputVisitor<'v> = dyn Fn(usize, &[f32]) -> Result<()> + Sync + 'v;
 
 /// An execution backend: reports its I/O and runs a batch of host tensors.
 pub trait Backend: Send {

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 /// How to prepare a model for ONNX Runtime.
 #[derive(Clone, Debug, Default)]
-pub struct OrtOptions {
+pub(crate) struct OrtOptions {
     /// `--input-shape` overrides.
     pub input_shapes: ShapeRequest,
     /// Fix the batch axis to this size.
@@ -194,7 +194,7 @@ fn from_value(name: &str, v: &DynValue) -> Result<HostTensor> {
 }
 
 /// A model prepared for ONNX Runtime on the CPU.
-pub struct OrtBackend {
+pub(crate) struct OrtBackend {
     session: Session,
     inputs: Vec<IoSpec>,
     outputs: Vec<IoSpec>,

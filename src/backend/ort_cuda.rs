@@ -33,7 +33,7 @@ use std::time::Duration;
 
 /// How to open a model on ONNX Runtime's CUDA provider.
 #[derive(Clone, Debug, Default)]
-pub struct OrtCudaOptions {
+pub(crate) struct OrtCudaOptions {
     /// Shapes, batch and CPU threads, as on the CPU.
     pub model: OrtOptions,
     /// The GPU.
@@ -45,7 +45,7 @@ pub struct OrtCudaOptions {
 /// Checks, once per process, that the ONNX Runtime this process loads has its CUDA provider and
 /// that the CUDA libraries it needs are loadable (loading those the linker cannot find from
 /// where they were found): the one-line reason when it cannot.
-pub fn ensure_cuda_provider() -> Result<()> {
+pub(crate) fn ensure_cuda_provider() -> Result<()> {
     static READY: OnceLock<std::result::Result<(), String>> = OnceLock::new();
     let outcome = READY.get_or_init(|| {
         let lib = available().map_err(|e| format!("{e:#}"))?;
@@ -65,7 +65,7 @@ pub fn ort_cuda_usable(device_id: usize) -> bool {
 }
 
 /// A model on ONNX Runtime's CUDA provider.
-pub struct OrtCudaBackend {
+pub(crate) struct OrtCudaBackend {
     gpu: Gpu,
     shown: String,
     model_bytes: Vec<u8>,

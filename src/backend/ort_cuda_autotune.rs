@@ -13,11 +13,11 @@ use std::path::{Path, PathBuf};
 
 /// Environment variable naming trtkit's cache folder (default `$XDG_CACHE_HOME/trtkit`, else
 /// `~/.cache/trtkit`).
-pub const CACHE_ENV: &str = "TRTKIT_CACHE_DIR";
+pub(crate) const CACHE_ENV: &str = "TRTKIT_CACHE_DIR";
 
 /// Everything a measurement depends on: a record answers only the same key.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TuningKey {
+pub(crate) struct TuningKey {
     /// SHA-256 of the model as ONNX Runtime opens it (batch and shapes fixed).
     pub model_sha256: String,
     /// The batch measured.
@@ -27,11 +27,11 @@ pub struct TuningKey {
     /// ONNX Runtime's version.
     pub onnxruntime: String,
     /// cuDNN's algorithm search.
-    pub conv_search: ConvAlgoSearch,
+    pub(crate) conv_search: ConvAlgoSearch,
     /// cuDNN's workspace limit.
-    pub max_workspace: bool,
+    pub(crate) max_workspace: bool,
     /// The candidates measured.
-    pub candidates: Vec<Candidate>,
+    pub(crate) candidates: Vec<Candidate>,
 }
 
 impl TuningKey {
@@ -64,11 +64,11 @@ impl TuningKey {
 
 /// One candidate's measurement.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Trial {
+pub(crate) struct Trial {
     /// The candidate.
     pub candidate: Candidate,
     /// Milliseconds per batch on the GPU clock, when it ran.
-    pub ms_per_batch: Option<f64>,
+    pub(crate) ms_per_batch: Option<f64>,
     /// Opening and first inference, seconds.
     pub setup_s: f64,
     /// Why it did not run.
@@ -78,13 +78,13 @@ pub struct Trial {
 
 /// A measurement kept in the cache: its key, every trial, and the winner.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct TuningRecord {
+pub(crate) struct TuningRecord {
     /// What was measured.
     pub key: TuningKey,
     /// The fastest candidate.
-    pub choice: Candidate,
+    pub(crate) choice: Candidate,
     /// Every candidate's trial, in the order they ran.
-    pub trials: Vec<Trial>,
+    pub(crate) trials: Vec<Trial>,
 }
 
 impl TuningRecord {
@@ -193,7 +193,7 @@ pub fn lookup(dir: &Path, key: &TuningKey) -> Option<TuningRecord> {
 }
 
 /// Stores `record` in `dir` (made if missing), atomically; returns the file.
-pub fn store(dir: &Path, record: &TuningRecord) -> Result<PathBuf> {
+pub(crate) fn store(dir: &Path, record: &TuningRecord) -> Result<PathBuf> {
     std::fs::create_dir_all(dir).with_context(|| format!("{}: cannot create", dir.display()))?;
     let path = dir.join(record.key.file_name());
     write_atomic(&path, &serde_json::to_vec_pretty(record)?)

@@ -50,18 +50,18 @@ pub struct OrtCudaTuning {
     /// The layout policy.
     pub layout: LayoutPolicy,
     /// How cuDNN picks each convolution's algorithm.
-    pub conv_search: ConvAlgoSearch,
+    pub(crate) conv_search: ConvAlgoSearch,
     /// cuDNN's workspace limit.
     pub workspace: CudnnWorkspace,
     /// The fusion policy.
-    pub fusion: FusionPolicy,
+    pub(crate) fusion: FusionPolicy,
 }
 
 /// One way to run a model: its convolutions' layout and whether they are fused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-pub struct Candidate {
+pub(crate) struct Candidate {
     /// Convolutions in NHWC.
-    pub nhwc: bool,
+    pub(crate) nhwc: bool,
     /// Convolution, bias and activation fused by cuDNN.
     pub fused: bool,
 }
@@ -78,7 +78,7 @@ impl std::fmt::Display for Candidate {
 /// without 2-D convolutions has one: NCHW, unfused (neither setting touches it). Auto layout
 /// tries NHWC and NCHW; auto fusion tries fused only in NHWC when the layout is auto (cuDNN
 /// could not fuse FP16 convolutions in NCHW on the H200), and with the named layout otherwise.
-pub fn candidates(model: &OnnxModel, tuning: &OrtCudaTuning) -> Vec<Candidate> {
+pub(crate) fn candidates(model: &OnnxModel, tuning: &OrtCudaTuning) -> Vec<Candidate> {
     if count_2d_convolutions(model) == 0 {
         return vec![Candidate {
             nhwc: tuning.layout == LayoutPolicy::Nhwc,
@@ -106,7 +106,7 @@ pub fn candidates(model: &OnnxModel, tuning: &OrtCudaTuning) -> Vec<Candidate> {
 /// The candidate trtkit picks without measuring (a batch that is not fixed): the first of
 /// [`candidates`], except that an FP32 model is not fused under auto fusion (fusion ran
 /// ResNet-50 1.5× faster in FP32 but MobileNetV3-Large 2× slower; in FP16 both gained 1.5×).
-pub fn rule_choice(model: &OnnxModel, tuning: &OrtCudaTuning) -> Candidate {
+pub(crate) fn rule_choice(model: &OnnxModel, tuning: &OrtCudaTuning) -> Candidate {
     let open = candidates(model, tuning);
     let float16 = crate::onnx::rewrite::fp16_emulate::has_float16_compute(model);
     open.iter()
@@ -118,7 +118,7 @@ pub fn rule_choice(model: &OnnxModel, tuning: &OrtCudaTuning) -> Candidate {
 /// The Conv nodes of `model`'s main graph that convolve over two spatial axes: a 4-D weight
 /// initializer, or a weight made by another node (its rank unknown here, counted as 2-D, the
 /// common case of a quantized CNN).
-pub fn count_2d_convolutions(model: &OnnxModel) -> usize {
+pub(crate) fn count_2d_convolutions(model: &OnnxModel) -> usize {
     let graph = model.graph();
     let weight_rank: HashMap<&str, usize> = graph
         .initializer

@@ -7,10 +7,10 @@ use crate::onnx::OnnxModel;
 use anyhow::{bail, Result};
 
 /// The newest IR version ONNX Runtime 1.31.1 reads ("Unsupported model IR version: 14").
-pub const MAX_IR: i64 = 13;
+pub(crate) const MAX_IR: i64 = 13;
 
 /// The newest default-domain opset ONNX Runtime 1.31.1 runs.
-pub const MAX_OPSET: i64 = 26;
+pub(crate) const MAX_OPSET: i64 = 26;
 
 /// Why ONNX Runtime cannot read `model` even with its IR version lowered; `None` when it can.
 pub fn refusal(model: &OnnxModel) -> Option<String> {
@@ -34,7 +34,7 @@ pub fn refusal(model: &OnnxModel) -> Option<String> {
 /// Lowers the IR version of `model` (an in-memory copy) to [`MAX_IR`] where it is newer and
 /// uses nothing IR [`MAX_IR`] lacks, with a note in the log; an error, naming the file, says why
 /// ONNX Runtime cannot read it otherwise.
-pub fn lower_for_ort(model: &mut OnnxModel) -> Result<()> {
+pub(crate) fn lower_for_ort(model: &mut OnnxModel) -> Result<()> {
     let shown = model.path.display();
     if let Some(why) = refusal(model) {
         bail!("{shown}: ONNX Runtime cannot run it: {why}; try --backend tract");

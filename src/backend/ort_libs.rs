@@ -9,14 +9,14 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 /// How to get the CPU build, said when no ONNX Runtime can be found.
-pub const HOW_TO_GET: &str = "install it with `python3 -m pip install onnxruntime==1.31.1` (or `onnxruntime-gpu==1.31.1` on a machine with an NVIDIA GPU) or set ORT_DYLIB_PATH to libonnxruntime.so";
+pub(crate) const HOW_TO_GET: &str = "install it with `python3 -m pip install onnxruntime==1.31.1` (or `onnxruntime-gpu==1.31.1` on a machine with an NVIDIA GPU) or set ORT_DYLIB_PATH to libonnxruntime.so";
 
 /// The one line that installs ONNX Runtime's CUDA provider and every library it loads.
-pub const INSTALL_GPU: &str = "python3 -m pip uninstall -y onnxruntime; python3 -m pip install 'onnxruntime-gpu[cuda,cudnn]==1.31.1' 'nvidia-cublas~=13.0'";
+pub(crate) const INSTALL_GPU: &str = "python3 -m pip uninstall -y onnxruntime; python3 -m pip install 'onnxruntime-gpu[cuda,cudnn]==1.31.1' 'nvidia-cublas~=13.0'";
 
 /// The shared libraries ONNX Runtime's CUDA provider needs, in the order they must be loaded
 /// (each after those it links against), with the wheel that ships each.
-pub const CUDA_DEPENDENCIES: [(&str, &str); 5] = [
+pub(crate) const CUDA_DEPENDENCIES: [(&str, &str); 5] = [
     ("libcudart.so.13", "nvidia-cuda-runtime~=13.0"),
     ("libcublasLt.so.13", "nvidia-cublas~=13.0"),
     ("libcublas.so.13", "nvidia-cublas~=13.0"),
@@ -36,7 +36,7 @@ const CUDNN_PARTS: [&str; 7] = [
 ];
 
 /// The CUDA provider's file name, beside `libonnxruntime.so` in a GPU build.
-pub const CUDA_PROVIDER: &str = "libonnxruntime_providers_cuda.so";
+pub(crate) const CUDA_PROVIDER: &str = "libonnxruntime_providers_cuda.so";
 
 /// Where the Python side of this machine keeps packages: the `onnxruntime` package (if any) and
 /// the site-packages folders, read once from `python3` without importing anything heavy.
@@ -105,7 +105,7 @@ pub struct OrtLibrary {
 }
 
 /// Finds the ONNX Runtime shared library: `ORT_DYLIB_PATH`, else the Python package.
-pub fn locate_library() -> Result<OrtLibrary> {
+pub(crate) fn locate_library() -> Result<OrtLibrary> {
     let (path, source) = if let Some(p) =
         std::env::var_os("ORT_DYLIB_PATH").filter(|p| !p.is_empty())
     {
@@ -152,7 +152,7 @@ pub struct CudaDependency {
 /// per-library folders) for what the system lacks. The system's copy comes first so that every
 /// user of a library in one process (tract's CUDA runtime opens cuDNN by name too) gets the
 /// same one: two cuDNN builds in one process refuse to work together.
-pub fn cuda_search_dirs() -> Vec<PathBuf> {
+pub(crate) fn cuda_search_dirs() -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = std::env::var_os("LD_LIBRARY_PATH")
         .map(|v| std::env::split_paths(&v).collect())
         .unwrap_or_default();
@@ -181,7 +181,7 @@ pub fn cuda_search_dirs() -> Vec<PathBuf> {
 }
 
 /// Where each of [`CUDA_DEPENDENCIES`] is, searched in `dirs`.
-pub fn find_cuda_dependencies(dirs: &[PathBuf]) -> Vec<CudaDependency> {
+pub(crate) fn find_cuda_dependencies(dirs: &[PathBuf]) -> Vec<CudaDependency> {
     CUDA_DEPENDENCIES
         .iter()
         .map(|(library, wheel)| CudaDependency {
@@ -195,7 +195,7 @@ pub fn find_cuda_dependencies(dirs: &[PathBuf]) -> Vec<CudaDependency> {
 /// The one-line reason the CUDA provider cannot run here, or `None` when everything it needs
 /// was found: no GPU build of ONNX Runtime, or missing CUDA libraries (named, with the line
 /// that installs them).
-pub fn cuda_provider_missing(lib: &OrtLibrary, deps: &[CudaDependency]) -> Option<String> {
+pub(crate) fn cuda_provider_missing(lib: &OrtLibrary, deps: &[CudaDependency]) -> Option<String> {
     if lib.cuda_provider.is_none() {
         return Some(format!(
             "the ONNX Runtime at {} ({}) is the CPU build: it has no {CUDA_PROVIDER} beside it; install the GPU build: {INSTALL_GPU}",
@@ -221,7 +221,7 @@ pub fn cuda_provider_missing(lib: &OrtLibrary, deps: &[CudaDependency]) -> Optio
 /// name (or that is loaded already) is left to it; one it cannot find is loaded from where
 /// [`find_cuda_dependencies`] found it (for cuDNN, with its sub-libraries from the same folder),
 /// whatever `LD_LIBRARY_PATH` says. Errors name the library that would not load.
-pub fn preload_cuda_dependencies(deps: &[CudaDependency]) -> Result<()> {
+pub(crate) fn preload_cuda_dependencies(deps: &[CudaDependency]) -> Result<()> {
     for dep in deps {
         if ort::util::preload_dylib(dep.library.as_str()).is_ok() {
             continue;
@@ -268,7 +268,7 @@ pub(crate) fn version_of(path: &Path) -> Option<String> {
 
 /// Looks for ONNX Runtime and its CUDA provider's libraries; `load` tries loading the library
 /// too, and its error goes in the report. Never fails: what is missing is in the report.
-pub fn probe(load: impl FnOnce() -> Result<()>) -> OrtProbe {
+pub(crate) fn probe(load: impl FnOnce() -> Result<()>) -> OrtProbe {
     let deps = find_cuda_dependencies(&cuda_search_dirs());
     match locate_library() {
         Ok(lib) => {

@@ -20,15 +20,15 @@ fn is_integer_op(op: &str) -> bool {
 
 /// Per provider, per op type, how many nodes ran there.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Placement {
+pub(crate) struct Placement {
     /// `CUDAExecutionProvider` → `Conv` → 53.
-    pub providers: BTreeMap<String, BTreeMap<String, usize>>,
+    pub(crate) providers: BTreeMap<String, BTreeMap<String, usize>>,
 }
 
 impl Placement {
     /// Reads the node events of an ONNX Runtime profile (a JSON array of trace events; node
     /// events have `cat: "Node"` and `args.op_name`, `args.provider`), counting each node once.
-    pub fn from_profile(text: &str) -> Result<Placement> {
+    pub(crate) fn from_profile(text: &str) -> Result<Placement> {
         let events: Vec<serde_json::Value> =
             serde_json::from_str(text).context("an ONNX Runtime profile is a JSON array")?;
         let mut seen = std::collections::BTreeSet::new();
@@ -59,14 +59,14 @@ impl Placement {
     }
 
     /// Reads a profile file.
-    pub fn from_file(path: &Path) -> Result<Placement> {
+    pub(crate) fn from_file(path: &Path) -> Result<Placement> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("{}: cannot read the profile", path.display()))?;
         Placement::from_profile(&text).with_context(|| path.display().to_string())
     }
 
     /// The op types that computed in INT8, with their counts.
-    pub fn integer_ops(&self) -> BTreeMap<String, usize> {
+    pub(crate) fn integer_ops(&self) -> BTreeMap<String, usize> {
         let mut out = BTreeMap::new();
         for ops in self.providers.values() {
             for (op, n) in ops.iter().filter(|(op, _)| is_integer_op(op)) {

@@ -46,7 +46,7 @@ pub enum Runtime {
 
 impl Runtime {
     /// Every runtime, in the order tables list them.
-    pub const ALL: [Runtime; 5] = [
+    pub(crate) const ALL: [Runtime; 5] = [
         Runtime::Trt,
         Runtime::OrtCuda,
         Runtime::TractCuda,
@@ -77,7 +77,7 @@ impl Runtime {
 
     /// The reference backend and device that run an ONNX model for this runtime (`None` for
     /// TensorRT, which runs an engine).
-    pub fn kind_and_device(self) -> Option<(BackendKind, Device)> {
+    pub(crate) fn kind_and_device(self) -> Option<(BackendKind, Device)> {
         match self {
             Runtime::Trt => None,
             Runtime::TractCpu => Some((BackendKind::Tract, Device::Cpu)),
@@ -222,7 +222,7 @@ pub fn open(model: &OnnxModel, options: &BackendOptions) -> Result<Box<dyn Backe
 /// [`Backend::run_visit`] (the calibration run's captured activations): on tract's CPU each is
 /// freed after its last reader instead of being kept to the end of every run (see
 /// [`TractOptions::visit_only_from`]); other backends keep them as outputs.
-pub fn open_capture(
+pub(crate) fn open_capture(
     model: &OnnxModel,
     options: &BackendOptions,
     from: usize,

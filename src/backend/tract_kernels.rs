@@ -10,10 +10,10 @@ use serde::{Deserialize, Serialize};
 use std::sync::OnceLock;
 
 /// The environment variable tract reads its x86-64 cost model from (`intel`, `amd`, `other`).
-pub const VARIABLE: &str = "TRACT_X86_KIND";
+pub(crate) const VARIABLE: &str = "TRACT_X86_KIND";
 
 /// The model trtkit asks for when the user has not set [`VARIABLE`].
-pub const DEFAULT_MODEL: &str = "amd";
+pub(crate) const DEFAULT_MODEL: &str = "amd";
 
 /// The cost model in use and who chose it (what `doctor` reports).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

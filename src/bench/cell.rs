@@ -221,7 +221,7 @@ fn closeness(spec: &CellSpec, prepared: &Prepared, reference: Target) -> Result<
 }
 
 /// Measures one cell in this process.
-pub fn run_cell(spec: &CellSpec) -> Result<CellMetrics> {
+pub(crate) fn run_cell(spec: &CellSpec) -> Result<CellMetrics> {
     let start = Instant::now();
     let s = &spec.settings;
     let on_gpu = spec.key.target.on_gpu();

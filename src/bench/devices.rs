@@ -58,13 +58,13 @@ pub struct GpuSlot {
     /// Its index as `nvidia-smi` and NVML number it.
     pub index: usize,
     /// Its UUID (`GPU-…`): how the cell's process is pinned to it.
-    pub uuid: String,
+    pub(crate) uuid: String,
     /// Its model, e.g. `NVIDIA H100 80GB HBM3`.
     pub name: String,
 }
 
 /// Every GPU NVML lists on this machine, or why it cannot say.
-pub fn machine_gpus() -> Result<Vec<GpuSlot>> {
+pub(crate) fn machine_gpus() -> Result<Vec<GpuSlot>> {
     let nvml = crate::cuda::identity::nvml().map_err(|e| {
         anyhow::anyhow!(
             "--devices: NVML is not readable here ({e}); is the NVIDIA driver installed?"

@@ -9,7 +9,7 @@ use std::path::Path;
 
 /// The named input axes of `model`, and the swept axes among them, each with its sizes; an
 /// axis that is the batch axis of the model is an error.
-pub fn dims_of_model(
+pub(crate) fn dims_of_model(
     model: &Path,
     dims: &BTreeMap<String, Vec<i64>>,
 ) -> Result<(Vec<String>, DimSweep)> {
@@ -32,7 +32,7 @@ pub fn dims_of_model(
 }
 
 /// The plan's swept axes, checked: sizes at least 1, ascending, each once.
-pub fn checked_dims(
+pub(crate) fn checked_dims(
     dims: Option<BTreeMap<String, Vec<i64>>>,
 ) -> Result<BTreeMap<String, Vec<i64>>> {
     let mut out = BTreeMap::new();

@@ -12,14 +12,14 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 /// The journal a `bench` run appends to in its results folder.
-pub fn main_journal(results: &Path) -> PathBuf {
+pub(crate) fn main_journal(results: &Path) -> PathBuf {
     results.join("journal.jsonl")
 }
 
 /// The journal of one cell run on its own (`bench --cell ID`), named by the cell whatever GPU
 /// model measures it ([`CellKey::site_free_id`]), so the machine that handed the cell to a
 /// cluster node finds it.
-pub fn cell_journal(results: &Path, key: &CellKey) -> PathBuf {
+pub(crate) fn cell_journal(results: &Path, key: &CellKey) -> PathBuf {
     results.join(format!("journal-{}.jsonl", key.site_free_id()))
 }
 
@@ -27,7 +27,7 @@ pub fn cell_journal(results: &Path, key: &CellKey) -> PathBuf {
 /// lanes of a several-GPU run, cells run one by one into their own journals) take turns through
 /// a lock on the file, so no line is ever cut by another's; a line always starts on a line of its
 /// own, even after a last line that a crash cut short.
-pub fn append(journal: &Path, record: &CellRecord) -> Result<()> {
+pub(crate) fn append(journal: &Path, record: &CellRecord) -> Result<()> {
     let mut line = serde_json::to_string(record)?;
     line.push('\n');
     let mut f = OpenOptions::new()
@@ -62,7 +62,7 @@ fn ends_a_line(f: &mut File) -> std::io::Result<bool> {
 }
 
 /// Where [`mend_tail`] keeps the cut lines of `journal` (`journal.jsonl.torn`).
-pub fn torn_file(journal: &Path) -> PathBuf {
+pub(crate) fn torn_file(journal: &Path) -> PathBuf {
     let mut name = journal.as_os_str().to_owned();
     name.push(".torn");
     PathBuf::from(name)
@@ -72,7 +72,7 @@ pub fn torn_file(journal: &Path) -> PathBuf {
 /// is a whole record gets its newline; one that is not (a write cut short by a crash or a full
 /// disk) is moved to [`torn_file`] and cut off the journal, so every whole record is kept and the
 /// next line starts a line of its own. Says what it did in one line (`None`: nothing to mend).
-pub fn mend_tail(journal: &Path) -> Result<Option<String>> {
+pub(crate) fn mend_tail(journal: &Path) -> Result<Option<String>> {
     let cannot = |what: &str| format!("{}: cannot {what}", journal.display());
     let mut f = match OpenOptions::new().read(true).append(true).open(journal) {
         Ok(f) => f,
@@ -132,7 +132,7 @@ impl Journal {
     /// The last record of each key, in the order keys first appeared. An interrupted cell that
     /// was measured later (on another GPU model's key, as a cluster's resubmitted task may be)
     /// is left out.
-    pub fn latest(&self) -> Vec<&CellRecord> {
+    pub(crate) fn latest(&self) -> Vec<&CellRecord> {
         let mut order: Vec<&str> = vec![];
         let mut last: BTreeMap<&str, &CellRecord> = BTreeMap::new();
         for r in &self.records {
@@ -160,7 +160,7 @@ impl Journal {
 
     /// [`Journal::done`] by [`crate::bench::key::CellKey::site_free_id`]: for a plan made on a
     /// machine other than the ones that measure it.
-    pub fn done_site_free(&self, retry_failed: bool) -> std::collections::BTreeSet<String> {
+    pub(crate) fn done_site_free(&self, retry_failed: bool) -> std::collections::BTreeSet<String> {
         self.done_by(retry_failed, |r| r.key.site_free_id())
     }
 
@@ -178,7 +178,7 @@ impl Journal {
 }
 
 /// The journal files of a results folder (`journal*.jsonl`), in name order.
-pub fn journal_files(results: &Path) -> Result<Vec<PathBuf>> {
+pub(crate) fn journal_files(results: &Path) -> Result<Vec<PathBuf>> {
     let mut files = vec![];
     let entries = std::fs::read_dir(results)
         .with_context(|| format!("{}: cannot read the results folder", results.display()))?;
@@ -194,7 +194,7 @@ pub fn journal_files(results: &Path) -> Result<Vec<PathBuf>> {
 }
 
 /// Reads every journal of a results folder (none yet is an empty journal).
-pub fn read_folder(results: &Path) -> Result<Journal> {
+pub(crate) fn read_folder(results: &Path) -> Result<Journal> {
     if !results.exists() {
         return Ok(Journal::default());
     }

@@ -40,7 +40,7 @@ impl CellKey {
 
     /// The id of the key whatever GPU model measures it: how the machine that plans a cluster
     /// array (which may have no GPU) recognises the cells its nodes measured.
-    pub fn site_free_id(&self) -> String {
+    pub(crate) fn site_free_id(&self) -> String {
         CellKey {
             gpu: String::new(),
             ..self.clone()
@@ -49,7 +49,7 @@ impl CellKey {
     }
 
     /// Where the cell sits along the size axes: its batch and named-axis sizes.
-    pub fn point(&self) -> Point {
+    pub(crate) fn point(&self) -> Point {
         Point {
             batch: self.batch,
             dims: self.dims.clone(),
@@ -74,7 +74,7 @@ impl Point {
     }
 
     /// `8`, or `8 seq 128` (a plot's category).
-    pub fn short_label(&self) -> String {
+    pub(crate) fn short_label(&self) -> String {
         std::iter::once(self.batch.to_string())
             .chain(self.dims.iter().map(|(n, v)| format!("{n} {v}")))
             .collect::<Vec<_>>()
@@ -84,7 +84,7 @@ impl Point {
 
 /// How people name a cell: `model/precision/bBATCH/target` (`resnet50/fp16/b32/trt`), with
 /// each swept axis after the batch (`distilbert/fp16/b1/seq=128/trt`).
-pub fn cell_label(model: &str, key: &CellKey) -> String {
+pub(crate) fn cell_label(model: &str, key: &CellKey) -> String {
     let dims: String = key.dims.iter().map(|(n, v)| format!("/{n}={v}")).collect();
     format!(
         "{model}/{}/b{}{dims}/{}",

@@ -22,13 +22,13 @@ use std::time::Instant;
 
 /// Where cells run at once.
 #[derive(Clone, Debug)]
-pub struct Lanes {
+pub(crate) struct Lanes {
     /// One lane per GPU.
     pub gpus: Vec<GpuSlot>,
     /// Lanes for CPU-target cells.
-    pub cpu_cells: usize,
+    pub(crate) cpu_cells: usize,
     /// NVML sampling rate of the run-wide utilisation readings, Hz (0 = off).
-    pub nvml_hz: f64,
+    pub(crate) nvml_hz: f64,
 }
 
 /// How one GPU was used by a run.
@@ -41,9 +41,9 @@ pub struct DeviceUsage {
     /// Of those, failed.
     pub failed: usize,
     /// Seconds a cell's process held it.
-    pub busy_s: f64,
+    pub(crate) busy_s: f64,
     /// `busy_s` as a share of the run's wall time, %.
-    pub busy_pct: f64,
+    pub(crate) busy_pct: f64,
     /// Mean SM utilisation over the whole run, as NVML sampled it, % (`None` without NVML).
     pub sm_util_mean_pct: Option<f64>,
 }
@@ -93,7 +93,7 @@ fn monitor_boards(gpus: &[GpuSlot], rate_hz: f64) -> Vec<Option<Monitor>> {
 /// one. Returns the records, the wall time and each GPU's use. A cell that fails is a record; a
 /// lane that cannot start a child at all stops every lane from taking new cells, and that error
 /// is returned once the cells in flight have ended.
-pub fn run_in_lanes(
+pub(crate) fn run_in_lanes(
     cells: &[&CellSpec],
     lanes: &Lanes,
     supervisor: &Supervisor,
@@ -106,7 +106,7 @@ pub fn run_in_lanes(
 }
 
 /// [`run_in_lanes`] with the way one cell runs given (a test runs cells in threads).
-pub fn run_lanes_with(
+pub(crate) fn run_lanes_with(
     cells: &[&CellSpec],
     lanes: &Lanes,
     run: &(dyn Fn(&CellSpec) -> Result<CellRecord> + Sync),

@@ -21,11 +21,11 @@ use std::time::{Duration, Instant};
 const GRACE: Duration = Duration::from_secs(5);
 
 /// The lock file's name in a results folder.
-pub const LOCK_FILE: &str = "bench.lock";
+pub(crate) const LOCK_FILE: &str = "bench.lock";
 
 /// Who holds the lock, as its file says.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Holder {
+pub(crate) struct Holder {
     /// The `bench` process.
     pub pid: u32,
     /// The machine it runs on.
@@ -37,7 +37,7 @@ pub struct Holder {
 /// The lock of one results folder, held until it is dropped (and while a cell's process that
 /// holds a handle on it lives).
 #[derive(Debug)]
-pub struct FolderLock {
+pub(crate) struct FolderLock {
     file: File,
     path: PathBuf,
 }
@@ -91,7 +91,7 @@ impl FolderLock {
     }
 
     /// The locked handle, to lend a cell's process (see [`super::supervise::Supervisor`]).
-    pub fn handle(&self) -> &File {
+    pub(crate) fn handle(&self) -> &File {
         &self.file
     }
 }

@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 /// The GPU that cells on `device_id` run on, as keys name it (`none` without one).
-pub fn gpu_name(device_id: usize) -> String {
+pub(crate) fn gpu_name(device_id: usize) -> String {
     driver_info()
         .gpus
         .get(device_id)
@@ -36,19 +36,19 @@ pub struct Matrix {
 
 impl Matrix {
     /// Expands `plan` for this machine and reads its journal.
-    pub fn expand(plan: &Plan, retry_failed: bool) -> Result<Matrix> {
+    pub(crate) fn expand(plan: &Plan, retry_failed: bool) -> Result<Matrix> {
         Self::expand_on(plan, retry_failed, &gpu_name(plan.settings.device_id))
     }
 
     /// Expands `plan` for cells that run on `gpu` (a GPU model, as keys name it) and reads its
     /// journal.
-    pub fn expand_on(plan: &Plan, retry_failed: bool, gpu: &str) -> Result<Matrix> {
+    pub(crate) fn expand_on(plan: &Plan, retry_failed: bool, gpu: &str) -> Result<Matrix> {
         Self::expand_with(plan, retry_failed, gpu, false, true)
     }
 
     /// Expands `plan` on a machine that hands its cells to others (a cluster's login node, with
     /// another GPU or none): a cell is done when the journal has it measured on any GPU model.
-    pub fn expand_for_cluster(plan: &Plan, retry_failed: bool) -> Result<Matrix> {
+    pub(crate) fn expand_for_cluster(plan: &Plan, retry_failed: bool) -> Result<Matrix> {
         let gpu = gpu_name(plan.settings.device_id);
         Self::expand_with(plan, retry_failed, &gpu, true, true)
     }
@@ -73,7 +73,7 @@ impl Matrix {
 
     /// Reads the journal again (the cells stay): what other runs recorded since; says the lines
     /// that are not records.
-    pub fn reread(&mut self, plan: &Plan, retry_failed: bool) -> Result<()> {
+    pub(crate) fn reread(&mut self, plan: &Plan, retry_failed: bool) -> Result<()> {
         self.done = done_of(&self.cells, plan, retry_failed, false, true)?;
         Ok(())
     }
@@ -149,12 +149,12 @@ pub struct BenchReport {
     /// Wall time of this run, seconds.
     pub wall_s: f64,
     /// Seconds of the cells' own work (inside their processes, preparing and measuring).
-    pub cells_work_s: f64,
+    pub(crate) cells_work_s: f64,
     /// Wall time of the child processes as the parent saw them, seconds.
-    pub cells_wall_s: f64,
+    pub(crate) cells_wall_s: f64,
     /// Share of the wall time that was not the cells' own work (process start, journal,
     /// supervision), %; with several lanes, the share of the cells' processes' time.
-    pub machinery_pct: f64,
+    pub(crate) machinery_pct: f64,
     /// How each GPU of a `--devices` run was used.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub devices: Vec<DeviceUsage>,
@@ -165,7 +165,7 @@ pub struct BenchReport {
 
 /// Runs `cells` one after another in child processes, appending each record to `journal` as it
 /// ends; `on_record` sees each one (for printing).
-pub fn run_cells(
+pub(crate) fn run_cells(
     cells: &[&CellSpec],
     supervisor: &Supervisor,
     journal: &std::path::Path,

@@ -25,7 +25,7 @@ impl NvmlGpu {
     /// The GPU NVML should read for `cell`: the board it is pinned to, else the plan's CUDA
     /// device by its UUID (under a scheduler's `CUDA_VISIBLE_DEVICES`, CUDA device 0 may be
     /// any of NVML's), else NVML's device of that index.
-    pub fn of_cell(cell: &CellSpec) -> NvmlGpu {
+    pub(crate) fn of_cell(cell: &CellSpec) -> NvmlGpu {
         if let Some(slot) = &cell.gpu {
             return NvmlGpu::Uuid(slot.uuid.clone());
         }
@@ -103,7 +103,7 @@ impl Monitor {
     }
 
     /// Marks the start of the measured phase (the first mark counts).
-    pub fn phase_start(&self) {
+    pub(crate) fn phase_start(&self) {
         let t = self.origin.elapsed().as_secs_f64();
         if let Ok(mut p) = self.phase.lock() {
             p.0.get_or_insert(t);
@@ -111,7 +111,7 @@ impl Monitor {
     }
 
     /// Marks the end of the measured phase (the last mark counts).
-    pub fn phase_end(&self) {
+    pub(crate) fn phase_end(&self) {
         let t = self.origin.elapsed().as_secs_f64();
         if let Ok(mut p) = self.phase.lock() {
             p.1 = Some(t);

@@ -7,7 +7,7 @@ use super::devices::{DeviceRequest, GpuSlot};
 use super::dims::{checked_dims, dims_of_model};
 use super::key::CellKey;
 use super::settings::{non_negative, Derived};
-pub use super::settings::{CellSettings, PlanFile, SettingFlags, DEFAULT_CALIB_DATA};
+pub(crate) use super::settings::{CellSettings, PlanFile, SettingFlags};
 use super::target::Target;
 use crate::onnx::shape::{dim_points, parse_input_shapes, DimSweep};
 use crate::tensor::Precision;
@@ -59,22 +59,22 @@ pub struct Plan {
     /// Precisions.
     pub precisions: Vec<Precision>,
     /// Batch sizes, ascending.
-    pub batch_sizes: Vec<usize>,
+    pub(crate) batch_sizes: Vec<usize>,
     /// The swept named axes of each model (in the order of `models`): those of the plan's axes
     /// that its inputs carry, each with its sizes, ascending.
-    pub model_dims: Vec<DimSweep>,
+    pub(crate) model_dims: Vec<DimSweep>,
     /// Targets.
     pub targets: Vec<Target>,
     /// Measurement settings shared by every cell.
     pub settings: CellSettings,
     /// Time limit of one cell, seconds.
-    pub cell_timeout_s: f64,
+    pub(crate) cell_timeout_s: f64,
     /// The GPUs to spread GPU cells over (`None`: one cell at a time on `settings.device_id`).
     #[serde(default)]
     pub devices: Option<DeviceRequest>,
     /// CPU-target cells run at once in a `devices` run.
     #[serde(default = "one")]
-    pub cpu_cells: usize,
+    pub(crate) cpu_cells: usize,
 }
 
 fn one() -> usize {
@@ -153,7 +153,7 @@ fn dedup<T: PartialEq + Clone>(v: Vec<T>) -> Vec<T> {
 
 impl Plan {
     /// Checks a layered plan file and fills the defaults.
-    pub fn from_file(p: PlanFile) -> Result<Plan> {
+    pub(crate) fn from_file(p: PlanFile) -> Result<Plan> {
         let p = PlanFile::run_defaults().overridden_by(p);
         check_dataset(&p)?;
         check_placement(&p)?;
@@ -317,7 +317,7 @@ pub struct CellSpec {
 
 impl CellSpec {
     /// The model's file name without extension.
-    pub fn model_name(&self) -> String {
+    pub(crate) fn model_name(&self) -> String {
         self.model
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Now, in seconds since the Unix epoch: the clock of every `*_unix_s` a record holds.
-pub fn now_unix_s() -> f64 {
+pub(crate) fn now_unix_s() -> f64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
@@ -78,7 +78,7 @@ impl CellRecord {
     }
 
     /// The batch and swept axis sizes of the cell.
-    pub fn point(&self) -> super::key::Point {
+    pub(crate) fn point(&self) -> super::key::Point {
         self.key.point()
     }
 
@@ -203,12 +203,12 @@ pub struct CellAccuracy {
 
 impl CellAccuracy {
     /// Whether this is top-k of a classifier (not mIoU or mAP).
-    pub fn is_top_k(&self) -> bool {
+    pub(crate) fn is_top_k(&self) -> bool {
         self.miou_pct.is_none() && self.map_pct.is_none()
     }
 
     /// The figure that stands for accuracy, with its name: mAP, mIoU or top-1.
-    pub fn headline(&self) -> (&'static str, f64) {
+    pub(crate) fn headline(&self) -> (&'static str, f64) {
         match (self.map_pct, self.miou_pct) {
             (Some(map), _) => ("mAP@0.5:0.95 %", map),
             (_, Some(miou)) => ("mIoU %", miou),

@@ -18,7 +18,7 @@ use std::path::PathBuf;
 
 /// How a cell setting takes part in the cell key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum InKey {
+pub(crate) enum InKey {
     /// Always: a changed value is a new cell.
     Always,
     /// Only when set (not empty): plans that leave it unset keep the keys they had before the
@@ -31,7 +31,7 @@ pub enum InKey {
 }
 
 /// Default calibration data when the plan names none: seeded random inputs.
-pub const DEFAULT_CALIB_DATA: &str = "synthetic:0";
+pub(crate) const DEFAULT_CALIB_DATA: &str = "synthetic:0";
 
 /// A number of seconds (or a rate) that must be finite and not negative.
 pub(super) fn non_negative(v: f64, what: &str) -> Result<f64> {
@@ -113,7 +113,7 @@ macro_rules! bench_settings {
         /// A plan as written: every key optional, so a file and flags can be layered.
         #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
         #[serde(deny_unknown_fields)]
-        pub struct PlanFile {
+        pub(crate) struct PlanFile {
             $( $(#[doc = $rdoc])* pub $rfield: Option<$rty>, )*
             $( $(#[doc = $gdoc])* pub $gfield: Option<$gty>, )*
             $( $(#[doc = $cdoc])* pub $cfield: Option<$cty>, )*
@@ -121,7 +121,7 @@ macro_rules! bench_settings {
 
         impl PlanFile {
             /// The defaults of the keys that shape the run, for a plan to lie over.
-            pub fn run_defaults() -> PlanFile {
+            pub(crate) fn run_defaults() -> PlanFile {
                 PlanFile {
                     $( $rfield: None $(.or(Some::<$rty>($rdefault)))?, )*
                     ..PlanFile::default()
@@ -130,7 +130,7 @@ macro_rules! bench_settings {
 
             /// `self` with every key `over` sets replaced by `over`'s; the grouped ones merge
             /// setting by setting (the swept axes axis by axis).
-            pub fn overridden_by(self, over: PlanFile) -> PlanFile {
+            pub(crate) fn overridden_by(self, over: PlanFile) -> PlanFile {
                 PlanFile {
                     $( $rfield: over.$rfield.or(self.$rfield), )*
                     $( $gfield: $merge(over.$gfield, self.$gfield), )*
@@ -148,7 +148,7 @@ macro_rules! bench_settings {
 
         impl FlagValues {
             /// The plan-file keys these flags set (the grouped ones are the caller's to add).
-            pub fn plan_file(&self) -> PlanFile {
+            pub(crate) fn plan_file(&self) -> PlanFile {
                 PlanFile {
                     $( $rfield: self.$rfield.clone(), )*
                     $( $cfield: self.$cfield.clone(), )*
@@ -177,14 +177,14 @@ macro_rules! bench_settings {
 
         /// The cell settings made from several plan-file keys.
         #[derive(Clone, Debug)]
-        pub struct Derived {
+        pub(crate) struct Derived {
             $( $(#[doc = $ddoc])* pub $dfield: $dty, )*
         }
 
         impl CellSettings {
             /// The cell settings of a plan: each key's value or default, checked, and the
             /// settings `derived` from several keys.
-            pub fn from_plan(p: &PlanFile, derived: Derived) -> Result<CellSettings> {
+            pub(crate) fn from_plan(p: &PlanFile, derived: Derived) -> Result<CellSettings> {
                 Ok(CellSettings {
                     $( $cell: resolved!(
                         p.$cfield.clone(),
@@ -198,7 +198,7 @@ macro_rules! bench_settings {
 
             /// Every cell setting by its name in the key, with its value and how it is in the
             /// key, in the order they are declared.
-            pub fn key_entries(&self) -> Vec<(&'static str, serde_json::Value, InKey)> {
+            pub(crate) fn key_entries(&self) -> Vec<(&'static str, serde_json::Value, InKey)> {
                 vec![
                     $( (stringify!($cell), serde_json::json!(self.$cell), InKey::$ckey), )*
                     $( (stringify!($dfield), serde_json::json!(self.$dfield), InKey::$dkey), )*
@@ -325,7 +325,7 @@ pub struct SettingFlags(pub FlagValues);
 
 impl SettingFlags {
     /// The plan-file keys these flags set (the grouped ones are the caller's to add).
-    pub fn plan_file(&self) -> PlanFile {
+    pub(crate) fn plan_file(&self) -> PlanFile {
         self.0.plan_file()
     }
 }
@@ -387,7 +387,7 @@ impl CellSettings {
 
     /// The digest of the settings that change the numbers of a cell on `target`, for its key:
     /// each setting as [`CellSettings::key_entries`] says it is in the key.
-    pub fn digest(&self, target: Target) -> String {
+    pub(crate) fn digest(&self, target: Target) -> String {
         let mut relevant = serde_json::Map::new();
         for (name, value, in_key) in self.key_entries() {
             let wanted = match in_key {
@@ -404,7 +404,7 @@ impl CellSettings {
     }
 
     /// The fixed input shapes and these named-axis sizes, as the backends take them.
-    pub fn shape_request(&self, dims: &BTreeMap<String, i64>) -> Result<ShapeRequest> {
+    pub(crate) fn shape_request(&self, dims: &BTreeMap<String, i64>) -> Result<ShapeRequest> {
         let named: Vec<NamedDim> = dims
             .iter()
             .map(|(symbol, &size)| NamedDim {

@@ -13,13 +13,13 @@ use std::path::Path;
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SlurmOptions {
     /// `--partition`.
-    pub partition: Option<String>,
+    pub(crate) partition: Option<String>,
     /// `--gres` (e.g. `gpu:1`).
-    pub gres: Option<String>,
+    pub(crate) gres: Option<String>,
     /// `--time` (e.g. `00:30:00`).
     pub time: Option<String>,
     /// `--requeue`: SLURM may run a task again after a node failure or preemption.
-    pub requeue: bool,
+    pub(crate) requeue: bool,
     /// More `#SBATCH` options, as sbatch takes them (`--account=ml`).
     pub extra: Vec<String>,
 }
@@ -28,7 +28,7 @@ pub struct SlurmOptions {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SlurmJob {
     /// SLURM's job id of the array.
-    pub job_id: String,
+    pub(crate) job_id: String,
     /// The sbatch script, kept in the results folder.
     pub script: String,
     /// Array tasks (one per cell).
@@ -38,7 +38,7 @@ pub struct SlurmJob {
 }
 
 /// The job name of a results folder's arrays: how a later run finds one still queued.
-pub fn job_name(run_name: &str) -> String {
+pub(crate) fn job_name(run_name: &str) -> String {
     format!("trtkit-{run_name}")
 }
 
@@ -57,7 +57,7 @@ pub fn shell_word(word: &str) -> String {
 
 /// The sbatch script: array task `i` runs `command` (the plan's `trtkit bench` command line,
 /// without scheduling flags) with `--cell cells[i]`, from `workdir`, its output in `logs`.
-pub fn array_script(
+pub(crate) fn array_script(
     run_name: &str,
     command: &[String],
     cells: &[String],
@@ -115,7 +115,7 @@ pub fn array_script(
 
 /// An array task as `squeue` reports it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TaskState {
+pub(crate) struct TaskState {
     /// `PENDING`, `RUNNING`, `COMPLETED`, `CANCELLED`, …
     pub state: String,
     /// SLURM's reason (why pending, or how it ended).
@@ -152,7 +152,7 @@ impl TaskState {
 }
 
 /// The tasks of `squeue -h -r -t all -j JOB -o '%K|%T|%r'` output, by array index.
-pub fn parse_squeue(text: &str) -> BTreeMap<usize, TaskState> {
+pub(crate) fn parse_squeue(text: &str) -> BTreeMap<usize, TaskState> {
     text.lines()
         .filter_map(|line| {
             let mut parts = line.trim().splitn(3, '|');
@@ -166,7 +166,7 @@ pub fn parse_squeue(text: &str) -> BTreeMap<usize, TaskState> {
 
 /// How a task that ended without a record of its cell failed, from its SLURM state: the time
 /// limit and memory are the cell's own failures; anything else stopped it from outside.
-pub fn failure_kind(state: &str) -> FailureKind {
+pub(crate) fn failure_kind(state: &str) -> FailureKind {
     match state {
         "TIMEOUT" | "DEADLINE" => FailureKind::Timeout,
         "OUT_OF_MEMORY" => FailureKind::Oom,
@@ -177,7 +177,7 @@ pub fn failure_kind(state: &str) -> FailureKind {
 
 /// The line of a task's log that says why it ended: slurmstepd's `*** JOB … CANCELLED AT … ***`
 /// notice, else the last `error:` line, else the last line.
-pub fn log_reason(log: &str) -> Option<String> {
+pub(crate) fn log_reason(log: &str) -> Option<String> {
     let lines: Vec<&str> = log
         .lines()
         .map(str::trim)

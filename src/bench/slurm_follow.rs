@@ -20,20 +20,20 @@ use std::time::{Duration, Instant};
 
 /// How to submit.
 #[derive(Clone, Debug)]
-pub struct SlurmRequest {
+pub(crate) struct SlurmRequest {
     /// What the array asks SLURM for.
     pub options: SlurmOptions,
     /// The command each task runs with `--cell LABEL` after it: trtkit's absolute path and the
     /// plan's `bench` arguments, without scheduling flags.
     pub command: Vec<String>,
     /// Print the script; submit nothing.
-    pub dry_run: bool,
+    pub(crate) dry_run: bool,
     /// Seconds between two looks at the queue.
-    pub poll_s: f64,
+    pub(crate) poll_s: f64,
 }
 
 /// What `bench --slurm` did.
-pub enum SlurmOutcome {
+pub(crate) enum SlurmOutcome {
     /// `--dry-run`: the script that would be submitted.
     Script(String),
     /// The array ran (or nothing was missing): the run's report, naming the array.
@@ -70,7 +70,7 @@ fn absolute(path: &Path) -> Result<PathBuf> {
 }
 
 /// Submits the missing cells of `plan` as an array (or prints its script) and follows it.
-pub fn bench_slurm(
+pub(crate) fn bench_slurm(
     plan: &Plan,
     retry_failed: bool,
     request: &SlurmRequest,

@@ -18,7 +18,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// The hidden subcommand a cell's child runs.
-pub const CELL_SUBCOMMAND: &str = "bench-cell";
+pub(crate) const CELL_SUBCOMMAND: &str = "bench-cell";
 
 /// How the child ended, before it is read.
 enum End {
@@ -27,11 +27,11 @@ enum End {
 }
 
 /// How a run starts its cells' processes.
-pub struct Supervisor<'a> {
+pub(crate) struct Supervisor<'a> {
     /// trtkit's own executable.
-    pub exe: PathBuf,
+    pub(crate) exe: PathBuf,
     /// The time limit of one cell, seconds.
-    pub timeout_s: f64,
+    pub(crate) timeout_s: f64,
     /// The results folder's lock ([`super::lock::FolderLock::handle`]), lent to each cell as its
     /// stdout (read-only, so nothing it prints lands there): the lock stays held while a cell
     /// lives, even if its `bench` was killed.
@@ -43,7 +43,7 @@ pub struct Supervisor<'a> {
 /// The child's stdin is a pipe this process never writes: it closes when this process ends,
 /// however it ends, and the child then ends too ([`super::watchdog`]). Only a failure to start
 /// the child at all (or to write its files) is an error.
-pub fn run_child(supervisor: &Supervisor, spec: &CellSpec) -> Result<CellRecord> {
+pub(crate) fn run_child(supervisor: &Supervisor, spec: &CellSpec) -> Result<CellRecord> {
     let timeout_s = supervisor.timeout_s;
     let work = spec.folder.join("cells");
     let logs = spec.folder.join("logs");
@@ -339,7 +339,7 @@ fn panic_message(stderr: &str) -> Option<String> {
 /// The kind of failure an error line describes, for a child that left no kind of its own (its
 /// error came from another library's words, a panic, or a child that failed before it could
 /// write one).
-pub fn classify(line: &str) -> FailureKind {
+pub(crate) fn classify(line: &str) -> FailureKind {
     let m = line.to_ascii_lowercase();
     let any = |needles: &[&str]| needles.iter().any(|n| m.contains(n));
     if any(&[

@@ -3,7 +3,6 @@
 //! backend shares.
 
 pub use crate::backend::select::Runtime as Target;
-pub use crate::backend::select::UnknownRuntime as UnknownTarget;
 
 #[cfg(test)]
 mod tests {

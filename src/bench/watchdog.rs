@@ -21,7 +21,7 @@ fn end(why: &str) -> ! {
 }
 
 /// Starts the two watching threads; returns at once.
-pub fn end_with_parent() {
+pub(crate) fn end_with_parent() {
     let parent = std::os::unix::process::parent_id();
     std::thread::spawn(|| {
         let mut buf = [0u8; 64];

@@ -16,10 +16,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// The TensorRT version number written in headers (TensorRT 10.x style, `TRT-100000-…`).
-pub const TRT_VERSION_TAG: u32 = 100000;
+pub(crate) const TRT_VERSION_TAG: u32 = 100000;
 
 /// Calibrator names accepted in a cache header.
-pub const KNOWN_CALIBRATORS: &[&str] = &[
+pub(crate) const KNOWN_CALIBRATORS: &[&str] = &[
     "EntropyCalibration2",
     "EntropyCalibration",
     "MinMaxCalibration",
@@ -30,14 +30,14 @@ pub const KNOWN_CALIBRATORS: &[&str] = &[
 #[derive(Clone, Debug, PartialEq)]
 pub struct CalibrationTable {
     /// Calibrator name in the header, e.g. `EntropyCalibration2`.
-    pub calibrator: String,
+    pub(crate) calibrator: String,
     /// Scale of each tensor, sorted by name.
     pub scales: BTreeMap<String, f32>,
 }
 
 impl CalibrationTable {
     /// The cache file's text.
-    pub fn to_text(&self) -> String {
+    pub(crate) fn to_text(&self) -> String {
         let mut out = format!("TRT-{TRT_VERSION_TAG}-{}\n", self.calibrator);
         for (name, scale) in &self.scales {
             out += &format!("{name}: {:08x}\n", scale.to_bits());
@@ -114,7 +114,7 @@ impl CalibrationTable {
 /// Why `scale` cannot be an activation's INT8 scale, if it cannot: not a positive finite
 /// number, subnormal (below any range a float32 activation is calibrated to), or so large that
 /// 127 steps of it overflow float32.
-pub fn implausible_scale(scale: f32) -> Option<&'static str> {
+pub(crate) fn implausible_scale(scale: f32) -> Option<&'static str> {
     if !scale.is_finite() || scale <= 0.0 {
         Some("expected a positive finite number")
     } else if !scale.is_normal() {
@@ -145,7 +145,7 @@ fn parse_header(header: &str) -> Result<String> {
 
 /// The field a key difference in the preprocessing starts with: `preprocessing.mean was …,
 /// now …` names the setting, `preprocessing was …, now …` the whole when it is not of images.
-pub const PREPROCESSING: &str = "preprocessing";
+pub(crate) const PREPROCESSING: &str = "preprocessing";
 
 /// Everything a calibration result depends on; a cache is reused only when all of it matches.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -168,7 +168,7 @@ pub struct CacheKey {
 
 impl CacheKey {
     /// The first 8 hex digits of the model hash, used in file names.
-    pub fn model_hash8(&self) -> &str {
+    pub(crate) fn model_hash8(&self) -> &str {
         &self.model_sha256[..8.min(self.model_sha256.len())]
     }
 
@@ -188,7 +188,7 @@ impl CacheKey {
 }
 
 /// `calibration/<model-stem>-<model-hash8>-<algo>-b<N>.cache` under `dir`.
-pub fn cache_path(dir: &Path, model_stem: &str, key: &CacheKey, algo_tag: &str) -> PathBuf {
+pub(crate) fn cache_path(dir: &Path, model_stem: &str, key: &CacheKey, algo_tag: &str) -> PathBuf {
     dir.join(format!(
         "{model_stem}-{}-{algo_tag}-b{}.cache",
         key.model_hash8(),
@@ -197,14 +197,14 @@ pub fn cache_path(dir: &Path, model_stem: &str, key: &CacheKey, algo_tag: &str) 
 }
 
 /// The JSON sidecar that holds a cache's full key: `<cache>.json`.
-pub fn sidecar_path(cache: &Path) -> PathBuf {
+pub(crate) fn sidecar_path(cache: &Path) -> PathBuf {
     keyed_artifact::key_file_path::<CacheSidecar>(cache)
 }
 
 /// What a cache's key file (`<cache>.json`) holds: the key, and the SHA-256 of the cache file
 /// it vouches for.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct CacheSidecar {
+pub(crate) struct CacheSidecar {
     /// Everything the scales depend on.
     #[serde(flatten)]
     pub key: CacheKey,
@@ -244,7 +244,7 @@ pub fn lookup(path: &Path, key: &CacheKey) -> Lookup<CalibrationTable> {
 
 /// Writes the cache and then its key file (the key and the cache's SHA-256), each atomically
 /// (see [`keyed_artifact::store`]).
-pub fn store(path: &Path, key: &CacheKey, table: &CalibrationTable) -> Result<()> {
+pub(crate) fn store(path: &Path, key: &CacheKey, table: &CalibrationTable) -> Result<()> {
     keyed_artifact::store(
         path,
         table.to_text().as_bytes(),
@@ -260,7 +260,7 @@ pub fn store(path: &Path, key: &CacheKey, table: &CalibrationTable) -> Result<()
 /// When `cache` has a trtkit key file, its model hash must be `model_sha256` (the hash of
 /// `model`) and, where the key file holds one, the cache's SHA-256 must match it: a cache
 /// calibrated for another model, or changed after it was written, is refused, naming both.
-pub fn check_cache_model(cache: &Path, model: &Path, model_sha256: &str) -> Result<()> {
+pub(crate) fn check_cache_model(cache: &Path, model: &Path, model_sha256: &str) -> Result<()> {
     if !sidecar_path(cache).exists() {
         tracing::info!(
             "{}: no key file; cannot check that the cache belongs to this model",

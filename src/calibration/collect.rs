@@ -31,11 +31,11 @@ pub struct Collected {
     /// The backend that ran the model.
     pub backend: String,
     /// Time inside the backend's runs, histograms of the captured outputs included.
-    pub model_time: Duration,
+    pub(crate) model_time: Duration,
     /// Thread-time spent counting histograms (summed over threads; overlaps the runs).
-    pub histogram_time: Duration,
+    pub(crate) histogram_time: Duration,
     /// Wall time of the whole run over the batches.
-    pub wall_time: Duration,
+    pub(crate) wall_time: Duration,
 }
 
 fn f32_data<'a>(t: &'a HostTensor, name: &str) -> Result<&'a [f32]> {
@@ -256,7 +256,10 @@ fn nan_when_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f32, D::Error
 }
 
 /// The range of every tensor under `algo`, searched in parallel across tensors.
-pub fn compute_ranges(histograms: &[(String, Histogram)], algo: Algorithm) -> Vec<TensorRange> {
+pub(crate) fn compute_ranges(
+    histograms: &[(String, Histogram)],
+    algo: Algorithm,
+) -> Vec<TensorRange> {
     histograms
         .par_iter()
         .map(|(name, h)| {

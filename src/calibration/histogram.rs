@@ -339,7 +339,7 @@ impl Counter {
     }
 
     /// Adds a histogram counted elsewhere (exactly, as [`Histogram::merge_owned`]).
-    pub fn merge(&mut self, other: Histogram) {
+    pub(crate) fn merge(&mut self, other: Histogram) {
         self.flush();
         self.hist.merge_owned(other);
     }
@@ -409,7 +409,7 @@ impl Histogram {
     }
 
     /// Width of one bin (0 while the range is 0).
-    pub fn bin_width(&self) -> f32 {
+    pub(crate) fn bin_width(&self) -> f32 {
         self.range / self.counts.len() as f32
     }
 
@@ -461,7 +461,7 @@ impl Histogram {
     }
 
     /// [`Histogram::add`] with the bin numbers computed by `kernel` (the same result).
-    pub fn add_with(&mut self, values: &[f32], kernel: Kernel) {
+    pub(crate) fn add_with(&mut self, values: &[f32], kernel: Kernel) {
         let bins = self.counts.len();
         if values.len() <= CHUNK {
             let part = count_chunk(values, bins, kernel);
@@ -482,7 +482,7 @@ impl Histogram {
     }
 
     /// A histogram of `values` alone.
-    pub fn from_values(bins: usize, values: &[f32]) -> Self {
+    pub(crate) fn from_values(bins: usize, values: &[f32]) -> Self {
         let mut h = Histogram::new(bins);
         h.add(values);
         h
@@ -495,13 +495,14 @@ impl Histogram {
         h
     }
 
+    #[cfg(test)]
     /// Adds `other` into `self` exactly (both are brought to the larger range first).
-    pub fn merge(&mut self, other: &Histogram) {
+    pub(crate) fn merge(&mut self, other: &Histogram) {
         self.merge_owned(other.clone());
     }
 
     /// [`Histogram::merge`] of a histogram that is not needed afterwards (no copy of it).
-    pub fn merge_owned(&mut self, mut other: Histogram) {
+    pub(crate) fn merge_owned(&mut self, mut other: Histogram) {
         assert_eq!(self.counts.len(), other.counts.len(), "bin counts differ");
         let range = self.range.max(other.range);
         self.grow_to(range);

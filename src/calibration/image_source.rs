@@ -18,7 +18,7 @@ const PREFETCH: usize = 2;
 
 /// True when `dir` holds at least one image file, by the folder walk's rule
 /// ([`crate::data::walk`]).
-pub fn has_images(dir: &Path) -> bool {
+pub(crate) fn has_images(dir: &Path) -> bool {
     walk(dir).is_ok_and(|w| !w.files.is_empty())
 }
 
@@ -33,7 +33,7 @@ fn image_files(dir: &Path) -> Result<Vec<PathBuf>> {
 }
 
 /// Batches of preprocessed images for one model input.
-pub struct ImageBatches {
+pub(crate) struct ImageBatches {
     loader: Loader<HostBatch>,
     pending: Vec<f32>,
     input: String,

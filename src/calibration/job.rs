@@ -34,19 +34,19 @@ pub struct CalibrateConfig {
     /// The FP32 ONNX model.
     pub model: PathBuf,
     /// A folder of images, a folder of .npy/.npz, one such file, or `synthetic:SEED`.
-    pub calib_data: String,
+    pub(crate) calib_data: String,
     /// Batch size the model runs at; part of the cache key.
     pub batch_size: usize,
     /// Use at most this many images (default: all; 512 for synthetic data).
-    pub num_images: Option<usize>,
+    pub(crate) num_images: Option<usize>,
     /// Range algorithms, each once; one cache each.
-    pub algorithms: Vec<Algorithm>,
+    pub(crate) algorithms: Vec<Algorithm>,
     /// Calibrate even if a cache with the same key exists.
     pub recalibrate: bool,
     /// Folder of calibration caches.
     pub cache_dir: PathBuf,
     /// Also time the plain model over the same batches (the overhead baseline).
-    pub measure_plain: bool,
+    pub(crate) measure_plain: bool,
     /// The reference backend that runs the model (its batch is set to `batch_size`).
     pub backend: BackendOptions,
     /// How images are preprocessed (image folders only).
@@ -100,17 +100,17 @@ pub struct Timing {
     /// Inside the backend running the capture model, histograms of its outputs included.
     pub model_s: f64,
     /// Thread-time spent counting histograms, summed over threads (runs inside `model_s`).
-    pub histogram_cpu_s: f64,
+    pub(crate) histogram_cpu_s: f64,
     /// Range search over all tensors, every algorithm.
-    pub search_s: f64,
+    pub(crate) search_s: f64,
     /// Wall time of the run over the batches (loading, model, histograms).
-    pub collect_wall_s: f64,
+    pub(crate) collect_wall_s: f64,
     /// Total wall time of the calibration (collect + search + writing the caches).
     pub total_s: f64,
     /// Wall time of the plain model over the same batches (with --measure-plain).
-    pub plain_wall_s: Option<f64>,
+    pub(crate) plain_wall_s: Option<f64>,
     /// Of which inside the backend (with --measure-plain).
-    pub plain_model_s: Option<f64>,
+    pub(crate) plain_model_s: Option<f64>,
     /// `(collect_wall_s + search_s) / plain_wall_s - 1`, in percent: what the histograms and
     /// the range search add to running the model over the same batches (neither side counts
     /// preparing its model).
@@ -269,7 +269,7 @@ fn open_batches(
 /// The samples `args` names (its `calib_data`, batch size, sample count and preprocessing), as
 /// batches for what `model` takes (the model with `args`' input shapes applied): the data
 /// other jobs measure on, read the way calibration reads it.
-pub fn open_samples(
+pub(crate) fn open_samples(
     model: &OnnxModel,
     args: &CalibrateConfig,
 ) -> Result<Box<dyn CalibrationBatches>> {

@@ -4,8 +4,8 @@
 pub mod cache;
 pub mod collect;
 pub mod histogram;
-pub mod image_source;
+pub(crate) mod image_source;
 pub mod job;
-pub mod multi_input;
+pub(crate) mod multi_input;
 pub mod range;
 pub mod sample_source;

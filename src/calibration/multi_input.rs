@@ -29,7 +29,7 @@ enum Source {
 }
 
 /// Batches holding every input of a model.
-pub struct MultiInputBatches {
+pub(crate) struct MultiInputBatches {
     specs: Vec<IoSpec>,
     source: Source,
     done: usize,

@@ -7,12 +7,12 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// Quantized levels on one side of zero for symmetric INT8 (TensorRT uses 128).
-pub const QUANTIZED_LEVELS: usize = 128;
+pub(crate) const QUANTIZED_LEVELS: usize = 128;
 
 /// How a tensor's clipping threshold is chosen.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "algo", rename_all = "lowercase")]
-pub enum Algorithm {
+pub(crate) enum Algorithm {
     /// KL-divergence threshold search (TensorRT's EntropyCalibration2).
     Entropy,
     /// The largest |x| seen.
@@ -26,7 +26,7 @@ pub enum Algorithm {
 
 impl Algorithm {
     /// Short name used in cache file names: `entropy`, `minmax`, `percentile99.99`.
-    pub fn file_tag(&self) -> String {
+    pub(crate) fn file_tag(&self) -> String {
         match self {
             Algorithm::Entropy => "entropy".into(),
             Algorithm::MinMax => "minmax".into(),
@@ -35,7 +35,7 @@ impl Algorithm {
     }
 
     /// The calibrator name TensorRT writes in a cache header for the nearest calibrator.
-    pub fn trt_calibrator(&self) -> &'static str {
+    pub(crate) fn trt_calibrator(&self) -> &'static str {
         match self {
             Algorithm::Entropy => "EntropyCalibration2",
             Algorithm::MinMax => "MinMaxCalibration",
@@ -65,7 +65,7 @@ impl fmt::Display for Algorithm {
 
 /// The upper edge of the bin where the cumulative count first reaches `percent`% of values,
 /// capped at the largest value seen.
-pub fn percentile_amax(h: &Histogram, percent: f64) -> f32 {
+pub(crate) fn percentile_amax(h: &Histogram, percent: f64) -> f32 {
     if h.total() == 0 {
         return 0.0;
     }
@@ -93,7 +93,7 @@ pub fn percentile_amax(h: &Histogram, percent: f64) -> f32 {
 /// first level would otherwise dominate the divergence and drag the threshold down (to 1.5σ
 /// instead of 4.4σ on a ReLU'd Gaussian; NVIDIA's pytorch-quantization flattens bin 0 for the
 /// same reason).
-pub fn entropy_amax(h: &Histogram) -> f32 {
+pub(crate) fn entropy_amax(h: &Histogram) -> f32 {
     let mut counts = h.counts().to_vec();
     counts[0] -= h.zeros();
     let levels = QUANTIZED_LEVELS.min(counts.len());

@@ -121,7 +121,7 @@ pub(crate) fn take_front(pending: &mut Vec<f32>, n: usize) -> Vec<f32> {
 
 /// Batches from numpy files: a folder of `.npy`/`.npz` files (in name order) or a single one.
 /// An `.npz` gives the array named after the model input, or its only array.
-pub struct ArrayBatches {
+pub(crate) struct ArrayBatches {
     files: Vec<PathBuf>,
     next_file: usize,
     pending: Vec<f32>,
@@ -289,7 +289,7 @@ impl CalibrationBatches for ArrayBatches {
 }
 
 /// Seeded samples from N(0, 1), for tests and timing runs.
-pub struct SyntheticBatches {
+pub(crate) struct SyntheticBatches {
     input: String,
     sample_shape: Vec<usize>,
     done: usize,

@@ -35,10 +35,10 @@ pub struct BenchArgs {
     pub shapes: ShapeArgs,
     /// Run again the cells the journal records as failed.
     #[arg(long)]
-    pub retry_failed: bool,
+    pub(crate) retry_failed: bool,
     /// Print each missing cell as one command (for a Slurm array or a CI matrix) and run nothing.
     #[arg(long, conflicts_with = "cell")]
-    pub print_cells: bool,
+    pub(crate) print_cells: bool,
     /// Run only this cell (`model/precision/bBATCH/target`, with `/seq=128` after the batch for a
     /// swept axis, as --print-cells names it), into its own journal file beside the run's.
     #[arg(long, value_name = "CELL")]
@@ -171,7 +171,7 @@ pub struct CellArgs {
 }
 
 /// Runs one cell in this process and writes its metrics.
-pub fn run_one(args: CellArgs) -> Result<()> {
+pub(crate) fn run_one(args: CellArgs) -> Result<()> {
     run_in_child(&args.spec, &args.result)
 }
 

@@ -38,28 +38,28 @@ pub struct BuildArgs {
     pub shapes: ShapeArgs,
     /// Smallest batch of a dynamic-batch engine (default 1).
     #[arg(long, value_name = "N")]
-    pub min_batch: Option<i64>,
+    pub(crate) min_batch: Option<i64>,
     /// Batch the engine is tuned for (default 32, within min..max).
     #[arg(long, value_name = "N")]
-    pub opt_batch: Option<i64>,
+    pub(crate) opt_batch: Option<i64>,
     /// Largest batch of a dynamic-batch engine (default 64).
     #[arg(long, value_name = "N")]
     pub max_batch: Option<i64>,
     /// trtexec-style minimum shapes: `name:1x3x224x224[,name2:…]`.
     #[arg(long, value_name = "SHAPES")]
-    pub min_shapes: Vec<String>,
+    pub(crate) min_shapes: Vec<String>,
     /// trtexec-style optimum shapes.
     #[arg(long, value_name = "SHAPES")]
-    pub opt_shapes: Vec<String>,
+    pub(crate) opt_shapes: Vec<String>,
     /// trtexec-style maximum shapes.
     #[arg(long, value_name = "SHAPES")]
-    pub max_shapes: Vec<String>,
+    pub(crate) max_shapes: Vec<String>,
     /// FP16: trtkit's FP16 rewrite, then a strongly typed build.
     #[arg(long, conflicts_with = "int8")]
     pub fp16: bool,
     /// The FP16 rewrite's options.
     #[command(flatten)]
-    pub fp16_options: Fp16Args,
+    pub(crate) fp16_options: Fp16Args,
     /// INT8: calibrate (keyed cache, reused when its key matches), insert Q/DQ, then build.
     #[arg(long)]
     pub int8: bool,
@@ -71,10 +71,10 @@ pub struct BuildArgs {
         requires = "int8",
         conflicts_with = "calibration_cache"
     )]
-    pub calib_data: Option<String>,
+    pub(crate) calib_data: Option<String>,
     /// INT8: use this calibration cache (TensorRT's text format) instead of calibrating.
     #[arg(long, value_name = "FILE", requires = "int8")]
-    pub calibration_cache: Option<PathBuf>,
+    pub(crate) calibration_cache: Option<PathBuf>,
     /// INT8: batch size the calibration runs at (part of the cache key).
     #[arg(long, value_name = "N", default_value_t = 32)]
     pub batch_size: usize,
@@ -86,16 +86,16 @@ pub struct BuildArgs {
     pub calibration: CalibrationArgs,
     /// INT8: the nodes left in float, what they compute in, the weights' ranges.
     #[command(flatten)]
-    pub int8_recipe: Int8RecipeArgs,
+    pub(crate) int8_recipe: Int8RecipeArgs,
     /// A target search's float nodes, kept in float.
     #[command(flatten)]
-    pub search_result: SearchResultArgs,
+    pub(crate) search_result: SearchResultArgs,
     /// Builder workspace memory limit in MiB (default: TensorRT's).
     #[arg(long, value_name = "MiB")]
     pub workspace: Option<u64>,
     /// Builder optimization level 0–5 (default: TensorRT's, 3).
     #[arg(long, value_name = "LEVEL", value_parser = clap::value_parser!(i32).range(0..=5))]
-    pub builder_optimization_level: Option<i32>,
+    pub(crate) builder_optimization_level: Option<i32>,
     /// Engine file to write (default: a keyed name in --engine-dir).
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,

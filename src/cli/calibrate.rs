@@ -24,7 +24,7 @@ pub struct CalibrateArgs {
     /// several or integer inputs (token ids, masks) takes .npz files with an array per input,
     /// or `synthetic:SEED` for inputs drawn the way its graph says.
     #[arg(long, value_name = "SRC")]
-    pub calib_data: String,
+    pub(crate) calib_data: String,
     /// Batch size the model runs at; part of the cache key.
     #[arg(long, value_name = "N")]
     pub batch_size: usize,
@@ -41,7 +41,7 @@ pub struct CalibrateArgs {
     /// Also time the plain model (no captured tensors) over the same batches on the same
     /// backend: the baseline the calibration overhead is reported against.
     #[arg(long)]
-    pub measure_plain: bool,
+    pub(crate) measure_plain: bool,
     /// Output format.
     #[command(flatten)]
     pub output: JsonArgs,

@@ -51,10 +51,10 @@ pub struct CompareArgs {
     pub backend: BackendArgs,
     /// Overrides for A.
     #[command(flatten)]
-    pub a_side: SideABackendArgs,
+    pub(crate) a_side: SideABackendArgs,
     /// Overrides for B.
     #[command(flatten)]
-    pub b_side: SideBBackendArgs,
+    pub(crate) b_side: SideBBackendArgs,
     /// GPU and TensorRT libraries for an engine side.
     #[command(flatten)]
     pub engine: EngineArgs,
@@ -81,7 +81,7 @@ pub struct CompareArgs {
         default_value_t = 64,
         value_name = "N"
     )]
-    pub num_samples: usize,
+    pub(crate) num_samples: usize,
     /// Seed of the random inputs.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -105,20 +105,20 @@ pub struct CompareArgs {
     pub topk: usize,
     /// Fail (exit 1) when any output's equality % or top-1 agreement % is below PCT.
     #[arg(long, value_name = "PCT")]
-    pub fail_below: Option<f64>,
+    pub(crate) fail_below: Option<f64>,
     /// Values of an integer input, over what the graph says (token ids inside the embedding
     /// table, masks of ones then padding, segment ids of zeros): NAME:LO,HI draws [LO, HI).
     #[arg(long, value_name = "NAME:LO,HI", value_parser = int_range)]
-    pub int_range: Vec<(String, IntInput)>,
+    pub(crate) int_range: Vec<(String, IntInput)>,
     /// Save the inputs used as .npz.
     #[arg(long, value_name = "FILE")]
-    pub save_inputs: Option<PathBuf>,
+    pub(crate) save_inputs: Option<PathBuf>,
     /// Save A's outputs as .npz (two sides only: with more, each side under test is its own).
     #[arg(long, value_name = "FILE")]
-    pub save_outputs: Option<PathBuf>,
+    pub(crate) save_outputs: Option<PathBuf>,
     /// Save the reference's (B's, or the last side's) outputs as .npz.
     #[arg(long, value_name = "FILE")]
-    pub save_reference: Option<PathBuf>,
+    pub(crate) save_reference: Option<PathBuf>,
     /// Layer by layer (A and B both ONNX graphs): every float tensor of the reference becomes
     /// an output, is matched with A's tensor holding its value, and the first tensor whose
     /// cosine falls below --layerwise-cosine is named. In a workspace (no A and B): every graph
@@ -130,13 +130,13 @@ pub struct CompareArgs {
     pub tensors: Option<String>,
     /// With --layerwise: a tensor whose cosine is below X diverges.
     #[arg(long, value_name = "X", default_value_t = DEFAULT_COSINE)]
-    pub layerwise_cosine: f64,
+    pub(crate) layerwise_cosine: f64,
     /// With --layerwise: write each tensor's 1 − cosine against its depth as an SVG.
     #[arg(long, value_name = "FILE.svg", requires = "layerwise")]
     pub plot: Option<PathBuf>,
     /// With --layerwise: the most bytes of marked outputs held at once (tests force groups).
     #[arg(long, hide = true, value_name = "BYTES", requires = "layerwise")]
-    pub layerwise_group_bytes: Option<u64>,
+    pub(crate) layerwise_group_bytes: Option<u64>,
     /// Output format.
     #[command(flatten)]
     pub output: OutputArgs,

@@ -12,7 +12,7 @@ use crate::setting::{FixWith, Setting};
 use crate::tensor::{Dim, UnfixedAxis};
 
 /// The flags that change a setting, as a hint appended to the library's message.
-pub fn setting_hint(setting: Setting) -> &'static str {
+pub(crate) fn setting_hint(setting: Setting) -> &'static str {
     match setting {
         Setting::Device => "--device cuda needs a GPU; use --device cpu",
         Setting::DeviceId => "--device-id",
@@ -37,7 +37,7 @@ pub fn setting_hint(setting: Setting) -> &'static str {
 
 /// `err` with the hint that names the flag to use, and as a usage error (exit 2) where the
 /// mistake is in the command line; other errors come back unchanged.
-pub fn with_hint(err: anyhow::Error) -> anyhow::Error {
+pub(crate) fn with_hint(err: anyhow::Error) -> anyhow::Error {
     let line = format!("{err:#}");
     for cause in err.chain() {
         if let Some(e) = cause.downcast_ref::<TooLargeForMemory>() {

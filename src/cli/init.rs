@@ -25,7 +25,7 @@ pub struct InitArgs {
     pub link: bool,
     /// Replace an existing trtkit.toml (and a different model of the same name in onnx/).
     #[arg(long)]
-    pub force: bool,
+    pub(crate) force: bool,
     /// Print the settings that apply here and where each comes from, instead of making a
     /// workspace.
     #[arg(long, conflicts_with_all = ["link", "force"])]
@@ -44,7 +44,7 @@ pub struct InitArgs {
     pub coco: Option<PathBuf>,
     /// INT8 calibration data: a folder of images, of .npy/.npz arrays, or `synthetic:SEED`.
     #[arg(long, value_name = "SRC")]
-    pub calib_data: Option<String>,
+    pub(crate) calib_data: Option<String>,
     /// How images become model input, for validate, calibrate and build --int8.
     #[command(flatten)]
     pub preprocess: PreprocessArgs,

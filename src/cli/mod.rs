@@ -9,14 +9,14 @@ pub mod build;
 pub mod calibrate;
 pub mod compare;
 pub mod doctor;
-pub mod hints;
+pub(crate) mod hints;
 pub mod init;
 pub mod inspect;
 pub mod quantize;
 pub mod report;
 pub mod run;
 pub mod stdout;
-pub mod usage_error;
+pub(crate) mod usage_error;
 pub mod validate;
 pub mod workspace;
 

@@ -46,7 +46,7 @@ pub struct QuantizeArgs {
     pub equalize: bool,
     /// Calibration cache written by `trtkit calibrate` (or TensorRT) for --int8.
     #[arg(long, value_name = "FILE")]
-    pub calibration_cache: Option<PathBuf>,
+    pub(crate) calibration_cache: Option<PathBuf>,
     /// Where to write the rewritten model (all but --sensitivity).
     #[arg(
         short,
@@ -57,7 +57,7 @@ pub struct QuantizeArgs {
     pub output: Option<PathBuf>,
     /// With --int8: the nodes left in float, what they compute in, the weights' ranges.
     #[command(flatten)]
-    pub int8_recipe: Int8RecipeArgs,
+    pub(crate) int8_recipe: Int8RecipeArgs,
     /// With --int8: measure every quantized node on --eval-data (its damage alone in INT8,
     /// what leaving it alone in float recovers) and print the sorted table; writes no model.
     #[arg(long, requires = "int8", requires = "eval_data", conflicts_with_all = ["target_cosine", "target_agreement"])]
@@ -71,14 +71,14 @@ pub struct QuantizeArgs {
         conflicts_with = "target_agreement",
         value_name = "COSINE"
     )]
-    pub target_cosine: Option<f64>,
+    pub(crate) target_cosine: Option<f64>,
     /// As --target-cosine, for this top-1 agreement with the FP32 model, %.
     #[arg(long, requires = "eval_data", value_name = "PCT")]
-    pub target_agreement: Option<f64>,
+    pub(crate) target_agreement: Option<f64>,
     /// Samples the INT8 or FP16 variants are measured on: images, .npy/.npz, or synthetic:SEED (as
     /// `calibrate --calib-data` takes them).
     #[arg(long, value_name = "SRC")]
-    pub eval_data: Option<String>,
+    pub(crate) eval_data: Option<String>,
     /// How many of them (default 64; every one counts, a short last batch is padded).
     #[arg(long, value_name = "N", requires = "eval_data")]
     pub eval_samples: Option<usize>,
@@ -91,14 +91,14 @@ pub struct QuantizeArgs {
         requires = "eval_data",
         conflicts_with = "check_fraction"
     )]
-    pub check_data: Option<String>,
+    pub(crate) check_data: Option<String>,
     /// The share of --eval-data kept apart for the check, in [0, 1): 0 keeps none (targets
     /// are then judged on the samples the search tuned on). Default 0.25.
     #[arg(long, value_name = "F", requires = "eval_data")]
-    pub check_fraction: Option<f64>,
+    pub(crate) check_fraction: Option<f64>,
     /// The seed of the shuffle that picks the check samples.
     #[arg(long, value_name = "N", requires = "eval_data", default_value_t = 0)]
-    pub split_seed: u64,
+    pub(crate) split_seed: u64,
     /// Samples per inference while measuring (default 8).
     #[arg(long, value_name = "N", requires = "eval_data")]
     pub batch_size: Option<usize>,
@@ -137,13 +137,13 @@ pub struct QuantizeArgs {
     pub preprocess: PreprocessArgs,
     /// The FP16 rewrite's options.
     #[command(flatten)]
-    pub fp16_options: Fp16Args,
+    pub(crate) fp16_options: Fp16Args,
     /// A target search's float nodes, kept in float.
     #[command(flatten)]
-    pub search_result: SearchResultArgs,
+    pub(crate) search_result: SearchResultArgs,
     /// Skip loading the result in the reference backend (tract) as a check.
     #[arg(long)]
-    pub no_check: bool,
+    pub(crate) no_check: bool,
     /// Output format.
     #[command(flatten)]
     pub format: JsonArgs,

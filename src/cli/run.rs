@@ -38,7 +38,7 @@ pub struct RunArgs {
     pub engine: EngineArgs,
     /// Keep inputs on the device and skip output copies: compute only (GPU backends).
     #[arg(long)]
-    pub no_transfers: bool,
+    pub(crate) no_transfers: bool,
     /// Capture the inference into a CUDA graph once and replay it (GPU backends).
     #[arg(long)]
     pub cuda_graph: bool,
@@ -50,7 +50,7 @@ pub struct RunArgs {
     pub output: OutputArgs,
     /// Write every measured iteration's spans to FILE (.csv, otherwise JSON).
     #[arg(long, value_name = "FILE")]
-    pub export_times: Option<PathBuf>,
+    pub(crate) export_times: Option<PathBuf>,
 }
 
 /// The measurement these flags describe; every flag check of `run` is here.

@@ -27,7 +27,7 @@ pub fn println(line: &str) -> Result<()> {
 /// The first failed write of lines printed where an error cannot be returned (a job's callback),
 /// kept to be returned once the job is done.
 #[derive(Default)]
-pub struct FirstFailure(RefCell<Option<Error>>);
+pub(crate) struct FirstFailure(RefCell<Option<Error>>);
 
 impl FirstFailure {
     /// Keeps the error of `outcome` if it is the first.

@@ -45,7 +45,7 @@ pub struct ValidateArgs {
     pub labels: Option<PathBuf>,
     /// One class name per line (line i = model class i); maps folder or label names to indices.
     #[arg(long)]
-    pub class_map: Option<PathBuf>,
+    pub(crate) class_map: Option<PathBuf>,
     /// Segmentation: a folder of PNG masks named after the images (x.jpg → x.png), one class
     /// index per pixel (255 left out); gives mIoU and pixel accuracy.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["labels", "class_map", "coco"])]
@@ -59,7 +59,7 @@ pub struct ValidateArgs {
     pub detect: DetectArgs,
     /// Use only the first N images (after shuffling, if --shuffle-seed is given).
     #[arg(long = "num-samples", alias = "limit", value_name = "N")]
-    pub num_samples: Option<usize>,
+    pub(crate) num_samples: Option<usize>,
     /// Shuffle the images with this seed (the same seed picks the same subset everywhere).
     #[arg(long)]
     pub shuffle_seed: Option<u64>,
@@ -74,7 +74,7 @@ pub struct ValidateArgs {
     pub prefetch: usize,
     /// Write one line per image (file, label, top-5 classes) to this CSV file.
     #[arg(long)]
-    pub save_predictions: Option<PathBuf>,
+    pub(crate) save_predictions: Option<PathBuf>,
     /// Output format.
     #[command(flatten)]
     pub output: OutputArgs,

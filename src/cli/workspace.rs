@@ -10,7 +10,7 @@ use anyhow::Result;
 use std::path::Path;
 
 /// The workspace of the current folder, which must exist.
-pub fn required() -> Result<Workspace> {
+pub(crate) fn required() -> Result<Workspace> {
     let here = std::env::current_dir()?;
     workspace::find(&here).map_err(|e| {
         if e.is::<NoWorkspace>() {
@@ -23,7 +23,7 @@ pub fn required() -> Result<Workspace> {
 
 /// The workspace for a command given `model` (or none): [`required`] without a model; with one,
 /// the current folder's workspace when the model lies inside it.
-pub fn for_model(model: Option<&Path>) -> Result<Option<Workspace>> {
+pub(crate) fn for_model(model: Option<&Path>) -> Result<Option<Workspace>> {
     match model {
         None => required().map(Some),
         Some(m) => Ok(workspace::current()?.filter(|ws| ws.contains(m))),
@@ -32,7 +32,7 @@ pub fn for_model(model: Option<&Path>) -> Result<Option<Workspace>> {
 
 /// `err` naming the `trtkit.toml` and its `[preprocess]` keys when the preprocessing it rejects
 /// took values from the file (`given` holds the flags'), instead of reading as a flag mistake.
-pub fn blame_preprocess_file(
+pub(crate) fn blame_preprocess_file(
     err: anyhow::Error,
     ws: Option<&Workspace>,
     given: &PreprocessRequest,

@@ -91,7 +91,7 @@ impl Gpu {
 
     /// The board's UUID as NVML and `nvidia-smi -L` write it (`GPU-1a2b3c4d-…`): the one name of
     /// a GPU that CUDA's numbering (`CUDA_VISIBLE_DEVICES`, device order) does not change.
-    pub fn uuid(&self) -> Option<String> {
+    pub(crate) fn uuid(&self) -> Option<String> {
         let raw = self.ctx.uuid().ok()?;
         Some(nvml_uuid(&raw.bytes.map(|b| b as u8)))
     }
@@ -107,7 +107,7 @@ impl Gpu {
     }
 
     /// Makes this GPU's context current on the calling thread.
-    pub fn bind(&self) -> Result<()> {
+    pub(crate) fn bind(&self) -> Result<()> {
         self.ctx
             .bind_to_thread()
             .map_err(|e| driver_err("cannot bind the CUDA context", e))
@@ -142,7 +142,7 @@ impl Gpu {
     }
 
     /// A new event that records time.
-    pub fn new_event(&self) -> Result<Event> {
+    pub(crate) fn new_event(&self) -> Result<Event> {
         let inner = self
             .ctx
             .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
@@ -151,7 +151,7 @@ impl Gpu {
     }
 
     /// Waits for all work on the device.
-    pub fn synchronize(&self) -> Result<()> {
+    pub(crate) fn synchronize(&self) -> Result<()> {
         self.ctx
             .synchronize()
             .map_err(|e| driver_err("cuCtxSynchronize failed", e))
@@ -177,7 +177,7 @@ impl Stream {
     }
 
     /// Waits for all work queued on this stream.
-    pub fn synchronize(&self) -> Result<()> {
+    pub(crate) fn synchronize(&self) -> Result<()> {
         self.inner
             .synchronize()
             .map_err(|e| driver_err("cuStreamSynchronize failed", e))
@@ -187,7 +187,7 @@ impl Stream {
     /// graph is launched). Relaxed mode: a library may allocate device memory while its work is
     /// captured (ONNX Runtime's arena grows on the captured run); the allocation is not part of
     /// the graph and stays with the library, which runs nothing else while the graph replays.
-    pub fn begin_capture(&self) -> Result<()> {
+    pub(crate) fn begin_capture(&self) -> Result<()> {
         self.inner
             .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED)
             .map_err(|e| driver_err("cuStreamBeginCapture failed", e))
@@ -195,7 +195,7 @@ impl Stream {
 
     /// Ends a capture and instantiates the captured work as a graph that replays on this
     /// stream.
-    pub fn end_capture(&self) -> Result<Graph> {
+    pub(crate) fn end_capture(&self) -> Result<Graph> {
         let g = self
             .inner
             .end_capture(sys::CUgraphInstantiate_flags(0))
@@ -223,7 +223,7 @@ impl Graph {
 
 /// A timing event.
 #[derive(Debug)]
-pub struct Event {
+pub(crate) struct Event {
     inner: safe::CudaEvent,
 }
 
@@ -236,7 +236,7 @@ impl Event {
     }
 
     /// Waits until the event completed.
-    pub fn synchronize(&self) -> Result<()> {
+    pub(crate) fn synchronize(&self) -> Result<()> {
         self.inner
             .synchronize()
             .map_err(|e| driver_err("cuEventSynchronize failed", e))
@@ -244,16 +244,8 @@ impl Event {
 
     /// Milliseconds from `start` to this event, both already complete (a later event on the
     /// same stream was synchronized): no waiting, one driver call.
-    pub fn elapsed_since_completed(&self, start: &Event) -> Result<f64> {
+    pub(crate) fn elapsed_since_completed(&self, start: &Event) -> Result<f64> {
         elapsed_ms(&start.inner, &self.inner)
-            .map(f64::from)
-            .map_err(|e| driver_err("cuEventElapsedTime failed", e))
-    }
-
-    /// Milliseconds from this event to `end` on the GPU clock (waits for both).
-    pub fn elapsed_ms(&self, end: &Event) -> Result<f64> {
-        self.inner
-            .elapsed_ms(&end.inner)
             .map(f64::from)
             .map_err(|e| driver_err("cuEventElapsedTime failed", e))
     }

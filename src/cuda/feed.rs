@@ -24,7 +24,7 @@ const SLOTS: usize = 2;
 /// A batch buffer in page-locked host memory: the loader decodes into it and the feed copies it
 /// to the GPU from where it lies.
 #[derive(Debug)]
-pub struct PinnedBatch {
+pub(crate) struct PinnedBatch {
     buffer: PinnedBuffer,
     elem: ElemType,
 }
@@ -52,7 +52,7 @@ impl BatchMemory for PinnedBatch {
 }
 
 /// One batch back from the GPU.
-pub struct Finished {
+pub(crate) struct Finished {
     /// The loaded batch (dropping it gives its buffer back to the loader).
     pub batch: Loaded<PinnedBatch>,
     /// The outputs of the batch's rows, in the backend's output order.
@@ -74,7 +74,7 @@ struct Slot {
 }
 
 /// Runs loaded batches through a GPU backend, two slots overlapped.
-pub struct BatchFeed {
+pub(crate) struct BatchFeed {
     slots: Vec<Slot>,
     next: usize,
     batch: usize,
@@ -82,7 +82,7 @@ pub struct BatchFeed {
     outputs: Vec<IoSpec>,
     /// Milliseconds of the first inference of each slot, queued and waited for on its own
     /// (where a library sets up lazily, it happens here), before any batch is fed.
-    pub first_inference_ms: f64,
+    pub(crate) first_inference_ms: f64,
 }
 
 impl Slot {
@@ -166,7 +166,7 @@ impl BatchFeed {
 
     /// Queues `batch` on the next slot: its rows' copy in, the inference and the copies out.
     /// When that slot still holds an earlier batch, waits for it first and returns it.
-    pub fn submit(
+    pub(crate) fn submit(
         &mut self,
         backend: &mut dyn GpuEnqueue,
         batch: Loaded<PinnedBatch>,
@@ -206,7 +206,7 @@ impl BatchFeed {
     }
 
     /// Waits for the oldest batch still on the GPU and returns it; `None` when none is left.
-    pub fn drain(&mut self) -> Result<Option<Finished>> {
+    pub(crate) fn drain(&mut self) -> Result<Option<Finished>> {
         for _ in 0..SLOTS {
             let index = self.next;
             self.next = (index + 1) % SLOTS;

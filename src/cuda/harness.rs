@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How often the side thread reads free GPU memory while the harness runs.
-pub const MEMORY_POLL_INTERVAL: Duration = Duration::from_millis(5);
+pub(crate) const MEMORY_POLL_INTERVAL: Duration = Duration::from_millis(5);
 
 /// The side thread reads this process's memory from NVML every this many polls.
 const PROCESS_POLL_EVERY: u64 = 10;
@@ -61,17 +61,17 @@ pub struct HarnessOptions {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct MemoryReport {
     /// Before the backend was prepared and buffers allocated.
-    pub before_setup: MemInfo,
+    pub(crate) before_setup: MemInfo,
     /// After preparation and allocation.
-    pub after_setup: MemInfo,
+    pub(crate) after_setup: MemInfo,
     /// Highest used bytes seen while iterations ran.
-    pub peak_used: u64,
+    pub(crate) peak_used: u64,
     /// Highest device memory this process held while iterations ran, as NVML reports it per
     /// process (the VRAM figure users publish); `None` where NVML cannot say.
     #[serde(default)]
     pub process_peak: Option<u64>,
     /// How the peak was observed.
-    pub peak_method: String,
+    pub(crate) peak_method: String,
 }
 
 /// Everything one harness run measured.
@@ -95,7 +95,7 @@ pub struct HarnessReport {
     /// `prepare` for the batch and every stream, buffers allocated and filled, the other
     /// streams' first runs and any CUDA graph capture. Not part of any statistic.
     #[serde(default)]
-    pub prepare_ms: f64,
+    pub(crate) prepare_ms: f64,
     /// GPU memory.
     pub memory: MemoryReport,
 }
@@ -134,7 +134,7 @@ pub(crate) fn bound_buffer(
 
 /// The bytes copied into each input's buffers: [`timing_inputs`], the inputs the CPU
 /// measurement feeds too, so both paths run the same data for the same model.
-pub fn input_bytes(inputs: &[IoSpec], batch: usize) -> Result<Vec<Vec<u8>>> {
+pub(crate) fn input_bytes(inputs: &[IoSpec], batch: usize) -> Result<Vec<Vec<u8>>> {
     Ok(timing_inputs(inputs, batch)?
         .iter()
         .map(HostTensor::to_le_bytes)

@@ -7,7 +7,7 @@ use nvml_wrapper::{Device, Nvml};
 use std::sync::OnceLock;
 
 /// 16 UUID bytes written as NVML writes a GPU's UUID: `GPU-` and 8-4-4-4-12 hex digits.
-pub fn nvml_uuid(bytes: &[u8; 16]) -> String {
+pub(crate) fn nvml_uuid(bytes: &[u8; 16]) -> String {
     let hex: Vec<String> = bytes.iter().map(|b| format!("{b:02x}")).collect();
     format!(
         "GPU-{}-{}-{}-{}-{}",
@@ -42,7 +42,7 @@ impl NvmlGpu {
     /// The board behind CUDA device `ordinal`: by its UUID where the driver gives one (under a
     /// scheduler's `CUDA_VISIBLE_DEVICES`, CUDA device 0 may be any of NVML's), else NVML's
     /// device of that index.
-    pub fn of_cuda_ordinal(ordinal: usize, uuid: Option<String>) -> NvmlGpu {
+    pub(crate) fn of_cuda_ordinal(ordinal: usize, uuid: Option<String>) -> NvmlGpu {
         match uuid {
             Some(uuid) => NvmlGpu::Uuid(uuid),
             None => NvmlGpu::Index(ordinal),

@@ -13,13 +13,13 @@ pub struct GpuInfo {
     /// Marketing name, e.g. `NVIDIA H100 80GB HBM3`.
     pub name: String,
     /// Total device memory in bytes.
-    pub memory_bytes: u64,
+    pub(crate) memory_bytes: u64,
     /// Compute capability as `major.minor`.
     pub compute_capability: String,
     /// The board's UUID as NVML writes it (`GPU-…`): how NVML finds this device whatever
     /// `CUDA_VISIBLE_DEVICES` did to CUDA's numbering.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub uuid: Option<String>,
+    pub(crate) uuid: Option<String>,
 }
 
 /// The driver and its GPUs, or why they could not be read.
@@ -28,9 +28,9 @@ pub struct DriverInfo {
     /// Whether libcuda could be loaded.
     pub driver_found: bool,
     /// CUDA version the driver supports, e.g. `13.0`.
-    pub driver_cuda_version: Option<String>,
+    pub(crate) driver_cuda_version: Option<String>,
     /// Kernel driver version, e.g. `580.159.04` (from `/proc/driver/nvidia/version` on Linux).
-    pub driver_version: Option<String>,
+    pub(crate) driver_version: Option<String>,
     /// GPUs visible to this process.
     pub gpus: Vec<GpuInfo>,
     /// Why the driver or the GPUs could not be read, when they could not.
@@ -38,13 +38,13 @@ pub struct DriverInfo {
 }
 
 /// The NVIDIA kernel driver version, parsed from the text the kernel module exposes.
-pub fn kernel_driver_version() -> Option<String> {
+pub(crate) fn kernel_driver_version() -> Option<String> {
     let text = std::fs::read_to_string("/proc/driver/nvidia/version").ok()?;
     parse_kernel_driver_version(&text)
 }
 
 /// Finds the version in `/proc/driver/nvidia/version` text: the token after `Kernel Module`.
-pub fn parse_kernel_driver_version(text: &str) -> Option<String> {
+pub(crate) fn parse_kernel_driver_version(text: &str) -> Option<String> {
     let line = text.lines().find(|l| l.starts_with("NVRM version"))?;
     let rest = line.split("Kernel Module").nth(1)?;
     rest.split_whitespace()
@@ -53,7 +53,7 @@ pub fn parse_kernel_driver_version(text: &str) -> Option<String> {
 }
 
 /// True when the CUDA driver library can be loaded on this machine.
-pub fn driver_present() -> bool {
+pub(crate) fn driver_present() -> bool {
     super::sys::driver_present()
 }
 

@@ -75,7 +75,7 @@ impl DeviceBuffer {
     }
 
     /// Sets every byte to `value`, in order on `stream`.
-    pub fn fill_async(&self, value: u8, stream: &Stream) -> Result<()> {
+    pub(crate) fn fill_async(&self, value: u8, stream: &Stream) -> Result<()> {
         // SAFETY: `ptr` holds `len` bytes owned by this buffer, which outlives the queued
         // work because the harness synchronizes before dropping buffers.
         unsafe { result::memset_d8_async(self.ptr, value, self.len, stream.raw()) }
@@ -93,7 +93,7 @@ impl Drop for DeviceBuffer {
 
 /// Page-locked host memory (fast, asynchronous copies), freed on drop.
 #[derive(Debug)]
-pub struct PinnedBuffer {
+pub(crate) struct PinnedBuffer {
     ptr: *mut u8,
     len: usize,
     ctx: Arc<safe::CudaContext>,
@@ -126,24 +126,14 @@ impl PinnedBuffer {
         })
     }
 
-    /// Size in bytes.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Whether the buffer holds no bytes.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     /// The bytes (do not read while a copy into them is in flight).
-    pub fn as_slice(&self) -> &[u8] {
+    pub(crate) fn as_slice(&self) -> &[u8] {
         // SAFETY: `ptr` holds `len` initialised bytes owned by this value.
         unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
     }
 
     /// The bytes, writable.
-    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
         // SAFETY: as above, and `&mut self` makes this the only reference.
         unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
     }
@@ -152,7 +142,7 @@ impl PinnedBuffer {
 impl PinnedBuffer {
     /// The bytes as float32 values (a trailing partial value is left out); for the image
     /// loader to decode into.
-    pub fn as_f32_mut(&mut self) -> &mut [f32] {
+    pub(crate) fn as_f32_mut(&mut self) -> &mut [f32] {
         // SAFETY: cuMemHostAlloc returns page-aligned memory, so `ptr` is aligned for f32; it
         // holds `len` initialised bytes owned by this value, and `&mut self` makes this the only
         // reference. Every bit pattern is a valid f32.
@@ -160,7 +150,7 @@ impl PinnedBuffer {
     }
 
     /// The bytes as float16 values (a trailing odd byte is left out).
-    pub fn as_f16_mut(&mut self) -> &mut [half::f16] {
+    pub(crate) fn as_f16_mut(&mut self) -> &mut [half::f16] {
         // SAFETY: as in `as_f32_mut`; f16 needs 2-byte alignment and every bit pattern is valid.
         unsafe { std::slice::from_raw_parts_mut(self.ptr as *mut half::f16, self.len / 2) }
     }
@@ -176,7 +166,7 @@ impl Drop for PinnedBuffer {
 
 /// Copies `src`, ordinary host memory, into `dst` on `stream` and waits until it is done (for
 /// backends that take host tensors, where the copy is not what is timed).
-pub fn copy_from_host(src: &[u8], dst: &DeviceBuffer, stream: &Stream) -> Result<()> {
+pub(crate) fn copy_from_host(src: &[u8], dst: &DeviceBuffer, stream: &Stream) -> Result<()> {
     if src.len() != dst.len {
         bail!(
             "host→device copy of {} bytes into a {} byte buffer",
@@ -192,7 +182,7 @@ pub fn copy_from_host(src: &[u8], dst: &DeviceBuffer, stream: &Stream) -> Result
 }
 
 /// Copies all of `src` into `dst`, ordinary host memory, on `stream` and waits until it is done.
-pub fn copy_to_host(src: &DeviceBuffer, dst: &mut [u8], stream: &Stream) -> Result<()> {
+pub(crate) fn copy_to_host(src: &DeviceBuffer, dst: &mut [u8], stream: &Stream) -> Result<()> {
     if src.len != dst.len() {
         bail!(
             "device→host copy of {} bytes into a {} byte buffer",
@@ -209,7 +199,11 @@ pub fn copy_to_host(src: &DeviceBuffer, dst: &mut [u8], stream: &Stream) -> Resu
 
 /// Queues a copy of all of `src` into `dst` on `stream`. The caller keeps both alive and
 /// `src` unchanged until the stream passed the copy (the harness synchronizes before reuse).
-pub fn copy_h2d_async(src: &PinnedBuffer, dst: &DeviceBuffer, stream: &Stream) -> Result<()> {
+pub(crate) fn copy_h2d_async(
+    src: &PinnedBuffer,
+    dst: &DeviceBuffer,
+    stream: &Stream,
+) -> Result<()> {
     if src.len != dst.len {
         bail!(
             "host→device copy of {} bytes into a {} byte buffer",
@@ -224,7 +218,11 @@ pub fn copy_h2d_async(src: &PinnedBuffer, dst: &DeviceBuffer, stream: &Stream) -
 }
 
 /// Queues a copy of all of `src` into `dst` on `stream`; same contract as [`copy_h2d_async`].
-pub fn copy_d2h_async(src: &DeviceBuffer, dst: &mut PinnedBuffer, stream: &Stream) -> Result<()> {
+pub(crate) fn copy_d2h_async(
+    src: &DeviceBuffer,
+    dst: &mut PinnedBuffer,
+    stream: &Stream,
+) -> Result<()> {
     if src.len != dst.len {
         bail!(
             "device→host copy of {} bytes into a {} byte buffer",
@@ -239,7 +237,7 @@ pub fn copy_d2h_async(src: &DeviceBuffer, dst: &mut PinnedBuffer, stream: &Strea
 
 /// Queues a copy of the first `len` bytes of `src` into the start of `dst` on `stream` (a short
 /// batch's rows); same contract as [`copy_h2d_async`].
-pub fn copy_h2d_prefix_async(
+pub(crate) fn copy_h2d_prefix_async(
     src: &PinnedBuffer,
     len: usize,
     dst: &DeviceBuffer,

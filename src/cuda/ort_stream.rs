@@ -21,18 +21,18 @@ use std::ffi::CString;
 
 /// What the CUDA provider is asked for, besides the stream.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CudaProviderSettings {
+pub(crate) struct CudaProviderSettings {
     /// The GPU (CUDA device ordinal).
     pub device_id: usize,
     /// Let the provider run convolutions in NHWC (`prefer_nhwc`): tensor-core friendly for FP16.
-    pub prefer_nhwc: bool,
+    pub(crate) prefer_nhwc: bool,
     /// How cuDNN picks each convolution's algorithm.
-    pub conv_algo_search: ConvAlgoSearch,
+    pub(crate) conv_algo_search: ConvAlgoSearch,
     /// Let cuDNN use as much workspace as the fastest algorithm asks for
     /// (`cudnn_conv_use_max_workspace`; otherwise ONNX Runtime's 32 MiB).
-    pub max_workspace: bool,
+    pub(crate) max_workspace: bool,
     /// Fuse convolution, bias and activation through cuDNN (`fuse_conv_bias`).
-    pub fuse_conv_bias: bool,
+    pub(crate) fuse_conv_bias: bool,
 }
 
 /// How cuDNN picks convolution algorithms in ONNX Runtime's CUDA provider.
@@ -65,7 +65,7 @@ struct Bound {
 }
 
 /// An ONNX Runtime session on the CUDA provider whose kernels run on `stream`.
-pub struct StreamSession {
+pub(crate) struct StreamSession {
     // Field order is drop order: the binding and its values go first, then the session, and
     // the stream the session computes on last.
     bound: Option<Bound>,
@@ -155,7 +155,7 @@ impl StreamSession {
     }
 
     /// The session, for runs on host tensors (ONNX Runtime copies in and out and waits).
-    pub fn session_mut(&mut self) -> &mut Session {
+    pub(crate) fn session_mut(&mut self) -> &mut Session {
         &mut self.session
     }
 
@@ -166,7 +166,7 @@ impl StreamSession {
 
     /// Binds the inputs and outputs to `inputs`/`outputs` (of the given element types) unless
     /// they are bound to exactly those buffers already.
-    pub fn bind(
+    pub(crate) fn bind(
         &mut self,
         inputs: &[(TensorBinding, ElemType)],
         outputs: &[(TensorBinding, ElemType)],

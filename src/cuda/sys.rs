@@ -39,11 +39,11 @@ pub(super) struct DeviceFacts {
     /// Marketing name.
     pub name: String,
     /// Total device memory in bytes.
-    pub memory_bytes: u64,
+    pub(crate) memory_bytes: u64,
     /// Compute capability, major and minor.
     pub compute_capability: (i32, i32),
     /// The board's UUID bytes, where the driver gives them.
-    pub uuid: Option<[u8; 16]>,
+    pub(crate) uuid: Option<[u8; 16]>,
 }
 
 /// Reads what the driver says of device `index` (after [`init_and_count`]).

@@ -37,7 +37,7 @@ fn extend_data(into: &mut TensorData, from: &TensorData) -> Result<()> {
 
 /// Samples `start..start + len` of `t` along axis 0; when fewer remain, the last sample is
 /// repeated so that the result always has `len` samples (a fixed-batch backend needs that).
-pub fn slice_padded(t: &HostTensor, start: usize, len: usize) -> Result<HostTensor> {
+pub(crate) fn slice_padded(t: &HostTensor, start: usize, len: usize) -> Result<HostTensor> {
     let Some(&n) = t.shape.first() else {
         bail!("tensor '{}' is a scalar: it has no batch axis", t.name);
     };
@@ -60,7 +60,7 @@ pub fn slice_padded(t: &HostTensor, start: usize, len: usize) -> Result<HostTens
 }
 
 /// The samples `rows` of `t` along axis 0, in that order.
-pub fn select_rows(t: &HostTensor, rows: &[usize]) -> Result<HostTensor> {
+pub(crate) fn select_rows(t: &HostTensor, rows: &[usize]) -> Result<HostTensor> {
     let Some(&n) = t.shape.first() else {
         bail!("tensor '{}' is a scalar: it has no batch axis", t.name);
     };

@@ -41,18 +41,18 @@ struct AnnotationFile {
 
 /// One ground-truth box, in the image's own pixels.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct GroundTruthBox {
+pub(crate) struct GroundTruthBox {
     /// x1, y1, x2, y2.
     pub bbox: [f32; 4],
     /// Class index (position of its category in ascending id order).
     pub class: usize,
     /// A crowd region (`iscrowd: 1`): detections on it are neither right nor wrong.
-    pub crowd: bool,
+    pub(crate) crowd: bool,
 }
 
 /// One annotated image.
 #[derive(Clone, Debug, PartialEq)]
-pub struct AnnotatedImage {
+pub(crate) struct AnnotatedImage {
     /// The image file (the images folder joined with `file_name`).
     pub path: PathBuf,
     /// Its size as the annotations say, pixels.
@@ -65,13 +65,13 @@ pub struct AnnotatedImage {
 
 /// The annotations read from a COCO file, in the file's image order.
 #[derive(Clone, Debug, PartialEq)]
-pub struct CocoAnnotations {
+pub(crate) struct CocoAnnotations {
     /// Every image of the file.
     pub images: Vec<AnnotatedImage>,
     /// Category names by class index.
-    pub class_names: Vec<String>,
+    pub(crate) class_names: Vec<String>,
     /// Category ids by class index (ascending).
-    pub category_ids: Vec<i64>,
+    pub(crate) category_ids: Vec<i64>,
 }
 
 impl CocoAnnotations {

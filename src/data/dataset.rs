@@ -11,19 +11,21 @@ use anyhow::{bail, Context, Result};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-pub use super::walk::IMAGE_EXTENSIONS;
+pub(crate) use super::walk::IMAGE_EXTENSIONS;
 
-pub use super::sample::Sample;
+pub(crate) use super::sample::Sample;
 
 /// A labelled dataset, in a fixed order.
 #[derive(Clone, Debug)]
-pub struct Dataset {
+pub(crate) struct Dataset {
     /// The folder it was read from.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub root: PathBuf,
     /// Samples, in order.
     pub samples: Vec<Sample>,
     /// Class names by index where known (folder names or the class map).
-    pub class_names: Vec<String>,
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) class_names: Vec<String>,
     /// What the folder walk skipped (loops, broken links, unreadable folders and files, images
     /// outside any class folder), each with its reason.
     pub skipped: Vec<Failure>,
@@ -35,7 +37,7 @@ pub struct DatasetOptions {
     /// A labels file for a flat folder; `None` = ImageFolder layout.
     pub labels: Option<PathBuf>,
     /// One class name per line; line i is class index i.
-    pub class_map: Option<PathBuf>,
+    pub(crate) class_map: Option<PathBuf>,
     /// Ground truth that is not one class per image: masks or boxes.
     pub annotations: Annotations,
 }
@@ -125,7 +127,7 @@ fn empty_class(dir: &Path, skipped: &[Failure], mapped: bool) -> Result<()> {
 
 /// Reads a class map: one class name per line (blank lines and surrounding space ignored;
 /// an ImageNet `synset_words.txt` line `n01440764 tench, Tinca tinca` maps by its first word).
-pub fn read_class_map(path: &Path) -> Result<Vec<String>> {
+pub(crate) fn read_class_map(path: &Path) -> Result<Vec<String>> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("{}: cannot read the class map", path.display()))?;
     let names: Vec<String> = text
@@ -316,7 +318,7 @@ impl Dataset {
     }
 
     /// The largest label, for checking against the model's number of classes.
-    pub fn max_label(&self) -> Option<&Sample> {
+    pub(crate) fn max_label(&self) -> Option<&Sample> {
         self.samples.iter().max_by_key(|s| s.label)
     }
 }

@@ -42,7 +42,7 @@ pub fn jpeg_decoder() -> JpegDecoder {
 }
 
 /// Largest width or height trtkit decodes (a guard against absurd headers).
-pub const MAX_SIDE: usize = 1 << 15;
+pub(crate) const MAX_SIDE: usize = 1 << 15;
 
 /// An 8-bit RGB image, rows top to bottom, pixels interleaved `RGBRGB…`.
 #[derive(Clone, Debug, PartialEq)]
@@ -57,7 +57,7 @@ pub struct RgbImage {
 
 /// The container formats trtkit decodes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Format {
+pub(crate) enum Format {
     /// JPEG (baseline and progressive).
     Jpeg,
     /// PNG.
@@ -65,7 +65,7 @@ pub enum Format {
 }
 
 /// Tells the format from the first bytes of a file.
-pub fn sniff(bytes: &[u8]) -> Option<Format> {
+pub(crate) fn sniff(bytes: &[u8]) -> Option<Format> {
     if bytes.starts_with(&[0xFF, 0xD8, 0xFF]) {
         Some(Format::Jpeg)
     } else if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {

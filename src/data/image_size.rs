@@ -7,14 +7,14 @@ use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::path::Path;
 
 /// The width and height of the JPEG or PNG image at `path`, read from its header.
-pub fn image_size(path: &Path) -> Result<(u32, u32)> {
+pub(crate) fn image_size(path: &Path) -> Result<(u32, u32)> {
     let file = File::open(path).with_context(|| format!("{}: cannot read", path.display()))?;
     size_of(&mut BufReader::with_capacity(4096, file))
         .with_context(|| format!("{}: cannot read the image size", path.display()))
 }
 
 /// The width and height of the JPEG or PNG image `reader` starts with.
-pub fn size_of(reader: &mut (impl Read + Seek)) -> Result<(u32, u32)> {
+pub(crate) fn size_of(reader: &mut (impl Read + Seek)) -> Result<(u32, u32)> {
     let mut magic = [0u8; 8];
     reader
         .read_exact(&mut magic[..3])

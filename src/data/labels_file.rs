@@ -24,10 +24,10 @@ fn bare(path: &str) -> &str {
 }
 
 /// Parses one label (line number, text) into a class index.
-pub type ParseLabel<'a> = dyn Fn(usize, &str) -> Result<usize> + 'a;
+pub(crate) type ParseLabel<'a> = dyn Fn(usize, &str) -> Result<usize> + 'a;
 
 /// The walk's images under `root`, indexed by relative path and by bare name.
-pub struct Listing<'a> {
+pub(crate) struct Listing<'a> {
     root: &'a Path,
     files: &'a [PathBuf],
     relative: Vec<String>,
@@ -58,7 +58,7 @@ impl<'a> Listing<'a> {
     /// Samples from a `file,label` CSV (a first line whose label is not a number and whose
     /// file is not an image is a header). A line naming an image the walk skipped is left out
     /// (the walk lists it with its reason).
-    pub fn csv_samples(
+    pub(crate) fn csv_samples(
         &self,
         labels: &Path,
         lines: &[(usize, &str)],
@@ -132,7 +132,7 @@ impl<'a> Listing<'a> {
     }
 
     /// Samples from one label per line, paired with the images in the walk's order.
-    pub fn line_samples(
+    pub(crate) fn line_samples(
         &self,
         labels: &Path,
         lines: &[(usize, &str)],

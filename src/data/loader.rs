@@ -20,7 +20,7 @@ use std::sync::mpsc::{channel, sync_channel, Receiver, RecvTimeoutError, Sender}
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-pub use super::walk::Failure;
+pub(crate) use super::walk::Failure;
 
 /// A batch buffer's values (or one row of them), as the element type the model reads.
 pub enum ValuesMut<'a> {
@@ -48,7 +48,7 @@ pub trait BatchMemory: Send + 'static {
 
 /// A batch buffer in ordinary host memory, for backends that take host tensors.
 #[derive(Debug)]
-pub struct HostBatch {
+pub(crate) struct HostBatch {
     data: TensorData,
 }
 
@@ -70,7 +70,7 @@ impl HostBatch {
 
     /// The first `len` values, to move into a host tensor without a copy: the buffer keeps its
     /// allocation, and [`HostBatch::from_data`] takes the values back.
-    pub fn into_values(self, len: usize) -> TensorData {
+    pub(crate) fn into_values(self, len: usize) -> TensorData {
         let mut data = self.data;
         match &mut data {
             TensorData::F32(v) => v.truncate(len),
@@ -82,7 +82,7 @@ impl HostBatch {
 
     /// A buffer made of values that came from [`HostBatch::into_values`]; its length is set back
     /// to `len` (a short batch may have been cut), without reallocating.
-    pub fn from_data(mut data: TensorData, len: usize) -> Result<HostBatch> {
+    pub(crate) fn from_data(mut data: TensorData, len: usize) -> Result<HostBatch> {
         match &mut data {
             TensorData::F32(v) => v.resize(len, 0.0),
             TensorData::F16(v) => v.resize(len, f16::ZERO),
@@ -114,9 +114,9 @@ pub struct LoaderStats {
     /// Images read, decoded and preprocessed (skipped ones included).
     pub images: u64,
     /// Seconds the pool spent on them.
-    pub busy_s: f64,
+    pub(crate) busy_s: f64,
     /// Seconds the loader waited for the consumer to give a buffer back.
-    pub waited_for_buffers_s: f64,
+    pub(crate) waited_for_buffers_s: f64,
     /// Images per second while the pool was busy: what the disk and decoder can give.
     pub images_per_s: f64,
 }
@@ -142,14 +142,14 @@ impl<M: BatchMemory> Loaded<M> {
 
     /// Takes the buffer out (to move it into a tensor); [`Loaded::put_back`] returns it. A
     /// buffer taken and never put back leaves the ring one buffer smaller.
-    pub fn take_memory(&mut self) -> M {
+    pub(crate) fn take_memory(&mut self) -> M {
         self.memory
             .take()
             .expect("a loaded batch's buffer is taken once")
     }
 
     /// Puts the buffer back, so that dropping the batch returns it to the ring.
-    pub fn put_back(&mut self, memory: M) {
+    pub(crate) fn put_back(&mut self, memory: M) {
         self.memory = Some(memory);
     }
 }
@@ -221,7 +221,7 @@ fn group_batches(batch: usize, threads: usize) -> usize {
 /// `samples` images: the ready ones, two with the consumer (one running while the next is
 /// queued), and those one decoding group fills at once beyond the first; never more than the
 /// run has batches (which still covers a whole decoding group, so the loader cannot starve).
-pub fn ring_len(batch: usize, prefetch: usize, samples: usize) -> usize {
+pub(crate) fn ring_len(batch: usize, prefetch: usize, samples: usize) -> usize {
     let group = group_batches(batch, rayon::current_num_threads());
     let wanted = prefetch.max(1).saturating_add(2 + group - 1);
     wanted.min(samples.div_ceil(batch.max(1)).max(1))
@@ -402,7 +402,7 @@ impl<M: BatchMemory> Loader<M> {
     }
 
     /// What the loader did so far.
-    pub fn stats(&self) -> LoaderStats {
+    pub(crate) fn stats(&self) -> LoaderStats {
         let mut s = self.shared.stats.lock().unwrap().clone();
         s.images_per_s = if s.busy_s > 0.0 {
             s.images as f64 / s.busy_s

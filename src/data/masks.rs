@@ -11,7 +11,7 @@ use std::path::Path;
 
 /// A mask image: one class label per pixel, row-major.
 #[derive(Clone, Debug, PartialEq)]
-pub struct LabelMap {
+pub(crate) struct LabelMap {
     /// Width in pixels.
     pub width: usize,
     /// Height in pixels.
@@ -25,7 +25,7 @@ pub struct LabelMap {
 /// Palettes are not expanded: indices stay raw, and packed 1/2/4-bit samples
 /// are unpacked. Gray+alpha masks use the gray channel. RGB and RGBA masks are
 /// refused, as is anything that is not a readable PNG; each error names the file.
-pub fn read_mask(path: &Path) -> Result<LabelMap> {
+pub(crate) fn read_mask(path: &Path) -> Result<LabelMap> {
     let shown = path.display();
     let file = File::open(path).map_err(|e| anyhow!("{shown}: cannot open the mask: {e}"))?;
     let mut decoder = Decoder::new(BufReader::new(file));
@@ -65,7 +65,7 @@ pub fn read_mask(path: &Path) -> Result<LabelMap> {
 
 /// A mask's width and height, from its PNG header alone (nothing is decoded); an error names
 /// the file.
-pub fn mask_size(path: &Path) -> Result<(u32, u32)> {
+pub(crate) fn mask_size(path: &Path) -> Result<(u32, u32)> {
     let shown = path.display();
     let file = File::open(path).map_err(|e| anyhow!("{shown}: cannot open the mask: {e}"))?;
     let reader = Decoder::new(BufReader::new(file))
@@ -113,7 +113,7 @@ impl LabelMap {
     /// `floor((left + (x + 0.5) * width / out_w) * self.width / resized_w)`
     /// (same for y), clamped into the mask. Empty when the output grid is
     /// empty, the mask is empty, or its labels don't fill `width × height`.
-    pub fn sample_window(&self, window: &Window, out_w: usize, out_h: usize) -> Vec<u32> {
+    pub(crate) fn sample_window(&self, window: &Window, out_w: usize, out_h: usize) -> Vec<u32> {
         if self.width == 0 || self.height == 0 || self.labels.len() != self.width * self.height {
             return Vec::new();
         }

@@ -2,12 +2,12 @@
 //! preprocessing presets and the parallel loader; `.npy`/`.npz` and ONNX `TensorProto` files,
 //! seeded random inputs, and batch slicing.
 
-pub mod batch_axis;
+pub(crate) mod batch_axis;
 pub mod coco;
 pub mod dataset;
 pub mod decode;
-pub mod image_size;
-pub mod labels_file;
+pub(crate) mod image_size;
+pub(crate) mod labels_file;
 pub mod loader;
 pub mod masks;
 pub mod npy;

@@ -57,7 +57,7 @@ pub fn load(path: &Path) -> Result<Vec<HostTensor>> {
 
 /// [`load`] for a file's bytes already in memory (`path` tells `.npy` from `.npz` and names
 /// the source in errors).
-pub fn load_bytes(path: &Path, bytes: &[u8]) -> Result<Vec<HostTensor>> {
+pub(crate) fn load_bytes(path: &Path, bytes: &[u8]) -> Result<Vec<HostTensor>> {
     let what = path.display().to_string();
     if path.extension().is_some_and(|e| e == "npy") {
         let stem = path

@@ -44,13 +44,13 @@ pub struct Preprocess {
     /// NCHW or NHWC.
     pub layout: Layout,
     /// RGB or BGR.
-    pub channel_order: ChannelOrder,
+    pub(crate) channel_order: ChannelOrder,
 }
 
 /// ImageNet mean (RGB) used by torchvision models.
-pub const IMAGENET_MEAN: [f32; 3] = [0.485, 0.456, 0.406];
+pub(crate) const IMAGENET_MEAN: [f32; 3] = [0.485, 0.456, 0.406];
 /// ImageNet std (RGB) used by torchvision models.
-pub const IMAGENET_STD: [f32; 3] = [0.229, 0.224, 0.225];
+pub(crate) const IMAGENET_STD: [f32; 3] = [0.229, 0.224, 0.225];
 
 /// What the user asked for: each field left `None` takes the default for the model's input
 /// (resize to crop/0.875, crop to the input's height and width, ImageNet mean/std, the input's
@@ -72,13 +72,13 @@ pub struct PreprocessRequest {
     /// Layout; must match the model's input.
     pub layout: Option<Layout>,
     /// Channel order (default RGB).
-    pub channel_order: Option<ChannelOrder>,
+    pub(crate) channel_order: Option<ChannelOrder>,
 }
 
 impl PreprocessRequest {
     /// `self` laid over `base`, field by field: what `self` sets wins (flags over a
     /// workspace's or a bench plan's settings).
-    pub fn with_defaults_from(&self, base: &PreprocessRequest) -> PreprocessRequest {
+    pub(crate) fn with_defaults_from(&self, base: &PreprocessRequest) -> PreprocessRequest {
         PreprocessRequest {
             resize: self.resize.or(base.resize),
             crop: self.crop.or(base.crop),
@@ -91,7 +91,7 @@ impl PreprocessRequest {
     }
 
     /// The preprocessing for a model input `input` of `layout` and `height × width`.
-    pub fn resolve(
+    pub(crate) fn resolve(
         &self,
         input: &str,
         layout: Layout,
@@ -131,7 +131,11 @@ impl PreprocessRequest {
     }
 
     /// Resolves against one sample's shape, `[3,H,W]` (NCHW) or `[H,W,3]` (NHWC).
-    pub fn resolve_for_sample(&self, input: &str, sample_shape: &[usize]) -> Result<Preprocess> {
+    pub(crate) fn resolve_for_sample(
+        &self,
+        input: &str,
+        sample_shape: &[usize],
+    ) -> Result<Preprocess> {
         let (layout, h, w) = match sample_shape {
             [3, h, w] => (Layout::Nchw, *h, *w),
             [h, w, 3] => (Layout::Nhwc, *h, *w),
@@ -146,7 +150,7 @@ impl PreprocessRequest {
 /// The settings of a preprocessing by name, as `(name, value)`: the names of
 /// [`PreprocessRequest`]'s fields (and of the settings that set them), the values as people
 /// write them. What a calibration key compares field by field.
-pub fn preprocess_fields(p: &Preprocess) -> Vec<(&'static str, String)> {
+pub(crate) fn preprocess_fields(p: &Preprocess) -> Vec<(&'static str, String)> {
     let three = |v: [f32; 3]| format!("{},{},{}", v[0], v[1], v[2]);
     vec![
         ("resize", p.resize.map_or("none".into(), |r| r.to_string())),

@@ -9,7 +9,7 @@ use prost::Message;
 use std::path::Path;
 
 /// Converts a decoded `TensorProto` (raw or typed fields) to a host tensor.
-pub fn to_host(t: &TensorProto, what: &str) -> Result<HostTensor> {
+pub(crate) fn to_host(t: &TensorProto, what: &str) -> Result<HostTensor> {
     let elem = crate::onnx::dtype::elem_type(t.data_type).with_context(|| {
         format!(
             "{what}: element type code {} is not supported by trtkit",

@@ -29,7 +29,7 @@ pub enum InputDistribution {
 }
 
 /// The seed of the inputs every latency measurement feeds ([`timing_inputs`]).
-pub const TIMING_SEED: u64 = 0;
+pub(crate) const TIMING_SEED: u64 = 0;
 
 /// The inputs a latency measurement feeds at batch `batch`, the same on the CPU and on the GPU:
 /// every element type drawn uniformly from `[0, 1)` (integers round to 0 or 1) with
@@ -57,7 +57,7 @@ pub struct RandomInputs {
 impl RandomInputs {
     /// Draws `samples` samples for every input in `specs`: each tensor gets the spec's dims with
     /// axis 0 (the batch) set to `samples`.
-    pub fn generate(&self, specs: &[IoSpec], samples: usize) -> Result<Vec<HostTensor>> {
+    pub(crate) fn generate(&self, specs: &[IoSpec], samples: usize) -> Result<Vec<HostTensor>> {
         specs
             .iter()
             .enumerate()
@@ -105,7 +105,7 @@ impl RandomInputs {
 /// Redraws the integer inputs named in `roles` from the values they take (token ids inside the
 /// vocabulary, masks of ones then padding zeros, zeros), seeded by `seed`. Other tensors, and
 /// named tensors that are not integers, are left as they are.
-pub fn apply_int_inputs(
+pub(crate) fn apply_int_inputs(
     tensors: &mut [HostTensor],
     roles: &BTreeMap<String, IntInput>,
     seed: u64,

@@ -23,7 +23,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 /// File extensions taken as images (case-insensitive).
-pub const IMAGE_EXTENSIONS: &[&str] = &["jpg", "jpeg", "png"];
+pub(crate) const IMAGE_EXTENSIONS: &[&str] = &["jpg", "jpeg", "png"];
 
 /// A file or folder that was skipped, and why.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -44,14 +44,14 @@ pub struct Walk {
 }
 
 /// True when `path`'s extension is one of [`IMAGE_EXTENSIONS`] (any case).
-pub fn is_image(path: &Path) -> bool {
+pub(crate) fn is_image(path: &Path) -> bool {
     path.extension()
         .and_then(|e| e.to_str())
         .is_some_and(|e| IMAGE_EXTENSIONS.iter().any(|x| e.eq_ignore_ascii_case(x)))
 }
 
 /// True for a hidden name (starting with `.`), which the walk does not read.
-pub fn is_hidden(name: &OsStr) -> bool {
+pub(crate) fn is_hidden(name: &OsStr) -> bool {
     name.as_encoded_bytes().starts_with(b".")
 }
 

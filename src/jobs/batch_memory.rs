@@ -21,7 +21,7 @@ pub struct TooLargeForMemory {
     /// Samples asked for.
     pub samples: usize,
     /// Bytes one sample takes.
-    pub per_sample: u64,
+    pub(crate) per_sample: u64,
     /// Bytes all of them take.
     pub needed: u64,
     /// Bytes available.
@@ -53,7 +53,7 @@ fn per_sample(bits: u64, dims: &[Dim]) -> u64 {
 }
 
 /// Bytes one sample takes in the inputs and outputs `specs` declare.
-pub fn specs_sample_bytes<'a>(specs: impl IntoIterator<Item = &'a IoSpec>) -> u64 {
+pub(crate) fn specs_sample_bytes<'a>(specs: impl IntoIterator<Item = &'a IoSpec>) -> u64 {
     specs
         .into_iter()
         .map(|s| per_sample(s.elem_type.size() as u64 * 8, &s.dims))
@@ -62,7 +62,7 @@ pub fn specs_sample_bytes<'a>(specs: impl IntoIterator<Item = &'a IoSpec>) -> u6
 
 /// Bytes one sample takes in the inputs (those not given by an initializer) and outputs
 /// `model` declares, read from the graph without preparing it.
-pub fn model_sample_bytes(model: &OnnxModel) -> u64 {
+pub(crate) fn model_sample_bytes(model: &OnnxModel) -> u64 {
     let graph = model.graph();
     let initialized: HashSet<&str> = graph.initializer.iter().map(|t| t.name.as_str()).collect();
     graph
@@ -80,7 +80,7 @@ pub fn model_sample_bytes(model: &OnnxModel) -> u64 {
 
 /// Checks that `samples` samples of `per_sample` bytes fit in the host memory left (where the
 /// system says how much that is).
-pub fn check_host(
+pub(crate) fn check_host(
     setting: Setting,
     samples: usize,
     per_sample: u64,
@@ -93,7 +93,7 @@ pub fn check_host(
 
 /// Checks that a batch of `batch` samples of `io` (inputs, outputs), once per stream, fits in
 /// the free memory of `gpu`.
-pub fn check_gpu(
+pub(crate) fn check_gpu(
     gpu: &Gpu,
     io: (&[IoSpec], &[IoSpec]),
     batch: usize,

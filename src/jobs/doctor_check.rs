@@ -109,7 +109,7 @@ fn tolerance() -> Tolerance {
 
 /// Runs the check on every GPU of this machine. `tensorrt_dir` is where TensorRT is, if not
 /// in the usual places.
-pub fn check_gpus(tensorrt_dir: Option<PathBuf>) -> Result<CheckReport> {
+pub(crate) fn check_gpus(tensorrt_dir: Option<PathBuf>) -> Result<CheckReport> {
     let info = driver_info();
     let setup = format!(
         "a conv-bn-relu-pool-gemm classifier at batch {BATCH}, {SAMPLES} seeded random samples, each GPU backend against tract on the CPU; pass = top-1 agreement 100% and every element within rtol 1e-2, atol 1e-3"

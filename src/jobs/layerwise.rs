@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use std::num::NonZeroUsize;
 
 /// The cosine below which a tensor counts as diverged, unless `--layerwise-cosine` says.
-pub const DEFAULT_COSINE: f64 = 0.999;
+pub(crate) const DEFAULT_COSINE: f64 = 0.999;
 
 /// Everything a layerwise comparison needs.
 #[derive(Clone, Debug)]
@@ -37,11 +37,11 @@ pub struct LayerwiseConfig {
     /// Only the reference tensors whose name this regular expression matches.
     pub tensors: Option<String>,
     /// Tensors whose cosine falls below this diverge.
-    pub cosine_threshold: f64,
+    pub(crate) cosine_threshold: f64,
     /// The most bytes of marked outputs (both sides, one batch) held at once; `None`: half the
     /// memory the system has left, at most 512 MiB. With no batch asked for, the batch is
     /// lowered until one group fits.
-    pub group_bytes: Option<u64>,
+    pub(crate) group_bytes: Option<u64>,
 }
 
 /// The first tensor, in the reference's graph order, whose cosine is below the threshold.
@@ -77,9 +77,9 @@ pub struct LayerwiseReport {
     /// The reference graph.
     pub b: String,
     /// The backend that ran A.
-    pub backend_a: String,
+    pub(crate) backend_a: String,
     /// The backend that ran B.
-    pub backend_b: String,
+    pub(crate) backend_b: String,
     /// Where the inputs came from.
     pub inputs: String,
     /// Samples run.
@@ -89,7 +89,7 @@ pub struct LayerwiseReport {
     /// The isclose tolerances.
     pub tolerance: Tolerance,
     /// The cosine below which a tensor diverges.
-    pub cosine_threshold: f64,
+    pub(crate) cosine_threshold: f64,
     /// One row per compared tensor, in the reference's graph order.
     pub tensors: Vec<TensorDivergence>,
     /// The first tensor below the threshold; `None` when none is.

@@ -19,4 +19,4 @@ pub mod precision_table;
 pub mod run;
 pub mod validate;
 pub mod validate_feed;
-pub mod validate_scoring;
+pub(crate) mod validate_scoring;

@@ -28,7 +28,7 @@ pub enum FileKind {
 impl FileKind {
     /// The kind of `path`: an engine by its first bytes (`ftrt`/`vtrt`, whatever its name) or by
     /// its name; saved tensors and ONNX models by their extension. `None` for any other name.
-    pub fn from_path(path: &Path) -> Option<FileKind> {
+    pub(crate) fn from_path(path: &Path) -> Option<FileKind> {
         if path.is_file() && matches!(file_flavour(path), Ok(Some(_))) {
             return Some(FileKind::Engine);
         }
@@ -53,7 +53,7 @@ impl FileKind {
 }
 
 /// A file opened by its kind.
-pub enum Opened {
+pub(crate) enum Opened {
     /// An ONNX model, loaded but on no backend yet (its shapes and batch are the caller's).
     Model(Box<OnnxModel>),
     /// A TensorRT engine on its backend.
@@ -64,7 +64,7 @@ pub enum Opened {
 
 /// Opens `path` by its kind ([`FileKind::from_path`]); a file of no known kind is read as ONNX (so a
 /// model saved without the extension still opens).
-pub fn open_file(path: &Path, options: &BackendOptions) -> Result<Opened> {
+pub(crate) fn open_file(path: &Path, options: &BackendOptions) -> Result<Opened> {
     Ok(match FileKind::from_path(path) {
         Some(FileKind::Engine) => Opened::Engine(open_engine(path, options)?),
         Some(FileKind::Saved) => Opened::Saved(npz::load(path)?),
@@ -102,7 +102,7 @@ fn open_engine(path: &Path, options: &BackendOptions) -> Result<Box<dyn Backend>
 }
 
 /// Opens an ONNX model already in memory (after a shape override or a rewrite).
-pub fn open_model(model: &OnnxModel, options: &BackendOptions) -> Result<Box<dyn Backend>> {
+pub(crate) fn open_model(model: &OnnxModel, options: &BackendOptions) -> Result<Box<dyn Backend>> {
     open(model, options)
 }
 

@@ -22,7 +22,7 @@ use std::path::PathBuf;
 
 /// `compare` of everything built from a model against the FP32 ONNX model.
 #[derive(Clone, Debug)]
-pub struct CompareAllConfig {
+pub(crate) struct CompareAllConfig {
     /// The FP32 ONNX model: the reference.
     pub model: PathBuf,
     /// The folder of engines built from it.
@@ -36,24 +36,24 @@ pub struct CompareAllConfig {
 
 /// One row of the closeness table.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct CompareRow {
+pub(crate) struct CompareRow {
     /// What ran, and whether it could.
     #[serde(flatten)]
     pub source: RowSource,
     /// isclose %, all elements of the first output.
     pub equal_pct: Option<f64>,
     /// Samples whose every element is close, %.
-    pub all_close_samples_pct: Option<f64>,
+    pub(crate) all_close_samples_pct: Option<f64>,
     /// Largest |A − B| (NaN or +Inf where the two disagree in non-finite values).
     #[serde(default, with = "crate::metrics::non_finite::option")]
     pub max_abs_err: Option<f64>,
     /// Mean |A − B| (NaN or +Inf as `max_abs_err`).
     #[serde(default, with = "crate::metrics::non_finite::option")]
-    pub mean_abs_err: Option<f64>,
+    pub(crate) mean_abs_err: Option<f64>,
     /// Top-1 agreement with the reference, % (`[batch, classes]` outputs).
     pub top1_agreement_pct: Option<f64>,
     /// NaN elements of this side's output, % (100 means the run is broken).
-    pub nan_pct: Option<f64>,
+    pub(crate) nan_pct: Option<f64>,
     /// The rank table (MAE and disagreement per rank).
     pub ranks: Vec<RankRow>,
     /// The task-aware agreement (matched boxes, pixel agreement), when a task applies.
@@ -63,7 +63,7 @@ pub struct CompareRow {
 
 /// Everything `compare` found over the precisions.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct CompareAllReport {
+pub(crate) struct CompareAllReport {
     /// The reference model.
     pub reference: String,
     /// The reference's backend.
@@ -195,7 +195,10 @@ fn row_of(c: &Candidate, outcome: &Result<CompareReport>) -> CompareRow {
 /// runs once, with the first row that opens (a row that cannot open fails before anything
 /// runs); its run and inputs stay in memory and every later row runs on those inputs and is
 /// compared with that run.
-pub fn compare_all(config: &CompareAllConfig, progress: &dyn Progress) -> Result<CompareAllReport> {
+pub(crate) fn compare_all(
+    config: &CompareAllConfig,
+    progress: &dyn Progress,
+) -> Result<CompareAllReport> {
     let artifacts = list(&config.engines, &config.model)?;
     let inputs = workspace_inputs(config)?;
     let mut reference: Option<Reference> = None;

@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 /// What one row of a table runs.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum RowKind {
+pub(crate) enum RowKind {
     /// The FP32 ONNX model on the reference backend.
     Onnx,
     /// A TensorRT engine.
@@ -34,6 +34,7 @@ pub enum RowKind {
 }
 
 impl RowKind {
+    #[cfg(test)]
     /// The runtime a row of this kind runs on where the table's ONNX rows run on `base`: an
     /// engine on TensorRT, a kept graph where [`row_backend`] sends it.
     pub fn runtime(&self, base: &BackendOptions) -> Runtime {
@@ -160,7 +161,7 @@ pub(super) fn row_backend(kind: &RowKind, base: &BackendOptions) -> BackendOptio
 
 /// Why a row could not run, in a few words, said by the error's kind; an error of no kind is
 /// said by the first 60 characters of its message (the whole message is kept beside it).
-pub fn short_reason(err: &anyhow::Error) -> String {
+pub(crate) fn short_reason(err: &anyhow::Error) -> String {
     let known = match kind_of(err) {
         Some(ErrorKind::GpuCannotRunEngine) => "this GPU cannot run it",
         Some(ErrorKind::NoGpu) => "no usable GPU here",
@@ -184,7 +185,7 @@ pub(super) fn skipped_lines(artifacts: &Artifacts) -> Vec<String> {
 
 /// What a row of either table is: the file that ran (or could not), and how it went.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct RowSource {
+pub(crate) struct RowSource {
     /// `fp32 onnx`, `fp16 engine`, `fp16 graph`, …
     pub label: String,
     /// What ran.
@@ -235,20 +236,20 @@ impl RowSource {
 
 /// `validate` over every precision of a model.
 #[derive(Clone, Debug)]
-pub struct ValidateAllConfig {
+pub(crate) struct ValidateAllConfig {
     /// The FP32 ONNX model.
     pub model: PathBuf,
     /// The folder of engines built from it.
     pub engines: PathBuf,
     /// Batch sizes, one table each.
-    pub batch_sizes: Vec<usize>,
+    pub(crate) batch_sizes: Vec<usize>,
     /// Everything else (its model and batch size are replaced per row).
     pub base: ValidateConfig,
 }
 
 /// Accuracy and latency of a row that ran.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct RowAccuracy {
+pub(crate) struct RowAccuracy {
     /// Per batch, preprocessed batch in → outputs out.
     pub latency_all: BatchLatency,
     /// Per batch, inference only.
@@ -269,12 +270,12 @@ pub struct RowAccuracy {
 
 /// One row of the validate table.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ValidateRow {
+pub(crate) struct ValidateRow {
     /// What ran, and whether it could.
     #[serde(flatten)]
     pub source: RowSource,
     /// File size.
-    pub size_bytes: u64,
+    pub(crate) size_bytes: u64,
     /// Layers (engine) or nodes (ONNX).
     pub layers: Option<usize>,
     /// Parameters of the source model.
@@ -285,7 +286,7 @@ pub struct ValidateRow {
 
 /// The validate table of one batch size.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ValidateTable {
+pub(crate) struct ValidateTable {
     /// Batch size.
     pub batch: usize,
     /// One row per model file.
@@ -294,7 +295,7 @@ pub struct ValidateTable {
 
 /// Everything `validate` found over the precisions.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ValidateAllReport {
+pub(crate) struct ValidateAllReport {
     /// The FP32 ONNX model.
     pub model: String,
     /// The dataset.
@@ -318,7 +319,7 @@ fn accuracy_of(r: &ValidateReport) -> RowAccuracy {
 }
 
 /// Validates the model and everything built from it at every batch size.
-pub fn validate_all(
+pub(crate) fn validate_all(
     config: &ValidateAllConfig,
     progress: &dyn Progress,
 ) -> Result<ValidateAllReport> {

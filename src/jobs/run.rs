@@ -33,22 +33,22 @@ pub struct RunConfig {
     /// The model (ONNX) or engine file.
     pub model: PathBuf,
     /// Batch sizes to measure, in order.
-    pub batch_sizes: Vec<usize>,
+    pub(crate) batch_sizes: Vec<usize>,
     /// The backend that runs an ONNX model (its batch is set per batch size).
     pub backend: BackendOptions,
     /// Named axes to sweep (`seq` → 64, 128, …): every batch size runs at every combination.
-    pub dim_sweep: DimSweep,
+    pub(crate) dim_sweep: DimSweep,
     /// Warm-up, measured amount, transfers, CUDA graphs and streams.
     pub harness: HarnessOptions,
     /// Whether any setting that only GPU backends honour was asked for explicitly (a device id,
     /// no transfers, CUDA graphs, a stream count): a CPU backend then refuses to run.
-    pub gpu_settings: Vec<Setting>,
+    pub(crate) gpu_settings: Vec<Setting>,
 }
 
 /// A GPU-only setting asked of a backend that runs host tensors.
 #[derive(Clone, Debug, thiserror::Error)]
 #[error("{setting:?} needs a backend that enqueues on trtkit's CUDA streams; {backend} does not (it is timed on the wall clock)")]
-pub struct NeedsGpuBackend {
+pub(crate) struct NeedsGpuBackend {
     /// The setting.
     pub setting: Setting,
     /// The backend that cannot honour it.
@@ -88,7 +88,7 @@ pub struct BatchResult {
     pub memory: Option<MemoryReport>,
     /// Every measured iteration (exported on request, not printed).
     #[serde(skip)]
-    pub spans: Vec<IterationSpans>,
+    pub(crate) spans: Vec<IterationSpans>,
 }
 
 /// The whole report of `run`.
@@ -118,7 +118,7 @@ fn check_largest_batch(config: &RunConfig, model: &OnnxModel) -> Result<()> {
 /// Measures `config.model` at every batch size (and every combination of the swept named axes).
 /// An ONNX model is opened once per batch size and combination (its reference backend is
 /// prepared for one shape); an engine once for all of them.
-pub fn measure_latency(config: &RunConfig, progress: &dyn Progress) -> Result<RunReport> {
+pub(crate) fn measure_latency(config: &RunConfig, progress: &dyn Progress) -> Result<RunReport> {
     let shown = config.model.display().to_string();
     let options = &config.harness;
     let mut gpu: Option<Gpu> = None;
@@ -275,7 +275,7 @@ fn harness_result(
 
 /// `batch 1`, or `batch 1 seq 128` with swept axes: how reports, errors and progress name a
 /// measured point.
-pub fn point_label(batch: usize, dims: &BTreeMap<String, i64>) -> String {
+pub(crate) fn point_label(batch: usize, dims: &BTreeMap<String, i64>) -> String {
     std::iter::once(format!("batch {batch}"))
         .chain(dims.iter().map(|(n, v)| format!("{n} {v}")))
         .collect::<Vec<_>>()
@@ -286,7 +286,7 @@ pub fn point_label(batch: usize, dims: &BTreeMap<String, i64>) -> String {
 /// warm-up, then the measured iterations, each from host tensors in to host tensors out (the
 /// set-up it returns is the first inference's; opening the backend is the caller's to add).
 /// Integer inputs named in `int_inputs` take those values; the rest are [`timing_inputs`].
-pub fn measure_wall_clock(
+pub(crate) fn measure_wall_clock(
     backend: &mut dyn Backend,
     batch: usize,
     options: &HarnessOptions,

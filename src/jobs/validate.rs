@@ -11,11 +11,11 @@ use crate::data::loader::{Failure, Loader, LoaderStats};
 use crate::data::preprocess::{Layout, Preprocess, PreprocessRequest};
 use crate::jobs::batch_memory::{check_gpu, TooLargeForMemory};
 use crate::jobs::open::open_backend;
-pub use crate::jobs::validate_feed::TimeSplit;
+pub(crate) use crate::jobs::validate_feed::TimeSplit;
 use crate::jobs::validate_feed::{
     feeds_gpu, prepare_feed, run_gpu, run_host, Feeding, ImageInput, Measured,
 };
-pub use crate::jobs::validate_scoring::Prediction;
+pub(crate) use crate::jobs::validate_scoring::Prediction;
 use crate::jobs::validate_scoring::{
     task_truth, ClassScorer, DetectAccuracy, Scored, Scorer, TaskTruth,
 };
@@ -103,7 +103,7 @@ pub struct ValidateReport {
     /// Batches run.
     pub batches: usize,
     /// Batches excluded from latency as warm-up.
-    pub warmup_batches: usize,
+    pub(crate) warmup_batches: usize,
     /// Images per second over the whole run (decode, preprocess and inference overlapped).
     pub images_per_s: f64,
     /// Seconds the whole run took.
@@ -123,7 +123,7 @@ pub struct ValidateReport {
     /// The GPU's first inference per stream, before any batch (where a library sets up lazily,
     /// it happens here), in ms; part of the set-up in the time split.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub first_inference_ms: Option<f64>,
+    pub(crate) first_inference_ms: Option<f64>,
     /// Peak resident memory of the process, bytes (Linux).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peak_rss_bytes: Option<u64>,
@@ -142,7 +142,7 @@ pub struct ValidateReport {
 /// user gave is wrong, not the model).
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
-pub struct BadPreprocess(pub String);
+pub(crate) struct BadPreprocess(pub String);
 
 /// What the model expects of its image input.
 struct InputPlan {
@@ -253,7 +253,7 @@ fn open_dataset(config: &ValidateConfig) -> Result<Dataset> {
 /// The images of `config.dataset` (shuffled and limited as it says) as one input tensor for
 /// `config.model`'s image input, preprocessed as it says; unreadable images are skipped with a
 /// warning. What `compare` feeds when it compares over real images.
-pub fn dataset_tensor(config: &ValidateConfig) -> Result<HostTensor> {
+pub(crate) fn dataset_tensor(config: &ValidateConfig) -> Result<HostTensor> {
     let (dataset, _) = read_dataset(config)?;
     for f in &dataset.skipped {
         tracing::warn!("skipped {}: {}", f.path.display(), f.reason);

@@ -46,7 +46,7 @@ pub(crate) struct ImageInput {
     /// The input's spec (its name and element type).
     pub spec: IoSpec,
     /// The dims of one image (C×H×W or H×W×C).
-    pub per_image: Vec<usize>,
+    pub(crate) per_image: Vec<usize>,
 }
 
 impl ImageInput {
@@ -87,19 +87,19 @@ pub(crate) struct Measured {
     /// Images skipped by the loader.
     pub failures: Vec<Failure>,
     /// Latency-all per batch after the warm-up, ms.
-    pub lat_all: Vec<f64>,
+    pub(crate) lat_all: Vec<f64>,
     /// Latency-model per batch after the warm-up, ms.
-    pub lat_model: Vec<f64>,
+    pub(crate) lat_model: Vec<f64>,
     /// Batches run.
     pub batches: usize,
     /// Where the time went.
     pub split: TimeSplit,
     /// Images scored after the warm-up batches, and the seconds they took.
-    pub steady: (u64, f64),
+    pub(crate) steady: (u64, f64),
     /// The loader's own figures.
     pub loader: LoaderStats,
     /// The GPU's first inference per slot, before any batch (GPU backends).
-    pub first_inference_ms: Option<f64>,
+    pub(crate) first_inference_ms: Option<f64>,
 }
 
 /// Per-batch bookkeeping shared by both loops.

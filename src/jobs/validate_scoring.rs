@@ -20,10 +20,10 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 /// Mask pixels of this value are left out (PASCAL VOC's object borders).
-pub const MASK_IGNORE: u32 = 255;
+pub(crate) const MASK_IGNORE: u32 = 255;
 
 /// COCO's evaluation keeps at most this many detections per image.
-pub const COCO_MAX_DETECTIONS: usize = 100;
+pub(crate) const COCO_MAX_DETECTIONS: usize = 100;
 
 /// Detection accuracy on COCO-format annotations.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -55,7 +55,7 @@ pub struct Prediction {
 }
 
 /// What a scorer found, by task.
-pub enum Scored {
+pub(crate) enum Scored {
     /// Top-k hits, and every image's top-5 when kept.
     Classes(TopKAccuracy, Vec<Prediction>),
     /// Against masks.
@@ -65,7 +65,7 @@ pub enum Scored {
 }
 
 /// Scores batches of model outputs against one kind of ground truth.
-pub trait Scorer {
+pub(crate) trait Scorer {
     /// Scores `samples` (in order) with the model's outputs for them.
     fn score(&mut self, samples: &[Sample], outputs: &[HostTensor]) -> Result<()>;
     /// Images scored so far.
@@ -77,7 +77,7 @@ pub trait Scorer {
 }
 
 /// Top-1/top-5 of `[N, classes]` scores against each image's label.
-pub struct ClassScorer {
+pub(crate) struct ClassScorer {
     acc: TopKAccuracy,
     classes: usize,
     keep: bool,
@@ -145,7 +145,7 @@ impl Scorer for ClassScorer {
 
 /// mIoU and pixel accuracy of per-pixel classes against PNG masks seen through the same
 /// resize-and-crop as the image (nearest pixel, on the output's grid).
-pub struct MaskScorer {
+pub(crate) struct MaskScorer {
     masks: Vec<PathBuf>,
     preprocess: Preprocess,
     confusion: Option<Confusion>,
@@ -219,7 +219,7 @@ impl Scorer for MaskScorer {
 
 /// COCO mAP of the decoded boxes, mapped back from the model's input to the image's pixels,
 /// against the annotations.
-pub struct BoxScorer {
+pub(crate) struct BoxScorer {
     annotations: CocoAnnotations,
     preprocess: Preprocess,
     options: DetectOptions,
@@ -365,7 +365,7 @@ fn check_mask_sizes(images: &[PathBuf], masks: &[PathBuf]) -> Result<()> {
 }
 
 /// Segmentation or detection ground truth, read before the model's preprocessing is known.
-pub enum TaskTruth {
+pub(crate) enum TaskTruth {
     /// One mask file per sample, by the sample's label.
     Masks(Vec<PathBuf>),
     /// COCO annotations; sample labels index their images.
@@ -374,7 +374,7 @@ pub enum TaskTruth {
 
 impl TaskTruth {
     /// The scorer of this ground truth for images preprocessed as `preprocess`.
-    pub fn scorer(self, preprocess: &Preprocess, options: DetectOptions) -> Box<dyn Scorer> {
+    pub(crate) fn scorer(self, preprocess: &Preprocess, options: DetectOptions) -> Box<dyn Scorer> {
         match self {
             TaskTruth::Masks(masks) => Box::new(MaskScorer {
                 masks,
@@ -394,7 +394,10 @@ impl TaskTruth {
 }
 
 /// The dataset and its segmentation or detection ground truth; `None` for a class per image.
-pub fn task_truth(root: &Path, annotations: &Annotations) -> Result<Option<(Dataset, TaskTruth)>> {
+pub(crate) fn task_truth(
+    root: &Path,
+    annotations: &Annotations,
+) -> Result<Option<(Dataset, TaskTruth)>> {
     if !root.is_dir() {
         bail!("{}: no such folder", root.display());
     }

@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 /// The `k` highest-scoring class indices of `scores`, best first. Ties go to the lower index;
 /// NaN ranks below every number. `k` larger than the number of classes gives them all.
-pub fn top_k(scores: &[f32], k: usize) -> Vec<usize> {
+pub(crate) fn top_k(scores: &[f32], k: usize) -> Vec<usize> {
     let key = |i: usize| {
         let v = scores[i];
         if v.is_nan() {

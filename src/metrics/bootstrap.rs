@@ -12,32 +12,32 @@ use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
 /// Resamples drawn for an interval.
-pub const RESAMPLES: usize = 1000;
+pub(crate) const RESAMPLES: usize = 1000;
 
 /// One sample's share of the scores.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct SampleSums {
+pub(crate) struct SampleSums {
     /// Σ out·ref over the sample's values.
-    pub dot: f64,
+    pub(crate) dot: f64,
     /// Σ out².
-    pub out_sq: f64,
+    pub(crate) out_sq: f64,
     /// Σ ref².
-    pub ref_sq: f64,
+    pub(crate) ref_sq: f64,
     /// Σ |out − ref| over the finite differences.
-    pub abs_err: f64,
+    pub(crate) abs_err: f64,
     /// Finite differences counted in `abs_err`.
     pub finite: usize,
     /// Values where either side is NaN and the two differ.
-    pub nan_mismatches: usize,
+    pub(crate) nan_mismatches: usize,
     /// Values where either side is ±Inf (neither NaN) and the two differ.
-    pub inf_mismatches: usize,
+    pub(crate) inf_mismatches: usize,
     /// Whether the top-1 classes agree (`None` when the output is not `[samples, classes]`).
-    pub top1_agrees: Option<bool>,
+    pub(crate) top1_agrees: Option<bool>,
 }
 
 /// The per-sample sums of `out` against `reference`, both `samples` rows of equal length;
 /// `classes` is the row length when the rows are class scores (top-1 agreement is counted).
-pub fn sample_sums(
+pub(crate) fn sample_sums(
     out: &[f64],
     reference: &[f64],
     samples: usize,
@@ -134,7 +134,7 @@ fn percentile_interval(values: &mut [f64], point: f64) -> [f64; 2] {
 }
 
 /// The Wilson score 95% interval of a proportion, %: `agree` of `n`.
-pub fn wilson_interval(agree: usize, n: usize) -> [f64; 2] {
+pub(crate) fn wilson_interval(agree: usize, n: usize) -> [f64; 2] {
     if n == 0 {
         return [0.0, 100.0];
     }
@@ -151,7 +151,7 @@ pub fn wilson_interval(agree: usize, n: usize) -> [f64; 2] {
 
 /// The scores of all of `sums`: the cosine's interval from [`RESAMPLES`] resamples drawn with
 /// `seed` (the same seed, the same interval), top-1 agreement's by Wilson.
-pub fn interval_scores(sums: &[SampleSums], seed: u64) -> IntervalScores {
+pub(crate) fn interval_scores(sums: &[SampleSums], seed: u64) -> IntervalScores {
     let n = sums.len();
     let cosine = cosine_of(sums, 0..n);
     let agreement = agreement_of(sums, 0..n);

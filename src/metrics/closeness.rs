@@ -46,7 +46,7 @@ pub struct Closeness {
     /// Samples (rows along axis 0) compared.
     pub samples: usize,
     /// Samples whose elements are all close, in percent.
-    pub all_close_samples_pct: f64,
+    pub(crate) all_close_samples_pct: f64,
     /// Largest `|a − b|` over elements finite on both sides; NaN or +Inf when
     /// [`Closeness::non_finite_mismatches`] is not 0.
     #[serde(with = "super::non_finite")]
@@ -56,7 +56,7 @@ pub struct Closeness {
     pub max_rel_err: f64,
     /// Mean `|a − b|` over elements finite on both sides; NaN or +Inf as `max_abs_err`.
     #[serde(with = "super::non_finite")]
-    pub mean_abs_err: f64,
+    pub(crate) mean_abs_err: f64,
     /// Cosine similarity of the two flattened tensors (1 when both are zero), over the elements
     /// finite on both sides; NaN when [`Closeness::non_finite_mismatches`] is not 0, so an
     /// overflow never reads as agreement.
@@ -65,11 +65,11 @@ pub struct Closeness {
     /// Elements where A or B is NaN or ±Inf and `isclose` does not hold (the same infinity on
     /// both sides, or NaN on both with `equal_nan`, agrees and is left out of the errors).
     #[serde(default)]
-    pub non_finite_mismatches: usize,
+    pub(crate) non_finite_mismatches: usize,
     /// NaN count in A.
     pub nan_a: usize,
     /// NaN count in B.
-    pub nan_b: usize,
+    pub(crate) nan_b: usize,
     /// ±Inf count in A.
     pub inf_a: usize,
     /// ±Inf count in B.

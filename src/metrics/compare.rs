@@ -26,7 +26,7 @@ pub struct OutputComparison {
 
 impl OutputComparison {
     /// Whether every element of A (`a_side`) or B is NaN, a sign the run is broken.
-    pub fn all_nan(&self, a_side: bool) -> bool {
+    pub(crate) fn all_nan(&self, a_side: bool) -> bool {
         let n = if a_side {
             self.closeness.nan_a
         } else {

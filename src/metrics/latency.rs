@@ -19,20 +19,20 @@ pub struct Stats {
     /// Largest sample.
     pub max: f64,
     /// Population standard deviation.
-    pub stddev: f64,
+    pub(crate) stddev: f64,
     /// Median (nearest-rank).
     pub p50: f64,
     /// 90th percentile (nearest-rank).
-    pub p90: f64,
+    pub(crate) p90: f64,
     /// 95th percentile (nearest-rank).
-    pub p95: f64,
+    pub(crate) p95: f64,
     /// 99th percentile (nearest-rank).
     pub p99: f64,
 }
 
 /// Nearest-rank percentile of already sorted samples: the smallest sample such that at least
 /// `p` percent of the samples are less than or equal to it. `None` for no samples.
-pub fn percentile_sorted(sorted: &[f64], p: f64) -> Option<f64> {
+pub(crate) fn percentile_sorted(sorted: &[f64], p: f64) -> Option<f64> {
     if sorted.is_empty() {
         return None;
     }
@@ -75,12 +75,12 @@ pub struct BatchLatency {
     /// Mean, ms.
     pub mean_ms: f64,
     /// Max, ms.
-    pub max_ms: f64,
+    pub(crate) max_ms: f64,
 }
 
 impl BatchLatency {
     /// Mean and max of `samples` (milliseconds); all zero when there are none.
-    pub fn of_ms(samples: &[f64]) -> BatchLatency {
+    pub(crate) fn of_ms(samples: &[f64]) -> BatchLatency {
         Stats::from_samples(samples)
             .map(|s| BatchLatency {
                 batches: s.count,
@@ -93,7 +93,7 @@ impl BatchLatency {
 
 /// The four event times of one iteration, in milliseconds from a common origin.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct EventTimes {
+pub(crate) struct EventTimes {
     /// Before the host→device copies.
     pub t0: f64,
     /// After the host→device copies, before the inference.
@@ -126,7 +126,7 @@ pub struct IterationSpans {
 impl IterationSpans {
     /// Spans from the event times of one GPU iteration. Errors when the times go backwards,
     /// which would mean the events were recorded out of order.
-    pub fn from_events(stream: usize, e: EventTimes, host_ms: f64) -> Result<Self, String> {
+    pub(crate) fn from_events(stream: usize, e: EventTimes, host_ms: f64) -> Result<Self, String> {
         let (h2d, compute, d2h) = (e.t1 - e.t0, e.t2 - e.t1, e.t3 - e.t2);
         if h2d < 0.0 || compute < 0.0 || d2h < 0.0 {
             return Err(format!(
@@ -145,7 +145,7 @@ impl IterationSpans {
     }
 
     /// Spans of one CPU iteration: only latency-all (wall clock) is known.
-    pub fn wall_only(wall_ms: f64) -> Self {
+    pub(crate) fn wall_only(wall_ms: f64) -> Self {
         IterationSpans {
             stream: 0,
             h2d_ms: None,
@@ -165,16 +165,16 @@ pub struct SpanStats {
     /// latency-model (GPU backends only).
     pub compute: Option<Stats>,
     /// Host→device copies (GPU backends only).
-    pub h2d: Option<Stats>,
+    pub(crate) h2d: Option<Stats>,
     /// Device→host copies (GPU backends only).
-    pub d2h: Option<Stats>,
+    pub(crate) d2h: Option<Stats>,
     /// Host enqueue time.
     pub host: Stats,
 }
 
 impl SpanStats {
     /// Statistics of each span over `iters`; `None` when there are no iterations.
-    pub fn from_iterations(iters: &[IterationSpans]) -> Option<SpanStats> {
+    pub(crate) fn from_iterations(iters: &[IterationSpans]) -> Option<SpanStats> {
         let col = |f: &dyn Fn(&IterationSpans) -> Option<f64>| -> Option<Stats> {
             let v: Option<Vec<f64>> = iters.iter().map(f).collect();
             Stats::from_samples(&v?)

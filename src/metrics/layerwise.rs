@@ -7,12 +7,12 @@ use super::closeness::{isclose, Tolerance};
 use serde::{Deserialize, Serialize};
 
 /// The largest finite float16 value: reference values beyond ±this overflow in FP16.
-pub const FP16_MAX: f64 = 65504.0;
+pub(crate) const FP16_MAX: f64 = 65504.0;
 
 /// Running statistics of one tensor of A against the same tensor of the reference B, summed
 /// over batches ([`TensorStats::add`]); [`TensorStats::merge`] joins two partial sums.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct TensorStats {
+pub(crate) struct TensorStats {
     elements: u64,
     close: u64,
     dot: f64,
@@ -61,8 +61,9 @@ impl TensorStats {
         }
     }
 
+    #[cfg(test)]
     /// Joins the sums of `other` into these.
-    pub fn merge(&mut self, other: &TensorStats) {
+    pub(crate) fn merge(&mut self, other: &TensorStats) {
         self.elements += other.elements;
         self.close += other.close;
         self.dot += other.dot;
@@ -146,7 +147,7 @@ pub struct Figures {
     /// NaN count in A.
     pub nan_a: u64,
     /// NaN count in the reference.
-    pub nan_b: u64,
+    pub(crate) nan_b: u64,
     /// ±Inf count in A.
     pub inf_a: u64,
     /// ±Inf count in the reference.
@@ -180,12 +181,12 @@ pub struct TensorDivergence {
 
 impl TensorDivergence {
     /// Whether this tensor's cosine is below `threshold` (a NaN cosine is below any).
-    pub fn diverges(&self, threshold: f64) -> bool {
+    pub(crate) fn diverges(&self, threshold: f64) -> bool {
         self.figures.cosine.is_nan() || self.figures.cosine < threshold
     }
 
     /// `1 − cosine`, the error plotted against depth (1 where the cosine is NaN).
-    pub fn cosine_error(&self) -> f64 {
+    pub(crate) fn cosine_error(&self) -> f64 {
         let c = self.figures.cosine;
         if c.is_nan() {
             1.0

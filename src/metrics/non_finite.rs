@@ -6,7 +6,7 @@
 use serde::{Deserialize, Deserializer, Serializer};
 
 /// Writes `v` as a number when finite, else as `"NaN"`, `"inf"` or `"-inf"`.
-pub fn serialize<S: Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+pub(crate) fn serialize<S: Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
     if v.is_finite() {
         s.serialize_f64(*v)
     } else if v.is_nan() {
@@ -27,7 +27,7 @@ enum Written {
 }
 
 /// Reads what [`serialize`] writes; `null` (an older report's NaN) reads as NaN.
-pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
     read(Written::deserialize(d)?)
 }
 
@@ -60,7 +60,7 @@ pub mod pair {
     }
 
     /// Writes both ends as [`super::serialize`] does.
-    pub fn serialize<S: Serializer>(v: &[f64; 2], s: S) -> Result<S::Ok, S::Error> {
+    pub(crate) fn serialize<S: Serializer>(v: &[f64; 2], s: S) -> Result<S::Ok, S::Error> {
         let mut t = s.serialize_tuple(2)?;
         t.serialize_element(&One(v[0]))?;
         t.serialize_element(&One(v[1]))?;
@@ -68,7 +68,7 @@ pub mod pair {
     }
 
     /// Reads what [`serialize`] writes.
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<[f64; 2], D::Error> {
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<[f64; 2], D::Error> {
         let [a, b] = <[super::Written; 2]>::deserialize(d)?;
         Ok([super::read(a)?, super::read(b)?])
     }
@@ -79,7 +79,7 @@ pub mod option {
     use serde::{Deserialize, Deserializer, Serializer};
 
     /// Writes `Some(v)` as [`super::serialize`] does, `None` as `null`.
-    pub fn serialize<S: Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
+    pub(crate) fn serialize<S: Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
         match v {
             Some(v) => super::serialize(v, s),
             None => s.serialize_none(),
@@ -87,7 +87,7 @@ pub mod option {
     }
 
     /// Reads what [`serialize`] writes.
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
         match Option::<super::Written>::deserialize(d)? {
             None => Ok(None),
             Some(w) => super::read(w).map(Some),

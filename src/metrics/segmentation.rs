@@ -12,7 +12,7 @@ const BLOCK: usize = 1 << 14;
 ///
 /// Returns `N × spatial` labels, sample-major. Errors when the rank is below 3,
 /// there are no classes, or `logits` does not hold exactly the shape's element count.
-pub fn argmax_labels(logits: &[f32], shape: &[usize]) -> Result<Vec<u32>> {
+pub(crate) fn argmax_labels(logits: &[f32], shape: &[usize]) -> Result<Vec<u32>> {
     if shape.len() < 3 {
         bail!(
             "segmentation logits need shape [N, C, spatial...], got {shape:?} of rank {}",
@@ -71,7 +71,7 @@ fn argmax_sample(sample: &[f32], classes: usize, spatial: usize, out: &mut [u32]
 
 /// A confusion matrix of reference labels (rows) against labels under test (columns), with an optional ignored reference value.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Confusion {
+pub(crate) struct Confusion {
     /// Number of classes; labels run from 0 to `classes - 1`.
     pub classes: usize,
     /// `classes × classes` pixel counts, row = reference label, column = label under test.
@@ -129,8 +129,9 @@ impl Confusion {
         Ok(())
     }
 
+    #[cfg(test)]
     /// Adds another matrix's counts; a matrix with more classes widens this one.
-    pub fn merge(&mut self, other: &Confusion) {
+    pub(crate) fn merge(&mut self, other: &Confusion) {
         if other.classes > self.classes {
             let mut wider = Confusion::new(other.classes);
             for row in 0..self.classes {
@@ -175,7 +176,7 @@ impl Confusion {
     }
 
     /// Mean of the present classes' IoU (None when no class is present).
-    pub fn mean_iou(&self) -> Option<f64> {
+    pub(crate) fn mean_iou(&self) -> Option<f64> {
         let present: Vec<f64> = self.class_iou().into_iter().flatten().collect();
         if present.is_empty() {
             None
@@ -185,7 +186,7 @@ impl Confusion {
     }
 
     /// Per-class pixel totals, changed pixels and IoU, one entry per class in class order.
-    pub fn class_changes(&self) -> Vec<ClassChange> {
+    pub(crate) fn class_changes(&self) -> Vec<ClassChange> {
         let n = self.classes;
         (0..n)
             .map(|k| {
@@ -277,9 +278,9 @@ pub struct ClassChange {
     /// The class label.
     pub class: usize,
     /// Pixels of this class in the reference.
-    pub pixels_reference: u64,
+    pub(crate) pixels_reference: u64,
     /// Pixels of this class in the labels under test.
-    pub pixels_under_test: u64,
+    pub(crate) pixels_under_test: u64,
     /// reference pixels of this class given another class, plus pixels given this class where the reference has another
     pub changed: u64,
     /// This class's IoU; None when absent from both sides.
@@ -306,7 +307,7 @@ pub struct SegmentAgreement {
 }
 
 /// Compares labels under test `a` against reference labels `b` (same length, `samples` equal-sized label maps).
-pub fn segment_agreement(
+pub(crate) fn segment_agreement(
     a: &[u32],
     b: &[u32],
     samples: usize,
@@ -365,7 +366,7 @@ pub struct SegmentAccuracy {
 
 impl SegmentAccuracy {
     /// The accuracy summary of a confusion matrix whose rows are the ground truth.
-    pub fn from_confusion(c: &Confusion, images: usize) -> Self {
+    pub(crate) fn from_confusion(c: &Confusion, images: usize) -> Self {
         SegmentAccuracy {
             images,
             pixels: c.pixels(),

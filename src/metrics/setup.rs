@@ -16,7 +16,7 @@ pub struct SetupTimes {
     /// streams, allocating and filling every buffer, the first runs of the other streams and
     /// any CUDA graph capture. `None` where no harness runs (backends timed on the wall clock).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub prepare_ms: Option<f64>,
+    pub(crate) prepare_ms: Option<f64>,
     /// The first inference, run on its own before the warm-up (library set-up such as cuDNN's
     /// algorithm search or TensorRT-RTX's kernel compilation happens there).
     pub first_iteration_ms: f64,
@@ -36,7 +36,7 @@ impl SetupTimes {
     }
 
     /// The same parts with `open_ms` as the time to open the backend.
-    pub fn with_open(self, open_ms: f64) -> Self {
+    pub(crate) fn with_open(self, open_ms: f64) -> Self {
         SetupTimes::new(open_ms, self.prepare_ms, self.first_iteration_ms)
     }
 

@@ -85,7 +85,7 @@ fn is_logit_map(t: &HostTensor) -> bool {
 }
 
 /// A one-channel map's pixels are foreground (class 1) above this probability.
-pub const FOREGROUND_PROBABILITY: f32 = 0.5;
+pub(crate) const FOREGROUND_PROBABILITY: f32 = 0.5;
 
 /// Whether an integer output is a mask of classes: `[N, H, W]`, `[N, 1, H, W]` or a volume.
 fn is_label_map(t: &HostTensor) -> bool {
@@ -96,7 +96,7 @@ fn is_label_map(t: &HostTensor) -> bool {
 
 /// The task the outputs look like, in order: NMS outputs or a raw YOLO head (detect), logits
 /// or integer masks per pixel (segment), `[N, classes]` scores (classify).
-pub fn guess(outputs: &[HostTensor]) -> TaskChoice {
+pub(crate) fn guess(outputs: &[HostTensor]) -> TaskChoice {
     let choice = |task, reason: String| TaskChoice {
         task: Some(task),
         guessed: true,
@@ -158,7 +158,7 @@ pub struct DetectComparison {
     /// Boxes are counted from this score up.
     pub conf: f32,
     /// A box scoring this much below `conf` still pairs with the other side's.
-    pub score_tolerance: f32,
+    pub(crate) score_tolerance: f32,
     /// The agreement, B's boxes taken as ground truth.
     #[serde(flatten)]
     pub agreement: DetectionAgreement,
@@ -179,7 +179,7 @@ pub struct SegmentComparison {
 pub struct TaskComparison {
     /// The task and why.
     #[serde(flatten)]
-    pub choice: TaskChoice,
+    pub(crate) choice: TaskChoice,
     /// Detection agreement (task `detect`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detect: Option<DetectComparison>,
@@ -192,13 +192,13 @@ pub struct TaskComparison {
 
 impl TaskComparison {
     /// Whether it holds boxes or pixels compared (classification adds nothing to closeness).
-    pub fn compared_something(&self) -> bool {
+    pub(crate) fn compared_something(&self) -> bool {
         self.detect.is_some() || self.segment.is_some()
     }
 }
 
 /// Per-pixel classes of one side's segmentation output: argmax of logits, or the mask itself.
-pub fn pixel_classes(
+pub(crate) fn pixel_classes(
     outputs: &[HostTensor],
     side: &str,
 ) -> Result<(String, Vec<u32>, usize, usize)> {
@@ -278,7 +278,7 @@ fn compare_detections(
 
 /// The task-aware comparison of A's outputs with the reference B's; `None` when no task was
 /// asked for and none could be guessed (closeness alone is reported then).
-pub fn compare_task(
+pub(crate) fn compare_task(
     a: &[HostTensor],
     b: &[HostTensor],
     request: &TaskRequest,

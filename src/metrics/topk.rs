@@ -13,7 +13,7 @@ pub struct RankRow {
     /// Mean over samples of `|a[l] − b[l]|`, `l` the reference's label at this rank.
     pub mae: f64,
     /// Samples where A's label at this rank differs from the reference's, in percent.
-    pub disagreement_pct: f64,
+    pub(crate) disagreement_pct: f64,
 }
 
 /// The rank table of one output.
@@ -31,7 +31,7 @@ pub struct TopK {
 
 /// Indices of the `k` largest values, largest first; NaN counts as smallest, ties keep the
 /// lower index first.
-pub fn top_indices(row: &[f64], k: usize) -> Vec<usize> {
+pub(crate) fn top_indices(row: &[f64], k: usize) -> Vec<usize> {
     let key = |i: usize| {
         let v = row[i];
         if v.is_nan() {

@@ -9,21 +9,21 @@ pub fn attribute<'a>(node: &'a NodeProto, name: &str) -> Option<&'a AttributePro
 }
 
 /// An integer attribute.
-pub fn int_attr(node: &NodeProto, name: &str) -> Option<i64> {
+pub(crate) fn int_attr(node: &NodeProto, name: &str) -> Option<i64> {
     attribute(node, name).map(|a| a.i)
 }
 
 /// A float attribute.
-pub fn float_attr(node: &NodeProto, name: &str) -> Option<f32> {
+pub(crate) fn float_attr(node: &NodeProto, name: &str) -> Option<f32> {
     attribute(node, name).map(|a| a.f)
 }
 
 /// An integer-list attribute.
-pub fn ints_attr<'a>(node: &'a NodeProto, name: &str) -> Option<&'a [i64]> {
+pub(crate) fn ints_attr<'a>(node: &'a NodeProto, name: &str) -> Option<&'a [i64]> {
     attribute(node, name).map(|a| a.ints.as_slice())
 }
 
 /// A string attribute (lossy UTF-8).
-pub fn string_attr(node: &NodeProto, name: &str) -> Option<String> {
+pub(crate) fn string_attr(node: &NodeProto, name: &str) -> Option<String> {
     attribute(node, name).map(|a| String::from_utf8_lossy(&a.s).into_owned())
 }

@@ -17,7 +17,7 @@ use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 
 /// `raw_data` of float32 initializers shorter than this is decoded as usual.
-pub const DEFER_FROM_BYTES: usize = 4096;
+pub(crate) const DEFER_FROM_BYTES: usize = 4096;
 
 /// ModelProto.graph, GraphProto.initializer, TensorProto.data_type and .raw_data.
 const MODEL_GRAPH: u64 = 7;
@@ -57,7 +57,7 @@ impl DeferredWeights {
 
     /// Puts the left-out `raw_data` back into `graph` from `file`, the bytes the model was
     /// decoded from; afterwards the graph is what a full decode gives, and `self` is empty.
-    pub fn restore(&mut self, graph: &mut GraphProto, file: &[u8]) {
+    pub(crate) fn restore(&mut self, graph: &mut GraphProto, file: &[u8]) {
         let mut wanted: Vec<Option<Range<usize>>> = vec![None; graph.initializer.len()];
         for (index, range) in self.slots.drain(..) {
             wanted[index] = Some(range);
@@ -76,7 +76,12 @@ impl DeferredWeights {
 
 impl DeferredWeights {
     /// Puts back the left-out `raw_data` of the initializers named in `names` only.
-    pub fn restore_named(&mut self, graph: &mut GraphProto, file: &[u8], names: &HashSet<String>) {
+    pub(crate) fn restore_named(
+        &mut self,
+        graph: &mut GraphProto,
+        file: &[u8],
+        names: &HashSet<String>,
+    ) {
         let (now, later): (Vec<Slot>, Vec<Slot>) = std::mem::take(&mut self.slots)
             .into_iter()
             .partition(|(i, _)| names.contains(&graph.initializer[*i].name));
@@ -87,7 +92,7 @@ impl DeferredWeights {
 
     /// The left-out data by initializer name (for a step that renames or drops initializers
     /// before it reads them); `self` is empty afterwards.
-    pub fn into_named(mut self, graph: &GraphProto) -> HashMap<String, Range<usize>> {
+    pub(crate) fn into_named(mut self, graph: &GraphProto) -> HashMap<String, Range<usize>> {
         self.slots
             .drain(..)
             .map(|(i, r)| (graph.initializer[i].name.clone(), r))
@@ -97,7 +102,9 @@ impl DeferredWeights {
 
 /// Decodes `bytes` as a ModelProto, leaving out the `raw_data` of float32 initializers of at
 /// least [`DEFER_FROM_BYTES`] (see the module comment). Errors are prost's.
-pub fn decode_deferring(bytes: &[u8]) -> Result<(ModelProto, DeferredWeights), prost::DecodeError> {
+pub(crate) fn decode_deferring(
+    bytes: &[u8],
+) -> Result<(ModelProto, DeferredWeights), prost::DecodeError> {
     if let Some((skeleton, slots)) = skeleton(bytes) {
         if !slots.is_empty() {
             let model = ModelProto::decode(skeleton.as_slice())?;

@@ -11,12 +11,12 @@ pub fn data_type(code: i32) -> Option<DataType> {
 }
 
 /// The element type an `i64` attribute (a Cast's `to`, a random op's `dtype`) stands for.
-pub fn data_type_attr(code: i64) -> Option<DataType> {
+pub(crate) fn data_type_attr(code: i64) -> Option<DataType> {
     i32::try_from(code).ok().and_then(data_type)
 }
 
 /// Short lower-case name of an ONNX element type (`float32`, `int64`, …), as users read it.
-pub fn dtype_name(code: i32) -> String {
+pub(crate) fn dtype_name(code: i32) -> String {
     match DataType::try_from(code) {
         Ok(DataType::Float) => "float32".into(),
         Ok(DataType::Float16) => "float16".into(),
@@ -52,7 +52,7 @@ pub fn elem_type(code: i32) -> Option<ElemType> {
 }
 
 /// Size in bits of one element of an ONNX element type; `None` for strings and unknown codes.
-pub fn dtype_bits(code: i32) -> Option<u64> {
+pub(crate) fn dtype_bits(code: i32) -> Option<u64> {
     use DataType::*;
     let bits = match DataType::try_from(code).ok()? {
         Float | Int32 | Uint32 => 32,
@@ -67,7 +67,7 @@ pub fn dtype_bits(code: i32) -> Option<u64> {
 }
 
 /// Bytes taken by `count` elements of `code` when packed as ONNX raw data.
-pub fn packed_bytes(code: i32, count: u64) -> Option<u64> {
+pub(crate) fn packed_bytes(code: i32, count: u64) -> Option<u64> {
     dtype_bits(code).map(|bits| (count * bits).div_ceil(8))
 }
 

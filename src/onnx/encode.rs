@@ -21,7 +21,7 @@ const PARALLEL_FROM_BYTES: usize = 4 << 20;
 
 /// The protobuf bytes of `model`, identical to prost's `encode_to_vec`; large models have their
 /// initializers encoded in parallel.
-pub fn encode_model(model: &ModelProto) -> Vec<u8> {
+pub(crate) fn encode_model(model: &ModelProto) -> Vec<u8> {
     let Some(graph) = &model.graph else {
         return model.encode_to_vec();
     };

@@ -12,27 +12,27 @@ use std::path::{Component, Path, PathBuf};
 
 /// Where one initializer's bytes are stored outside the model file.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ExternalRef {
+pub(crate) struct ExternalRef {
     /// The data file, relative to the model's folder, as written in the model.
     pub location: String,
     /// Byte offset of the tensor in that file.
-    pub offset: u64,
+    pub(crate) offset: u64,
     /// Number of bytes; computed from dims and dtype when the model does not say.
     pub length: u64,
 }
 
 /// True when `tensor` keeps its data in an external file.
-pub fn is_external(tensor: &TensorProto) -> bool {
+pub(crate) fn is_external(tensor: &TensorProto) -> bool {
     tensor.data_location == Some(DataLocation::External as i32)
 }
 
 /// Number of elements of a tensor, from its dims.
-pub fn element_count(tensor: &TensorProto) -> u64 {
+pub(crate) fn element_count(tensor: &TensorProto) -> u64 {
     tensor.dims.iter().map(|&d| d.max(0) as u64).product()
 }
 
 /// Parses the `external_data` key/value list of an external tensor.
-pub fn external_ref(tensor: &TensorProto) -> Result<ExternalRef> {
+pub(crate) fn external_ref(tensor: &TensorProto) -> Result<ExternalRef> {
     let mut location = None;
     let mut offset = 0u64;
     let mut length = None;
@@ -88,7 +88,7 @@ fn resolve(base: &Path, tensor: &TensorProto, location: &str) -> Result<PathBuf>
 
 /// Checks that every external data file of `graph` exists in `base` (the model's folder) and
 /// is long enough; reads nothing.
-pub fn check_external_data(graph: &GraphProto, base: &Path) -> Result<()> {
+pub(crate) fn check_external_data(graph: &GraphProto, base: &Path) -> Result<()> {
     for tensor in graph.initializer.iter().filter(|t| is_external(t)) {
         let r = external_ref(tensor)?;
         let file = resolve(base, tensor, &r.location)?;
@@ -116,7 +116,7 @@ pub fn check_external_data(graph: &GraphProto, base: &Path) -> Result<()> {
 
 /// Reads the bytes of one external initializer, its location resolved against `base` (the
 /// model's folder).
-pub fn read_external(base: &Path, tensor: &TensorProto) -> Result<Vec<u8>> {
+pub(crate) fn read_external(base: &Path, tensor: &TensorProto) -> Result<Vec<u8>> {
     let r = external_ref(tensor)?;
     let path = resolve(base, tensor, &r.location)?;
     let mut file =

@@ -9,10 +9,10 @@ use super::tensor_info::value_info;
 use crate::tensor::Dim;
 
 /// Opset the builder declares unless told otherwise.
-pub const DEFAULT_OPSET: i64 = 17;
+pub(crate) const DEFAULT_OPSET: i64 = 17;
 
 /// ONNX IR version written by the builder (IR 8 goes with opset 17).
-pub const IR_VERSION: i64 = 8;
+pub(crate) const IR_VERSION: i64 = 8;
 
 /// An integer-list attribute.
 pub fn attr_ints(name: &str, values: &[i64]) -> AttributeProto {
@@ -35,7 +35,7 @@ pub fn attr_int(name: &str, value: i64) -> AttributeProto {
 }
 
 /// A float attribute.
-pub fn attr_float(name: &str, value: f32) -> AttributeProto {
+pub(crate) fn attr_float(name: &str, value: f32) -> AttributeProto {
     AttributeProto {
         name: name.into(),
         r#type: AttributeType::Float as i32,

@@ -8,7 +8,7 @@ use anyhow::{bail, Result};
 use std::collections::{HashMap, HashSet};
 
 /// Checks the top level of `graph`: unique output names, one producer per tensor, no cycle.
-pub fn check_graph_structure(graph: &GraphProto) -> Result<()> {
+pub(crate) fn check_graph_structure(graph: &GraphProto) -> Result<()> {
     check_unique_outputs(graph)?;
     let producers = check_single_producers(graph)?;
     check_acyclic(&graph.node, &producers)

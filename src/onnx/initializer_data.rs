@@ -12,7 +12,7 @@ use anyhow::{bail, Result};
 /// Checks every initializer of `graph`. `held_elsewhere(i)` is the length of initializer `i`'s
 /// `raw_data` when the decoder left it in the file (see
 /// [`DeferredWeights`](super::deferred_weights::DeferredWeights)), `None` otherwise.
-pub fn check_initializer_data(
+pub(crate) fn check_initializer_data(
     graph: &GraphProto,
     held_elsewhere: impl Fn(usize) -> Option<u64>,
 ) -> Result<()> {

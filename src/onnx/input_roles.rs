@@ -82,7 +82,7 @@ fn role(model: &OnnxModel, name: &str) -> Option<IntInput> {
 }
 
 /// The roles of every integer input of `model` whose role the graph or its name tells.
-pub fn int_input_roles(model: &OnnxModel) -> BTreeMap<String, IntInput> {
+pub(crate) fn int_input_roles(model: &OnnxModel) -> BTreeMap<String, IntInput> {
     let initializers: Vec<&str> = model
         .graph()
         .initializer

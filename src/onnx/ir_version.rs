@@ -10,11 +10,11 @@ use super::dtype::dtype_name;
 use super::pb::{AttributeProto, GraphProto, ModelProto, TensorProto, TypeProto};
 
 /// The newest IR version whose additions trtkit knows; a model above it is never lowered.
-pub const NEWEST_KNOWN_IR: i64 = 14;
+pub(crate) const NEWEST_KNOWN_IR: i64 = 14;
 
 /// The IR version that introduced element type `code`; `None` for a code trtkit does not
 /// know (newer than [`NEWEST_KNOWN_IR`]).
-pub fn ir_of_element_type(code: i32) -> Option<i64> {
+pub(crate) fn ir_of_element_type(code: i32) -> Option<i64> {
     Some(match code {
         0..=16 => 4,
         17..=20 => 9,  // float8 e4m3fn, e4m3fnuz, e5m2, e5m2fnuz
@@ -29,7 +29,7 @@ pub fn ir_of_element_type(code: i32) -> Option<i64> {
 
 /// Checks that `model` means the same at IR version `to`; the error says what it uses that
 /// `to` lacks.
-pub fn check_lowerable(model: &ModelProto, to: i64) -> Result<(), String> {
+pub(crate) fn check_lowerable(model: &ModelProto, to: i64) -> Result<(), String> {
     if model.ir_version > NEWEST_KNOWN_IR {
         return Err(format!(
             "its IR version {} is newer than trtkit knows ({NEWEST_KNOWN_IR})",

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
 /// The ops whose MACs are counted.
-pub const COUNTED_OPS: [&str; 4] = ["Conv", "ConvTranspose", "Gemm", "MatMul"];
+pub(crate) const COUNTED_OPS: [&str; 4] = ["Conv", "ConvTranspose", "Gemm", "MatMul"];
 
 /// The MACs of one node.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -36,7 +36,7 @@ pub struct MacsCount {
 
 impl MacsCount {
     /// The MACs of the node at `index` (0 for an op that is not counted).
-    pub fn node_macs(&self, index: usize) -> u64 {
+    pub(crate) fn node_macs(&self, index: usize) -> u64 {
         self.nodes
             .iter()
             .find(|n| n.node == index)
@@ -125,7 +125,7 @@ fn node_macs(node: &NodeProto, shape: &dyn Fn(&str) -> Option<Vec<usize>>) -> Op
 
 /// Counts the MACs of `graph` from `shapes` (tensor name → dims at batch `batch`; initializer
 /// dims are read from the graph), divided by the batch.
-pub fn count_macs(
+pub(crate) fn count_macs(
     graph: &GraphProto,
     shapes: &HashMap<String, Vec<usize>>,
     batch: usize,

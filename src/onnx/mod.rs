@@ -1,21 +1,21 @@
 //! The ONNX model layer: loading and saving, external data, shapes, summaries, and the graph
 //! passes that later stages (rewrites, build) apply.
 
-pub mod attributes;
-pub mod deferred_weights;
+pub(crate) mod attributes;
+pub(crate) mod deferred_weights;
 pub mod dtype;
 pub mod encode;
 pub mod external;
 pub mod graph_builder;
-pub mod graph_check;
-pub mod initializer_data;
-pub mod input_roles;
+pub(crate) mod graph_check;
+pub(crate) mod initializer_data;
+pub(crate) mod input_roles;
 pub mod ir_version;
 pub mod macs;
 pub mod model;
 pub mod rewrite;
 pub mod shape;
-pub mod small_classifier;
+pub(crate) mod small_classifier;
 pub mod summary;
 pub mod tensor_info;
 #[cfg(any(test, feature = "test-support"))]

@@ -19,7 +19,7 @@ pub struct OnnxModel {
 }
 
 /// The SHA-256 of some bytes, hex.
-pub fn sha256_hex(bytes: &[u8]) -> String {
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::{Digest, Sha256};
     format!("{:x}", Sha256::digest(bytes))
 }
@@ -31,7 +31,7 @@ pub fn file_sha256(path: &Path) -> Result<String> {
 }
 
 /// What a file turned out to be when it is not an ONNX model, judged by its first bytes.
-pub fn sniff_foreign_format(bytes: &[u8]) -> Option<&'static str> {
+pub(crate) fn sniff_foreign_format(bytes: &[u8]) -> Option<&'static str> {
     const SIGNATURES: &[(&[u8], &str)] = &[
         (b"\x89PNG\r\n\x1a\n", "a PNG image"),
         (b"\xff\xd8\xff", "a JPEG image"),
@@ -65,7 +65,7 @@ pub fn decode_model(bytes: &[u8]) -> Result<ModelProto> {
 
 /// [`decode_model`], leaving the large float32 weights in `bytes` until
 /// [`DeferredWeights::restore`] puts them back (see [`super::deferred_weights`]).
-pub fn decode_model_deferring(bytes: &[u8]) -> Result<(ModelProto, DeferredWeights)> {
+pub(crate) fn decode_model_deferring(bytes: &[u8]) -> Result<(ModelProto, DeferredWeights)> {
     check_bytes(bytes)?;
     let (proto, deferred) = decode_deferring(bytes).map_err(decode_error)?;
     check_model(&proto)?;
@@ -153,14 +153,17 @@ impl OnnxModel {
     }
 
     /// Decodes and checks the bytes of the model file at `path` (read or mapped by the caller).
-    pub fn from_bytes(path: &Path, bytes: &[u8]) -> Result<Self> {
+    pub(crate) fn from_bytes(path: &Path, bytes: &[u8]) -> Result<Self> {
         let proto = decode_model(bytes).with_context(|| path.display().to_string())?;
         Self::checked(path, proto, &DeferredWeights::default())
     }
 
     /// [`OnnxModel::from_bytes`] with its large float32 weights left in `bytes` until
     /// [`DeferredWeights::restore`] puts them back: for a caller that may never read them.
-    pub fn from_bytes_deferring(path: &Path, bytes: &[u8]) -> Result<(Self, DeferredWeights)> {
+    pub(crate) fn from_bytes_deferring(
+        path: &Path,
+        bytes: &[u8],
+    ) -> Result<(Self, DeferredWeights)> {
         let (proto, deferred) =
             decode_model_deferring(bytes).with_context(|| path.display().to_string())?;
         let model = Self::checked(path, proto, &deferred)?;
@@ -203,7 +206,7 @@ impl OnnxModel {
     }
 
     /// The main graph, mutable.
-    pub fn graph_mut(&mut self) -> &mut GraphProto {
+    pub(crate) fn graph_mut(&mut self) -> &mut GraphProto {
         self.proto.graph.get_or_insert_with(Default::default)
     }
 
@@ -232,7 +235,7 @@ impl OnnxModel {
 
     /// Pulls every external initializer into the model as raw data: the model no longer
     /// depends on files beside it, so it can be saved anywhere or handed to a backend in memory.
-    pub fn inline_external_data(&mut self) -> Result<()> {
+    pub(crate) fn inline_external_data(&mut self) -> Result<()> {
         let base = self.base_dir().to_path_buf();
         let externals: Vec<(usize, Vec<u8>)> = self
             .graph()

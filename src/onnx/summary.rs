@@ -12,13 +12,13 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// How many initializers the summary lists as "largest".
-pub const LARGEST_SHOWN: usize = 10;
+pub(crate) const LARGEST_SHOWN: usize = 10;
 
 /// One imported operator set.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Opset {
     /// Domain; `ai.onnx` for the default one.
-    pub domain: String,
+    pub(crate) domain: String,
     /// Version.
     pub version: i64,
 }
@@ -69,15 +69,15 @@ pub struct ModelSummary {
     /// Path of the model file.
     pub path: String,
     /// Size of the model file in bytes (external data not included).
-    pub file_bytes: u64,
+    pub(crate) file_bytes: u64,
     /// Producer name and version.
-    pub producer: String,
+    pub(crate) producer: String,
     /// ONNX IR version.
     pub ir_version: i64,
     /// Imported opsets.
     pub opsets: Vec<Opset>,
     /// Graph name.
-    pub graph_name: String,
+    pub(crate) graph_name: String,
     /// Real inputs (initializers listed as inputs are left out).
     pub inputs: Vec<TensorInfo>,
     /// Outputs.
@@ -87,11 +87,11 @@ pub struct ModelSummary {
     /// Node count per op type, most frequent first.
     pub ops: Vec<OpCount>,
     /// Number of initializers.
-    pub initializer_count: usize,
+    pub(crate) initializer_count: usize,
     /// Total elements over all initializers (the parameter count).
     pub parameters: u64,
     /// Total bytes of all initializers, external data included.
-    pub weight_bytes: u64,
+    pub(crate) weight_bytes: u64,
     /// Of which stored in external data files.
     pub external_weight_bytes: u64,
     /// The largest initializers, by bytes.
@@ -104,12 +104,12 @@ pub struct ModelSummary {
     pub macs: Option<MacsCount>,
     /// Why there are no MACs (the shapes could not be inferred).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub macs_missing: Option<String>,
+    pub(crate) macs_missing: Option<String>,
 }
 
 impl ModelSummary {
     /// The summary with the MACs counted for its model (or why they could not be).
-    pub fn with_macs(mut self, macs: anyhow::Result<MacsCount>) -> Self {
+    pub(crate) fn with_macs(mut self, macs: anyhow::Result<MacsCount>) -> Self {
         match macs {
             Ok(m) => {
                 if let Some(layers) = &mut self.layers {
@@ -127,7 +127,7 @@ impl ModelSummary {
     }
 
     /// MACs per op type, largest first.
-    pub fn macs_by_op(&self) -> Vec<(String, u64)> {
+    pub(crate) fn macs_by_op(&self) -> Vec<(String, u64)> {
         let mut by: BTreeMap<String, u64> = BTreeMap::new();
         for n in self.macs.iter().flat_map(|m| &m.nodes) {
             *by.entry(n.op.clone()).or_default() += n.macs;
@@ -139,7 +139,7 @@ impl ModelSummary {
 }
 
 /// Bytes of one initializer's data, wherever it is stored.
-pub fn initializer_bytes(t: &TensorProto) -> u64 {
+pub(crate) fn initializer_bytes(t: &TensorProto) -> u64 {
     if is_external(t) {
         return external_ref(t).map(|r| r.length).unwrap_or(0);
     }

@@ -8,7 +8,7 @@ use crate::tensor::{format_dims, Dim};
 use serde::{Deserialize, Serialize};
 
 /// The proto form of a dim.
-pub fn dim_to_proto(dim: &Dim) -> Dimension {
+pub(crate) fn dim_to_proto(dim: &Dim) -> Dimension {
     let value = match dim {
         Dim::Fixed(n) => Some(dimension::Value::DimValue(*n)),
         Dim::Symbol(s) => Some(dimension::Value::DimParam(s.clone())),
@@ -21,7 +21,7 @@ pub fn dim_to_proto(dim: &Dim) -> Dimension {
 }
 
 /// Reads a proto dim; a negative or absent value is unknown.
-pub fn dim_from_proto(d: &Dimension) -> Dim {
+pub(crate) fn dim_from_proto(d: &Dimension) -> Dim {
     match &d.value {
         Some(dimension::Value::DimValue(n)) if *n >= 0 => Dim::Fixed(*n),
         // Paddle writes `?` (and some exporters `-1`) for "unknown": names that tie no axes.
@@ -45,14 +45,14 @@ pub struct TensorInfo {
     pub dtype: String,
     /// ONNX element type code.
     #[serde(skip)]
-    pub dtype_code: i32,
+    pub(crate) dtype_code: i32,
     /// Dims, or `None` when the model does not declare a shape.
     pub dims: Option<Vec<Dim>>,
 }
 
 impl TensorInfo {
     /// Reads name, type and shape from a value info.
-    pub fn from_value_info(v: &ValueInfoProto) -> TensorInfo {
+    pub(crate) fn from_value_info(v: &ValueInfoProto) -> TensorInfo {
         let tensor = tensor_type(v);
         let dtype_code = tensor.map(|t| t.elem_type).unwrap_or(0);
         let dims = tensor
@@ -67,7 +67,7 @@ impl TensorInfo {
     }
 
     /// The dims formatted for people (`?` when the shape is not declared).
-    pub fn shape_string(&self) -> String {
+    pub(crate) fn shape_string(&self) -> String {
         self.dims
             .as_deref()
             .map(format_dims)
@@ -76,14 +76,14 @@ impl TensorInfo {
 }
 
 /// The tensor type of a value info, if it is a tensor.
-pub fn tensor_type(v: &ValueInfoProto) -> Option<&TensorType> {
+pub(crate) fn tensor_type(v: &ValueInfoProto) -> Option<&TensorType> {
     match v.r#type.as_ref()?.value.as_ref()? {
         type_proto::Value::TensorType(t) => Some(t),
     }
 }
 
 /// The tensor type of a value info, mutable, if it is a tensor.
-pub fn tensor_type_mut(v: &mut ValueInfoProto) -> Option<&mut TensorType> {
+pub(crate) fn tensor_type_mut(v: &mut ValueInfoProto) -> Option<&mut TensorType> {
     match v.r#type.as_mut()?.value.as_mut()? {
         type_proto::Value::TensorType(t) => Some(t),
     }
@@ -91,7 +91,7 @@ pub fn tensor_type_mut(v: &mut ValueInfoProto) -> Option<&mut TensorType> {
 
 /// A tensor value info with an element type and no shape at all (an empty dims list would
 /// declare a scalar): for outputs whose shape the backend infers.
-pub fn unshaped_value_info(name: &str, elem_type: i32) -> ValueInfoProto {
+pub(crate) fn unshaped_value_info(name: &str, elem_type: i32) -> ValueInfoProto {
     let mut v = value_info(name, elem_type, &[]);
     if let Some(t) = tensor_type_mut(&mut v) {
         t.shape = None;
@@ -100,7 +100,7 @@ pub fn unshaped_value_info(name: &str, elem_type: i32) -> ValueInfoProto {
 }
 
 /// Builds a tensor value info with the given element type and dims.
-pub fn value_info(name: &str, elem_type: i32, dims: &[Dim]) -> ValueInfoProto {
+pub(crate) fn value_info(name: &str, elem_type: i32, dims: &[Dim]) -> ValueInfoProto {
     ValueInfoProto {
         name: name.into(),
         r#type: Some(TypeProto {

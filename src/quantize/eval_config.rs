@@ -18,7 +18,7 @@ pub struct EvalConfig {
     /// Its calibration cache (the activation scales).
     pub cache: PathBuf,
     /// Samples as `calibrate` takes them: images, .npy/.npz, or `synthetic:SEED`.
-    pub eval_data: String,
+    pub(crate) eval_data: String,
     /// Samples used (default 64).
     pub samples: Option<usize>,
     /// Samples per inference.
@@ -31,7 +31,7 @@ pub struct EvalConfig {
     /// What the nodes left in float compute in.
     pub fallback: Fallback,
     /// How the weights' per-channel ranges are chosen.
-    pub weight_clip: WeightClip,
+    pub(crate) weight_clip: WeightClip,
     /// Correct the biases of the INT8 convolutions for their weights' rounding (the input
     /// channel means measured on these samples).
     pub bias_correction: bool,
@@ -57,7 +57,7 @@ pub enum WeightRounding {
 
 /// The default number of samples the variants are measured on (tuning and check parts
 /// together, or each source when the check set is separate).
-pub const DEFAULT_EVAL_SAMPLES: usize = 64;
+pub(crate) const DEFAULT_EVAL_SAMPLES: usize = 64;
 
 /// The share of the samples kept apart for the check by default.
 pub const DEFAULT_CHECK_FRACTION: f64 = 0.25;

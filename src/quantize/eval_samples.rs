@@ -21,22 +21,22 @@ use rand::SeedableRng;
 use std::path::PathBuf;
 
 /// The evaluation samples, read and split.
-pub struct EvalSamples {
+pub(crate) struct EvalSamples {
     /// The tuning part: one tensor per model input, samples along axis 0.
     pub tune: Vec<HostTensor>,
     /// The check part (empty with [`CheckSet::Off`]).
     pub check: Vec<HostTensor>,
     /// Samples in the tuning part.
-    pub tune_count: usize,
+    pub(crate) tune_count: usize,
     /// Samples in the check part.
-    pub check_count: usize,
+    pub(crate) check_count: usize,
     /// Samples the sources had beyond `--eval-samples` (left out).
     pub left_out: usize,
 }
 
 /// Which of the two sources is read: it names the source in an error.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SourceRole {
+pub(crate) enum SourceRole {
     /// `--eval-data`.
     Eval,
     /// `--check-data`.
@@ -45,7 +45,7 @@ pub enum SourceRole {
 
 /// The samples of `source` for `model` as `config` reads them (sizes from `--input-shape` /
 /// `--dim`, the sample limit, the batch size, the preprocessing).
-pub fn open_source(
+pub(crate) fn open_source(
     model: &OnnxModel,
     config: &EvalConfig,
     source: &str,
@@ -84,7 +84,7 @@ pub fn open_source(
 }
 
 /// What identifies the samples and their split, for the key of a kept search result.
-pub fn samples_fingerprint(model: &OnnxModel, config: &EvalConfig) -> Result<String> {
+pub(crate) fn samples_fingerprint(model: &OnnxModel, config: &EvalConfig) -> Result<String> {
     let eval = open_source(model, config, &config.eval_data, SourceRole::Eval)?;
     let mut print = format!(
         "{} {} check: {:?}",
@@ -110,7 +110,7 @@ fn read_all(batches: Box<dyn CalibrationBatches>) -> Result<(Vec<HostTensor>, us
 
 /// The tuning and check indices of `n` samples: a shuffle seeded by `seed`, `fraction` of
 /// them (rounded, at least one, leaving at least one) for the check; both sorted.
-pub fn split_indices(n: usize, fraction: f64, seed: u64) -> (Vec<usize>, Vec<usize>) {
+pub(crate) fn split_indices(n: usize, fraction: f64, seed: u64) -> (Vec<usize>, Vec<usize>) {
     let mut order: Vec<usize> = (0..n).collect();
     order.shuffle(&mut StdRng::seed_from_u64(seed));
     let check = ((n as f64 * fraction).round() as usize).clamp(1, n.saturating_sub(1));
@@ -121,7 +121,7 @@ pub fn split_indices(n: usize, fraction: f64, seed: u64) -> (Vec<usize>, Vec<usi
 }
 
 /// Reads the samples `config` names and splits them as its check set says.
-pub fn read_eval_samples(model: &OnnxModel, config: &EvalConfig) -> Result<EvalSamples> {
+pub(crate) fn read_eval_samples(model: &OnnxModel, config: &EvalConfig) -> Result<EvalSamples> {
     let (all, n, left_out) = read_all(open_source(
         model,
         config,
@@ -169,7 +169,7 @@ pub fn read_eval_samples(model: &OnnxModel, config: &EvalConfig) -> Result<EvalS
 }
 
 /// `inputs` cut into batches of at most `batch` samples along axis 0 (the last one short).
-pub fn batches_of(inputs: &[HostTensor], batch: usize) -> Result<Vec<Vec<HostTensor>>> {
+pub(crate) fn batches_of(inputs: &[HostTensor], batch: usize) -> Result<Vec<Vec<HostTensor>>> {
     let n = inputs
         .first()
         .and_then(|t| t.shape.first())

@@ -22,7 +22,7 @@ use crate::quantize::adaptive_rounding::{round_adaptively, rounding_inputs, Roun
 pub use crate::quantize::eval_config::{EvalConfig, WeightRounding};
 use crate::quantize::plan::{int8_model, int8_pass};
 use crate::quantize::reference::Reference;
-pub use crate::quantize::reference::SampleUse;
+pub(crate) use crate::quantize::reference::SampleUse;
 use crate::quantize::scale_search::{
     search_scales, ScaleSearch, ScaleSearchReport, SEARCH_SAMPLES,
 };
@@ -34,14 +34,14 @@ use std::sync::Arc;
 
 /// How close a variant's first output is to the float model's, on a set of samples, with 95%
 /// intervals.
-pub type Score = IntervalScores;
+pub(crate) type Score = IntervalScores;
 
 /// Samples the layers' inputs are captured on for adaptive rounding (the first of the tuning
 /// part).
-pub const ROUNDING_SAMPLES: usize = 32;
+pub(crate) const ROUNDING_SAMPLES: usize = 32;
 
 /// The float model, its plan and scales, the samples and the reference outputs.
-pub struct Evaluator {
+pub(crate) struct Evaluator {
     /// The float model.
     pub model: OnnxModel,
     /// The full INT8 plan of the model.
@@ -50,8 +50,6 @@ pub struct Evaluator {
     pub scales: BTreeMap<String, f32>,
     /// MACs per node (empty when the shapes cannot be inferred).
     pub macs: MacsCount,
-    /// Samples the sources had beyond `--eval-samples`.
-    pub left_out: usize,
     /// What the scale search changed (when asked for).
     pub scale_search: Option<ScaleSearchReport>,
     /// What adaptive rounding changed (when asked for).
@@ -72,7 +70,7 @@ impl Evaluator {
     }
 
     /// [`Evaluator::new`] for `model`, already loaded from `config.model`.
-    pub fn from_model(
+    pub(crate) fn from_model(
         mut model: OnnxModel,
         config: &EvalConfig,
         progress: &dyn Progress,
@@ -85,7 +83,6 @@ impl Evaluator {
         let reference = Reference::new(&model, config)?;
         let macs = model_macs(&model, &config.backend.input_shapes).unwrap_or_default();
         let mut me = Evaluator {
-            left_out: reference.left_out,
             scale_search: None,
             rounding: None,
             model,
@@ -251,7 +248,7 @@ impl Evaluator {
     }
 
     /// The score of the same model on the check samples (`None` without a check set).
-    pub fn check_score(&self, float: &BTreeSet<usize>) -> Result<Option<Score>> {
+    pub(crate) fn check_score(&self, float: &BTreeSet<usize>) -> Result<Option<Score>> {
         if self.reference.check.is_none() {
             return Ok(None);
         }
@@ -259,12 +256,12 @@ impl Evaluator {
     }
 
     /// Which samples the scores come from.
-    pub fn sample_use(&self) -> SampleUse {
+    pub(crate) fn sample_use(&self) -> SampleUse {
         self.reference.sample_use()
     }
 
     /// The nodes the plan quantizes, in graph order.
-    pub fn quantized_nodes(&self) -> Vec<usize> {
+    pub(crate) fn quantized_nodes(&self) -> Vec<usize> {
         self.plan.quantized_nodes().into_iter().collect()
     }
 

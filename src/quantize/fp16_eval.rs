@@ -35,7 +35,7 @@ use anyhow::{bail, Context, Result};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 /// The largest finite float16 value.
-pub const F16_MAX: f64 = 65504.0;
+pub(crate) const F16_MAX: f64 = 65504.0;
 
 /// Ops that only move, pick or reshape values: computed in float16 they round nothing that was
 /// not already float16, so keeping one in float32 cannot change the output. They are no
@@ -66,7 +66,7 @@ const MOVES_VALUES: &[&str] = &[
 ];
 
 /// The float model, the FP16 options, the candidates and what overflows, and the samples.
-pub struct Fp16Evaluator {
+pub(crate) struct Fp16Evaluator {
     /// The float model (every node named: an unnamed one by its `#INDEX` label).
     pub model: OnnxModel,
     /// The FP16 rewrite's options every variant starts from.

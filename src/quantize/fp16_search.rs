@@ -35,7 +35,7 @@ pub struct Fp16TargetConfig {
     /// Where the FP16 model goes.
     pub output: PathBuf,
     /// Folder of kept search results; `None`: the output model's folder.
-    pub result_dir: Option<PathBuf>,
+    pub(crate) result_dir: Option<PathBuf>,
     /// Search again even if a result with the same key is kept.
     pub research: bool,
     /// How the float32 part is searched for.
@@ -107,18 +107,18 @@ pub struct Fp16TargetReport {
     pub full_fp16: Score,
     /// The same on the check samples.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub full_fp16_check: Option<Score>,
+    pub(crate) full_fp16_check: Option<Score>,
     /// When the tuning samples met the goal and the check did not: the check score of the
     /// model chosen then (from then on the check chose where to stop).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub check_when_tuning_met: Option<Score>,
+    pub(crate) check_when_tuning_met: Option<Score>,
     /// Share of the counted MACs computed in float16, in [0, 1].
-    pub fp16_share: Option<f64>,
+    pub(crate) fp16_share: Option<f64>,
     /// The op types kept in float32 in every variant.
-    pub keep_fp32: Vec<String>,
+    pub(crate) keep_fp32: Vec<String>,
     /// The nodes the user kept in float32 in every variant.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub keep_nodes: Vec<String>,
+    pub(crate) keep_nodes: Vec<String>,
     /// Whether the variants were scored with float16 arithmetic emulated (a CPU backend).
     pub emulated: bool,
     /// The samples scored.
@@ -137,7 +137,7 @@ pub struct Fp16TargetReport {
 
 impl Fp16TargetConfig {
     /// The folder kept search results go to: the one given, else the output model's.
-    pub fn result_dir(&self) -> PathBuf {
+    pub(crate) fn result_dir(&self) -> PathBuf {
         if let Some(dir) = &self.result_dir {
             return dir.clone();
         }
@@ -173,7 +173,7 @@ impl Fp16TargetConfig {
 }
 
 /// Searches (or reuses a kept answer), writes the FP16 model and reports.
-pub fn search_fp16_target(
+pub(crate) fn search_fp16_target(
     config: &Fp16TargetConfig,
     progress: &dyn Progress,
 ) -> Result<Fp16TargetReport> {

@@ -65,7 +65,7 @@ pub struct QuantizeReport {
     /// FP16: what the rewrite did.
     pub fp16: Option<Fp16Report>,
     /// FP16: the ops kept in float32.
-    pub keep_fp32: Option<Vec<String>>,
+    pub(crate) keep_fp32: Option<Vec<String>>,
     /// Equalisation: what it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub equalize: Option<EqualizeReport>,
@@ -76,7 +76,7 @@ pub struct QuantizeReport {
 /// The rewritten model failed to load in the reference backend, so it was not written.
 #[derive(Debug, thiserror::Error)]
 #[error("the rewritten model does not load in the reference backend; nothing written")]
-pub struct RewriteDoesNotLoad;
+pub(crate) struct RewriteDoesNotLoad;
 
 /// Rewrites `config.model` and writes the result (atomically) to `config.output`.
 pub fn quantize(config: &QuantizeConfig) -> Result<QuantizeReport> {

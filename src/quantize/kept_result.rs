@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 /// Where a kept result of `model`'s `kind` search (`int8-target`, `fp16-target`) with `key`
 /// lives in `dir`.
-pub fn kept_path(dir: &Path, model: &Path, kind: &str, key: &str) -> PathBuf {
+pub(crate) fn kept_path(dir: &Path, model: &Path, kind: &str, key: &str) -> PathBuf {
     let stem = model
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
@@ -21,7 +21,7 @@ pub fn kept_path(dir: &Path, model: &Path, kind: &str, key: &str) -> PathBuf {
 }
 
 /// The first 16 hex digits of the SHA-256 of `key`'s JSON: a result's key in its file name.
-pub fn short_key(key: &serde_json::Value) -> String {
+pub(crate) fn short_key(key: &serde_json::Value) -> String {
     sha256_hex(key.to_string().as_bytes())[..16].to_string()
 }
 
@@ -65,7 +65,7 @@ impl KeyFile for HashLine {
 
 /// The kept result at `kept` when its bytes are the ones its hash file vouches for; `Err`
 /// with the reason when one is there but cannot be reused, `Ok(None)` when there is none.
-pub fn read_kept<T: DeserializeOwned>(kept: &Path) -> Result<Option<T>, String> {
+pub(crate) fn read_kept<T: DeserializeOwned>(kept: &Path) -> Result<Option<T>, String> {
     let found =
         keyed_artifact::lookup::<HashLine>(kept, &serde_json::Value::Null).and_then(|found| {
             serde_json::from_slice(&found.bytes)
@@ -80,7 +80,7 @@ pub fn read_kept<T: DeserializeOwned>(kept: &Path) -> Result<Option<T>, String> 
 
 /// Writes a search's result and then its hash file, each atomically (see
 /// [`keyed_artifact::store`]).
-pub fn write_kept(kept: &Path, report: &impl Serialize) -> Result<()> {
+pub(crate) fn write_kept(kept: &Path, report: &impl Serialize) -> Result<()> {
     let bytes = serde_json::to_vec_pretty(report)?;
     keyed_artifact::store(kept, &bytes, Durability::Synced, |sha256| HashLine {
         sha256,

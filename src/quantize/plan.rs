@@ -67,11 +67,11 @@ pub struct PrecisionPlan {
     /// INT8: what the nodes left in float compute in.
     pub fallback: Fallback,
     /// INT8: how each weight channel's range is chosen.
-    pub weight_clip: WeightClip,
+    pub(crate) weight_clip: WeightClip,
     /// A target search's result (its JSON report, or the result it kept): the nodes it left in
     /// float stay in float here too, kept in float32 (FP16) or left out of INT8 (INT8). Read by
     /// [`Self::with_search_result`].
-    pub search_result: Option<PathBuf>,
+    pub(crate) search_result: Option<PathBuf>,
 }
 
 /// The INT8 scales a plan resolved, and where they came from.
@@ -82,7 +82,7 @@ pub struct Int8Scales {
     /// The calibration cache they were read from or written to.
     pub cache: String,
     /// The SHA-256 of what identifies them: the cache's bytes, or the calibration's key.
-    pub key_hash: String,
+    pub(crate) key_hash: String,
     /// The calibration run (absent for a cache given by hand).
     pub calibration: Option<CalibrateReport>,
 }
@@ -115,7 +115,7 @@ pub struct Applied {
 
 /// The weights of a model decoded with its large weights left in the file's bytes (see
 /// [`crate::onnx::deferred_weights`]), and those bytes.
-pub type FileWeights<'a> = (DeferredWeights, &'a [u8]);
+pub(crate) type FileWeights<'a> = (DeferredWeights, &'a [u8]);
 
 impl PrecisionPlan {
     /// The plan of `precision` with every option at its default (and no INT8 scales).
@@ -134,7 +134,7 @@ impl PrecisionPlan {
     /// The plan with the nodes its search result left in float among those it keeps in float
     /// (what [`Self::tag`] and [`Self::apply`] then see); the plan itself when it has none. The
     /// result must be of a search at the plan's precision.
-    pub fn with_search_result(&self) -> Result<PrecisionPlan> {
+    pub(crate) fn with_search_result(&self) -> Result<PrecisionPlan> {
         let Some(path) = &self.search_result else {
             return Ok(self.clone());
         };
@@ -191,7 +191,7 @@ impl PrecisionPlan {
     /// What tells this rewrite from another of the same precision, for an engine's key; `None`
     /// for FP32 and for INT8 with every option at its default (engines built before those
     /// options existed keep their keys).
-    pub fn tag(&self) -> Option<String> {
+    pub(crate) fn tag(&self) -> Option<String> {
         match self.precision {
             Precision::Fp32 => None,
             Precision::Fp16 => {
@@ -228,7 +228,7 @@ impl PrecisionPlan {
     /// The INT8 scales of `model` (its file's SHA-256 `model_sha256`): calibrated (or the keyed
     /// cache reused), or read from the cache given, which must have been made for this model.
     /// `None` for a plan that is not INT8.
-    pub fn resolve_scales(
+    pub(crate) fn resolve_scales(
         &self,
         model: &Path,
         model_sha256: &str,
@@ -377,7 +377,7 @@ impl PrecisionPlan {
 
 /// The INT8 form of `model` with Q/DQ where `plan` says (a plan of the model, possibly with
 /// nodes left out), with `scales`, its float part in `fallback`.
-pub fn int8_model(
+pub(crate) fn int8_model(
     model: &OnnxModel,
     plan: QuantPlan,
     scales: &BTreeMap<String, f32>,
@@ -422,7 +422,7 @@ pub fn int8_model(
 }
 
 /// The INT8 plan of `model` with the nodes `exclude` names left in float, and those nodes.
-pub fn plan_without(
+pub(crate) fn plan_without(
     model: &OnnxModel,
     exclude: &Exclusion,
 ) -> Result<(QuantPlan, BTreeSet<usize>)> {
@@ -436,7 +436,7 @@ pub fn plan_without(
 
 /// The INT8 pass for `model`: Q/DQ pairs with `scales` wherever the INT8 plan puts them. A
 /// model without quantizable ops is an error (its INT8 form would be the FP32 one).
-pub fn int8_pass(model: &OnnxModel, scales: &BTreeMap<String, f32>) -> Result<Qdq> {
+pub(crate) fn int8_pass(model: &OnnxModel, scales: &BTreeMap<String, f32>) -> Result<Qdq> {
     let plan = plan_int8(model.graph());
     if plan.is_empty() {
         bail!(

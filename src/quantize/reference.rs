@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 const INTERVAL_SEED: u64 = 0x5eed;
 
 /// Samples and the float model's first output on them.
-pub struct SampleSet {
+pub(crate) struct SampleSet {
     /// One tensor per model input, samples along axis 0.
     pub inputs: Vec<HostTensor>,
     /// How many samples.
@@ -40,13 +40,13 @@ pub struct SampleUse {
     /// Samples kept apart and only scored (0 without a check set).
     pub check: usize,
     /// Where the check samples came from.
-    pub check_from: String,
+    pub(crate) check_from: String,
     /// Samples the sources had beyond `--eval-samples`, left out.
     pub left_out: usize,
 }
 
 /// The samples, the float model's outputs on them, and the backend every variant runs on.
-pub struct Reference {
+pub(crate) struct Reference {
     /// The tuning part.
     pub tune: SampleSet,
     /// The check part (`None` without a check set).
@@ -137,7 +137,7 @@ impl Reference {
     }
 
     /// The score of `variant` on the check samples (`None` without a check set).
-    pub fn check_score(&self, variant: &OnnxModel) -> Result<Option<IntervalScores>> {
+    pub(crate) fn check_score(&self, variant: &OnnxModel) -> Result<Option<IntervalScores>> {
         let Some(check) = &self.check else {
             return Ok(None);
         };
@@ -145,7 +145,7 @@ impl Reference {
     }
 
     /// Which samples the scores come from.
-    pub fn sample_use(&self) -> SampleUse {
+    pub(crate) fn sample_use(&self) -> SampleUse {
         SampleUse {
             tune: self.tune.count,
             check: self.check.as_ref().map_or(0, |c| c.count),
@@ -156,7 +156,7 @@ impl Reference {
 
     /// Runs `model` with `tensors` exposed as outputs on the first `samples` tuning samples and
     /// hands each captured tensor to `each`, batch by batch.
-    pub fn capture(
+    pub(crate) fn capture(
         &self,
         model: &OnnxModel,
         tensors: Vec<String>,

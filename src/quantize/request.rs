@@ -44,7 +44,7 @@ pub enum QuantizeRequest {
 /// What a request produced: the report of the job it ran (the JSON is that report's own).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(untagged)]
-pub enum QuantizeOutcome {
+pub(crate) enum QuantizeOutcome {
     /// The rewrite's report.
     Rewrite(QuantizeReport),
     /// The sensitivity table.
@@ -58,7 +58,10 @@ pub enum QuantizeOutcome {
 }
 
 /// Runs `request`, telling `progress` how the variants advance.
-pub fn run_request(request: &QuantizeRequest, progress: &dyn Progress) -> Result<QuantizeOutcome> {
+pub(crate) fn run_request(
+    request: &QuantizeRequest,
+    progress: &dyn Progress,
+) -> Result<QuantizeOutcome> {
     Ok(match request {
         QuantizeRequest::Rewrite(config) => QuantizeOutcome::Rewrite(quantize(config)?),
         QuantizeRequest::Sensitivity { eval, exclude } => {

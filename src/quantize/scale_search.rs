@@ -33,7 +33,7 @@ pub enum ScaleSearch {
 /// Candidate ranges tried per activation, besides the calibrated one: a geometric grid from a
 /// quarter of the smaller of the calibrated range and the largest magnitude seen up to that
 /// magnitude.
-pub const CANDIDATES: usize = 16;
+pub(crate) const CANDIDATES: usize = 16;
 
 /// The most samples the search captures (the rest of the samples only score).
 pub const SEARCH_SAMPLES: usize = 32;
@@ -63,7 +63,7 @@ pub struct ScaleSearchReport {
     /// Of which the range changed.
     pub changed: usize,
     /// Readers measured through a probe (the rest by the activation's own error).
-    pub probed: usize,
+    pub(crate) probed: usize,
     /// Every activation's choice, in graph order.
     pub choices: Vec<ScaleChoice>,
 }
@@ -93,7 +93,7 @@ fn fake_quantize(values: &[f32], amax: f32) -> Vec<f32> {
 
 /// The candidate ranges of an activation calibrated at `calibrated` whose largest magnitude is
 /// `peak`: the calibrated range first, then the grid.
-pub fn candidates(calibrated: f32, peak: f32) -> Vec<f32> {
+pub(crate) fn candidates(calibrated: f32, peak: f32) -> Vec<f32> {
     let mut out = vec![calibrated];
     let lo = calibrated.min(peak) * 0.25;
     if peak > 0.0 && lo > 0.0 {
@@ -197,7 +197,7 @@ fn float_values(t: &HostTensor) -> Vec<f32> {
 /// `samples` search samples, one tensor per batch), starting from `scales`; the probes run on
 /// `backend`.
 #[allow(clippy::too_many_arguments)]
-pub fn search_scales(
+pub(crate) fn search_scales(
     model: &OnnxModel,
     plan: &QuantPlan,
     scales: &BTreeMap<String, f32>,

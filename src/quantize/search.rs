@@ -24,7 +24,7 @@ pub enum Goal {
 
 impl Goal {
     /// Whether `score` meets it.
-    pub fn met_by(&self, score: &Score) -> bool {
+    pub(crate) fn met_by(&self, score: &Score) -> bool {
         match *self {
             Goal::Cosine(c) => score.cosine >= c,
             Goal::Agreement(p) => score.top1_agreement_pct.is_some_and(|a| a >= p),
@@ -76,10 +76,10 @@ pub struct Found {
     /// No node in float, on the tuning samples.
     pub full: Score,
     /// The same on the check samples.
-    pub full_check: Option<Score>,
+    pub(crate) full_check: Option<Score>,
     /// The check score of the variant chosen on the tuning samples when the check missed the
     /// goal and the search went on.
-    pub check_when_tuning_met: Option<Score>,
+    pub(crate) check_when_tuning_met: Option<Score>,
     /// What the user should know about how "met" was decided.
     pub notes: Vec<String>,
     /// Each ranked candidate with the goal's value of its variant alone in float (empty when the

@@ -23,7 +23,7 @@ pub struct NodeSensitivity {
     /// MACs per sample (0 for an op that is not counted, such as a residual Add).
     pub macs: u64,
     /// Share of the model's counted MACs, %.
-    pub macs_pct: f64,
+    pub(crate) macs_pct: f64,
     /// The model with only this node in INT8.
     pub alone: Score,
     /// The baseline (every other node in INT8, the excluded ones in float) with this one in
@@ -41,7 +41,7 @@ pub struct SensitivityReport {
     /// The calibration cache.
     pub cache: String,
     /// The evaluation data.
-    pub eval_data: String,
+    pub(crate) eval_data: String,
     /// The samples: the scan scores on the tuning part only.
     pub samples: SampleUse,
     /// What the float part computed in.

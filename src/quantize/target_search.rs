@@ -36,7 +36,7 @@ pub struct TargetConfig {
     /// Where the INT8 model goes.
     pub output: PathBuf,
     /// Folder of kept search results; `None`: the calibration cache's folder.
-    pub result_dir: Option<PathBuf>,
+    pub(crate) result_dir: Option<PathBuf>,
     /// Search again even if a result with the same key is kept.
     pub research: bool,
     /// How the float part is searched for.
@@ -73,12 +73,12 @@ pub struct TargetReport {
     pub full_int8: Score,
     /// The same on the check samples.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub full_int8_check: Option<Score>,
+    pub(crate) full_int8_check: Option<Score>,
     /// When the tuning samples met the goal and the check did not: the check score of the
     /// model the search had chosen then, before the check made it go on (from then on the check
     /// chose where to stop, so the final check score is no longer untouched by the search).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub check_when_tuning_met: Option<Score>,
+    pub(crate) check_when_tuning_met: Option<Score>,
     /// Share of the counted MACs that run in INT8, in [0, 1].
     pub int8_share: Option<f64>,
     /// The samples scored.
@@ -132,7 +132,7 @@ fn result_key(config: &TargetConfig, fingerprint: &str) -> Result<String> {
 
 impl TargetConfig {
     /// The folder kept search results go to: the one given, else the calibration cache's.
-    pub fn result_dir(&self) -> PathBuf {
+    pub(crate) fn result_dir(&self) -> PathBuf {
         if let Some(dir) = &self.result_dir {
             return dir.clone();
         }

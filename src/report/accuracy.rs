@@ -11,7 +11,7 @@ use anyhow::Result;
 use std::path::Path;
 
 /// Writes the per-image predictions as CSV: file, label, top-1 … top-5; atomically.
-pub fn save_predictions(path: &Path, predictions: &[Prediction]) -> Result<()> {
+pub(crate) fn save_predictions(path: &Path, predictions: &[Prediction]) -> Result<()> {
     write_atomic_with(path, |w| {
         writeln!(w, "file,label,top1,top2,top3,top4,top5")?;
         for p in predictions {

@@ -54,7 +54,7 @@ fn position(r: &CellRecord) -> (&str, usize, Precision, Point) {
 }
 
 /// A target's place in [`Target::ALL`], the order tables and plots list them.
-pub fn target_rank(t: Target) -> usize {
+pub(crate) fn target_rank(t: Target) -> usize {
     Target::ALL
         .iter()
         .position(|x| *x == t)
@@ -146,7 +146,7 @@ pub struct BenchTables {
 }
 
 /// `model target precision batch N` (and `seq 128` for a swept axis).
-pub fn cell_name(r: &CellRecord) -> String {
+pub(crate) fn cell_name(r: &CellRecord) -> String {
     format!(
         "{} {} {} {}",
         r.model,
@@ -252,7 +252,7 @@ fn cell(r: Option<&CellRecord>, m: &Metric) -> Cell {
 
 /// The headers of a metric table: target, precision, then `batch N` (`batch N seq S` for a
 /// swept axis) per column.
-pub fn headers(columns: &[Point]) -> Vec<String> {
+pub(crate) fn headers(columns: &[Point]) -> Vec<String> {
     let mut h = vec!["target".to_string(), "precision".to_string()];
     h.extend(columns.iter().map(Point::label));
     h
@@ -321,7 +321,7 @@ pub fn render(report: &JournalReport, tables: &BenchTables, markdown: bool) -> S
 /// One CSV row per cell: `model,target,precision,batch`, one column per swept axis (empty for a
 /// cell whose model lacks it; none when nothing was swept), `status,failure,reason,id`, then
 /// every metric's column (empty where not measured), full precision.
-pub fn render_csv(report: &JournalReport) -> String {
+pub(crate) fn render_csv(report: &JournalReport) -> String {
     let axes: BTreeSet<&str> = report
         .cells
         .iter()

@@ -14,7 +14,7 @@ pub enum Read {
 
 /// One metric: its table title, its CSV column and how to read it from a cell's record.
 #[derive(Clone, Copy)]
-pub struct Metric {
+pub(crate) struct Metric {
     /// The table's title.
     pub title: &'static str,
     /// The CSV column.
@@ -34,7 +34,7 @@ impl Metric {
 }
 
 /// Every metric, in the order the tables come.
-pub const METRICS: &[Metric] = &[
+pub(crate) const METRICS: &[Metric] = &[
     Metric {
         title: "samples/s",
         column: "samples_per_s",

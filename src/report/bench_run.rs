@@ -6,7 +6,7 @@ use crate::metrics::setup::duration;
 use crate::report::format::count;
 
 /// One line for a finished cell: its label and its headline figures, or its failure.
-pub fn cell_line(label: &str, r: &CellRecord) -> String {
+pub(crate) fn cell_line(label: &str, r: &CellRecord) -> String {
     match (&r.status, &r.metrics, &r.failure) {
         (Status::Ok, Some(m), _) => {
             let mut line = format!(

@@ -34,7 +34,7 @@ pub fn render(report: &CalibrateReport, verbose: bool) -> String {
 
 /// The preprocessing applied and any warning about it, then one line per cache: reused (and
 /// why it could be), or calibrated (and why it was).
-pub fn cache_lines(report: &CalibrateReport) -> Vec<String> {
+pub(crate) fn cache_lines(report: &CalibrateReport) -> Vec<String> {
     let mut lines = vec![format!("calibration inputs: {}", report.preprocessing)];
     if report.samples_left_out > 0 {
         lines.push(format!(

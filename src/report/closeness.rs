@@ -108,7 +108,7 @@ pub fn render(r: &CompareReport, markdown: bool) -> String {
 
 /// The report of `compare A B C …`: each comparison with the reference, one after the other,
 /// under a line naming its two sides.
-pub fn render_many(r: &CompareManyReport, markdown: bool) -> String {
+pub(crate) fn render_many(r: &CompareManyReport, markdown: bool) -> String {
     let mut out = String::new();
     for (i, c) in r.comparisons.iter().enumerate() {
         let tested = c.sides.first().map_or("?", |s| s.label.as_str());

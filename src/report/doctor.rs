@@ -85,7 +85,7 @@ pub fn render(r: &DoctorReport) -> String {
 }
 
 /// Which TensorRT this binary loads, and per GPU the one it needs, with the fix where they differ.
-pub fn flavour_lines(fit: &FlavourFit) -> String {
+pub(crate) fn flavour_lines(fit: &FlavourFit) -> String {
     let other = match fit.binary {
         Needed::TensorRt => "the default build loads TensorRT-RTX",
         _ => "a build with `--features tensorrt` loads NVIDIA TensorRT 11",
@@ -152,7 +152,7 @@ fn ort_lines(p: &OrtProbe) -> String {
 }
 
 /// The `doctor --check` report: per GPU, one line per backend.
-pub fn render_check(r: &CheckReport) -> String {
+pub(crate) fn render_check(r: &CheckReport) -> String {
     let mut out = format!("check: {}\n", r.setup);
     if let Some(why) = &r.no_gpu {
         out += &format!("no GPU checked: {why}\n");

@@ -45,7 +45,7 @@ pub fn json<T: serde::Serialize>(value: &T) -> anyhow::Result<String> {
 
 /// One CSV field (RFC 4180): quoted, its quotes doubled, when it holds a comma, a quote, a
 /// carriage return or a line feed; as it is otherwise.
-pub fn csv_field(s: &str) -> String {
+pub(crate) fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {

@@ -25,7 +25,7 @@ li { font-size: 13px; }
 ";
 
 /// `s` safe inside HTML text and attribute values.
-pub fn escape(s: &str) -> String {
+pub(crate) fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {

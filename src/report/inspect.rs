@@ -10,7 +10,7 @@ use crate::trt::profile::format_shape;
 
 /// The terminal rendering of what `inspect` found: [`render`] for a model, [`render_engine`]
 /// for an engine file.
-pub fn render_report(r: &InspectReport) -> String {
+pub(crate) fn render_report(r: &InspectReport) -> String {
     match r {
         InspectReport::Onnx(s) => render(s),
         InspectReport::Engine(e) => render_engine(e),
@@ -152,7 +152,7 @@ fn si(v: f64) -> String {
 
 /// The terminal rendering of an engine file's description: flavour, size, and what its
 /// sidecar says (source model, key, I/O with the profile's shapes), then its layers if listed.
-pub fn render_engine(e: &EngineInspection) -> String {
+pub(crate) fn render_engine(e: &EngineInspection) -> String {
     let mut out = format!(
         "engine      {}
 ",

@@ -14,7 +14,7 @@ fn agreement(s: &Score) -> String {
 }
 
 /// A score with its 95% intervals and the samples it is on.
-pub fn score_line(s: &Score) -> String {
+pub(crate) fn score_line(s: &Score) -> String {
     let [clo, chi] = s.cosine_interval;
     let top1 = match (s.top1_agreement_pct, s.top1_agreement_interval) {
         (Some(a), Some([lo, hi])) => format!("{a:.1}% [{lo:.1}, {hi:.1}]"),
@@ -29,7 +29,7 @@ pub fn score_line(s: &Score) -> String {
 
 /// The scores of a target search's report: every candidate node in `precision` and the written
 /// model, each on the tuning samples and (where there is one) the check set, then the notes.
-pub fn scores_lines(
+pub(crate) fn scores_lines(
     precision: &str,
     every_node: (&Score, Option<&Score>),
     written: (&Score, Option<&Score>),
@@ -54,7 +54,7 @@ pub fn scores_lines(
 
 /// The last line of a target search's report: the kept result it reused, or how many variants
 /// it measured, how, in how long, and where the result is kept.
-pub fn search_line(
+pub(crate) fn search_line(
     reused: bool,
     result: &str,
     variants: usize,
@@ -72,7 +72,7 @@ pub fn search_line(
 }
 
 /// Which samples the scores are on: tuned on, checked on, and what was left out.
-pub fn samples_line(u: &SampleUse) -> String {
+pub(crate) fn samples_line(u: &SampleUse) -> String {
     let mut line = format!("  samples: {} tuned on", u.tune);
     if u.check > 0 {
         line += &format!(", {} checked on (check set: {})", u.check, u.check_from);
@@ -123,7 +123,7 @@ fn rounding_line(r: Option<&RoundingReport>) -> String {
 }
 
 /// The sensitivity table for the terminal.
-pub fn render_sensitivity(r: &SensitivityReport) -> String {
+pub(crate) fn render_sensitivity(r: &SensitivityReport) -> String {
     let mut out = format!(
         "{}: {} quantized nodes measured on {} tuning samples of {} ({} variants, {:.1} s); float part in {}\n",
         r.model,
@@ -203,7 +203,7 @@ fn verdict(r: &TargetReport) -> String {
 }
 
 /// What the target search did, for the terminal.
-pub fn render_target(r: &TargetReport) -> String {
+pub(crate) fn render_target(r: &TargetReport) -> String {
     let goal = match r.goal {
         Goal::Cosine(c) => format!("cosine ≥ {c}"),
         Goal::Agreement(p) => format!("top-1 agreement ≥ {p}%"),
@@ -235,7 +235,7 @@ pub fn render_target(r: &TargetReport) -> String {
 }
 
 /// What `quantize --int8 --eval-data` wrote, for the terminal.
-pub fn render_measured(r: &MeasuredReport) -> String {
+pub(crate) fn render_measured(r: &MeasuredReport) -> String {
     let mut out = format!(
         "wrote {} (int8{}{})\n",
         r.output,

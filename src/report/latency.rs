@@ -132,7 +132,7 @@ pub fn render(r: &RunReport, markdown: bool) -> String {
 
 /// CSV of every iteration: batch, the swept axes' sizes (a column each, when swept), index,
 /// stream and each span in ms (empty where unknown).
-pub fn times_csv(results: &[BatchResult]) -> String {
+pub(crate) fn times_csv(results: &[BatchResult]) -> String {
     let names = dim_names(results);
     let mut out = std::iter::once("batch")
         .chain(names.iter().map(String::as_str))
@@ -166,7 +166,7 @@ pub fn times_csv(results: &[BatchResult]) -> String {
 
 /// Writes every measured iteration's spans to `path`: CSV ([`times_csv`]) when its extension
 /// is `.csv`, otherwise JSON (per batch: backend, timing method, iterations); atomically.
-pub fn export_times(path: &Path, results: &[BatchResult]) -> Result<()> {
+pub(crate) fn export_times(path: &Path, results: &[BatchResult]) -> Result<()> {
     let csv = path
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("csv"));

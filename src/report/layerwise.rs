@@ -210,7 +210,7 @@ pub fn plot(r: &LayerwiseReport) -> Option<String> {
 }
 
 /// Writes [`plot`] of `r` to `path` (atomically); an error when there is nothing to draw.
-pub fn write_plot(r: &LayerwiseReport, path: &std::path::Path) -> anyhow::Result<()> {
+pub(crate) fn write_plot(r: &LayerwiseReport, path: &std::path::Path) -> anyhow::Result<()> {
     let Some(svg) = plot(r) else {
         anyhow::bail!("{}: no tensor to plot", path.display());
     };
@@ -219,7 +219,7 @@ pub fn write_plot(r: &LayerwiseReport, path: &std::path::Path) -> anyhow::Result
 }
 
 /// The layerwise reports of a workspace: one section per kept graph, then the notes.
-pub fn render_all(r: &LayerwiseAllReport, markdown: bool) -> String {
+pub(crate) fn render_all(r: &LayerwiseAllReport, markdown: bool) -> String {
     let mut out = String::new();
     for g in &r.graphs {
         out += &format!(
@@ -237,7 +237,7 @@ pub fn render_all(r: &LayerwiseAllReport, markdown: bool) -> String {
 
 /// Where the plot of one kept graph goes when `--plot FILE.svg` is given in a workspace:
 /// `FILE-<engine file name>.svg` beside it.
-pub fn plot_path_for(path: &std::path::Path, engine: &str) -> std::path::PathBuf {
+pub(crate) fn plot_path_for(path: &std::path::Path, engine: &str) -> std::path::PathBuf {
     let stem = path.file_stem().unwrap_or_default().to_string_lossy();
     let engine = std::path::Path::new(engine)
         .file_name()

@@ -8,8 +8,8 @@
 
 pub mod accuracy;
 pub mod bench;
-pub mod bench_metrics;
-pub mod bench_run;
+pub(crate) mod bench_metrics;
+pub(crate) mod bench_run;
 pub mod build;
 pub mod calibration;
 pub mod closeness;
@@ -21,7 +21,7 @@ pub mod int8;
 pub mod job;
 pub mod latency;
 pub mod layerwise;
-pub mod plot_scale;
+pub(crate) mod plot_scale;
 pub mod plots;
 pub mod precisions;
 pub mod progress;

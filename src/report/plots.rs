@@ -370,7 +370,10 @@ fn place_label_if_clear(placed: &mut Vec<[i32; 4]>, at: (i32, i32), text: &str) 
 
 /// The cell whose readings the page plots: `id` (whole, or a prefix naming one cell), or else the
 /// measured GPU cell with the most NVML readings (`None` when no cell has any).
-pub fn pick_cell<'a>(cells: &'a [CellRecord], id: Option<&str>) -> Result<Option<&'a CellRecord>> {
+pub(crate) fn pick_cell<'a>(
+    cells: &'a [CellRecord],
+    id: Option<&str>,
+) -> Result<Option<&'a CellRecord>> {
     let Some(id) = id else {
         let readings = |r: &CellRecord| r.metrics.as_ref().map_or(0, |m| m.monitor.len());
         // The first of the cells with the most readings.

@@ -49,7 +49,7 @@ fn accuracy_cells(a: &RowAccuracy) -> (String, String) {
 }
 
 /// `validate`'s tables, one per batch size; markdown is the tables alone, ready to paste.
-pub fn render_validate(r: &ValidateAllReport, markdown: bool) -> String {
+pub(crate) fn render_validate(r: &ValidateAllReport, markdown: bool) -> String {
     let mut out = if markdown {
         String::new()
     } else {
@@ -126,7 +126,7 @@ pub fn render_validate(r: &ValidateAllReport, markdown: bool) -> String {
 
 /// `compare`'s two tables: closeness per precision, then the top-10 ranks; markdown is the
 /// tables alone, ready to paste.
-pub fn render_compare(r: &CompareAllReport, markdown: bool) -> String {
+pub(crate) fn render_compare(r: &CompareAllReport, markdown: bool) -> String {
     let mut out = if markdown {
         String::new()
     } else {

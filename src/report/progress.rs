@@ -7,7 +7,7 @@ use std::io::Write;
 use std::sync::Mutex;
 
 /// A progress bar on stderr for one phase at a time.
-pub struct Bar {
+pub(crate) struct Bar {
     unit: &'static str,
     hidden: bool,
     bar: Mutex<Option<ProgressBar>>,

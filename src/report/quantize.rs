@@ -11,7 +11,7 @@ use crate::report::int8::{
 };
 
 /// What any `quantize` request printed: the rewrite's line or the triage's tables.
-pub fn render_outcome(outcome: &QuantizeOutcome) -> String {
+pub(crate) fn render_outcome(outcome: &QuantizeOutcome) -> String {
     match outcome {
         QuantizeOutcome::Rewrite(r) => render(r),
         QuantizeOutcome::Sensitivity(r) => render_sensitivity(r),
@@ -84,7 +84,7 @@ pub fn render(report: &QuantizeReport) -> String {
 }
 
 /// What the FP16 target search wrote, what it kept in float32 and why, for the terminal.
-pub fn render_fp16_target(r: &Fp16TargetReport) -> String {
+pub(crate) fn render_fp16_target(r: &Fp16TargetReport) -> String {
     let goal = match r.goal {
         Goal::Cosine(c) => format!("cosine ≥ {c}"),
         Goal::Agreement(p) => format!("top-1 agreement ≥ {p}%"),

@@ -2,7 +2,7 @@
 
 /// Column alignment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Align {
+pub(crate) enum Align {
     /// Text columns.
     Left,
     /// Number columns.
@@ -31,7 +31,7 @@ impl Table {
     }
 
     /// Overrides the alignment of every column.
-    pub fn with_align(mut self, align: &[Align]) -> Self {
+    pub(crate) fn with_align(mut self, align: &[Align]) -> Self {
         assert_eq!(align.len(), self.headers.len());
         self.align = align.to_vec();
         self
@@ -93,7 +93,7 @@ impl Table {
     }
 
     /// Renders as a GitHub-flavoured markdown table.
-    pub fn render_markdown(&self) -> String {
+    pub(crate) fn render_markdown(&self) -> String {
         let esc = |s: &str| s.replace('|', "\\|");
         let mut out = format!(
             "| {} |\n",

@@ -7,7 +7,7 @@ use crate::report::format::num;
 use crate::report::table::Table;
 
 /// A share in percent with two decimals, `-` when there is none.
-pub fn pct(v: Option<f64>) -> String {
+pub(crate) fn pct(v: Option<f64>) -> String {
     v.map(|p| format!("{p:.2}")).unwrap_or_else(|| "-".into())
 }
 
@@ -17,7 +17,7 @@ pub fn unit(v: Option<f64>) -> String {
 }
 
 /// The line that says which task was used and why.
-pub fn task_line(t: &TaskComparison) -> String {
+pub(crate) fn task_line(t: &TaskComparison) -> String {
     let task = t
         .choice
         .task
@@ -120,7 +120,7 @@ fn segment_tables(s: &SegmentComparison, show: &dyn Fn(&Table) -> String) -> Str
 }
 
 /// The task section of a compare report: the task line, then its tables.
-pub fn render_task(t: &TaskComparison, show: &dyn Fn(&Table) -> String) -> String {
+pub(crate) fn render_task(t: &TaskComparison, show: &dyn Fn(&Table) -> String) -> String {
     let mut out = format!("\n{}\n\n", task_line(t));
     if let Some(d) = &t.detect {
         out += &detect_tables(d, show);

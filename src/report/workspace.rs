@@ -4,7 +4,7 @@
 use crate::workspace::init::{Effective, InitReport, Source};
 
 /// The lines `init` prints.
-pub fn render_init(r: &InitReport) -> String {
+pub(crate) fn render_init(r: &InitReport) -> String {
     let how = if r.linked { "linked" } else { "copied" };
     format!(
         "made a trtkit workspace in {}: {how} the model to {}, created engines/ and calibration/, wrote {}\nthen, from there: trtkit build --fp16 …, trtkit validate --dataset DIR, trtkit compare\n",
@@ -13,7 +13,7 @@ pub fn render_init(r: &InitReport) -> String {
 }
 
 /// The effective settings, one per line, with their source.
-pub fn render_effective(settings: &[Effective]) -> String {
+pub(crate) fn render_effective(settings: &[Effective]) -> String {
     let width = settings.iter().map(|e| e.name.len()).max().unwrap_or(0);
     settings
         .iter()

@@ -27,7 +27,7 @@ pub fn feeds(have: ElemType, want: ElemType) -> bool {
 impl TensorData {
     /// The elements as `to`, where both are float types (float16 rounds to nearest); `None`
     /// for any other pair.
-    pub fn to_float(&self, to: ElemType) -> Option<TensorData> {
+    pub(crate) fn to_float(&self, to: ElemType) -> Option<TensorData> {
         if !self.elem_type().is_float() || !to.is_float() {
             return None;
         }

@@ -39,7 +39,7 @@ impl ElemType {
     }
 
     /// Whether this is a floating-point type.
-    pub fn is_float(self) -> bool {
+    pub(crate) fn is_float(self) -> bool {
         matches!(self, ElemType::F32 | ElemType::F16 | ElemType::F64)
     }
 }
@@ -155,7 +155,7 @@ impl TensorData {
 
     /// All elements as f32: borrowed when they are f32 already, converted otherwise (for
     /// metrics that read large float outputs, such as detection heads, without a copy).
-    pub fn as_f32(&self) -> std::borrow::Cow<'_, [f32]> {
+    pub(crate) fn as_f32(&self) -> std::borrow::Cow<'_, [f32]> {
         match self {
             TensorData::F32(v) => std::borrow::Cow::Borrowed(v),
             TensorData::F16(v) => v.iter().map(|&x| x.to_f32()).collect(),
@@ -209,7 +209,7 @@ impl HostTensor {
     }
 
     /// Size of the data in bytes.
-    pub fn byte_len(&self) -> usize {
+    pub(crate) fn byte_len(&self) -> usize {
         self.data.len() * self.elem_type().size()
     }
 

@@ -17,7 +17,7 @@ pub struct IoSpec {
 /// A tensor axis other than the batch that is not fixed, so no concrete shape can be made.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 #[error("tensor '{tensor}': axis {axis} is '{dim}', which is not fixed")]
-pub struct UnfixedAxis {
+pub(crate) struct UnfixedAxis {
     /// The tensor.
     pub tensor: String,
     /// The axis.
@@ -29,7 +29,7 @@ pub struct UnfixedAxis {
 impl IoSpec {
     /// Concrete dims for a batch size: axis 0 takes `batch` when it is not fixed; any other
     /// non-fixed axis is an [`UnfixedAxis`] error.
-    pub fn concrete_shape(&self, batch: usize) -> Result<Vec<usize>, UnfixedAxis> {
+    pub(crate) fn concrete_shape(&self, batch: usize) -> Result<Vec<usize>, UnfixedAxis> {
         self.dims
             .iter()
             .enumerate()
@@ -47,7 +47,7 @@ impl IoSpec {
 }
 
 /// Refuses a run with another number of tensors than the backend takes.
-pub fn check_input_count(specs: &[IoSpec], inputs: &[HostTensor]) -> anyhow::Result<()> {
+pub(crate) fn check_input_count(specs: &[IoSpec], inputs: &[HostTensor]) -> anyhow::Result<()> {
     if inputs.len() != specs.len() {
         anyhow::bail!(
             "the model takes {} inputs, got {}",

@@ -12,6 +12,6 @@ mod values;
 pub use conform::{conform_floats, conversion_note, feeds, FloatConversion};
 pub use dim::{format_dims, Dim};
 pub use host::{ElemType, HostTensor, TensorData};
-pub use io_spec::{check_input_count, IoSpec, UnfixedAxis};
+pub(crate) use io_spec::{check_input_count, IoSpec, UnfixedAxis};
 pub use precision::Precision;
-pub use values::IntInput;
+pub(crate) use values::IntInput;

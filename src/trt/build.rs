@@ -37,7 +37,7 @@ use std::time::Instant;
 /// (`fixed`, its input shape request), and each profile range's opt. (The input shapes stay the
 /// engine's: calibration sets the batch itself, and a `-1` batch on a model exported with a
 /// fixed one is a build-only rewrite.)
-pub fn calibration_shapes(fixed: &ShapeRequest, axes: &[AxisRange]) -> ShapeRequest {
+pub(crate) fn calibration_shapes(fixed: &ShapeRequest, axes: &[AxisRange]) -> ShapeRequest {
     let opt: Vec<NamedDim> = axes
         .iter()
         .map(|a| NamedDim {

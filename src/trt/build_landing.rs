@@ -69,9 +69,9 @@ pub(super) struct Landing<'a> {
     /// Where the engine goes.
     pub path: &'a Path,
     /// The model as the user named it.
-    pub source_model: String,
+    pub(crate) source_model: String,
     /// Nodes of the graph TensorRT parsed.
-    pub onnx_nodes: usize,
+    pub(crate) onnx_nodes: usize,
     /// Parameters of the model.
     pub parameters: u64,
 }

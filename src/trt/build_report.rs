@@ -44,17 +44,17 @@ pub struct Int8Summary {
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct BuildTiming {
     /// Finding TensorRT, reading, hashing and decoding the model, the shape pass.
-    pub load_s: f64,
+    pub(crate) load_s: f64,
     /// INT8 calibration (or the cache lookup).
-    pub calibrate_s: f64,
+    pub(crate) calibrate_s: f64,
     /// The precision rewrite and serializing the model handed to TensorRT.
-    pub rewrite_s: f64,
+    pub(crate) rewrite_s: f64,
     /// TensorRT's ONNX parser.
-    pub parse_s: f64,
+    pub(crate) parse_s: f64,
     /// TensorRT's builder.
-    pub build_s: f64,
+    pub(crate) build_s: f64,
     /// Writing the engine and its sidecar (or checking the existing one).
-    pub write_s: f64,
+    pub(crate) write_s: f64,
     /// Everything, from the job's start.
     pub total_s: f64,
 }
@@ -75,7 +75,7 @@ pub struct BuildReport {
     /// Why an existing engine at that path was not reused (empty when there was none).
     pub rebuilt_because: Vec<String>,
     /// Whether the batch range came from the defaults.
-    pub default_batch_range: bool,
+    pub(crate) default_batch_range: bool,
     /// The key the engine is stored under.
     pub key: EngineKey,
     /// The facts of the build (from the sidecar when reused).

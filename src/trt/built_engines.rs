@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 /// An engine built from the model as it is now.
 #[derive(Clone, Debug)]
-pub struct Built {
+pub(crate) struct Built {
     /// The engine file.
     pub engine: PathBuf,
     /// Its sidecar.
@@ -29,7 +29,7 @@ impl Built {
 
 /// An engine in the folder that cannot be counted as built from the model as it is now.
 #[derive(Clone, Debug)]
-pub struct Skipped {
+pub(crate) struct Skipped {
     /// The engine file.
     pub engine: PathBuf,
     /// Why it is skipped.
@@ -38,7 +38,7 @@ pub struct Skipped {
 
 /// The engines of a workspace's engine folder, sorted by precision (fp32, fp16, int8) then name.
 #[derive(Clone, Debug, Default)]
-pub struct Artifacts {
+pub(crate) struct Artifacts {
     /// Built from the model as it is now.
     pub current: Vec<Built>,
     /// Built from another version of the model, or of unknown origin.

@@ -20,7 +20,7 @@ use trtx::{Builder, LogHandler, Logger, OnnxParser, OptProfileSelector, Severity
 
 /// A serialized engine and the network it came from; its bytes stay in TensorRT's own buffer
 /// (50 MB for a ResNet-50, not copied), which lives as long as the build's [`BuildLog`].
-pub struct BuiltEngine<'log> {
+pub(crate) struct BuiltEngine<'log> {
     /// The engine file's bytes.
     pub bytes: HostMemory<'log>,
     /// Network inputs, then outputs.
@@ -28,9 +28,9 @@ pub struct BuiltEngine<'log> {
     /// Layers of the parsed network.
     pub layers: usize,
     /// Seconds in the ONNX parser.
-    pub parse_s: f64,
+    pub(crate) parse_s: f64,
     /// Seconds in `buildSerializedNetwork`.
-    pub build_s: f64,
+    pub(crate) build_s: f64,
 }
 
 /// Makes TensorRT-RTX callable: loads both libraries once per process (later calls with other
@@ -124,7 +124,7 @@ impl LogHandler for LogCollector {
 
 /// The logger of one build and the errors it collected: held by the caller, since the engine's
 /// bytes live as long as the logger TensorRT's builder was made with.
-pub struct BuildLog {
+pub(crate) struct BuildLog {
     collector: LogCollector,
     logger: Logger,
 }
@@ -231,7 +231,7 @@ fn parser_reason(desc: &str, errors: &[String]) -> String {
 }
 
 /// One line describing why the parser refused the model.
-pub fn parse_error_message(graph: &GraphProto, desc: &str, errors: &[String]) -> String {
+pub(crate) fn parse_error_message(graph: &GraphProto, desc: &str, errors: &[String]) -> String {
     let reason = parser_reason(desc, errors);
     // reads words, not a kind: the parser's reason, read from TensorRT's log.
     let hint = if reason.contains("Plugin not found") {
@@ -271,7 +271,7 @@ fn build_failure(errors: &[String], e: &dyn std::fmt::Display) -> String {
 
 /// Parses `onnx` (whose graph is `graph`, for naming failing nodes) and builds a serialized
 /// engine with one optimization profile.
-pub fn build_engine<'log>(
+pub(crate) fn build_engine<'log>(
     log: &'log BuildLog,
     onnx: &[u8],
     graph: &GraphProto,

@@ -12,13 +12,13 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 /// The first four bytes of an engine file and the flavour they mean.
-pub const MAGICS: &[(&[u8; 4], Flavour)] = &[
+pub(crate) const MAGICS: &[(&[u8; 4], Flavour)] = &[
     (b"ftrt", Flavour::TensorRt),
     (b"vtrt", Flavour::TensorRtRtx),
 ];
 
 /// The flavour of an engine, from its first bytes; `None` when it is not an engine.
-pub fn engine_flavour(bytes: &[u8]) -> Option<Flavour> {
+pub(crate) fn engine_flavour(bytes: &[u8]) -> Option<Flavour> {
     MAGICS
         .iter()
         .find(|(m, _)| bytes.starts_with(*m))
@@ -26,7 +26,7 @@ pub fn engine_flavour(bytes: &[u8]) -> Option<Flavour> {
 }
 
 /// Reads the flavour of the engine file at `path` (its first four bytes).
-pub fn file_flavour(path: &Path) -> Result<Option<Flavour>> {
+pub(crate) fn file_flavour(path: &Path) -> Result<Option<Flavour>> {
     use std::io::Read;
     let mut head = [0u8; 4];
     let mut f =
@@ -41,9 +41,9 @@ pub fn file_flavour(path: &Path) -> Result<Option<Flavour>> {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BuilderSettings {
     /// Workspace memory pool limit in MiB (`None`: TensorRT's default).
-    pub workspace_mib: Option<u64>,
+    pub(crate) workspace_mib: Option<u64>,
     /// Builder optimization level 0–5 (`None`: TensorRT's default, 3).
-    pub optimization_level: Option<i32>,
+    pub(crate) optimization_level: Option<i32>,
 }
 
 /// Everything an engine depends on: equal keys mean the same engine.
@@ -72,7 +72,7 @@ pub struct EngineKey {
 
 impl EngineKey {
     /// The first 8 hex digits of the model hash (what engine names carry).
-    pub fn model_hash8(&self) -> &str {
+    pub(crate) fn model_hash8(&self) -> &str {
         &self.model_sha256[..8.min(self.model_sha256.len())]
     }
 }
@@ -94,25 +94,25 @@ pub struct EngineTensor {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct EngineFacts {
     /// The source model as given.
-    pub source_model: String,
+    pub(crate) source_model: String,
     /// Seconds spent in TensorRT's builder.
-    pub build_s: f64,
+    pub(crate) build_s: f64,
     /// Size of the engine file.
     pub engine_bytes: u64,
     /// SHA-256 of the engine file: the sidecar describes exactly these bytes.
-    pub engine_sha256: String,
+    pub(crate) engine_sha256: String,
     /// Nodes of the ONNX graph that was built (after the rewrite).
-    pub onnx_nodes: usize,
+    pub(crate) onnx_nodes: usize,
     /// Parameters of the source model (initializer elements).
     pub parameters: u64,
     /// Layers of the parsed TensorRT network.
-    pub network_layers: usize,
+    pub(crate) network_layers: usize,
     /// Inputs and outputs of the network.
     pub io: Vec<EngineTensor>,
     /// SHA-256 of the rewritten ONNX graph kept beside the engine ([`kept_graph_path`]; FP16
     /// and INT8 builds), so that graph can run on a reference backend where the engine cannot.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub graph_sha256: Option<String>,
+    pub(crate) graph_sha256: Option<String>,
 }
 
 /// The JSON beside an engine: its key and the facts of its build.
@@ -128,7 +128,12 @@ pub struct EngineSidecar {
 /// build set input dims the file leaves open or declares otherwise (`reshaped`: `--dim seq=64`,
 /// `--input-shape -1x3x320x320`), the batch-range tag alone would name engines of other shapes
 /// alike, so a hash of the whole profile follows it (`b1_8_8-p1a2b3c4d`).
-pub fn engine_path(dir: &Path, model_stem: &str, key: &EngineKey, reshaped: bool) -> PathBuf {
+pub(crate) fn engine_path(
+    dir: &Path,
+    model_stem: &str,
+    key: &EngineKey,
+    reshaped: bool,
+) -> PathBuf {
     let mut shapes = key.profile.file_tag();
     if reshaped && shapes.starts_with('b') {
         shapes = format!("{shapes}-{}", key.profile.hash_tag());
@@ -144,26 +149,26 @@ pub fn engine_path(dir: &Path, model_stem: &str, key: &EngineKey, reshaped: bool
 pub const ENGINE_EXTENSIONS: [&str; 3] = ["engine", "plan", "trt"];
 
 /// Whether `path` is named like an engine file.
-pub fn is_engine_name(path: &Path) -> bool {
+pub(crate) fn is_engine_name(path: &Path) -> bool {
     path.extension()
         .and_then(|e| e.to_str())
         .is_some_and(|e| ENGINE_EXTENSIONS.contains(&e.to_ascii_lowercase().as_str()))
 }
 
 /// The rewritten ONNX graph an FP16 or INT8 build keeps beside its engine: `<engine>.onnx`.
-pub fn kept_graph_path(engine: &Path) -> PathBuf {
+pub(crate) fn kept_graph_path(engine: &Path) -> PathBuf {
     let mut name = engine.as_os_str().to_owned();
     name.push(".onnx");
     PathBuf::from(name)
 }
 
 /// The sidecar of an engine: `<engine>.json`.
-pub fn sidecar_path(engine: &Path) -> PathBuf {
+pub(crate) fn sidecar_path(engine: &Path) -> PathBuf {
     keyed_artifact::key_file_path::<EngineSidecar>(engine)
 }
 
 /// Reads an engine's sidecar.
-pub fn read_sidecar(engine: &Path) -> Result<EngineSidecar> {
+pub(crate) fn read_sidecar(engine: &Path) -> Result<EngineSidecar> {
     keyed_artifact::read_key_file(engine)
 }
 
@@ -200,7 +205,11 @@ pub fn lookup(path: &Path, key: &EngineKey) -> Lookup<Box<EngineSidecar>> {
 /// engine is written, and checked on every reuse). Neither is flushed to disk before its rename
 /// (a large engine's fsync costs more than the build of a small one); the hash check is what
 /// makes that safe. Returns the sidecar as written.
-pub fn store(path: &Path, bytes: &[u8], mut sidecar: EngineSidecar) -> Result<EngineSidecar> {
+pub(crate) fn store(
+    path: &Path,
+    bytes: &[u8],
+    mut sidecar: EngineSidecar,
+) -> Result<EngineSidecar> {
     if engine_flavour(bytes).is_none() {
         bail!(
             "{}: TensorRT returned bytes that do not start with an engine magic; nothing written",

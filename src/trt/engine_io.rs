@@ -24,7 +24,7 @@ pub fn elem_type(t: DataType) -> Option<ElemType> {
 }
 
 /// A TensorRT data type's name as trtkit prints element types (`float32`, `float16`, …).
-pub fn dtype_name(t: DataType) -> String {
+pub(crate) fn dtype_name(t: DataType) -> String {
     match (elem_type(t), t) {
         (Some(e), _) => e.to_string(),
         (None, DataType::kBF16) => "bfloat16".into(),
@@ -35,7 +35,7 @@ pub fn dtype_name(t: DataType) -> String {
 
 /// The I/O spec of an engine tensor: `-1` on axis 0 is the batch, elsewhere a named dynamic
 /// axis (`<tensor>_<axis>`).
-pub fn io_spec(name: &str, elem_type: ElemType, dims: &[i64]) -> IoSpec {
+pub(crate) fn io_spec(name: &str, elem_type: ElemType, dims: &[i64]) -> IoSpec {
     let dims = dims
         .iter()
         .enumerate()
@@ -54,7 +54,7 @@ pub fn io_spec(name: &str, elem_type: ElemType, dims: &[i64]) -> IoSpec {
 
 /// The shape an engine input takes at `batch`: its dims with `-1` on axis 0 replaced; any
 /// other dynamic axis is an error naming it (such engines need explicit shapes).
-pub fn input_shape_at(name: &str, dims: &[i64], batch: usize) -> Result<Vec<i64>> {
+pub(crate) fn input_shape_at(name: &str, dims: &[i64], batch: usize) -> Result<Vec<i64>> {
     dims.iter()
         .enumerate()
         .map(|(axis, &d)| match (d, axis) {
@@ -70,7 +70,7 @@ pub fn input_shape_at(name: &str, dims: &[i64], batch: usize) -> Result<Vec<i64>
 
 /// Bytes of a tensor of `shape` and element size `elem_size`; a negative dim (an output whose
 /// shape depends on the data) is an error naming the tensor.
-pub fn tensor_bytes(name: &str, shape: &[i64], elem_size: usize) -> Result<usize> {
+pub(crate) fn tensor_bytes(name: &str, shape: &[i64], elem_size: usize) -> Result<usize> {
     let mut n = elem_size;
     for &d in shape {
         if d < 0 {
@@ -85,7 +85,7 @@ pub fn tensor_bytes(name: &str, shape: &[i64], elem_size: usize) -> Result<usize
 }
 
 /// The bytes of every tensor of `specs` at the matching `shapes` ([`tensor_bytes`] each).
-pub fn buffer_sizes(specs: &[IoSpec], shapes: &[Vec<i64>]) -> Result<Vec<usize>> {
+pub(crate) fn buffer_sizes(specs: &[IoSpec], shapes: &[Vec<i64>]) -> Result<Vec<usize>> {
     specs
         .iter()
         .zip(shapes)
@@ -94,7 +94,7 @@ pub fn buffer_sizes(specs: &[IoSpec], shapes: &[Vec<i64>]) -> Result<Vec<usize>>
 }
 
 /// Whether `shape` lies between a profile's `min` and `max`, axis by axis.
-pub fn in_profile(shape: &[i64], profile: &InputProfile) -> bool {
+pub(crate) fn in_profile(shape: &[i64], profile: &InputProfile) -> bool {
     shape.len() == profile.min.len()
         && shape.len() == profile.max.len()
         && shape
@@ -106,7 +106,7 @@ pub fn in_profile(shape: &[i64], profile: &InputProfile) -> bool {
 /// The message for a batch an engine's optimization profile does not take, naming the profile's
 /// min and max shapes for the input (`range`: known from the sidecar, or found by probing) and
 /// what to do.
-pub fn batch_outside_profile(
+pub(crate) fn batch_outside_profile(
     engine: &str,
     input: &str,
     batch: usize,
@@ -128,7 +128,7 @@ pub fn batch_outside_profile(
 /// The batch range an input accepts, found by asking `accepts` (TensorRT's `setInputShape`,
 /// which refuses shapes outside the profile): the smallest accepted batch by doubling from 1,
 /// then the largest by bisection, up to `limit`. `None` when no batch up to `limit` is taken.
-pub fn probe_batch_range(
+pub(crate) fn probe_batch_range(
     mut accepts: impl FnMut(usize) -> bool,
     limit: usize,
 ) -> Option<(usize, usize)> {

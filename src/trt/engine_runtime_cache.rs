@@ -13,7 +13,7 @@ use std::sync::Arc;
 use trtx::{CudaEngine, RuntimeCache, RuntimeConfig};
 
 /// The key of the runtime cache for an engine on a GPU.
-pub fn runtime_cache_key(
+pub(crate) fn runtime_cache_key(
     engine_sha256: &str,
     version: &str,
     gpu: &GpuInfo,
@@ -29,7 +29,7 @@ pub fn runtime_cache_key(
 }
 
 /// The runtime cache of one opened engine and what became of it.
-pub struct RuntimeCacheState {
+pub(crate) struct RuntimeCacheState {
     /// The runtime config every execution context is created with.
     pub config: Rc<RuntimeConfig<'static>>,
     cache: Option<Arc<RuntimeCache>>,
@@ -89,7 +89,7 @@ impl RuntimeCacheState {
     }
 
     /// What was found when the engine was opened.
-    pub fn opening_note(&self) -> String {
+    pub(crate) fn opening_note(&self) -> String {
         self.opening.clone()
     }
 

@@ -15,7 +15,7 @@ use trtx::{CudaEngine, ExecutionContext, Runtime};
 /// engine, the engine before the runtime, as TensorRT requires.
 pub(super) struct EngineObjects {
     /// One execution context per stream slot.
-    pub contexts: Vec<ExecutionContext<'static>>,
+    pub(crate) contexts: Vec<ExecutionContext<'static>>,
     /// The buffers each context was last bound to, kept alive until it is bound again.
     bound: Vec<Vec<TensorBinding>>,
     /// TensorRT-RTX's runtime cache for this engine.
@@ -112,7 +112,7 @@ impl EngineObjects {
     /// of the engine's tensors once, on GPU `gpu_id`, large enough at the context's shapes) and
     /// queues the engine on `stream`, a stream of that GPU. The buffers stay alive at least
     /// until the context is bound again.
-    pub fn bind_and_enqueue(
+    pub(crate) fn bind_and_enqueue(
         &mut self,
         slot: usize,
         gpu_id: usize,

@@ -103,7 +103,7 @@ impl From<Flavour> for Needed {
 
 /// The TensorRT that runs engines on a GPU of compute capability `major.minor` (the table in
 /// this module's documentation).
-pub fn needed_for(major: u32, minor: u32) -> Needed {
+pub(crate) fn needed_for(major: u32, minor: u32) -> Needed {
     match (major, minor) {
         (8, 0) | (8, 6) | (8, 9) | (12, _) => Needed::TensorRtRtx,
         (0..=6, _) | (7, 0..=4) => Needed::Unsupported,
@@ -112,14 +112,14 @@ pub fn needed_for(major: u32, minor: u32) -> Needed {
 }
 
 /// Reads a compute capability written `major.minor` (as the driver and `nvidia-smi` write it).
-pub fn parse_compute_capability(text: &str) -> Option<(u32, u32)> {
+pub(crate) fn parse_compute_capability(text: &str) -> Option<(u32, u32)> {
     let (major, minor) = text.trim().split_once('.')?;
     Some((major.parse().ok()?, minor.parse().ok()?))
 }
 
 /// [`needed_for`] a compute capability written `major.minor`; one that cannot be read is an
 /// unknown GPU, sent to TensorRT 11 like every other one the table does not know.
-pub fn needed_for_text(compute_capability: &str) -> Needed {
+pub(crate) fn needed_for_text(compute_capability: &str) -> Needed {
     match parse_compute_capability(compute_capability) {
         Some((major, minor)) => needed_for(major, minor),
         None => Needed::TensorRt,
@@ -129,7 +129,7 @@ pub fn needed_for_text(compute_capability: &str) -> Needed {
 /// Whether a flavour's engines run on a GPU of this compute capability: TensorRT-RTX only where
 /// the table sends a GPU to it, NVIDIA's TensorRT 11 on every GPU of 7.5 or later (it also runs on
 /// the GPUs the table gives TensorRT-RTX).
-pub fn runs_on(flavour: Flavour, compute_capability: &str) -> bool {
+pub(crate) fn runs_on(flavour: Flavour, compute_capability: &str) -> bool {
     let needed = needed_for_text(compute_capability);
     match flavour {
         Flavour::TensorRtRtx => needed == Needed::TensorRtRtx,
@@ -139,7 +139,7 @@ pub fn runs_on(flavour: Flavour, compute_capability: &str) -> bool {
 
 /// The flavour this binary loads: NVIDIA's TensorRT when built with `--features tensorrt`,
 /// TensorRT-RTX otherwise.
-pub const fn this_binary() -> Flavour {
+pub(crate) const fn this_binary() -> Flavour {
     if cfg!(feature = "tensorrt") {
         Flavour::TensorRt
     } else {
@@ -149,18 +149,18 @@ pub const fn this_binary() -> Flavour {
 
 /// The one command, run in trtkit's source folder, that installs the TensorRT a GPU needs and a
 /// trtkit that loads it (`scripts/install.sh` asks this binary which one, as `doctor` does).
-pub const FIX_COMMAND: &str = "bash scripts/install.sh";
+pub(crate) const FIX_COMMAND: &str = "bash scripts/install.sh";
 
 /// What `scripts/install.sh` runs for NVIDIA's TensorRT 11, by hand (in trtkit's source folder).
-pub const TENSORRT_BY_HAND: &str = "python3 -m pip install --extra-index-url https://pypi.nvidia.com 'tensorrt-cu13-libs>=11.4,<12' && cargo install --locked --path . --features tensorrt";
+pub(crate) const TENSORRT_BY_HAND: &str = "python3 -m pip install --extra-index-url https://pypi.nvidia.com 'tensorrt-cu13-libs>=11.4,<12' && cargo install --locked --path . --features tensorrt";
 
 /// What `scripts/install.sh` runs for TensorRT-RTX, by hand (in trtkit's source folder).
-pub const RTX_BY_HAND: &str =
+pub(crate) const RTX_BY_HAND: &str =
     "python3 -m pip install tensorrt-rtx-cu13-libs==1.7.1.116 && cargo install --locked --path .";
 
 /// How to get a trtkit for a GPU that needs `needed` when this binary loads `binary`: `None`
 /// when it already fits, or when no flavour runs there (nothing to install fixes that).
-pub fn fix(binary: Flavour, needed: Needed) -> Option<String> {
+pub(crate) fn fix(binary: Flavour, needed: Needed) -> Option<String> {
     let by_hand = match needed {
         Needed::Unsupported => return None,
         _ if needed == Needed::from(binary) => return None,

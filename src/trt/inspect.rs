@@ -22,11 +22,11 @@ pub struct EngineInspection {
     /// TensorRT or TensorRT-RTX, from the magic.
     pub flavour: Flavour,
     /// File size.
-    pub file_bytes: u64,
+    pub(crate) file_bytes: u64,
     /// The sidecar, when trtkit built the engine.
     pub sidecar: Option<EngineSidecar>,
     /// Why there is no usable sidecar.
-    pub sidecar_problem: Option<String>,
+    pub(crate) sidecar_problem: Option<String>,
     /// The engine inspector's one line per layer (with `--layers`, where it could run).
     pub layers: Option<Vec<String>>,
     /// Why the layers could not be listed (with `--layers`).
@@ -34,7 +34,7 @@ pub struct EngineInspection {
 }
 
 /// Reads what can be read about the engine at `path`; `layers` also deserializes it (GPU only).
-pub fn inspect_engine(
+pub(crate) fn inspect_engine(
     path: &Path,
     layers: bool,
     tensorrt_dir: Option<&Path>,

@@ -8,7 +8,7 @@
 //! path, then the Python package of `python3` that ships them (`tensorrt_rtx_libs` from the
 //! `tensorrt-rtx-cu13-libs` wheel; `tensorrt_libs` from `tensorrt-cu13-libs`).
 
-pub use super::flavour::Flavour;
+pub(crate) use super::flavour::Flavour;
 use super::sys::{open_library, read_version_symbol};
 use crate::setting::{fix_with, Setting};
 use anyhow::{Context, Result};
@@ -17,28 +17,29 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 /// Names tried, newest first, for the TensorRT inference library.
-pub const NVINFER_NAMES: &[&str] = &["libnvinfer.so.11", "libnvinfer.so.10", "libnvinfer.so"];
+pub(crate) const NVINFER_NAMES: &[&str] =
+    &["libnvinfer.so.11", "libnvinfer.so.10", "libnvinfer.so"];
 /// Names tried, newest first, for the TensorRT ONNX parser.
-pub const NVONNXPARSER_NAMES: &[&str] = &[
+pub(crate) const NVONNXPARSER_NAMES: &[&str] = &[
     "libnvonnxparser.so.11",
     "libnvonnxparser.so.10",
     "libnvonnxparser.so",
 ];
 /// File name of the TensorRT-RTX runtime and builder library (as the PyPI wheel ships it).
-pub const RTX_RUNTIME: &str = "libtensorrt_rtx.so.1";
+pub(crate) const RTX_RUNTIME: &str = "libtensorrt_rtx.so.1";
 /// File name of the TensorRT-RTX ONNX parser library.
-pub const RTX_PARSER: &str = "libtensorrt_onnxparser_rtx.so.1";
+pub(crate) const RTX_PARSER: &str = "libtensorrt_onnxparser_rtx.so.1";
 /// The TensorRT-RTX version this binary's headers (through `trtx`) were written for.
-pub const RTX_BOUND_VERSION: (u32, u32) = (1, 7);
+pub(crate) const RTX_BOUND_VERSION: (u32, u32) = (1, 7);
 /// What to install when TensorRT-RTX is missing.
-pub const RTX_PIP: &str = "python3 -m pip install tensorrt-rtx-cu13-libs==1.7.1.116";
+pub(crate) const RTX_PIP: &str = "python3 -m pip install tensorrt-rtx-cu13-libs==1.7.1.116";
 /// The environment variable naming a folder that holds the TensorRT libraries.
 pub const DIR_ENV: &str = "TRTKIT_TENSORRT_DIR";
 
 /// The TensorRT libraries a trtkit binary drives: which flavour, their file names, the Python
 /// package that ships them, how to install them, and the version its headers were written for.
 #[derive(Clone, Copy, Debug)]
-pub struct BoundLibraries {
+pub(crate) struct BoundLibraries {
     /// The flavour.
     pub flavour: Flavour,
     /// The runtime and builder library's file name.
@@ -46,7 +47,7 @@ pub struct BoundLibraries {
     /// The ONNX parser library's file name.
     pub parser: &'static str,
     /// The Python package (of `python3`) whose folder holds both.
-    pub python_package: &'static str,
+    pub(crate) python_package: &'static str,
     /// What to do when they are missing.
     pub install: &'static str,
     /// The (major, minor) version of the headers; a library of another major, or an older
@@ -55,7 +56,7 @@ pub struct BoundLibraries {
 }
 
 /// TensorRT-RTX 1.7, what a default build binds.
-pub const RTX_LIBRARIES: BoundLibraries = BoundLibraries {
+pub(crate) const RTX_LIBRARIES: BoundLibraries = BoundLibraries {
     flavour: Flavour::TensorRtRtx,
     runtime: RTX_RUNTIME,
     parser: RTX_PARSER,
@@ -69,7 +70,7 @@ pub const RTX_LIBRARIES: BoundLibraries = BoundLibraries {
 /// only a placeholder of it that fetches the real wheel from NVIDIA's index (pypi.nvidia.com), so
 /// the install fails where that index cannot be reached (then `TRTKIT_TENSORRT_DIR` names a
 /// TensorRT 11 tar package's lib folder).
-pub const TENSORRT_LIBRARIES: BoundLibraries = BoundLibraries {
+pub(crate) const TENSORRT_LIBRARIES: BoundLibraries = BoundLibraries {
     flavour: Flavour::TensorRt,
     runtime: "libnvinfer.so.11",
     parser: "libnvonnxparser.so.11",
@@ -79,7 +80,7 @@ pub const TENSORRT_LIBRARIES: BoundLibraries = BoundLibraries {
 };
 
 /// The libraries this binary binds.
-pub const BOUND: BoundLibraries = if cfg!(feature = "tensorrt") {
+pub(crate) const BOUND: BoundLibraries = if cfg!(feature = "tensorrt") {
     TENSORRT_LIBRARIES
 } else {
     RTX_LIBRARIES
@@ -101,12 +102,12 @@ pub struct LibraryProbe {
     /// Where it was found (`TRTKIT_TENSORRT_DIR`, `system`, `python package`…).
     pub source: Option<String>,
     /// Names or places that were tried.
-    pub tried: Vec<String>,
+    pub(crate) tried: Vec<String>,
 }
 
 /// Decodes a TensorRT version integer: `major*10000 + minor*100 + patch` since TensorRT 10,
 /// `major*1000 + minor*100 + patch` before.
-pub fn decode_version(v: i32) -> String {
+pub(crate) fn decode_version(v: i32) -> String {
     if v >= 100_000 {
         format!("{}.{}.{}", v / 10_000, (v / 100) % 100, v % 100)
     } else {
@@ -278,7 +279,7 @@ pub fn locate_libraries(dir: Option<&Path>) -> Result<TrtLibraries> {
 
 /// Checks that found libraries are a version this binary's bindings were written for: the same
 /// major and minor for TensorRT-RTX, the same major and at least the headers' minor for TensorRT.
-pub fn check_version(libs: &TrtLibraries) -> Result<()> {
+pub(crate) fn check_version(libs: &TrtLibraries) -> Result<()> {
     let mut parts = libs.version.split('.').map(|p| p.parse::<u32>().ok());
     let (major, minor) = (parts.next().flatten(), parts.next().flatten());
     let (want_major, want_minor) = BOUND.version;
@@ -302,7 +303,7 @@ pub fn check_version(libs: &TrtLibraries) -> Result<()> {
 }
 
 /// [`locate_libraries`], then [`check_version`]: the TensorRT this binary can drive.
-pub fn locate_usable(dir: Option<&Path>) -> Result<TrtLibraries> {
+pub(crate) fn locate_usable(dir: Option<&Path>) -> Result<TrtLibraries> {
     let libs = locate_libraries(dir)?;
     check_version(&libs)?;
     Ok(libs)
@@ -310,7 +311,7 @@ pub fn locate_usable(dir: Option<&Path>) -> Result<TrtLibraries> {
 
 /// Looks for every TensorRT library trtkit knows and reports what it found (for `doctor`): the
 /// bound one first, as `build` finds it, then the other flavour's.
-pub fn probe_tensorrt() -> Vec<LibraryProbe> {
+pub(crate) fn probe_tensorrt() -> Vec<LibraryProbe> {
     let bound = locate_libraries(None);
     let rtx_tried = vec![
         DIR_ENV.to_string(),
@@ -362,7 +363,7 @@ pub fn rtx_runs_on(compute_capability: &str) -> bool {
 }
 
 /// One sentence on whether a flavour's engines run on a GPU of this compute capability.
-pub fn can_run_on(flavour: Flavour, gpu: &str, compute_capability: &str) -> (bool, String) {
+pub(crate) fn can_run_on(flavour: Flavour, gpu: &str, compute_capability: &str) -> (bool, String) {
     let runs = super::flavour::runs_on(flavour, compute_capability);
     let why = match (flavour, runs) {
         (Flavour::TensorRtRtx, true) => {

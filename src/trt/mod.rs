@@ -17,11 +17,11 @@ pub mod backend;
 pub mod build;
 mod build_landing;
 mod build_lock;
-pub mod build_report;
-pub mod built_engines;
-pub mod engine_builder;
+pub(crate) mod build_report;
+pub(crate) mod built_engines;
+pub(crate) mod engine_builder;
 pub mod engine_file;
-pub mod engine_io;
+pub(crate) mod engine_io;
 #[cfg(not(feature = "tensorrt"))]
 mod engine_runtime_cache;
 #[allow(unsafe_code)]
@@ -29,10 +29,12 @@ mod ffi;
 pub mod flavour;
 pub mod inspect;
 pub mod loader;
-pub mod model_file;
-pub mod preflight;
+pub(crate) mod model_file;
+pub(crate) mod preflight;
 pub mod profile;
-pub mod runtime_cache;
+// TensorRT-RTX's compiled kernels; a build for NVIDIA's TensorRT (the `tensorrt` feature) has none.
+#[cfg_attr(feature = "tensorrt", allow(dead_code))]
+pub(crate) mod runtime_cache;
 mod runtime_log;
 pub mod support;
 #[allow(unsafe_code)]

@@ -33,7 +33,7 @@ impl Deref for FileBytes {
 
 /// A model file opened for a build: its bytes, and its SHA-256 (computed on another thread
 /// once started).
-pub struct ModelFile {
+pub(crate) struct ModelFile {
     bytes: Arc<FileBytes>,
     hashing: Option<JoinHandle<String>>,
     sha256: OnceLock<String>,
@@ -77,7 +77,7 @@ impl ModelFile {
     }
 
     /// Starts hashing the file on another thread, unless that has begun or ended already.
-    pub fn start_hashing(&mut self) {
+    pub(crate) fn start_hashing(&mut self) {
         if self.hashing.is_none() && self.sha256.get().is_none() {
             let shared = Arc::clone(&self.bytes);
             self.hashing = Some(std::thread::spawn(move || sha256_hex(&shared)));
@@ -91,7 +91,7 @@ impl ModelFile {
 
     /// The file's SHA-256, hex (waits for the hashing thread the first time, starting it if
     /// need be).
-    pub fn sha256(&mut self) -> &str {
+    pub(crate) fn sha256(&mut self) -> &str {
         self.start_hashing();
         if let Some(h) = self.hashing.take() {
             let hash = h.join().expect("hashing does not panic");

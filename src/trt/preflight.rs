@@ -12,11 +12,13 @@ use anyhow::{bail, Context, Result};
 use std::path::Path;
 
 /// An engine file read whole and checked against its sidecar.
-pub struct EngineBytes {
+pub(crate) struct EngineBytes {
     /// The file's bytes.
     pub bytes: Vec<u8>,
-    /// SHA-256 of the bytes (the key of the runtime cache).
-    pub sha256: String,
+    /// SHA-256 of the bytes (the key of TensorRT-RTX's runtime cache; a build for NVIDIA's
+    /// TensorRT, the `tensorrt` feature, has none).
+    #[cfg_attr(feature = "tensorrt", allow(dead_code))]
+    pub(crate) sha256: String,
     /// The sidecar trtkit wrote beside it, when there is one.
     pub sidecar: Option<EngineSidecar>,
 }
@@ -24,7 +26,7 @@ pub struct EngineBytes {
 /// Reads the engine at `path` and refuses what cannot be an engine this binary runs: an empty
 /// or foreign file, an engine of the other TensorRT flavour, or one whose bytes differ from
 /// what its sidecar describes (truncated or changed after the build).
-pub fn read_engine(path: &Path) -> Result<EngineBytes> {
+pub(crate) fn read_engine(path: &Path) -> Result<EngineBytes> {
     let shown = path.display();
     let bytes = std::fs::read(path).with_context(|| format!("{shown}: cannot read"))?;
     let Some(flavour) = engine_flavour(&bytes) else {
@@ -60,7 +62,7 @@ pub fn read_engine(path: &Path) -> Result<EngineBytes> {
 }
 
 /// Why an engine of `flavour` cannot run in this binary, and what to do.
-pub fn flavour_mismatch(flavour: Flavour) -> String {
+pub(crate) fn flavour_mismatch(flavour: Flavour) -> String {
     match flavour {
         Flavour::TensorRt => "a TensorRT (libnvinfer) engine; this trtkit runs TensorRT-RTX engines: build trtkit with `--features tensorrt` to run it, or rebuild the engine with `trtkit build`".into(),
         Flavour::TensorRtRtx => "a TensorRT-RTX engine; this trtkit is built for NVIDIA TensorRT (`--features tensorrt`): run it with a default trtkit build, or rebuild the engine with this one".into(),
@@ -68,7 +70,7 @@ pub fn flavour_mismatch(flavour: Flavour) -> String {
 }
 
 /// How the engine's bytes differ from the sidecar's description, if they do.
-pub fn integrity_problem(len: u64, sha256: &str, sidecar: &EngineSidecar) -> Option<String> {
+pub(crate) fn integrity_problem(len: u64, sha256: &str, sidecar: &EngineSidecar) -> Option<String> {
     let facts = &sidecar.facts;
     if len != facts.engine_bytes {
         Some(format!(
@@ -86,7 +88,12 @@ pub fn integrity_problem(len: u64, sha256: &str, sidecar: &EngineSidecar) -> Opt
 
 /// Refuses the engine at `path` (of `len` bytes hashing to `sha256`) when it is not what its
 /// sidecar describes: one line naming the file, what differs and how to rebuild it.
-pub fn check_integrity(path: &Path, len: u64, sha256: &str, sidecar: &EngineSidecar) -> Result<()> {
+pub(crate) fn check_integrity(
+    path: &Path,
+    len: u64,
+    sha256: &str,
+    sidecar: &EngineSidecar,
+) -> Result<()> {
     if let Some(why) = integrity_problem(len, sha256, sidecar) {
         bail!(
             "{}: {why} ({}): the engine was truncated or changed after trtkit built it; rebuild it with `trtkit build {}`",
@@ -100,7 +107,7 @@ pub fn check_integrity(path: &Path, len: u64, sha256: &str, sidecar: &EngineSide
 
 /// Refuses an engine built by another TensorRT version than the one found here (from the
 /// sidecar; engines do not move between versions).
-pub fn check_built_version(path: &Path, sidecar: &EngineSidecar, found: &str) -> Result<()> {
+pub(crate) fn check_built_version(path: &Path, sidecar: &EngineSidecar, found: &str) -> Result<()> {
     let built = &sidecar.key.tensorrt_version;
     if built != found {
         bail!(
@@ -134,7 +141,7 @@ fn what_runs_it(flavour: Flavour) -> &'static str {
 /// The refusal for a GPU whose compute capability the engine's flavour does not run on, naming
 /// the file, the GPU, its compute capability, what the engine needs and what to do; `said` is
 /// what TensorRT itself reported, when it was asked.
-pub fn gpu_refusal(path: &Path, gpu: &GpuInfo, said: Option<&str>) -> Option<String> {
+pub(crate) fn gpu_refusal(path: &Path, gpu: &GpuInfo, said: Option<&str>) -> Option<String> {
     let (runs, why) = can_run_on(BOUND.flavour, &gpu.name, &gpu.compute_capability);
     if runs {
         return None;
@@ -150,17 +157,23 @@ pub fn gpu_refusal(path: &Path, gpu: &GpuInfo, said: Option<&str>) -> Option<Str
     ))
 }
 
+#[cfg(test)]
 /// The message when TensorRT refused to deserialize the engine on `gpu`, saying `said`: the GPU
 /// refusal when the engine's flavour does not run on this GPU and TensorRT's words are about
 /// that (or it said nothing); otherwise the engine itself is damaged or from another version,
 /// and the GPU's own limit is added when it has one.
-pub fn deserialize_refusal(path: &Path, gpu: &GpuInfo, version: &str, said: &str) -> String {
+pub(crate) fn deserialize_refusal(path: &Path, gpu: &GpuInfo, version: &str, said: &str) -> String {
     deserialize_error(path, gpu, version, said).to_string()
 }
 
 /// [`deserialize_refusal`] as an error, of kind [`ErrorKind::GpuCannotRunEngine`] when it is
 /// the GPU refusal.
-pub fn deserialize_error(path: &Path, gpu: &GpuInfo, version: &str, said: &str) -> anyhow::Error {
+pub(crate) fn deserialize_error(
+    path: &Path,
+    gpu: &GpuInfo,
+    version: &str,
+    said: &str,
+) -> anyhow::Error {
     // reads words, not a kind: TensorRT's, its only account of why it refused.
     let about_gpu = said.is_empty() || said.to_ascii_lowercase().contains("compute capabilit");
     match gpu_refusal(path, gpu, Some(said)) {

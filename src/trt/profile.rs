@@ -41,13 +41,13 @@ pub struct BatchRequest {
 
 impl BatchRequest {
     /// Whether any of the three was given.
-    pub fn is_set(&self) -> bool {
+    pub(crate) fn is_set(&self) -> bool {
         self.min.is_some() || self.opt.is_some() || self.max.is_some()
     }
 
     /// The range, checked (positive, min ≤ opt ≤ max). What was given is checked before the
     /// defaults fill the rest, so no combination of flags makes a range the defaults cannot fit.
-    pub fn resolve(&self) -> Result<BatchRange> {
+    pub(crate) fn resolve(&self) -> Result<BatchRange> {
         for (which, v) in [("min", self.min), ("opt", self.opt), ("max", self.max)] {
             if let Some(v) = v.filter(|&v| v < 1) {
                 return Err(fix_with(
@@ -82,7 +82,7 @@ impl BatchRequest {
 }
 
 /// Dims as `1×3×224×224`, a dynamic axis (negative) as `?`.
-pub fn format_shape(dims: &[i64]) -> String {
+pub(crate) fn format_shape(dims: &[i64]) -> String {
     dims.iter()
         .map(|v| {
             if *v < 0 {
@@ -113,21 +113,21 @@ pub struct ExplicitShapes {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AxisRange {
     /// The axis's symbol in the model.
-    pub symbol: String,
+    pub(crate) symbol: String,
     /// Its smallest, tuned-for and largest size.
     pub range: BatchRange,
 }
 
 impl ExplicitShapes {
     /// Whether any was given.
-    pub fn is_set(&self) -> bool {
+    pub(crate) fn is_set(&self) -> bool {
         !(self.min.is_empty() && self.opt.is_empty() && self.max.is_empty() && self.axes.is_empty())
     }
 
     /// Checks the shapes given for each input among themselves, before any model is read: an
     /// input named in one is named in all three, with the same rank in each and min ≤ opt ≤ max
     /// on every axis.
-    pub fn check_ranges(&self) -> Result<()> {
+    pub(crate) fn check_ranges(&self) -> Result<()> {
         for named in self.min.iter().chain(&self.opt).chain(&self.max) {
             let name = &named.name;
             let [Some(min), Some(opt), Some(max)] =
@@ -171,7 +171,7 @@ pub struct InputProfile {
 
 impl InputProfile {
     /// Whether the input has one shape only.
-    pub fn is_static(&self) -> bool {
+    pub(crate) fn is_static(&self) -> bool {
         self.min == self.opt && self.opt == self.max
     }
 }
@@ -185,13 +185,13 @@ pub struct ShapeProfile {
 
 impl ShapeProfile {
     /// Whether every input has one shape only.
-    pub fn is_static(&self) -> bool {
+    pub(crate) fn is_static(&self) -> bool {
         self.inputs.iter().all(InputProfile::is_static)
     }
 
     /// The batch range, when every input varies (if at all) on axis 0 only, with the same
     /// range: the common case, named `b1_32_64` (or `b32` when static) in engine file names.
-    pub fn batch_range(&self) -> Option<BatchRange> {
+    pub(crate) fn batch_range(&self) -> Option<BatchRange> {
         let first = self.inputs.first()?;
         let range = BatchRange {
             min: *first.min.first()?,
@@ -211,7 +211,7 @@ impl ShapeProfile {
 
     /// The part of an engine file name that says which shapes it takes: `b1_32_64`, `b32`, or
     /// `p` and a hash of the whole profile when the inputs vary beyond the batch axis.
-    pub fn file_tag(&self) -> String {
+    pub(crate) fn file_tag(&self) -> String {
         match self.batch_range() {
             Some(r) if r.min == r.max => format!("b{}", r.min),
             Some(r) => format!("b{}_{}_{}", r.min, r.opt, r.max),
@@ -220,7 +220,7 @@ impl ShapeProfile {
     }
 
     /// `p` and the first 8 hex digits of the SHA-256 of the whole profile.
-    pub fn hash_tag(&self) -> String {
+    pub(crate) fn hash_tag(&self) -> String {
         let text = serde_json::to_string(self).unwrap_or_default();
         format!("p{}", &crate::onnx::model::sha256_hex(text.as_bytes())[..8])
     }
@@ -296,7 +296,7 @@ fn check_against(flag: &str, shape: &NamedShape, declared: &[Dim]) -> Result<()>
 ///
 /// Explicit shapes win for the inputs they name; otherwise a dynamic axis 0 takes the batch
 /// range, and any other dynamic axis is an error that says which flag to give.
-pub fn resolve_profile(
+pub(crate) fn resolve_profile(
     inputs: &[TensorInfo],
     batch: &BatchRequest,
     explicit: &ExplicitShapes,

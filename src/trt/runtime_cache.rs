@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 /// The first line of every runtime cache file trtkit writes.
-pub const MAGIC: &[u8] = b"trtkit-runtime-cache 2\n";
+pub(crate) const MAGIC: &[u8] = b"trtkit-runtime-cache 2\n";
 
 /// The first line of the runtime caches of earlier trtkit versions, whose header holds no hash
 /// of the kernels.
@@ -28,9 +28,9 @@ struct Header {
 
 /// What a runtime cache's compiled kernels depend on.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RuntimeCacheKey {
+pub(crate) struct RuntimeCacheKey {
     /// SHA-256 of the engine file.
-    pub engine_sha256: String,
+    pub(crate) engine_sha256: String,
     /// TensorRT-RTX version that compiled the kernels.
     pub tensorrt_version: String,
     /// GPU name.
@@ -38,13 +38,13 @@ pub struct RuntimeCacheKey {
     /// The GPU's compute capability.
     pub compute_capability: String,
     /// NVIDIA driver version, when known.
-    pub driver_version: Option<String>,
+    pub(crate) driver_version: Option<String>,
 }
 
 impl RuntimeCacheKey {
     /// The fields that differ from `now`, as `field was X, now Y` (the one wording of every
     /// key kept beside a file).
-    pub fn differences(&self, now: &RuntimeCacheKey) -> Vec<String> {
+    pub(crate) fn differences(&self, now: &RuntimeCacheKey) -> Vec<String> {
         let value = |key: &RuntimeCacheKey| serde_json::to_value(key).unwrap_or_default();
         crate::keyed_artifact::diff(&value(self), &value(now))
             .iter()
@@ -55,7 +55,7 @@ impl RuntimeCacheKey {
 
 /// The runtime cache of `engine` for `key`: `<engine>.<hash8 of the key>.rtcache`, so caches of
 /// one engine for several GPUs or drivers live side by side.
-pub fn cache_path(engine: &Path, key: &RuntimeCacheKey) -> PathBuf {
+pub(crate) fn cache_path(engine: &Path, key: &RuntimeCacheKey) -> PathBuf {
     let json = serde_json::to_string(key).unwrap_or_default();
     let mut name = engine.as_os_str().to_owned();
     name.push(format!(".{}.rtcache", &sha256_hex(json.as_bytes())[..8]));
@@ -64,7 +64,7 @@ pub fn cache_path(engine: &Path, key: &RuntimeCacheKey) -> PathBuf {
 
 /// What was found at a runtime cache path.
 #[derive(Debug, PartialEq)]
-pub enum CacheLookup {
+pub(crate) enum CacheLookup {
     /// A cache for this key: the blob TensorRT-RTX serialized.
     Hit(Vec<u8>),
     /// No file there.

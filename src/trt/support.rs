@@ -16,7 +16,7 @@ pub struct DoctorReport {
     /// Version of this trtkit binary.
     pub trtkit_version: String,
     /// Git commit the binary was built from.
-    pub git_commit: String,
+    pub(crate) git_commit: String,
     /// CUDA driver and GPUs.
     pub cuda: DriverInfo,
     /// TensorRT libraries.
@@ -24,7 +24,7 @@ pub struct DoctorReport {
     /// ONNX Runtime and its CUDA provider's libraries.
     pub onnxruntime: OrtProbe,
     /// Per found TensorRT flavour and GPU: whether its engines run there, and why not.
-    pub engine_support: Vec<EngineSupport>,
+    pub(crate) engine_support: Vec<EngineSupport>,
     /// The TensorRT this binary loads, the one each GPU needs, and how to get it where they
     /// differ.
     pub tensorrt_flavour: FlavourFit,
@@ -38,7 +38,7 @@ pub struct DoctorReport {
 
 /// Whether one TensorRT flavour's engines run on one GPU.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct EngineSupport {
+pub(crate) struct EngineSupport {
     /// The flavour.
     pub flavour: String,
     /// The GPU's index.
@@ -69,7 +69,7 @@ pub struct GpuFlavour {
     /// The TensorRT whose engines run there: `tensorrt-rtx`, `tensorrt` or `none`.
     pub needs: Needed,
     /// What to run to get a trtkit for it, where this binary loads another flavour.
-    pub fix: Option<String>,
+    pub(crate) fix: Option<String>,
 }
 
 impl FlavourFit {
@@ -80,7 +80,7 @@ impl FlavourFit {
 }
 
 /// What a binary of flavour `binary` says about these GPUs (pure: tests pass made-up GPUs).
-pub fn flavour_fit(binary: Flavour, gpus: &[GpuInfo]) -> FlavourFit {
+pub(crate) fn flavour_fit(binary: Flavour, gpus: &[GpuInfo]) -> FlavourFit {
     FlavourFit {
         binary: binary.into(),
         gpus: gpus
@@ -100,20 +100,20 @@ pub fn flavour_fit(binary: Flavour, gpus: &[GpuInfo]) -> FlavourFit {
 
 /// The TensorRT the first of these GPUs needs (`Needed::Unsupported` for none): what
 /// `trtkit doctor --tensorrt-flavour` prints.
-pub fn first_gpu_needs(gpus: &[GpuInfo]) -> Needed {
+pub(crate) fn first_gpu_needs(gpus: &[GpuInfo]) -> Needed {
     gpus.first()
         .map(|g| needed_for_text(&g.compute_capability))
         .unwrap_or(Needed::Unsupported)
 }
 
 /// [`first_gpu_needs`] on this machine's GPUs, read from the driver alone (no library probes).
-pub fn gpu0_needs() -> Needed {
+pub(crate) fn gpu0_needs() -> Needed {
     first_gpu_needs(&driver_info().gpus)
 }
 
 /// Execution backends compiled into this binary: the reference backends and the engine
 /// backend of the TensorRT flavour this binary binds.
-pub fn compiled_backends() -> Vec<String> {
+pub(crate) fn compiled_backends() -> Vec<String> {
     let engines = match crate::trt::loader::BOUND.flavour {
         crate::trt::loader::Flavour::TensorRt => "tensorrt (engines)",
         crate::trt::loader::Flavour::TensorRtRtx => "tensorrt-rtx (engines)",

@@ -19,7 +19,7 @@ pub struct InitConfig {
     /// Link the model instead of copying it.
     pub link: bool,
     /// Replace an existing `trtkit.toml` (and a different model of the same name).
-    pub force: bool,
+    pub(crate) force: bool,
     /// The settings to write (paths as given, relative to the current folder).
     pub settings: Settings,
 }
@@ -34,7 +34,7 @@ pub struct InitReport {
     /// The model inside the workspace.
     pub model: String,
     /// Whether it was linked rather than copied.
-    pub linked: bool,
+    pub(crate) linked: bool,
     /// The settings as written (paths relative to the workspace where they lie inside it).
     pub settings: Settings,
 }
@@ -136,7 +136,7 @@ pub enum Source {
 
 /// One setting as it applies, and where it came from.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Effective {
+pub(crate) struct Effective {
     /// The setting's name, as in `trtkit.toml`.
     pub name: String,
     /// Its value, printed (`-` when unset).
@@ -146,7 +146,7 @@ pub struct Effective {
 }
 
 /// The effective settings of `ws` with `flags` (from the command line) laid over it.
-pub fn effective(ws: &Workspace, flags: &Settings) -> Vec<Effective> {
+pub(crate) fn effective(ws: &Workspace, flags: &Settings) -> Vec<Effective> {
     let file = &ws.settings;
     let pick = |name: &str, cli: Option<String>, ws_value: Option<String>| {
         let (value, source) = match (cli, ws_value) {

@@ -14,13 +14,13 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 /// The settings file of a workspace.
-pub const FILE: &str = "trtkit.toml";
+pub(crate) const FILE: &str = "trtkit.toml";
 /// Where a workspace keeps its model.
-pub const ONNX_DIR: &str = "onnx";
+pub(crate) const ONNX_DIR: &str = "onnx";
 /// Where a workspace's engines go.
-pub const ENGINES_DIR: &str = "engines";
+pub(crate) const ENGINES_DIR: &str = "engines";
 /// Where a workspace's calibration caches go.
-pub const CALIBRATION_DIR: &str = "calibration";
+pub(crate) const CALIBRATION_DIR: &str = "calibration";
 
 /// What `trtkit.toml` holds; relative paths are relative to the workspace's folder.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -43,7 +43,7 @@ pub struct Settings {
     pub coco: Option<PathBuf>,
     /// INT8 calibration data (a folder, a file, or `synthetic:SEED`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub calib_data: Option<String>,
+    pub(crate) calib_data: Option<String>,
     /// How images become model input (unset fields follow the model's input).
     #[serde(default, skip_serializing_if = "is_default")]
     pub preprocess: PreprocessRequest,
@@ -68,7 +68,7 @@ pub struct Workspace {
 
 /// Why no workspace could be used.
 #[derive(Debug, thiserror::Error)]
-pub enum NoWorkspace {
+pub(crate) enum NoWorkspace {
     /// Nothing that makes a workspace in the folder or its parents.
     #[error("no trtkit workspace in {0} or its parents (looked for {FILE}, and for an {ONNX_DIR}/ folder holding one .onnx model); make one with `trtkit init MODEL.onnx`, or name the model on the command line")]
     NotFound(String),
@@ -84,7 +84,7 @@ pub enum NoWorkspace {
 
 impl Workspace {
     /// A path from the settings (or given relative to the workspace) resolved against its folder.
-    pub fn resolve(&self, path: &Path) -> PathBuf {
+    pub(crate) fn resolve(&self, path: &Path) -> PathBuf {
         if path.is_absolute() {
             path.to_path_buf()
         } else {
@@ -118,14 +118,14 @@ impl Workspace {
     }
 
     /// The calibration data from the settings, resolved (a `synthetic:` source as it is).
-    pub fn calib_data(&self) -> Option<String> {
+    pub(crate) fn calib_data(&self) -> Option<String> {
         let c = self.settings.calib_data.as_deref()?;
         Some(map_calib_path(c, |p| self.resolve(p)))
     }
 
     /// The `[preprocess]` keys whose values come from the file under `given` (set there and
     /// not by a flag), so an error in the preprocessing can name them.
-    pub fn preprocess_keys_from_file(&self, given: &PreprocessRequest) -> Vec<&'static str> {
+    pub(crate) fn preprocess_keys_from_file(&self, given: &PreprocessRequest) -> Vec<&'static str> {
         let (f, g) = (&self.settings.preprocess, given);
         [
             ("resize", f.resize.is_some() && g.resize.is_none()),
@@ -149,13 +149,13 @@ impl Workspace {
 
     /// `given` laid over the workspace's preprocessing: each flag given wins, each unset one
     /// takes the file's value.
-    pub fn preprocess_under(&self, given: &PreprocessRequest) -> PreprocessRequest {
+    pub(crate) fn preprocess_under(&self, given: &PreprocessRequest) -> PreprocessRequest {
         given.with_defaults_from(&self.settings.preprocess)
     }
 }
 
 /// The preprocessing a command applies: `given` laid over the workspace's, when there is one.
-pub fn preprocess_in(ws: Option<&Workspace>, given: PreprocessRequest) -> PreprocessRequest {
+pub(crate) fn preprocess_in(ws: Option<&Workspace>, given: PreprocessRequest) -> PreprocessRequest {
     match ws {
         Some(ws) => ws.preprocess_under(&given),
         None => given,
@@ -164,7 +164,7 @@ pub fn preprocess_in(ws: Option<&Workspace>, given: PreprocessRequest) -> Prepro
 
 /// A calibration source with its path mapped by `f`; a `synthetic:SEED` source names no file
 /// and stays as it is.
-pub fn map_calib_path(source: &str, f: impl FnOnce(&Path) -> PathBuf) -> String {
+pub(crate) fn map_calib_path(source: &str, f: impl FnOnce(&Path) -> PathBuf) -> String {
     if source.starts_with("synthetic:") {
         source.to_string()
     } else {
@@ -186,7 +186,7 @@ impl Workspace {
 
 /// Reads a workspace's `trtkit.toml`; a syntax error, an unknown key or a value that is not one
 /// (an `input_shape` that is not a shape) names the file and the key.
-pub fn read_settings(file: &Path) -> Result<Settings> {
+pub(crate) fn read_settings(file: &Path) -> Result<Settings> {
     let text = std::fs::read_to_string(file)
         .with_context(|| format!("{}: cannot read", file.display()))?;
     let settings: Settings = toml::from_str(&text).map_err(|e| {

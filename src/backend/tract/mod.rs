@@ -75,7 +75,7 @@ pub struct TractBackend {
 }
 
 /// Checks that tract's CUDA runtime can run here; the error says what is missing.
-pub fn cuda_runtime() -> Result<&'static dyn Runtime> {
+pub(crate) fn cuda_runtime() -> Result<&'static dyn Runtime> {
     let missing = |e: anyhow::Error| {
         fix_with(
             Setting::Device,

@@ -9,15 +9,15 @@ use anyhow::{Context, Result};
 /// samples, `workers` of them run side by side, each with `intra` threads for its matrix
 /// products.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ThreadPlan {
+pub(crate) struct ThreadPlan {
     /// Pieces the batch is split into.
     pub chunks: usize,
     /// Samples per piece (the batch the plan is prepared for).
-    pub chunk_batch: usize,
+    pub(crate) chunk_batch: usize,
     /// Pieces run side by side.
-    pub workers: usize,
+    pub(crate) workers: usize,
     /// Threads inside each piece.
-    pub intra: usize,
+    pub(crate) intra: usize,
 }
 
 impl ThreadPlan {

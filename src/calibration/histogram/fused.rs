@@ -32,7 +32,7 @@ pub(super) struct Index(pub [u32; GROUP]);
 
 impl Index {
     /// A zeroed index, on the heap.
-    pub fn boxed() -> Box<Index> {
+    pub(crate) fn boxed() -> Box<Index> {
         Box::new(Index([0; GROUP]))
     }
 }
@@ -47,9 +47,9 @@ pub(super) struct Counted {
     /// The scan of the values counted.
     pub scan: Scan,
     /// Values of bin 0 left out of the count arrays: the caller adds them to bin 0.
-    pub bin0: u64,
+    pub(crate) bin0: u64,
     /// Whether the last group had enough bin-0 values to pack the next one.
-    pub pack: bool,
+    pub(crate) pack: bool,
 }
 
 /// The |x| from which the range must grow: the range itself; the smallest positive float while
@@ -96,7 +96,7 @@ pub(super) fn join(a: Scan, b: Scan) -> Scan {
 /// Where a fused pass counts: [`COUNT_LANES`] arrays of `bins` counts, and the index it
 /// passes a group's bin numbers through.
 pub(super) struct Target<'a> {
-    pub lanes: &'a mut [u32],
+    pub(crate) lanes: &'a mut [u32],
     pub bins: usize,
     pub index: &'a mut Index,
 }

@@ -32,7 +32,7 @@ pub struct BackendArgs {
     /// included); backend runs it as they do, widened to float32 (ONNX Runtime's CUDA provider
     /// computes FP16 itself either way).
     #[arg(long, value_enum, value_name = "HOW", default_value = "emulate")]
-    pub fp16_compute: Fp16Compute,
+    pub(crate) fp16_compute: Fp16Compute,
 }
 
 impl BackendArgs {
@@ -43,7 +43,7 @@ impl BackendArgs {
 
     /// [`BackendArgs::options`] for a calibration run, whose default backend differs on the CPU
     /// (see [`default_calibration_kind`]).
-    pub fn calibration_options(&self, batch: Option<usize>) -> BackendOptions {
+    pub(crate) fn calibration_options(&self, batch: Option<usize>) -> BackendOptions {
         self.options_with_default(batch, default_calibration_kind)
     }
 
@@ -110,7 +110,7 @@ macro_rules! side_backend_args {
 
         impl $name {
             /// The shared group with this side's overrides applied.
-            pub fn with_defaults_from(&self, shared: &BackendArgs) -> BackendArgs {
+            pub(crate) fn with_defaults_from(&self, shared: &BackendArgs) -> BackendArgs {
                 BackendArgs {
                     backend: self.backend.or(shared.backend),
                     device: self.device.unwrap_or(shared.device),

@@ -31,7 +31,7 @@ pub enum AlgoArg {
 pub struct CalibrationArgs {
     /// Use at most this many calibration images (default: all; 512 for synthetic data).
     #[arg(long = "num-samples", alias = "num-images", value_name = "K")]
-    pub num_samples: Option<usize>,
+    pub(crate) num_samples: Option<usize>,
     /// The percentile for --algo percentile.
     #[arg(long, default_value_t = 99.99)]
     pub percentile: f64,

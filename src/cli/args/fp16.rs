@@ -8,17 +8,17 @@ use clap::Args;
 
 /// The FP16 rewrite's options.
 #[derive(Clone, Debug, Default, Args)]
-pub struct Fp16Args {
+pub(crate) struct Fp16Args {
     /// With --fp16: graph inputs and outputs in float16 too (default: float32 with Casts).
     #[arg(long, requires = "fp16")]
     pub fp16_io: bool,
     /// With --fp16: ops kept in float32, comma-separated (replaces the default list; give
     /// `none` for none). Default: the ops that overflow or lose precision in float16.
     #[arg(long, value_delimiter = ',', requires = "fp16", value_name = "OPS")]
-    pub keep_fp32: Option<Vec<String>>,
+    pub(crate) keep_fp32: Option<Vec<String>>,
     /// With --fp16: single nodes kept in float32.
     #[command(flatten)]
-    pub keep_nodes: KeepNodeArgs,
+    pub(crate) keep_nodes: KeepNodeArgs,
 }
 
 impl Fp16Args {
@@ -44,15 +44,15 @@ fn keep_fp32_list(flag: Option<&[String]>) -> Vec<String> {
 
 /// Nodes kept in float32 by name or pattern.
 #[derive(Clone, Debug, Default, Args)]
-pub struct KeepNodeArgs {
+pub(crate) struct KeepNodeArgs {
     /// With --fp16: nodes kept in float32 by name (or `#INDEX` for an unnamed one),
     /// comma-separated, beside the op types of --keep-fp32.
     #[arg(long, value_delimiter = ',', requires = "fp16", value_name = "NAMES")]
-    pub keep_fp32_nodes: Vec<String>,
+    pub(crate) keep_fp32_nodes: Vec<String>,
     /// With --fp16: nodes whose whole name matches this regular expression stay in float32
     /// (repeatable; one that matches no node is a warning).
     #[arg(long, requires = "fp16", value_name = "REGEX")]
-    pub keep_fp32_regex: Vec<String>,
+    pub(crate) keep_fp32_regex: Vec<String>,
 }
 
 impl KeepNodeArgs {
@@ -77,14 +77,14 @@ impl KeepNodeArgs {
     }
 
     /// The patterns given.
-    pub fn patterns(&self) -> Vec<String> {
+    pub(crate) fn patterns(&self) -> Vec<String> {
         self.keep_fp32_regex.clone()
     }
 }
 
 /// `e` as a usage error (exit code 2) when it says a node to keep does not exist or a pattern
 /// does not parse; any other error as it is.
-pub fn keep_errors_as_usage(e: anyhow::Error) -> anyhow::Error {
+pub(crate) fn keep_errors_as_usage(e: anyhow::Error) -> anyhow::Error {
     if e.chain().any(|c| c.is::<KeepNodeError>()) {
         usage(e)
     } else {

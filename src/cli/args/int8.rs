@@ -9,18 +9,18 @@ use clap::Args;
 
 /// How an INT8 model is made beyond its scales.
 #[derive(Clone, Debug, Default, Args)]
-pub struct Int8RecipeArgs {
+pub(crate) struct Int8RecipeArgs {
     /// With --int8: nodes left in float, by name (or `#INDEX` for an unnamed one),
     /// comma-separated.
     #[arg(long, value_delimiter = ',', requires = "int8", value_name = "NODES")]
     pub exclude: Vec<String>,
     /// With --int8: op types left in float (`Gemm`), comma-separated.
     #[arg(long, value_delimiter = ',', requires = "int8", value_name = "OPS")]
-    pub exclude_op: Vec<String>,
+    pub(crate) exclude_op: Vec<String>,
     /// With --int8: nodes whose whole name matches this regular expression stay in float
     /// (repeatable).
     #[arg(long, requires = "int8", value_name = "REGEX")]
-    pub exclude_regex: Vec<String>,
+    pub(crate) exclude_regex: Vec<String>,
     /// With --int8: what the nodes not in INT8 compute in: fp32, or fp16 (what a strongly typed
     /// engine runs; the INT8 nodes and their Q/DQ stay float32 so TensorRT fuses them).
     #[arg(long, requires = "int8", value_enum, default_value = "fp32")]
@@ -28,7 +28,7 @@ pub struct Int8RecipeArgs {
     /// With --int8: how each weight channel's range is chosen: max (its largest magnitude), or
     /// mse (the fraction of it with the least squared rounding error).
     #[arg(long, requires = "int8", value_enum, default_value = "max")]
-    pub weight_clip: WeightClip,
+    pub(crate) weight_clip: WeightClip,
 }
 
 impl Int8RecipeArgs {
@@ -47,7 +47,7 @@ impl Int8RecipeArgs {
     }
 
     /// The nodes the flags leave in float.
-    pub fn exclusion(&self) -> Exclusion {
+    pub(crate) fn exclusion(&self) -> Exclusion {
         Exclusion {
             nodes: self.exclude.clone(),
             ops: self.exclude_op.clone(),

@@ -11,7 +11,7 @@ pub mod ort_cuda;
 pub mod output;
 pub mod preprocess;
 pub mod samples;
-pub mod search_result;
+pub(crate) mod search_result;
 pub mod shapes;
 pub mod slurm;
 pub mod task;

@@ -15,21 +15,21 @@ pub struct OrtCudaArgs {
     /// and NCHW, measured once per model, batch and GPU and kept in trtkit's cache folder), nchw
     /// or nhwc. Inputs and outputs keep theirs.
     #[arg(long, value_enum, value_name = "POLICY", default_value = "auto")]
-    pub layout_policy: LayoutPolicy,
+    pub(crate) layout_policy: LayoutPolicy,
     /// The same as --layout-policy nhwc.
     #[arg(long, hide = true, conflicts_with = "layout_policy")]
-    pub nhwc: bool,
+    pub(crate) nhwc: bool,
     /// How cuDNN picks each convolution's algorithm.
     #[arg(long, value_enum, value_name = "HOW", default_value = "exhaustive")]
-    pub cudnn_search: ConvAlgoSearch,
+    pub(crate) cudnn_search: ConvAlgoSearch,
     /// cuDNN's convolution workspace: max (what the fastest algorithm asks for) or limited
     /// (32 MiB).
     #[arg(long, value_enum, value_name = "SIZE", default_value = "max")]
-    pub cudnn_workspace: CudnnWorkspace,
+    pub(crate) cudnn_workspace: CudnnWorkspace,
     /// Fuse convolution, bias, residual add and activation into one cuDNN graph (ONNX Runtime's
     /// fuse_conv_bias): auto (measured once with the layout), on or off.
     #[arg(long, value_enum, value_name = "POLICY", default_value = "auto")]
-    pub cudnn_fuse: FusionPolicy,
+    pub(crate) cudnn_fuse: FusionPolicy,
 }
 
 impl Default for OrtCudaArgs {

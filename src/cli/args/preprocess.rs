@@ -38,7 +38,7 @@ pub struct PreprocessArgs {
     pub layout: Option<Layout>,
     /// Channel order fed to the model. Default: rgb.
     #[arg(long, value_enum)]
-    pub channel_order: Option<ChannelOrder>,
+    pub(crate) channel_order: Option<ChannelOrder>,
 }
 
 impl PreprocessArgs {

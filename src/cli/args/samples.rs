@@ -8,7 +8,7 @@ use crate::cli::usage;
 use anyhow::Result;
 
 /// Refuses a sample count of zero, naming the flag.
-pub fn positive_samples(n: Option<usize>) -> Result<Option<usize>> {
+pub(crate) fn positive_samples(n: Option<usize>) -> Result<Option<usize>> {
     match n {
         Some(0) => Err(usage("--num-samples must be at least 1")),
         other => Ok(other),

@@ -6,9 +6,9 @@ use std::path::PathBuf;
 
 /// A target search's result for the rewrite.
 #[derive(Clone, Debug, Default, Args)]
-pub struct SearchResultArgs {
+pub(crate) struct SearchResultArgs {
     /// With --fp16 or --int8: the nodes a target search left in float (its --json report, or
     /// the result it kept) stay in float here too: kept in float32 (FP16) or left out of INT8.
     #[arg(long, value_name = "RESULT.json")]
-    pub float_nodes_from: Option<PathBuf>,
+    pub(crate) float_nodes_from: Option<PathBuf>,
 }

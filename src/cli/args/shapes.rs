@@ -37,7 +37,7 @@ impl ShapeArgs {
     }
 
     /// For a command that runs at one shape: each `--dim` must give a single size.
-    pub fn one_shape(&self, command: &str) -> anyhow::Result<ShapeRequest> {
+    pub(crate) fn one_shape(&self, command: &str) -> anyhow::Result<ShapeRequest> {
         let (request, sweep) = self.sweep()?;
         if let Some((symbol, sizes)) = sweep.iter().find(|(_, s)| s.len() > 1) {
             return Err(usage(format!(
@@ -49,7 +49,7 @@ impl ShapeArgs {
     }
 
     /// For a command that sweeps: the input shapes, and each named axis with its sizes.
-    pub fn sweep(&self) -> anyhow::Result<(ShapeRequest, DimSweep)> {
+    pub(crate) fn sweep(&self) -> anyhow::Result<(ShapeRequest, DimSweep)> {
         let mut sweep = vec![];
         for d in self.dims()? {
             match d.values {

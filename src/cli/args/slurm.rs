@@ -12,16 +12,16 @@ pub struct SlurmArgs {
     pub slurm: bool,
     /// The array's partition.
     #[arg(long, value_name = "P", requires = "slurm")]
-    pub partition: Option<String>,
+    pub(crate) partition: Option<String>,
     /// Resources per task, as sbatch takes them (e.g. gpu:1).
     #[arg(long, value_name = "GRES", requires = "slurm")]
-    pub gres: Option<String>,
+    pub(crate) gres: Option<String>,
     /// Time limit per task, as sbatch takes it (e.g. 00:30:00).
     #[arg(long, value_name = "T", requires = "slurm")]
     pub time: Option<String>,
     /// Let SLURM run a task again after a node failure or preemption.
     #[arg(long, requires = "slurm")]
-    pub requeue: bool,
+    pub(crate) requeue: bool,
     /// Another sbatch option for the array (repeatable), e.g. --sbatch=--account=ml.
     #[arg(
         long,
@@ -29,10 +29,10 @@ pub struct SlurmArgs {
         allow_hyphen_values = true,
         requires = "slurm"
     )]
-    pub sbatch: Vec<String>,
+    pub(crate) sbatch: Vec<String>,
     /// Print the sbatch script and submit nothing.
     #[arg(long, requires = "slurm")]
-    pub dry_run: bool,
+    pub(crate) dry_run: bool,
     /// Seconds between two looks at the queue while following the array.
     #[arg(
         long,
@@ -58,7 +58,7 @@ impl SlurmArgs {
 
 /// Flags that only say where and how cells are scheduled: a cell's own command line leaves them
 /// out. Switches, then flags that take a value.
-pub const SCHEDULING_SWITCHES: &[&str] = &[
+pub(crate) const SCHEDULING_SWITCHES: &[&str] = &[
     "--slurm",
     "--requeue",
     "--dry-run",
@@ -67,7 +67,7 @@ pub const SCHEDULING_SWITCHES: &[&str] = &[
 ];
 
 /// Scheduling flags followed by a value.
-pub const SCHEDULING_VALUED: &[&str] = &[
+pub(crate) const SCHEDULING_VALUED: &[&str] = &[
     "--partition",
     "--gres",
     "--time",
@@ -78,7 +78,7 @@ pub const SCHEDULING_VALUED: &[&str] = &[
 ];
 
 /// `argv` without the scheduling flags (as `--flag value` or `--flag=value`).
-pub fn without_scheduling_flags(argv: &[String]) -> Vec<String> {
+pub(crate) fn without_scheduling_flags(argv: &[String]) -> Vec<String> {
     let mut out = vec![];
     let mut skip_value = false;
     for word in argv {

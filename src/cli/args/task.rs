@@ -57,7 +57,7 @@ pub struct TaskArgs {
     /// box, so a score that only crossed --conf counts as a shift, not a lost box (default
     /// 0.01; 0 counts strictly at --conf).
     #[arg(long, value_name = "SCORE")]
-    pub score_tolerance: Option<f32>,
+    pub(crate) score_tolerance: Option<f32>,
 }
 
 impl TaskArgs {

@@ -13,7 +13,7 @@ pub struct TimingArgs {
     pub warmup: u64,
     /// Warm up for this many seconds instead of a number of iterations.
     #[arg(long, value_name = "SECONDS")]
-    pub warmup_seconds: Option<f64>,
+    pub(crate) warmup_seconds: Option<f64>,
     /// Measured iterations per batch size.
     #[arg(long, default_value_t = 100, conflicts_with = "duration")]
     pub iterations: u64,
@@ -69,7 +69,7 @@ fn warmup_iterations(text: &str) -> Result<u64, String> {
 
 /// `validate --warmup N`: N warm-up batches. A fraction in [0, 1) is the old meaning (a share
 /// of the batches), still read for one release with a warning.
-pub fn warmup_batches(text: &str) -> Result<WarmupBatches, String> {
+pub(crate) fn warmup_batches(text: &str) -> Result<WarmupBatches, String> {
     if let Ok(n) = text.parse::<usize>() {
         return Ok(WarmupBatches::Count(n));
     }

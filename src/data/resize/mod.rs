@@ -171,7 +171,7 @@ impl Resampler {
     }
 
     /// Takes input row `y` (`in_w * 3` bytes, RGB); rows outside the window are ignored.
-    pub fn push_row(&mut self, y: usize, row: &[u8]) {
+    pub(crate) fn push_row(&mut self, y: usize, row: &[u8]) {
         if y < self.row_lo || y >= self.row_hi {
             return;
         }
@@ -208,7 +208,7 @@ impl Resampler {
 }
 
 /// Resizes `img` to `win.resized_w × win.resized_h` and returns only the crop window, RGB.
-pub fn resize_crop(img: &RgbImage, win: &Window, kind: Interpolation) -> Vec<u8> {
+pub(crate) fn resize_crop(img: &RgbImage, win: &Window, kind: Interpolation) -> Vec<u8> {
     resize_crop_with(img, win, kind, Kernels::Best)
 }
 

@@ -68,7 +68,7 @@ fn pick_inputs(arrays: &[HostTensor], specs: &[IoSpec], origin: &str) -> Result<
 
 /// The inputs `specs` asks for, read from `path` (an `.npy` feeds a one-input model whatever
 /// its array is called).
-pub fn load_inputs(path: &Path, specs: &[IoSpec]) -> Result<Vec<HostTensor>> {
+pub(crate) fn load_inputs(path: &Path, specs: &[IoSpec]) -> Result<Vec<HostTensor>> {
     let mut arrays = npz::load(path)?;
     if arrays.len() == 1 && specs.len() == 1 && path.extension().is_some_and(|e| e == "npy") {
         arrays[0].name = specs[0].name.clone();
@@ -137,7 +137,7 @@ pub fn make_inputs(
 /// The batch of a run over `samples` inputs: the one asked for, but a batch beyond the samples
 /// runs the samples (no padding to a size nobody needs) unless a model fixes it; up to
 /// [`DEFAULT_BATCH`] when none was asked for.
-pub fn batch_for_inputs(asked: Option<usize>, samples: usize, any_fixed: bool) -> usize {
+pub(crate) fn batch_for_inputs(asked: Option<usize>, samples: usize, any_fixed: bool) -> usize {
     match asked {
         Some(b) if any_fixed => b,
         Some(b) => b.min(samples),
@@ -149,7 +149,7 @@ pub fn batch_for_inputs(asked: Option<usize>, samples: usize, any_fixed: bool) -
 /// left: a fixed batch pads the samples up to it, so it must fit before anything runs.
 /// `asked_by_user` says whether the batch came from the caller (else from a model's fixed
 /// batch), for the setting the error names.
-pub fn checked_batch(
+pub(crate) fn checked_batch(
     asked: Option<usize>,
     asked_by_user: bool,
     made: &[HostTensor],

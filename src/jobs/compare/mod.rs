@@ -60,7 +60,7 @@ impl CompareConfig {
     }
 
     /// The runner's config for `sources` with this comparison's shapes, batch and inputs.
-    pub fn runner(&self, sources: Vec<SourceConfig>) -> RunConfig {
+    pub(crate) fn runner(&self, sources: Vec<SourceConfig>) -> RunConfig {
         RunConfig {
             sources,
             input_shapes: self.input_shapes.clone(),
@@ -127,7 +127,7 @@ pub fn compare(
 }
 
 /// The labels of `n` sides: `A`, `B`, … `Z`, then `S27`, `S28`, ….
-pub fn side_labels(n: usize) -> Vec<String> {
+pub(crate) fn side_labels(n: usize) -> Vec<String> {
     (0..n)
         .map(|i| match u8::try_from(i).ok().filter(|&i| i < 26) {
             Some(i) => char::from(b'A' + i).to_string(),
@@ -139,7 +139,7 @@ pub fn side_labels(n: usize) -> Vec<String> {
 /// Runs every side of `sides` on the same inputs (the last, the reference, once) and compares
 /// each of the others with it; `config`'s `a` and `b` are not used. The runs come back too,
 /// for whoever saves tensors.
-pub fn compare_many(
+pub(crate) fn compare_many(
     config: &CompareConfig,
     sides: &[SideConfig],
     progress: &dyn Progress,

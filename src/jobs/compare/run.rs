@@ -120,7 +120,7 @@ pub struct Runs {
     /// The inputs fed to the models.
     pub inputs: Option<Vec<HostTensor>>,
     /// Where the inputs came from, as the report says it.
-    pub inputs_note: String,
+    pub(crate) inputs_note: String,
     /// One result per source.
     pub results: Vec<RunResult>,
 }

@@ -32,7 +32,7 @@ pub enum BoxFormat {
 
 impl BoxFormat {
     /// Converts four box numbers written in this format to corners `[x1, y1, x2, y2]`.
-    pub fn to_xyxy(self, b: [f32; 4]) -> [f32; 4] {
+    pub(crate) fn to_xyxy(self, b: [f32; 4]) -> [f32; 4] {
         match self {
             BoxFormat::Xyxy => b,
             BoxFormat::Cxcywh => {
@@ -65,13 +65,13 @@ impl fmt::Display for BoxFormat {
 }
 
 /// Area of a corner box; a box with `x2 <= x1` or `y2 <= y1` has area 0.
-pub fn area(b: &[f32; 4]) -> f32 {
+pub(crate) fn area(b: &[f32; 4]) -> f32 {
     (b[2] - b[0]).max(0.0) * (b[3] - b[1]).max(0.0)
 }
 
 /// Area of a corner box in double precision, as the COCO evaluation computes it
 /// (width times height, 0 for an empty box).
-pub fn area64(b: &[f32; 4]) -> f64 {
+pub(crate) fn area64(b: &[f32; 4]) -> f64 {
     let w = f64::from(b[2]) - f64::from(b[0]);
     let h = f64::from(b[3]) - f64::from(b[1]);
     if w > 0.0 && h > 0.0 {
@@ -83,7 +83,7 @@ pub fn area64(b: &[f32; 4]) -> f64 {
 
 /// Area shared by two corner boxes, in double precision; 0 when they do not overlap or a
 /// coordinate is not finite.
-pub fn intersection64(a: &[f32; 4], b: &[f32; 4]) -> f64 {
+pub(crate) fn intersection64(a: &[f32; 4], b: &[f32; 4]) -> f64 {
     if !a.iter().chain(b).all(|v| v.is_finite()) {
         return 0.0;
     }
@@ -98,7 +98,7 @@ pub fn intersection64(a: &[f32; 4], b: &[f32; 4]) -> f64 {
 
 /// Intersection over union of two corner boxes in double precision, with no "+1" on widths
 /// (as pycocotools); 0 when the boxes do not overlap or either is empty.
-pub fn iou64(a: &[f32; 4], b: &[f32; 4]) -> f64 {
+pub(crate) fn iou64(a: &[f32; 4], b: &[f32; 4]) -> f64 {
     let inter = intersection64(a, b);
     if inter <= 0.0 {
         return 0.0;
@@ -119,7 +119,7 @@ pub fn iou(a: &[f32; 4], b: &[f32; 4]) -> f32 {
 
 /// Orders detections best score first, for sorting; a NaN score counts as the lowest, and
 /// equal scores compare equal so that stable sorts keep their input order.
-pub fn by_score_desc(a: &Detection, b: &Detection) -> Ordering {
+pub(crate) fn by_score_desc(a: &Detection, b: &Detection) -> Ordering {
     let key = |d: &Detection| {
         if d.score.is_nan() {
             f32::NEG_INFINITY

@@ -30,12 +30,12 @@ pub struct GroundTruth {
     pub class: usize,
     /// A crowd region: detections inside it are neither rewarded nor penalised, and it does
     /// not count towards recall.
-    pub crowd: bool,
+    pub(crate) crowd: bool,
 }
 
 /// Average precision of one class.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ClassAp {
+pub(crate) struct ClassAp {
     /// Class index.
     pub class: usize,
     /// Ground-truth boxes of this class that are not crowd regions.
@@ -44,11 +44,11 @@ pub struct ClassAp {
     /// image), those inside crowd regions included.
     pub detections: usize,
     /// AP at IoU 0.5.
-    pub ap50: f64,
+    pub(crate) ap50: f64,
     /// AP at IoU 0.75.
-    pub ap75: f64,
+    pub(crate) ap75: f64,
     /// AP averaged over the IoU thresholds 0.50, 0.55, …, 0.95.
-    pub ap50_95: f64,
+    pub(crate) ap50_95: f64,
 }
 
 /// Mean average precision over classes.
@@ -64,12 +64,12 @@ pub struct MeanAp {
     /// region. When there are none, every mAP is 0 (pycocotools reports -1 there).
     pub classes: usize,
     /// The classes in the mean, by class index.
-    pub per_class: Vec<ClassAp>,
+    pub(crate) per_class: Vec<ClassAp>,
 }
 
 /// The ten IoU thresholds 0.50, 0.55, …, 0.95, computed as `numpy.linspace` computes them
 /// for COCOeval, so that an IoU right at a threshold falls on the same side as there.
-pub fn iou_thresholds() -> [f64; THRESHOLDS] {
+pub(crate) fn iou_thresholds() -> [f64; THRESHOLDS] {
     let step = (0.95f64 - 0.5) / 9.0;
     let mut t = [0.0; THRESHOLDS];
     for (i, v) in t.iter_mut().enumerate() {
@@ -80,7 +80,7 @@ pub fn iou_thresholds() -> [f64; THRESHOLDS] {
 }
 
 /// The 101 recall points 0, 0.01, …, 1, computed as `numpy.linspace` computes them.
-pub fn recall_points() -> [f64; RECALL_POINTS] {
+pub(crate) fn recall_points() -> [f64; RECALL_POINTS] {
     let mut r = [0.0; RECALL_POINTS];
     for (i, v) in r.iter_mut().enumerate() {
         *v = i as f64 * 0.01;

@@ -29,7 +29,7 @@ impl HeadLayout {
     /// `K >= 6` reads as anchors first and `[N, K, A]` with `A > K` and `K >= 5` as anchors
     /// last. A YOLOv8 head transposed to `[N, anchors, 4 + classes]` looks anchors-first to
     /// this rule; name the layout explicitly for such models.
-    pub fn guess(shape: &[usize]) -> Option<HeadLayout> {
+    pub(crate) fn guess(shape: &[usize]) -> Option<HeadLayout> {
         match *shape {
             [_, a, k] if a > k && k >= 6 => Some(HeadLayout::AnchorsFirst),
             [_, k, a] if a > k && k >= 5 => Some(HeadLayout::AnchorsLast),
@@ -61,7 +61,7 @@ impl fmt::Display for HeadLayout {
 
 /// Settings for turning a raw head into detections.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-pub struct DecodeOptions {
+pub(crate) struct DecodeOptions {
     /// How the head's values are laid out.
     pub layout: HeadLayout,
     /// How each anchor's four box numbers are written.
@@ -71,10 +71,11 @@ pub struct DecodeOptions {
     /// IoU threshold of non-maximum suppression, between 0 and 1.
     pub iou: f32,
     /// Most detections kept per image, best score first.
-    pub max_detections: usize,
+    pub(crate) max_detections: usize,
 }
 
 impl DecodeOptions {
+    #[cfg(test)]
     /// Options with the usual YOLO defaults for a layout: centre-size boxes, confidence
     /// 0.25, IoU 0.45 and at most 300 detections per image.
     pub fn new(layout: HeadLayout) -> DecodeOptions {
@@ -101,7 +102,7 @@ struct Dims {
 /// or box that is not finite, are dropped. Scores are expected to be probabilities (after
 /// the sigmoid): anchors-first heads skip anchors whose objectness alone is below `conf`.
 /// The rest go through class-aware NMS and the best `max_detections` are kept.
-pub fn decode_head(
+pub(crate) fn decode_head(
     data: &[f32],
     shape: &[usize],
     opts: &DecodeOptions,

@@ -14,7 +14,7 @@ use super::coco::{self, GroundTruth};
 
 /// How many boxes of one class only one side has, at IoU 0.5.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ClassMismatch {
+pub(crate) struct ClassMismatch {
     /// Class index.
     pub class: usize,
     /// Boxes of A with no matching reference box.
@@ -45,9 +45,9 @@ pub struct DetectionAgreement {
     /// nothing matched).
     pub score_shift_mean: Option<f64>,
     /// Mean of |score_a - score_b| over boxes matched at IoU 0.5.
-    pub score_shift_mean_abs: Option<f64>,
+    pub(crate) score_shift_mean_abs: Option<f64>,
     /// Largest |score_a - score_b| over boxes matched at IoU 0.5.
-    pub score_shift_max_abs: Option<f64>,
+    pub(crate) score_shift_max_abs: Option<f64>,
     /// Mean IoU of the boxes matched at 0.5.
     pub matched_iou_mean: Option<f64>,
     /// COCO-style mAP at IoU 0.5 of A's boxes taking B's as ground truth (every box of A, not
@@ -57,7 +57,7 @@ pub struct DetectionAgreement {
     /// The same averaged over IoU 0.50:0.95.
     pub map50_95: Option<f64>,
     /// Classes with the most unmatched boxes (either side) at IoU 0.5, worst first, at most 5: (class, only_a, only_b).
-    pub worst_classes: Vec<ClassMismatch>,
+    pub(crate) worst_classes: Vec<ClassMismatch>,
 }
 
 /// Matches the boxes of A to those of B in one image at an IoU threshold.
@@ -65,7 +65,7 @@ pub struct DetectionAgreement {
 /// A's boxes, best score first, each take the not yet taken B box of the same class with
 /// the highest IoU (the first on ties), if that IoU is at least `threshold`. Returns, for
 /// each of A's boxes in A's order, the index of its B box.
-pub fn match_image(a: &[Detection], b: &[Detection], threshold: f64) -> Vec<Option<usize>> {
+pub(crate) fn match_image(a: &[Detection], b: &[Detection], threshold: f64) -> Vec<Option<usize>> {
     let mut b_by_class: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
     for (j, d) in b.iter().enumerate() {
         b_by_class.entry(d.class).or_default().push(j);
@@ -107,7 +107,7 @@ pub fn agreement(a: &[Vec<Detection>], b: &[Vec<Detection>]) -> Result<Detection
 /// score only crossed `conf` (0.2502 on one side, 0.2498 on the other) is a matched box with a
 /// score shift, not a box one side lost; the agreement mAP takes B's boxes at `conf` as ground
 /// truth and every candidate of A as a detection.
-pub fn agreement_above(
+pub(crate) fn agreement_above(
     a: &[Vec<Detection>],
     b: &[Vec<Detection>],
     conf: f32,

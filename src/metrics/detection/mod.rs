@@ -6,5 +6,5 @@ pub mod boxes;
 pub mod coco;
 pub mod decode;
 pub mod matching;
-pub mod nms;
+pub(crate) mod nms;
 pub mod outputs;

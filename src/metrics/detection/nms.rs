@@ -12,7 +12,7 @@ use super::boxes::{area, by_score_desc, Detection};
 /// dropped when its IoU with an already kept box of the same class is above `iou`. Whether
 /// a box is kept depends only on better boxes, so the walk stops once `max` are kept, and
 /// only as many candidates are put in order as the walk reaches.
-pub fn class_aware(dets: Vec<Detection>, iou: f32, max: usize) -> Vec<Detection> {
+pub(crate) fn class_aware(dets: Vec<Detection>, iou: f32, max: usize) -> Vec<Detection> {
     if max == 0 || dets.is_empty() {
         return Vec::new();
     }

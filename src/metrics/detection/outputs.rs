@@ -20,10 +20,10 @@ pub struct DetectOptions {
     /// The head's layout; `None`: guessed from its shape.
     pub layout: Option<HeadLayout>,
     /// At most this many boxes per image, best first.
-    pub max_detections: usize,
+    pub(crate) max_detections: usize,
     /// In a comparison, a box scoring down to `conf` minus this on one side still pairs with
     /// the other side's box: a score that only crossed `conf` is a shift, not a lost box.
-    pub score_tolerance: f32,
+    pub(crate) score_tolerance: f32,
 }
 
 impl DetectOptions {
@@ -66,7 +66,7 @@ pub struct DecodedBoxes {
 /// The outputs of a model that runs NMS itself, found by name: boxes `[N, K, 4]` (or `[K, 4]`
 /// for one image), scores and labels `[N, K]` (or `[K]`), and optionally the count per image
 /// (`num…`, `[N]` or `[N, 1]`).
-pub struct NmsOutputs<'a> {
+pub(crate) struct NmsOutputs<'a> {
     boxes: &'a HostTensor,
     scores: &'a HostTensor,
     labels: &'a HostTensor,
@@ -158,7 +158,7 @@ impl<'a> NmsOutputs<'a> {
 }
 
 /// The first rank-3 float output whose shape reads as a raw YOLO head, with its layout.
-pub fn find_head(outputs: &[HostTensor]) -> Option<(&HostTensor, HeadLayout)> {
+pub(crate) fn find_head(outputs: &[HostTensor]) -> Option<(&HostTensor, HeadLayout)> {
     outputs
         .iter()
         .filter(|t| t.elem_type().is_float())

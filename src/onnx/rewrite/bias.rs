@@ -16,7 +16,7 @@ use super::initializer::read_f32;
 /// For every Conv whose weights `plan` quantizes and whose input's channel means are in
 /// `means` (tensor name → one mean per channel), a new bias that cancels the mean shift of
 /// the weights quantized as `weights` says (a Conv without a bias gets one). Returns the corrected nodes' names.
-pub fn correct_biases(
+pub(crate) fn correct_biases(
     model: &mut OnnxModel,
     plan: &QuantPlan,
     means: &HashMap<String, Vec<f64>>,

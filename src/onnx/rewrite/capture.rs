@@ -1,7 +1,7 @@
 //! Exposing intermediate tensors as graph outputs, so one run of the model returns them.
 
 use super::pass::{Pass, PassReport};
-pub use super::report::Source;
+pub(crate) use super::report::Source;
 use crate::onnx::pb::tensor_proto::DataType;
 use crate::onnx::tensor_info::unshaped_value_info;
 use crate::onnx::OnnxModel;
@@ -12,7 +12,7 @@ use anyhow::{bail, Result};
 ///
 /// Its report ([`PassReport::Capture`]) says where each tensor appears in a run.
 #[derive(Clone, Debug)]
-pub struct Capture {
+pub(crate) struct Capture {
     /// The tensors to capture, in the order their sources are reported.
     pub names: Vec<String>,
 }

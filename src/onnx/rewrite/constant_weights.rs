@@ -14,7 +14,7 @@ use std::collections::HashSet;
 const MIN_IR_VERSION: i64 = 4;
 
 /// Moves the Constant weights of `model` into initializers; returns how many were moved.
-pub fn lift_constant_weights(model: &mut OnnxModel) -> usize {
+pub(crate) fn lift_constant_weights(model: &mut OnnxModel) -> usize {
     if model.proto.ir_version < MIN_IR_VERSION {
         return 0;
     }

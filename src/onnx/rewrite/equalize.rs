@@ -13,7 +13,7 @@
 use super::fold_bn::FoldBatchNorm;
 use super::initializer::read_f32;
 use super::pass::{Pass, PassReport};
-pub use super::report::EqualizeReport;
+pub(crate) use super::report::EqualizeReport;
 use crate::onnx::attributes::int_attr;
 use crate::onnx::graph_builder::tensor_f32;
 use crate::onnx::pb::GraphProto;
@@ -23,14 +23,14 @@ use std::collections::HashMap;
 
 /// Sweeps over every pair at most; a sweep that moves no scale by more than [`SETTLED`]
 /// (relative) ends the pass early.
-pub const SWEEPS: usize = 20;
+pub(crate) const SWEEPS: usize = 20;
 
 /// A scale within this of 1 counts as no change.
-pub const SETTLED: f32 = 1e-4;
+pub(crate) const SETTLED: f32 = 1e-4;
 
 /// The equalisation pass.
 #[derive(Clone, Debug, Default)]
-pub struct Equalize;
+pub(crate) struct Equalize;
 
 /// Two convolutions equalised together (node indices).
 #[derive(Clone, Debug, PartialEq)]

@@ -13,7 +13,7 @@ use anyhow::{bail, Result};
 
 /// The folding pass.
 #[derive(Clone, Debug, Default)]
-pub struct FoldBatchNorm;
+pub(crate) struct FoldBatchNorm;
 
 /// How many readers `tensor` has in `graph`, counting graph outputs.
 fn reader_count(graph: &GraphProto, tensor: &str) -> usize {

@@ -13,7 +13,7 @@ use super::fp16_values::{convert_tensors, to_f16_clamped, FileWeights};
 use super::gemm_to_matmul::gemm_to_matmul;
 use super::initializer::{read_f32, set_f16};
 use super::pass::{Pass, PassReport};
-pub use super::report::Fp16Report;
+pub(crate) use super::report::Fp16Report;
 use super::types::infer_elem_types;
 use crate::onnx::deferred_weights::DeferredWeights;
 use crate::onnx::dtype::{data_type, data_type_attr};
@@ -61,7 +61,7 @@ pub const DEFAULT_KEEP_FP32: &[&str] = &[
 /// Ops that ONNX defines for no float16 type: always computed in float32, whatever the keep
 /// list says (`Range`, which YOLOv8 exports use to lay out their anchor grid, takes float,
 /// double and integers only; ONNX Runtime refuses a float16 one when it loads the model).
-pub const NO_FLOAT16: &[&str] = &["Range"];
+pub(crate) const NO_FLOAT16: &[&str] = &["Range"];
 
 /// Options of the FP16 rewrite.
 #[derive(Clone, Debug)]
@@ -134,7 +134,7 @@ impl Pass for Fp16 {
 /// [`crate::onnx::deferred_weights`]): the weights the rewrite reads before converting
 /// (a Gemm's, a BatchNormalization's statistics) are put back first; every other one goes from
 /// the file's float32 bytes straight to float16, without a float32 copy in between.
-pub fn to_fp16_deferred(
+pub(crate) fn to_fp16_deferred(
     model: OnnxModel,
     options: &Fp16Options,
     deferred: DeferredWeights,

@@ -21,8 +21,9 @@
 //! Subgraphs (`If`, `Loop`, `Scan` bodies) are not rewritten: a model that computes in float16
 //! and holds one is refused, naming the node.
 
+#[cfg(test)]
 use super::pass::{Pass, PassReport};
-pub use super::report::Fp16EmulationReport;
+pub(crate) use super::report::Fp16EmulationReport;
 use super::types::infer_elem_types;
 use crate::onnx::dtype::{data_type, data_type_attr};
 use crate::onnx::pb::tensor_proto::{DataLocation, DataType};
@@ -34,9 +35,11 @@ use std::collections::{HashMap, HashSet};
 
 /// The FP16 emulation pass (see the module comment): a model with float16 compute becomes a
 /// float32 model that rounds every float16 tensor to float16; a model without is left as it is.
+#[cfg(test)]
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Fp16Emulation;
+pub(crate) struct Fp16Emulation;
 
+#[cfg(test)]
 impl Pass for Fp16Emulation {
     fn name(&self) -> &'static str {
         "fp16-emulation"
@@ -50,7 +53,7 @@ impl Pass for Fp16Emulation {
 
 /// Whether `model` computes anything in float16: a float16 input, initializer or node output,
 /// in the main graph or in a subgraph.
-pub fn has_float16_compute(model: &OnnxModel) -> bool {
+pub(crate) fn has_float16_compute(model: &OnnxModel) -> bool {
     graph_has_float16(model.graph())
 }
 
@@ -75,7 +78,7 @@ fn declared_type(v: &crate::onnx::pb::ValueInfoProto) -> Option<DataType> {
 
 /// The emulated model of `model` (see the module comment); `model` itself, unchanged, when it has
 /// no float16 compute, so applying this twice is harmless.
-pub fn emulate_fp16(model: OnnxModel) -> Result<OnnxModel> {
+pub(crate) fn emulate_fp16(model: OnnxModel) -> Result<OnnxModel> {
     Ok(emulate_with_report(model)?.0)
 }
 

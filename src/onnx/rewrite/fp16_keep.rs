@@ -19,7 +19,7 @@ pub struct KeepNodeError(pub String);
 /// pattern that matches nothing. An unnamed node that is kept gets its `#INDEX` label as its
 /// name, so the rewrite can find it. A name no node has, or a pattern that does not parse, is a
 /// [`KeepNodeError`].
-pub fn resolve_kept_nodes(
+pub(crate) fn resolve_kept_nodes(
     g: &mut GraphProto,
     names: &[String],
     patterns: &[String],
@@ -73,7 +73,7 @@ pub fn resolve_kept_nodes(
 
 /// The names a kept node goes by after the rewrite: a Gemm becomes a MatMul `NAME_matmul` and
 /// its bias an Add `NAME_bias`, both kept with it.
-pub fn kept_names(names: &[String]) -> HashSet<String> {
+pub(crate) fn kept_names(names: &[String]) -> HashSet<String> {
     names
         .iter()
         .flat_map(|n| [n.clone(), format!("{n}_matmul"), format!("{n}_bias")])
@@ -110,7 +110,7 @@ fn constant_values<'a>(g: &'a GraphProto, wanted: &HashSet<&str>) -> HashMap<&'a
 /// a value beyond ±65504: computed in float16 their variance is infinite (or clamped, and the
 /// normalisation wrong), so they stay float32. Seen in Paddle exports (PP-OCRv4's text detector
 /// has running variances above 10⁵), where float16 turned its text map to noise.
-pub fn wide_batchnorms(g: &GraphProto) -> HashSet<String> {
+pub(crate) fn wide_batchnorms(g: &GraphProto) -> HashSet<String> {
     let batchnorms = || g.node.iter().filter(|n| n.op_type == "BatchNormalization");
     let statistics: HashSet<&str> = batchnorms()
         .flat_map(|n| n.input.iter().skip(1).map(String::as_str))
@@ -130,7 +130,7 @@ pub fn wide_batchnorms(g: &GraphProto) -> HashSet<String> {
 
 /// The tensors some node reads in float16: every input of a node that `kept` does not keep,
 /// except the slots that must stay float32 (`fp32_slot`).
-pub fn float16_reads(
+pub(crate) fn float16_reads(
     g: &GraphProto,
     kept: &impl Fn(&NodeProto) -> bool,
     fp32_slot: impl Fn(&str, usize) -> bool,
@@ -150,7 +150,7 @@ pub fn float16_reads(
 
 /// Whether a Constant (or ConstantOfShape) is read by no float16 node: it stays float32
 /// rather than being rounded to float16 and cast back.
-pub fn unread_constant(node: &NodeProto, float16_reads: &HashSet<String>) -> bool {
+pub(crate) fn unread_constant(node: &NodeProto, float16_reads: &HashSet<String>) -> bool {
     matches!(node.op_type.as_str(), "Constant" | "ConstantOfShape")
         && !node.output.iter().any(|o| float16_reads.contains(o))
 }

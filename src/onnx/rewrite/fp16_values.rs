@@ -23,7 +23,7 @@ const CHUNK: usize = 1 << 15;
 
 /// Converts `values` to float16, clamping finite values beyond ±65504 to it (infinities and
 /// NaN stay what they are); true if anything was clamped.
-pub fn to_f16_clamped(values: &[f32]) -> (Vec<f16>, bool) {
+pub(crate) fn to_f16_clamped(values: &[f32]) -> (Vec<f16>, bool) {
     let mut out = vec![f16::ZERO; values.len()];
     let clamped = out
         .par_chunks_mut(CHUNK)
@@ -79,7 +79,7 @@ fn convert_bytes(src: &[u8], dst: &mut [u8]) -> bool {
 }
 
 /// Makes a float32 initializer float16 in place; true if a value was clamped.
-pub fn convert_tensor(t: &mut TensorProto) -> Result<bool> {
+pub(crate) fn convert_tensor(t: &mut TensorProto) -> Result<bool> {
     let raw_f32 = data_type(t.data_type) == Some(DataType::Float)
         && t.data_location != Some(DataLocation::External as i32)
         && !t.raw_data.is_empty();
@@ -94,13 +94,13 @@ pub fn convert_tensor(t: &mut TensorProto) -> Result<bool> {
 
 /// Weights still in the model file's bytes (see [`crate::onnx::deferred_weights`]): the byte
 /// range of each one's float32 data by initializer name, and the file's bytes.
-pub type FileWeights<'a> = (&'a HashMap<String, Range<usize>>, &'a [u8]);
+pub(crate) type FileWeights<'a> = (&'a HashMap<String, Range<usize>>, &'a [u8]);
 
 /// Converts the initializers whose flag in `convert` is set (one flag per initializer, in
 /// order), all in parallel; returns the names of those that had values clamped, in order. An
 /// initializer whose data is still in the file (`file`) is converted straight from the file's
 /// bytes, or, when not converted, given its bytes back.
-pub fn convert_tensors(
+pub(crate) fn convert_tensors(
     tensors: &mut [TensorProto],
     convert: &[bool],
     file: Option<FileWeights>,

@@ -7,7 +7,7 @@ use anyhow::{bail, Result};
 use half::f16;
 
 /// The values of a float32 tensor (raw little-endian data or `float_data`).
-pub fn read_f32(t: &TensorProto) -> Result<Vec<f32>> {
+pub(crate) fn read_f32(t: &TensorProto) -> Result<Vec<f32>> {
     if data_type(t.data_type) != Some(DataType::Float) {
         bail!("initializer '{}' is not float32", t.name);
     }
@@ -33,13 +33,8 @@ pub fn read_f32(t: &TensorProto) -> Result<Vec<f32>> {
     Ok(t.float_data.clone())
 }
 
-/// Number of elements a tensor's dims describe.
-pub fn element_count(t: &TensorProto) -> usize {
-    t.dims.iter().map(|&d| d.max(0) as usize).product()
-}
-
 /// Replaces a tensor's content with float16 values (raw data), keeping name and dims.
-pub fn set_f16(t: &mut TensorProto, values: &[f16]) {
+pub(crate) fn set_f16(t: &mut TensorProto, values: &[f16]) {
     t.data_type = DataType::Float16 as i32;
     t.float_data.clear();
     t.int32_data.clear();
@@ -47,7 +42,7 @@ pub fn set_f16(t: &mut TensorProto, values: &[f16]) {
 }
 
 /// An int8 tensor stored as raw data.
-pub fn tensor_i8(name: &str, dims: &[i64], data: &[i8]) -> TensorProto {
+pub(crate) fn tensor_i8(name: &str, dims: &[i64], data: &[i8]) -> TensorProto {
     TensorProto {
         name: name.into(),
         dims: dims.to_vec(),

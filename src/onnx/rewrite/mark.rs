@@ -12,7 +12,7 @@ use std::collections::{HashMap, HashSet};
 
 /// A float tensor made by a node of the main graph.
 #[derive(Clone, Debug, PartialEq)]
-pub struct ProducedTensor {
+pub(crate) struct ProducedTensor {
     /// The tensor's name.
     pub name: String,
     /// The name of the node that makes it (`#i` for an unnamed node, `i` its place).
@@ -37,7 +37,7 @@ fn is_float(t: DataType) -> bool {
 
 /// Every float tensor the main graph's nodes make, in node order (ONNX keeps nodes in
 /// topological order); tensors whose element type cannot be told are left out.
-pub fn float_tensors(model: &OnnxModel) -> Vec<ProducedTensor> {
+pub(crate) fn float_tensors(model: &OnnxModel) -> Vec<ProducedTensor> {
     let g = model.graph();
     let types = infer_elem_types(g);
     let mut depth: HashMap<&str, usize> = HashMap::new();
@@ -76,7 +76,7 @@ pub fn float_tensors(model: &OnnxModel) -> Vec<ProducedTensor> {
 /// (float32 where it cannot be told), with no shape (the backend infers it). The graph's own
 /// outputs keep their places; the marked ones follow in the order of `names`.
 #[derive(Clone, Debug)]
-pub struct MarkOutputs {
+pub(crate) struct MarkOutputs {
     /// The tensors to mark.
     pub names: Vec<String>,
 }

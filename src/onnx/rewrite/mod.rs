@@ -13,21 +13,21 @@
 //! The passes on input declarations (shapes, batch) live in [`crate::onnx::shape`].
 
 pub mod bias;
-pub mod capture;
-pub mod constant_weights;
+pub(crate) mod capture;
+pub(crate) mod constant_weights;
 pub mod equalize;
-pub mod fold_bn;
+pub(crate) mod fold_bn;
 pub mod fp16;
-pub mod fp16_emulate;
+pub(crate) mod fp16_emulate;
 mod fp16_keep;
 mod fp16_values;
 mod gemm_to_matmul;
 pub mod initializer;
-pub mod mark;
+pub(crate) mod mark;
 pub mod opset;
 pub mod pass;
 pub mod plan;
-pub mod probe;
+pub(crate) mod probe;
 pub mod qdq;
 pub mod report;
 pub mod types;

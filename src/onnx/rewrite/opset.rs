@@ -17,7 +17,7 @@ use crate::onnx::OnnxModel;
 use anyhow::{bail, Result};
 
 /// The oldest opset raised.
-pub const OLDEST_RAISED: i64 = 9;
+pub(crate) const OLDEST_RAISED: i64 = 9;
 
 /// The IR version that goes with opset 13.
 const IR_FOR_OPSET_13: i64 = 7;
@@ -25,7 +25,7 @@ const IR_FOR_OPSET_13: i64 = 7;
 /// Raises the default-domain opset of `model` to `to` (at most 13) when it is older and every
 /// node keeps its meaning; returns the old opset when it was raised, `None` when it was already
 /// new enough, and an error naming the node that stops it.
-pub fn raise_opset(model: &mut OnnxModel, to: i64) -> Result<Option<i64>> {
+pub(crate) fn raise_opset(model: &mut OnnxModel, to: i64) -> Result<Option<i64>> {
     let from = model.opset();
     if from >= to {
         return Ok(None);

@@ -11,7 +11,7 @@
 //! (cross-layer equalisation) and [`Capture`](super::capture::Capture) (activations as extra
 //! outputs).
 
-pub use super::report::PassReport;
+pub(crate) use super::report::PassReport;
 use crate::onnx::OnnxModel;
 use anyhow::{Context, Result};
 
@@ -25,7 +25,10 @@ pub trait Pass {
 }
 
 /// Runs `passes` in order on `model`; the error names the pass that failed.
-pub fn run_passes(model: OnnxModel, passes: &[&dyn Pass]) -> Result<(OnnxModel, Vec<PassReport>)> {
+pub(crate) fn run_passes(
+    model: OnnxModel,
+    passes: &[&dyn Pass],
+) -> Result<(OnnxModel, Vec<PassReport>)> {
     let mut model = model;
     let mut reports = Vec::with_capacity(passes.len());
     for pass in passes {

@@ -24,7 +24,7 @@ pub struct ActivationSite {
     /// Tensor name.
     pub tensor: String,
     /// `(node index, input index)` of every consumer that reads the dequantized tensor.
-    pub consumers: Vec<(usize, usize)>,
+    pub(crate) consumers: Vec<(usize, usize)>,
 }
 
 /// One weight initializer to quantize per channel.
@@ -33,7 +33,7 @@ pub struct WeightSite {
     /// Initializer name.
     pub tensor: String,
     /// `(node index, input index)` of the consumer.
-    pub consumer: (usize, usize),
+    pub(crate) consumer: (usize, usize),
     /// The output-channel axis (one scale per index along it).
     pub axis: i64,
 }
@@ -54,13 +54,13 @@ impl QuantPlan {
     }
 
     /// Names of the activation tensors, in graph order.
-    pub fn activation_names(&self) -> Vec<String> {
+    pub(crate) fn activation_names(&self) -> Vec<String> {
         self.activations.iter().map(|a| a.tensor.clone()).collect()
     }
 
     /// The nodes that read a quantized input (activation or weight), ascending: the nodes that
     /// run in INT8.
-    pub fn quantized_nodes(&self) -> BTreeSet<usize> {
+    pub(crate) fn quantized_nodes(&self) -> BTreeSet<usize> {
         self.activations
             .iter()
             .flat_map(|a| a.consumers.iter().map(|c| c.0))
@@ -106,7 +106,7 @@ impl QuantPlan {
 
 /// How a node is named in reports and in an exclusion: its name, or `#INDEX` when the model
 /// left it unnamed.
-pub fn node_label(graph: &GraphProto, index: usize) -> String {
+pub(crate) fn node_label(graph: &GraphProto, index: usize) -> String {
     match graph.node.get(index) {
         Some(n) if !n.name.is_empty() => n.name.clone(),
         _ => format!("#{index}"),
@@ -115,7 +115,7 @@ pub fn node_label(graph: &GraphProto, index: usize) -> String {
 
 /// The op type of the node at `index`, empty past the last node (beside [`node_label`], for the
 /// same reports).
-pub fn node_op(graph: &GraphProto, index: usize) -> String {
+pub(crate) fn node_op(graph: &GraphProto, index: usize) -> String {
     graph
         .node
         .get(index)
@@ -135,7 +135,7 @@ pub struct Exclusion {
     pub ops: Vec<String>,
     /// Regular expressions, each matched against whole node names.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub patterns: Vec<String>,
+    pub(crate) patterns: Vec<String>,
 }
 
 impl Exclusion {
@@ -147,7 +147,7 @@ impl Exclusion {
     /// The indices of the nodes of `graph` it names. A name no node has, an op no node is, a
     /// pattern that matches nothing or does not parse is an error (a typo would otherwise
     /// exclude nothing, silently).
-    pub fn resolve(&self, graph: &GraphProto) -> Result<BTreeSet<usize>> {
+    pub(crate) fn resolve(&self, graph: &GraphProto) -> Result<BTreeSet<usize>> {
         let mut out = BTreeSet::new();
         let labels: Vec<String> = (0..graph.node.len())
             .map(|i| node_label(graph, i))
@@ -213,7 +213,7 @@ impl Exclusion {
 }
 
 /// Decides what to quantize in `graph`.
-pub fn plan_int8(graph: &GraphProto) -> QuantPlan {
+pub(crate) fn plan_int8(graph: &GraphProto) -> QuantPlan {
     let types = infer_elem_types(graph);
     let inits: HashMap<&str, usize> = graph
         .initializer

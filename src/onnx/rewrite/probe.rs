@@ -22,7 +22,7 @@ use std::collections::{BTreeMap, HashSet};
 /// `None` when the node is not one the probe can isolate: it must read `tensor` at `slot`,
 /// have one output, take every other input from an initializer, and have weights `plan`
 /// quantizes (an Add reading a residual, or a MatMul of two activations, has none).
-pub fn scale_probe(
+pub(crate) fn scale_probe(
     model: &OnnxModel,
     plan: &QuantPlan,
     tensor: &str,

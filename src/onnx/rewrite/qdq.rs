@@ -16,14 +16,14 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 /// The lowest opset with per-axis QuantizeLinear/DequantizeLinear.
-pub const MIN_OPSET: i64 = 13;
+pub(crate) const MIN_OPSET: i64 = 13;
 
 /// The symmetric INT8 scale of a threshold `amax` (`amax / 127`, zero point 0); a zero or
 /// non-finite threshold, or one whose scale would be subnormal, gets scale 1 (all values are 0).
 ///
 /// Calibration turns its thresholds into scales with this too, so the cache and the weights
 /// use one rule.
-pub fn scale_of(amax: f32) -> f32 {
+pub(crate) fn scale_of(amax: f32) -> f32 {
     let scale = amax / 127.0;
     // Caches refuse subnormal scales when read, so none is written.
     if amax > 0.0 && amax.is_finite() && scale.is_normal() {
@@ -49,7 +49,7 @@ pub enum WeightClip {
 /// A weight's INT8 form: its int8 values (in the weight's own layout) and one scale per
 /// output channel.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Int8Weight {
+pub(crate) struct Int8Weight {
     /// The int8 values.
     pub values: Vec<i8>,
     /// One scale per channel along the weight's channel axis.
@@ -60,7 +60,7 @@ pub struct Int8Weight {
 /// values were chosen before the pass (adaptive rounding), by tensor name; every other weight
 /// is rounded to nearest.
 #[derive(Clone, Debug, Default)]
-pub struct WeightQuant {
+pub(crate) struct WeightQuant {
     /// How each channel's range is chosen.
     pub clip: WeightClip,
     /// Int8 values chosen for some weights, shared by the many variants of one search.
@@ -101,7 +101,7 @@ impl WeightQuant {
 /// pass runs on: its sites are node indices. Every planned activation needs a scale; a scale
 /// for a tensor the model lacks is an error (the cache was made for another model).
 #[derive(Clone, Debug)]
-pub struct Qdq {
+pub(crate) struct Qdq {
     /// Where to quantize.
     pub plan: QuantPlan,
     /// The scale of each activation tensor, by name.
@@ -136,9 +136,10 @@ fn node(op: &str, name: String, inputs: &[&str], output: &str, axis: Option<i64>
     }
 }
 
+#[cfg(test)]
 /// Symmetric per-channel int8 quantization of `w` (dims `dims`) along `axis`: the int8 values
 /// and one scale per channel.
-pub fn quantize_per_channel(w: &[f32], dims: &[i64], axis: usize) -> (Vec<i8>, Vec<f32>) {
+pub(crate) fn quantize_per_channel(w: &[f32], dims: &[i64], axis: usize) -> (Vec<i8>, Vec<f32>) {
     quantize_weights(w, dims, axis, WeightClip::Max)
 }
 
@@ -154,7 +155,7 @@ fn rounding_error(values: &[f32], scale: f32) -> f64 {
 }
 
 /// [`quantize_per_channel`] with each channel's range chosen by `clip`.
-pub fn quantize_weights(
+pub(crate) fn quantize_weights(
     w: &[f32],
     dims: &[i64],
     axis: usize,

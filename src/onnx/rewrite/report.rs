@@ -55,13 +55,13 @@ pub enum PassReport {
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Fp16Report {
     /// Initializers converted to float16.
-    pub converted_initializers: usize,
+    pub(crate) converted_initializers: usize,
     /// Initializers and Constant outputs with values beyond ±65504, clamped to it (names).
-    pub clamped: Vec<String>,
+    pub(crate) clamped: Vec<String>,
     /// Casts inserted.
-    pub casts: usize,
+    pub(crate) casts: usize,
     /// Nodes computed in float32 (kept ops).
-    pub kept_fp32_nodes: usize,
+    pub(crate) kept_fp32_nodes: usize,
     /// The nodes kept in float32 by name or pattern, by name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub kept_nodes: Vec<String>,
@@ -76,25 +76,25 @@ pub struct Fp16EmulationReport {
     /// Float16 tensors made by nodes that are now rounded to float16 after each.
     pub rounded: usize,
     /// Float16 initializers turned into float32 (the same values).
-    pub converted_initializers: usize,
+    pub(crate) converted_initializers: usize,
     /// Casts inserted.
-    pub casts: usize,
+    pub(crate) casts: usize,
 }
 
 /// What the equalisation did.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct EqualizeReport {
     /// BatchNormalizations folded into the convolutions before them first.
-    pub folded_batch_norms: usize,
+    pub(crate) folded_batch_norms: usize,
     /// `(first conv, second conv)` names of each pair.
     pub pairs: Vec<(String, String)>,
     /// Sweeps over the pairs until the scales settled.
-    pub sweeps: usize,
+    pub(crate) sweeps: usize,
     /// Largest-to-smallest output channel weight range of the pairs' first convs, the worst
     /// pair's, before the pass.
-    pub spread_before: f32,
+    pub(crate) spread_before: f32,
     /// The same after.
-    pub spread_after: f32,
+    pub(crate) spread_after: f32,
 }
 
 /// Where a captured tensor comes from in a run of the capture model.

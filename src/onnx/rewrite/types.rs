@@ -67,7 +67,7 @@ fn output_types(node: &NodeProto, known: &HashMap<String, DataType>) -> Vec<Opti
 /// The element type of every tensor the graph names, where it can be told.
 ///
 /// Tensors whose type is undefined or a code this ONNX version lacks are left out.
-pub fn infer_elem_types(graph: &GraphProto) -> HashMap<String, DataType> {
+pub(crate) fn infer_elem_types(graph: &GraphProto) -> HashMap<String, DataType> {
     let mut known: HashMap<String, DataType> = HashMap::new();
     for vi in graph.input.iter().chain(&graph.value_info) {
         let t = crate::onnx::tensor_info::tensor_type(vi).and_then(|t| data_type(t.elem_type));

@@ -17,7 +17,7 @@ use anyhow::{bail, Context, Result};
 /// Symbols that become fixed (e.g. `batch` → 32) are substituted in outputs and value_info too.
 /// An empty list changes nothing.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct InputShapes(pub ShapeRequest);
+pub(crate) struct InputShapes(pub ShapeRequest);
 
 impl Pass for InputShapes {
     fn name(&self) -> &'static str {

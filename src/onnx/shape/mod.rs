@@ -17,7 +17,7 @@ mod request;
 
 pub use fix_batch::{Batch, FixBatch};
 pub use grammar::{parse_dim_ranges, parse_input_shapes, parse_named_shapes, parse_shape_tokens};
-pub use input_shapes::InputShapes;
+pub(crate) use input_shapes::InputShapes;
 pub use queries::{
     check_named_axes, fixed_batch, input_symbols, model_inputs, model_outputs, NamedAxisError,
 };
@@ -38,7 +38,7 @@ mod test_support {
     }
 
     /// The declared shape of the input or output `name`, as text.
-    pub fn dims_of(m: &OnnxModel, name: &str) -> String {
+    pub(crate) fn dims_of(m: &OnnxModel, name: &str) -> String {
         let all = model_inputs(m).into_iter().chain(model_outputs(m));
         all.filter(|i| i.name == name)
             .map(|i| i.shape_string())

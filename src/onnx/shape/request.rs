@@ -48,7 +48,7 @@ impl fmt::Display for InputShape {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NamedDim {
     /// The axis's symbol in the model (`seq`, `sequence`, …).
-    pub symbol: String,
+    pub(crate) symbol: String,
     /// Its size.
     pub size: i64,
 }
@@ -73,7 +73,7 @@ pub enum DimValues {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DimRange {
     /// The axis's symbol.
-    pub symbol: String,
+    pub(crate) symbol: String,
     /// Its sizes or range.
     pub values: DimValues,
 }
@@ -137,7 +137,7 @@ impl ShapeRequest {
     }
 
     /// The same shapes with these named-axis sizes added.
-    pub fn with_dims(&self, dims: &[NamedDim]) -> Self {
+    pub(crate) fn with_dims(&self, dims: &[NamedDim]) -> Self {
         let mut out = self.clone();
         out.dims.extend(dims.iter().cloned());
         out

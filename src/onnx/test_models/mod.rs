@@ -33,10 +33,10 @@ pub fn two_input(batch: Option<i64>) -> ModelProto {
 }
 
 /// Vocabulary of [`token_classifier`].
-pub const TOKEN_VOCAB: i64 = 50;
+pub(crate) const TOKEN_VOCAB: i64 = 50;
 
 /// Hidden size of [`token_classifier`].
-pub const TOKEN_HIDDEN: i64 = 16;
+pub(crate) const TOKEN_HIDDEN: i64 = 16;
 
 /// A BERT-shaped classifier over token ids: int64 `input_ids` and `attention_mask`, both
 /// `[batch, seq]` (symbolic), an embedding `Gather`, `LayerNormalization`, one single-head

@@ -20,11 +20,10 @@
 //! A weight read by several nodes is rounded for the inputs of the first of them handled here
 //! only (the others read the same int8 values).
 
-pub mod patches;
+pub(crate) mod patches;
 mod solve;
 
 use self::patches::{sample_patches, Conv2d, LayerInput, Padding};
-pub use self::solve::MAX_SWEEPS;
 use self::solve::{gram, solve, Problem};
 use crate::onnx::attributes::{int_attr, ints_attr, string_attr};
 use crate::onnx::pb::NodeProto;
@@ -39,12 +38,12 @@ use std::collections::{BTreeMap, HashSet};
 
 /// The most input patches (positions of all captured samples, evenly spread) a layer's error
 /// is built from; its Gram matrix costs `patches × fan_in²`.
-pub const MAX_PATCHES: usize = 4096;
+pub(crate) const MAX_PATCHES: usize = 4096;
 
 /// The fewest input patches per input a layer's weights are rounded from: with fewer, the Gram
 /// matrix is (nearly) singular and the descent fits the rounding to the captured samples, not
 /// to the layer (a classifier's last Gemm sees one row a sample), so the layer keeps nearest.
-pub const MIN_PATCHES_PER_INPUT: usize = 4;
+pub(crate) const MIN_PATCHES_PER_INPUT: usize = 4;
 
 /// What adaptive rounding did for one layer. The errors are relative: `Σ |ΔW p|²` over the
 /// patches divided by `Σ |W p|²` (the float outputs' energy), so layers compare.
@@ -57,7 +56,7 @@ pub struct LayerRounding {
     /// The weight tensor.
     pub weight: String,
     /// Input patches the error was built from.
-    pub patches: usize,
+    pub(crate) patches: usize,
     /// Weights in the tensor.
     pub weights: usize,
     /// Weights whose int8 value differs from nearest rounding.
@@ -109,7 +108,7 @@ struct Layer<'a> {
 /// The activation tensors adaptive rounding needs captured (input 0 of each layer it handles),
 /// each once, in plan order. Layers whose attributes cannot be read are left out here and
 /// reported by [`round_adaptively`].
-pub fn rounding_inputs(model: &OnnxModel, plan: &QuantPlan) -> Vec<String> {
+pub(crate) fn rounding_inputs(model: &OnnxModel, plan: &QuantPlan) -> Vec<String> {
     let mut names = Vec::new();
     if let Ok((layers, _)) = layers(model, plan) {
         for layer in layers {
@@ -127,7 +126,7 @@ pub fn rounding_inputs(model: &OnnxModel, plan: &QuantPlan) -> Vec<String> {
 /// captured float32 batches; see [`rounding_inputs`]), within the per-channel ranges `clip`
 /// gives. Returns the chosen values by weight name (what
 /// [`WeightQuant::chosen`](crate::onnx::rewrite::qdq::WeightQuant) takes) and the report.
-pub fn round_adaptively(
+pub(crate) fn round_adaptively(
     model: &OnnxModel,
     plan: &QuantPlan,
     clip: WeightClip,

@@ -9,7 +9,7 @@ use anyhow::{bail, Result};
 
 /// Explicit padding or ONNX's `auto_pad` modes that depend on the input's size.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Padding {
+pub(crate) enum Padding {
     /// `[top, left, bottom, right]` (ONNX `pads` of a 2-D convolution; `auto_pad` NOTSET or
     /// VALID, the latter as zeros).
     Explicit([usize; 4]),
@@ -21,17 +21,17 @@ pub enum Padding {
 
 /// How a 2-D convolution reads its input `[N, Cin, H, W]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Conv2d {
+pub(crate) struct Conv2d {
     /// Groups (`Cin / in_per_group`); a depthwise convolution has one per channel.
     pub group: usize,
     /// Input channels each group reads (the weight's dim 1).
-    pub in_per_group: usize,
+    pub(crate) in_per_group: usize,
     /// Kernel `[kh, kw]` (the weight's dims 2 and 3).
     pub kernel: [usize; 2],
     /// Strides `[sh, sw]`.
-    pub strides: [usize; 2],
+    pub(crate) strides: [usize; 2],
     /// Dilations `[dh, dw]`.
-    pub dilations: [usize; 2],
+    pub(crate) dilations: [usize; 2],
     /// Padding.
     pub padding: Padding,
 }
@@ -63,7 +63,7 @@ impl Conv2d {
     }
 
     /// The output height and width for an input of height and width `hw`.
-    pub fn output_hw(&self, hw: [usize; 2]) -> [usize; 2] {
+    pub(crate) fn output_hw(&self, hw: [usize; 2]) -> [usize; 2] {
         let pads = self.pads(hw);
         let mut out = [0; 2];
         for a in 0..2 {
@@ -79,7 +79,7 @@ impl Conv2d {
 
 /// How a layer reads its input.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LayerInput {
+pub(crate) enum LayerInput {
     /// A 2-D convolution.
     Conv2d(Conv2d),
     /// A dense layer: each row of the input's last axis (`fan_in` long) is one patch.
@@ -99,7 +99,7 @@ impl LayerInput {
     }
 
     /// The length of one patch: the weights of one output channel.
-    pub fn fan_in(&self) -> usize {
+    pub(crate) fn fan_in(&self) -> usize {
         match self {
             LayerInput::Conv2d(c) => c.in_per_group * c.kernel[0] * c.kernel[1],
             LayerInput::Dense { fan_in } => *fan_in,
@@ -108,7 +108,7 @@ impl LayerInput {
 
     /// The number of patch positions (per group) an input of `shape` holds; an error if the
     /// layer cannot read that shape.
-    pub fn positions(&self, shape: &[usize]) -> Result<usize> {
+    pub(crate) fn positions(&self, shape: &[usize]) -> Result<usize> {
         match self {
             LayerInput::Conv2d(c) => {
                 let &[n, cin, h, w] = shape else {
@@ -134,7 +134,7 @@ impl LayerInput {
     /// Writes the patch of `group` at `position` (as [`positions`](Self::positions) counts
     /// them: batch, then output row, then output column) of `data` (shape `shape`) into `out`
     /// (`fan_in` long), in the order of the weights of one output channel.
-    pub fn fill(
+    pub(crate) fn fill(
         &self,
         data: &[f32],
         shape: &[usize],
@@ -177,7 +177,7 @@ impl LayerInput {
 
 /// Patches sampled from a layer's captured inputs.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Patches {
+pub(crate) struct Patches {
     /// Patches per group.
     pub count: usize,
     /// Per group, `count × fan_in` values, row-major (one patch a row).
@@ -187,7 +187,7 @@ pub struct Patches {
 /// At most `cap` patch positions of `batches` (each `(data, shape)`; positions counted over all
 /// of them in order), spread by an even stride when there are more (deterministic), each
 /// position's patch for every group.
-pub fn sample_patches(
+pub(crate) fn sample_patches(
     layer: &LayerInput,
     batches: &[(&[f32], &[usize])],
     cap: usize,

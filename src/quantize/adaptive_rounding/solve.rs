@@ -7,7 +7,7 @@ use tract_onnx::prelude::tract_ndarray::{s, Array2, ArrayView2};
 
 /// The most coordinate-descent sweeps over a channel's weights; the descent stops earlier once
 /// a sweep flips none.
-pub const MAX_SWEEPS: usize = 8;
+pub(crate) const MAX_SWEEPS: usize = 8;
 
 /// One layer's rounding problem, channel-major: channel `o`'s weights are
 /// `weights[o * fan_in..(o + 1) * fan_in]`, in the order of its input patches.

@@ -108,7 +108,7 @@ impl Horizontal {
 }
 
 /// Both passes planned for AVX2.
-pub(crate) struct Plan {
+pub struct Plan {
     /// The horizontal pass.
     pub(crate) horizontal: Horizontal,
     /// The vertical pass.
