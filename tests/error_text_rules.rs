@@ -5,8 +5,11 @@
 //! crashed child's stderr), the line says why with a comment starting with [`MARKER`], on it or
 //! on the line before.
 
+mod support;
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use support::rust_files;
 
 /// The comment that marks a search through another program's words.
 const MARKER: &str = "reads words, not a kind:";
@@ -49,18 +52,6 @@ fn receiver_of(before: &str) -> &str {
         }
     }
     before
-}
-
-/// The `.rs` files under `dir`.
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
 }
 
 /// The folder a module file's child modules live in (`a/mod.rs` → `a/`, `a/b.rs` → `a/b/`).

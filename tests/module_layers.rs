@@ -3,21 +3,13 @@
 //! import that breaks the layering fails here. Unit-test modules (`#[cfg(test)] mod tests`) are
 //! left out.
 
+mod support;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+use support::rust_files;
 
 type Graph = BTreeMap<String, BTreeSet<String>>;
-
-fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
 
 /// The library source of a file: everything before its unit-test module.
 fn library_source(path: &Path) -> String {

@@ -3,7 +3,10 @@
 //! public field, and the accessor that yields one is called only inside those modules. Read from
 //! the sources, so new `unsafe` elsewhere fails here.
 
+mod support;
+
 use std::path::{Path, PathBuf};
+use support::rust_files;
 
 /// The files allowed `unsafe`, relative to `src/`, and the module declarations that allow it.
 const UNSAFE_FILES: &[(&str, &str)] = &[
@@ -17,17 +20,6 @@ const UNSAFE_FILES: &[(&str, &str)] = &[
 
 fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
-}
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
 }
 
 /// Every library source file, as its path under `src/` (with `/`) and its text.

@@ -79,11 +79,21 @@ pub fn files(dir: &Path) -> Vec<String> {
 
 /// Every `.onnx` file under `dir`, at any depth, appended to `out`.
 pub fn models_under(dir: &Path, out: &mut Vec<PathBuf>) {
+    files_under(dir, "onnx", out);
+}
+
+/// Every `.rs` file under `dir`, at any depth, appended to `out` (the source rules read them).
+pub fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    files_under(dir, "rs", out);
+}
+
+/// Every file under `dir` whose extension is `ext`, at any depth, appended to `out`.
+fn files_under(dir: &Path, ext: &str, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
         if path.is_dir() {
-            models_under(&path, out);
-        } else if path.extension().is_some_and(|e| e == "onnx") {
+            files_under(&path, ext, out);
+        } else if path.extension().is_some_and(|e| e == ext) {
             out.push(path);
         }
     }
