@@ -29,7 +29,7 @@ mod tests {
         let gpu = Target::OrtCuda.backend().unwrap();
         assert_eq!((gpu.kind, gpu.device), (BackendKind::Ort, Device::Cuda));
         assert!(Target::OrtCuda.on_gpu() && !Target::OrtCpu.on_gpu());
-        // Sorted as before: the declaration order, not the order tables list them.
+        // Targets sort in their declaration order, whatever order a table lists them in.
         let mut sorted = Target::ALL;
         sorted.sort();
         assert_eq!(
