@@ -50,12 +50,6 @@ struct HostSlot {
     outputs: Vec<Arc<DeviceBuffer>>,
 }
 
-/// What the harness's current batch needs of each binding, checked on every enqueue.
-struct Prepared {
-    input_bytes: Vec<usize>,
-    output_bytes: Vec<usize>,
-}
-
 /// A TensorRT engine opened on a GPU.
 pub struct TrtBackend {
     // Fields drop in order: buffers before the TensorRT objects.
@@ -69,7 +63,8 @@ pub struct TrtBackend {
     input_dims: Vec<Vec<i64>>,
     /// The optimization profile, from the sidecar, when trtkit built the engine.
     profile: Option<ShapeProfile>,
-    prepared: Option<Prepared>,
+    /// Whether the harness prepared the contexts for a batch (a host run takes context 0 back).
+    prepared: bool,
     notes: Vec<String>,
 }
 
@@ -144,7 +139,7 @@ impl TrtBackend {
             outputs,
             input_dims,
             profile: file.sidecar.map(|s| s.key.profile),
-            prepared: None,
+            prepared: false,
             notes,
         })
     }
@@ -326,26 +321,15 @@ impl GpuEnqueue for TrtBackend {
                 );
             }
         }
-        self.prepared = Some(Prepared {
-            input_bytes: buffer_sizes(&self.inputs, &shapes)?,
-            output_bytes: buffer_sizes(&self.outputs, &outputs)?,
-        });
+        self.prepared = true;
         (0..slots).map(|_| gpu.new_stream()).collect()
     }
 
     fn enqueue(&mut self, slot: usize, stream: &Stream, io: &IoBindings) -> Result<()> {
-        let Some(p) = &self.prepared else {
+        if !self.prepared {
             bail!("the engine backend was not prepared for a batch");
-        };
-        let need = p.input_bytes.iter().chain(&p.output_bytes);
-        let have = io.inputs.iter().chain(&io.outputs);
-        if slot >= self.trt.contexts.len()
-            || io.inputs.len() != p.input_bytes.len()
-            || io.outputs.len() != p.output_bytes.len()
-            || have.zip(need).any(|(b, &n)| b.bytes() < n)
-        {
-            bail!("the harness's buffers do not match the prepared batch");
         }
+        // The bindings' count, names, GPU and sizes are checked where they are bound.
         self.bind_and_enqueue(slot, stream, io)
     }
 }
@@ -449,7 +433,7 @@ impl Backend for TrtBackend {
         });
         self.host = Some(host);
         // The harness binds its own buffers to context 0 when it prepares; forget ours.
-        self.prepared = None;
+        self.prepared = false;
         Ok(RunOutput {
             outputs: outputs?,
             elapsed: start.elapsed(),
