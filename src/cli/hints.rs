@@ -83,8 +83,13 @@ pub(crate) fn with_hint(err: anyhow::Error) -> anyhow::Error {
                 .collect();
             return anyhow::anyhow!("{}", said.join(": "));
         }
-        if cause.is::<RewriteDoesNotLoad>() {
-            return anyhow::anyhow!("{line} (--no-check writes it anyway)");
+        if let Some(e) = cause.downcast_ref::<RewriteDoesNotLoad>() {
+            if e.free_axes.is_empty() {
+                return anyhow::anyhow!("{line} (--no-check writes it unchecked)");
+            }
+            return anyhow::anyhow!(
+                "{line} (give those axes sizes for the check with --input-shape or --dim NAME=SIZE, or --no-check writes it unchecked)"
+            );
         }
         if cause.is::<NotComparable>() || cause.is::<BadPreprocess>() {
             return usage(line);

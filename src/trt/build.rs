@@ -26,6 +26,7 @@ use crate::onnx::shape::{
 };
 use crate::onnx::OnnxModel;
 use crate::progress::Progress;
+use crate::quantize::already_quantized::refuse_quantized;
 use crate::quantize::plan::{Fallback, Int8Scales, PrecisionPlan};
 use crate::tensor::{Dim, Precision};
 use anyhow::{Context, Result};
@@ -175,6 +176,9 @@ fn build_with_plan(config: &BuildConfig, observers: &BuildObservers) -> Result<B
     };
     let load_s = start.elapsed().as_secs_f64();
 
+    if precision != Precision::Fp32 {
+        refuse_quantized(&model, &precision.to_string().to_uppercase())?;
+    }
     let t_cal = Instant::now();
     let scales = config
         .plan
