@@ -127,4 +127,25 @@ mod tests {
         }]);
         assert!(free_axes(&paddle, &given).is_empty());
     }
+
+    #[test]
+    fn tract_refuses_the_pyramid_with_free_sizes_and_opens_it_at_given_ones() {
+        let paddle = OnnxModel::from_proto(test_models::paddle_style_pyramid(), "p.onnx");
+        let tract = |shapes: ShapeRequest| {
+            open(
+                &paddle,
+                &BackendOptions {
+                    batch: Some(1),
+                    input_shapes: shapes,
+                    ..Default::default()
+                },
+            )
+        };
+        let err = format!("{:#}", tract(ShapeRequest::default()).err().unwrap());
+        assert!(err.contains("tract cannot analyse"), "{err}");
+        let given = ShapeRequest::shapes(
+            crate::onnx::shape::parse_input_shapes(&["x:-1x3x16x24".into()]).unwrap(),
+        );
+        assert!(tract(given).is_ok());
+    }
 }
