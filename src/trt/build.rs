@@ -176,9 +176,6 @@ fn build_with_plan(config: &BuildConfig, observers: &BuildObservers) -> Result<B
     };
     let load_s = start.elapsed().as_secs_f64();
 
-    if precision != Precision::Fp32 {
-        refuse_quantized(&model, &precision.to_string().to_uppercase())?;
-    }
     let t_cal = Instant::now();
     let scales = config
         .plan
@@ -288,6 +285,11 @@ fn read_model(
 ) -> Result<(ModelFile, DeferredWeights, ShapedModel)> {
     let file = ModelFile::open(&config.model, hash_now)?;
     let (model, deferred) = OnnxModel::from_bytes_deferring(&config.model, file.bytes())?;
+    // An FP16 or INT8 rewrite needs float weights; refused before any calibration.
+    let precision = config.plan.precision;
+    if precision != Precision::Fp32 {
+        refuse_quantized(&model, &precision.to_string().to_uppercase())?;
+    }
     let shaped = shape_model(config, model, observers)?;
     Ok((file, deferred, shaped))
 }
