@@ -168,3 +168,98 @@ fn a_target_met_on_its_tuning_samples_is_not_met_until_the_check_agrees() {
         assert!(verdict.contains("NOT met on the check samples"), "{text}");
     }
 }
+
+/// `n` samples saved as `name` in `dir` (N(0, 1), seeded).
+fn samples_file(dir: &Path, name: &str, n: usize, seed: u64) {
+    std::fs::create_dir_all(dir).unwrap();
+    let values = normal_values(seed, n * 4 * 8 * 8);
+    let t = HostTensor::new("input", vec![n, 4, 8, 8], TensorData::F32(values)).unwrap();
+    trtkit::data::npz::save(&dir.join(name), &[t]).unwrap();
+}
+
+#[test]
+fn the_check_set_says_what_it_shares_with_the_tuning_samples() {
+    let dir = tempfile::tempdir().unwrap();
+    let (model, cache) = support::scaled_model_and_cache(dir.path());
+    let out = dir.path().join("m.onnx");
+    let o = out.to_str().unwrap();
+    // Twelve crops in one file: the split can only be by sample, and both sides share the file.
+    let one = dir.path().join("one");
+    samples_file(&one, "crops.npz", 12, 21);
+    let one = one.to_str().unwrap();
+    let shared = quantize(&model, &cache, &["--eval-data", one, "-o", o]);
+    let origin = &shared["samples"]["check_origin"];
+    assert_eq!(origin["split"], "by_sample", "{shared:#}");
+    assert_eq!(origin["shared_files"][0], "crops.npz", "{shared:#}");
+    let warning = origin["warning"].as_str().unwrap();
+    assert!(warning.contains("overstate"), "{warning}");
+    // The searched scales were weighed against the cache's on the check samples.
+    let verdict = &shared["scale_search"]["verdict"];
+    assert_eq!(verdict["judged_on"], "check", "{shared:#}");
+    let kept_plain = verdict["kept_plain"].as_bool().unwrap();
+    let (plain, searched) = (
+        verdict["plain_cosine"].as_f64().unwrap(),
+        verdict["searched_cosine"].as_f64().unwrap(),
+    );
+    assert_eq!(kept_plain, plain > searched, "{verdict:#}");
+    let text = stdout_of_success(&trtkit(&[
+        "quantize",
+        model.to_str().unwrap(),
+        "--int8",
+        "--calibration-cache",
+        &cache,
+        "--eval-data",
+        one,
+        "-o",
+        o,
+    ]));
+    assert!(
+        text.contains("split by sample; 1 file tuned on, 1 checked on, 1 shared"),
+        "{text}"
+    );
+    assert!(
+        text.contains("warning: the check samples share 1 of their files"),
+        "{text}"
+    );
+    assert!(
+        text.contains("scales are kept: the whole INT8 model's cosine"),
+        "{text}"
+    );
+
+    // Four files of three: whole files go to the check set, none shared, no warning.
+    let four = dir.path().join("four");
+    for k in 0..4 {
+        samples_file(&four, &format!("photo{k}.npz"), 3, 30 + k);
+    }
+    let apart = quantize(
+        &model,
+        &cache,
+        &["--eval-data", four.to_str().unwrap(), "-o", o],
+    );
+    let origin = &apart["samples"]["check_origin"];
+    assert_eq!(origin["split"], "by_file", "{apart:#}");
+    assert_eq!(
+        (
+            origin["tune_files"].as_u64(),
+            origin["check_files"].as_u64()
+        ),
+        (Some(3), Some(1))
+    );
+    assert_eq!(
+        origin["shared_files"].as_array().unwrap().len(),
+        0,
+        "{apart:#}"
+    );
+    assert!(origin.get("warning").is_none(), "{apart:#}");
+    assert_eq!(apart["samples"]["check"], 3, "{apart:#}");
+
+    // A check source that names the tuning file is sharing too.
+    let same = quantize(
+        &model,
+        &cache,
+        &["--eval-data", one, "--check-data", one, "-o", o],
+    );
+    let origin = &same["samples"]["check_origin"];
+    assert_eq!(origin["split"], "separate", "{same:#}");
+    assert!(origin["warning"].is_string(), "{same:#}");
+}

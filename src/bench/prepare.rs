@@ -158,6 +158,7 @@ fn rewrite(spec: &CellSpec, how: Rewrite, tag: &str, notes: &mut Vec<String>) ->
         rewrite: how,
         output: out.clone(),
         check: false,
+        check_shapes: Default::default(),
     })
     .with_context(|| format!("{}: {tag} rewrite", spec.model.display()))?;
     notes.push(format!("{tag} model written: {}", out.display()));

@@ -79,6 +79,7 @@ impl ImageBatches {
                 .update(std::fs::read(f).with_context(|| format!("{}: cannot read", f.display()))?);
         }
         let preprocessing = serde_json::to_string(&pre)?;
+        let one_each: Vec<(PathBuf, usize)> = files.iter().map(|f| (f.clone(), 1)).collect();
         let samples = files
             .into_iter()
             .map(|path| Sample { path, label: 0 })
@@ -95,7 +96,8 @@ impl ImageBatches {
                 available,
                 format!("{:x}", hasher.finalize()),
                 preprocessing,
-            ),
+            )
+            .with_files(one_each),
         })
     }
 }

@@ -50,6 +50,9 @@ pub struct SourceSummary {
     pub fingerprint: String,
     /// How the samples were made from the source.
     pub preprocessing: String,
+    /// The files the used samples come from, in reading order, with how many samples each
+    /// gives (empty where the source has no files, as synthetic data).
+    pub(crate) files: Vec<(PathBuf, usize)>,
 }
 
 impl SourceSummary {
@@ -69,7 +72,23 @@ impl SourceSummary {
             available,
             fingerprint,
             preprocessing,
+            files: vec![],
         }
+    }
+
+    /// The summary with the files its samples come from: `files` with the samples each has,
+    /// cut to the samples used.
+    pub(crate) fn with_files(mut self, files: impl IntoIterator<Item = (PathBuf, usize)>) -> Self {
+        let mut left = self.samples;
+        for (path, rows) in files {
+            if left == 0 {
+                break;
+            }
+            let taken = rows.min(left);
+            left -= taken;
+            self.files.push((path, taken));
+        }
+        self
     }
 
     /// The samples batch `index` holds: `batch`, or fewer in the last one.
@@ -207,6 +226,7 @@ impl ArrayBatches {
         let shown = path.display().to_string();
         let files = source_files(path, is_array_file, "no .npy or .npz files in the folder")?;
         let mut available = 0usize;
+        let mut rows = Vec::with_capacity(files.len());
         let mut hasher = Sha256::new();
         for f in &files {
             let bytes = read_file(f)?;
@@ -224,6 +244,7 @@ impl ArrayBatches {
                 );
             };
             available += n;
+            rows.push((f.clone(), n));
             hasher.update(f.file_name().unwrap_or_default().as_encoded_bytes());
             hasher.update(&bytes);
         }
@@ -237,7 +258,8 @@ impl ArrayBatches {
             available,
             format!("{:x}", hasher.finalize()),
             "none (numpy arrays fed as stored)".into(),
-        );
+        )
+        .with_files(rows);
         Ok(ArrayBatches {
             files,
             next_file: 0,

@@ -39,6 +39,15 @@ pub(crate) fn setting_hint(setting: Setting) -> &'static str {
 /// mistake is in the command line; other errors come back unchanged.
 pub(crate) fn with_hint(err: anyhow::Error) -> anyhow::Error {
     let line = format!("{err:#}");
+    // A context, found by the error's own downcast (the chain's entries are its wrappers).
+    if let Some(e) = err.downcast_ref::<RewriteDoesNotLoad>() {
+        if e.free_axes.is_empty() {
+            return anyhow::anyhow!("{line} (--no-check writes it unchecked)");
+        }
+        return anyhow::anyhow!(
+            "{line} (give those axes sizes for the check with --input-shape or --dim NAME=SIZE, or --no-check writes it unchecked)"
+        );
+    }
     for cause in err.chain() {
         if let Some(e) = cause.downcast_ref::<TooLargeForMemory>() {
             // One sample that does not fit is the model's size, not a flag to lower.
@@ -82,9 +91,6 @@ pub(crate) fn with_hint(err: anyhow::Error) -> anyhow::Error {
                 })
                 .collect();
             return anyhow::anyhow!("{}", said.join(": "));
-        }
-        if cause.is::<RewriteDoesNotLoad>() {
-            return anyhow::anyhow!("{line} (--no-check writes it anyway)");
         }
         if cause.is::<NotComparable>() || cause.is::<BadPreprocess>() {
             return usage(line);
@@ -135,6 +141,17 @@ mod tests {
         assert_eq!(
             format!("{:#}", with_hint(below.context("A vs B"))),
             "A vs B: output 'logits': equality 98.50% is below --fail-below 99"
+        );
+        let refused =
+            anyhow::anyhow!("tract cannot analyse the model").context(RewriteDoesNotLoad {
+                backend: "tract-cpu".into(),
+                free_axes: vec!["x[2] (height)".into()],
+            });
+        let hinted = format!("{:#}", with_hint(refused));
+        assert!(
+            hinted.starts_with("the rewritten model does not load in tract-cpu at batch 1 with free axes x[2] (height); nothing written: tract cannot analyse")
+                && hinted.ends_with("--input-shape or --dim NAME=SIZE, or --no-check writes it unchecked)"),
+            "{hinted}"
         );
         let plain = with_hint(anyhow::anyhow!("disk full"));
         assert_eq!(plain.to_string(), "disk full");

@@ -105,8 +105,9 @@ pub struct QuantizeArgs {
     /// The reference backend of the measurements (--backend tract|ort, --threads).
     #[command(flatten)]
     pub backend: BackendArgs,
-    /// With --eval-data: input shapes and named axes the samples are made and measured at
-    /// (`--dim seq=128` for a token model).
+    /// Input shapes and named axes the samples of --eval-data are made and measured at
+    /// (`--dim seq=128` for a token model); for a plain rewrite, the sizes the check opens the
+    /// result at (the model written keeps its own shapes).
     #[command(flatten)]
     pub shapes: ShapeArgs,
     /// With --eval-data: correct each INT8 convolution's bias for its weights' rounding (the
@@ -141,7 +142,8 @@ pub struct QuantizeArgs {
     /// A target search's float nodes, kept in float.
     #[command(flatten)]
     pub(crate) search_result: SearchResultArgs,
-    /// Skip loading the result in the reference backend (tract) as a check.
+    /// Skip opening the result on the default CPU backend (ONNX Runtime where installed, else
+    /// tract) as a check before it is written.
     #[arg(long)]
     pub(crate) no_check: bool,
     /// Output format.
@@ -188,9 +190,9 @@ pub fn job(args: &QuantizeArgs) -> Result<QuantizeRequest> {
         ));
     }
     let Some(eval_data) = &args.eval_data else {
-        if !args.shapes.one_shape("quantize")?.is_empty() {
+        if args.no_check && !args.shapes.one_shape("quantize")?.is_empty() {
             return Err(usage(
-                "--input-shape and --dim set the sizes --eval-data is measured at; give --eval-data (a rewrite keeps the model's own shapes)",
+                "--input-shape and --dim set the sizes the check opens the rewritten model at; leave out --no-check (the model written keeps its own shapes)",
             ));
         }
         return Ok(QuantizeRequest::Rewrite(config(args)?));
@@ -314,6 +316,7 @@ pub fn config(args: &QuantizeArgs) -> Result<QuantizeConfig> {
             rewrite: Rewrite::Equalize,
             output: output(args)?,
             check: !args.no_check,
+            check_shapes: args.shapes.one_shape("quantize")?,
         });
     }
     let rewrite = match (args.int8, args.fp16, &args.calibration_cache) {
@@ -338,6 +341,7 @@ pub fn config(args: &QuantizeArgs) -> Result<QuantizeConfig> {
         rewrite,
         output: output(args)?,
         check: !args.no_check,
+        check_shapes: args.shapes.one_shape("quantize")?,
     })
 }
 

@@ -1,7 +1,9 @@
 //! The samples the INT8 triage tunes on and those it checks on. Every sample of `--eval-data`
 //! counts, up to `--eval-samples` (a short last batch is padded when run, never dropped). They
-//! are split by a seeded shuffle into a tuning part and a check part (about 3:1 by default), or
-//! the check part is a separate source (`--check-data`). Everything that fits the INT8 model to
+//! are split by a seeded shuffle of their files into a tuning part and a check part (about 3:1
+//! by default; every sample of a file on one side, [`crate::quantize::check_split`]; single
+//! samples where they are all in one file), or the check part is a separate source
+//! (`--check-data`). Which files the two parts share is reported. Everything that fits the INT8 model to
 //! data (the activation scale search, bias correction, adaptive rounding, the choice of float
 //! nodes) sees only the tuning part; whether a target is met is decided on the check part.
 
@@ -12,6 +14,7 @@ use crate::data::batch_axis::{select_rows, slice_padded};
 use crate::onnx::rewrite::pass::Pass;
 use crate::onnx::shape::InputShapes;
 use crate::onnx::OnnxModel;
+use crate::quantize::check_split::{files_of, split_by_file, CheckOrigin, SplitKind};
 use crate::quantize::eval_config::{CheckSet, EvalConfig, DEFAULT_EVAL_SAMPLES};
 use crate::tensor::HostTensor;
 use anyhow::{bail, Context, Result};
@@ -32,6 +35,17 @@ pub(crate) struct EvalSamples {
     pub(crate) check_count: usize,
     /// Samples the sources had beyond `--eval-samples` (left out).
     pub left_out: usize,
+    /// How the check part was chosen and which files it shares with the tuning part.
+    pub(crate) origin: CheckOrigin,
+}
+
+/// All the samples of a source: one tensor per input, how many, how many the limit left out,
+/// and the files they come from with their samples each.
+struct AllSamples {
+    inputs: Vec<HostTensor>,
+    count: usize,
+    left_out: usize,
+    files: Vec<(PathBuf, usize)>,
 }
 
 /// Which of the two sources is read: it names the source in an error.
@@ -98,14 +112,19 @@ pub(crate) fn samples_fingerprint(model: &OnnxModel, config: &EvalConfig) -> Res
     Ok(print)
 }
 
-/// All the samples of a source, one tensor per input, with how many there are and how many
-/// the limit left out.
-fn read_all(batches: Box<dyn CalibrationBatches>) -> Result<(Vec<HostTensor>, usize, usize)> {
+/// All the samples of a source.
+fn read_all(batches: Box<dyn CalibrationBatches>) -> Result<AllSamples> {
     let left_out = batches.summary().available - batches.image_count();
+    let files = batches.summary().files.clone();
     let parts: Vec<Vec<HostTensor>> = batches.collect::<Result<_>>()?;
     let joined = join(parts)?;
     let count = joined.first().and_then(|t| t.shape.first()).copied();
-    Ok((joined, count.unwrap_or(0), left_out))
+    Ok(AllSamples {
+        inputs: joined,
+        count: count.unwrap_or(0),
+        left_out,
+        files,
+    })
 }
 
 /// The tuning and check indices of `n` samples: a shuffle seeded by `seed`, `fraction` of
@@ -122,21 +141,22 @@ pub(crate) fn split_indices(n: usize, fraction: f64, seed: u64) -> (Vec<usize>, 
 
 /// Reads the samples `config` names and splits them as its check set says.
 pub(crate) fn read_eval_samples(model: &OnnxModel, config: &EvalConfig) -> Result<EvalSamples> {
-    let (all, n, left_out) = read_all(open_source(
+    let all = read_all(open_source(
         model,
         config,
         &config.eval_data,
         SourceRole::Eval,
     )?)?;
+    let n = all.count;
     if n == 0 {
         bail!("evaluation data {}: no samples", config.eval_data);
     }
-    let (tune, check, check_left) = match &config.check {
-        CheckSet::Off => (all, vec![], 0),
+    let (tune, check, check_left, origin) = match &config.check {
+        CheckSet::Off => (all.inputs, vec![], 0, CheckOrigin::default()),
         CheckSet::Data(source) => {
-            let (check, _, left) =
-                read_all(open_source(model, config, source, SourceRole::Check)?)?;
-            (all, check, left)
+            let check = read_all(open_source(model, config, source, SourceRole::Check)?)?;
+            let origin = CheckOrigin::of(SplitKind::Separate, &all.files, &check.files);
+            (all.inputs, check.inputs, check.left_out, origin)
         }
         CheckSet::Split { fraction, seed } => {
             if n < 2 {
@@ -145,11 +165,19 @@ pub(crate) fn read_eval_samples(model: &OnnxModel, config: &EvalConfig) -> Resul
                     config.eval_data
                 );
             }
-            let (t, c) = split_indices(n, *fraction, *seed);
-            let pick = |rows: &[usize]| -> Result<Vec<HostTensor>> {
-                all.iter().map(|x| select_rows(x, rows)).collect()
+            let rows: Vec<usize> = all.files.iter().map(|f| f.1).collect();
+            let by_file = split_by_file(&rows, *fraction, *seed);
+            let kind = match by_file {
+                Some(_) => SplitKind::ByFile,
+                None => SplitKind::BySample,
             };
-            (pick(&t)?, pick(&c)?, 0)
+            let (t, c) = by_file.unwrap_or_else(|| split_indices(n, *fraction, *seed));
+            let origin =
+                CheckOrigin::of(kind, &files_of(&all.files, &t), &files_of(&all.files, &c));
+            let pick = |rows: &[usize]| -> Result<Vec<HostTensor>> {
+                all.inputs.iter().map(|x| select_rows(x, rows)).collect()
+            };
+            (pick(&t)?, pick(&c)?, 0, origin)
         }
     };
     let count = |inputs: &[HostTensor]| {
@@ -164,7 +192,8 @@ pub(crate) fn read_eval_samples(model: &OnnxModel, config: &EvalConfig) -> Resul
         check_count: count(&check),
         tune,
         check,
-        left_out: left_out + check_left,
+        left_out: all.left_out + check_left,
+        origin,
     })
 }
 

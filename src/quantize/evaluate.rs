@@ -24,7 +24,7 @@ use crate::quantize::plan::{int8_model, int8_pass};
 use crate::quantize::reference::Reference;
 pub(crate) use crate::quantize::reference::SampleUse;
 use crate::quantize::scale_search::{
-    search_scales, ScaleSearch, ScaleSearchReport, SEARCH_SAMPLES,
+    keep_better, search_scales, ScaleSearch, ScaleSearchReport, ScaleVerdict, SEARCH_SAMPLES,
 };
 use crate::tensor::HostTensor;
 use anyhow::Result;
@@ -169,9 +169,46 @@ impl Evaluator {
             },
         )?;
         progress.finish();
+        let (scales, verdict) = self.keep_better_scales(scales, progress)?;
         self.scales = scales;
-        self.scale_search = Some(report);
+        self.scale_search = Some(ScaleSearchReport {
+            verdict: Some(verdict),
+            ..report
+        });
         Ok(())
+    }
+
+    /// The searched `scales` or the cache's, whichever gives the whole INT8 model the higher
+    /// cosine on the check samples (on the tuning samples without a check set).
+    fn keep_better_scales(
+        &mut self,
+        searched: BTreeMap<String, f32>,
+        progress: &dyn Progress,
+    ) -> Result<(BTreeMap<String, f32>, ScaleVerdict)> {
+        progress.status("scoring the searched scales against the cache's".into());
+        let judged_on = if self.reference.check.is_some() {
+            "check"
+        } else {
+            "tuning"
+        };
+        let none = BTreeSet::new();
+        let cosine = |me: &Self| -> Result<f64> {
+            let variant = me.variant(&none)?;
+            Ok(match me.reference.check_score(&variant)? {
+                Some(s) => s.cosine,
+                None => me.reference.score(&variant)?.cosine,
+            })
+        };
+        let plain_cosine = cosine(self)?;
+        let plain = std::mem::replace(&mut self.scales, searched);
+        let searched_cosine = cosine(self)?;
+        let searched = std::mem::take(&mut self.scales);
+        Ok(keep_better(
+            plain,
+            searched,
+            (plain_cosine, searched_cosine),
+            judged_on,
+        ))
     }
 
     /// Chooses each quantized weight's rounding by its layer's output on the first

@@ -179,6 +179,7 @@ pub(crate) fn search_fp16_target(
 ) -> Result<Fp16TargetReport> {
     let start = Instant::now();
     let model = OnnxModel::load(&config.eval.model)?;
+    crate::quantize::already_quantized::refuse_quantized(&model, "FP16")?;
     let fingerprint = samples_fingerprint(&model, &config.eval)?;
     let kept = kept_path(
         &config.result_dir(),

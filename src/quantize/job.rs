@@ -1,13 +1,16 @@
 //! The `quantize` job: a model's precision rewrite (its [`PrecisionPlan`], the one `build` also
-//! applies) or its cross-layer equalisation, checked in the reference backend and written as
-//! ONNX.
+//! applies) or its cross-layer equalisation, checked on the default CPU backend (where such a
+//! model runs, [`super::load_check`]) and written as ONNX.
 
+use super::already_quantized::refuse_quantized;
+use super::load_check::check_loads;
+pub(crate) use super::load_check::RewriteDoesNotLoad;
 use super::plan::{Fallback, PrecisionPlan};
-use crate::backend::tract::{TractBackend, TractOptions};
 use crate::onnx::model::file_sha256;
 use crate::onnx::rewrite::equalize::{Equalize, EqualizeReport};
 use crate::onnx::rewrite::fp16::Fp16Report;
 use crate::onnx::rewrite::pass::{Pass, PassReport};
+use crate::onnx::shape::{InputShapes, ShapeRequest};
 use crate::onnx::OnnxModel;
 use crate::progress::NoProgress;
 use crate::tensor::Precision;
@@ -35,8 +38,12 @@ pub struct QuantizeConfig {
     pub rewrite: Rewrite,
     /// Where the rewritten model goes.
     pub output: PathBuf,
-    /// Load the result in the reference backend (tract) before writing it, as a check.
+    /// Open the result on the default CPU backend (ONNX Runtime where installed, else tract)
+    /// before writing it, as a check.
     pub check: bool,
+    /// The input shapes the check opens the result at (its batch is 1): sizes for the axes a
+    /// model leaves free, where the backend needs them. The written model keeps its own shapes.
+    pub check_shapes: ShapeRequest,
 }
 
 /// What `quantize` did.
@@ -69,20 +76,24 @@ pub struct QuantizeReport {
     /// Equalisation: what it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub equalize: Option<EqualizeReport>,
-    /// Whether the result was loaded in tract as a check.
+    /// Whether the result was opened on a backend as a check before it was written.
     pub checked: bool,
+    /// The backend that opened it (`ort-cpu`, `tract-cpu`), when checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checked_on: Option<String>,
 }
-
-/// The rewritten model failed to load in the reference backend, so it was not written.
-#[derive(Debug, thiserror::Error)]
-#[error("the rewritten model does not load in the reference backend; nothing written")]
-pub(crate) struct RewriteDoesNotLoad;
 
 /// Rewrites `config.model` and writes the result (atomically) to `config.output`.
 pub fn quantize(config: &QuantizeConfig) -> Result<QuantizeReport> {
     let shown = config.model.display().to_string();
     let mut model = OnnxModel::load(&config.model)?;
     model.inline_external_data()?;
+    if config.check && !config.check_shapes.is_empty() {
+        // Shapes that do not fit the model are said as such, not as a failed check.
+        InputShapes(config.check_shapes.clone())
+            .run(model.clone())
+            .with_context(|| shown.clone())?;
+    }
     let mut report = QuantizeReport {
         model: shown.clone(),
         output: config.output.display().to_string(),
@@ -96,6 +107,7 @@ pub fn quantize(config: &QuantizeConfig) -> Result<QuantizeReport> {
         keep_fp32: None,
         equalize: None,
         checked: config.check,
+        checked_on: None,
     };
     let rewritten = match &config.rewrite {
         Rewrite::Precision(plan) => apply_plan(plan, model, config, &mut report)?,
@@ -110,14 +122,7 @@ pub fn quantize(config: &QuantizeConfig) -> Result<QuantizeReport> {
     };
     let out = OnnxModel::from_proto(rewritten.proto, &config.output);
     if config.check {
-        TractBackend::load(
-            &out,
-            &TractOptions {
-                batch: Some(1),
-                ..Default::default()
-            },
-        )
-        .context(RewriteDoesNotLoad)?;
+        report.checked_on = Some(check_loads(&out, &config.check_shapes)?);
     }
     out.save(&config.output)?;
     Ok(report)
@@ -135,6 +140,7 @@ fn apply_plan(
         bail!("{shown}: an FP32 plan rewrites nothing; give FP16 or INT8");
     }
     plan.check()?;
+    refuse_quantized(&model, &plan.precision.to_string().to_uppercase())?;
     let plan = &plan.with_search_result()?;
     let model_sha256 = match plan.precision {
         Precision::Int8 => file_sha256(&config.model)?,
@@ -190,6 +196,7 @@ mod tests {
             })),
             output: dir.path().join("c-fp16.onnx"),
             check: true,
+            check_shapes: ShapeRequest::default(),
         };
         let report = quantize(&config).unwrap();
         assert_eq!(report.precision, "fp16");

@@ -10,6 +10,8 @@
 //! The graph passes themselves are in `onnx::rewrite`; the calibration ranges in `calibration`.
 
 pub mod adaptive_rounding;
+pub(crate) mod already_quantized;
+pub mod check_split;
 pub mod eval_config;
 pub mod eval_samples;
 pub mod evaluate;
@@ -17,6 +19,7 @@ pub(crate) mod fp16_eval;
 pub mod fp16_search;
 pub mod job;
 pub(crate) mod kept_result;
+pub(crate) mod load_check;
 pub mod plan;
 pub mod reference;
 pub mod request;

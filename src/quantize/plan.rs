@@ -4,6 +4,7 @@
 //! compute in, and how the weights' ranges are chosen. TensorRT 11 and TensorRT-RTX have no
 //! precision flags, so this rewrite is what makes an engine FP16 or INT8.
 
+use super::already_quantized::refuse_quantized;
 use crate::backend::mac_count::model_macs;
 use crate::calibration::cache::{check_cache_model, CalibrationTable};
 use crate::calibration::job::{calibrate, CalibrateConfig, CalibrateReport};
@@ -295,6 +296,9 @@ impl PrecisionPlan {
         int8_share: bool,
     ) -> Result<Applied> {
         let mut model = model;
+        if self.precision != Precision::Fp32 {
+            refuse_quantized(&model, &self.precision.to_string().to_uppercase())?;
+        }
         match self.precision {
             Precision::Fp32 => {
                 if let Some((mut deferred, file)) = weights {
@@ -437,6 +441,7 @@ pub(crate) fn plan_without(
 /// The INT8 pass for `model`: Q/DQ pairs with `scales` wherever the INT8 plan puts them. A
 /// model without quantizable ops is an error (its INT8 form would be the FP32 one).
 pub(crate) fn int8_pass(model: &OnnxModel, scales: &BTreeMap<String, f32>) -> Result<Qdq> {
+    refuse_quantized(model, "INT8")?;
     let plan = plan_int8(model.graph());
     if plan.is_empty() {
         bail!(

@@ -13,6 +13,7 @@ use crate::onnx::rewrite::capture::{Capture, Source};
 use crate::onnx::rewrite::pass::{Pass, PassReport};
 use crate::onnx::OnnxModel;
 use crate::progress::NoProgress;
+use crate::quantize::check_split::CheckOrigin;
 use crate::quantize::eval_config::EvalConfig;
 use crate::quantize::eval_samples::{batches_of, read_eval_samples};
 use crate::tensor::HostTensor;
@@ -43,6 +44,9 @@ pub struct SampleUse {
     pub(crate) check_from: String,
     /// Samples the sources had beyond `--eval-samples`, left out.
     pub left_out: usize,
+    /// How the check samples were chosen and which files they share with the tuning samples.
+    #[serde(default)]
+    pub check_origin: CheckOrigin,
 }
 
 /// The samples, the float model's outputs on them, and the backend every variant runs on.
@@ -53,6 +57,8 @@ pub(crate) struct Reference {
     pub check: Option<SampleSet>,
     /// Samples the sources had beyond `--eval-samples`.
     pub left_out: usize,
+    /// How the check samples were chosen.
+    origin: CheckOrigin,
     /// Classes of a `[N, classes]` first output (top-1 agreement is scored on those).
     classes: Option<usize>,
     config: EvalConfig,
@@ -71,6 +77,7 @@ impl Reference {
             tune: set(samples.tune, samples.tune_count),
             check: (samples.check_count > 0).then(|| set(samples.check, samples.check_count)),
             left_out: samples.left_out,
+            origin: samples.origin,
             classes: None,
             config: config.clone(),
         };
@@ -151,6 +158,7 @@ impl Reference {
             check: self.check.as_ref().map_or(0, |c| c.count),
             check_from: self.config.check.to_string(),
             left_out: self.left_out,
+            check_origin: self.origin.clone(),
         }
     }
 

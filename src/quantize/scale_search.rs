@@ -66,6 +66,50 @@ pub struct ScaleSearchReport {
     pub(crate) probed: usize,
     /// Every activation's choice, in graph order.
     pub choices: Vec<ScaleChoice>,
+    /// The whole INT8 model scored with the searched scales and with the cache's, and which
+    /// were kept (absent in reports made before the comparison existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<ScaleVerdict>,
+}
+
+/// The searched scales against the calibration cache's, on the whole INT8 model: the search
+/// lowers each reading layer's error on the samples it tuned on, which need not make the model
+/// closer on others.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ScaleVerdict {
+    /// The samples both were scored on: `check` (kept apart from the search) or `tuning`
+    /// (without a check set).
+    pub judged_on: String,
+    /// The INT8 model's cosine with the float model's output with the cache's scales.
+    #[serde(with = "crate::metrics::non_finite")]
+    pub plain_cosine: f64,
+    /// The same with the searched scales.
+    #[serde(with = "crate::metrics::non_finite")]
+    pub searched_cosine: f64,
+    /// The cache's scales were kept: they scored better.
+    pub kept_plain: bool,
+}
+
+/// The scales to keep: the searched ones, unless the cache's (`plain`) give the whole model a
+/// higher cosine (`plain_cosine` against `searched_cosine`, on `judged_on`); a NaN score loses.
+pub(crate) fn keep_better(
+    plain: BTreeMap<String, f32>,
+    searched: BTreeMap<String, f32>,
+    (plain_cosine, searched_cosine): (f64, f64),
+    judged_on: &str,
+) -> (BTreeMap<String, f32>, ScaleVerdict) {
+    let kept_plain = match (plain_cosine.is_nan(), searched_cosine.is_nan()) {
+        (false, true) => true,
+        (true, _) => false,
+        (false, false) => plain_cosine > searched_cosine,
+    };
+    let verdict = ScaleVerdict {
+        judged_on: judged_on.to_string(),
+        plain_cosine,
+        searched_cosine,
+        kept_plain,
+    };
+    (if kept_plain { plain } else { searched }, verdict)
 }
 
 /// The relative squared error `Σ(a-b)² / Σb²` (0 when `b` is all zeros and `a` equals it).
@@ -242,6 +286,7 @@ pub(crate) fn search_scales(
                 .count(),
             probed,
             choices,
+            verdict: None,
         },
     ))
 }
@@ -267,5 +312,30 @@ mod tests {
         assert!(err(1.0) < err(4.0));
         assert!(err(1.0) < err(0.25));
         assert_eq!(relative_error(&v, &v), 0.0);
+    }
+
+    #[test]
+    fn the_cache_scales_are_kept_when_they_score_better() {
+        let plain = BTreeMap::from([("x".to_string(), 0.1f32)]);
+        let searched = BTreeMap::from([("x".to_string(), 0.05f32)]);
+        let (kept, v) = keep_better(plain.clone(), searched.clone(), (0.930, 0.901), "check");
+        assert_eq!(kept, plain);
+        assert!(v.kept_plain && v.judged_on == "check");
+        let (kept, v) = keep_better(plain.clone(), searched.clone(), (0.901, 0.986), "check");
+        assert_eq!(kept, searched);
+        assert!(!v.kept_plain);
+        // A tie keeps the search's; a NaN loses.
+        assert_eq!(
+            keep_better(plain.clone(), searched.clone(), (0.9, 0.9), "tuning").0,
+            searched
+        );
+        assert_eq!(
+            keep_better(plain.clone(), searched.clone(), (0.5, f64::NAN), "tuning").0,
+            plain
+        );
+        assert_eq!(
+            keep_better(plain, searched.clone(), (f64::NAN, 0.5), "tuning").0,
+            searched
+        );
     }
 }

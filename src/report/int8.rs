@@ -2,6 +2,7 @@
 //! damaging first) and what the accuracy-target search left in float.
 
 use crate::quantize::adaptive_rounding::RoundingReport;
+use crate::quantize::check_split::{CheckOrigin, SplitKind};
 use crate::quantize::evaluate::{MeasuredReport, SampleUse, Score, WeightRounding};
 use crate::quantize::scale_search::ScaleSearchReport;
 use crate::quantize::sensitivity_scan::SensitivityReport;
@@ -75,7 +76,12 @@ pub(crate) fn search_line(
 pub(crate) fn samples_line(u: &SampleUse) -> String {
     let mut line = format!("  samples: {} tuned on", u.tune);
     if u.check > 0 {
-        line += &format!(", {} checked on (check set: {})", u.check, u.check_from);
+        line += &format!(
+            ", {} checked on (check set: {}{})",
+            u.check,
+            u.check_from,
+            origin_note(&u.check_origin)
+        );
     } else {
         line += ", no check set";
     }
@@ -85,7 +91,33 @@ pub(crate) fn samples_line(u: &SampleUse) -> String {
             u.left_out
         );
     }
-    line + "; [..] are 95% intervals (bootstrap for the cosine, Wilson for top-1)\n"
+    line += "; [..] are 95% intervals (bootstrap for the cosine, Wilson for top-1)\n";
+    if let Some(w) = &u.check_origin.warning {
+        line += &format!("  warning: {w}\n");
+    }
+    line
+}
+
+/// How the check samples were chosen and what they share with the tuning samples.
+fn origin_note(o: &CheckOrigin) -> String {
+    let how = match o.split {
+        SplitKind::ByFile => "; split by file",
+        SplitKind::BySample => "; split by sample",
+        SplitKind::Separate | SplitKind::None => "",
+    };
+    if o.tune_files == 0 && o.check_files == 0 {
+        return how.to_string();
+    }
+    let shared = match o.shared_files.len() {
+        0 => "none shared".to_string(),
+        n => format!("{n} shared"),
+    };
+    format!(
+        "{how}; {} file{} tuned on, {} checked on, {shared}",
+        o.tune_files,
+        if o.tune_files == 1 { "" } else { "s" },
+        o.check_files
+    )
 }
 
 /// The line saying what the activation scale search changed (empty when it did not run).
@@ -96,10 +128,28 @@ fn scale_search_line(r: Option<&ScaleSearchReport>) -> String {
     let (before, after) = r.choices.iter().fold((0.0, 0.0), |(b, a), c| {
         (b + c.calibrated_error, a + c.error)
     });
-    format!(
+    let mut out = format!(
         "  activation scales searched on {} samples: {} of {} changed; the reading layers' relative error {:.3e} -> {:.3e} ({} probed)\n",
         r.samples, r.changed, r.tensors, before, after, r.probed
-    )
+    );
+    if let Some(v) = &r.verdict {
+        let samples = match v.judged_on.as_str() {
+            "check" => "the check samples",
+            _ => "the tuning samples (no check set)",
+        };
+        out += &if v.kept_plain {
+            format!(
+                "  the calibration cache's scales are kept: the whole INT8 model's cosine on {samples} is {:.5} with them, {:.5} with the searched ones\n",
+                v.plain_cosine, v.searched_cosine
+            )
+        } else {
+            format!(
+                "  the searched scales are kept: the whole INT8 model's cosine on {samples} is {:.5} with them, {:.5} with the cache's\n",
+                v.searched_cosine, v.plain_cosine
+            )
+        };
+    }
+    out
 }
 
 /// The line saying what adaptive rounding changed (empty when it did not run).

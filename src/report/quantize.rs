@@ -23,6 +23,15 @@ pub(crate) fn render_outcome(outcome: &QuantizeOutcome) -> String {
 
 /// The line that says what was written.
 pub fn render(report: &QuantizeReport) -> String {
+    let mut out = render_written(report);
+    if let Some(on) = &report.checked_on {
+        out += &format!("  checked: it opens on {on} (at batch 1)\n");
+    }
+    out
+}
+
+/// The line that says what the rewrite wrote.
+fn render_written(report: &QuantizeReport) -> String {
     if let Some(e) = &report.equalize {
         return format!(
             "wrote {} (fp32, equalised): {} batch norms folded, {} conv pairs, {} sweeps; the worst pair's channel weight range spread {:.1}x -> {:.1}x; calibrate it, then quantize it with --int8\n",

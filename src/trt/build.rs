@@ -26,6 +26,7 @@ use crate::onnx::shape::{
 };
 use crate::onnx::OnnxModel;
 use crate::progress::Progress;
+use crate::quantize::already_quantized::refuse_quantized;
 use crate::quantize::plan::{Fallback, Int8Scales, PrecisionPlan};
 use crate::tensor::{Dim, Precision};
 use anyhow::{Context, Result};
@@ -284,6 +285,11 @@ fn read_model(
 ) -> Result<(ModelFile, DeferredWeights, ShapedModel)> {
     let file = ModelFile::open(&config.model, hash_now)?;
     let (model, deferred) = OnnxModel::from_bytes_deferring(&config.model, file.bytes())?;
+    // An FP16 or INT8 rewrite needs float weights; refused before any calibration.
+    let precision = config.plan.precision;
+    if precision != Precision::Fp32 {
+        refuse_quantized(&model, &precision.to_string().to_uppercase())?;
+    }
     let shaped = shape_model(config, model, observers)?;
     Ok((file, deferred, shaped))
 }

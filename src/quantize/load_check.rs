@@ -1,0 +1,151 @@
+//! The check a rewritten model passes before it is written: it must open where such a model runs
+//! by default, the default CPU backend (ONNX Runtime where it is installed, tract where it is not
+//! or where ONNX Runtime cannot read the model), at batch 1 and at the shapes asked for. A model
+//! whose other axes are left free opens on ONNX Runtime as it is; tract may need them fixed, and
+//! a refusal then names them.
+
+use crate::backend::ort_ir;
+use crate::backend::select::{
+    default_kind, open, BackendKind, BackendOptions, Fp16Compute, Runtime,
+};
+use crate::backend::Device;
+use crate::onnx::rewrite::pass::Pass;
+use crate::onnx::shape::{model_inputs, InputShapes, ShapeRequest};
+use crate::onnx::OnnxModel;
+use crate::tensor::Dim;
+use anyhow::Result;
+
+/// The rewritten model failed to open on the backend that checks it, so it was not written.
+#[derive(Debug, thiserror::Error)]
+#[error("the rewritten model does not load in {backend}{at}; nothing written", at = free_note(.free_axes))]
+pub(crate) struct RewriteDoesNotLoad {
+    /// The runtime that refused it (`ort-cpu`, `tract-cpu`).
+    pub backend: String,
+    /// The input axes besides the batch that were left free (`x[2]`), when it refused.
+    pub free_axes: Vec<String>,
+}
+
+/// `" with free axes x[2], x[3]"`, or nothing when none was free.
+fn free_note(free: &[String]) -> String {
+    if free.is_empty() {
+        String::new()
+    } else {
+        format!(" at batch 1 with free axes {}", free.join(", "))
+    }
+}
+
+/// The runtime the check opens `model` on: the default CPU backend, tract standing in for an
+/// ONNX Runtime that cannot read the model.
+fn check_runtime(model: &OnnxModel) -> Runtime {
+    let kind = match default_kind(Device::Cpu) {
+        BackendKind::Ort if ort_ir::refusal(model).is_some() => BackendKind::Tract,
+        kind => kind,
+    };
+    Runtime::of(kind, Device::Cpu)
+}
+
+/// The input axes of `model` besides the first that stay free at `shapes` (`x[2]`, with the
+/// axis's name where it has one: `x[2] (height)`).
+pub(crate) fn free_axes(model: &OnnxModel, shapes: &ShapeRequest) -> Vec<String> {
+    let shaped;
+    let model = if shapes.is_empty() {
+        model
+    } else {
+        match InputShapes(shapes.clone()).run(model.clone()) {
+            Ok((m, _)) => {
+                shaped = m;
+                &shaped
+            }
+            Err(_) => return vec![],
+        }
+    };
+    let mut free = vec![];
+    for input in model_inputs(model) {
+        for (axis, dim) in input.dims.iter().flatten().enumerate().skip(1) {
+            match dim {
+                Dim::Fixed(_) => {}
+                Dim::Symbol(s) if !s.is_empty() && s != "?" => {
+                    free.push(format!("{}[{axis}] ({s})", input.name))
+                }
+                _ => free.push(format!("{}[{axis}]", input.name)),
+            }
+        }
+    }
+    free
+}
+
+/// Opens `model` on the default CPU backend at batch 1 and `shapes`; the runtime's name when it
+/// opens, a [`RewriteDoesNotLoad`] (with the backend's own error below it) when it does not.
+pub(crate) fn check_loads(model: &OnnxModel, shapes: &ShapeRequest) -> Result<String> {
+    let runtime = check_runtime(model);
+    let (kind, device) = runtime
+        .kind_and_device()
+        .expect("a CPU runtime runs ONNX models");
+    let options = BackendOptions {
+        kind,
+        device,
+        threads: Some(1),
+        input_shapes: shapes.clone(),
+        batch: Some(1),
+        kind_is_default: true,
+        // The check is whether the backend opens the model as written, not its emulation.
+        fp16_compute: Fp16Compute::Backend,
+        ..Default::default()
+    };
+    match open(model, &options) {
+        Ok(_) => Ok(runtime.name().to_string()),
+        Err(e) => Err(e.context(RewriteDoesNotLoad {
+            backend: runtime.name().to_string(),
+            free_axes: free_axes(model, shapes),
+        })),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::onnx::shape::{DimSpec, InputShape};
+    use crate::onnx::test_models;
+
+    #[test]
+    fn free_axes_are_the_inputs_unfixed_axes_past_the_batch() {
+        let fixed = OnnxModel::from_proto(test_models::classifier(None), "c.onnx");
+        assert!(free_axes(&fixed, &ShapeRequest::default()).is_empty());
+        let paddle = OnnxModel::from_proto(test_models::paddle_style_pyramid(), "p.onnx");
+        assert_eq!(
+            free_axes(&paddle, &ShapeRequest::default()),
+            ["x[2] (height)", "x[3] (width)"]
+        );
+        let given = ShapeRequest::shapes(vec![InputShape {
+            name: None,
+            dims: [-1, 3, 16, 24]
+                .map(|d| match d {
+                    -1 => DimSpec::Dynamic,
+                    n => DimSpec::Fixed(n),
+                })
+                .to_vec(),
+        }]);
+        assert!(free_axes(&paddle, &given).is_empty());
+    }
+
+    #[test]
+    fn tract_refuses_the_pyramid_with_free_sizes_and_opens_it_at_given_ones() {
+        let paddle = OnnxModel::from_proto(test_models::paddle_style_pyramid(), "p.onnx");
+        let tract = |shapes: ShapeRequest| {
+            open(
+                &paddle,
+                &BackendOptions {
+                    batch: Some(1),
+                    input_shapes: shapes,
+                    ..Default::default()
+                },
+            )
+        };
+        let err = format!("{:#}", tract(ShapeRequest::default()).err().unwrap());
+        assert!(err.contains("tract cannot analyse"), "{err}");
+        let given = ShapeRequest::shapes(
+            crate::onnx::shape::parse_input_shapes(&["x:-1x3x16x24".into()]).unwrap(),
+        );
+        assert!(tract(given).is_ok());
+    }
+}
