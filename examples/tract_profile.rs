@@ -63,7 +63,7 @@ fn main() -> Result<()> {
     trtkit::backend::tract_kernels::choose();
     let a = args()?;
     let model = trtkit::onnx::OnnxModel::load(&a.model)?;
-    let model = FixBatch(Batch::Static(a.batch as i64)).run(model)?.0;
+    let model = FixBatch::new(Batch::Static(a.batch as i64)).run(model)?.0;
     let dir = model.base_dir().to_string_lossy().into_owned();
     let parsed = tract_onnx::onnx()
         .with_ignore_value_info(true)

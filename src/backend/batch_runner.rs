@@ -3,11 +3,13 @@
 //! the padded rows from the outputs. Float inputs are converted to the float type the backend
 //! takes (float32 data for a graph with float16 inputs). The comparator, the accuracy evaluation, calibration and the
 //! INT8 triage run their models through it, so no sample is dropped for not filling a batch.
+//! Each tensor is cut and joined on its own batch axis ([`Backend::batch_axes`]); an input with
+//! no batch axis goes whole into every batch.
 
 use crate::backend::{Backend, OutputVisitor};
-use crate::data::batch_axis::{concat, slice_padded, truncate};
+use crate::data::batch_axis::{concat_on, samples_on, slice_padded_on, truncate_on};
 use crate::progress::Progress;
-use crate::tensor::{conform_floats, FloatConversion, HostTensor};
+use crate::tensor::{conform_floats, BatchAxes, FloatConversion, HostTensor};
 use anyhow::{bail, Context, Result};
 use std::time::Duration;
 
@@ -24,25 +26,52 @@ pub(crate) struct BatchedOutputs {
     pub converted: Vec<FloatConversion>,
 }
 
-/// The number of samples along axis 0, the same for every tensor.
+/// The number of samples along axis 0, the same for every input (scalars left out).
 pub(crate) fn samples_of(inputs: &[HostTensor]) -> Result<usize> {
-    let n = inputs
-        .first()
-        .and_then(|t| t.shape.first().copied())
-        .context("the inputs have no batch axis")?;
+    samples_on_axes(inputs, &BatchAxes::default())
+}
+
+/// The batch axis of `t` by `axes` (a scalar has none).
+pub(crate) fn axis_of(axes: &BatchAxes, t: &HostTensor) -> Result<Option<usize>> {
+    Ok(axes.axis(&t.name)?.filter(|_| !t.shape.is_empty()))
+}
+
+/// The number of samples along each input's batch axis (`axes`), the same for every input that
+/// has one.
+pub(crate) fn samples_on_axes(inputs: &[HostTensor], axes: &BatchAxes) -> Result<usize> {
+    let mut n = None;
     for t in inputs {
-        if t.shape.first() != Some(&n) {
-            bail!(
-                "input '{}' has shape {:?}, but the other inputs have {n} samples",
+        let Some(axis) = axis_of(axes, t)? else {
+            continue;
+        };
+        let m = samples_on(t, axis)?;
+        match n {
+            Some(n) if n != m => bail!(
+                "input '{}' has shape {:?} ({m} samples on axis {axis}), but the other inputs have {n} samples",
                 t.name,
                 t.shape
-            );
+            ),
+            _ => n = Some(m),
         }
     }
+    let n = n.context("no input has a batch axis")?;
     if n == 0 {
         bail!("the inputs have 0 samples");
     }
     Ok(n)
+}
+
+/// Samples `start..start + len` of every tensor on its batch axis, padded ([`slice_padded`]).
+fn slice_all(
+    tensors: &[HostTensor],
+    axes: &BatchAxes,
+    start: usize,
+    len: usize,
+) -> Result<Vec<HostTensor>> {
+    tensors
+        .iter()
+        .map(|t| slice_padded_on(t, axis_of(axes, t)?, start, len))
+        .collect()
 }
 
 /// Runs `inputs` (every tensor with the same number of samples on axis 0) through `backend`
@@ -59,7 +88,8 @@ pub(crate) fn run_batched(
     if batch == 0 {
         bail!("the batch size must be at least 1");
     }
-    let samples = samples_of(inputs)?;
+    let axes = backend.batch_axes();
+    let samples = samples_on_axes(inputs, &axes)?;
     let mut parts: Vec<Vec<HostTensor>> = Vec::new();
     let mut inference = Duration::ZERO;
     let mut converted = vec![];
@@ -71,10 +101,7 @@ pub(crate) fn run_batched(
         } else {
             batch
         };
-        let chunk = inputs
-            .iter()
-            .map(|t| slice_padded(t, start, run_as))
-            .collect::<Result<Vec<_>>>()?;
+        let chunk = slice_all(inputs, &axes, start, run_as)?;
         let (chunk, conversions) = conform_floats(&chunk, backend.inputs());
         if start == 0 {
             converted = conversions;
@@ -92,7 +119,8 @@ pub(crate) fn run_batched(
             .into_iter()
             .map(|t| {
                 if take < run_as {
-                    truncate(t, take)
+                    let axis = axis_of(&axes, &t)?;
+                    truncate_on(t, axis, take)
                 } else {
                     Ok(t)
                 }
@@ -103,7 +131,7 @@ pub(crate) fn run_batched(
         progress.advance(take as u64);
     }
     Ok(BatchedOutputs {
-        outputs: join(parts)?,
+        outputs: join_on(parts, &axes)?,
         inference,
         samples,
         converted,
@@ -120,15 +148,13 @@ pub(crate) fn run_visit_short(
     batch: Option<usize>,
     visit: &OutputVisitor,
 ) -> Result<Duration> {
-    let rows = samples_of(inputs)?;
+    let axes = backend.batch_axes();
+    let rows = samples_on_axes(inputs, &axes)?;
     let (inputs, _) = conform_floats(inputs, backend.inputs());
     let inputs = inputs.as_ref();
     match batch {
         Some(full) if rows < full && !backend.runs_short_batch(rows) => {
-            let padded = inputs
-                .iter()
-                .map(|t| slice_padded(t, 0, full))
-                .collect::<Result<Vec<_>>>()?;
+            let padded = slice_all(inputs, &axes, 0, full)?;
             let real = |j: usize, values: &[f32]| visit(j, &values[..values.len() / full * rows]);
             backend.run_visit(&padded, &real)
         }
@@ -139,6 +165,12 @@ pub(crate) fn run_visit_short(
 /// Joins per-batch tensors (one list per batch, the same tensors in each) along axis 0,
 /// tensor by tensor.
 pub fn join(parts: Vec<Vec<HostTensor>>) -> Result<Vec<HostTensor>> {
+    join_on(parts, &BatchAxes::default())
+}
+
+/// Joins per-batch tensors (one list per batch, the same tensors in each) along their batch
+/// axes (`axes`), tensor by tensor.
+pub fn join_on(parts: Vec<Vec<HostTensor>>, axes: &BatchAxes) -> Result<Vec<HostTensor>> {
     if parts.len() == 1 {
         return Ok(parts.into_iter().next().unwrap_or_default());
     }
@@ -149,7 +181,16 @@ pub fn join(parts: Vec<Vec<HostTensor>>) -> Result<Vec<HostTensor>> {
             columns[i].push(t);
         }
     }
-    columns.into_iter().map(concat).collect()
+    columns
+        .into_iter()
+        .map(|column| {
+            let axis = match column.first() {
+                Some(t) => axis_of(axes, t)?,
+                None => Some(0),
+            };
+            concat_on(column, axis)
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -67,4 +67,8 @@ impl Backend for Emulated {
     fn runs_short_batch(&self, n: usize) -> bool {
         self.0.runs_short_batch(n)
     }
+
+    fn batch_axes(&self) -> crate::tensor::BatchAxes {
+        self.0.batch_axes()
+    }
 }

@@ -25,7 +25,7 @@ pub(crate) fn tensor_shapes(
     let batch = match fixed_batch(&model) {
         Some(n) if n > 0 => n,
         _ => {
-            model = FixBatch(Batch::Static(1)).run(model)?.0;
+            model = FixBatch::new(Batch::Static(1)).run(model)?.0;
             1
         }
     };

@@ -16,7 +16,7 @@ pub mod select;
 pub mod tract;
 pub mod tract_kernels;
 
-use crate::tensor::{Dim, HostTensor, IoSpec, TensorData};
+use crate::tensor::{BatchAxes, Dim, HostTensor, IoSpec, TensorData};
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -91,6 +91,13 @@ pub trait Backend: Send {
     /// only the pieces `n` samples fill, and padding would only add work.
     fn runs_short_batch(&self, _n: usize) -> bool {
         false
+    }
+
+    /// Where each input and output holds its samples: found from the model's named axes when
+    /// it was opened (the model's, not the fixed dims it runs at). The default: axis 0 of every
+    /// tensor.
+    fn batch_axes(&self) -> BatchAxes {
+        BatchAxes::default()
     }
 }
 

@@ -8,10 +8,10 @@ use super::ort_libs::{locate_library, OrtLibrary, HOW_TO_GET};
 use super::{Backend, OutputVisitor, RunOutput};
 use crate::error_kind::{ErrorKind, TypedError};
 use crate::onnx::rewrite::pass::Pass;
-use crate::onnx::shape::{Batch, FixBatch, InputShapes, ShapeRequest};
+use crate::onnx::shape::{model_batch_axes, Batch, FixBatch, InputShapes, ShapeRequest};
 use crate::onnx::OnnxModel;
-use crate::tensor::Dim;
 use crate::tensor::{check_input_count, ElemType, HostTensor, IoSpec, TensorData};
+use crate::tensor::{BatchAxes, BatchAxisRequest, Dim};
 use anyhow::{anyhow, bail, Context, Result};
 use ort::environment::Environment;
 use ort::session::builder::{GraphOptimizationLevel, SessionBuilder};
@@ -28,6 +28,8 @@ pub(crate) struct OrtOptions {
     pub input_shapes: ShapeRequest,
     /// Fix the batch axis to this size.
     pub batch: Option<usize>,
+    /// Batch axes given by hand, over what the model's named axes say.
+    pub batch_axes: BatchAxisRequest,
     /// Intra-op threads; `None` lets ONNX Runtime use all cores.
     pub threads: Option<usize>,
 }
@@ -81,16 +83,28 @@ pub(crate) fn session_builder(options: &OrtOptions) -> Result<SessionBuilder> {
 /// `model` as ONNX Runtime gets it: the IR version it reads (see [`lower_for_ort`]), the shape
 /// overrides and the fixed batch applied, external data inlined.
 pub(crate) fn prepared_model(model: &OnnxModel, options: &OrtOptions) -> Result<OnnxModel> {
+    Ok(prepared_with_axes(model, options)?.0)
+}
+
+/// [`prepared_model`] and where its inputs and outputs hold their samples (read before the
+/// batch is fixed).
+pub(crate) fn prepared_with_axes(
+    model: &OnnxModel,
+    options: &OrtOptions,
+) -> Result<(OnnxModel, BatchAxes)> {
     let mut model = model.clone();
     lower_for_ort(&mut model)?;
     if !options.input_shapes.is_empty() {
         model = InputShapes(options.input_shapes.clone()).run(model)?.0;
     }
+    let axes = model_batch_axes(&model, &options.batch_axes)?;
     if let Some(n) = options.batch {
-        model = FixBatch(Batch::Static(n as i64)).run(model)?.0;
+        model = FixBatch::with_axes(Batch::Static(n as i64), &options.batch_axes)
+            .run(model)?
+            .0;
     }
     model.inline_external_data()?;
-    Ok(model)
+    Ok((model, axes))
 }
 
 /// The session's inputs and outputs as I/O specs.
@@ -198,12 +212,13 @@ pub(crate) struct OrtBackend {
     session: Session,
     inputs: Vec<IoSpec>,
     outputs: Vec<IoSpec>,
+    batch_axes: BatchAxes,
 }
 
 impl OrtBackend {
     /// Loads the library if needed and creates a session for `model`.
     pub fn load(model: &OnnxModel, options: &OrtOptions) -> Result<Self> {
-        let model = prepared_model(model, options)?;
+        let (model, batch_axes) = prepared_with_axes(model, options)?;
         let shown = model.path.display().to_string();
         let session = session_builder(options)?
             .commit_from_memory(&model.to_bytes())
@@ -217,6 +232,7 @@ impl OrtBackend {
             session,
             inputs,
             outputs,
+            batch_axes,
         })
     }
 }
@@ -236,6 +252,10 @@ impl Backend for OrtBackend {
 
     fn run(&mut self, inputs: &[HostTensor]) -> Result<RunOutput> {
         run_host(&mut self.session, (&self.inputs, &self.outputs), inputs)
+    }
+
+    fn batch_axes(&self) -> BatchAxes {
+        self.batch_axes.clone()
     }
 
     fn run_visit(&mut self, inputs: &[HostTensor], visit: &OutputVisitor) -> Result<Duration> {

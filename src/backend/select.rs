@@ -11,6 +11,7 @@ use super::{Backend, Device};
 use crate::onnx::rewrite::fp16_emulate::{emulate_fp16, has_float16_compute};
 use crate::onnx::shape::ShapeRequest;
 use crate::onnx::OnnxModel;
+use crate::tensor::BatchAxisRequest;
 use anyhow::{anyhow, Result};
 use serde::{Deserialize, Serialize};
 
@@ -179,6 +180,8 @@ pub struct BackendOptions {
     pub input_shapes: ShapeRequest,
     /// Fix the batch axis to this size.
     pub batch: Option<usize>,
+    /// Batch axes given by hand (`--batch-axis`), over what the model's named axes say.
+    pub batch_axes: BatchAxisRequest,
     /// GPU that runs a TensorRT engine (or times a GPU backend); `None` is GPU 0.
     pub device_id: Option<usize>,
     /// Folder holding the TensorRT libraries, for engines; `None` searches the usual places.
@@ -271,6 +274,7 @@ fn open_kind(
             &TractOptions {
                 input_shapes: options.input_shapes.clone(),
                 batch: options.batch,
+                batch_axes: options.batch_axes.clone(),
                 device: options.device,
                 threads: options.threads,
                 visit_only_from,
@@ -280,6 +284,7 @@ fn open_kind(
             let model_options = OrtOptions {
                 input_shapes: options.input_shapes.clone(),
                 batch: options.batch,
+                batch_axes: options.batch_axes.clone(),
                 threads: options.threads,
             };
             match options.device {

@@ -17,11 +17,11 @@ use crate::onnx::input_roles::int_input_roles;
 use crate::onnx::model::file_sha256;
 use crate::onnx::rewrite::pass::Pass;
 use crate::onnx::rewrite::plan::plan_int8;
-use crate::onnx::shape::{model_inputs, InputShapes};
+use crate::onnx::shape::{model_batch_axes, model_inputs, InputShapes};
 use crate::onnx::OnnxModel;
 use crate::progress::{NoProgress, Progress};
 use crate::setting::{fix_with, Setting};
-use crate::tensor::{Dim, ElemType, IntInput, IoSpec};
+use crate::tensor::{BatchAxes, BatchAxisRequest, Dim, ElemType, IntInput, IoSpec};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -122,24 +122,29 @@ enum CalibrationInputs {
     /// One float input, as images, numpy arrays or synthetic normal data: its name and the
     /// dims of one sample.
     Single { input: String, sample: Vec<usize> },
-    /// Several inputs, or integer ones (token models): every input, each batch holding all.
+    /// Several inputs, or integer ones (token models): every input, each batch holding all,
+    /// each input batched on its own axis (or not at all).
     Multi {
         specs: Vec<IoSpec>,
         roles: BTreeMap<String, IntInput>,
+        axes: BatchAxes,
     },
 }
 
-/// The model's inputs as calibration feeds them; every axis but the batch must be fixed.
-fn calibration_inputs(model: &OnnxModel) -> Result<CalibrationInputs> {
+/// The model's inputs as calibration feeds them, batched as `request` and the model's named axes
+/// say; every axis but the batch must be fixed.
+fn calibration_inputs(model: &OnnxModel, request: &BatchAxisRequest) -> Result<CalibrationInputs> {
     let inputs = model_inputs(model);
     let shown = model.path.display();
     if inputs.is_empty() {
         bail!("{shown}: the model has no inputs to feed");
     }
+    let axes = model_batch_axes(model, request)?;
     let mut specs = Vec::with_capacity(inputs.len());
     for input in &inputs {
         let dims = input.dims.clone().unwrap_or_default();
-        if dims.len() < 2 {
+        let axis = axes.axis(&input.name)?.filter(|_| !dims.is_empty());
+        if axis.is_some() && dims.len() < 2 {
             bail!(
                 "{shown}: input '{}' has no batch axis and sample dims",
                 input.name
@@ -148,7 +153,7 @@ fn calibration_inputs(model: &OnnxModel) -> Result<CalibrationInputs> {
         if let Some((axis, other)) = dims
             .iter()
             .enumerate()
-            .skip(1)
+            .filter(|(k, _)| Some(*k) != axis)
             .find(|(_, d)| !matches!(d, Dim::Fixed(_)))
         {
             return Err(fix_with(
@@ -171,14 +176,16 @@ fn calibration_inputs(model: &OnnxModel) -> Result<CalibrationInputs> {
             dims,
         });
     }
+    let on_0 = |s: &IoSpec| matches!(axes.axis(&s.name), Ok(Some(0)));
     Ok(match specs.as_slice() {
-        [one] if one.elem_type == ElemType::F32 => CalibrationInputs::Single {
+        [one] if one.elem_type == ElemType::F32 && on_0(one) => CalibrationInputs::Single {
             input: one.name.clone(),
             sample: one.concrete_shape(1)?[1..].to_vec(),
         },
         _ => CalibrationInputs::Multi {
             specs,
             roles: int_input_roles(model),
+            axes,
         },
     })
 }
@@ -209,15 +216,12 @@ fn open_batches(
     let source = Path::new(&args.calib_data);
     let (input, sample) = match feed {
         CalibrationInputs::Single { input, sample } => (input, sample),
-        CalibrationInputs::Multi { specs, roles } => {
+        CalibrationInputs::Multi { specs, roles, axes } => {
             return Ok(match seed {
-                Some(seed) => Box::new(MultiInputBatches::generated(
-                    specs,
-                    roles.clone(),
-                    args.batch_size,
-                    n,
-                    seed,
-                )?),
+                Some(seed) => Box::new(
+                    MultiInputBatches::generated(specs, roles.clone(), args.batch_size, n, seed)?
+                        .with_axes(axes.clone()),
+                ),
                 None if source.is_dir() && has_images(source) => {
                     let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
                     return Err(fix_with(
@@ -232,6 +236,7 @@ fn open_batches(
                 None => Box::new(MultiInputBatches::arrays(
                     source,
                     specs,
+                    axes,
                     args.batch_size,
                     args.num_images,
                 )?),
@@ -273,7 +278,7 @@ pub(crate) fn open_samples(
     model: &OnnxModel,
     args: &CalibrateConfig,
 ) -> Result<Box<dyn CalibrationBatches>> {
-    open_batches(args, &calibration_inputs(model)?)
+    open_batches(args, &calibration_inputs(model, &args.backend.batch_axes)?)
 }
 
 /// One requested algorithm: its key, its cache file and what the lookup found.
@@ -358,7 +363,7 @@ pub fn calibrate(args: &CalibrateConfig, progress: &dyn Progress) -> Result<Cali
     if plan.is_empty() {
         bail!("{shown}: no quantizable ops (Conv, ConvTranspose, Gemm, MatMul, residual Add); nothing to calibrate, no cache written");
     }
-    let feed = calibration_inputs(&model)?;
+    let feed = calibration_inputs(&model, &args.backend.batch_axes)?;
     let mut batches = open_batches(args, &feed)?;
     let pending = algorithm_caches(args, batches.as_ref())?;
     let (preprocessing, warnings) = describe_inputs(&batches.preprocessing(), &args.preprocess);

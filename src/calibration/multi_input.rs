@@ -5,13 +5,14 @@
 //! order, or one file), each array one sample or a stack `[n, …]`; or generated data
 //! (`synthetic:SEED`), where integer inputs take the values the graph says (token ids inside
 //! the embedding table, masks of ones then padding zeros, zeros for segment ids) and float
-//! inputs a standard normal.
+//! inputs a standard normal. Each input is stacked and cut on its own batch axis; an input with
+//! no batch axis is the same in every batch (the first file's array, or drawn once).
 
 use super::sample_source::{source_files, usable, CalibrationBatches, SourceSummary};
-use crate::data::batch_axis::{concat, slice_padded};
+use crate::data::batch_axis::{concat_on, slice_padded_on};
 use crate::data::npz;
 use crate::data::synthetic::{apply_int_inputs, InputDistribution, RandomInputs};
-use crate::tensor::{HostTensor, IntInput, IoSpec};
+use crate::tensor::{BatchAxes, HostTensor, IntInput, IoSpec};
 use anyhow::{bail, Context, Result};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -19,7 +20,8 @@ use std::path::Path;
 
 /// Where the batches come from.
 enum Source {
-    /// Every input's samples, joined along axis 0, cut into batches as they are asked for.
+    /// Every input's samples, joined along its batch axis, cut into batches as they are asked
+    /// for.
     Arrays(Vec<HostTensor>),
     /// Drawn per batch from `seed`.
     Generated {
@@ -31,6 +33,7 @@ enum Source {
 /// Batches holding every input of a model.
 pub(crate) struct MultiInputBatches {
     specs: Vec<IoSpec>,
+    axes: BatchAxes,
     source: Source,
     done: usize,
     facts: SourceSummary,
@@ -72,6 +75,7 @@ impl MultiInputBatches {
         let preprocessing = format!("generated: {}", describe_roles(specs, &roles));
         Ok(MultiInputBatches {
             specs: specs.to_vec(),
+            axes: BatchAxes::default(),
             source: Source::Generated { seed, roles },
             done: 0,
             facts: SourceSummary::new(
@@ -89,9 +93,12 @@ impl MultiInputBatches {
 
     /// Batches from `.npz` files at `path` (a folder of them or one file): each file holds an
     /// array per input, named after it, of that input's type and sample dims.
+    /// Each input is stacked on its batch axis in `axes`; an input with no batch axis takes the
+    /// first file's array, whole.
     pub fn arrays(
         path: &Path,
         specs: &[IoSpec],
+        axes: &BatchAxes,
         batch: usize,
         limit: Option<usize>,
     ) -> Result<Self> {
@@ -111,8 +118,15 @@ impl MultiInputBatches {
             let mut arrays = npz::load_bytes(f, &bytes)?;
             let mut samples = None;
             for (spec, part) in specs.iter().zip(parts.iter_mut()) {
-                let array = take_array(f, &mut arrays, spec)?;
-                let n = array.shape[0];
+                let axis = axis_of(axes, spec)?;
+                let array = take_array(f, &mut arrays, spec, axis)?;
+                let Some(k) = axis else {
+                    if part.is_empty() {
+                        part.push(array);
+                    }
+                    continue;
+                };
+                let n = array.shape[k];
                 if samples.is_some_and(|m| m != n) {
                     bail!(
                         "{}: array '{}' holds {n} samples, the arrays before it {}",
@@ -125,14 +139,23 @@ impl MultiInputBatches {
                 part.push(array);
             }
         }
-        let joined: Vec<HostTensor> = parts.into_iter().map(concat).collect::<Result<_>>()?;
-        let available = joined.first().map_or(0, |t| t.shape[0]);
+        let joined: Vec<HostTensor> = parts
+            .into_iter()
+            .zip(specs)
+            .map(|(part, spec)| concat_on(part, axis_of(axes, spec)?))
+            .collect::<Result<_>>()?;
+        let available = joined
+            .iter()
+            .zip(specs)
+            .find_map(|(t, spec)| Some(t.shape[axis_of(axes, spec).ok()??]))
+            .unwrap_or(0);
         let used = usable(&shown, available, limit, batch)?;
         if let Some(k) = limit {
             hasher.update(format!("first {k}").as_bytes());
         }
         Ok(MultiInputBatches {
             specs: specs.to_vec(),
+            axes: axes.clone(),
             source: Source::Arrays(joined),
             done: 0,
             facts: SourceSummary::new(
@@ -146,9 +169,19 @@ impl MultiInputBatches {
     }
 }
 
+/// The batch axis of `spec` (a scalar has none).
+fn axis_of(axes: &BatchAxes, spec: &IoSpec) -> Result<Option<usize>> {
+    Ok(axes.axis(&spec.name)?.filter(|_| !spec.dims.is_empty()))
+}
+
 /// The array of `arrays` named after `spec`, checked against its type and sample dims, as a
-/// stack `[n, …]`.
-fn take_array(file: &Path, arrays: &mut Vec<HostTensor>, spec: &IoSpec) -> Result<HostTensor> {
+/// stack on its batch axis `axis` (`[n, …]` on axis 0); with no batch axis, as declared.
+fn take_array(
+    file: &Path,
+    arrays: &mut Vec<HostTensor>,
+    spec: &IoSpec,
+    axis: Option<usize>,
+) -> Result<HostTensor> {
     let shown = file.display();
     let Some(at) = arrays.iter().position(|a| a.name == spec.name) else {
         let names: Vec<&str> = arrays.iter().map(|a| a.name.as_str()).collect();
@@ -167,12 +200,29 @@ fn take_array(file: &Path, arrays: &mut Vec<HostTensor>, spec: &IoSpec) -> Resul
             spec.elem_type
         );
     }
-    let sample = spec.concrete_shape(1)?[1..].to_vec();
+    let Some(k) = axis else {
+        let whole = spec.concrete_shape_on(None, 1)?;
+        if a.shape != whole {
+            bail!(
+                "{shown}: array '{}' has shape {:?}; the model input has no batch axis and takes {:?}",
+                spec.name,
+                a.shape,
+                whole
+            );
+        }
+        return Ok(a);
+    };
+    let mut sample = spec.concrete_shape_on(Some(k), 1)?;
+    sample.remove(k);
+    let mut rest = a.shape.clone();
     if a.shape == sample {
-        a.shape.insert(0, 1);
-    } else if a.shape.len() != sample.len() + 1 || a.shape[1..] != sample[..] {
+        a.shape.insert(k, 1);
+    } else if a.shape.len() != sample.len() + 1 || {
+        rest.remove(k);
+        rest != sample
+    } {
         bail!(
-            "{shown}: array '{}' has shape {:?}; the model input takes samples {:?} (one, or a stack [n, ...])",
+            "{shown}: array '{}' has shape {:?}; the model input takes samples {:?} (one, or a stack of n on axis {k})",
             spec.name,
             a.shape,
             sample
@@ -193,7 +243,11 @@ impl Iterator for MultiInputBatches {
         Some(match &self.source {
             Source::Arrays(all) => all
                 .iter()
-                .map(|t| slice_padded(t, i * self.facts.batch, self.facts.rows(i)))
+                .zip(&self.specs)
+                .map(|(t, spec)| {
+                    let axis = axis_of(&self.axes, spec)?;
+                    slice_padded_on(t, axis, i * self.facts.batch, self.facts.rows(i))
+                })
                 .collect(),
             Source::Generated { seed, roles } => {
                 let seed = seed.wrapping_add(i as u64 * 7919);
@@ -204,13 +258,56 @@ impl Iterator for MultiInputBatches {
                     },
                     seed,
                 }
-                .generate(&self.specs, self.facts.rows(i))
+                .generate(&self.specs, self.facts.rows(i), &self.axes)
                 .and_then(|mut tensors| {
                     apply_int_inputs(&mut tensors, roles, seed)?;
                     Ok(tensors)
                 })
+                .and_then(|tensors| self.same_unbatched(tensors))
             }
         })
+    }
+}
+
+impl MultiInputBatches {
+    /// Generated batches with the inputs batched on `axes` (an input with no batch axis is
+    /// drawn once, the same in every batch).
+    pub fn with_axes(mut self, axes: BatchAxes) -> Self {
+        self.axes = axes;
+        self
+    }
+
+    /// `tensors` of a generated batch with the inputs that have no batch axis as the first
+    /// batch drew them.
+    fn same_unbatched(&self, mut tensors: Vec<HostTensor>) -> Result<Vec<HostTensor>> {
+        let Source::Generated { seed, roles } = &self.source else {
+            return Ok(tensors);
+        };
+        if self.axes.unbatched_inputs().is_empty() {
+            return Ok(tensors);
+        }
+        let mut first = RandomInputs {
+            dist: InputDistribution::Normal {
+                mean: 0.0,
+                std: 1.0,
+            },
+            seed: *seed,
+        }
+        .generate(&self.specs, 1, &self.axes)?;
+        apply_int_inputs(&mut first, roles, *seed)?;
+        for (t, once) in
+            tensors
+                .iter_mut()
+                .zip(first)
+                .zip(&self.specs)
+                .filter_map(|((t, once), spec)| match axis_of(&self.axes, spec) {
+                    Ok(None) => Some((t, once)),
+                    _ => None,
+                })
+        {
+            *t = once;
+        }
+        Ok(tensors)
     }
 }
 
@@ -285,7 +382,8 @@ mod tests {
             )
             .unwrap();
         }
-        let b = MultiInputBatches::arrays(dir.path(), &specs(), 4, None).unwrap();
+        let b = MultiInputBatches::arrays(dir.path(), &specs(), &BatchAxes::default(), 4, None)
+            .unwrap();
         assert_eq!(b.batch_count(), 2);
         let batches: Vec<Vec<HostTensor>> = b.map(Result::unwrap).collect();
         assert_eq!(batches[0][0].name, "input_ids");
@@ -299,7 +397,7 @@ mod tests {
         npz::save(&dir.path().join("c.npz"), &[tensor("input_ids", 2, 0)]).unwrap();
         let err = format!(
             "{:#}",
-            MultiInputBatches::arrays(dir.path(), &specs(), 4, None)
+            MultiInputBatches::arrays(dir.path(), &specs(), &BatchAxes::default(), 4, None)
                 .err()
                 .unwrap()
         );
@@ -315,7 +413,7 @@ mod tests {
         .unwrap();
         let err = format!(
             "{:#}",
-            MultiInputBatches::arrays(dir.path(), &specs(), 4, None)
+            MultiInputBatches::arrays(dir.path(), &specs(), &BatchAxes::default(), 4, None)
                 .err()
                 .unwrap()
         );

@@ -2,7 +2,9 @@
 //! [`crate::report::closeness`], and the verdict (all-NaN outputs, `--fail-below`) fails the run
 //! after it is printed.
 
+use crate::backend::select::BackendOptions;
 use crate::cli::args::backend::{BackendArgs, EngineArgs, SideABackendArgs, SideBBackendArgs};
+use crate::cli::args::batch_axis::BatchAxisArgs;
 use crate::cli::args::output::OutputArgs;
 use crate::cli::args::shapes::ShapeArgs;
 use crate::cli::args::task::TaskArgs;
@@ -61,6 +63,9 @@ pub struct CompareArgs {
     /// Input shapes and named axes (`--dim seq=128`) of the model sides.
     #[command(flatten)]
     pub shapes: ShapeArgs,
+    /// Where inputs and outputs hold their samples, where the model's named axes do not say.
+    #[command(flatten)]
+    pub batch_axes: BatchAxisArgs,
     /// The task (classify, detect, segment) and how detections are decoded.
     #[command(flatten)]
     pub task: TaskArgs,
@@ -169,18 +174,25 @@ pub fn config(args: &CompareArgs, ws: Option<&Workspace>) -> Result<CompareConfi
     } else {
         InputDistribution::Uniform { low: x, high: y }
     };
+    let batch_axes = args.batch_axes.request()?;
     Ok(CompareConfig {
         a: SideConfig {
             path: a,
-            backend: args
-                .engine
-                .apply(args.a_side.with_defaults_from(&args.backend).options(None)),
+            backend: BackendOptions {
+                batch_axes: batch_axes.clone(),
+                ..args
+                    .engine
+                    .apply(args.a_side.with_defaults_from(&args.backend).options(None))
+            },
         },
         b: SideConfig {
             path: b,
-            backend: args
-                .engine
-                .apply(args.b_side.with_defaults_from(&args.backend).options(None)),
+            backend: BackendOptions {
+                batch_axes,
+                ..args
+                    .engine
+                    .apply(args.b_side.with_defaults_from(&args.backend).options(None))
+            },
         },
         input_shapes: args.shapes.one_shape("compare")?,
         batch_size,

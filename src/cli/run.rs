@@ -3,6 +3,7 @@
 
 use crate::backend::select::BackendOptions;
 use crate::cli::args::backend::{BackendArgs, EngineArgs};
+use crate::cli::args::batch_axis::BatchAxisArgs;
 use crate::cli::args::output::OutputArgs;
 use crate::cli::args::shapes::ShapeArgs;
 use crate::cli::args::timing::TimingArgs;
@@ -27,6 +28,9 @@ pub struct RunArgs {
     /// Input shapes and named axes of an ONNX model (`--dim seq=64,128` sweeps).
     #[command(flatten)]
     pub shapes: ShapeArgs,
+    /// Where inputs hold their samples, where the model's named axes do not say.
+    #[command(flatten)]
+    pub batch_axes: BatchAxisArgs,
     /// Backend, device and threads for an ONNX model.
     #[command(flatten)]
     pub backend: BackendArgs,
@@ -77,6 +81,7 @@ pub fn config(args: &RunArgs) -> Result<RunConfig> {
         batch_sizes: args.batch_size.clone(),
         backend: BackendOptions {
             input_shapes,
+            batch_axes: args.batch_axes.request()?,
             ..args.engine.apply(args.backend.options(None))
         },
         dim_sweep,

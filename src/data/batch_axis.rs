@@ -35,100 +35,195 @@ fn extend_data(into: &mut TensorData, from: &TensorData) -> Result<()> {
     Ok(())
 }
 
-/// Samples `start..start + len` of `t` along axis 0; when fewer remain, the last sample is
-/// repeated so that the result always has `len` samples (a fixed-batch backend needs that).
-pub(crate) fn slice_padded(t: &HostTensor, start: usize, len: usize) -> Result<HostTensor> {
-    let Some(&n) = t.shape.first() else {
-        bail!("tensor '{}' is a scalar: it has no batch axis", t.name);
+/// Appends elements `from..to` of `src` to `into` (the same element type).
+fn push_range(into: &mut TensorData, src: &TensorData, from: usize, to: usize) -> Result<()> {
+    match (into, src) {
+        (TensorData::F32(a), TensorData::F32(b)) => a.extend_from_slice(&b[from..to]),
+        (TensorData::F16(a), TensorData::F16(b)) => a.extend_from_slice(&b[from..to]),
+        (TensorData::F64(a), TensorData::F64(b)) => a.extend_from_slice(&b[from..to]),
+        (TensorData::I64(a), TensorData::I64(b)) => a.extend_from_slice(&b[from..to]),
+        (TensorData::I32(a), TensorData::I32(b)) => a.extend_from_slice(&b[from..to]),
+        (TensorData::I8(a), TensorData::I8(b)) => a.extend_from_slice(&b[from..to]),
+        (TensorData::U8(a), TensorData::U8(b)) => a.extend_from_slice(&b[from..to]),
+        (TensorData::Bool(a), TensorData::Bool(b)) => a.extend_from_slice(&b[from..to]),
+        (a, b) => bail!(
+            "cannot join {} and {} tensors",
+            a.elem_type(),
+            b.elem_type()
+        ),
+    }
+    Ok(())
+}
+
+/// The sizes around axis `axis` of `shape`: (blocks before it, its length, elements per step).
+fn around(shape: &[usize], axis: usize) -> (usize, usize, usize) {
+    let outer = shape[..axis].iter().product();
+    let inner = shape[axis + 1..].iter().product();
+    (outer, shape[axis], inner)
+}
+
+/// The batch axis `axis` of `t`, checked against its rank.
+fn checked_axis(t: &HostTensor, axis: usize) -> Result<usize> {
+    if axis >= t.shape.len() {
+        if t.shape.is_empty() {
+            bail!("tensor '{}' is a scalar: it has no batch axis", t.name);
+        }
+        bail!(
+            "tensor '{}' has shape {:?}: it has no axis {axis} to hold the samples",
+            t.name,
+            t.shape
+        );
+    }
+    Ok(axis)
+}
+
+/// `t` with the samples `rows` (indices along `axis`) in that order.
+fn gather(t: &HostTensor, axis: usize, rows: &[usize]) -> Result<HostTensor> {
+    let axis = checked_axis(t, axis)?;
+    let (outer, n, inner) = around(&t.shape, axis);
+    let mut data = slice_data(&t.data, 0, 0);
+    for o in 0..outer {
+        // Runs of consecutive rows are copied in one piece.
+        let mut i = 0;
+        while i < rows.len() {
+            let mut j = i + 1;
+            while j < rows.len() && rows[j] == rows[j - 1] + 1 {
+                j += 1;
+            }
+            let from = (o * n + rows[i]) * inner;
+            let to = (o * n + rows[j - 1] + 1) * inner;
+            push_range(&mut data, &t.data, from, to)?;
+            i = j;
+        }
+    }
+    let mut shape = t.shape.clone();
+    shape[axis] = rows.len();
+    HostTensor::new(t.name.clone(), shape, data)
+}
+
+/// The number of samples `t` holds on `axis`.
+pub(crate) fn samples_on(t: &HostTensor, axis: usize) -> Result<usize> {
+    Ok(t.shape[checked_axis(t, axis)?])
+}
+
+/// Samples `start..start + len` of `t` along its batch axis `axis`; when fewer remain, the last
+/// sample is repeated so that the result always has `len` samples (a fixed-batch backend needs
+/// that). A tensor with no batch axis (`None`) is the same for every batch: it comes back whole.
+pub(crate) fn slice_padded_on(
+    t: &HostTensor,
+    axis: Option<usize>,
+    start: usize,
+    len: usize,
+) -> Result<HostTensor> {
+    let Some(axis) = axis else {
+        return Ok(t.clone());
     };
+    let n = samples_on(t, axis)?;
     if start >= n {
         bail!(
             "tensor '{}': sample {start} is past its {n} samples",
             t.name
         );
     }
-    let per = t.shape[1..].iter().product::<usize>();
     let end = (start + len).min(n);
-    let mut data = slice_data(&t.data, start * per, end * per);
-    let last = slice_data(&t.data, (end - 1) * per, end * per);
-    for _ in end..start + len {
-        extend_data(&mut data, &last)?;
-    }
-    let mut shape = t.shape.clone();
-    shape[0] = len;
-    HostTensor::new(t.name.clone(), shape, data)
+    let rows: Vec<usize> = (start..start + len).map(|r| r.min(end - 1)).collect();
+    gather(t, axis, &rows)
 }
 
-/// The samples `rows` of `t` along axis 0, in that order.
-pub(crate) fn select_rows(t: &HostTensor, rows: &[usize]) -> Result<HostTensor> {
-    let Some(&n) = t.shape.first() else {
-        bail!("tensor '{}' is a scalar: it has no batch axis", t.name);
+/// The samples `rows` of `t` along its batch axis `axis`, in that order (the whole tensor when
+/// it has none).
+pub(crate) fn select_rows_on(
+    t: &HostTensor,
+    axis: Option<usize>,
+    rows: &[usize],
+) -> Result<HostTensor> {
+    let Some(axis) = axis else {
+        return Ok(t.clone());
     };
-    let per = t.shape[1..].iter().product::<usize>();
-    let mut data = slice_data(&t.data, 0, 0);
-    for &r in rows {
-        if r >= n {
-            bail!("tensor '{}': sample {r} is past its {n} samples", t.name);
-        }
-        extend_data(&mut data, &slice_data(&t.data, r * per, (r + 1) * per))?;
+    let n = samples_on(t, axis)?;
+    if let Some(r) = rows.iter().find(|&&r| r >= n) {
+        bail!("tensor '{}': sample {r} is past its {n} samples", t.name);
     }
-    let mut shape = t.shape.clone();
-    shape[0] = rows.len();
-    HostTensor::new(t.name.clone(), shape, data)
+    gather(t, axis, rows)
 }
 
-/// The first `keep` samples of `t` (drops padding).
-pub fn truncate(t: HostTensor, keep: usize) -> Result<HostTensor> {
-    if t.shape.first() == Some(&keep) {
-        return Ok(t);
+/// The first `keep` samples of `t` along `axis` (drops padding).
+pub fn truncate_on(t: HostTensor, axis: Option<usize>, keep: usize) -> Result<HostTensor> {
+    match axis {
+        Some(k) if t.shape.get(k) != Some(&keep) => slice_padded_on(&t, axis, 0, keep),
+        _ => Ok(t),
     }
-    slice_padded(&t, 0, keep)
 }
 
-/// Joins tensors with the same name, dtype and trailing dims along axis 0.
-pub fn concat(parts: Vec<HostTensor>) -> Result<HostTensor> {
+/// Joins tensors with the same name, dtype and other dims along their batch axis `axis`. Tensors
+/// with no batch axis (`None`) are the same for every batch: the first is kept.
+pub fn concat_on(parts: Vec<HostTensor>, axis: Option<usize>) -> Result<HostTensor> {
     let mut iter = parts.into_iter();
-    let Some(mut first) = iter.next() else {
+    let Some(first) = iter.next() else {
         bail!("nothing to join");
     };
-    if first.shape.is_empty() {
-        bail!("tensor '{}' is a scalar: it has no batch axis", first.name);
+    let Some(axis) = axis else {
+        return Ok(first);
+    };
+    let axis = checked_axis(&first, axis)?;
+    let rest: Vec<HostTensor> = iter.collect();
+    if rest.is_empty() {
+        return Ok(first);
     }
-    for p in iter {
-        if p.shape.len() != first.shape.len() || p.shape[1..] != first.shape[1..] {
+    let others = |s: &[usize]| -> Vec<usize> {
+        let mut s = s.to_vec();
+        s.remove(axis);
+        s
+    };
+    for p in &rest {
+        if p.shape.len() != first.shape.len() || others(&p.shape) != others(&first.shape) {
             bail!(
-                "tensor '{}': cannot join shapes {:?} and {:?}",
+                "tensor '{}': cannot join shapes {:?} and {:?} along axis {axis}",
                 first.name,
                 first.shape,
                 p.shape
             );
         }
-        extend_data(&mut first.data, &p.data)?;
-        first.shape[0] += p.shape[0];
     }
-    Ok(first)
+    let mut shape = first.shape.clone();
+    shape[axis] += rest.iter().map(|p| p.shape[axis]).sum::<usize>();
+    if axis == 0 {
+        let mut data = first.data;
+        for p in &rest {
+            extend_data(&mut data, &p.data)?;
+        }
+        return HostTensor::new(first.name, shape, data);
+    }
+    let (outer, _, inner) = around(&first.shape, axis);
+    let mut data = slice_data(&first.data, 0, 0);
+    for o in 0..outer {
+        for p in std::iter::once(&first).chain(&rest) {
+            let block = p.shape[axis] * inner;
+            push_range(&mut data, &p.data, o * block, (o + 1) * block)?;
+        }
+    }
+    HostTensor::new(first.name, shape, data)
+}
+
+/// [`slice_padded_on`] along axis 0.
+pub(crate) fn slice_padded(t: &HostTensor, start: usize, len: usize) -> Result<HostTensor> {
+    slice_padded_on(t, Some(0), start, len)
+}
+
+/// [`select_rows_on`] along axis 0.
+pub(crate) fn select_rows(t: &HostTensor, rows: &[usize]) -> Result<HostTensor> {
+    select_rows_on(t, Some(0), rows)
+}
+
+/// [`truncate_on`] along axis 0.
+pub fn truncate(t: HostTensor, keep: usize) -> Result<HostTensor> {
+    truncate_on(t, Some(0), keep)
+}
+
+/// [`concat_on`] along axis 0.
+pub fn concat(parts: Vec<HostTensor>) -> Result<HostTensor> {
+    concat_on(parts, Some(0))
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn slices_pads_and_joins() {
-        let t = HostTensor::new("x", vec![3, 2], TensorData::I64(vec![0, 1, 2, 3, 4, 5])).unwrap();
-        let a = slice_padded(&t, 0, 2).unwrap();
-        assert_eq!(a.data, TensorData::I64(vec![0, 1, 2, 3]));
-        let b = slice_padded(&t, 2, 2).unwrap();
-        assert_eq!(b.shape, vec![2, 2]);
-        assert_eq!(b.data, TensorData::I64(vec![4, 5, 4, 5]));
-        let joined = concat(vec![a, truncate(b, 1).unwrap()]).unwrap();
-        assert_eq!(joined, t);
-        assert!(slice_padded(&t, 3, 1).is_err());
-        let other = HostTensor::new("x", vec![1, 3], TensorData::I64(vec![0; 3])).unwrap();
-        assert!(concat(vec![t.clone(), other]).is_err());
-        let picked = select_rows(&t, &[2, 0]).unwrap();
-        assert_eq!(picked.shape, vec![2, 2]);
-        assert_eq!(picked.data, TensorData::I64(vec![4, 5, 0, 1]));
-        assert!(select_rows(&t, &[3]).is_err());
-    }
-}
+mod tests;

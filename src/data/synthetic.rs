@@ -1,6 +1,6 @@
 //! Seeded random inputs: the same seed gives the same tensors on every machine.
 
-use crate::tensor::{ElemType, HostTensor, IntInput, IoSpec, TensorData};
+use crate::tensor::{BatchAxes, ElemType, HostTensor, IntInput, IoSpec, TensorData};
 use anyhow::{bail, Result};
 use half::f16;
 use rand::{Rng, SeedableRng};
@@ -35,6 +35,16 @@ pub(crate) const TIMING_SEED: u64 = 0;
 /// every element type drawn uniformly from `[0, 1)` (integers round to 0 or 1) with
 /// [`TIMING_SEED`].
 pub fn timing_inputs(specs: &[IoSpec], batch: usize) -> Result<Vec<HostTensor>> {
+    timing_inputs_on(specs, batch, &BatchAxes::default())
+}
+
+/// [`timing_inputs`] for a backend whose inputs are batched on `axes` (an input with no batch
+/// axis is drawn at its own dims).
+pub fn timing_inputs_on(
+    specs: &[IoSpec],
+    batch: usize,
+    axes: &BatchAxes,
+) -> Result<Vec<HostTensor>> {
     RandomInputs {
         dist: InputDistribution::Uniform {
             low: 0.0,
@@ -42,7 +52,7 @@ pub fn timing_inputs(specs: &[IoSpec], batch: usize) -> Result<Vec<HostTensor>> 
         },
         seed: TIMING_SEED,
     }
-    .generate(specs, batch)
+    .generate(specs, batch, axes)
 }
 
 /// Random input settings.
@@ -56,15 +66,22 @@ pub struct RandomInputs {
 
 impl RandomInputs {
     /// Draws `samples` samples for every input in `specs`: each tensor gets the spec's dims with
-    /// axis 0 (the batch) set to `samples`.
-    pub(crate) fn generate(&self, specs: &[IoSpec], samples: usize) -> Result<Vec<HostTensor>> {
+    /// its batch axis (from `axes`) set to `samples`; an input with no batch axis is drawn once,
+    /// at its own dims.
+    pub(crate) fn generate(
+        &self,
+        specs: &[IoSpec],
+        samples: usize,
+        axes: &BatchAxes,
+    ) -> Result<Vec<HostTensor>> {
         specs
             .iter()
             .enumerate()
             .map(|(i, spec)| {
-                let mut shape = spec.concrete_shape(samples)?;
-                if let Some(first) = shape.first_mut() {
-                    *first = samples;
+                let axis = axes.axis(&spec.name)?.filter(|_| !spec.dims.is_empty());
+                let mut shape = spec.concrete_shape_on(axis, samples)?;
+                if let Some(k) = axis {
+                    shape[k] = samples;
                 }
                 let n = shape.iter().product();
                 let data = self.draw(spec.elem_type, n, self.seed.wrapping_add(i as u64))?;
@@ -168,15 +185,17 @@ mod tests {
             seed: 7,
         };
         let specs = [spec("x", ElemType::F32), spec("ids", ElemType::I64)];
-        let a = r.generate(&specs, 5).unwrap();
-        assert_eq!(a, r.generate(&specs, 5).unwrap());
+        let a = r.generate(&specs, 5, &BatchAxes::default()).unwrap();
+        assert_eq!(a, r.generate(&specs, 5, &BatchAxes::default()).unwrap());
         assert_eq!(a[0].shape, vec![5, 3]);
         let TensorData::F32(v) = &a[0].data else {
             panic!("f32 expected")
         };
         assert!(v.iter().all(|&x| (-1.0..2.0).contains(&x)));
         assert!(v.iter().any(|&x| x != v[0]));
-        let other = RandomInputs { seed: 8, ..r }.generate(&specs, 5).unwrap();
+        let other = RandomInputs { seed: 8, ..r }
+            .generate(&specs, 5, &BatchAxes::default())
+            .unwrap();
         assert_ne!(a[0], other[0]);
         let n = RandomInputs {
             dist: InputDistribution::Normal {
@@ -185,7 +204,7 @@ mod tests {
             },
             seed: 1,
         }
-        .generate(&specs[..1], 1000)
+        .generate(&specs[..1], 1000, &BatchAxes::default())
         .unwrap();
         let mean = n[0].data.to_f64().iter().sum::<f64>() / 3000.0;
         assert!((mean - 10.0).abs() < 0.02, "{mean}");
@@ -196,7 +215,7 @@ mod tests {
             },
             seed: 0,
         };
-        assert!(bad.generate(&specs, 1).is_err());
+        assert!(bad.generate(&specs, 1, &BatchAxes::default()).is_err());
     }
 }
 
@@ -220,7 +239,7 @@ mod int_input_tests {
             },
             seed: 3,
         };
-        let mut t = random.generate(&specs, 6).unwrap();
+        let mut t = random.generate(&specs, 6, &BatchAxes::default()).unwrap();
         let roles = BTreeMap::from([
             ("ids".to_string(), IntInput::Range { low: 0, high: 50 }),
             ("mask".to_string(), IntInput::Mask),

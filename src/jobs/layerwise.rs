@@ -420,7 +420,13 @@ pub fn layerwise(config: &LayerwiseConfig, progress: &dyn Progress) -> Result<La
         );
     }
     let specs = declared_inputs(&b)?;
-    let (inputs, mut note) = make_inputs(&c.inputs, &specs, &b.path, &int_input_roles(&b))?;
+    let (inputs, mut note) = make_inputs(
+        &c.inputs,
+        &specs,
+        &b.path,
+        &int_input_roles(&b),
+        &crate::tensor::BatchAxes::default(),
+    )?;
     let samples = crate::backend::batch_runner::samples_of(&inputs)?;
     let mut batch = batch_of(&a, &b, c.batch_size, samples)?;
     let names = |matched: &[(ProducedTensor, String)], i: usize| -> Vec<String> {

@@ -4,13 +4,13 @@
 //! `cuda::harness`: H2D, compute (latency-model) and D2H spans on the GPU clock, latency-all from
 //! the first copy in to the last copy out. Backends without it (tract on the CPU) are timed here,
 //! on the wall clock around `Backend::run`: latency-all only, and the report says so. Both feed
-//! the same inputs ([`timing_inputs`]) and share the statistics of `metrics::latency`.
+//! the same inputs ([`timing_inputs`](crate::data::synthetic::timing_inputs)) and share the statistics of `metrics::latency`.
 
 use crate::backend::select::BackendOptions;
 use crate::backend::{Backend, Device};
 use crate::cuda::device::Gpu;
 use crate::cuda::harness::{self, Amount, HarnessOptions, HarnessReport, MemoryReport};
-use crate::data::synthetic::{apply_int_inputs, timing_inputs, TIMING_SEED};
+use crate::data::synthetic::{apply_int_inputs, timing_inputs_on, TIMING_SEED};
 use crate::jobs::batch_memory::{check_gpu, check_host, model_sample_bytes};
 use crate::jobs::open::{open_backend, FileKind};
 use crate::metrics::latency::{throughput, IterationSpans, SpanStats};
@@ -285,7 +285,7 @@ pub(crate) fn point_label(batch: usize, dims: &BTreeMap<String, i64>) -> String 
 /// Times a backend that runs host tensors on the wall clock: the first inference on its own,
 /// warm-up, then the measured iterations, each from host tensors in to host tensors out (the
 /// set-up it returns is the first inference's; opening the backend is the caller's to add).
-/// Integer inputs named in `int_inputs` take those values; the rest are [`timing_inputs`].
+/// Integer inputs named in `int_inputs` take those values; the rest are [`timing_inputs`](crate::data::synthetic::timing_inputs).
 pub(crate) fn measure_wall_clock(
     backend: &mut dyn Backend,
     batch: usize,
@@ -293,7 +293,7 @@ pub(crate) fn measure_wall_clock(
     int_inputs: &BTreeMap<String, IntInput>,
     progress: &dyn Progress,
 ) -> Result<BatchResult> {
-    let mut inputs = timing_inputs(backend.inputs(), batch)?;
+    let mut inputs = timing_inputs_on(backend.inputs(), batch, &backend.batch_axes())?;
     apply_int_inputs(&mut inputs, int_inputs, TIMING_SEED)?;
     let first = Instant::now();
     backend.run(&inputs).context("the first inference")?;
@@ -359,7 +359,7 @@ mod tests {
             spec("h", ElemType::F16),
             spec("ids", ElemType::I64),
         ];
-        let cpu = timing_inputs(&specs, 4).unwrap();
+        let cpu = crate::data::synthetic::timing_inputs(&specs, 4).unwrap();
         let gpu = harness::input_bytes(&specs, 4).unwrap();
         assert_eq!(gpu.len(), 3);
         for (t, bytes) in cpu.iter().zip(&gpu) {

@@ -30,12 +30,23 @@ impl IoSpec {
     /// Concrete dims for a batch size: axis 0 takes `batch` when it is not fixed; any other
     /// non-fixed axis is an [`UnfixedAxis`] error.
     pub(crate) fn concrete_shape(&self, batch: usize) -> Result<Vec<usize>, UnfixedAxis> {
+        self.concrete_shape_on(Some(0), batch)
+    }
+
+    /// Concrete dims for a batch size with the batch on axis `batch_axis` (`None`: the tensor has
+    /// no batch axis): that axis takes `batch` when it is not fixed; any other non-fixed axis is
+    /// an [`UnfixedAxis`] error.
+    pub(crate) fn concrete_shape_on(
+        &self,
+        batch_axis: Option<usize>,
+        batch: usize,
+    ) -> Result<Vec<usize>, UnfixedAxis> {
         self.dims
             .iter()
             .enumerate()
             .map(|(axis, d)| match d {
                 Dim::Fixed(n) => Ok(*n as usize),
-                _ if axis == 0 => Ok(batch),
+                _ if Some(axis) == batch_axis => Ok(batch),
                 other => Err(UnfixedAxis {
                     tensor: self.name.clone(),
                     axis,
@@ -76,5 +87,8 @@ mod tests {
         };
         let err = seq.concrete_shape(1).unwrap_err();
         assert_eq!((err.axis, err.dim.to_string()), (1, "seq".to_string()));
+        // A state batched on axis 1; a tensor with no batch axis must be fixed everywhere.
+        assert_eq!(seq.concrete_shape_on(Some(1), 5).unwrap(), vec![1, 5]);
+        assert_eq!(seq.concrete_shape_on(None, 5).unwrap_err().axis, 1);
     }
 }

@@ -2,6 +2,7 @@
 //! integer inputs take. It imports nothing
 //! else of the crate, so every other module can use it without a cycle.
 
+mod batch_axes;
 mod conform;
 mod dim;
 mod host;
@@ -9,6 +10,7 @@ mod io_spec;
 mod precision;
 mod values;
 
+pub use batch_axes::{BatchAxes, BatchAxisChoice, BatchAxisError, BatchAxisRequest, Declared};
 pub use conform::{conform_floats, conversion_note, feeds, FloatConversion};
 pub use dim::{format_dims, Dim};
 pub use host::{ElemType, HostTensor, TensorData};

@@ -122,7 +122,7 @@ fn fixed_batch_made_dynamic(model: &OnnxModel, shapes: &[InputShape]) -> Option<
 fn shape_passes(config: &BuildConfig, released_batch: bool) -> Vec<Box<dyn Pass>> {
     let mut passes: Vec<Box<dyn Pass>> = Vec::new();
     if released_batch {
-        passes.push(Box::new(FixBatch(Batch::Dynamic)));
+        passes.push(Box::new(FixBatch::new(Batch::Dynamic)));
     }
     if !config.input_shapes.is_empty() {
         passes.push(Box::new(InputShapes(config.input_shapes.clone())));

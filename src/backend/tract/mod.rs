@@ -6,14 +6,16 @@
 //! not hold them all.
 
 use super::{Backend, Device, OutputVisitor, RunOutput};
-use crate::data::batch_axis::{concat, slice_padded, truncate};
+use crate::data::batch_axis::{concat, slice_padded_on, truncate};
 use crate::error_kind::{ErrorKind, TypedError};
 use crate::onnx::rewrite::pass::Pass;
-use crate::onnx::shape::{model_inputs, Batch, FixBatch, InputShapes, ShapeRequest};
+use crate::onnx::shape::{
+    model_batch_axes, model_inputs, Batch, FixBatch, InputShapes, ShapeRequest,
+};
 use crate::onnx::OnnxModel;
 use crate::setting::{fix_with, Setting};
-use crate::tensor::Dim;
 use crate::tensor::{check_input_count, HostTensor, IoSpec};
+use crate::tensor::{BatchAxes, BatchAxisRequest, Dim};
 use anyhow::{bail, Context, Result};
 use convert::{run_plan, spec_of, to_host};
 use std::time::{Duration, Instant};
@@ -33,6 +35,8 @@ pub struct TractOptions {
     pub input_shapes: ShapeRequest,
     /// Fix the batch axis to this size (a dynamic model then runs as a static one).
     pub batch: Option<usize>,
+    /// Batch axes given by hand, over what the model's named axes say.
+    pub batch_axes: BatchAxisRequest,
     /// CPU or CUDA (tract's CUDA runtime).
     pub device: Device,
     /// CPU threads; `None` uses every core. Ignored on CUDA.
@@ -72,6 +76,7 @@ pub struct TractBackend {
     device: Device,
     threads: ThreadPlan,
     batch: Option<usize>,
+    batch_axes: BatchAxes,
 }
 
 /// Checks that tract's CUDA runtime can run here; the error says what is missing.
@@ -97,7 +102,8 @@ impl TractBackend {
         if !options.input_shapes.is_empty() {
             model = InputShapes(options.input_shapes.clone()).run(model)?.0;
         }
-        let threads = thread_plan(&model, options);
+        let batch_axes = model_batch_axes(&model, &options.batch_axes)?;
+        let threads = thread_plan(&model, options, &batch_axes);
         let cuda = match options.device {
             Device::Cuda => Some(cuda_runtime()?),
             Device::Cpu => None,
@@ -108,7 +114,9 @@ impl TractBackend {
             } else {
                 n
             };
-            model = FixBatch(Batch::Static(prepared as i64)).run(model)?.0;
+            model = FixBatch::with_axes(Batch::Static(prepared as i64), &options.batch_axes)
+                .run(model)?
+                .0;
         }
         let shown = model.path.display().to_string();
         let parsed = parse(&model)?;
@@ -146,6 +154,7 @@ impl TractBackend {
             device: options.device,
             threads,
             batch: options.batch,
+            batch_axes,
         };
         if let Some(n) = options.batch {
             backend.show_asked_batch(n);
@@ -172,15 +181,24 @@ impl TractBackend {
 }
 
 /// How `options` spends the threads on `model` (shape overrides applied): only a dynamic batch
-/// can be split into chunks, a fixed one runs as the model says.
-fn thread_plan(model: &OnnxModel, options: &TractOptions) -> ThreadPlan {
+/// on axis 0 can be split into chunks (inputs with no batch axis go whole to every chunk), a
+/// fixed one, or one on another axis, runs as the model says.
+fn thread_plan(model: &OnnxModel, options: &TractOptions, axes: &BatchAxes) -> ThreadPlan {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let batch_is_dynamic = model_inputs(model).iter().all(|i| {
-        !matches!(
-            i.dims.as_deref().and_then(|d| d.first()),
-            Some(Dim::Fixed(_))
-        )
-    });
+    let batch_is_dynamic = axes.all_on_axis_0()
+        && model_inputs(model)
+            .iter()
+            .all(|i| match axes.axis(&i.name) {
+                Ok(Some(_)) => !matches!(
+                    i.dims.as_deref().and_then(|d| d.first()),
+                    Some(Dim::Fixed(_))
+                ),
+                Ok(None) => true,
+                Err(_) => false,
+            })
+        && model_inputs(model)
+            .iter()
+            .any(|i| matches!(axes.axis(&i.name), Ok(Some(_))));
     let splittable = options.batch.filter(|_| batch_is_dynamic);
     match options.device {
         Device::Cpu => ThreadPlan::new(
@@ -284,6 +302,10 @@ impl Backend for TractBackend {
         &self.outputs
     }
 
+    fn batch_axes(&self) -> BatchAxes {
+        self.batch_axes.clone()
+    }
+
     /// A batch cut into pieces runs only the pieces its samples fill.
     fn runs_short_batch(&self, n: usize) -> bool {
         self.threads.chunks > 1 && self.batch.is_some_and(|b| (1..=b).contains(&n))
@@ -367,11 +389,24 @@ impl TractBackend {
         inputs: &[HostTensor],
         prepared: usize,
     ) -> Result<(usize, Vec<Vec<HostTensor>>)> {
+        // Chunks are only planned where every batch axis is axis 0 (see `thread_plan`); an input
+        // with no batch axis goes whole to every chunk.
+        let batched: Vec<bool> = inputs
+            .iter()
+            .map(|t| Ok(self.batch_axes.axis(&t.name)?.is_some() && !t.shape.is_empty()))
+            .collect::<Result<_>>()?;
         let given = inputs
-            .first()
-            .and_then(|t| t.shape.first().copied())
+            .iter()
+            .zip(&batched)
+            .find(|(_, b)| **b)
+            .and_then(|(t, _)| t.shape.first().copied())
             .unwrap_or(prepared);
-        for t in inputs {
+        for t in inputs
+            .iter()
+            .zip(&batched)
+            .filter(|(_, b)| **b)
+            .map(|(t, _)| t)
+        {
             if t.shape.first() != Some(&given) || !(1..=prepared).contains(&given) {
                 bail!(
                     "input '{}' has shape {:?}; this backend was prepared for batches of 1 to {prepared}, the same for every input",
@@ -386,7 +421,8 @@ impl TractBackend {
             .map(|s| {
                 inputs
                     .iter()
-                    .map(|t| slice_padded(t, s, step))
+                    .zip(&batched)
+                    .map(|(t, &b)| slice_padded_on(t, b.then_some(0), s, step))
                     .collect::<Result<Vec<_>>>()
             })
             .collect::<Result<_>>()?;

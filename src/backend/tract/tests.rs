@@ -223,7 +223,10 @@ fn a_convolutional_batch_runs_per_sample_with_the_same_logits() {
     let seen = visited(&mut open(2), std::slice::from_ref(&x));
     assert_eq!(seen.len(), 3, "three pieces of one sample");
     assert!(seen.iter().all(|(i, v)| *i == 0 && v.len() == 10));
-    let whole_model = FixBatch(Batch::Static(3)).run(model.clone()).unwrap().0;
+    let whole_model = FixBatch::new(Batch::Static(3))
+        .run(model.clone())
+        .unwrap()
+        .0;
     let mut whole = open_whole(&whole_model);
     let reference = whole.run(std::slice::from_ref(&x)).unwrap();
     let (TensorData::F32(p), TensorData::F32(r)) =

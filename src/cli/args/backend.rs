@@ -58,6 +58,7 @@ impl BackendArgs {
             threads: self.threads,
             input_shapes: Default::default(),
             batch,
+            batch_axes: Default::default(),
             device_id: None,
             tensorrt_dir: None,
             cuda_tuning: self.ort_cuda.tuning(),

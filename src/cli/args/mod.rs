@@ -4,6 +4,7 @@
 //! shared sample-count flag, and the command-line names of library enums.
 
 pub mod backend;
+pub mod batch_axis;
 pub mod calibration;
 pub mod fp16;
 pub mod int8;

@@ -2,12 +2,12 @@
 //! from an `.npz`/`.npy`, or tensors given in memory (a preprocessed dataset, the inputs of an
 //! earlier run); and the batch they run at.
 
-use crate::backend::batch_runner::samples_of;
+use crate::backend::batch_runner::samples_on_axes;
 use crate::data::npz;
 use crate::data::synthetic::{apply_int_inputs, InputDistribution, RandomInputs};
 use crate::jobs::batch_memory::{check_host, specs_sample_bytes};
 use crate::setting::Setting;
-use crate::tensor::{feeds, HostTensor, IntInput, IoSpec};
+use crate::tensor::{feeds, BatchAxes, HostTensor, IntInput, IoSpec};
 use anyhow::{bail, Context, Result};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -96,12 +96,14 @@ pub fn describe(r: &RandomInputs, n: usize) -> String {
 
 /// The inputs `source` gives for a model taking `probe`, and how the report describes them.
 /// `path` is the model they are made for (errors name it); `graph_roles` are the values its
-/// integer inputs take by the graph (token ids, masks), which `--int-range` overrides.
+/// integer inputs take by the graph (token ids, masks), which `--int-range` overrides; `axes`
+/// where each input holds its samples (an input with none is drawn once).
 pub fn make_inputs(
     source: &InputSource,
     probe: &[IoSpec],
     path: &Path,
     graph_roles: &BTreeMap<String, IntInput>,
+    axes: &BatchAxes,
 ) -> Result<(Vec<HostTensor>, String)> {
     Ok(match source {
         InputSource::File(p) => (load_inputs(p, probe)?, p.display().to_string()),
@@ -117,7 +119,7 @@ pub fn make_inputs(
             check_host(Setting::Samples, *samples, specs_sample_bytes(probe))
                 .with_context(|| path.display().to_string())?;
             let mut made = random
-                .generate(probe, *samples)
+                .generate(probe, *samples, axes)
                 .with_context(|| format!("{}: cannot make inputs", path.display()))?;
             // Integer inputs take the values the graph says they take, unless given by hand.
             let mut roles = graph_roles.clone();
@@ -156,8 +158,9 @@ pub(crate) fn checked_batch(
     any_fixed: bool,
     probe: &[IoSpec],
     path: &Path,
+    axes: &BatchAxes,
 ) -> Result<usize> {
-    let batch = batch_for_inputs(asked, samples_of(made)?, any_fixed);
+    let batch = batch_for_inputs(asked, samples_on_axes(made, axes)?, any_fixed);
     let setting = match (any_fixed, asked_by_user) {
         (true, false) => Setting::InputShape,
         _ => Setting::BatchSize,
@@ -187,12 +190,24 @@ mod tests {
             tensors: vec![t.clone()],
             note: "2 images of val".into(),
         };
-        let (made, note) =
-            make_inputs(&given, &[spec("x")], Path::new("m.onnx"), &BTreeMap::new()).unwrap();
+        let (made, note) = make_inputs(
+            &given,
+            &[spec("x")],
+            Path::new("m.onnx"),
+            &BTreeMap::new(),
+            &BatchAxes::default(),
+        )
+        .unwrap();
         assert_eq!(made, vec![t]);
         assert_eq!(note, "2 images of val");
-        let err =
-            make_inputs(&given, &[spec("y")], Path::new("m.onnx"), &BTreeMap::new()).unwrap_err();
+        let err = make_inputs(
+            &given,
+            &[spec("y")],
+            Path::new("m.onnx"),
+            &BTreeMap::new(),
+            &BatchAxes::default(),
+        )
+        .unwrap_err();
         assert_eq!(
             format!("{err:#}"),
             "2 images of val: has no array for input 'y' (it has: x)"

@@ -4,13 +4,13 @@
 
 use super::inputs::{checked_batch, make_inputs, InputSource};
 use super::sources::{load, Loaded, SourceConfig};
-use crate::backend::batch_runner::{run_batched, samples_of};
+use crate::backend::batch_runner::{run_batched, samples_on_axes};
 use crate::data::npz;
 use crate::jobs::open::open_model;
 use crate::onnx::input_roles::int_input_roles;
-use crate::onnx::shape::ShapeRequest;
+use crate::onnx::shape::{model_batch_axes, ShapeRequest};
 use crate::progress::Progress;
-use crate::tensor::{conversion_note, HostTensor, IoSpec};
+use crate::tensor::{conversion_note, BatchAxes, HostTensor, IoSpec};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::num::NonZeroUsize;
@@ -209,7 +209,7 @@ fn run_one(
     };
     progress.start(
         &format!("{}: {}", source.label, backend.name()),
-        Some(samples_of(inputs)? as u64),
+        Some(samples_on_axes(inputs, &backend.batch_axes())? as u64),
     );
     let ran = run_batched(backend.as_mut(), inputs, batch, progress)
         .with_context(|| path.display().to_string());
@@ -232,6 +232,15 @@ fn run_one(
     })
 }
 
+/// Where the inputs and outputs of a loaded source hold their samples.
+fn batch_axes(loaded: &Loaded, source: &SourceConfig) -> Result<BatchAxes> {
+    Ok(match loaded {
+        Loaded::Model(boxed) => model_batch_axes(&boxed.0, &source.side.backend.batch_axes)?,
+        Loaded::Engine(backend) => backend.batch_axes(),
+        Loaded::Saved(_) => BatchAxes::default(),
+    })
+}
+
 /// Runs every source of `config` on the same inputs, made once (from the first source that
 /// runs a model, whose count of samples decides a dynamic batch). Every source is loaded before
 /// anything runs, so a file that cannot open fails first. `progress` gets one phase per source
@@ -251,6 +260,8 @@ pub fn run_sources(config: &RunConfig, progress: &dyn Progress) -> Result<Runs> 
         .map(int_input_roles)
         .unwrap_or_default();
     let mut batch = plan.batch;
+    // Inputs with no batch axis, said once, on the side whose inputs were made.
+    let mut axes_notes = vec![];
     let mut runs = Runs {
         inputs: None,
         inputs_note: match config.sources.len() {
@@ -263,16 +274,18 @@ pub fn run_sources(config: &RunConfig, progress: &dyn Progress) -> Result<Runs> 
         if let (None, Some(probe)) = (&runs.inputs, &plan.specs[i]) {
             // Inputs first: their count decides the batch of a dynamic model.
             let path = &source.side.path;
-            let (made, note) = make_inputs(&config.inputs, probe, path, &graph_roles)?;
+            let axes = batch_axes(&src, source)?;
+            let (made, note) = make_inputs(&config.inputs, probe, path, &graph_roles, &axes)?;
             let by_user = config.batch_size.is_some();
             batch = Some(checked_batch(
-                batch, by_user, &made, any_fixed, probe, path,
+                batch, by_user, &made, any_fixed, probe, path, &axes,
             )?);
             runs.inputs_note = note;
             runs.inputs = Some(made);
+            axes_notes = axes.notes();
         }
         let inputs = runs.inputs.as_deref().unwrap_or_default();
-        let ran = run_one(
+        let mut ran = run_one(
             src,
             source,
             plan.dynamic[i],
@@ -280,6 +293,7 @@ pub fn run_sources(config: &RunConfig, progress: &dyn Progress) -> Result<Runs> 
             batch.unwrap_or(0),
             progress,
         )?;
+        ran.notes.append(&mut axes_notes);
         runs.results.push(ran);
     }
     Ok(runs)

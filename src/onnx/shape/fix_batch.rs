@@ -1,19 +1,45 @@
-//! The batch pass, [`FixBatch`]: axis 0 of every input fixed to one size, or made a dynamic
-//! `batch` axis in inputs and outputs.
+//! The batch pass, [`FixBatch`]: the batch axis of every input fixed to one size, or made a
+//! dynamic `batch` axis in inputs and outputs; and [`model_batch_axes`], where each input and
+//! output of a model holds its samples.
 
 use super::input_shapes::apply_input_shapes;
-use super::queries::model_inputs;
+use super::queries::{model_inputs, model_outputs};
 use super::request::{DimSpec, InputShape, ShapeRequest, BATCH_SYMBOL};
 use crate::onnx::model::OnnxModel;
 use crate::onnx::rewrite::pass::Pass;
 use crate::onnx::rewrite::pass::PassReport;
 use crate::onnx::tensor_info::{set_dims, TensorInfo};
-use crate::tensor::{format_dims, Dim};
-use anyhow::{bail, Result};
+use crate::tensor::{format_dims, BatchAxes, BatchAxisRequest, Declared, Dim};
+use anyhow::{bail, Context, Result};
 
-/// The batch pass: axis 0 of every input fixed to a size, or made dynamic (see [`Batch`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FixBatch(pub Batch);
+/// The batch pass: the batch axis of every input fixed to a size, or made dynamic (see
+/// [`Batch`]). Each input's batch axis is the one [`model_batch_axes`] finds, `axes` over it;
+/// an input with no batch axis is left as it is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FixBatch {
+    /// The size, or dynamic.
+    pub batch: Batch,
+    /// Batch axes given by hand.
+    pub axes: BatchAxisRequest,
+}
+
+impl FixBatch {
+    /// The pass at `batch`, every batch axis found from the model.
+    pub fn new(batch: Batch) -> FixBatch {
+        FixBatch {
+            batch,
+            axes: BatchAxisRequest::default(),
+        }
+    }
+
+    /// The pass at `batch`, with the batch axes `axes` given by hand.
+    pub fn with_axes(batch: Batch, axes: &BatchAxisRequest) -> FixBatch {
+        FixBatch {
+            batch,
+            axes: axes.clone(),
+        }
+    }
+}
 
 impl Pass for FixBatch {
     fn name(&self) -> &'static str {
@@ -21,8 +47,8 @@ impl Pass for FixBatch {
     }
 
     fn run(&self, mut model: OnnxModel) -> Result<(OnnxModel, PassReport)> {
-        let changed = set_batch(&mut model, self.0)?;
-        let batch = match self.0 {
+        let changed = set_batch(&mut model, self.batch, &self.axes)?;
+        let batch = match self.batch {
             Batch::Static(n) => Some(n),
             Batch::Dynamic => None,
         };
@@ -33,31 +59,59 @@ impl Pass for FixBatch {
 /// Batch size for the batch pass.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Batch {
-    /// Fix axis 0 of every input to this size.
+    /// Fix the batch axis of every input to this size.
     Static(i64),
-    /// Make axis 0 of every input and output a symbolic `batch` axis.
+    /// Make the batch axis of every input and output a symbolic `batch` axis.
     Dynamic,
+}
+
+/// Where each input and output of `model` holds its samples: found from the axes its inputs
+/// declare (see [`BatchAxes::infer`]), `request` over them. Errors name the model.
+pub fn model_batch_axes(model: &OnnxModel, request: &BatchAxisRequest) -> Result<BatchAxes> {
+    let (inputs, outputs) = (model_inputs(model), model_outputs(model));
+    BatchAxes::infer(&declared(&inputs), &declared(&outputs), request)
+        .with_context(|| model.path.display().to_string())
+}
+
+/// Names and declared dims, as the batch-axis inference reads them.
+fn declared(list: &[TensorInfo]) -> Vec<Declared<'_>> {
+    list.iter()
+        .map(|t| Declared {
+            name: &t.name,
+            dims: t.dims.as_deref(),
+        })
+        .collect()
 }
 
 /// Makes a model static at batch N, or dynamic in batch (inputs, outputs, value_info); returns
 /// the inputs whose declaration changed.
 ///
-/// Static: the symbol on axis 0 of the inputs is replaced by N everywhere it appears. Dynamic:
-/// axis 0 of inputs and outputs becomes `batch`, and value_info (optional shape hints) is dropped
-/// because it may pin the old batch; Reshape constants inside the graph are not rewritten.
-fn set_batch(model: &mut OnnxModel, batch: Batch) -> Result<Vec<String>> {
+/// Static: each input's batch axis is set to N, and the symbol it carries replaced by N wherever
+/// it appears. Dynamic: the batch axis of inputs and outputs becomes `batch`, and value_info
+/// (optional shape hints) is dropped because it may pin the old batch; Reshape constants inside
+/// the graph are not rewritten. Inputs with no batch axis are left as they are.
+fn set_batch(
+    model: &mut OnnxModel,
+    batch: Batch,
+    request: &BatchAxisRequest,
+) -> Result<Vec<String>> {
     let inputs = model_inputs(model);
     if inputs.is_empty() {
         bail!("the model has no inputs to set a batch size on");
     }
+    let axes = model_batch_axes(model, request)?;
+    let mut batched: Vec<(&TensorInfo, usize)> = vec![];
     for info in &inputs {
+        let Some(k) = axes.axis(&info.name)? else {
+            continue;
+        };
         match info.dims.as_deref() {
             Some([]) => bail!("input '{}' is a scalar and has no batch axis", info.name),
             None => bail!(
                 "input '{}' declares no shape, so its batch axis is unknown",
                 info.name
             ),
-            _ => {}
+            _ => batched.push((info, k)),
         }
     }
     match batch {
@@ -65,57 +119,80 @@ fn set_batch(model: &mut OnnxModel, batch: Batch) -> Result<Vec<String>> {
             if n <= 0 {
                 bail!("batch size must be positive, got {n}");
             }
-            let shapes: Vec<InputShape> = inputs
+            let shapes = batched
                 .iter()
-                .map(|info| {
-                    let dims = info.dims.as_ref().expect("checked above");
-                    if let Dim::Fixed(m) = dims[0] {
-                        if m != n {
-                            bail!(
-                                "input '{}' has a fixed batch of {m} ({}); it cannot run at batch {n} (re-export it with a dynamic batch axis)",
-                                info.name,
-                                format_dims(dims)
-                            );
-                        }
-                    }
-                    let mut spec: Vec<DimSpec> = dims
-                        .iter()
-                        .map(|d| match d {
-                            Dim::Fixed(m) => DimSpec::Fixed(*m),
-                            _ => DimSpec::Dynamic,
-                        })
-                        .collect();
-                    spec[0] = DimSpec::Fixed(n);
-                    Ok(InputShape { name: Some(info.name.clone()), dims: spec })
-                })
+                .map(|&(info, k)| static_shape(info, k, n))
                 .collect::<Result<_>>()?;
             apply_input_shapes(model, &ShapeRequest::shapes(shapes))
         }
         Batch::Dynamic => {
             let graph = model.graph_mut();
-            let input_names: Vec<String> = inputs.iter().map(|i| i.name.clone()).collect();
+            let input_axes: Vec<(String, usize)> = batched
+                .iter()
+                .map(|(info, k)| (info.name.clone(), *k))
+                .collect();
             let mut changed = Vec::new();
-            for v in graph
-                .input
-                .iter_mut()
-                .filter(|v| input_names.contains(&v.name))
-                .chain(graph.output.iter_mut())
-            {
-                let info = TensorInfo::from_value_info(v);
-                if let Some(mut dims) = info.dims.filter(|d| !d.is_empty()) {
-                    let is_input = input_names.contains(&v.name);
-                    let before = v.clone();
-                    dims[0] = Dim::Symbol(BATCH_SYMBOL.into());
-                    set_dims(v, &dims);
-                    if is_input && *v != before {
-                        changed.push(v.name.clone());
-                    }
+            for v in graph.input.iter_mut() {
+                let Some((_, k)) = input_axes.iter().find(|(n, _)| *n == v.name) else {
+                    continue;
+                };
+                let before = v.clone();
+                set_axis_dynamic(v, *k);
+                if *v != before {
+                    changed.push(v.name.clone());
+                }
+            }
+            for v in graph.output.iter_mut() {
+                // An output whose batch axis cannot be told keeps its dims.
+                if let Ok(Some(k)) = axes.axis(&v.name) {
+                    set_axis_dynamic(v, k);
                 }
             }
             graph.value_info.clear();
             Ok(changed)
         }
     }
+}
+
+/// Axis `k` of `v` becomes the dynamic `batch` axis (nothing changes where `v` has no axis `k`).
+fn set_axis_dynamic(v: &mut crate::onnx::pb::ValueInfoProto, k: usize) {
+    let info = TensorInfo::from_value_info(v);
+    if let Some(mut dims) = info.dims.filter(|d| d.len() > k) {
+        dims[k] = Dim::Symbol(BATCH_SYMBOL.into());
+        set_dims(v, &dims);
+    }
+}
+
+/// The shape that fixes input `info`'s batch axis `k` (and every axis carrying its symbol) to
+/// `n`, the other axes as declared.
+fn static_shape(info: &TensorInfo, k: usize, n: i64) -> Result<InputShape> {
+    let dims = info.dims.as_ref().context("checked above")?;
+    if let Dim::Fixed(m) = dims[k] {
+        if m != n {
+            bail!(
+                "input '{}' has a fixed batch of {m} ({}); it cannot run at batch {n} (re-export it with a dynamic batch axis)",
+                info.name,
+                format_dims(dims)
+            );
+        }
+    }
+    let symbol = match &dims[k] {
+        Dim::Symbol(s) => Some(s.clone()),
+        _ => None,
+    };
+    let mut spec: Vec<DimSpec> = dims
+        .iter()
+        .map(|d| match d {
+            Dim::Fixed(m) => DimSpec::Fixed(*m),
+            Dim::Symbol(s) if Some(s) == symbol.as_ref() => DimSpec::Fixed(n),
+            _ => DimSpec::Dynamic,
+        })
+        .collect();
+    spec[k] = DimSpec::Fixed(n);
+    Ok(InputShape {
+        name: Some(info.name.clone()),
+        dims: spec,
+    })
 }
 
 #[cfg(test)]
@@ -125,8 +202,8 @@ mod tests {
 
     #[test]
     fn fix_batch_pass_static_and_dynamic() {
-        assert_eq!(FixBatch(Batch::Dynamic).name(), "fix-batch");
-        let (m, report) = FixBatch(Batch::Static(4)).run(model(None)).unwrap();
+        assert_eq!(FixBatch::new(Batch::Dynamic).name(), "fix-batch");
+        let (m, report) = FixBatch::new(Batch::Static(4)).run(model(None)).unwrap();
         assert_eq!(
             report,
             PassReport::FixBatch {
@@ -135,7 +212,7 @@ mod tests {
             }
         );
         assert!(dims_of(&m, "input").starts_with("4×"));
-        let (m, report) = FixBatch(Batch::Dynamic).run(m).unwrap();
+        let (m, report) = FixBatch::new(Batch::Dynamic).run(m).unwrap();
         assert_eq!(
             report,
             PassReport::FixBatch {
@@ -145,8 +222,10 @@ mod tests {
         );
         assert!(dims_of(&m, "input").starts_with(BATCH_SYMBOL));
         assert!(dims_of(&m, "logits").starts_with(BATCH_SYMBOL));
-        let err = FixBatch(Batch::Static(2)).run(model(Some(1))).unwrap_err();
+        let err = FixBatch::new(Batch::Static(2))
+            .run(model(Some(1)))
+            .unwrap_err();
         assert!(err.to_string().contains("fixed batch of 1"), "{err}");
-        assert!(FixBatch(Batch::Static(0)).run(model(None)).is_err());
+        assert!(FixBatch::new(Batch::Static(0)).run(model(None)).is_err());
     }
 }

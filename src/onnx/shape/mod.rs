@@ -15,7 +15,7 @@ mod input_shapes;
 mod queries;
 mod request;
 
-pub use fix_batch::{Batch, FixBatch};
+pub use fix_batch::{model_batch_axes, Batch, FixBatch};
 pub use grammar::{parse_dim_ranges, parse_input_shapes, parse_named_shapes, parse_shape_tokens};
 pub(crate) use input_shapes::InputShapes;
 pub use queries::{
