@@ -264,7 +264,8 @@ mod tests {
         let b2 = one_hot(&[vec![0, 2, 2, 1]], 4);
         let mut acc = SequenceAccumulator::new(0);
         acc.add(&[a1], &[b1]).unwrap();
-        acc.add(&[b2.clone()], &[b2]).unwrap();
+        let same = [b2];
+        acc.add(&same, &same).unwrap();
         let r = acc.finish().unwrap();
         assert_eq!((r.samples, r.steps, r.classes), (3, 4, 4));
         // 12 steps, 3 differ.
@@ -277,10 +278,8 @@ mod tests {
 
     #[test]
     fn a_blank_beyond_the_classes_is_refused_with_the_flag() {
-        let b = one_hot(&[vec![1, 0]], 3);
-        let err = SequenceAccumulator::new(5)
-            .add(&[b.clone()], &[b])
-            .unwrap_err();
+        let same = [one_hot(&[vec![1, 0]], 3)];
+        let err = SequenceAccumulator::new(5).add(&same, &same).unwrap_err();
         assert!(err.to_string().contains("--blank"), "{err}");
     }
 
