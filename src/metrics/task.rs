@@ -6,8 +6,8 @@
 use super::detection::matching::DetectionAgreement;
 use super::detection::outputs::{find_head, DetectOptions, NmsOutputs};
 use super::segmentation::{argmax_labels, SegmentAgreement};
-use super::sequence::{is_distribution_per_step, SequenceComparison, DEFAULT_BLANK};
-use super::task_accumulator::TaskAccumulator;
+use super::sequence::DEFAULT_BLANK;
+use super::sequence::{is_distribution_per_step, SequenceComparison};
 use crate::tensor::HostTensor;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
@@ -260,18 +260,6 @@ pub(crate) fn pixel_classes(
     ))
 }
 
-/// The task-aware comparison of A's outputs with the reference B's; `None` when no task was
-/// asked for and none could be guessed (closeness alone is reported then).
-pub(crate) fn compare_task(
-    a: &[HostTensor],
-    b: &[HostTensor],
-    request: &TaskRequest,
-) -> Result<Option<TaskComparison>> {
-    let mut acc = TaskAccumulator::new(*request);
-    acc.add(a, b)?;
-    acc.finish()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -316,26 +304,5 @@ mod tests {
         assert_eq!(task(&[zeros("v", vec![2, 1])]), None);
         let given = choose(Some(Task::Segment), &[zeros("logits", vec![2, 10])]);
         assert_eq!((given.task, given.guessed), (Some(Task::Segment), false));
-    }
-
-    #[test]
-    fn a_one_channel_map_is_foreground_above_one_half() {
-        let b = t(
-            "map",
-            vec![1, 1, 2, 2],
-            TensorData::F32(vec![0.9, 0.6, 0.2, 0.4]),
-        );
-        let a = t(
-            "map",
-            vec![1, 1, 2, 2],
-            TensorData::F32(vec![0.8, 0.4, 0.1, 0.7]),
-        );
-        let r = compare_task(&[a], &[b], &TaskRequest::default())
-            .unwrap()
-            .unwrap();
-        let s = r.segment.unwrap().agreement;
-        // B: foreground at pixels 0, 1; A at 0, 3 → 2 of 4 agree; foreground IoU 1/3.
-        assert_eq!((s.classes, s.pixel_agreement_pct), (2, 50.0));
-        assert_eq!(s.class_iou[1], Some(1.0 / 3.0));
     }
 }

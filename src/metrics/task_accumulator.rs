@@ -181,3 +181,46 @@ fn add_pixels(pixels: &mut Pixels, a: &[HostTensor], b: &[HostTensor]) -> Result
     pixels.output = name_b;
     Ok(())
 }
+
+/// The task-aware comparison of A's outputs with the reference B's; `None` when no task was
+/// asked for and none could be guessed (closeness alone is reported then).
+pub(crate) fn compare_task(
+    a: &[HostTensor],
+    b: &[HostTensor],
+    request: &TaskRequest,
+) -> Result<Option<TaskComparison>> {
+    let mut acc = TaskAccumulator::new(*request);
+    acc.add(a, b)?;
+    acc.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tensor::TensorData;
+
+    fn t(name: &str, shape: Vec<usize>, data: TensorData) -> HostTensor {
+        HostTensor::new(name, shape, data).unwrap()
+    }
+
+    #[test]
+    fn a_one_channel_map_is_foreground_above_one_half() {
+        let b = t(
+            "map",
+            vec![1, 1, 2, 2],
+            TensorData::F32(vec![0.9, 0.6, 0.2, 0.4]),
+        );
+        let a = t(
+            "map",
+            vec![1, 1, 2, 2],
+            TensorData::F32(vec![0.8, 0.4, 0.1, 0.7]),
+        );
+        let r = compare_task(&[a], &[b], &TaskRequest::default())
+            .unwrap()
+            .unwrap();
+        let s = r.segment.unwrap().agreement;
+        // B: foreground at pixels 0, 1; A at 0, 3 → 2 of 4 agree; foreground IoU 1/3.
+        assert_eq!((s.classes, s.pixel_agreement_pct), (2, 50.0));
+        assert_eq!(s.class_iou[1], Some(1.0 / 3.0));
+    }
+}

@@ -5,7 +5,6 @@ use crate::cli::usage;
 use crate::metrics::detection::boxes::BoxFormat;
 use crate::metrics::detection::decode::HeadLayout;
 use crate::metrics::detection::outputs::DetectOptions;
-use crate::metrics::sequence::DEFAULT_BLANK;
 use crate::metrics::task::{Task, TaskRequest};
 use anyhow::Result;
 use clap::Args;
@@ -60,7 +59,7 @@ pub struct TaskArgs {
     #[arg(long, value_name = "SCORE")]
     pub(crate) score_tolerance: Option<f32>,
     /// The blank class of a sequence's CTC reading (dropped after repeats are collapsed).
-    #[arg(long, value_name = "CLASS", default_value_t = DEFAULT_BLANK)]
+    #[arg(long, value_name = "CLASS", default_value_t = 0)]
     pub(crate) blank: usize,
 }
 

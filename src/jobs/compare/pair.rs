@@ -5,7 +5,8 @@
 use super::run::{RunResult, SideReport};
 use crate::metrics::closeness::Tolerance;
 use crate::metrics::compare::{compare_outputs, OutputComparison};
-use crate::metrics::task::{compare_task, Task, TaskComparison, TaskRequest};
+use crate::metrics::task::{Task, TaskComparison, TaskRequest};
+use crate::metrics::task_accumulator::compare_task;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
