@@ -355,3 +355,49 @@ fn fp16_graphs_of_the_task_models_agree_on_their_tasks() {
     assert_eq!(s["pixels"], 2 * 16 * 16 * 16);
     assert!(s["pixel_agreement_pct"].as_f64().unwrap() >= 99.0, "{s}");
 }
+
+#[test]
+fn no_boxes_on_either_side_is_said_with_why_instead_of_a_table_of_dashes() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = save(
+        dir.path(),
+        "yolo.onnx",
+        yolo_head(YoloStyle::V8, 64, 3, None),
+    );
+    let model = model.to_str().unwrap();
+    let args = [
+        "compare",
+        model,
+        model,
+        "--num-samples",
+        "2",
+        "--conf",
+        "0.999",
+    ];
+    let r = json_of(&[&args[..], &["--json"]].concat());
+    let d = &r["task"]["detect"];
+    assert_eq!(
+        (d["boxes_a"].as_u64(), d["boxes_b"].as_u64()),
+        (Some(0), Some(0))
+    );
+    let notes = r["notes"].to_string();
+    assert!(
+        notes.contains("random inputs rarely make detections") && notes.contains("--dataset"),
+        "{notes}"
+    );
+    let text = stdout_of_success(&trtkit(&args));
+    assert!(
+        text.contains("no boxes on either side in 2 images"),
+        "{text}"
+    );
+    assert!(!text.contains("matched @0.5 %"), "{text}");
+
+    // Saved outputs with no box: the note does not blame random inputs.
+    let empty = saved(dir.path(), "empty.npz", v8_head(&[vec![], vec![]]));
+    let r = json_of(&["compare", &empty, &empty, "--json"]);
+    let notes = r["notes"].to_string();
+    assert!(
+        notes.contains("lower --conf") && !notes.contains("random"),
+        "{notes}"
+    );
+}

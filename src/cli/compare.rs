@@ -6,11 +6,13 @@ use crate::backend::select::BackendOptions;
 use crate::cli::args::backend::{BackendArgs, EngineArgs, SideABackendArgs, SideBBackendArgs};
 use crate::cli::args::batch_axis::BatchAxisArgs;
 use crate::cli::args::output::OutputArgs;
+use crate::cli::args::preprocess::PreprocessArgs;
 use crate::cli::args::shapes::ShapeArgs;
 use crate::cli::args::task::TaskArgs;
 use crate::cli::usage;
-use crate::cli::workspace::{blame_preprocess_file, required};
+use crate::cli::workspace::{blame_preprocess_file, for_model, required};
 use crate::data::dataset::DatasetOptions;
+use crate::data::preprocess::PreprocessRequest;
 use crate::data::synthetic::{InputDistribution, RandomInputs};
 use crate::jobs::compare::{
     compare, compare_many, is_model, side_labels, verdict, CompareConfig, CompareManyReport,
@@ -27,11 +29,11 @@ use crate::report::layerwise::{plot_path_for, render as render_layerwise, render
 use crate::report::precisions::render_compare;
 use crate::report::progress::Bar;
 use crate::tensor::IntInput;
-use crate::workspace::Workspace;
+use crate::workspace::{read_settings, Workspace};
 use anyhow::Result;
 use clap::Args;
 use std::num::NonZeroUsize;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Flags of `compare`.
 #[derive(Debug, Args)]
@@ -75,10 +77,18 @@ pub struct CompareArgs {
     /// Inputs from an .npz (arrays named after the model inputs) or .npy (one-input models).
     #[arg(long, value_name = "FILE")]
     pub inputs: Option<PathBuf>,
-    /// In a workspace (no A and B): compare over the images of this folder (ImageFolder),
-    /// preprocessed as the workspace says, at most --num-samples of them.
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["inputs", "a"])]
+    /// Compare over the images of this folder (any layout; labels are not read), at most
+    /// --num-samples of them, preprocessed as validate preprocesses them: the preprocessing
+    /// flags, over a --config file's or the workspace's [preprocess].
+    #[arg(long, value_name = "DIR", conflicts_with = "inputs")]
     pub dataset: Option<PathBuf>,
+    /// How --dataset's images become model input (as in validate).
+    #[command(flatten)]
+    pub preprocess: PreprocessArgs,
+    /// A trtkit.toml whose [preprocess] the --dataset images take (flags win over it; in a
+    /// workspace, it wins over the workspace's).
+    #[arg(long, value_name = "FILE", requires = "dataset")]
+    pub(crate) config: Option<PathBuf>,
     /// Number of random samples (when no --inputs), or of images with --dataset.
     #[arg(
         long = "num-samples",
@@ -168,6 +178,9 @@ pub fn config(args: &CompareArgs, ws: Option<&Workspace>) -> Result<CompareConfi
     if runs_none && args.inputs.is_some() {
         tracing::warn!("--inputs is ignored: every side is saved outputs");
     }
+    if runs_none && args.dataset.is_some() && args.a.is_some() {
+        tracing::warn!("--dataset is ignored: every side is saved outputs");
+    }
     let (x, y) = (args.range[0], args.range[1]);
     let dist = if args.normal {
         InputDistribution::Normal { mean: x, std: y }
@@ -196,9 +209,10 @@ pub fn config(args: &CompareArgs, ws: Option<&Workspace>) -> Result<CompareConfi
         },
         input_shapes: args.shapes.one_shape("compare")?,
         batch_size,
-        inputs: match &args.inputs {
-            Some(p) => InputSource::File(p.clone()),
-            None => InputSource::Random {
+        inputs: match (&args.inputs, &args.dataset, &args.a) {
+            (Some(p), _, _) => InputSource::File(p.clone()),
+            (None, Some(dir), Some(_)) => InputSource::Images(Box::new(side_images(args, dir)?)),
+            _ => InputSource::Random {
                 random: RandomInputs {
                     dist,
                     seed: args.seed,
@@ -217,27 +231,66 @@ pub fn config(args: &CompareArgs, ws: Option<&Workspace>) -> Result<CompareConfi
     })
 }
 
-/// The images `--dataset` compares over: the workspace model's input, its preprocessing, at most
-/// `--num-samples` images, loaded with the reference side's backend.
-fn images(args: &CompareArgs, ws: &Workspace, dir: &std::path::Path) -> Result<ValidateConfig> {
+/// The images `--dataset` compares over, fed to `model`'s image input as `preprocess` says:
+/// at most `--num-samples` of them, loaded with the reference side's backend at the shapes
+/// given.
+fn images(
+    args: &CompareArgs,
+    model: &Path,
+    dir: &Path,
+    preprocess: PreprocessRequest,
+    dataset_options: DatasetOptions,
+) -> Result<ValidateConfig> {
+    let mut backend = args
+        .engine
+        .apply(args.b_side.with_defaults_from(&args.backend).options(None));
+    backend.input_shapes = args.shapes.one_shape("compare")?;
     Ok(ValidateConfig {
-        model: ws.model.clone(),
+        model: model.to_path_buf(),
         dataset: dir.to_path_buf(),
-        dataset_options: DatasetOptions {
-            annotations: ws.annotations(),
-            ..Default::default()
-        },
+        dataset_options,
         shuffle_seed: None,
         limit: Some(args.num_samples),
         batch_size: args.batch_size.unwrap_or(DEFAULT_BATCH),
-        backend: args
-            .engine
-            .apply(args.b_side.with_defaults_from(&args.backend).options(None)),
+        backend,
         warmup: WarmupBatches::Count(0),
-        preprocess: ws.preprocess_under(&Default::default()),
+        preprocess,
         prefetch: 4,
         keep_predictions: false,
         detect: DetectOptions::evaluation(),
+    })
+}
+
+/// The images of `compare A B --dataset DIR`, preprocessed for the reference's input (or, when
+/// B is saved outputs, the first side that runs a model): the flags over the `--config` file's
+/// [preprocess], else over the workspace's when B lies in one.
+fn side_images(args: &CompareArgs, dir: &Path) -> Result<ValidateConfig> {
+    let given = args.preprocess.request()?;
+    let preprocess = match &args.config {
+        Some(_) => flags_over_config(args.config.as_deref(), &given)?,
+        None => match for_model(args.b.as_deref())? {
+            Some(ws) => ws.preprocess_under(&given),
+            None => given,
+        },
+    };
+    let sides = [&args.a, &args.b].into_iter().flatten().chain(&args.more);
+    let mut models = sides.filter(|p| is_model(p));
+    let model = match args.b.as_ref().filter(|b| is_model(b)) {
+        Some(b) => b.clone(),
+        None => models
+            .next()
+            .cloned()
+            .unwrap_or_else(|| args.b.clone().unwrap_or_default()),
+    };
+    images(args, &model, dir, preprocess, DatasetOptions::default())
+}
+
+/// The preprocessing flags `given` over the [preprocess] of the `--config` file, if one is
+/// given.
+fn flags_over_config(file: Option<&Path>, given: &PreprocessRequest) -> Result<PreprocessRequest> {
+    Ok(match file {
+        Some(file) => given.with_defaults_from(&read_settings(file)?.preprocess),
+        None => given.clone(),
     })
 }
 
@@ -361,6 +414,7 @@ pub fn run(args: CompareArgs) -> Result<()> {
     if args.layerwise {
         return run_layerwise(&args, &bar);
     }
+    let given = args.preprocess.request()?;
     if args.a.is_none() {
         let ws = required()?;
         let report = compare_all(
@@ -369,13 +423,22 @@ pub fn run(args: CompareArgs) -> Result<()> {
                 engines: ws.engines(),
                 base: config(&args, Some(&ws))?,
                 images: match &args.dataset {
-                    Some(dir) => Some(images(&args, &ws, dir)?),
+                    Some(dir) => Some(images(
+                        &args,
+                        &ws.model,
+                        dir,
+                        ws.preprocess_under(&flags_over_config(args.config.as_deref(), &given)?),
+                        DatasetOptions {
+                            annotations: ws.annotations(),
+                            ..Default::default()
+                        },
+                    )?),
                     None => None,
                 },
             },
             &bar,
         )
-        .map_err(|e| blame_preprocess_file(e, Some(&ws), &Default::default()))?;
+        .map_err(|e| blame_preprocess_file(e, Some(&ws), &given))?;
         return args
             .output
             .print(&report, |markdown| render_compare(&report, markdown));

@@ -6,7 +6,7 @@
 use crate::backend::select::BackendOptions;
 use crate::backend::Backend;
 use crate::cuda::device::Gpu;
-use crate::data::dataset::{Dataset, DatasetOptions};
+use crate::data::dataset::{Dataset, DatasetOptions, Sample};
 use crate::data::loader::{Failure, Loader, LoaderStats};
 use crate::data::preprocess::{Layout, Preprocess, PreprocessRequest};
 use crate::jobs::batch_memory::{check_gpu, TooLargeForMemory};
@@ -252,17 +252,43 @@ fn open_dataset(config: &ValidateConfig) -> Result<Dataset> {
 
 /// The images of `config.dataset` (shuffled and limited as it says) as one input tensor for
 /// `config.model`'s image input, preprocessed as it says; unreadable images are skipped with a
-/// warning. What `compare` feeds when it compares over real images.
+/// warning.
 pub(crate) fn dataset_tensor(config: &ValidateConfig) -> Result<HostTensor> {
     let (dataset, _) = read_dataset(config)?;
     for f in &dataset.skipped {
         tracing::warn!("skipped {}: {}", f.path.display(), f.reason);
     }
-    let batch = batch_for(config.batch_size, dataset.samples.len());
+    samples_tensor(config, dataset.samples)
+}
+
+/// Every image under `config.dataset` (any layout: labels are not read), in the folder walk's
+/// order, the first `config.limit` of them, as [`dataset_tensor`] makes it. What `compare`
+/// feeds when it compares over real images.
+pub(crate) fn folder_tensor(config: &ValidateConfig) -> Result<HostTensor> {
+    let walked = crate::data::walk::walk(&config.dataset)?;
+    for f in &walked.skipped {
+        tracing::warn!("skipped {}: {}", f.path.display(), f.reason);
+    }
+    let take = config.limit.unwrap_or(usize::MAX);
+    let samples: Vec<Sample> = walked
+        .files
+        .into_iter()
+        .take(take)
+        .map(|path| Sample { path, label: 0 })
+        .collect();
+    if samples.is_empty() {
+        bail!("{}: holds no images", config.dataset.display());
+    }
+    samples_tensor(config, samples)
+}
+
+/// `samples` decoded and preprocessed for `config.model`'s image input, as one tensor.
+fn samples_tensor(config: &ValidateConfig, samples: Vec<Sample>) -> Result<HostTensor> {
+    let batch = batch_for(config.batch_size, samples.len());
     let (_, plan) = open_planned(config, batch)?;
     let pre = resolve_preprocess(config, &plan)?;
     let per = pre.elements();
-    let loader = Loader::host(dataset.samples, pre, batch, config.prefetch, ElemType::F32)?;
+    let loader = Loader::host(samples, pre, batch, config.prefetch, ElemType::F32)?;
     let (mut data, mut count) = (vec![], 0);
     for batch in loader {
         for f in &batch.failures {

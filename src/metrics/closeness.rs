@@ -76,7 +76,7 @@ pub struct Closeness {
     pub inf_b: usize,
 }
 
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Copy, Debug, Default)]
 struct Acc {
     close: usize,
     all_close_samples: usize,
@@ -160,55 +160,94 @@ fn pct(part: usize, whole: usize) -> f64 {
 /// Compares `a` against the reference `b` (same length), seen as `samples` rows of equal size.
 /// `samples` of 0 or one that does not divide the length means one sample.
 pub fn closeness(a: &[f64], b: &[f64], samples: usize, tol: &Tolerance) -> Closeness {
-    assert_eq!(a.len(), b.len(), "closeness needs equal lengths");
-    let samples = if samples == 0 || !a.len().is_multiple_of(samples) {
-        1
-    } else {
-        samples
-    };
-    let row = (a.len() / samples).max(1);
-    let acc = a
-        .par_chunks(row)
-        .zip(b.par_chunks(row))
-        .map(|(x, y)| Acc::sample(x, y, tol))
-        .reduce(Acc::default, Acc::merge);
-    // What a disagreeing non-finite pair makes of an error: NaN where either side is NaN,
-    // else +Inf (|Inf − x|).
-    let spoiled = if acc.nan_mismatch > 0 {
-        Some(f64::NAN)
-    } else if acc.inf_mismatch > 0 {
-        Some(f64::INFINITY)
-    } else {
-        None
-    };
-    let norm = (acc.aa * acc.bb).sqrt();
-    let cosine = if spoiled.is_some() {
-        f64::NAN
-    } else if norm > 0.0 {
-        acc.dot / norm
-    } else if acc.aa == acc.bb {
-        1.0
-    } else {
-        0.0
-    };
-    Closeness {
-        elements: a.len(),
-        equal_pct: pct(acc.close, a.len()),
-        samples,
-        all_close_samples_pct: pct(acc.all_close_samples, samples),
-        max_abs_err: spoiled.unwrap_or(acc.max_abs),
-        max_rel_err: spoiled.unwrap_or(acc.max_rel),
-        mean_abs_err: spoiled.unwrap_or(if acc.finite == 0 {
-            0.0
+    let mut acc = ClosenessAccumulator::new(*tol);
+    acc.add(a, b, samples);
+    acc.finish()
+}
+
+/// Closeness counted batch by batch: after every batch of an output is added, the numbers
+/// [`closeness`] gives over the batches joined (sums may differ in their last bits, being
+/// added in another order).
+#[derive(Clone, Debug)]
+pub(crate) struct ClosenessAccumulator {
+    tol: Tolerance,
+    acc: Acc,
+    elements: usize,
+    samples: usize,
+}
+
+impl ClosenessAccumulator {
+    /// Nothing counted yet.
+    pub fn new(tol: Tolerance) -> Self {
+        ClosenessAccumulator {
+            tol,
+            acc: Acc::default(),
+            elements: 0,
+            samples: 0,
+        }
+    }
+
+    /// Adds one batch: `a` against `b` (same length) as `samples` rows of equal size (0, or a
+    /// count that does not divide the length, means one).
+    pub fn add(&mut self, a: &[f64], b: &[f64], samples: usize) {
+        assert_eq!(a.len(), b.len(), "closeness needs equal lengths");
+        let samples = if samples == 0 || !a.len().is_multiple_of(samples) {
+            1
         } else {
-            acc.sum_abs / acc.finite as f64
-        }),
-        cosine,
-        non_finite_mismatches: acc.nan_mismatch + acc.inf_mismatch,
-        nan_a: acc.nan_a,
-        nan_b: acc.nan_b,
-        inf_a: acc.inf_a,
-        inf_b: acc.inf_b,
+            samples
+        };
+        let row = (a.len() / samples).max(1);
+        let tol = self.tol;
+        let batch = a
+            .par_chunks(row)
+            .zip(b.par_chunks(row))
+            .map(|(x, y)| Acc::sample(x, y, &tol))
+            .reduce(Acc::default, Acc::merge);
+        self.acc = self.acc.merge(batch);
+        self.elements += a.len();
+        self.samples += samples;
+    }
+
+    /// The closeness of every batch added.
+    pub fn finish(&self) -> Closeness {
+        let acc = &self.acc;
+        let samples = self.samples.max(1);
+        let spoiled = if acc.nan_mismatch > 0 {
+            Some(f64::NAN)
+        } else if acc.inf_mismatch > 0 {
+            Some(f64::INFINITY)
+        } else {
+            None
+        };
+        let norm = (acc.aa * acc.bb).sqrt();
+        let cosine = if spoiled.is_some() {
+            f64::NAN
+        } else if norm > 0.0 {
+            acc.dot / norm
+        } else if acc.aa == acc.bb {
+            1.0
+        } else {
+            0.0
+        };
+        Closeness {
+            elements: self.elements,
+            equal_pct: pct(acc.close, self.elements),
+            samples,
+            all_close_samples_pct: pct(acc.all_close_samples, samples),
+            max_abs_err: spoiled.unwrap_or(acc.max_abs),
+            max_rel_err: spoiled.unwrap_or(acc.max_rel),
+            mean_abs_err: spoiled.unwrap_or(if acc.finite == 0 {
+                0.0
+            } else {
+                acc.sum_abs / acc.finite as f64
+            }),
+            cosine,
+            non_finite_mismatches: acc.nan_mismatch + acc.inf_mismatch,
+            nan_a: acc.nan_a,
+            nan_b: acc.nan_b,
+            inf_a: acc.inf_a,
+            inf_b: acc.inf_b,
+        }
     }
 }
 
@@ -261,6 +300,42 @@ mod tests {
         assert!((same.cosine - 1.0).abs() < 1e-12);
         let neg: Vec<f64> = b.iter().map(|x| -x).collect();
         assert!((closeness(&neg, &b, 1, &Tolerance::default()).cosine + 1.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn batches_added_one_by_one_give_the_whole_tensor_s_closeness() {
+        let b: Vec<f64> = (0..24).map(|i| (i as f64 * 0.37).sin()).collect();
+        let a: Vec<f64> = b
+            .iter()
+            .enumerate()
+            .map(|(i, v)| if i % 5 == 0 { v + 0.01 } else { *v })
+            .collect();
+        let t = Tolerance::default();
+        let whole = closeness(&a, &b, 6, &t);
+        let mut acc = ClosenessAccumulator::new(t);
+        acc.add(&a[..16], &b[..16], 4);
+        acc.add(&a[16..], &b[16..], 2);
+        let parts = acc.finish();
+        assert_eq!(
+            (
+                parts.elements,
+                parts.samples,
+                parts.equal_pct,
+                parts.all_close_samples_pct
+            ),
+            (
+                whole.elements,
+                whole.samples,
+                whole.equal_pct,
+                whole.all_close_samples_pct
+            )
+        );
+        assert_eq!(
+            (parts.max_abs_err, parts.max_rel_err),
+            (whole.max_abs_err, whole.max_rel_err)
+        );
+        assert!((parts.mean_abs_err - whole.mean_abs_err).abs() < 1e-15);
+        assert!((parts.cosine - whole.cosine).abs() < 1e-15);
     }
 
     #[test]

@@ -129,7 +129,6 @@ impl Confusion {
         Ok(())
     }
 
-    #[cfg(test)]
     /// Adds another matrix's counts; a matrix with more classes widens this one.
     pub(crate) fn merge(&mut self, other: &Confusion) {
         if other.classes > self.classes {
@@ -307,6 +306,7 @@ pub struct SegmentAgreement {
 }
 
 /// Compares labels under test `a` against reference labels `b` (same length, `samples` equal-sized label maps).
+#[cfg(test)]
 pub(crate) fn segment_agreement(
     a: &[u32],
     b: &[u32],
@@ -329,6 +329,11 @@ pub(crate) fn segment_agreement(
     }
     let mut confusion = Confusion::new(classes);
     confusion.add(b, a, None)?;
+    Ok(agreement_of(&confusion, samples))
+}
+
+/// The agreement a confusion matrix of `samples` samples (rows: the reference) holds.
+pub(crate) fn agreement_of(confusion: &Confusion, samples: usize) -> SegmentAgreement {
     let mut most_changed: Vec<ClassChange> = confusion
         .class_changes()
         .into_iter()
@@ -336,15 +341,15 @@ pub(crate) fn segment_agreement(
         .collect();
     most_changed.sort_by(|x, y| y.changed.cmp(&x.changed).then(x.class.cmp(&y.class)));
     most_changed.truncate(5);
-    Ok(SegmentAgreement {
+    SegmentAgreement {
         samples,
-        classes,
+        classes: confusion.classes,
         pixels: confusion.pixels(),
         pixel_agreement_pct: confusion.agreement() * 100.0,
         miou: confusion.mean_iou(),
         class_iou: confusion.class_iou(),
         most_changed,
-    })
+    }
 }
 
 /// Accuracy against ground-truth masks: mIoU and pixel accuracy.

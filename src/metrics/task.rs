@@ -1,16 +1,18 @@
-//! Which task a model's outputs serve (classification, detection, segmentation), given or
-//! guessed from their shapes, and the task-aware comparison of two runs: matched boxes for a
-//! detector, pixel agreement and IoU for a segmenter.
+//! Which task a model's outputs serve (classification, detection, segmentation, sequences of
+//! class scores), given or guessed from their shapes, and the task-aware comparison of two runs:
+//! matched boxes for a detector, pixel agreement and IoU for a segmenter, step and CTC-reading
+//! agreement for a sequence.
 
-use super::detection::matching::{agreement_above, DetectionAgreement};
-use super::detection::outputs::{detections, find_head, DetectOptions, NmsOutputs};
-use super::segmentation::{argmax_labels, segment_agreement, SegmentAgreement};
+use super::detection::matching::DetectionAgreement;
+use super::detection::outputs::{find_head, DetectOptions, NmsOutputs};
+use super::segmentation::{argmax_labels, SegmentAgreement};
+use super::sequence::DEFAULT_BLANK;
+use super::sequence::{is_distribution_per_step, SequenceComparison};
 use crate::tensor::HostTensor;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
-use std::time::Instant;
 
 /// What a model's outputs are for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -22,6 +24,8 @@ pub enum Task {
     Detect,
     /// Per-pixel (or per-voxel) classes: `[N, C, H, W]`, `[N, C, D, H, W]` logits or masks.
     Segment,
+    /// Class scores per step, `[N, T, C]` (a text recogniser read with CTC).
+    Sequence,
 }
 
 impl fmt::Display for Task {
@@ -30,6 +34,7 @@ impl fmt::Display for Task {
             Task::Classify => "classify",
             Task::Detect => "detect",
             Task::Segment => "segment",
+            Task::Sequence => "sequence",
         })
     }
 }
@@ -42,8 +47,9 @@ impl FromStr for Task {
             "classify" => Ok(Task::Classify),
             "detect" => Ok(Task::Detect),
             "segment" => Ok(Task::Segment),
+            "sequence" => Ok(Task::Sequence),
             other => Err(format!(
-                "unknown task '{other}': expected classify, detect or segment"
+                "unknown task '{other}': expected classify, detect, segment or sequence"
             )),
         }
     }
@@ -56,6 +62,8 @@ pub struct TaskRequest {
     pub task: Option<Task>,
     /// Decoding and filtering of detections.
     pub detect: DetectOptions,
+    /// The class a sequence's CTC reading drops.
+    pub blank: usize,
 }
 
 impl Default for TaskRequest {
@@ -63,6 +71,7 @@ impl Default for TaskRequest {
         TaskRequest {
             task: None,
             detect: DetectOptions::agreement(),
+            blank: DEFAULT_BLANK,
         }
     }
 }
@@ -94,7 +103,9 @@ fn is_label_map(t: &HostTensor) -> bool {
         && t.shape[t.shape.len() - 2..].iter().all(|&d| d >= 2)
 }
 
-/// The task the outputs look like, in order: NMS outputs or a raw YOLO head (detect), logits
+/// The task the outputs look like, in order: NMS outputs (detect), a float `[N, T, C]` whose
+/// every step is a distribution over the classes (sequence: a softmax or log-softmax over the
+/// last axis, which a detector's box coordinates never are), a raw YOLO head (detect), logits
 /// or integer masks per pixel (segment), `[N, classes]` scores (classify).
 pub(crate) fn guess(outputs: &[HostTensor]) -> TaskChoice {
     let choice = |task, reason: String| TaskChoice {
@@ -104,6 +115,15 @@ pub(crate) fn guess(outputs: &[HostTensor]) -> TaskChoice {
     };
     if NmsOutputs::find(outputs).is_some() {
         return choice(Task::Detect, "boxes, scores and labels outputs".into());
+    }
+    if let Some(t) = outputs.iter().find(|t| is_distribution_per_step(t)) {
+        return choice(
+            Task::Sequence,
+            format!(
+                "output '{}' {:?} is a distribution over {} classes at each of {} steps",
+                t.name, t.shape, t.shape[2], t.shape[1]
+            ),
+        );
     }
     if let Some((head, _)) = find_head(outputs) {
         return choice(
@@ -186,6 +206,9 @@ pub struct TaskComparison {
     /// Segmentation agreement (task `segment`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub segment: Option<SegmentComparison>,
+    /// Sequence agreement (task `sequence`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequence: Option<SequenceComparison>,
     /// Seconds spent decoding, suppressing and matching (not running the models).
     pub seconds: f64,
 }
@@ -193,7 +216,7 @@ pub struct TaskComparison {
 impl TaskComparison {
     /// Whether it holds boxes or pixels compared (classification adds nothing to closeness).
     pub(crate) fn compared_something(&self) -> bool {
-        self.detect.is_some() || self.segment.is_some()
+        self.detect.is_some() || self.segment.is_some() || self.sequence.is_some()
     }
 }
 
@@ -235,70 +258,6 @@ pub(crate) fn pixel_classes(
         samples,
         classes,
     ))
-}
-
-/// Segmentation agreement of A's classes with B's.
-fn compare_segments(a: &[HostTensor], b: &[HostTensor]) -> Result<SegmentComparison> {
-    let (name, la, na, ca) = pixel_classes(a, "A")?;
-    let (name_b, lb, nb, cb) = pixel_classes(b, "B")?;
-    if la.len() != lb.len() || na != nb {
-        bail!(
-            "A's '{name}' has {} pixels over {na} samples, B's '{name_b}' {} over {nb}",
-            la.len(),
-            lb.len()
-        );
-    }
-    Ok(SegmentComparison {
-        output: name_b,
-        agreement: segment_agreement(&la, &lb, nb, ca.max(cb))?,
-    })
-}
-
-/// Detection agreement of A's boxes with B's.
-fn compare_detections(
-    a: &[HostTensor],
-    b: &[HostTensor],
-    options: &DetectOptions,
-) -> Result<DetectComparison> {
-    // Candidates down to the tolerance below the threshold; counted from the threshold up.
-    let candidates = DetectOptions {
-        conf: (options.conf - options.score_tolerance).max(0.0),
-        ..*options
-    };
-    let da = detections(a, &candidates).context("A")?;
-    let db = detections(b, &candidates).context("B")?;
-    Ok(DetectComparison {
-        conf: options.conf,
-        score_tolerance: options.score_tolerance,
-        agreement: agreement_above(&da.images, &db.images, options.conf)?,
-        source_a: da.source,
-        source_b: db.source,
-    })
-}
-
-/// The task-aware comparison of A's outputs with the reference B's; `None` when no task was
-/// asked for and none could be guessed (closeness alone is reported then).
-pub(crate) fn compare_task(
-    a: &[HostTensor],
-    b: &[HostTensor],
-    request: &TaskRequest,
-) -> Result<Option<TaskComparison>> {
-    let choice = choose(request.task, b);
-    let Some(task) = choice.task else {
-        return Ok(None);
-    };
-    let start = Instant::now();
-    let (detect, segment) = match task {
-        Task::Classify => (None, None),
-        Task::Detect => (Some(compare_detections(a, b, &request.detect)?), None),
-        Task::Segment => (None, Some(compare_segments(a, b)?)),
-    };
-    Ok(Some(TaskComparison {
-        choice,
-        detect,
-        segment,
-        seconds: start.elapsed().as_secs_f64(),
-    }))
 }
 
 #[cfg(test)]
@@ -345,26 +304,5 @@ mod tests {
         assert_eq!(task(&[zeros("v", vec![2, 1])]), None);
         let given = choose(Some(Task::Segment), &[zeros("logits", vec![2, 10])]);
         assert_eq!((given.task, given.guessed), (Some(Task::Segment), false));
-    }
-
-    #[test]
-    fn a_one_channel_map_is_foreground_above_one_half() {
-        let b = t(
-            "map",
-            vec![1, 1, 2, 2],
-            TensorData::F32(vec![0.9, 0.6, 0.2, 0.4]),
-        );
-        let a = t(
-            "map",
-            vec![1, 1, 2, 2],
-            TensorData::F32(vec![0.8, 0.4, 0.1, 0.7]),
-        );
-        let r = compare_task(&[a], &[b], &TaskRequest::default())
-            .unwrap()
-            .unwrap();
-        let s = r.segment.unwrap().agreement;
-        // B: foreground at pixels 0, 1; A at 0, 3 → 2 of 4 agree; foreground IoU 1/3.
-        assert_eq!((s.classes, s.pixel_agreement_pct), (2, 50.0));
-        assert_eq!(s.class_iou[1], Some(1.0 / 3.0));
     }
 }

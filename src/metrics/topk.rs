@@ -56,34 +56,78 @@ pub(crate) fn top_indices(row: &[f64], k: usize) -> Vec<usize> {
 
 /// The rank table for `a` against the reference `b`, both `samples × classes` row-major.
 pub fn topk(a: &[f64], b: &[f64], samples: usize, classes: usize, k: usize) -> TopK {
-    assert_eq!(a.len(), samples * classes, "topk: A has the wrong length");
-    assert_eq!(b.len(), samples * classes, "topk: B has the wrong length");
-    let k = k.min(classes);
-    let per_sample: Vec<(Vec<f64>, Vec<bool>)> = a
-        .par_chunks(classes.max(1))
-        .zip(b.par_chunks(classes.max(1)))
-        .map(|(ra, rb)| {
-            let ib = top_indices(rb, k);
-            let ia = top_indices(ra, k);
-            let err = ib.iter().map(|&l| (ra[l] - rb[l]).abs()).collect();
-            let differ = ib.iter().zip(&ia).map(|(x, y)| x != y).collect();
-            (err, differ)
-        })
-        .collect();
-    let n = samples.max(1) as f64;
-    let ranks = (0..k)
-        .map(|r| RankRow {
-            rank: r + 1,
-            mae: per_sample.iter().map(|(e, _)| e[r]).sum::<f64>() / n,
-            disagreement_pct: 100.0 * per_sample.iter().filter(|(_, d)| d[r]).count() as f64 / n,
-        })
-        .collect::<Vec<_>>();
-    let top1_agreement_pct = ranks.first().map_or(100.0, |r| 100.0 - r.disagreement_pct);
-    TopK {
-        samples,
-        classes,
-        ranks,
-        top1_agreement_pct,
+    let mut acc = TopKAccumulator::new(classes, k);
+    acc.add(a, b, samples);
+    acc.finish()
+}
+
+/// The rank table counted batch by batch: after every batch is added, the table [`topk`] gives
+/// over the batches joined (each sample's error is added in sample order, as there).
+#[derive(Clone, Debug)]
+pub(crate) struct TopKAccumulator {
+    classes: usize,
+    k: usize,
+    samples: usize,
+    error_sums: Vec<f64>,
+    disagreements: Vec<usize>,
+}
+
+impl TopKAccumulator {
+    /// Nothing counted yet, for rows of `classes` scores and ranks 1..`k` (at most `classes`).
+    pub fn new(classes: usize, k: usize) -> Self {
+        let k = k.min(classes);
+        TopKAccumulator {
+            classes,
+            k,
+            samples: 0,
+            error_sums: vec![0.0; k],
+            disagreements: vec![0; k],
+        }
+    }
+
+    /// Adds `samples` rows of A against the reference B.
+    pub fn add(&mut self, a: &[f64], b: &[f64], samples: usize) {
+        let classes = self.classes;
+        assert_eq!(a.len(), samples * classes, "topk: A has the wrong length");
+        assert_eq!(b.len(), samples * classes, "topk: B has the wrong length");
+        let k = self.k;
+        let per_sample: Vec<(Vec<f64>, Vec<bool>)> = a
+            .par_chunks(classes.max(1))
+            .zip(b.par_chunks(classes.max(1)))
+            .map(|(ra, rb)| {
+                let ib = top_indices(rb, k);
+                let ia = top_indices(ra, k);
+                let err = ib.iter().map(|&l| (ra[l] - rb[l]).abs()).collect();
+                let differ = ib.iter().zip(&ia).map(|(x, y)| x != y).collect();
+                (err, differ)
+            })
+            .collect();
+        for (err, differ) in &per_sample {
+            for r in 0..k {
+                self.error_sums[r] += err[r];
+                self.disagreements[r] += usize::from(differ[r]);
+            }
+        }
+        self.samples += samples;
+    }
+
+    /// The table over every batch added.
+    pub fn finish(&self) -> TopK {
+        let n = self.samples.max(1) as f64;
+        let ranks = (0..self.k)
+            .map(|r| RankRow {
+                rank: r + 1,
+                mae: self.error_sums[r] / n,
+                disagreement_pct: 100.0 * self.disagreements[r] as f64 / n,
+            })
+            .collect::<Vec<_>>();
+        let top1_agreement_pct = ranks.first().map_or(100.0, |r| 100.0 - r.disagreement_pct);
+        TopK {
+            samples: self.samples,
+            classes: self.classes,
+            ranks,
+            top1_agreement_pct,
+        }
     }
 }
 
@@ -117,5 +161,10 @@ mod tests {
         let same = topk(&b, &b, 2, 3, 10);
         assert_eq!(same.ranks.len(), 3);
         assert_eq!(same.top1_agreement_pct, 100.0);
+        // Sample by sample, the same table.
+        let mut acc = TopKAccumulator::new(3, 2);
+        acc.add(&a[..3], &b[..3], 1);
+        acc.add(&a[3..], &b[3..], 1);
+        assert_eq!(acc.finish(), t);
     }
 }

@@ -1,7 +1,9 @@
 //! The task tables of `compare`: for a detector, how many of the reference's boxes the side
 //! under test found and how far their scores moved; for a segmenter, how many pixels kept
-//! their class and the IoU per class.
+//! their class and the IoU per class; for a sequence, how many steps kept their best class and
+//! how many CTC readings stayed the same.
 
+use crate::metrics::sequence::SequenceComparison;
 use crate::metrics::task::{DetectComparison, SegmentComparison, TaskComparison};
 use crate::report::format::num;
 use crate::report::table::Table;
@@ -39,6 +41,13 @@ fn detect_tables(d: &DetectComparison, show: &dyn Fn(&Table) -> String) -> Strin
         "boxes of A: {}\nboxes of B (the reference): {}\ncounted from score {}, paired down to {} below it\n\n",
         d.source_a, d.source_b, d.conf, d.score_tolerance
     );
+    if a.boxes_a == 0 && a.boxes_b == 0 {
+        out += &format!(
+            "no boxes on either side in {} images: nothing to match (see the note below)\n",
+            a.images
+        );
+        return out;
+    }
     let mut t = Table::new(&[
         "images",
         "boxes A",
@@ -119,6 +128,34 @@ fn segment_tables(s: &SegmentComparison, show: &dyn Fn(&Table) -> String) -> Str
     out
 }
 
+fn sequence_table(s: &SequenceComparison, show: &dyn Fn(&Table) -> String) -> String {
+    let mut t = Table::new(&[
+        "output",
+        "samples",
+        "steps",
+        "classes",
+        "step top-1 agreement %",
+        "exact match %",
+        "mean edit distance",
+        "mean length B",
+    ]);
+    t.row(vec![
+        s.output.clone(),
+        s.samples.to_string(),
+        s.steps.to_string(),
+        s.classes.to_string(),
+        format!("{:.2}", s.step_agreement_pct),
+        format!("{:.2}", s.exact_match_pct),
+        format!("{:.3}", s.mean_edit_distance),
+        format!("{:.2}", s.mean_length_b),
+    ]);
+    format!(
+        "sequences read with CTC: best class per step, repeats collapsed, blank class {} dropped\n\n{}",
+        s.blank,
+        show(&t)
+    )
+}
+
 /// The task section of a compare report: the task line, then its tables.
 pub(crate) fn render_task(t: &TaskComparison, show: &dyn Fn(&Table) -> String) -> String {
     let mut out = format!("\n{}\n\n", task_line(t));
@@ -128,11 +165,14 @@ pub(crate) fn render_task(t: &TaskComparison, show: &dyn Fn(&Table) -> String) -
     if let Some(s) = &t.segment {
         out += &segment_tables(s, show);
     }
+    if let Some(s) = &t.sequence {
+        out += &sequence_table(s, show);
+    }
     out
 }
 
 /// The task table across precisions (one row per engine or graph that ran), in the shape of
-/// the closeness table; `None` when no row has a detection or segmentation agreement.
+/// the closeness table; `None` when no row has a detection, segmentation or sequence agreement.
 pub fn precision_table(rows: &[(String, &TaskComparison)]) -> Option<Table> {
     if rows.iter().any(|(_, t)| t.detect.is_some()) {
         let mut t = Table::new(&[
@@ -181,6 +221,24 @@ pub fn precision_table(rows: &[(String, &TaskComparison)]) -> Option<Table> {
                     .first()
                     .map(|c| format!("{} ({} px)", c.class, c.changed))
                     .unwrap_or_else(|| "-".into()),
+            ]);
+        }
+        return Some(t);
+    }
+    if rows.iter().any(|(_, t)| t.sequence.is_some()) {
+        let mut t = Table::new(&[
+            "Precision",
+            "step top-1 agreement %",
+            "exact match %",
+            "mean edit distance",
+        ]);
+        for (label, task) in rows {
+            let Some(s) = &task.sequence else { continue };
+            t.row(vec![
+                label.clone(),
+                format!("{:.2}", s.step_agreement_pct),
+                format!("{:.2}", s.exact_match_pct),
+                format!("{:.3}", s.mean_edit_distance),
             ]);
         }
         return Some(t);

@@ -1,4 +1,4 @@
-//! The task flags: `--task` (compare), and how detections are decoded (`--conf`, `--iou`,
+//! The task flags: `--task` and `--blank` (compare), and how detections are decoded (`--conf`, `--iou`,
 //! `--boxes`, `--head`; compare and validate).
 
 use crate::cli::usage;
@@ -46,8 +46,8 @@ impl DetectArgs {
 /// The task flag and how detections are decoded.
 #[derive(Clone, Debug, Args)]
 pub struct TaskArgs {
-    /// What the model does: classify, detect or segment (default: guessed from the output
-    /// shapes, and the guess printed).
+    /// What the model does: classify, detect, segment or sequence ([N, steps, classes] scores
+    /// read with CTC) (default: guessed from the outputs, and the guess printed).
     #[arg(long, value_parser = |s: &str| s.parse::<Task>())]
     pub task: Option<Task>,
     /// Detection decoding.
@@ -58,6 +58,9 @@ pub struct TaskArgs {
     /// 0.01; 0 counts strictly at --conf).
     #[arg(long, value_name = "SCORE")]
     pub(crate) score_tolerance: Option<f32>,
+    /// The blank class of a sequence's CTC reading (dropped after repeats are collapsed).
+    #[arg(long, value_name = "CLASS", default_value_t = 0)]
+    pub(crate) blank: usize,
 }
 
 impl TaskArgs {
@@ -70,6 +73,7 @@ impl TaskArgs {
                 score_tolerance: self.score_tolerance.unwrap_or(defaults.score_tolerance),
                 ..self.detect.options(defaults)?
             },
+            blank: self.blank,
         })
     }
 }

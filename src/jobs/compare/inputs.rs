@@ -1,11 +1,12 @@
 //! The inputs every source of a comparison runs on, made once: seeded random samples, arrays
-//! from an `.npz`/`.npy`, or tensors given in memory (a preprocessed dataset, the inputs of an
+//! from an `.npz`/`.npy`, the preprocessed images of a folder, or tensors given in memory (a preprocessed dataset, the inputs of an
 //! earlier run); and the batch they run at.
 
 use crate::backend::batch_runner::samples_on_axes;
 use crate::data::npz;
 use crate::data::synthetic::{apply_int_inputs, InputDistribution, RandomInputs};
 use crate::jobs::batch_memory::{check_host, specs_sample_bytes};
+use crate::jobs::validate::{folder_tensor, ValidateConfig};
 use crate::setting::Setting;
 use crate::tensor::{feeds, BatchAxes, HostTensor, IntInput, IoSpec};
 use anyhow::{bail, Context, Result};
@@ -29,6 +30,9 @@ pub enum InputSource {
         /// How many samples.
         samples: usize,
     },
+    /// The images of a folder, decoded and preprocessed for the model's image input by the
+    /// dataset loader (the model, folder, preprocessing and count as the config says).
+    Images(Box<ValidateConfig>),
     /// Tensors already in memory, one per model input (named after it).
     Given {
         /// The tensors.
@@ -108,6 +112,15 @@ pub fn make_inputs(
     Ok(match source {
         InputSource::File(p) => (load_inputs(p, probe)?, p.display().to_string()),
         InputSource::Given { tensors, note } => (pick_inputs(tensors, probe, note)?, note.clone()),
+        InputSource::Images(images) => {
+            let tensor = folder_tensor(images)?;
+            let note = format!(
+                "{} images of {}, preprocessed for the model",
+                tensor.shape[0],
+                images.dataset.display()
+            );
+            (pick_inputs(&[tensor], probe, &note)?, note)
+        }
         InputSource::Random {
             random,
             int_inputs,

@@ -5,7 +5,8 @@
 use super::run::{RunResult, SideReport};
 use crate::metrics::closeness::Tolerance;
 use crate::metrics::compare::{compare_outputs, OutputComparison};
-use crate::metrics::task::{compare_task, TaskComparison, TaskRequest};
+use crate::metrics::task::{Task, TaskComparison, TaskRequest};
+use crate::metrics::task_accumulator::compare_task;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
@@ -74,6 +75,12 @@ pub fn compare_results(
         }
         Err(e) => return Err(e.context(pair())),
     };
+    if let Some(note) = no_topk_note(task.as_ref(), &compared, measures.topk) {
+        notes.push(note);
+    }
+    if let Some(note) = no_boxes_note(task.as_ref(), inputs) {
+        notes.push(note);
+    }
     Ok(CompareReport {
         sides: vec![a.side(), b.side()],
         inputs: inputs.to_string(),
@@ -82,6 +89,55 @@ pub fn compare_results(
         task,
         notes,
     })
+}
+
+/// Why a classification shows no top-k table, when it shows none: top-k reads `[N, classes]`
+/// outputs, and a `[N, steps, classes]` one is compared with `--task sequence`.
+fn no_topk_note(
+    task: Option<&TaskComparison>,
+    compared: &[OutputComparison],
+    k: usize,
+) -> Option<String> {
+    let classify = task.is_some_and(|t| t.choice.task == Some(Task::Classify));
+    if !classify || compared.is_empty() || compared.iter().any(|o| o.topk.is_some()) {
+        return None;
+    }
+    if k == 0 {
+        return Some("no top-k table: --topk is 0".into());
+    }
+    let shapes: Vec<String> = compared
+        .iter()
+        .map(|o| format!("'{}' {:?}", o.name, o.shape))
+        .collect();
+    let steps = compared.iter().any(|o| o.shape.len() == 3);
+    Some(format!(
+        "no top-k table: top-k reads float [N, classes] outputs, and none is one ({}){}",
+        shapes.join(", "),
+        if steps {
+            "; class scores per step [N, steps, classes] are compared with --task sequence"
+        } else {
+            ""
+        }
+    ))
+}
+
+/// Why a detector's comparison matched nothing, when neither side has a box: on random inputs
+/// (their note is [`describe`](super::inputs::describe)'s) a detector rarely scores a box
+/// above the threshold, so images are what it must be compared on.
+fn no_boxes_note(task: Option<&TaskComparison>, inputs: &str) -> Option<String> {
+    let d = task?.detect.as_ref()?;
+    if d.agreement.boxes_a > 0 || d.agreement.boxes_b > 0 {
+        return None;
+    }
+    let why = if inputs.contains(" random samples") {
+        "random inputs rarely make detections above the score threshold; compare on images with --dataset DIR (or lower --conf)"
+    } else {
+        "nothing to match; lower --conf to count weaker boxes"
+    };
+    Some(format!(
+        "no boxes on either side from score {} up over {} images: {why}",
+        d.conf, d.agreement.images
+    ))
 }
 
 /// Compares every result but the last with the last (the reference).

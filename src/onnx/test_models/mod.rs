@@ -5,6 +5,7 @@
 
 mod paddle;
 mod quantized;
+mod sequence;
 mod tasks;
 
 pub use super::small_classifier::{
@@ -12,6 +13,7 @@ pub use super::small_classifier::{
 };
 pub use paddle::paddle_style_pyramid;
 pub use quantized::dynamic_quantized_matmul;
+pub use sequence::{recogniser, RECOGNISER_HEIGHT};
 pub use tasks::{segmenter, segmenter_3d, yolo_head, YoloStyle};
 
 use super::small_classifier::batch_dim;
