@@ -3,11 +3,13 @@
 //! the crate's own tests and, through the `test-support` feature, for its integration tests
 //! and benchmarks; the binary does not carry them.
 
+mod paddle;
 mod tasks;
 
 pub use super::small_classifier::{
     classifier, classifier_sized, deterministic_weights, CLASSIFIER_CHW, CLASSIFIER_CLASSES,
 };
+pub use paddle::{paddle_style, PADDLE_CLASSES};
 pub use tasks::{segmenter, segmenter_3d, yolo_head, YoloStyle};
 
 use super::small_classifier::batch_dim;
