@@ -3,11 +3,12 @@
 //! share).
 
 use super::tract::parse;
-use crate::onnx::macs::{count_macs, MacsCount};
+use crate::onnx::macs::{count_macs, MacsCount, MacsUnknown};
 use crate::onnx::rewrite::pass::Pass;
-use crate::onnx::shape::{fixed_batch, Batch, FixBatch, InputShapes, ShapeRequest};
+use crate::onnx::shape::{fixed_batch, model_inputs, Batch, FixBatch, InputShapes, ShapeRequest};
 use crate::onnx::OnnxModel;
-use anyhow::{Context, Result};
+use crate::tensor::{Dim, UnfixedAxis};
+use anyhow::Result;
 use std::collections::HashMap;
 use tract_onnx::prelude::*;
 
@@ -17,7 +18,6 @@ pub(crate) fn tensor_shapes(
     model: &OnnxModel,
     request: &ShapeRequest,
 ) -> Result<(HashMap<String, Vec<usize>>, usize)> {
-    let shown = model.path.display().to_string();
     let mut model = model.clone();
     if !request.is_empty() {
         model = InputShapes(request.clone()).run(model)?.0;
@@ -29,11 +29,12 @@ pub(crate) fn tensor_shapes(
             1
         }
     };
-    let typed = parse(&model)?
+    check_inputs_fixed(&model)?;
+    let typed = parse(&model)
+        .map_err(|e| MacsUnknown::Inference(short_reason(&e)))?
         .model
         .into_typed()
-        .map_err(|e| anyhow::anyhow!("{e:#}"))
-        .with_context(|| format!("{shown}: tract cannot infer the shapes"))?;
+        .map_err(|e| MacsUnknown::Inference(short_reason(&e)))?;
     let mut shapes = HashMap::new();
     for node in typed.nodes() {
         for (slot, output) in node.outputs.iter().enumerate() {
@@ -47,6 +48,40 @@ pub(crate) fn tensor_shapes(
         }
     }
     Ok((shapes, batch))
+}
+
+/// Refuses a model with an input axis left free (after the batch is fixed): every count
+/// downstream of it would be unknown.
+fn check_inputs_fixed(model: &OnnxModel) -> Result<(), MacsUnknown> {
+    for info in model_inputs(model) {
+        let Some(dims) = &info.dims else {
+            return Err(MacsUnknown::Undeclared(info.name.clone()));
+        };
+        if let Some((axis, dim)) = dims
+            .iter()
+            .enumerate()
+            .find(|(_, d)| !matches!(d, Dim::Fixed(_)))
+        {
+            return Err(MacsUnknown::Unfixed(UnfixedAxis {
+                tensor: info.name.clone(),
+                axis,
+                dim: dim.clone(),
+                dims: dims.clone(),
+            }));
+        }
+    }
+    Ok(())
+}
+
+/// The first line of the innermost cause of tract's error, cut to one short line.
+fn short_reason(e: &anyhow::Error) -> String {
+    const MOST: usize = 160;
+    let root = e.root_cause().to_string();
+    let line = root.lines().next().unwrap_or("").trim();
+    match line.char_indices().nth(MOST) {
+        Some((at, _)) => format!("{}…", &line[..at]),
+        None => line.to_string(),
+    }
 }
 
 /// The MACs of `model` per sample (its shapes from [`tensor_shapes`]).

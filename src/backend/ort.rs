@@ -9,6 +9,7 @@ use super::{Backend, OutputVisitor, RunOutput};
 use crate::error_kind::{ErrorKind, TypedError};
 use crate::onnx::rewrite::pass::Pass;
 use crate::onnx::shape::{model_batch_axes, Batch, FixBatch, InputShapes, ShapeRequest};
+use crate::onnx::tensor_info::is_placeholder;
 use crate::onnx::OnnxModel;
 use crate::tensor::{check_input_count, ElemType, HostTensor, IoSpec, TensorData};
 use crate::tensor::{BatchAxes, BatchAxisRequest, Dim};
@@ -149,9 +150,10 @@ fn spec_of(name: &str, ty: &ValueType) -> Result<IoSpec> {
             if d >= 0 {
                 Dim::Fixed(d)
             } else {
-                match dimension_symbols.get(i).filter(|s| !s.is_empty()) {
+                // An axis the model leaves unnamed (or names `?`) has no name a flag could give.
+                match dimension_symbols.get(i).filter(|s| !is_placeholder(s)) {
                     Some(s) => Dim::Symbol(s.to_string()),
-                    None => Dim::Symbol("?".into()),
+                    None => Dim::Unknown,
                 }
             }
         })

@@ -1,7 +1,9 @@
 //! The plan's swept named axes (`--dim seq=64,128`): their sizes checked, and found in each
 //! model's inputs (an axis that is a model's batch axis is refused).
 
-use crate::onnx::shape::{check_named_axes, input_symbols, DimSweep, NamedAxisError};
+use crate::onnx::shape::{
+    check_named_axes, index_form, input_symbols, model_inputs, DimSweep, NamedAxisError,
+};
 use crate::onnx::OnnxModel;
 use anyhow::{bail, Result};
 use std::collections::BTreeMap;
@@ -15,8 +17,18 @@ pub(crate) fn dims_of_model(
 ) -> Result<(Vec<String>, DimSweep)> {
     let loaded = OnnxModel::load(model)?;
     let symbols = input_symbols(&loaded);
+    let inputs = model_inputs(&loaded);
+    // A key names an axis of this model by its symbol, or as `INPUT:AXIS` of an input it has.
+    let has_axis = |key: &str| {
+        symbols.iter().any(|s| s == key)
+            || index_form(key).is_some_and(|(input, axis)| {
+                inputs
+                    .iter()
+                    .any(|i| i.name == input && i.dims.as_ref().is_some_and(|d| axis < d.len()))
+            })
+    };
     let mut out = vec![];
-    for (symbol, sizes) in dims.iter().filter(|(s, _)| symbols.contains(s)) {
+    for (symbol, sizes) in dims.iter().filter(|(s, _)| has_axis(s)) {
         if let Err(e) = check_named_axes(&loaded, [symbol.as_str()]) {
             if let Some(NamedAxisError::Batch { .. }) = e.downcast_ref() {
                 bail!(

@@ -19,7 +19,7 @@ pub(crate) fn setting_hint(setting: Setting) -> &'static str {
         Setting::Threads => "--threads 1, or --batch-size at the model's batch",
         Setting::BatchSize => "--batch-size",
         Setting::Samples => "--num-samples",
-        Setting::InputShape => "set it with --input-shape, or --dim NAME=SIZE for a named axis",
+        Setting::InputShape => "set it with --input-shape, or --dim NAME=SIZE (or --dim INPUT:AXIS=SIZE) for one axis",
         Setting::Labels => "--labels FILE",
         Setting::ClassMap => "--class-map FILE",
         Setting::Crop => "--crop",
@@ -27,12 +27,34 @@ pub(crate) fn setting_hint(setting: Setting) -> &'static str {
         Setting::CalibData => "--calib-data SRC: a folder of images or .npy/.npz, one such file, or synthetic:SEED; or --calibration-cache FILE",
         Setting::Int8 => "--calib-data and --calibration-cache need --int8",
         Setting::BatchRange => "--min-batch/--opt-batch/--max-batch",
-        Setting::ShapeRanges => "--dim NAME=MIN:OPT:MAX, --input-shape, or --min-shapes/--opt-shapes/--max-shapes NAME:DIMS",
+        Setting::ShapeRanges => "--dim NAME=MIN:OPT:MAX or --dim INPUT:AXIS=MIN:OPT:MAX, --input-shape, or --min-shapes/--opt-shapes/--max-shapes NAME:DIMS",
         Setting::TensorrtDir => "or pass --tensorrt-dir DIR",
         Setting::NoTransfers => "--no-transfers",
         Setting::CudaGraph => "--cuda-graph",
         Setting::Streams => "--streams",
     }
+}
+
+/// The flags that fix an axis left free, spelled as they are accepted: `--dim NAME=SIZE` where
+/// the model names the axis, `--dim INPUT:AXIS=SIZE` always, and the whole `--input-shape`
+/// (`-1` for the batch, `SIZE` for each free axis).
+pub(crate) fn unfixed_axis_fix(e: &UnfixedAxis) -> String {
+    let shape: Vec<String> = e
+        .dims
+        .iter()
+        .enumerate()
+        .map(|(axis, d)| match d {
+            Dim::Fixed(n) => n.to_string(),
+            _ if axis == 0 => "-1".to_string(),
+            _ => "SIZE".to_string(),
+        })
+        .collect();
+    let by_index = format!("--dim {}:{}=SIZE", e.tensor, e.axis);
+    let dim = match &e.dim {
+        Dim::Symbol(s) => format!("--dim {s}=SIZE, {by_index}"),
+        _ => by_index,
+    };
+    format!("{dim} or --input-shape {}:{}", e.tensor, shape.join("x"))
 }
 
 /// `err` with the hint that names the flag to use, and as a usage error (exit 2) where the
@@ -62,14 +84,10 @@ pub(crate) fn with_hint(err: anyhow::Error) -> anyhow::Error {
         if let Some(NamedAxisError::Batch { .. }) = cause.downcast_ref::<NamedAxisError>() {
             return anyhow::anyhow!("{line} (use --batch-size)");
         }
-        if let Some(UnfixedAxis {
-            dim: Dim::Symbol(symbol),
-            ..
-        }) = cause.downcast_ref::<UnfixedAxis>()
-        {
-            return anyhow::anyhow!("{line}; give it with --dim {symbol}=SIZE or --input-shape");
+        if let Some(e) = cause.downcast_ref::<UnfixedAxis>() {
+            return anyhow::anyhow!("{line}; give it with {}", unfixed_axis_fix(e));
         }
-        if cause.is::<UnfixedAxis>() || cause.is::<UndeclaredShape>() {
+        if cause.is::<UndeclaredShape>() {
             return anyhow::anyhow!("{line}; give it with --input-shape");
         }
         if let Some(e) = cause.downcast_ref::<NeedsGpuBackend>() {
@@ -107,17 +125,30 @@ mod tests {
 
     #[test]
     fn typed_errors_get_their_flag() {
+        let width = Dim::Symbol("width".into());
         let e: anyhow::Error = UnfixedAxis {
             tensor: "x".into(),
-            axis: 1,
-            dim: Dim::Symbol("width".into()),
+            axis: 2,
+            dim: width.clone(),
+            dims: vec![Dim::Unknown, Dim::Fixed(3), width, Dim::Unknown],
         }
         .into();
         let hinted = with_hint(e.context("m.onnx"));
         assert!(
-            format!("{hinted:#}").ends_with("give it with --dim width=SIZE or --input-shape"),
+            format!("{hinted:#}").ends_with(
+                "give it with --dim width=SIZE, --dim x:2=SIZE or --input-shape x:-1x3xSIZExSIZE"
+            ),
             "{hinted:#}"
         );
+        let unnamed: anyhow::Error = UnfixedAxis {
+            tensor: "x".into(),
+            axis: 1,
+            dim: Dim::Unknown,
+            dims: vec![Dim::Fixed(1), Dim::Unknown],
+        }
+        .into();
+        assert!(format!("{:#}", with_hint(unnamed))
+            .ends_with("give it with --dim x:1=SIZE or --input-shape x:1xSIZE"),);
         let e: anyhow::Error = NeedsGpuBackend {
             setting: Setting::Streams,
             backend: "tract-cpu".into(),

@@ -2,7 +2,10 @@
 //! model, or of an engine file, is rendered by [`crate::report::inspect`].
 
 use crate::cli::args::output::JsonArgs;
-use crate::jobs::inspect::{inspect, InspectConfig};
+use crate::cli::args::shapes::ShapeArgs;
+use crate::cli::hints::unfixed_axis_fix;
+use crate::jobs::inspect::{inspect, InspectConfig, InspectReport};
+use crate::onnx::macs::MacsUnknown;
 use crate::report::inspect::render_report;
 use crate::trt::loader::DIR_ENV;
 use clap::Args;
@@ -20,22 +23,40 @@ pub struct InspectArgs {
     /// Folder holding the TensorRT-RTX libraries (engines with --layers).
     #[arg(long, value_name = "DIR", env = DIR_ENV)]
     pub tensorrt_dir: Option<PathBuf>,
+    /// Input shapes and axis sizes to count the MACs at (`--dim x:3=320`).
+    #[command(flatten)]
+    pub shapes: ShapeArgs,
     /// Output format.
     #[command(flatten)]
     pub format: JsonArgs,
 }
 
 /// The inspection these flags describe.
-pub fn config(args: &InspectArgs) -> InspectConfig {
-    InspectConfig {
+pub fn config(args: &InspectArgs) -> anyhow::Result<InspectConfig> {
+    Ok(InspectConfig {
         path: args.model.clone(),
         layers: args.layers,
         tensorrt_dir: args.tensorrt_dir.clone(),
-    }
+        shapes: args.shapes.one_shape("inspect")?,
+    })
 }
 
 /// Runs `inspect`.
 pub fn run(args: InspectArgs) -> anyhow::Result<()> {
-    let report = inspect(&config(&args))?;
+    let mut report = inspect(&config(&args)?)?;
+    if let InspectReport::Onnx(summary) = &mut report {
+        summary.macs_fix = summary.macs_unknown.as_ref().and_then(macs_fix);
+    }
     args.format.print(&report, || render_report(&report))
+}
+
+/// The flags that let the MACs be counted: the size of the free axis, or the input's shape.
+fn macs_fix(why: &MacsUnknown) -> Option<String> {
+    match why {
+        MacsUnknown::Unfixed(axis) => Some(format!("give it with {}", unfixed_axis_fix(axis))),
+        MacsUnknown::Undeclared(input) => {
+            Some(format!("give its shape with --input-shape {input}:DIMS"))
+        }
+        MacsUnknown::Inference(_) => None,
+    }
 }

@@ -4,11 +4,12 @@
 
 use crate::backend::mac_count::model_macs;
 use crate::jobs::open::FileKind;
-use crate::onnx::shape::ShapeRequest;
+use crate::onnx::rewrite::pass::Pass;
+use crate::onnx::shape::{InputShapes, ShapeRequest};
 use crate::onnx::summary::{summarize, ModelSummary};
 use crate::onnx::OnnxModel;
 use crate::trt::inspect::{inspect_engine, EngineInspection};
-use anyhow::Result;
+use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -22,6 +23,8 @@ pub struct InspectConfig {
     pub layers: bool,
     /// Folder holding the TensorRT-RTX libraries (engines with `layers`).
     pub tensorrt_dir: Option<PathBuf>,
+    /// Input shapes and axis sizes the MACs are counted at (ONNX models).
+    pub shapes: ShapeRequest,
 }
 
 /// What `inspect` found: the JSON is the summary or the engine description itself.
@@ -43,7 +46,12 @@ pub fn inspect(config: &InspectConfig) -> Result<InspectReport> {
         return Ok(InspectReport::Engine(Box::new(found)));
     }
     let model = OnnxModel::load(path)?;
-    let summary =
-        summarize(&model, config.layers).with_macs(model_macs(&model, &ShapeRequest::default()));
+    if !config.shapes.is_empty() {
+        // Shapes the model contradicts are the caller's mistake, not MACs left unknown.
+        InputShapes(config.shapes.clone())
+            .run(model.clone())
+            .with_context(|| path.display().to_string())?;
+    }
+    let summary = summarize(&model, config.layers).with_macs(model_macs(&model, &config.shapes));
     Ok(InspectReport::Onnx(Box::new(summary)))
 }

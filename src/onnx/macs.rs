@@ -2,8 +2,9 @@
 //! ops that carry nearly all of it (Conv, ConvTranspose, Gemm, MatMul), from tensor shapes the
 //! caller inferred (one sample). Every other op counts 0; FLOPs are twice the MACs.
 
-use super::attributes::{int_attr, ints_attr, string_attr};
+use super::attributes::{attribute, int_attr, ints_attr, string_attr};
 use super::pb::{GraphProto, NodeProto};
+use crate::tensor::UnfixedAxis;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
@@ -32,6 +33,34 @@ pub struct MacsCount {
     pub total: u64,
     /// Counted ops whose shapes were not known (their MACs are missing from the total).
     pub unknown: Vec<String>,
+    /// Per op type with nodes left out of the total: how many, of how many.
+    #[serde(default)]
+    pub left_out: Vec<OpsLeftOut>,
+}
+
+/// The nodes of one op type whose MACs are missing from the total (their shapes unknown).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpsLeftOut {
+    /// Op type.
+    pub op: String,
+    /// Nodes left out.
+    pub count: usize,
+    /// Nodes of this op type in the graph.
+    pub of: usize,
+}
+
+/// Why a model's MACs could not be counted at all.
+#[derive(Clone, Debug, thiserror::Error)]
+pub(crate) enum MacsUnknown {
+    /// An input axis other than the batch has no size: every count would depend on it.
+    #[error("input '{}' axis {} is not fixed", .0.tensor, .0.axis)]
+    Unfixed(UnfixedAxis),
+    /// An input declares no shape at all.
+    #[error("input '{0}' declares no shape")]
+    Undeclared(String),
+    /// The shapes could not be inferred (the short reason).
+    #[error("could not infer shapes: {0}")]
+    Inference(String),
 }
 
 impl MacsCount {
@@ -123,8 +152,8 @@ fn node_macs(node: &NodeProto, shape: &dyn Fn(&str) -> Option<Vec<usize>>) -> Op
     }
 }
 
-/// Counts the MACs of `graph` from `shapes` (tensor name → dims at batch `batch`; initializer
-/// dims are read from the graph), divided by the batch.
+/// Counts the MACs of `graph` from `shapes` (tensor name → dims at batch `batch`; the dims of
+/// initializers and of `Constant` nodes' values are read from the graph), divided by the batch.
 pub(crate) fn count_macs(
     graph: &GraphProto,
     shapes: &HashMap<String, Vec<usize>>,
@@ -139,6 +168,17 @@ pub(crate) fn count_macs(
                 t.dims.iter().map(|&d| d as usize).collect(),
             )
         })
+        .chain(
+            graph
+                .node
+                .iter()
+                .filter(|n| n.op_type == "Constant")
+                .filter_map(|n| {
+                    let t = attribute(n, "value")?.t.as_ref()?;
+                    let dims = t.dims.iter().map(|&d| d as usize).collect();
+                    Some((n.output.first()?.as_str(), dims))
+                }),
+        )
         .collect();
     let shape = |name: &str| -> Option<Vec<usize>> {
         inits
@@ -162,11 +202,25 @@ pub(crate) fn count_macs(
                     macs,
                 });
             }
-            None => out.unknown.push(if node.name.is_empty() {
-                format!("{} #{i}", node.op_type)
-            } else {
-                node.name.clone()
-            }),
+            None => {
+                out.unknown.push(if node.name.is_empty() {
+                    format!("{} #{i}", node.op_type)
+                } else {
+                    node.name.clone()
+                });
+                match out.left_out.iter_mut().find(|l| l.op == node.op_type) {
+                    Some(l) => l.count += 1,
+                    None => out.left_out.push(OpsLeftOut {
+                        op: node.op_type.clone(),
+                        count: 1,
+                        of: graph
+                            .node
+                            .iter()
+                            .filter(|n| n.op_type == node.op_type)
+                            .count(),
+                    }),
+                }
+            }
         }
     }
     out

@@ -1,11 +1,13 @@
 //! What `inspect` reports about a model: I/O, opsets, op counts, parameters, weight bytes, and
 //! the MACs per node and in total when the caller could count them.
 
+use super::attributes::attribute;
 use super::dtype::{dtype_name, packed_bytes};
 use super::external::{element_count, external_ref, is_external};
-use super::macs::MacsCount;
+use super::macs::{MacsCount, MacsUnknown};
 use super::model::OnnxModel;
 use super::pb::TensorProto;
+use super::rewrite::constant_weights::weight_constants;
 use super::shape::{model_inputs, model_outputs};
 use super::tensor_info::TensorInfo;
 use serde::{Deserialize, Serialize};
@@ -88,9 +90,18 @@ pub struct ModelSummary {
     pub ops: Vec<OpCount>,
     /// Number of initializers.
     pub(crate) initializer_count: usize,
-    /// Total elements over all initializers (the parameter count).
+    /// The parameter count: total elements over all initializers and the weights held in
+    /// `Constant` nodes.
     pub parameters: u64,
-    /// Total bytes of all initializers, external data included.
+    /// Of which held in `Constant` nodes that feed a Conv, ConvTranspose, Gemm or MatMul weight
+    /// or a Conv bias (as Paddle exports keep them); the FP16 and INT8 rewrites treat them as
+    /// weights.
+    #[serde(default)]
+    pub constant_parameters: u64,
+    /// How many `Constant` nodes hold those weights.
+    #[serde(default)]
+    pub constant_weights: usize,
+    /// Total bytes of all initializers (external data included) and Constant weights.
     pub(crate) weight_bytes: u64,
     /// Of which stored in external data files.
     pub external_weight_bytes: u64,
@@ -99,12 +110,19 @@ pub struct ModelSummary {
     /// Every node, when asked for (`--layers`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub layers: Option<Vec<Layer>>,
-    /// MACs per sample of Conv, ConvTranspose, Gemm and MatMul, per node and in total.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// MACs per sample of Conv, ConvTranspose, Gemm and MatMul, per node and in total; `null`
+    /// when they cannot be counted (`macs_missing` says why).
+    #[serde(default)]
     pub macs: Option<MacsCount>,
-    /// Why there are no MACs (the shapes could not be inferred).
+    /// Why there are no MACs (an input axis not fixed, shapes that could not be inferred).
+    #[serde(default)]
+    pub macs_missing: Option<String>,
+    /// The flags that would let the MACs be counted, when there are such.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) macs_missing: Option<String>,
+    pub macs_fix: Option<String>,
+    /// The typed reason behind `macs_missing`, for the command line's hint.
+    #[serde(skip)]
+    pub(crate) macs_unknown: Option<MacsUnknown>,
 }
 
 impl ModelSummary {
@@ -121,7 +139,13 @@ impl ModelSummary {
                 }
                 self.macs = Some(m);
             }
-            Err(e) => self.macs_missing = Some(format!("{e:#}")),
+            Err(e) => {
+                self.macs_unknown = e.chain().find_map(|c| c.downcast_ref().cloned());
+                self.macs_missing = Some(match &self.macs_unknown {
+                    Some(why) => why.to_string(),
+                    None => format!("{e:#}"),
+                });
+            }
         }
         self
     }
@@ -182,8 +206,14 @@ pub fn summarize(model: &OnnxModel, layers: bool) -> ModelSummary {
             external: is_external(t),
         })
         .collect();
-    let parameters = model.parameters();
-    let weight_bytes = inits.iter().map(|i| i.bytes).sum();
+    let constants: Vec<&TensorProto> = weight_constants(graph)
+        .into_iter()
+        .filter_map(|i| attribute(&graph.node[i], "value")?.t.as_ref())
+        .collect();
+    let constant_parameters: u64 = constants.iter().map(|t| element_count(t)).sum();
+    let parameters = model.parameters() + constant_parameters;
+    let weight_bytes = inits.iter().map(|i| i.bytes).sum::<u64>()
+        + constants.iter().map(|t| initializer_bytes(t)).sum::<u64>();
     let external_weight_bytes = inits.iter().filter(|i| i.external).map(|i| i.bytes).sum();
     inits.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.name.cmp(&b.name)));
     inits.truncate(LARGEST_SHOWN);
@@ -217,11 +247,15 @@ pub fn summarize(model: &OnnxModel, layers: bool) -> ModelSummary {
         ops,
         initializer_count: graph.initializer.len(),
         parameters,
+        constant_parameters,
+        constant_weights: constants.len(),
         weight_bytes,
         external_weight_bytes,
         largest_initializers: inits,
         macs: None,
         macs_missing: None,
+        macs_fix: None,
+        macs_unknown: None,
         layers: layers.then(|| {
             graph
                 .node
@@ -257,5 +291,18 @@ mod tests {
         assert_eq!(s.largest_initializers[0].name, "fc.weight");
         assert_eq!(s.layers.as_ref().unwrap().len(), 6);
         assert!(s.ops.iter().all(|o| o.count == 1));
+        assert_eq!((s.constant_parameters, s.constant_weights), (0, 0));
+    }
+
+    #[test]
+    fn weights_in_constant_nodes_are_parameters() {
+        use crate::tensor::Dim;
+        let proto = test_models::paddle_style(Dim::Unknown, Dim::Unknown, Dim::Unknown);
+        let s = summarize(&OnnxModel::from_proto(proto, "p.onnx"), false);
+        assert_eq!(s.initializer_count, 0);
+        assert_eq!(s.parameters, 216 + 8 + 576 + 32);
+        assert_eq!(s.constant_parameters, s.parameters);
+        assert_eq!(s.constant_weights, 4);
+        assert_eq!(s.weight_bytes, s.parameters * 4);
     }
 }

@@ -32,7 +32,7 @@ pub(crate) fn dim_from_proto(d: &Dimension) -> Dim {
 
 /// Whether a dim_param says "unknown" rather than naming a size: empty, `?`, or a number
 /// such as `-1`. Two axes with such a name are not the same size.
-fn is_placeholder(name: &str) -> bool {
+pub(crate) fn is_placeholder(name: &str) -> bool {
     name.is_empty() || name == "?" || name.parse::<i64>().is_ok()
 }
 

@@ -17,6 +17,51 @@ pub(crate) fn render_report(r: &InspectReport) -> String {
     }
 }
 
+/// The `compute` line: MACs per sample and their split by op, a lower bound when some counted
+/// ops were left out, or why they are unknown and the flag that fixes it.
+fn compute_line(s: &ModelSummary) -> String {
+    let Some(m) = &s.macs else {
+        return match (&s.macs_missing, &s.macs_fix) {
+            (Some(why), Some(fix)) => format!("compute     MACs unknown: {why}; {fix}\n"),
+            (Some(why), None) => format!("compute     MACs unknown: {why}\n"),
+            (None, _) => String::new(),
+        };
+    };
+    let by_op: Vec<String> = s
+        .macs_by_op()
+        .iter()
+        .map(|(op, n)| format!("{op} {:.1}%", 100.0 * *n as f64 / m.total.max(1) as f64))
+        .collect();
+    let split = if by_op.is_empty() {
+        String::new()
+    } else {
+        format!(": {}", by_op.join(", "))
+    };
+    let flops = si(2.0 * m.total as f64);
+    if m.left_out.is_empty() {
+        return format!(
+            "compute     {} MACs per sample ({flops}FLOPs){split}\n",
+            count(m.total)
+        );
+    }
+    let left: Vec<String> = m
+        .left_out
+        .iter()
+        .map(|l| format!("{} of {} {}", l.count, l.of, l.op))
+        .collect();
+    if m.nodes.is_empty() {
+        return format!(
+            "compute     MACs unknown: {} left out: shapes unknown\n",
+            left.join(", ")
+        );
+    }
+    format!(
+        "compute     MACs ≥ {} per sample ({flops}FLOPs){split}; {} left out: shapes unknown\n",
+        count(m.total),
+        left.join(", ")
+    )
+}
+
 /// The terminal rendering of an ONNX model summary: header lines, the I/O table, op counts,
 /// the largest initializers, and every node when the summary lists them.
 pub fn render(s: &ModelSummary) -> String {
@@ -31,44 +76,35 @@ pub fn render(s: &ModelSummary) -> String {
     out += &format!("ir version  {}\n", s.ir_version);
     out += &format!("opsets      {}\n", opsets.join(", "));
     out += &format!("file size   {}\n", bytes(s.file_bytes));
+    let held = match (s.initializer_count, s.constant_weights) {
+        (_, 0) => format!("{} initializers", count(s.initializer_count as u64)),
+        (0, c) => format!("{} Constant nodes", count(c as u64)),
+        (i, c) => format!(
+            "{} initializers and {} Constant nodes",
+            count(i as u64),
+            count(c as u64)
+        ),
+    };
     out += &format!(
-        "parameters  {} in {} initializers, {}{}\n",
+        "parameters  {} in {held}, {}{}{}\n",
         count(s.parameters),
-        count(s.initializer_count as u64),
         bytes(s.weight_bytes),
         if s.external_weight_bytes > 0 {
             format!(" ({} in external data)", bytes(s.external_weight_bytes))
         } else {
             String::new()
+        },
+        if s.constant_weights > 0 {
+            format!(
+                "; {} of them in Constant nodes, which the FP16 and INT8 rewrites treat as weights",
+                count(s.constant_parameters)
+            )
+        } else {
+            String::new()
         }
     );
     out += &format!("nodes       {}\n", count(s.node_count as u64));
-    match (&s.macs, &s.macs_missing) {
-        (Some(m), _) => {
-            let by_op: Vec<String> = s
-                .macs_by_op()
-                .iter()
-                .map(|(op, n)| format!("{op} {:.1}%", 100.0 * *n as f64 / m.total.max(1) as f64))
-                .collect();
-            out += &format!(
-                "compute     {} MACs per sample ({}FLOPs){}{}\n",
-                count(m.total),
-                si(2.0 * m.total as f64),
-                if by_op.is_empty() {
-                    String::new()
-                } else {
-                    format!(": {}", by_op.join(", "))
-                },
-                if m.unknown.is_empty() {
-                    String::new()
-                } else {
-                    format!(" (without {}: shapes unknown)", m.unknown.join(", "))
-                }
-            );
-        }
-        (None, Some(why)) => out += &format!("compute     MACs unknown: {why}\n"),
-        (None, None) => {}
-    }
+    out += &compute_line(s);
     out += "\n";
 
     let mut io = Table::new(&["", "name", "dtype", "shape"]).with_align(&[Align::Left; 4]);

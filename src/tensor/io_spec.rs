@@ -24,6 +24,8 @@ pub(crate) struct UnfixedAxis {
     pub axis: usize,
     /// What the axis is instead of a size.
     pub dim: Dim,
+    /// Every axis of the tensor, as declared.
+    pub dims: Vec<Dim>,
 }
 
 impl IoSpec {
@@ -51,6 +53,7 @@ impl IoSpec {
                     tensor: self.name.clone(),
                     axis,
                     dim: other.clone(),
+                    dims: self.dims.clone(),
                 }),
             })
             .collect()

@@ -2,7 +2,7 @@
 //! (`--input-shape` with `-1`, `--min-batch/--opt-batch/--max-batch`) or trtexec's
 //! (`--min-shapes/--opt-shapes/--max-shapes name:1x3x224x224`), checked against the model.
 
-use crate::onnx::shape::NamedShape;
+use crate::onnx::shape::{resolve_axis, AxisTarget, NamedShape};
 use crate::onnx::tensor_info::TensorInfo;
 use crate::setting::{fix_with, Setting};
 use crate::tensor::Dim;
@@ -112,7 +112,7 @@ pub struct ExplicitShapes {
 /// min/opt/max of a named (symbolic) axis.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AxisRange {
-    /// The axis's symbol in the model.
+    /// The axis: its symbol in the model, or `INPUT:AXIS`.
     pub(crate) symbol: String,
     /// Its smallest, tuned-for and largest size.
     pub range: BatchRange,
@@ -318,6 +318,11 @@ pub(crate) fn resolve_profile(
             }
         }
     }
+    let axes = explicit
+        .axes
+        .iter()
+        .map(|a| Ok((resolve_axis(inputs, &a.symbol)?, a.range)))
+        .collect::<Result<Vec<_>>>()?;
     let mut out = Vec::with_capacity(inputs.len());
     for input in inputs {
         let declared = input.dims.clone().ok_or_else(|| {
@@ -344,7 +349,7 @@ pub(crate) fn resolve_profile(
                     max: max.dims.clone(),
                 }
             }
-            [None, None, None] => from_batch(input, &declared, batch, &explicit.axes)?,
+            [None, None, None] => from_batch(input, &declared, batch, &axes)?,
             _ => {
                 return Err(fix_with(
                     Setting::ShapeRanges,
@@ -364,7 +369,7 @@ fn from_batch(
     input: &TensorInfo,
     declared: &[Dim],
     batch: &BatchRequest,
-    axes: &[AxisRange],
+    axes: &[(AxisTarget, BatchRange)],
 ) -> Result<InputProfile> {
     let mut min = Vec::with_capacity(declared.len());
     let mut opt = Vec::with_capacity(declared.len());
@@ -382,8 +387,11 @@ fn from_batch(
                 opt.push(r.opt);
                 max.push(r.max);
             }
-            Dim::Symbol(s) if axes.iter().any(|a| &a.symbol == s) => {
-                let r = axes.iter().find(|a| &a.symbol == s).expect("found").range;
+            d if axes.iter().any(|(t, _)| t.matches(&input.name, axis, d)) => {
+                let (_, r) = axes
+                    .iter()
+                    .find(|(t, _)| t.matches(&input.name, axis, d))
+                    .expect("found");
                 min.push(r.min);
                 opt.push(r.opt);
                 max.push(r.max);

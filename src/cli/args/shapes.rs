@@ -18,9 +18,11 @@ pub struct ShapeArgs {
     /// --batch-size).
     #[arg(long = "input-shape", num_args = 1.., allow_negative_numbers = true, value_name = "DIMS")]
     pub input_shape: Vec<String>,
-    /// Size of a named axis of the model, for every input that has it: `--dim seq=128`. `run`
-    /// and `bench` sweep a list (`seq=64,128,256,512`); `build` also takes a profile range
-    /// (`seq=16:128:512`, min:opt:max). Repeatable, one axis each.
+    /// Size of an axis of the model, named by the model's name for it (`--dim seq=128`, for
+    /// every input that has it) or by input and index (`--dim x:3=320`, also for an axis the
+    /// model leaves unnamed). `run` and `bench` sweep a list (`seq=64,128,256,512`); `build`
+    /// also takes a profile range (`seq=16:128:512`, min:opt:max). Several per flag
+    /// (`--dim a=1 b=2`) or repeated.
     #[arg(long = "dim", value_name = "NAME=SIZE")]
     pub dim: Vec<String>,
 }
@@ -66,6 +68,45 @@ impl ShapeArgs {
     }
 }
 
+/// The command line with every value after a `--dim` given its own `--dim`, so that
+/// `--dim a=1 b=2` reads as `--dim a=1 --dim b=2`: a value is a `NAME=…` word that is neither
+/// a flag nor an existing file, and the first word that is not one (a model path) stays a
+/// positional argument wherever it stands.
+pub fn spread_dim_values<I>(args: I) -> Vec<std::ffi::OsString>
+where
+    I: IntoIterator,
+    I::Item: Into<std::ffi::OsString>,
+{
+    let mut out: Vec<std::ffi::OsString> = vec![];
+    let mut args = args.into_iter().map(Into::into);
+    let mut after_dim = false;
+    while let Some(arg) = args.next() {
+        let text = arg.to_str().unwrap_or("").to_string();
+        if text == "--" {
+            // Everything after `--` is positional, as given.
+            out.push(arg);
+            out.extend(args);
+            break;
+        }
+        let is_value = after_dim
+            && !text.starts_with('-')
+            && text.contains('=')
+            && !std::path::Path::new(&text).exists();
+        if is_value {
+            out.push("--dim".into());
+            out.push(arg);
+            continue;
+        }
+        after_dim = text == "--dim" || text.starts_with("--dim=");
+        out.push(arg);
+        if text == "--dim" {
+            // Its own value, whatever it is.
+            out.extend(args.next());
+        }
+    }
+    out
+}
+
 /// The first size of each swept axis.
 fn first_sizes(sweep: &[(String, Vec<i64>)]) -> Vec<NamedDim> {
     sweep
@@ -108,6 +149,33 @@ mod tests {
         let w = parse(&["--input-shape", "-1", "3", "224", "224", "--dim", "seq=8"]);
         assert_eq!(w.shapes.input_shape, ["-1", "3", "224", "224"]);
         assert_eq!(w.shapes.dim, ["seq=8"]);
+    }
+
+    /// [`parse`] after the spreading the binary does.
+    fn parse_spread(args: &[&str]) -> Wrap {
+        let all = spread_dim_values(std::iter::once("x").chain(args.iter().copied()));
+        Wrap::try_parse_from(all).unwrap()
+    }
+
+    #[test]
+    fn dim_takes_several_values_and_leaves_flags_and_models_alone() {
+        let w = parse_spread(&["--dim", "a=1", "x:3=160,320", "--save-inputs", "f.npz"]);
+        assert_eq!(w.shapes.dim, ["a=1", "x:3=160,320"]);
+        assert_eq!(w.save_inputs.as_deref(), Some("f.npz"));
+        let w = parse_spread(&["--dim=a=1", "b=2", "--dim", "c=3"]);
+        assert_eq!(w.shapes.dim, ["a=1", "b=2", "c=3"]);
+        // A word without `=` (a model path) stays where it is, for the positional argument.
+        let spread = spread_dim_values(["trtkit", "run", "--dim", "seq=8", "model.onnx"]);
+        assert_eq!(spread, ["trtkit", "run", "--dim", "seq=8", "model.onnx"]);
+        let spread = spread_dim_values(["t", "--dim", "a=1", "b=2", "--", "c=3"]);
+        assert_eq!(spread, ["t", "--dim", "a=1", "--dim", "b=2", "--", "c=3"]);
+        // An existing file whose name has `=` in it is a path, not a size.
+        let dir = tempfile::tempdir().unwrap();
+        let odd = dir.path().join("lr=0.1.onnx");
+        std::fs::write(&odd, b"").unwrap();
+        let odd = odd.to_str().unwrap();
+        let spread = spread_dim_values(["t", "--dim", "a=1", odd]);
+        assert_eq!(spread, ["t", "--dim", "a=1", odd]);
     }
 
     #[test]

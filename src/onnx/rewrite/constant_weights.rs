@@ -7,18 +7,18 @@
 //! first, and a `#INDEX` label names the node in the model with its weights moved.
 
 use crate::onnx::attributes::attribute;
+use crate::onnx::pb::GraphProto;
 use crate::onnx::OnnxModel;
 use std::collections::HashSet;
 
 /// The smallest IR version whose initializers need not also be graph inputs.
 const MIN_IR_VERSION: i64 = 4;
 
-/// Moves the Constant weights of `model` into initializers; returns how many were moved.
-pub(crate) fn lift_constant_weights(model: &mut OnnxModel) -> usize {
-    if model.proto.ir_version < MIN_IR_VERSION {
-        return 0;
-    }
-    let graph = model.graph();
+/// The indices of the `Constant` nodes of `graph` that hold weights: each feeds a Conv,
+/// ConvTranspose, Gemm or MatMul's weight (input 1) or a Conv's bias (input 2), holds a `value`
+/// tensor and is not a graph output. `inspect` counts their elements as parameters; the INT8
+/// rewrite moves them into initializers, and the FP16 rewrite converts them like initializers.
+pub(crate) fn weight_constants(graph: &GraphProto) -> Vec<usize> {
     let weight_inputs: HashSet<&str> = graph
         .node
         .iter()
@@ -34,7 +34,7 @@ pub(crate) fn lift_constant_weights(model: &mut OnnxModel) -> usize {
         })
         .collect();
     let outputs: HashSet<&str> = graph.output.iter().map(|o| o.name.as_str()).collect();
-    let movable: Vec<usize> = graph
+    graph
         .node
         .iter()
         .enumerate()
@@ -45,7 +45,16 @@ pub(crate) fn lift_constant_weights(model: &mut OnnxModel) -> usize {
         })
         .filter(|(_, n)| attribute(n, "value").and_then(|a| a.t.as_ref()).is_some())
         .map(|(i, _)| i)
-        .collect();
+        .collect()
+}
+
+/// Moves the Constant weights of `model` ([`weight_constants`]) into initializers; returns how
+/// many were moved.
+pub(crate) fn lift_constant_weights(model: &mut OnnxModel) -> usize {
+    if model.proto.ir_version < MIN_IR_VERSION {
+        return 0;
+    }
+    let movable = weight_constants(model.graph());
     let graph = model.graph_mut();
     for &i in movable.iter().rev() {
         let node = graph.node.remove(i);

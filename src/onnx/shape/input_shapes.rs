@@ -2,8 +2,9 @@
 //! written into its input declarations, named-axis sizes reaching every input that carries the
 //! axis, and symbols that become fixed substituted in outputs and value_info.
 
-use super::queries::{check_named_axes, model_inputs};
-use super::request::{DimSpec, InputShape, ShapeRequest, BATCH_SYMBOL};
+use super::axis_ref::{resolve_axis, AxisTarget};
+use super::queries::model_inputs;
+use super::request::{DimSpec, InputShape, NamedDim, ShapeRequest, BATCH_SYMBOL};
 use crate::onnx::model::OnnxModel;
 use crate::onnx::rewrite::pass::Pass;
 use crate::onnx::rewrite::pass::PassReport;
@@ -100,15 +101,33 @@ fn expand_named_dims(model: &OnnxModel, request: &ShapeRequest) -> Result<Vec<In
     if request.dims.is_empty() {
         return Ok(shapes);
     }
-    check_named_axes(model, request.dims.iter().map(|d| d.symbol.as_str()))?;
     let inputs = model_inputs(model);
-    let size_of = |d: &Dim| match d {
-        Dim::Symbol(s) => request.dims.iter().find(|n| &n.symbol == s),
-        _ => None,
+    let mut targets: Vec<(AxisTarget, &NamedDim)> = vec![];
+    for named in &request.dims {
+        let target = resolve_axis(&inputs, &named.symbol)?;
+        if let Some((_, other)) = targets.iter().find(|(t, _)| *t == target) {
+            if other.size != named.size {
+                bail!(
+                    "'{}' and '{}' are the same axis, given {} and {}",
+                    other.symbol,
+                    named.symbol,
+                    other.size,
+                    named.size
+                );
+            }
+        }
+        targets.push((target, named));
+    }
+    let size_of = |input: &str, axis: usize, d: &Dim| {
+        targets
+            .iter()
+            .find(|(t, _)| t.matches(input, axis, d))
+            .map(|(_, named)| *named)
     };
     for info in &inputs {
         let Some(declared) = &info.dims else { continue };
-        if !declared.iter().any(|d| size_of(d).is_some()) {
+        let size_at = |axis: usize| size_of(&info.name, axis, &declared[axis]);
+        if !(0..declared.len()).any(|axis| size_at(axis).is_some()) {
             continue;
         }
         let own = shapes.iter().position(|s| match &s.name {
@@ -118,8 +137,8 @@ fn expand_named_dims(model: &OnnxModel, request: &ShapeRequest) -> Result<Vec<In
         match own {
             // A rank mismatch is reported when the shape is checked against the model.
             Some(p) if shapes[p].dims.len() == declared.len() => {
-                for (axis, d) in declared.iter().enumerate() {
-                    let Some(named) = size_of(d) else { continue };
+                for axis in 0..declared.len() {
+                    let Some(named) = size_at(axis) else { continue };
                     match shapes[p].dims[axis] {
                         DimSpec::Dynamic => shapes[p].dims[axis] = DimSpec::Fixed(named.size),
                         DimSpec::Fixed(n) if n != named.size => bail!(
@@ -137,7 +156,8 @@ fn expand_named_dims(model: &OnnxModel, request: &ShapeRequest) -> Result<Vec<In
                 name: Some(info.name.clone()),
                 dims: declared
                     .iter()
-                    .map(|d| match (d, size_of(d)) {
+                    .enumerate()
+                    .map(|(axis, d)| match (d, size_at(axis)) {
                         (Dim::Fixed(n), _) => DimSpec::Fixed(*n),
                         (_, Some(named)) => DimSpec::Fixed(named.size),
                         _ => DimSpec::Dynamic,
@@ -235,7 +255,9 @@ fn spec_to_dim(spec: DimSpec, axis: usize, declared: Option<&Dim>) -> Dim {
         (DimSpec::Fixed(n), _) => Dim::Fixed(n),
         (DimSpec::Dynamic, Some(d @ Dim::Symbol(_))) => d.clone(),
         (DimSpec::Dynamic, _) if axis == 0 => Dim::Symbol(BATCH_SYMBOL.into()),
-        (DimSpec::Dynamic, _) => Dim::Symbol(format!("dim{axis}")),
+        // An axis the model leaves unnamed stays unnamed: a name trtkit made up here would be
+        // one no flag could give (`--dim INPUT:AXIS=SIZE` reaches it).
+        (DimSpec::Dynamic, _) => Dim::Unknown,
     }
 }
 

@@ -6,15 +6,19 @@
 //! - `input:1x3x224x224` (repeatable) — a shape per named input, for multi-input models.
 //!
 //! Beside them, a named (symbolic) axis can be given one size for every input that carries it
-//! ([`NamedDim`], `seq=128`), or, for an engine profile, a `min:opt:max` range ([`DimRange`]).
+//! ([`NamedDim`], `seq=128`), or, for an engine profile, a `min:opt:max` range ([`DimRange`]);
+//! an axis is named by the model's symbol or by input and index (`x:3=320`), which also reaches
+//! an axis the model leaves unnamed.
 //! The same text grammar serves the flags and the bench plans.
 
+mod axis_ref;
 mod fix_batch;
 mod grammar;
 mod input_shapes;
 mod queries;
 mod request;
 
+pub(crate) use axis_ref::{index_form, resolve_axis, AxisTarget};
 pub use fix_batch::{model_batch_axes, Batch, FixBatch};
 pub use grammar::{parse_dim_ranges, parse_input_shapes, parse_named_shapes, parse_shape_tokens};
 pub(crate) use input_shapes::InputShapes;

@@ -1,7 +1,8 @@
 //! Questions about a model's inputs and outputs: the real inputs (not initializers), the
-//! outputs, a batch every input is fixed to, the symbols of named axes, and whether a named
-//! axis exists and is not the batch axis.
+//! outputs, a batch every input is fixed to, the symbols of named axes, and whether an axis a
+//! size is given to exists, is free and is not the batch axis.
 
+use super::axis_ref::resolve_axis;
 use crate::onnx::model::OnnxModel;
 use crate::onnx::tensor_info::TensorInfo;
 use crate::tensor::Dim;
@@ -40,44 +41,25 @@ pub enum NamedAxisError {
         /// The name asked for.
         symbol: String,
     },
+    /// An `INPUT:AXIS` reference to no free axis: no such input or axis, or a fixed one.
+    #[error("axis '{key}': {why}")]
+    NotFree {
+        /// The reference as given.
+        key: String,
+        /// What the model has instead.
+        why: String,
+    },
 }
 
-/// Checks that each named axis is a non-batch axis of some input; the error lists the names
-/// the model has.
+/// Checks that each axis named by symbol or by `INPUT:AXIS` is a free non-batch axis of some
+/// input; the error lists the axes the model has.
 pub fn check_named_axes<'a>(
     model: &OnnxModel,
     symbols: impl IntoIterator<Item = &'a str>,
 ) -> Result<()> {
     let inputs = model_inputs(model);
     for symbol in symbols {
-        let axes: Vec<usize> = inputs
-            .iter()
-            .filter_map(|i| i.dims.as_ref())
-            .flat_map(|dims| {
-                dims.iter()
-                    .enumerate()
-                    .filter(|(_, d)| matches!(d, Dim::Symbol(s) if s == symbol))
-                    .map(|(axis, _)| axis)
-            })
-            .collect();
-        if axes.is_empty() {
-            let known = input_symbols(model);
-            return Err(NamedAxisError::Unknown {
-                symbol: symbol.to_string(),
-                known: if known.is_empty() {
-                    "the inputs have no named axes".to_string()
-                } else {
-                    format!("named axes: {}", known.join(", "))
-                },
-            }
-            .into());
-        }
-        if axes.contains(&0) {
-            return Err(NamedAxisError::Batch {
-                symbol: symbol.to_string(),
-            }
-            .into());
-        }
+        resolve_axis(&inputs, symbol)?;
     }
     Ok(())
 }

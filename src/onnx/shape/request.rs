@@ -44,10 +44,11 @@ impl fmt::Display for InputShape {
     }
 }
 
-/// One size for a named axis: every input axis declared with the symbol `symbol` gets `size`.
+/// One size for an axis: every input axis declared with the symbol `symbol` gets `size`; an
+/// `INPUT:AXIS` key gives that axis (and every axis sharing its symbol, if it has one).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NamedDim {
-    /// The axis's symbol in the model (`seq`, `sequence`, …).
+    /// The axis: its symbol in the model (`seq`, `sequence`, …), or `INPUT:AXIS` (`x:3`).
     pub(crate) symbol: String,
     /// Its size.
     pub size: i64,
@@ -69,10 +70,10 @@ pub enum DimValues {
     },
 }
 
-/// One `NAME=VALUES` dim setting.
+/// One `NAME=VALUES` (or `INPUT:AXIS=VALUES`) dim setting.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DimRange {
-    /// The axis's symbol.
+    /// The axis: its symbol, or `INPUT:AXIS`.
     pub(crate) symbol: String,
     /// Its sizes or range.
     pub values: DimValues,

@@ -4,6 +4,7 @@
 //! and benchmarks; the binary does not carry them.
 
 mod paddle;
+mod paddle_axes;
 mod quantized;
 mod sequence;
 mod tasks;
@@ -12,6 +13,7 @@ pub use super::small_classifier::{
     classifier, classifier_sized, deterministic_weights, CLASSIFIER_CHW, CLASSIFIER_CLASSES,
 };
 pub use paddle::paddle_style_pyramid;
+pub use paddle_axes::{paddle_style, PADDLE_CLASSES};
 pub use quantized::dynamic_quantized_matmul;
 pub use sequence::{recogniser, RECOGNISER_HEIGHT};
 pub use tasks::{segmenter, segmenter_3d, yolo_head, YoloStyle};
