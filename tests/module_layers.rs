@@ -132,6 +132,7 @@ const CLI_MAY_NAME: &[&str] = &[
     "crate::jobs::run",
     "crate::jobs::validate",
     "crate::jobs::batch_memory::TooLargeForMemory",
+    "crate::onnx::macs::MacsUnknown",
     "crate::quantize::job",
     "crate::quantize::request",
     "crate::quantize::plan",

@@ -122,7 +122,7 @@ pub enum Expected {
     Ok,
     /// `refused: PHRASE`: a refusal whose line contains PHRASE.
     Refused(String),
-    /// `raw: TEXT`: a raw error (tolerated only with `TRTKIT_CORPUS_ALLOW_RAW=1`).
+    /// `raw: TEXT`: a raw error, a known gap that the test lets pass and the table shows.
     Raw(String),
     /// `n/a: WHY`.
     NotRun(String),

@@ -2,9 +2,36 @@
 //! model's own name for it (`seq`, `p2o.DynamicDimension.1`), or by input and index (`x:3`),
 //! which also reaches an axis the model leaves unnamed.
 
-use super::queries::NamedAxisError;
 use crate::onnx::tensor_info::TensorInfo;
 use crate::tensor::Dim;
+
+/// A size given to a named axis that the model's inputs do not have, or that is their batch
+/// axis.
+#[derive(Debug, thiserror::Error)]
+pub enum NamedAxisError {
+    /// No input has the axis.
+    #[error("no input has an axis named '{symbol}' ({known})")]
+    Unknown {
+        /// The name asked for.
+        symbol: String,
+        /// The names the inputs have, as a phrase.
+        known: String,
+    },
+    /// The axis is axis 0, whose size is the batch size.
+    #[error("axis '{symbol}' is the batch axis; its size is the batch size")]
+    Batch {
+        /// The name asked for.
+        symbol: String,
+    },
+    /// An `INPUT:AXIS` reference to no free axis: no such input or axis, or a fixed one.
+    #[error("axis '{key}': {why}")]
+    NotFree {
+        /// The reference as given.
+        key: String,
+        /// What the model has instead.
+        why: String,
+    },
+}
 
 /// The axis (or axes) a `--dim` key stands for in one model.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -2,7 +2,7 @@
 //! outputs, a batch every input is fixed to, the symbols of named axes, and whether an axis a
 //! size is given to exists, is free and is not the batch axis.
 
-use super::axis_ref::resolve_axis;
+use super::axis_ref::{resolve_axis, NamedAxisError};
 use crate::onnx::model::OnnxModel;
 use crate::onnx::tensor_info::TensorInfo;
 use crate::tensor::Dim;
@@ -21,34 +21,6 @@ pub fn input_symbols(model: &OnnxModel) -> Vec<String> {
         }
     }
     out
-}
-
-/// A size given to a named axis that the model's inputs do not have, or that is their batch
-/// axis.
-#[derive(Debug, thiserror::Error)]
-pub enum NamedAxisError {
-    /// No input has the axis.
-    #[error("no input has an axis named '{symbol}' ({known})")]
-    Unknown {
-        /// The name asked for.
-        symbol: String,
-        /// The names the inputs have, as a phrase.
-        known: String,
-    },
-    /// The axis is axis 0, whose size is the batch size.
-    #[error("axis '{symbol}' is the batch axis; its size is the batch size")]
-    Batch {
-        /// The name asked for.
-        symbol: String,
-    },
-    /// An `INPUT:AXIS` reference to no free axis: no such input or axis, or a fixed one.
-    #[error("axis '{key}': {why}")]
-    NotFree {
-        /// The reference as given.
-        key: String,
-        /// What the model has instead.
-        why: String,
-    },
 }
 
 /// Checks that each axis named by symbol or by `INPUT:AXIS` is a free non-batch axis of some
