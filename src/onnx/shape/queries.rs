@@ -2,7 +2,7 @@
 //! outputs, a batch every input is fixed to, the symbols of named axes, and whether an axis a
 //! size is given to exists, is free and is not the batch axis.
 
-use super::axis_ref::{resolve_axis, NamedAxisError};
+use super::axis_ref::resolve_axis;
 use crate::onnx::model::OnnxModel;
 use crate::onnx::tensor_info::TensorInfo;
 use crate::tensor::Dim;
