@@ -23,7 +23,7 @@ pub const COMMANDS: &[&str] = &[
 ];
 
 /// Longest a single command may take before it counts as a raw error.
-const CELL_TIMEOUT: Duration = Duration::from_secs(150);
+const CELL_TIMEOUT: Duration = Duration::from_secs(450);
 
 /// One model of the manifest.
 pub struct Model {
