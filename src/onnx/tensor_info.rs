@@ -51,6 +51,17 @@ pub struct TensorInfo {
 }
 
 impl TensorInfo {
+    /// A float32 tensor `name` with these dims, as tests declare inputs.
+    #[cfg(test)]
+    pub(crate) fn float32(name: &str, dims: Vec<Dim>) -> TensorInfo {
+        TensorInfo {
+            name: name.into(),
+            dtype: "float32".into(),
+            dtype_code: 1,
+            dims: Some(dims),
+        }
+    }
+
     /// Reads name, type and shape from a value info.
     pub(crate) fn from_value_info(v: &ValueInfoProto) -> TensorInfo {
         let tensor = tensor_type(v);

@@ -164,12 +164,7 @@ mod tests {
     use super::*;
 
     fn input(name: &str, dims: Vec<Dim>) -> TensorInfo {
-        TensorInfo {
-            name: name.into(),
-            dtype: "float32".into(),
-            dtype_code: 1,
-            dims: Some(dims),
-        }
+        TensorInfo::float32(name, dims)
     }
 
     #[test]
