@@ -77,13 +77,17 @@ impl MacsCount {
         if self.total == 0 {
             return 0.0;
         }
-        let part: u64 = indices.into_iter().map(|i| self.node_macs(i)).sum();
+        let part = indices
+            .into_iter()
+            .fold(0u64, |sum, i| sum.saturating_add(self.node_macs(i)));
         part as f64 / self.total as f64
     }
 }
 
+/// The product of `dims`, saturating: shapes from a user's flags can be absurdly large, and a
+/// count pinned at `u64::MAX` is better than an overflow.
 fn product(dims: &[usize]) -> u64 {
-    dims.iter().map(|&d| d as u64).product()
+    dims.iter().fold(1u64, |p, &d| p.saturating_mul(d as u64))
 }
 
 /// A Conv's output shape from its input and weight shapes and its attributes (for outputs whose
@@ -128,12 +132,12 @@ fn node_macs(node: &NodeProto, shape: &dyn Fn(&str) -> Option<Vec<usize>>) -> Op
         "Conv" => {
             let w = input(1)?;
             let out = output().or_else(|| conv_output(node, &input(0)?, &w))?;
-            Some(product(&out) * product(w.get(1..)?))
+            Some(product(&out).saturating_mul(product(w.get(1..)?)))
         }
         // Each input element spreads over (output channels / group) × kernel.
         "ConvTranspose" => {
             let w = input(1)?;
-            Some(product(&input(0)?) * product(w.get(1..)?))
+            Some(product(&input(0)?).saturating_mul(product(w.get(1..)?)))
         }
         "Gemm" => {
             let a = input(0)?;
@@ -142,11 +146,11 @@ fn node_macs(node: &NodeProto, shape: &dyn Fn(&str) -> Option<Vec<usize>>) -> Op
             } else {
                 *a.get(1)?
             };
-            Some(product(&output()?) * k as u64)
+            Some(product(&output()?).saturating_mul(k as u64))
         }
         "MatMul" => {
             let a = input(0)?;
-            Some(product(&output()?) * *a.last()? as u64)
+            Some(product(&output()?).saturating_mul(*a.last()? as u64))
         }
         _ => None,
     }
@@ -194,7 +198,7 @@ pub(crate) fn count_macs(
         match node_macs(node, &shape) {
             Some(macs) => {
                 let macs = macs / batch.max(1) as u64;
-                out.total += macs;
+                out.total = out.total.saturating_add(macs);
                 out.nodes.push(NodeMacs {
                     node: i,
                     name: node.name.clone(),
@@ -224,4 +228,16 @@ pub(crate) fn count_macs(
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::product;
+
+    #[test]
+    fn a_product_too_large_for_u64_saturates_instead_of_overflowing() {
+        assert_eq!(product(&[2, 3, 4]), 24);
+        assert_eq!(product(&[]), 1);
+        assert_eq!(product(&[99_999_999_999, 99_999_999_999, 3]), u64::MAX);
+    }
 }

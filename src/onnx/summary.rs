@@ -154,7 +154,8 @@ impl ModelSummary {
     pub(crate) fn macs_by_op(&self) -> Vec<(String, u64)> {
         let mut by: BTreeMap<String, u64> = BTreeMap::new();
         for n in self.macs.iter().flat_map(|m| &m.nodes) {
-            *by.entry(n.op.clone()).or_default() += n.macs;
+            let sum = by.entry(n.op.clone()).or_default();
+            *sum = sum.saturating_add(n.macs);
         }
         let mut out: Vec<(String, u64)> = by.into_iter().collect();
         out.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
