@@ -8,7 +8,7 @@ use std::time::Instant;
 use trtkit::backend::mac_count::model_macs;
 use trtkit::backend::select::{BackendKind, BackendOptions};
 use trtkit::data::synthetic::{InputDistribution, RandomInputs};
-use trtkit::jobs::compare::{compare, CompareConfig, InputSource, SideConfig};
+use trtkit::jobs::compare::{compare, CompareConfig, InputSource, Saves, SideConfig};
 use trtkit::metrics::task::{Task, TaskRequest};
 use trtkit::onnx::test_models::{yolo_head, YoloStyle};
 use trtkit::onnx::OnnxModel;
@@ -59,7 +59,7 @@ fn main() -> anyhow::Result<()> {
     );
     for run in 1..=3 {
         let start = Instant::now();
-        let (report, _) = compare(&config, &NoProgress)?;
+        let report = compare(&config, &Saves::default(), &NoProgress)?;
         let models: f64 = report.sides.iter().map(|s| s.inference_s).sum();
         let task = report.task.as_ref().expect("task detect was asked for");
         let boxes = task.detect.as_ref().map_or(0, |d| d.agreement.boxes_b);

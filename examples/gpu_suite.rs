@@ -20,7 +20,7 @@ use trtkit::cuda::device::Gpu;
 use trtkit::cuda::harness::{self, Amount, HarnessOptions, HarnessReport};
 use trtkit::cuda::kernels::{KernelWorkload, Kernels, Work};
 use trtkit::cuda::memory::DeviceBuffer;
-use trtkit::jobs::compare::{compare, SideConfig};
+use trtkit::jobs::compare::{compare, Saves, SideConfig};
 use trtkit::jobs::doctor_check::{against_tract_cpu, build_classifier_engine};
 use trtkit::metrics::closeness::Tolerance;
 use trtkit::metrics::latency::{IterationSpans, Stats};
@@ -237,7 +237,7 @@ fn top1_against_tract_cpu(
     tolerance: Tolerance,
 ) -> Result<(f64, trtkit::metrics::closeness::Closeness)> {
     let config = against_tract_cpu(a, model, batch, 64, tolerance);
-    let (report, _) = compare(&config, &NoProgress)?;
+    let report = compare(&config, &Saves::default(), &NoProgress)?;
     let out = report.outputs.into_iter().next().context("no output")?;
     let top1 = out.topk.map(|k| k.top1_agreement_pct).unwrap_or(0.0);
     Ok((top1, out.closeness))

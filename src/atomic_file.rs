@@ -107,7 +107,28 @@ fn write_atomic_inner(
     sync: bool,
     fill: impl FnOnce(&mut dyn Write) -> Result<()>,
 ) -> Result<()> {
-    stage_inner(path, sync, fill)?.commit()
+    stage_inner(path, sync, buffered(fill))?.commit()
+}
+
+/// Like [`write_atomic_with`], for content that must seek as it is written (a zip archive
+/// whose entry headers are completed after their data): `fill` gets the temporary file itself.
+pub(crate) fn write_atomic_seekable(
+    path: &Path,
+    fill: impl FnOnce(&mut std::fs::File) -> Result<()>,
+) -> Result<()> {
+    stage_inner(path, true, fill)?.commit()
+}
+
+/// `fill` of a plain writer, given the temporary file through a buffer flushed at the end.
+fn buffered(
+    fill: impl FnOnce(&mut dyn Write) -> Result<()>,
+) -> impl FnOnce(&mut std::fs::File) -> Result<()> {
+    |file| {
+        let mut w = std::io::BufWriter::new(file);
+        fill(&mut w)?;
+        w.flush()?;
+        Ok(())
+    }
 }
 
 /// A file written in full to a temporary sibling of its destination, not yet in place:
@@ -159,13 +180,17 @@ pub(crate) fn remove_if_present(path: &Path) -> Result<()> {
 /// and without putting them in place yet: for a file that must land only once a later step
 /// has succeeded, written while that step runs.
 pub(crate) fn stage_unsynced(path: &Path, bytes: &[u8]) -> Result<StagedFile> {
-    stage_inner(path, false, |w| w.write_all(bytes).map_err(Into::into))
+    stage_inner(
+        path,
+        false,
+        buffered(|w| w.write_all(bytes).map_err(Into::into)),
+    )
 }
 
 fn stage_inner(
     path: &Path,
     sync: bool,
-    fill: impl FnOnce(&mut dyn Write) -> Result<()>,
+    fill: impl FnOnce(&mut std::fs::File) -> Result<()>,
 ) -> Result<StagedFile> {
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
@@ -180,12 +205,7 @@ fn stage_inner(
         .prefix(&tmp_prefix())
         .tempfile_in(dir)
         .with_context(|| format!("{}: cannot create a temporary file", dir.display()))?;
-    {
-        let mut w = std::io::BufWriter::new(tmp.as_file_mut());
-        fill(&mut w).with_context(|| format!("{}: write failed", path.display()))?;
-        w.flush()
-            .with_context(|| format!("{}: write failed", path.display()))?;
-    }
+    fill(tmp.as_file_mut()).with_context(|| format!("{}: write failed", path.display()))?;
     // A temporary file is private (0600); what trtkit writes is an ordinary file.
     #[cfg(unix)]
     {

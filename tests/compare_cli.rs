@@ -212,7 +212,16 @@ fn bad_inputs_fail_with_one_line() {
     let t = HostTensor::new("logits", vec![3, 10], TensorData::F32(vec![0.5; 30])).unwrap();
     npz::save(&wrong, &[t]).unwrap();
     let out = trtkit(&["compare", ms, wrong.to_str().unwrap(), "--num-inputs", "4"]);
-    assert_clean_error(&out, 1, &["'logits'", "[4, 10]", "[3, 10]"]);
+    assert_clean_error(
+        &out,
+        1,
+        &[
+            "wrong.npz",
+            "'logits' [3, 10]",
+            "holds 3 samples",
+            "the inputs 4",
+        ],
+    );
     // dtype mismatch.
     let ints = dir.path().join("ints.npz");
     let t = HostTensor::new("logits", vec![4, 10], TensorData::I64(vec![1; 40])).unwrap();

@@ -338,8 +338,7 @@ fn a_batch_too_large_for_memory_is_a_usage_error() {
         started.elapsed().as_secs() < 30,
         "batch 1 was measured first"
     );
-    let out = trtkit(&["compare", m, m, "--num-samples", "1000000000"]);
-    assert_clean_error(&out, 2, &["c.onnx", "--num-samples", "host memory"]);
+    // (`compare --num-samples` holds one batch at a time whatever the count: tests/compare_memory_cli.rs.)
     // A batch the input shape fixes pads the samples up to it.
     let fixed = "1000000000x3x16x16";
     let out = trtkit(&["compare", m, m, "--input-shape", fixed]);

@@ -85,6 +85,18 @@ pub(crate) fn run_batched(
     batch: usize,
     progress: &dyn Progress,
 ) -> Result<BatchedOutputs> {
+    run_batched_from(backend, inputs, batch, 0, progress)
+}
+
+/// [`run_batched`] on a window of a longer run whose first sample is sample `first` of the
+/// run: errors name the samples by their place in the run.
+pub(crate) fn run_batched_from(
+    backend: &mut dyn Backend,
+    inputs: &[HostTensor],
+    batch: usize,
+    first: usize,
+    progress: &dyn Progress,
+) -> Result<BatchedOutputs> {
     if batch == 0 {
         bail!("the batch size must be at least 1");
     }
@@ -108,9 +120,10 @@ pub(crate) fn run_batched(
         }
         let out = backend.run(&chunk).with_context(|| {
             format!(
-                "{} failed on samples {start}..{}",
+                "{} failed on samples {}..{}",
                 backend.name(),
-                start + take
+                first + start,
+                first + start + take
             )
         })?;
         inference += out.elapsed;

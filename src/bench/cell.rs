@@ -11,7 +11,7 @@ use crate::backend::select::BackendOptions;
 use crate::cuda::harness::{Amount, HarnessOptions};
 use crate::data::dataset::DatasetOptions;
 use crate::data::synthetic::{InputDistribution, RandomInputs};
-use crate::jobs::compare::{compare, CompareConfig, InputSource, SideConfig};
+use crate::jobs::compare::{compare, CompareConfig, InputSource, Saves, SideConfig};
 use crate::jobs::open::FileKind;
 use crate::jobs::run::{measure_latency, BatchResult, RunConfig};
 use crate::jobs::validate::{validate, ValidateConfig, WarmupBatches};
@@ -171,7 +171,7 @@ fn score(spec: &CellSpec, prepared: &Prepared, dataset: &Path) -> Result<CellAcc
 fn closeness(spec: &CellSpec, prepared: &Prepared, reference: Target) -> Result<CellCloseness> {
     let batch = spec.key.batch;
     let samples = spec.settings.compare_samples.unwrap_or(batch.max(8));
-    let (report, _) = compare(
+    let report = compare(
         &CompareConfig {
             a: SideConfig {
                 path: prepared.path.clone(),
@@ -198,6 +198,7 @@ fn closeness(spec: &CellSpec, prepared: &Prepared, reference: Target) -> Result<
             topk: 5,
             task: Default::default(),
         },
+        &Saves::default(),
         &NoProgress,
     )
     .context("comparison with FP32")?;

@@ -16,7 +16,7 @@ use crate::data::preprocess::PreprocessRequest;
 use crate::data::synthetic::{InputDistribution, RandomInputs};
 use crate::jobs::compare::{
     compare, compare_many, is_model, side_labels, verdict, CompareConfig, CompareManyReport,
-    InputSource, SideConfig, DEFAULT_BATCH,
+    InputSource, Saves, SideConfig, DEFAULT_BATCH,
 };
 use crate::jobs::layerwise::{layerwise, LayerwiseConfig, DEFAULT_COSINE};
 use crate::jobs::layerwise_all::{layerwise_all, LayerwiseAllConfig};
@@ -389,8 +389,12 @@ fn run_many(args: &CompareArgs, config: &CompareConfig, bar: &Bar) -> Result<()>
             args.more.len() + 2
         )));
     }
-    let (report, runs) = compare_many(config, &sides(args), bar)?;
-    runs.save(args.save_inputs.as_deref(), args.save_reference.as_deref())?;
+    let saves = Saves {
+        inputs: args.save_inputs.clone(),
+        tested: None,
+        reference: args.save_reference.clone(),
+    };
+    let report = compare_many(config, &sides(args), &saves, bar)?;
     args.output
         .print(&report, |markdown| render_many(&report, markdown))?;
     many_verdict(&report, args.fail_below)
@@ -447,12 +451,12 @@ pub fn run(args: CompareArgs) -> Result<()> {
     if !args.more.is_empty() {
         return run_many(&args, &config, &bar);
     }
-    let (report, tensors) = compare(&config, &bar)?;
-    tensors.save(
-        args.save_inputs.as_deref(),
-        args.save_outputs.as_deref(),
-        args.save_reference.as_deref(),
-    )?;
+    let saves = Saves {
+        inputs: args.save_inputs.clone(),
+        tested: args.save_outputs.clone(),
+        reference: args.save_reference.clone(),
+    };
+    let report = compare(&config, &saves, &bar)?;
     args.output
         .print(&report, |markdown| render(&report, markdown))?;
     Ok(verdict(&report, args.fail_below)?)

@@ -35,11 +35,18 @@ fn elem_of_descr(d: &str) -> Option<ElemType> {
 
 /// Encodes a tensor as `.npy` bytes (format 1.0, or 2.0 when the header needs it).
 pub fn encode(t: &HostTensor) -> Vec<u8> {
-    let shape = match t.shape.len() {
-        1 => format!("({},)", t.shape[0]),
+    let mut out = header(t.elem_type(), &t.shape);
+    out.extend(t.to_le_bytes());
+    out
+}
+
+/// The `.npy` header of an array of `elem` values shaped `shape`, up to where its data starts.
+pub(crate) fn header(elem: ElemType, shape: &[usize]) -> Vec<u8> {
+    let shape = match shape.len() {
+        1 => format!("({},)", shape[0]),
         _ => format!(
             "({})",
-            t.shape
+            shape
                 .iter()
                 .map(|d| d.to_string())
                 .collect::<Vec<_>>()
@@ -48,7 +55,7 @@ pub fn encode(t: &HostTensor) -> Vec<u8> {
     };
     let mut header = format!(
         "{{'descr': '{}', 'fortran_order': False, 'shape': {shape}, }}",
-        descr(t.elem_type())
+        descr(elem)
     );
     let small = MAGIC.len() + 2 + 2 + header.len() < u16::MAX as usize;
     let prefix = MAGIC.len() + 2 + if small { 2 } else { 4 };
@@ -64,7 +71,6 @@ pub fn encode(t: &HostTensor) -> Vec<u8> {
         out.extend((header.len() as u32).to_le_bytes());
     }
     out.extend(header.as_bytes());
-    out.extend(t.to_le_bytes());
     out
 }
 

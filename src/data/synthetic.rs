@@ -90,7 +90,8 @@ impl RandomInputs {
             .collect()
     }
 
-    fn draw(&self, t: ElemType, n: usize, seed: u64) -> Result<TensorData> {
+    /// `n` values of type `t` from the distribution, drawn from `seed`.
+    pub(crate) fn draw(&self, t: ElemType, n: usize, seed: u64) -> Result<TensorData> {
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         let values: Vec<f64> = match self.dist {
             InputDistribution::Uniform { low, high } => {
@@ -134,32 +135,51 @@ pub(crate) fn apply_int_inputs(
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed.wrapping_add(1000 + i as u64));
         let n: usize = t.shape.iter().product();
         let rows = t.shape.first().copied().unwrap_or(1).max(1);
-        let row_len = n / rows;
-        let values: Vec<i64> = match *role {
-            IntInput::Range { low, high } => {
-                if low >= high {
-                    bail!("{}: the integer range [{low}, {high}) is empty", t.name);
-                }
-                (0..n).map(|_| rng.random_range(low..high)).collect()
-            }
-            IntInput::Zeros => vec![0; n],
-            IntInput::Mask => (0..rows)
-                .flat_map(|_| {
-                    let pad = rng.random_range(0..=row_len / 2);
-                    (0..row_len).map(move |k| i64::from(k < row_len - pad))
-                })
-                .collect(),
-        };
-        t.data = match &t.data {
-            TensorData::I64(_) => TensorData::I64(values),
-            TensorData::I32(_) => TensorData::I32(values.iter().map(|&v| v as i32).collect()),
-            TensorData::I8(_) => TensorData::I8(values.iter().map(|&v| v as i8).collect()),
-            TensorData::U8(_) => TensorData::U8(values.iter().map(|&v| v as u8).collect()),
-            TensorData::Bool(_) => TensorData::Bool(values.iter().map(|&v| v != 0).collect()),
-            _ => continue,
-        };
+        let values = role_values(*role, n, rows, &mut rng)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", t.name))?;
+        if let Some(data) = ints_like(&t.data, &values) {
+            t.data = data;
+        }
     }
     Ok(())
+}
+
+/// `n` values an integer input of role `role` takes, as `rows` rows of equal length (a mask
+/// row is ones, then up to half its length of padding zeros).
+pub(crate) fn role_values(
+    role: IntInput,
+    n: usize,
+    rows: usize,
+    rng: &mut impl Rng,
+) -> Result<Vec<i64>> {
+    let row_len = n / rows.max(1);
+    Ok(match role {
+        IntInput::Range { low, high } => {
+            if low >= high {
+                bail!("the integer range [{low}, {high}) is empty");
+            }
+            (0..n).map(|_| rng.random_range(low..high)).collect()
+        }
+        IntInput::Zeros => vec![0; n],
+        IntInput::Mask => (0..rows.max(1))
+            .flat_map(|_| {
+                let pad = rng.random_range(0..=row_len / 2);
+                (0..row_len).map(move |k| i64::from(k < row_len - pad))
+            })
+            .collect(),
+    })
+}
+
+/// `values` as data of the integer type of `like`; `None` when `like` holds floats.
+pub(crate) fn ints_like(like: &TensorData, values: &[i64]) -> Option<TensorData> {
+    Some(match like {
+        TensorData::I64(_) => TensorData::I64(values.to_vec()),
+        TensorData::I32(_) => TensorData::I32(values.iter().map(|&v| v as i32).collect()),
+        TensorData::I8(_) => TensorData::I8(values.iter().map(|&v| v as i8).collect()),
+        TensorData::U8(_) => TensorData::U8(values.iter().map(|&v| v as u8).collect()),
+        TensorData::Bool(_) => TensorData::Bool(values.iter().map(|&v| v != 0).collect()),
+        _ => return None,
+    })
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use crate::cuda::device::Gpu;
 use crate::cuda::harness::{self, Amount, HarnessOptions};
 use crate::cuda::info::{driver_info, GpuInfo};
 use crate::data::synthetic::{InputDistribution, RandomInputs};
-use crate::jobs::compare::{compare, CompareConfig, InputSource, SideConfig};
+use crate::jobs::compare::{compare, CompareConfig, InputSource, Saves, SideConfig};
 use crate::jobs::open::open_backend;
 use crate::metrics::closeness::Tolerance;
 use crate::metrics::latency::SpanStats;
@@ -332,7 +332,7 @@ impl GpuContext<'_> {
             backend: options,
         };
         let config = against_tract_cpu(a, self.model, BATCH, SAMPLES, tolerance());
-        let (report, _) = compare(&config, &NoProgress)?;
+        let report = compare(&config, &Saves::default(), &NoProgress)?;
         let out = report.outputs.first().context("the model has no output")?;
         let top1 = out.topk.as_ref().map(|k| k.top1_agreement_pct);
         let pass = top1.is_none_or(|t| t == 100.0) && out.closeness.equal_pct == 100.0;

@@ -1,8 +1,8 @@
 //! Pairs the outputs of two runs (A under test, B the reference) and computes every metric
 //! `compare` reports: closeness per tensor, and the top-k rank table for `[batch, classes]`.
 
-use super::closeness::{closeness, Closeness, Tolerance};
-use super::topk::{topk, TopK};
+use super::closeness::{Closeness, ClosenessAccumulator, Tolerance};
+use super::topk::{TopK, TopKAccumulator};
 use crate::tensor::HostTensor;
 use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
@@ -51,6 +51,150 @@ fn pair<'a>(a: &'a [HostTensor], wanted: &HostTensor, single: bool) -> Result<&'
     )
 }
 
+/// One output's counts so far.
+#[derive(Clone, Debug)]
+struct OutputCounts {
+    name: String,
+    /// The shape of the batches joined so far.
+    shape: Vec<usize>,
+    /// The batch axis of B's output (`None`: it has none and only the first batch counts).
+    axis: Option<usize>,
+    dtype_a: String,
+    dtype_b: String,
+    closeness: ClosenessAccumulator,
+    topk: Option<TopKAccumulator>,
+}
+
+/// The comparison of every output of A with the reference B's, counted batch by batch: after
+/// every batch is added, what [`compare_outputs`] gives over the batches joined. No output is
+/// kept.
+#[derive(Clone, Debug)]
+pub(crate) struct OutputsAccumulator {
+    tolerance: Tolerance,
+    k: usize,
+    outputs: Vec<OutputCounts>,
+}
+
+impl OutputsAccumulator {
+    /// Nothing counted yet; `k` ranks in the top-k table of `[batch, classes]` outputs.
+    pub fn new(tolerance: Tolerance, k: usize) -> Self {
+        OutputsAccumulator {
+            tolerance,
+            k,
+            outputs: vec![],
+        }
+    }
+
+    /// Adds one batch: every output of the reference `b` against the output of `a` of the
+    /// same name (or the only output of each, when both have one); shape and kind (float vs
+    /// integer) must match. `axis_of` gives the batch axis of B's outputs: one with none counts
+    /// in the first batch only.
+    pub fn add(
+        &mut self,
+        a: &[HostTensor],
+        b: &[HostTensor],
+        axis_of: &dyn Fn(&HostTensor) -> Result<Option<usize>>,
+    ) -> Result<()> {
+        if a.is_empty() || b.is_empty() {
+            bail!(
+                "nothing to compare: A has {} outputs, B has {}",
+                a.len(),
+                b.len()
+            );
+        }
+        let first = self.outputs.is_empty();
+        if !first && self.outputs.len() != b.len() {
+            bail!(
+                "B gave {} outputs in one batch, {} in the first",
+                b.len(),
+                self.outputs.len()
+            );
+        }
+        let single = a.len() == 1 && b.len() == 1;
+        for (i, tb) in b.iter().enumerate() {
+            let ta = pair(a, tb, single)?;
+            check_pair(ta, tb)?;
+            if first {
+                self.outputs.push(self.counts_for(ta, tb, axis_of(tb)?));
+            }
+            let counts = &mut self.outputs[i];
+            if counts.name != tb.name {
+                bail!(
+                    "B gave '{}' where the first batch gave '{}'",
+                    tb.name,
+                    counts.name
+                );
+            }
+            match counts.axis {
+                Some(k) if !first => counts.shape[k] += tb.shape[k],
+                None if !first => continue,
+                _ => {}
+            }
+            let (va, vb) = (ta.data.to_f64(), tb.data.to_f64());
+            let samples = tb.shape.first().copied().unwrap_or(1);
+            counts.closeness.add(&va, &vb, samples);
+            if let Some(table) = &mut counts.topk {
+                table.add(&va, &vb, samples);
+            }
+        }
+        Ok(())
+    }
+
+    fn counts_for(&self, ta: &HostTensor, tb: &HostTensor, axis: Option<usize>) -> OutputCounts {
+        let topk = match tb.shape.as_slice() {
+            [_, classes] if *classes > 1 && tb.elem_type().is_float() && self.k > 0 => {
+                Some(TopKAccumulator::new(*classes, self.k))
+            }
+            _ => None,
+        };
+        OutputCounts {
+            name: tb.name.clone(),
+            shape: tb.shape.clone(),
+            axis: axis.filter(|&k| k < tb.shape.len()),
+            dtype_a: ta.elem_type().to_string(),
+            dtype_b: tb.elem_type().to_string(),
+            closeness: ClosenessAccumulator::new(self.tolerance),
+            topk,
+        }
+    }
+
+    /// The comparison of every output over the batches added.
+    pub fn finish(&self) -> Vec<OutputComparison> {
+        self.outputs
+            .iter()
+            .map(|o| OutputComparison {
+                name: o.name.clone(),
+                shape: o.shape.clone(),
+                dtype_a: o.dtype_a.clone(),
+                dtype_b: o.dtype_b.clone(),
+                closeness: o.closeness.finish(),
+                topk: o.topk.as_ref().map(TopKAccumulator::finish),
+            })
+            .collect()
+    }
+}
+
+/// Refuses to compare `ta` with `tb` when their shapes or kinds (float vs integer) differ.
+fn check_pair(ta: &HostTensor, tb: &HostTensor) -> Result<()> {
+    if ta.shape != tb.shape {
+        bail!(
+            "output '{}': A has shape {:?}, B has shape {:?}",
+            tb.name,
+            ta.shape,
+            tb.shape
+        );
+    }
+    if ta.elem_type().is_float() != tb.elem_type().is_float() {
+        bail!(
+            "output '{}': A is {}, B is {}; they cannot be compared",
+            tb.name,
+            ta.elem_type(),
+            tb.elem_type()
+        );
+    }
+    Ok(())
+}
+
 /// Compares every output of the reference `b` with the output of `a` of the same name (or the
 /// only output of each, when both have one). Shape and kind (float vs integer) must match.
 pub fn compare_outputs(
@@ -59,52 +203,9 @@ pub fn compare_outputs(
     tol: &Tolerance,
     k: usize,
 ) -> Result<Vec<OutputComparison>> {
-    if a.is_empty() || b.is_empty() {
-        bail!(
-            "nothing to compare: A has {} outputs, B has {}",
-            a.len(),
-            b.len()
-        );
-    }
-    let single = a.len() == 1 && b.len() == 1;
-    b.iter()
-        .map(|tb| {
-            let ta = pair(a, tb, single)?;
-            if ta.shape != tb.shape {
-                bail!(
-                    "output '{}': A has shape {:?}, B has shape {:?}",
-                    tb.name,
-                    ta.shape,
-                    tb.shape
-                );
-            }
-            if ta.elem_type().is_float() != tb.elem_type().is_float() {
-                bail!(
-                    "output '{}': A is {}, B is {}; they cannot be compared",
-                    tb.name,
-                    ta.elem_type(),
-                    tb.elem_type()
-                );
-            }
-            let (va, vb) = (ta.data.to_f64(), tb.data.to_f64());
-            let samples = tb.shape.first().copied().unwrap_or(1);
-            let c = closeness(&va, &vb, samples, tol);
-            let table = match tb.shape.as_slice() {
-                [n, classes] if *classes > 1 && tb.elem_type().is_float() && k > 0 => {
-                    Some(topk(&va, &vb, *n, *classes, k))
-                }
-                _ => None,
-            };
-            Ok(OutputComparison {
-                name: tb.name.clone(),
-                shape: tb.shape.clone(),
-                dtype_a: ta.elem_type().to_string(),
-                dtype_b: tb.elem_type().to_string(),
-                closeness: c,
-                topk: table,
-            })
-        })
-        .collect()
+    let mut acc = OutputsAccumulator::new(*tol, k);
+    acc.add(a, b, &|_| Ok(Some(0)))?;
+    Ok(acc.finish())
 }
 
 #[cfg(test)]

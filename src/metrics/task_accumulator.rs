@@ -111,6 +111,15 @@ impl TaskAccumulator {
         Ok(())
     }
 
+    /// Whether a task was asked for or guessed from the batches added so far (before the first
+    /// batch: whether one was asked for).
+    pub fn has_task(&self) -> bool {
+        match &self.choice {
+            Some(choice) => choice.task.is_some(),
+            None => self.request.task.is_some(),
+        }
+    }
+
     /// The comparison over every batch added; `None` when no task was asked for and none could
     /// be guessed, or nothing was added.
     pub fn finish(self) -> Result<Option<TaskComparison>> {
@@ -182,18 +191,6 @@ fn add_pixels(pixels: &mut Pixels, a: &[HostTensor], b: &[HostTensor]) -> Result
     Ok(())
 }
 
-/// The task-aware comparison of A's outputs with the reference B's; `None` when no task was
-/// asked for and none could be guessed (closeness alone is reported then).
-pub(crate) fn compare_task(
-    a: &[HostTensor],
-    b: &[HostTensor],
-    request: &TaskRequest,
-) -> Result<Option<TaskComparison>> {
-    let mut acc = TaskAccumulator::new(*request);
-    acc.add(a, b)?;
-    acc.finish()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -215,9 +212,9 @@ mod tests {
             vec![1, 1, 2, 2],
             TensorData::F32(vec![0.8, 0.4, 0.1, 0.7]),
         );
-        let r = compare_task(&[a], &[b], &TaskRequest::default())
-            .unwrap()
-            .unwrap();
+        let mut acc = TaskAccumulator::new(TaskRequest::default());
+        acc.add(&[a], &[b]).unwrap();
+        let r = acc.finish().unwrap().unwrap();
         let s = r.segment.unwrap().agreement;
         // B: foreground at pixels 0, 1; A at 0, 3 → 2 of 4 agree; foreground IoU 1/3.
         assert_eq!((s.classes, s.pixel_agreement_pct), (2, 50.0));

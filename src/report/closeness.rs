@@ -5,6 +5,7 @@ use crate::jobs::compare::{CompareManyReport, CompareReport};
 use crate::report::format::num;
 use crate::report::table::Table;
 use crate::report::task::render_task;
+use crate::units::bytes;
 
 /// The tables of a compare report, for the terminal or as markdown: the two sides, the
 /// tolerance, closeness per output, and the top-k rank table of classifier outputs.
@@ -42,12 +43,16 @@ pub fn render(r: &CompareReport, markdown: bool) -> String {
     let label = |i: usize, or: &str| r.sides.get(i).map_or(or.to_string(), |s| s.label.clone());
     let (a, b) = (label(0, "A"), label(1, "B"));
     out += &format!(
-        "\ninputs: {}\nisclose: |{a} - {b}| <= {} + {} * |{b}|{}\n\n",
+        "\ninputs: {}\nisclose: |{a} - {b}| <= {} + {} * |{b}|{}\n",
         r.inputs,
         t.atol,
         t.rtol,
         if t.equal_nan { ", NaN == NaN" } else { "" }
     );
+    if let Some(peak) = r.peak_rss_bytes {
+        out += &format!("peak memory (RSS): {}\n", bytes(peak));
+    }
+    out.push('\n');
     let mut t = Table::new(&[
         "output",
         "shape",

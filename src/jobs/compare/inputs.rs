@@ -1,10 +1,12 @@
-//! The inputs every source of a comparison runs on, made once: seeded random samples, arrays
-//! from an `.npz`/`.npy`, the preprocessed images of a folder, or tensors given in memory (a preprocessed dataset, the inputs of an
-//! earlier run); and the batch they run at.
+//! The inputs every source of a comparison runs on: seeded random samples drawn window by
+//! window, arrays from an `.npz`/`.npy`, the preprocessed images of a folder, or tensors given in
+//! memory (a preprocessed dataset, the inputs of an earlier run); and the batch they run at.
 
-use crate::backend::batch_runner::samples_on_axes;
+use crate::backend::batch_runner::{axis_of, samples_on_axes};
+use crate::data::batch_axis::slice_padded_on;
 use crate::data::npz;
-use crate::data::synthetic::{apply_int_inputs, InputDistribution, RandomInputs};
+use crate::data::random_window::RandomWindows;
+use crate::data::synthetic::{InputDistribution, RandomInputs};
 use crate::jobs::batch_memory::{check_host, specs_sample_bytes};
 use crate::jobs::validate::{folder_tensor, ValidateConfig};
 use crate::setting::Setting;
@@ -98,20 +100,82 @@ pub fn describe(r: &RandomInputs, n: usize) -> String {
     }
 }
 
+/// The inputs of a comparison, handed out window by window: tensors already whole in memory
+/// (a file's arrays, given tensors, a folder's images) cut on their batch axes, or random
+/// samples drawn window by window, so a run of any length holds one batch of them.
+pub(crate) enum Feed {
+    /// Whole tensors, batched on `axes`.
+    Whole {
+        /// The tensors.
+        tensors: Vec<HostTensor>,
+        /// Where they hold their samples.
+        axes: BatchAxes,
+    },
+    /// Random samples.
+    Random {
+        /// The draws.
+        windows: RandomWindows,
+        /// How many samples.
+        samples: usize,
+        /// The model they are made for (errors name it).
+        model: PathBuf,
+    },
+}
+
+impl Feed {
+    /// The number of samples.
+    pub fn samples(&self) -> Result<usize> {
+        match self {
+            Feed::Whole { tensors, axes } => samples_on_axes(tensors, axes),
+            Feed::Random { samples, .. } => Ok(*samples),
+        }
+    }
+
+    /// Samples `start..start + len` of every input.
+    pub fn window(&self, start: usize, len: usize) -> Result<Vec<HostTensor>> {
+        match self {
+            Feed::Whole { tensors, axes } => tensors
+                .iter()
+                .map(|t| slice_padded_on(t, axis_of(axes, t)?, start, len))
+                .collect(),
+            Feed::Random { windows, model, .. } => windows
+                .window(start, len)
+                .with_context(|| format!("{}: cannot make inputs", model.display())),
+        }
+    }
+
+    /// Every sample of every input, whole.
+    pub fn whole(self) -> Result<Vec<HostTensor>> {
+        match self {
+            Feed::Whole { tensors, .. } => Ok(tensors),
+            random => random.window(0, random.samples()?),
+        }
+    }
+}
+
 /// The inputs `source` gives for a model taking `probe`, and how the report describes them.
 /// `path` is the model they are made for (errors name it); `graph_roles` are the values its
 /// integer inputs take by the graph (token ids, masks), which `--int-range` overrides; `axes`
 /// where each input holds its samples (an input with none is drawn once).
-pub fn make_inputs(
+pub(crate) fn make_feed(
     source: &InputSource,
     probe: &[IoSpec],
     path: &Path,
     graph_roles: &BTreeMap<String, IntInput>,
     axes: &BatchAxes,
-) -> Result<(Vec<HostTensor>, String)> {
-    Ok(match source {
-        InputSource::File(p) => (load_inputs(p, probe)?, p.display().to_string()),
-        InputSource::Given { tensors, note } => (pick_inputs(tensors, probe, note)?, note.clone()),
+) -> Result<(Feed, String)> {
+    let whole = |(tensors, note)| {
+        let feed = Feed::Whole {
+            tensors,
+            axes: axes.clone(),
+        };
+        Ok((feed, note))
+    };
+    match source {
+        InputSource::File(p) => whole((load_inputs(p, probe)?, p.display().to_string())),
+        InputSource::Given { tensors, note } => {
+            whole((pick_inputs(tensors, probe, note)?, note.clone()))
+        }
         InputSource::Images(images) => {
             let tensor = folder_tensor(images)?;
             let note = format!(
@@ -119,7 +183,7 @@ pub fn make_inputs(
                 tensor.shape[0],
                 images.dataset.display()
             );
-            (pick_inputs(&[tensor], probe, &note)?, note)
+            whole((pick_inputs(&[tensor], probe, &note)?, note))
         }
         InputSource::Random {
             random,
@@ -129,24 +193,39 @@ pub fn make_inputs(
             if *samples == 0 {
                 bail!("at least one random sample is needed");
             }
-            check_host(Setting::Samples, *samples, specs_sample_bytes(probe))
-                .with_context(|| path.display().to_string())?;
-            let mut made = random
-                .generate(probe, *samples, axes)
-                .with_context(|| format!("{}: cannot make inputs", path.display()))?;
             // Integer inputs take the values the graph says they take, unless given by hand.
             let mut roles = graph_roles.clone();
             roles.extend(int_inputs.iter().map(|(k, v)| (k.clone(), *v)));
             roles.retain(|name, _| probe.iter().any(|s| &s.name == name));
-            apply_int_inputs(&mut made, &roles, random.seed)
-                .with_context(|| format!("{}: cannot make inputs", path.display()))?;
             let mut note = describe(random, *samples);
             for (name, role) in &roles {
                 note.push_str(&format!("; {name}: {role}"));
             }
-            (made, note)
+            let feed = Feed::Random {
+                windows: RandomWindows::new(*random, probe, roles, axes),
+                samples: *samples,
+                model: path.to_path_buf(),
+            };
+            Ok((feed, note))
         }
-    })
+    }
+}
+
+/// The inputs `source` gives for a model taking `probe`, whole ([`make_feed`]), and how the
+/// report describes them; random samples must fit in the host memory left.
+pub fn make_inputs(
+    source: &InputSource,
+    probe: &[IoSpec],
+    path: &Path,
+    graph_roles: &BTreeMap<String, IntInput>,
+    axes: &BatchAxes,
+) -> Result<(Vec<HostTensor>, String)> {
+    if let InputSource::Random { samples, .. } = source {
+        check_host(Setting::Samples, *samples, specs_sample_bytes(probe))
+            .with_context(|| path.display().to_string())?;
+    }
+    let (feed, note) = make_feed(source, probe, path, graph_roles, axes)?;
+    Ok((feed.whole()?, note))
 }
 
 /// The batch of a run over `samples` inputs: the one asked for, but a batch beyond the samples
@@ -160,20 +239,19 @@ pub(crate) fn batch_for_inputs(asked: Option<usize>, samples: usize, any_fixed: 
     }
 }
 
-/// The batch of the run over `made` ([`batch_for_inputs`]), checked against the host memory
+/// The batch of the run over `samples` samples ([`batch_for_inputs`]), checked against the host memory
 /// left: a fixed batch pads the samples up to it, so it must fit before anything runs.
 /// `asked_by_user` says whether the batch came from the caller (else from a model's fixed
 /// batch), for the setting the error names.
 pub(crate) fn checked_batch(
     asked: Option<usize>,
     asked_by_user: bool,
-    made: &[HostTensor],
+    samples: usize,
     any_fixed: bool,
     probe: &[IoSpec],
     path: &Path,
-    axes: &BatchAxes,
 ) -> Result<usize> {
-    let batch = batch_for_inputs(asked, samples_on_axes(made, axes)?, any_fixed);
+    let batch = batch_for_inputs(asked, samples, any_fixed);
     let setting = match (any_fixed, asked_by_user) {
         (true, false) => Setting::InputShape,
         _ => Setting::BatchSize,

@@ -4,29 +4,35 @@
 //! backend, and a verdict says whether the run fails. `compare A B` runs both and compares A
 //! with the reference B; `compare A B C …` compares each with the last, which runs once.
 
+pub(crate) mod collect;
 pub mod inputs;
+pub(crate) mod lockstep;
 pub mod pair;
 pub mod run;
 pub mod sources;
 pub mod verdict;
 
+pub use collect::run_sources;
 pub use inputs::{make_inputs, InputSource, DEFAULT_BATCH};
-pub use pair::{compare_results, compare_with_last, CompareManyReport, CompareReport, Measures};
-pub use run::{run_sources, RunConfig, RunResult, Runs, SideReport};
+pub use pair::{compare_results, CompareManyReport, CompareReport, Measures};
+pub use run::{RunConfig, RunResult, Runs, SideReport};
 pub use sources::{
     declared_inputs, is_model, NotComparable, SideConfig, SourceConfig, UndeclaredShape,
 };
 pub use verdict::{verdict, Verdict};
 
-use crate::data::npz;
+use crate::data::npz_spool::NpzSpool;
+use crate::host_memory::peak_rss_bytes;
 use crate::metrics::closeness::Tolerance;
 use crate::metrics::task::TaskRequest;
 use crate::onnx::shape::ShapeRequest;
 use crate::progress::Progress;
-use crate::tensor::HostTensor;
+use crate::tensor::{BatchAxes, HostTensor};
 use anyhow::Result;
+use lockstep::{run_lockstep, Layout, Ran, Window, WindowSink};
+use pair::PairAccumulator;
 use std::num::NonZeroUsize;
-use std::path::Path;
+use std::path::PathBuf;
 
 /// Everything a comparison needs.
 #[derive(Clone, Debug)]
@@ -70,60 +76,128 @@ impl CompareConfig {
     }
 }
 
-/// The tensors a comparison used and produced, for saving beside the report.
+/// Where a comparison saves its tensors as `.npz`, each streamed to its file window by window
+/// and put in place once the comparison has succeeded.
 #[derive(Clone, Debug, Default)]
-pub struct CompareTensors {
-    /// The inputs fed to the models (none when both sides are saved outputs).
-    pub inputs: Option<Vec<HostTensor>>,
-    /// A's outputs.
-    pub a: Vec<HostTensor>,
-    /// B's outputs.
-    pub b: Vec<HostTensor>,
+pub struct Saves {
+    /// The inputs fed to the models (nothing is written when every side is saved outputs).
+    pub inputs: Option<PathBuf>,
+    /// The outputs of the first side under test (A).
+    pub tested: Option<PathBuf>,
+    /// The reference's outputs (the last side's).
+    pub reference: Option<PathBuf>,
 }
 
-impl CompareTensors {
-    /// Saves the tensors asked for as `.npz`: the inputs (when a model ran), A's outputs and
-    /// B's outputs.
-    pub fn save(&self, inputs: Option<&Path>, a: Option<&Path>, b: Option<&Path>) -> Result<()> {
-        if let (Some(p), Some(t)) = (inputs, &self.inputs) {
-            npz::save(p, t)?;
+/// Counts every comparison of a run window by window, and spools the tensors to save.
+struct CompareSink {
+    /// One per side under test, in order; the reference is the last side.
+    pairs: Vec<PairAccumulator>,
+    inputs: Option<NpzSpool>,
+    tested: Option<NpzSpool>,
+    reference: Option<NpzSpool>,
+}
+
+impl CompareSink {
+    fn new(sides: &[SourceConfig], measures: &Measures, saves: &Saves) -> CompareSink {
+        let (reference, tested) = sides.split_last().expect("a comparison has sides");
+        let spool = |p: &Option<PathBuf>| p.as_deref().map(NpzSpool::new);
+        CompareSink {
+            pairs: tested
+                .iter()
+                .map(|a| PairAccumulator::new(&a.side.path, &reference.side.path, measures))
+                .collect(),
+            inputs: spool(&saves.inputs),
+            tested: spool(&saves.tested),
+            reference: spool(&saves.reference),
         }
-        if let Some(p) = a {
-            npz::save(p, &self.a)?;
+    }
+
+    /// The reports, one per side under test, then the saved files put in place.
+    fn finish(self, ran: &Ran) -> Result<Vec<CompareReport>> {
+        let (reference, tested) = ran.sides.split_last().expect("a comparison has sides");
+        let reports = self
+            .pairs
+            .into_iter()
+            .zip(tested)
+            .map(|(pair, a)| pair.finish(a, reference, &ran.inputs_note))
+            .collect::<Result<Vec<_>>>()?;
+        let spools = [self.tested, self.reference].into_iter().flatten();
+        let inputs = self.inputs.filter(|_| ran.fed);
+        for spool in spools.chain(inputs) {
+            spool.finish()?;
         }
-        if let Some(p) = b {
-            npz::save(p, &self.b)?;
+        Ok(reports)
+    }
+}
+
+/// The batch axis of `t` by `axes`, none for a scalar.
+fn axis_in(axes: &BatchAxes, t: &HostTensor) -> Result<Option<usize>> {
+    Ok(axes.axis(&t.name)?.filter(|_| !t.shape.is_empty()))
+}
+
+impl WindowSink for CompareSink {
+    fn add(&mut self, window: &Window, layout: &Layout) -> Result<()> {
+        let (reference, tested) = window
+            .outputs
+            .split_last()
+            .expect("a window has every side's outputs");
+        let reference_axes = layout.outputs.last().cloned().unwrap_or_default();
+        let axis_of = |t: &HostTensor| axis_in(&reference_axes, t);
+        for (pair, a) in self.pairs.iter_mut().zip(tested) {
+            pair.add(a, reference, &axis_of)?;
+        }
+        if let Some(spool) = &mut self.inputs {
+            if !window.inputs.is_empty() {
+                spool.add(window.inputs, |t| axis_in(&layout.inputs, t))?;
+            }
+        }
+        if let (Some(spool), Some(a)) = (&mut self.tested, tested.first()) {
+            let axes = &layout.outputs[0];
+            spool.add(a, |t| axis_in(axes, t))?;
+        }
+        if let Some(spool) = &mut self.reference {
+            spool.add(reference, axis_of)?;
         }
         Ok(())
     }
 }
 
-/// Runs the comparison of A with the reference B: the report, and the tensors for whoever
-/// wants to save them. `progress` gets one phase per side that runs a model, advancing by
-/// samples.
+/// Runs `sources` (the last the reference) in lockstep and compares each of the others with
+/// the reference window by window, saving the tensors `saves` asks for.
+fn compare_sources(
+    config: &CompareConfig,
+    sources: Vec<SourceConfig>,
+    saves: &Saves,
+    progress: &dyn Progress,
+) -> Result<(Vec<CompareReport>, String)> {
+    let mut sink = CompareSink::new(&sources, &config.measures(), saves);
+    let ran = run_lockstep(&config.runner(sources), progress, &mut sink)?;
+    let reference = ran
+        .sides
+        .last()
+        .map(|r| r.label.clone())
+        .unwrap_or_default();
+    let mut reports = sink.finish(&ran)?;
+    for r in &mut reports {
+        r.peak_rss_bytes = peak_rss_bytes();
+    }
+    Ok((reports, reference))
+}
+
+/// Runs the comparison of A with the reference B, window by window (memory holds one batch of
+/// inputs and outputs whatever the number of samples), saving the tensors `saves` asks for.
+/// `progress` advances by samples.
 pub fn compare(
     config: &CompareConfig,
+    saves: &Saves,
     progress: &dyn Progress,
-) -> Result<(CompareReport, CompareTensors)> {
+) -> Result<CompareReport> {
     let sources = vec![
         SourceConfig::new("A", config.a.clone()),
         SourceConfig::new("B", config.b.clone()),
     ];
-    let runs = run_sources(&config.runner(sources), progress)?;
-    let report = compare_results(
-        &runs.results[0],
-        &runs.results[1],
-        &runs.inputs_note,
-        &config.measures(),
-    )?;
-    let mut results = runs.results.into_iter();
-    let mut outputs = || results.next().map(|r| r.outputs).unwrap_or_default();
-    let tensors = CompareTensors {
-        inputs: runs.inputs,
-        a: outputs(),
-        b: outputs(),
-    };
-    Ok((report, tensors))
+    let (mut reports, _) = compare_sources(config, sources, saves, progress)?;
+    Ok(reports.remove(0))
 }
 
 /// The labels of `n` sides: `A`, `B`, … `Z`, then `S27`, `S28`, ….
@@ -137,21 +211,24 @@ pub(crate) fn side_labels(n: usize) -> Vec<String> {
 }
 
 /// Runs every side of `sides` on the same inputs (the last, the reference, once) and compares
-/// each of the others with it; `config`'s `a` and `b` are not used. The runs come back too,
-/// for whoever saves tensors.
+/// each of the others with it, window by window; `config`'s `a` and `b` are not used. `saves`
+/// may name the inputs and the reference's outputs (`tested` is refused by the caller).
 pub(crate) fn compare_many(
     config: &CompareConfig,
     sides: &[SideConfig],
+    saves: &Saves,
     progress: &dyn Progress,
-) -> Result<(CompareManyReport, Runs)> {
+) -> Result<CompareManyReport> {
     let sources = side_labels(sides.len())
         .into_iter()
         .zip(sides)
         .map(|(label, side)| SourceConfig::new(label, side.clone()))
         .collect();
-    let runs = run_sources(&config.runner(sources), progress)?;
-    let report = compare_with_last(&runs.results, &runs.inputs_note, &config.measures())?;
-    Ok((report, runs))
+    let (comparisons, reference) = compare_sources(config, sources, saves, progress)?;
+    Ok(CompareManyReport {
+        reference,
+        comparisons,
+    })
 }
 
 #[cfg(test)]

@@ -4,11 +4,13 @@
 
 use super::run::{RunResult, SideReport};
 use crate::metrics::closeness::Tolerance;
-use crate::metrics::compare::{compare_outputs, OutputComparison};
+use crate::metrics::compare::{OutputComparison, OutputsAccumulator};
 use crate::metrics::task::{Task, TaskComparison, TaskRequest};
-use crate::metrics::task_accumulator::compare_task;
+use crate::metrics::task_accumulator::TaskAccumulator;
+use crate::tensor::HostTensor;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
+use std::path::Path;
 
 /// What a comparison of two results measures.
 #[derive(Clone, Debug, Default)]
@@ -39,6 +41,9 @@ pub struct CompareReport {
     /// and why.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// The process's peak resident memory over the whole comparison, where the system tells it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_rss_bytes: Option<u64>,
 }
 
 /// Every result under test compared with one reference (`compare A B C`: A and B against C).
@@ -50,45 +55,100 @@ pub struct CompareManyReport {
     pub comparisons: Vec<CompareReport>,
 }
 
-/// Compares `a` (under test) with the reference `b`; `inputs` says where the inputs came from.
-/// When the outputs cannot be compared element by element but the task compares something
-/// (two layouts of one detector's head), the closeness table is left out with a note.
+/// The comparison of a source under test with the reference, counted window by window: the
+/// task-aware agreement and every output's closeness and top-k table. No output is kept.
+pub(crate) struct PairAccumulator {
+    /// "A vs B" by file, for errors.
+    pair: String,
+    measures: Measures,
+    task: TaskAccumulator,
+    outputs: OutputsAccumulator,
+    /// Why the outputs cannot be compared element by element, once known.
+    no_closeness: Option<anyhow::Error>,
+}
+
+impl PairAccumulator {
+    /// Nothing counted yet of `a` (under test) against the reference `b`.
+    pub fn new(a: &Path, b: &Path, measures: &Measures) -> Self {
+        PairAccumulator {
+            pair: format!("{} vs {}", a.display(), b.display()),
+            measures: measures.clone(),
+            task: TaskAccumulator::new(measures.task),
+            outputs: OutputsAccumulator::new(measures.tolerance, measures.topk),
+            no_closeness: None,
+        }
+    }
+
+    /// Adds one window: A's outputs and the reference B's for the same samples; `axis_of` gives
+    /// the batch axis of B's outputs. When the outputs cannot be compared element by element
+    /// but a task compares something (two layouts of one detector's head), the closeness is
+    /// left out; with no task, that is an error at once.
+    pub fn add(
+        &mut self,
+        a: &[HostTensor],
+        b: &[HostTensor],
+        axis_of: &dyn Fn(&HostTensor) -> Result<Option<usize>>,
+    ) -> Result<()> {
+        self.task.add(a, b).with_context(|| self.pair.clone())?;
+        if self.no_closeness.is_none() {
+            if let Err(e) = self.outputs.add(a, b, axis_of) {
+                if !self.task.has_task() {
+                    return Err(e.context(self.pair.clone()));
+                }
+                self.no_closeness = Some(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// The report of `a` (under test) against the reference `b` over every window added, with
+    /// both runs' notes; `inputs` says where the inputs came from.
+    pub fn finish(self, a: &RunResult, b: &RunResult, inputs: &str) -> Result<CompareReport> {
+        let pair = self.pair;
+        let task = self.task.finish().with_context(|| pair.clone())?;
+        let mut notes: Vec<String> = a.notes.iter().chain(&b.notes).cloned().collect();
+        let compared = match self.no_closeness {
+            None => self.outputs.finish(),
+            Some(e)
+                if task
+                    .as_ref()
+                    .is_some_and(TaskComparison::compared_something) =>
+            {
+                notes.push(format!("no element-wise closeness: {e:#}"));
+                vec![]
+            }
+            Some(e) => return Err(e.context(pair)),
+        };
+        let measures = &self.measures;
+        if let Some(note) = no_topk_note(task.as_ref(), &compared, measures.topk) {
+            notes.push(note);
+        }
+        if let Some(note) = no_boxes_note(task.as_ref(), inputs) {
+            notes.push(note);
+        }
+        Ok(CompareReport {
+            sides: vec![a.side(), b.side()],
+            inputs: inputs.to_string(),
+            tolerance: measures.tolerance,
+            outputs: compared,
+            task,
+            notes,
+            peak_rss_bytes: None,
+        })
+    }
+}
+
+/// Compares `a` (under test) with the reference `b`, both whole; `inputs` says where the inputs
+/// came from ([`PairAccumulator`] over one window).
 pub fn compare_results(
     a: &RunResult,
     b: &RunResult,
     inputs: &str,
     measures: &Measures,
 ) -> Result<CompareReport> {
-    let pair = || format!("{} vs {}", a.source.display(), b.source.display());
-    let task = compare_task(&a.outputs, &b.outputs, &measures.task).with_context(pair)?;
-    let mut notes: Vec<String> = a.notes.iter().chain(&b.notes).cloned().collect();
-    let compared = match compare_outputs(&a.outputs, &b.outputs, &measures.tolerance, measures.topk)
-    {
-        Ok(compared) => compared,
-        Err(e)
-            if task
-                .as_ref()
-                .is_some_and(TaskComparison::compared_something) =>
-        {
-            notes.push(format!("no element-wise closeness: {e:#}"));
-            vec![]
-        }
-        Err(e) => return Err(e.context(pair())),
-    };
-    if let Some(note) = no_topk_note(task.as_ref(), &compared, measures.topk) {
-        notes.push(note);
-    }
-    if let Some(note) = no_boxes_note(task.as_ref(), inputs) {
-        notes.push(note);
-    }
-    Ok(CompareReport {
-        sides: vec![a.side(), b.side()],
-        inputs: inputs.to_string(),
-        tolerance: measures.tolerance,
-        outputs: compared,
-        task,
-        notes,
-    })
+    let mut acc = PairAccumulator::new(&a.source, &b.source, measures);
+    acc.add(&a.outputs, &b.outputs, &|_| Ok(Some(0)))?;
+    acc.finish(a, b, inputs)
 }
 
 /// Why a classification shows no top-k table, when it shows none: top-k reads `[N, classes]`
@@ -140,24 +200,6 @@ fn no_boxes_note(task: Option<&TaskComparison>, inputs: &str) -> Option<String> 
     ))
 }
 
-/// Compares every result but the last with the last (the reference).
-pub fn compare_with_last(
-    results: &[RunResult],
-    inputs: &str,
-    measures: &Measures,
-) -> Result<CompareManyReport> {
-    let Some((reference, tested)) = results.split_last() else {
-        anyhow::bail!("nothing to compare: no run results");
-    };
-    Ok(CompareManyReport {
-        reference: reference.label.clone(),
-        comparisons: tested
-            .iter()
-            .map(|a| compare_results(a, reference, inputs, measures))
-            .collect::<Result<_>>()?,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -201,23 +243,6 @@ mod tests {
     }
 
     #[test]
-    fn each_result_is_compared_with_the_last() {
-        let c = result("C", vec![1.0; 6]);
-        let a = result("A", vec![1.0; 6]);
-        let b = result("B", vec![2.0; 6]);
-        let r = compare_with_last(&[a, b, c], "x", &measures()).unwrap();
-        assert_eq!(r.reference, "C");
-        let labels: Vec<(&str, &str)> = r
-            .comparisons
-            .iter()
-            .map(|c| (c.sides[0].label.as_str(), c.sides[1].label.as_str()))
-            .collect();
-        assert_eq!(labels, [("A", "C"), ("B", "C")]);
-        assert_eq!(r.comparisons[0].outputs[0].closeness.equal_pct, 100.0);
-        assert_eq!(r.comparisons[1].outputs[0].closeness.equal_pct, 0.0);
-    }
-
-    #[test]
     fn a_saved_result_compares_as_the_live_one() {
         let dir = tempfile::tempdir().unwrap();
         let live = result("A", vec![0.1, 0.7, 0.2, 0.3, 0.05, 0.65]);
@@ -241,7 +266,10 @@ mod tests {
     fn the_many_report_reads_back_from_json() {
         let c = result("C", vec![1.0; 6]);
         let a = result("A", vec![1.5; 6]);
-        let r = compare_with_last(&[a, c], "x", &measures()).unwrap();
+        let r = CompareManyReport {
+            reference: "C".into(),
+            comparisons: vec![compare_results(&a, &c, "x", &measures()).unwrap()],
+        };
         let text = serde_json::to_string(&r).unwrap();
         let back: CompareManyReport = serde_json::from_str(&text).unwrap();
         assert_eq!(serde_json::to_string(&back).unwrap(), text);
