@@ -192,6 +192,9 @@ fn stage_inner(
     sync: bool,
     fill: impl FnOnce(&mut std::fs::File) -> Result<()>,
 ) -> Result<StagedFile> {
+    // A link is written through (the file it names is replaced); a device, FIFO or folder is
+    // refused rather than replaced.
+    let path = &crate::output_path::write_target(path)?;
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),

@@ -25,6 +25,7 @@ pub mod jobs;
 pub mod keyed_artifact;
 pub mod metrics;
 pub mod onnx;
+pub(crate) mod output_path;
 pub mod progress;
 pub mod quantize;
 pub mod report;

@@ -121,6 +121,8 @@ const CLI_MAY_NAME: &[&str] = &[
     "crate::setting",
     "crate::tensor",
     "crate::progress::Progress",
+    // Where outputs may be written, checked before any work.
+    "crate::output_path",
     // The jobs.
     "crate::jobs::compare",
     "crate::jobs::doctor_check",
@@ -150,6 +152,7 @@ const CLI_MAY_NAME: &[&str] = &[
     "crate::trt::build",
     "crate::trt::support",
     "crate::bench::matrix",
+    "crate::bench::journal::main_journal",
     "crate::bench::plan",
     "crate::bench::record::CellRecord",
     "crate::bench::target::Target",

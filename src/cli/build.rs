@@ -1,6 +1,7 @@
 //! `trtkit build MODEL.onnx [--fp16 | --int8 …] [--input-shape -1 3 224 224]`: flags into a
 //! [`BuildConfig`]; the report is rendered by [`crate::report::build`].
 
+use crate::cli::outputs::check_outputs;
 use crate::cli::args::calibration::{AlgoArg, CalibrationArgs};
 use crate::cli::args::fp16::{keep_errors_as_usage, Fp16Args};
 use crate::cli::args::int8::Int8RecipeArgs;
@@ -249,6 +250,13 @@ pub fn config(args: &BuildArgs) -> Result<BuildConfig> {
 
 /// Runs `build`.
 pub fn run(args: BuildArgs) -> Result<()> {
+    check_outputs(
+        &[("-o", args.output.as_deref())],
+        &[
+            ("MODEL", args.model.as_deref()),
+            ("--calibration-cache", args.calibration_cache.as_deref()),
+        ],
+    )?;
     let config = config(&args)?;
     let bar = Arc::new(Bar::new("steps", args.format.json));
     let calibration = Bar::new("batches", args.format.json);

@@ -3,6 +3,7 @@
 //! after it is printed.
 
 use crate::backend::select::BackendOptions;
+use crate::cli::outputs::{check_outputs, MaybePath};
 use crate::cli::args::backend::{BackendArgs, EngineArgs, SideABackendArgs, SideBBackendArgs};
 use crate::cli::args::batch_axis::BatchAxisArgs;
 use crate::cli::args::output::OutputArgs;
@@ -414,6 +415,22 @@ fn many_verdict(report: &CompareManyReport, fail_below: Option<f64>) -> Result<(
 /// Runs `compare`: prints the report, saves the tensors asked for, then fails on all-NaN
 /// outputs or `--fail-below`.
 pub fn run(args: CompareArgs) -> Result<()> {
+    let sides = [("A", &args.a), ("B", &args.b)].into_iter();
+    let mut inputs: Vec<MaybePath> = sides.map(|(f, p)| (f, p.as_deref())).collect();
+    inputs.extend(args.more.iter().map(|p| ("MORE", Some(p.as_path()))));
+    inputs.extend([
+        ("--inputs", args.inputs.as_deref()),
+        ("--config", args.config.as_deref()),
+    ]);
+    check_outputs(
+        &[
+            ("--save-inputs", args.save_inputs.as_deref()),
+            ("--save-outputs", args.save_outputs.as_deref()),
+            ("--save-reference", args.save_reference.as_deref()),
+            ("--plot", args.plot.as_deref()),
+        ],
+        &inputs,
+    )?;
     let bar = Bar::new("samples", args.output.quiet());
     if args.layerwise {
         return run_layerwise(&args, &bar);

@@ -12,6 +12,7 @@ pub mod doctor;
 pub(crate) mod hints;
 pub mod init;
 pub mod inspect;
+pub(crate) mod outputs;
 pub mod quantize;
 pub mod report;
 pub mod run;

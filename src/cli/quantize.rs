@@ -6,6 +6,7 @@
 //! calibration). Flags into the job's config, and its rendering.
 
 use crate::backend::select::BackendOptions;
+use crate::cli::outputs::check_outputs;
 use crate::cli::args::backend::BackendArgs;
 use crate::cli::args::fp16::{keep_errors_as_usage, Fp16Args};
 use crate::cli::args::int8::Int8RecipeArgs;
@@ -354,6 +355,13 @@ fn output(args: &QuantizeArgs) -> Result<PathBuf> {
 
 /// Runs `quantize`.
 pub fn run(args: QuantizeArgs) -> Result<()> {
+    check_outputs(
+        &[("-o", args.output.as_deref())],
+        &[
+            ("MODEL", Some(&args.model)),
+            ("--calibration-cache", args.calibration_cache.as_deref()),
+        ],
+    )?;
     let bar = Bar::new("variants", args.format.json);
     let outcome = run_request(&job(&args)?, &bar).map_err(keep_errors_as_usage)?;
     args.format.print(&outcome, || render_outcome(&outcome))

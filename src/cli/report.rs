@@ -2,6 +2,8 @@
 //! go to stdout as text, markdown, CSV or JSON, rendered by [`crate::report::bench`] (with `-o`
 //! the job also writes the HTML page with plots).
 
+use crate::bench::journal::main_journal;
+use crate::cli::outputs::{check_outputs, MaybePath};
 use crate::cli::args::output::OutputArgs;
 use crate::report::bench::{render, render_csv, BenchTables};
 use crate::report::job::{report, ReportConfig};
@@ -42,6 +44,12 @@ pub fn config(args: &ReportArgs) -> ReportConfig {
 
 /// Runs `report`.
 pub fn run(args: ReportArgs) -> Result<()> {
+    // A results folder is read through its journal.
+    let journals: Vec<PathBuf> = args.results.iter().map(|r| main_journal(r)).collect();
+    let inputs: Vec<MaybePath> = (args.results.iter().chain(&journals))
+        .map(|p| ("RESULTS", Some(p.as_path())))
+        .collect();
+    check_outputs(&[("-o", args.output.as_deref())], &inputs)?;
     let report = report(&config(&args))?;
     if args.csv {
         return crate::cli::stdout::print(&render_csv(&report));

@@ -2,6 +2,7 @@
 //! rendered by [`crate::report::latency`].
 
 use crate::backend::select::BackendOptions;
+use crate::cli::outputs::check_outputs;
 use crate::cli::args::backend::{BackendArgs, EngineArgs};
 use crate::cli::args::batch_axis::BatchAxisArgs;
 use crate::cli::args::output::OutputArgs;
@@ -98,6 +99,10 @@ pub fn config(args: &RunArgs) -> Result<RunConfig> {
 
 /// Runs `run`.
 pub fn run(args: RunArgs) -> Result<()> {
+    check_outputs(
+        &[("--export-times", args.export_times.as_deref())],
+        &[("MODEL", Some(&args.model))],
+    )?;
     let config = config(&args)?;
     let report = measure_latency(&config, &Bar::new("iterations", args.output.quiet()))?;
     if let Some(path) = &args.export_times {

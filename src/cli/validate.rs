@@ -1,6 +1,7 @@
 //! `trtkit validate MODEL --dataset DIR`: flags into a [`ValidateConfig`]; the accuracy report
 //! (table, and the per-image predictions CSV) is rendered by [`crate::report::accuracy`].
 
+use crate::cli::outputs::check_outputs;
 use crate::cli::args::backend::{BackendArgs, EngineArgs};
 use crate::cli::args::output::OutputArgs;
 use crate::cli::args::preprocess::PreprocessArgs;
@@ -128,6 +129,16 @@ pub fn config(args: &ValidateArgs, ws: Option<&Workspace>) -> Result<ValidateCon
 
 /// Runs `validate`: one model, or (no MODEL, in a workspace) every precision of its model.
 pub fn run(args: ValidateArgs) -> Result<()> {
+    check_outputs(
+        &[("--save-predictions", args.save_predictions.as_deref())],
+        &[
+            ("MODEL", args.model.as_deref()),
+            ("--labels", args.labels.as_deref()),
+            ("--class-map", args.class_map.as_deref()),
+            ("--masks", args.masks.as_deref()),
+            ("--coco", args.coco.as_deref()),
+        ],
+    )?;
     let ws = for_model(args.model.as_deref())?;
     let given = args.preprocess.request()?;
     run_in(&args, ws.as_ref()).map_err(|e| blame_preprocess_file(e, ws.as_ref(), &given))

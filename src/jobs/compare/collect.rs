@@ -1,8 +1,8 @@
-//! The run that keeps everything: every source of a comparison in lockstep over the same
+//! The run that keeps everything: every source of a comparison in windowed over the same
 //! inputs, with the inputs and every source's outputs kept whole, for callers that need the
 //! tensors themselves (a comparison counts its metrics window by window instead).
 
-use super::lockstep::{run_lockstep, Layout, Window, WindowSink};
+use super::windowed::{run_windowed, Layout, Window, WindowSink};
 use super::run::{RunConfig, Runs};
 use crate::backend::batch_runner::join_on;
 use crate::progress::Progress;
@@ -33,12 +33,12 @@ impl WindowSink for Collect {
     }
 }
 
-/// Runs every source of `config` on the same inputs ([`run_lockstep`]) and keeps everything:
+/// Runs every source of `config` on the same inputs ([`run_windowed`]) and keeps everything:
 /// the inputs and every source's outputs, whole. For callers that need the tensors themselves;
 /// a comparison counts its metrics window by window instead.
 pub fn run_sources(config: &RunConfig, progress: &dyn Progress) -> Result<Runs> {
     let mut kept = Collect::default();
-    let ran = run_lockstep(config, progress, &mut kept)?;
+    let ran = run_windowed(config, progress, &mut kept)?;
     let Collect {
         inputs,
         outputs,

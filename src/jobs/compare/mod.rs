@@ -6,11 +6,12 @@
 
 pub(crate) mod collect;
 pub mod inputs;
-pub(crate) mod lockstep;
 pub mod pair;
 pub mod run;
 pub mod sources;
 pub mod verdict;
+pub(crate) mod window_spool;
+pub(crate) mod windowed;
 
 pub use collect::run_sources;
 pub use inputs::{make_inputs, InputSource, DEFAULT_BATCH};
@@ -29,7 +30,7 @@ use crate::onnx::shape::ShapeRequest;
 use crate::progress::Progress;
 use crate::tensor::{BatchAxes, HostTensor};
 use anyhow::Result;
-use lockstep::{run_lockstep, Layout, Ran, Window, WindowSink};
+use windowed::{run_windowed, Layout, Ran, Window, WindowSink};
 use pair::PairAccumulator;
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
@@ -162,7 +163,7 @@ impl WindowSink for CompareSink {
     }
 }
 
-/// Runs `sources` (the last the reference) in lockstep and compares each of the others with
+/// Runs `sources` (the last the reference) in windowed and compares each of the others with
 /// the reference window by window, saving the tensors `saves` asks for.
 fn compare_sources(
     config: &CompareConfig,
@@ -171,7 +172,7 @@ fn compare_sources(
     progress: &dyn Progress,
 ) -> Result<(Vec<CompareReport>, String)> {
     let mut sink = CompareSink::new(&sources, &config.measures(), saves);
-    let ran = run_lockstep(&config.runner(sources), progress, &mut sink)?;
+    let ran = run_windowed(&config.runner(sources), progress, &mut sink)?;
     let reference = ran
         .sides
         .last()

@@ -1,10 +1,13 @@
-//! The lockstep runner: every source of a comparison is opened at once and fed the same window
-//! of samples in turn; each window's inputs and outputs go to a sink (metrics that count, an
-//! `.npz` being spooled) and are dropped, so memory holds one batch whatever the number of
-//! samples. Saved outputs are cut into the same windows.
+//! The windowed runner: every source of a comparison runs over the same windows of samples
+//! (one batch each), one source at a time so only one session is open; the outputs of all but
+//! the last are spooled to disk, and as the last runs, each window's inputs and every source's
+//! outputs go to a sink (metrics that count, an `.npz` being written) and are dropped. Memory
+//! holds one session and one batch whatever the number of samples. Saved outputs are cut into
+//! the same windows.
 
 use super::inputs::{checked_batch, make_feed, Feed};
 use super::run::{RunConfig, RunResult};
+use super::window_spool::WindowSpool;
 use super::sources::{load, Loaded, SourceConfig};
 use crate::backend::batch_runner::{axis_of, run_batched_from};
 use crate::backend::Backend;
@@ -34,13 +37,13 @@ pub(crate) struct Layout {
     pub outputs: Vec<BatchAxes>,
 }
 
-/// What a lockstep run hands each window to.
+/// What a windowed run hands each window to.
 pub(crate) trait WindowSink {
     /// Takes one window (the tensors are dropped after it returns).
     fn add(&mut self, window: &Window, layout: &Layout) -> Result<()>;
 }
 
-/// How a lockstep run went: one result per source, with no outputs kept.
+/// How a windowed run went: one result per source, with no outputs kept.
 pub(crate) struct Ran {
     /// Where the inputs came from, as the report says it.
     pub inputs_note: String,
@@ -188,10 +191,7 @@ impl Stepper {
         source: &SourceConfig,
     ) -> Result<Vec<HostTensor>> {
         match self {
-            Stepper::Saved { outputs, axes } => outputs
-                .iter()
-                .map(|t| slice_padded_on(t, axis_of(axes, t)?, start, take))
-                .collect(),
+            Stepper::Saved { .. } => self.slice(start, take, source),
             Stepper::Backend {
                 backend,
                 inference,
@@ -208,6 +208,17 @@ impl Stepper {
                 Ok(ran.outputs)
             }
         }
+    }
+
+    /// Samples `start..start + take` of saved outputs (nothing for a model: it must run).
+    fn slice(&self, start: usize, take: usize, source: &SourceConfig) -> Result<Vec<HostTensor>> {
+        let Stepper::Saved { outputs, axes } = self else {
+            bail!("{}: not saved outputs", source.side.path.display());
+        };
+        outputs
+            .iter()
+            .map(|t| slice_padded_on(t, axis_of(axes, t)?, start, take))
+            .collect()
     }
 
     /// The source's run, as reported (its outputs went to the sink).
@@ -266,11 +277,13 @@ fn feed_for(
     Ok((feed, note, axes, batch))
 }
 
-/// Runs every source of `config` in lockstep over the same windows of inputs, handing each
-/// window to `sink`. Every source is loaded before anything runs, so a file that cannot open
-/// fails first; when every source is saved outputs, they make one window. `progress` advances
-/// by samples.
-pub(crate) fn run_lockstep(
+/// Runs every source of `config` over the same windows of inputs and hands each window, with
+/// every source's outputs for it, to `sink`. The sources run one after another, each with only
+/// its own session open: every source but the last spools its outputs to disk window by
+/// window, then the last runs in step with the sink. Every source is loaded before anything
+/// runs, so a file that cannot open fails first; when every source is saved outputs, they make
+/// one window. `progress` gets one phase per source that runs a model, advancing by samples.
+pub(crate) fn run_windowed(
     config: &RunConfig,
     progress: &dyn Progress,
     sink: &mut dyn WindowSink,
@@ -285,27 +298,34 @@ pub(crate) fn run_lockstep(
         return saved_only(config, loaded, sink);
     };
     let (feed, inputs_note, input_axes, batch) = feed_for(config, &loaded, &plan, probe)?;
-    let samples = feed.samples()?;
-    let model_axes = batch_axes(&loaded[probe], &config.sources[probe])?;
-    let mut steppers = vec![];
-    for (i, (src, source)) in loaded.into_iter().zip(&config.sources).enumerate() {
-        let stepper = open(src, plan.dynamic[i], batch, &model_axes)?;
-        stepper.check_samples(source, samples)?;
-        steppers.push(stepper);
-    }
-    let layout = Layout {
-        outputs: steppers.iter().map(Stepper::axes).collect(),
-        inputs: input_axes,
+    let run = Run {
+        config,
+        feed: &feed,
+        windows: windows(feed.samples()?, batch),
+        batch,
+        model_axes: batch_axes(&loaded[probe], &config.sources[probe])?,
     };
-    progress.start(&phase_name(config, &steppers), Some(samples as u64));
-    let ran = run_windows(config, &feed, &mut steppers, batch, &layout, progress, sink);
+    let last = loaded.len() - 1;
+    let (mut earlier, mut sides, mut output_axes) = (vec![], vec![], vec![]);
+    let mut loaded = loaded.into_iter();
+    for (i, src) in loaded.by_ref().take(last).enumerate() {
+        let (kept, axes, side) = run.spooled(src, i, plan.dynamic[i], progress)?;
+        earlier.push(kept);
+        output_axes.push(axes);
+        sides.push(side);
+    }
+    let src = loaded.next().expect("a run has a source");
+    let mut stepper = run.open(src, last, plan.dynamic[last])?;
+    output_axes.push(stepper.axes());
+    let layout = Layout {
+        inputs: input_axes,
+        outputs: output_axes,
+    };
+    progress_start(progress, &config.sources[last], &stepper, &run);
+    let ran = run.in_step(&mut stepper, &earlier, &layout, progress, sink);
     progress.finish();
     ran?;
-    let mut sides = steppers
-        .into_iter()
-        .zip(&config.sources)
-        .map(|(s, source)| s.result(source, batch))
-        .collect::<Result<Vec<_>>>()?;
+    sides.push(stepper.result(&config.sources[last], batch)?);
     sides[probe].notes.extend(layout.inputs.notes());
     Ok(Ran {
         inputs_note,
@@ -314,52 +334,116 @@ pub(crate) fn run_lockstep(
     })
 }
 
-/// Every window of the run through every source, then to `sink`.
-fn run_windows(
-    config: &RunConfig,
-    feed: &Feed,
-    steppers: &mut [Stepper],
-    batch: usize,
-    layout: &Layout,
-    progress: &dyn Progress,
-    sink: &mut dyn WindowSink,
-) -> Result<()> {
-    let samples = feed.samples()?;
-    let mut start = 0;
-    while start < samples {
-        let take = batch.min(samples - start);
-        let inputs = feed.window(start, take)?;
-        let outputs = steppers
-            .iter_mut()
-            .zip(&config.sources)
-            .map(|(s, source)| s.step(&inputs, start, take, batch, source))
-            .collect::<Result<Vec<_>>>()?;
-        sink.add(
-            &Window {
-                inputs: &inputs,
-                outputs: &outputs,
-            },
-            layout,
-        )?;
-        progress.advance(take as u64);
-        start += take;
-    }
-    Ok(())
+/// The windows of a run over `samples` samples at `batch`: (first sample, samples).
+fn windows(samples: usize, batch: usize) -> Vec<(usize, usize)> {
+    (0..samples)
+        .step_by(batch.max(1))
+        .map(|start| (start, batch.min(samples - start)))
+        .collect()
 }
 
-/// The progress phase of the run: each source that runs, by label and backend.
-fn phase_name(config: &RunConfig, steppers: &[Stepper]) -> String {
-    let running: Vec<String> = steppers
-        .iter()
-        .zip(&config.sources)
-        .filter_map(|(s, source)| match s {
-            Stepper::Backend { backend, .. } => {
-                Some(format!("{}: {}", source.label, backend.name()))
-            }
-            Stepper::Saved { .. } => None,
-        })
-        .collect();
-    running.join(", ")
+/// What every source of a run shares: the inputs, their windows and the batch.
+struct Run<'a> {
+    config: &'a RunConfig,
+    feed: &'a Feed,
+    windows: Vec<(usize, usize)>,
+    batch: usize,
+    /// The batch axes of the model the inputs were made for (saved outputs are cut on them).
+    model_axes: BatchAxes,
+}
+
+/// The outputs of a source that ran before the last: on disk, or saved outputs in memory.
+enum Earlier {
+    Spooled(WindowSpool),
+    Saved(Stepper),
+}
+
+impl Run<'_> {
+    /// The number of samples of the run.
+    fn samples(&self) -> usize {
+        self.windows.iter().map(|w| w.1).sum()
+    }
+
+    /// Opens source `i` for the run, checking saved outputs hold the run's samples.
+    fn open(&self, src: Loaded, i: usize, dynamic: bool) -> Result<Stepper> {
+        let stepper = open(src, dynamic, self.batch, &self.model_axes)?;
+        stepper.check_samples(&self.config.sources[i], self.samples())?;
+        Ok(stepper)
+    }
+
+    /// Runs source `i` over every window, its outputs spooled to disk (saved outputs stay as
+    /// they are); its session is closed when this returns.
+    fn spooled(
+        &self,
+        src: Loaded,
+        i: usize,
+        dynamic: bool,
+        progress: &dyn Progress,
+    ) -> Result<(Earlier, BatchAxes, RunResult)> {
+        let source = &self.config.sources[i];
+        let mut stepper = self.open(src, i, dynamic)?;
+        let axes = stepper.axes();
+        if let Stepper::Saved { .. } = stepper {
+            let side = RunResult::saved(&source.label, &source.side.path, vec![]);
+            return Ok((Earlier::Saved(stepper), axes, side));
+        }
+        let mut spool = WindowSpool::new()?;
+        progress_start(progress, source, &stepper, self);
+        let ran = self.windows.iter().try_for_each(|&(start, take)| {
+            let inputs = self.feed.window(start, take)?;
+            spool.push(&stepper.step(&inputs, start, take, self.batch, source)?)?;
+            progress.advance(take as u64);
+            Ok::<_, anyhow::Error>(())
+        });
+        progress.finish();
+        ran?;
+        let side = stepper.result(source, self.batch)?;
+        Ok((Earlier::Spooled(spool), axes, side))
+    }
+
+    /// Runs the last source over every window, each window handed to `sink` with the earlier
+    /// sources' outputs for it.
+    fn in_step(
+        &self,
+        last: &mut Stepper,
+        earlier: &[Earlier],
+        layout: &Layout,
+        progress: &dyn Progress,
+        sink: &mut dyn WindowSink,
+    ) -> Result<()> {
+        let source = self.config.sources.last().expect("a run has a source");
+        for (w, &(start, take)) in self.windows.iter().enumerate() {
+            let inputs = self.feed.window(start, take)?;
+            let mut outputs = earlier
+                .iter()
+                .zip(&self.config.sources)
+                .map(|(e, s)| match e {
+                    Earlier::Spooled(spool) => spool.window(w),
+                    Earlier::Saved(saved) => saved.slice(start, take, s),
+                })
+                .collect::<Result<Vec<_>>>()?;
+            outputs.push(last.step(&inputs, start, take, self.batch, source)?);
+            sink.add(
+                &Window {
+                    inputs: &inputs,
+                    outputs: &outputs,
+                },
+                layout,
+            )?;
+            progress.advance(take as u64);
+        }
+        Ok(())
+    }
+}
+
+/// Starts the progress phase of `source`, when it runs a model.
+fn progress_start(progress: &dyn Progress, source: &SourceConfig, stepper: &Stepper, run: &Run) {
+    if let Stepper::Backend { backend, .. } = stepper {
+        progress.start(
+            &format!("{}: {}", source.label, backend.name()),
+            Some(run.samples() as u64),
+        );
+    }
 }
 
 /// The run when every source is saved outputs: one window of them all, whole.
