@@ -186,10 +186,16 @@ mod tests {
         for same in [&model, &link] {
             let err = check_outputs(&[("-o", same.as_path())], &inputs).unwrap_err();
             let text = format!("{err:#}");
-            assert!(text.contains("-o") && text.contains("same file as MODEL"), "{text}");
+            assert!(
+                text.contains("-o") && text.contains("same file as MODEL"),
+                "{text}"
+            );
         }
         let err = check_outputs(
-            &[("--save-outputs", out.as_path()), ("--save-reference", out.as_path())],
+            &[
+                ("--save-outputs", out.as_path()),
+                ("--save-reference", out.as_path()),
+            ],
             &inputs,
         )
         .unwrap_err();

@@ -100,7 +100,16 @@ fn an_output_onto_an_input_is_a_usage_error_and_the_input_is_untouched() {
         (&["build", m, "-o", m], "MODEL"),
         (&["quantize", m, "--fp16", "-o", m], "MODEL"),
         (
-            &["validate", m, "--dataset", ".", "--labels", l, "--save-predictions", l],
+            &[
+                "validate",
+                m,
+                "--dataset",
+                ".",
+                "--labels",
+                l,
+                "--save-predictions",
+                l,
+            ],
             "--labels",
         ),
         (&["report", j, "-o", j], "RESULTS"),
@@ -118,5 +127,9 @@ fn an_output_onto_an_input_is_a_usage_error_and_the_input_is_untouched() {
     let out = dir.path().join("o.npz");
     let o = out.to_str().unwrap();
     let twice = trtkit(&["compare", m, m, "--save-outputs", o, "--save-reference", o]);
-    assert_clean_error(&twice, 2, &["--save-reference and --save-outputs both name"]);
+    assert_clean_error(
+        &twice,
+        2,
+        &["--save-reference and --save-outputs both name"],
+    );
 }

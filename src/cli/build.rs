@@ -1,13 +1,13 @@
 //! `trtkit build MODEL.onnx [--fp16 | --int8 …] [--input-shape -1 3 224 224]`: flags into a
 //! [`BuildConfig`]; the report is rendered by [`crate::report::build`].
 
-use crate::cli::outputs::check_outputs;
 use crate::cli::args::calibration::{AlgoArg, CalibrationArgs};
 use crate::cli::args::fp16::{keep_errors_as_usage, Fp16Args};
 use crate::cli::args::int8::Int8RecipeArgs;
 use crate::cli::args::output::JsonArgs;
 use crate::cli::args::search_result::SearchResultArgs;
 use crate::cli::args::shapes::ShapeArgs;
+use crate::cli::outputs::check_outputs;
 use crate::cli::stdout::FirstFailure;
 use crate::cli::usage;
 use crate::cli::workspace::{for_model, required};

@@ -3,13 +3,13 @@
 //! after it is printed.
 
 use crate::backend::select::BackendOptions;
-use crate::cli::outputs::{check_outputs, MaybePath};
 use crate::cli::args::backend::{BackendArgs, EngineArgs, SideABackendArgs, SideBBackendArgs};
 use crate::cli::args::batch_axis::BatchAxisArgs;
 use crate::cli::args::output::OutputArgs;
 use crate::cli::args::preprocess::PreprocessArgs;
 use crate::cli::args::shapes::ShapeArgs;
 use crate::cli::args::task::TaskArgs;
+use crate::cli::outputs::{check_outputs, MaybePath};
 use crate::cli::usage;
 use crate::cli::workspace::{blame_preprocess_file, for_model, required};
 use crate::data::dataset::DatasetOptions;

@@ -6,7 +6,6 @@
 //! calibration). Flags into the job's config, and its rendering.
 
 use crate::backend::select::BackendOptions;
-use crate::cli::outputs::check_outputs;
 use crate::cli::args::backend::BackendArgs;
 use crate::cli::args::fp16::{keep_errors_as_usage, Fp16Args};
 use crate::cli::args::int8::Int8RecipeArgs;
@@ -14,6 +13,7 @@ use crate::cli::args::output::JsonArgs;
 use crate::cli::args::preprocess::PreprocessArgs;
 use crate::cli::args::search_result::SearchResultArgs;
 use crate::cli::args::shapes::ShapeArgs;
+use crate::cli::outputs::check_outputs;
 use crate::cli::usage;
 use crate::quantize::eval_config::{CheckSet, DEFAULT_CHECK_FRACTION};
 use crate::quantize::evaluate::{EvalConfig, WeightRounding};

@@ -3,8 +3,8 @@
 //! the job also writes the HTML page with plots).
 
 use crate::bench::journal::main_journal;
-use crate::cli::outputs::{check_outputs, MaybePath};
 use crate::cli::args::output::OutputArgs;
+use crate::cli::outputs::{check_outputs, MaybePath};
 use crate::report::bench::{render, render_csv, BenchTables};
 use crate::report::job::{report, ReportConfig};
 use anyhow::Result;

@@ -2,12 +2,12 @@
 //! rendered by [`crate::report::latency`].
 
 use crate::backend::select::BackendOptions;
-use crate::cli::outputs::check_outputs;
 use crate::cli::args::backend::{BackendArgs, EngineArgs};
 use crate::cli::args::batch_axis::BatchAxisArgs;
 use crate::cli::args::output::OutputArgs;
 use crate::cli::args::shapes::ShapeArgs;
 use crate::cli::args::timing::TimingArgs;
+use crate::cli::outputs::check_outputs;
 use crate::cli::usage;
 use crate::cuda::harness::HarnessOptions;
 use crate::jobs::run::{measure_latency, RunConfig};

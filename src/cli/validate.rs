@@ -1,13 +1,13 @@
 //! `trtkit validate MODEL --dataset DIR`: flags into a [`ValidateConfig`]; the accuracy report
 //! (table, and the per-image predictions CSV) is rendered by [`crate::report::accuracy`].
 
-use crate::cli::outputs::check_outputs;
 use crate::cli::args::backend::{BackendArgs, EngineArgs};
 use crate::cli::args::output::OutputArgs;
 use crate::cli::args::preprocess::PreprocessArgs;
 use crate::cli::args::samples::positive_samples;
 use crate::cli::args::task::DetectArgs;
 use crate::cli::args::timing::warmup_batches;
+use crate::cli::outputs::check_outputs;
 use crate::cli::usage;
 use crate::cli::workspace::{blame_preprocess_file, for_model};
 use crate::data::dataset::{Annotations, DatasetOptions};

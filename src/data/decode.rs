@@ -13,10 +13,11 @@
 //! and converted as PIL's `convert("RGB")` does, alpha is dropped (as PIL's `convert("RGB")`
 //! does), palettes are expanded and 16-bit samples are cut to their high byte.
 
-use anyhow::{anyhow, bail, Context, Result};
+use super::png_rows::decode_png_rows;
+use anyhow::{anyhow, bail, Result};
 use mozjpeg::ColorSpace;
 use std::cell::Cell;
-use std::io::{BufRead, Cursor, Read};
+use std::io::{BufRead, Read};
 use std::rc::Rc;
 
 /// The JPEG decoder compiled into this binary (what `doctor` reports).
@@ -117,19 +118,7 @@ pub fn decode_rgb(bytes: &[u8]) -> Result<RgbImage> {
 pub fn decode_rows(bytes: &[u8], sink: &mut impl RowSink) -> Result<()> {
     match sniff(bytes) {
         Some(Format::Jpeg) => decode_jpeg(bytes, sink),
-        Some(Format::Png) => {
-            let img = decode_png(bytes)?;
-            let rows = sink.begin(img.width, img.height)?.min(img.height);
-            for (y, row) in img
-                .pixels
-                .chunks_exact(img.width * 3)
-                .take(rows)
-                .enumerate()
-            {
-                sink.row(y, row);
-            }
-            Ok(())
-        }
+        Some(Format::Png) => decode_png_rows(bytes, sink),
         None if bytes.is_empty() => bail!("empty file"),
         None => bail!("not a JPEG or PNG file"),
     }
@@ -273,45 +262,6 @@ impl BufRead for Source<'_> {
     fn consume(&mut self, amt: usize) {
         self.data = &self.data[amt.min(self.data.len())..];
     }
-}
-
-fn decode_png(bytes: &[u8]) -> Result<RgbImage> {
-    let mut decoder = png::Decoder::new(Cursor::new(bytes));
-    decoder.set_transformations(png::Transformations::EXPAND | png::Transformations::STRIP_16);
-    let mut reader = decoder.read_info().context("PNG decode failed")?;
-    let size = reader
-        .output_buffer_size()
-        .ok_or_else(|| anyhow!("PNG image too large"))?;
-    let mut buf = vec![0u8; size];
-    let frame = reader.next_frame(&mut buf).context("PNG decode failed")?;
-    let (width, height) = (frame.width as usize, frame.height as usize);
-    if width > MAX_SIDE || height > MAX_SIDE {
-        bail!("PNG image {width}×{height} is larger than {MAX_SIDE} on a side");
-    }
-    let channels = match frame.color_type {
-        png::ColorType::Grayscale => 1,
-        png::ColorType::GrayscaleAlpha => 2,
-        png::ColorType::Rgb => 3,
-        png::ColorType::Rgba => 4,
-        png::ColorType::Indexed => bail!("PNG palette was not expanded"),
-    };
-    if frame.bit_depth != png::BitDepth::Eight {
-        bail!("PNG bit depth {:?} was not expanded to 8", frame.bit_depth);
-    }
-    let mut pixels = Vec::with_capacity(width * height * 3);
-    for row in buf.chunks(frame.line_size).take(height) {
-        for px in row[..width * channels].chunks_exact(channels) {
-            match channels {
-                1 | 2 => pixels.extend_from_slice(&[px[0], px[0], px[0]]),
-                _ => pixels.extend_from_slice(&px[..3]),
-            }
-        }
-    }
-    Ok(RgbImage {
-        width,
-        height,
-        pixels,
-    })
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ pub mod masks;
 pub mod npy;
 pub mod npz;
 pub(crate) mod npz_spool;
+pub(crate) mod png_rows;
 pub mod preprocess;
 pub mod proto;
 pub(crate) mod random_window;

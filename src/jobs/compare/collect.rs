@@ -2,8 +2,8 @@
 //! inputs, with the inputs and every source's outputs kept whole, for callers that need the
 //! tensors themselves (a comparison counts its metrics window by window instead).
 
-use super::windowed::{run_windowed, Layout, Window, WindowSink};
 use super::run::{RunConfig, Runs};
+use super::windowed::{run_windowed, Layout, Window, WindowSink};
 use crate::backend::batch_runner::join_on;
 use crate::progress::Progress;
 use crate::tensor::{BatchAxes, HostTensor};

@@ -30,10 +30,10 @@ use crate::onnx::shape::ShapeRequest;
 use crate::progress::Progress;
 use crate::tensor::{BatchAxes, HostTensor};
 use anyhow::Result;
-use windowed::{run_windowed, Layout, Ran, Window, WindowSink};
 use pair::PairAccumulator;
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
+use windowed::{run_windowed, Layout, Ran, Window, WindowSink};
 
 /// Everything a comparison needs.
 #[derive(Clone, Debug)]

@@ -7,8 +7,8 @@
 
 use super::inputs::{checked_batch, make_feed, Feed};
 use super::run::{RunConfig, RunResult};
-use super::window_spool::WindowSpool;
 use super::sources::{load, Loaded, SourceConfig};
+use super::window_spool::WindowSpool;
 use crate::backend::batch_runner::{axis_of, run_batched_from};
 use crate::backend::Backend;
 use crate::data::batch_axis::{samples_on, slice_padded_on};
