@@ -91,7 +91,7 @@ pub(crate) type NamedPath<'a> = (&'a str, &'a Path);
 /// The error names both flags and the path; callers make it a usage error.
 pub(crate) fn check_outputs(outputs: &[NamedPath], inputs: &[NamedPath]) -> Result<()> {
     for (i, (flag, path)) in outputs.iter().enumerate() {
-        write_target(path).with_context(|| format!("{flag}"))?;
+        write_target(path).with_context(|| flag.to_string())?;
         let Some(id) = identity(path) else {
             check_same_new_path(outputs, i)?;
             continue;
