@@ -9,6 +9,33 @@ outcome into: ok (exit 0), refused (non-zero exit with a short message of the to
 raw (a traceback, a backend's error text or a crash), timeout, or n/a (no equivalent).
 trtkit's outcome is read from tests/model_corpus/expected.tsv.
 
+What each tool runs (S: `--input-shapes` from the manifest's shape flags, only for models that
+have them; random inputs in Polygraphy's default range, floats in [0, 1), integers 0 or 1):
+
+  cell          Polygraphy                                    ONNX Runtime (Python API)
+  inspect       inspect model M                               n/a
+  run           run M --onnxrt S                              one InferenceSession, one run
+  compare       run M --onnxrt --onnxrt S                     two sessions of M, the same feed
+  fp16          convert M --fp-to-fp16, then run it --onnxrt  transformers.float16 (keep_io_types),
+                                                              then load and run it
+  compare-fp16  run M --save-inputs/--save-outputs, then      sessions of M and of its FP16
+                run FP16 --load-inputs/--load-outputs         rewrite, the same feed
+  calibrate     n/a (no INT8 path without TensorRT)           create_calibrator (MinMax) over 4
+                                                              random batches
+  int8          n/a                                           quantize_static (QDQ, per channel),
+                                                              then load and run it
+  compare-int8  n/a                                           sessions of M and the INT8 model
+  layerwise     as compare-fp16, both runs with               n/a
+                --onnx-outputs mark all
+  build         n/a (needs TensorRT)                          n/a (needs TensorRT)
+
+Polygraphy's comparisons get --atol 1e9 --rtol 1e9, so that its exit status says whether the
+comparison ran rather than whether FP16 is within a tight tolerance; it still fails a
+comparison on NaN. As in the corpus test, the INT8 cells run only on image-like models (a float
+input [N,3,H,W] or [N,H,W,3]), and a cell whose input (the FP16 or INT8 model) was not made is
+n/a. ONNX Runtime's Python API has no refusals of its own: every exception it raises counts as
+raw.
+
 Set-up (once), then run:
 
     python3 -m venv /work/peers-venv
