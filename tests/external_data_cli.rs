@@ -1,14 +1,19 @@
 //! External data stays inside the model's folder: a data file that is a link to a file
 //! elsewhere is refused by every command and backend, as are offsets and lengths that overflow
-//! or pass the file's end.
+//! or pass the file's end; `inspect` reads sizes, not bytes, so a model with gigabytes of
+//! external weights is summarised in little memory.
 
 mod support;
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
 use support::{assert_clean_error, save, trtkit, trtkit_in};
-use trtkit::onnx::pb::tensor_proto::DataLocation;
+use trtkit::onnx::graph_builder::GraphBuilder;
+use trtkit::onnx::pb::tensor_proto::{DataLocation, DataType};
 use trtkit::onnx::pb::{StringStringEntryProto, TensorProto};
 use trtkit::onnx::test_models;
+use trtkit::tensor::Dim;
 
 /// Marks `t` as stored in `location` at `offset` (its bytes taken out of the model).
 fn make_external(t: &mut TensorProto, location: &str, offset: Option<&str>) -> Vec<u8> {
@@ -143,4 +148,63 @@ fn an_offset_that_overflows_names_the_initializer() {
         let out = trtkit(&args);
         assert_clean_error(&out, 1, &["fc.weight", "overflows"]);
     }
+}
+
+/// `x` [1, 65536] → MatMul with `w` [65536, 32768] float (8 GiB, in sparse `w.bin`) → `y`.
+fn sparse_giant(dir: &Path) -> PathBuf {
+    let (rows, cols) = (65_536i64, 32_768i64);
+    let mut w = TensorProto {
+        name: "w".into(),
+        dims: vec![rows, cols],
+        data_type: DataType::Float as i32,
+        ..Default::default()
+    };
+    make_external(&mut w, "w.bin", None);
+    let file = std::fs::File::create(dir.join("w.bin")).unwrap();
+    file.set_len((rows * cols * 4) as u64).unwrap();
+    let mut g = GraphBuilder::new("giant");
+    g.input("x", DataType::Float, &[Dim::Fixed(1), Dim::Fixed(rows)])
+        .output("y", DataType::Float, &[Dim::Fixed(1), Dim::Fixed(cols)])
+        .initializer(w)
+        .node("MatMul", &["x", "w"], &["y"], vec![]);
+    save(dir, "giant.onnx", g.build())
+}
+
+/// Runs `cmd` to its end; its exit status and peak resident memory in bytes (`wait4`'s
+/// `ru_maxrss`, which Linux counts in KiB).
+#[allow(clippy::zombie_processes)] // `wait4` below reaps it.
+fn run_with_peak(cmd: &mut Command) -> (i32, u64) {
+    let child = cmd.spawn().unwrap();
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: an all-zero `rusage` is a valid value of the plain C struct `wait4` fills.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `pid` is our own child, not yet reaped; both pointers are to live locals.
+    let got = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(got, pid, "wait4 failed");
+    assert!(libc::WIFEXITED(status), "the child did not exit: {status}");
+    (libc::WEXITSTATUS(status), usage.ru_maxrss as u64 * 1024)
+}
+
+#[test]
+fn inspect_reads_sizes_not_bytes_of_external_weights() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = sparse_giant(dir.path());
+    let on_disk = std::fs::metadata(dir.path().join("w.bin")).unwrap();
+    assert_eq!(on_disk.len(), 8 << 30);
+    let t = Instant::now();
+    let (code, peak) = run_with_peak(
+        Command::new(env!("CARGO_BIN_EXE_trtkit"))
+            .args(["inspect", model.to_str().unwrap(), "--json"])
+            .stdout(std::process::Stdio::null()),
+    );
+    let took = t.elapsed();
+    assert_eq!(code, 0);
+    assert!(peak < 200 << 20, "peak RSS {} MiB", peak >> 20);
+    assert!(took < Duration::from_secs(30), "{took:?}");
+    let out = trtkit(&["inspect", model.to_str().unwrap(), "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["external_weight_bytes"], 8u64 << 30);
+    assert_eq!(v["parameters"], 65_536u64 * 32_768);
+    assert_eq!(v["macs"]["total"], 65_536u64 * 32_768);
 }
