@@ -162,6 +162,19 @@ pub(crate) fn check_external_data(graph: &GraphProto, base: &Path) -> Result<()>
     Ok(())
 }
 
+/// The data files the external initializers of `graph` name, relative to the model's folder,
+/// each once, in the order first named.
+pub(crate) fn data_file_locations(graph: &GraphProto) -> Result<Vec<String>> {
+    let mut out: Vec<String> = vec![];
+    for tensor in graph.initializer.iter().filter(|t| is_external(t)) {
+        let location = external_ref(tensor)?.location;
+        if !out.contains(&location) {
+            out.push(location);
+        }
+    }
+    Ok(out)
+}
+
 /// Reads the bytes of one external initializer, its location resolved against `base` (the
 /// model's folder).
 pub(crate) fn read_external(base: &Path, tensor: &TensorProto) -> Result<Vec<u8>> {
