@@ -205,6 +205,22 @@ fn a_deflate_bomb_that_lies_about_its_size_stops_at_the_declared_size() {
 }
 
 #[test]
+fn a_budget_that_is_not_a_size_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("small.npz");
+    let data = [0u8; 64];
+    let e = Entry {
+        name: "x.npy",
+        method: 8,
+        claimed: 64,
+        data: &data,
+    };
+    write_zip(&path, &e);
+    let (out, _) = compare_inputs(dir.path(), &path, Some("lots"));
+    assert_clean_error(&out, 1, &["TRTKIT_DECODE_BUDGET='lots'", "not a size"]);
+}
+
+#[test]
 fn an_npy_whose_shape_overflows_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("x.npy");

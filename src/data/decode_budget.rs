@@ -22,20 +22,23 @@ pub struct DecodeBudget {
 }
 
 impl DecodeBudget {
-    /// The budget: `TRTKIT_DECODE_BUDGET` when set and valid, else half the memory the
-    /// machine can give now (4 GiB where that cannot be read).
-    pub fn current() -> Self {
-        if let Some(bytes) = std::env::var(BUDGET_ENV).ok().and_then(|v| parse_size(&v)) {
-            return DecodeBudget {
+    /// The budget: `TRTKIT_DECODE_BUDGET` when set (a value that is not a size is an error),
+    /// else half the memory the machine can give now (4 GiB where that cannot be read).
+    pub fn current() -> Result<Self> {
+        if let Ok(text) = std::env::var(BUDGET_ENV) {
+            let Some(bytes) = parse_size(&text) else {
+                bail!("{BUDGET_ENV}='{text}' is not a size (bytes, or a number with K, M or G)");
+            };
+            return Ok(DecodeBudget {
                 bytes,
                 from_env: true,
-            };
+            });
         }
         let bytes = crate::host_memory::available_bytes().map_or(FALLBACK, |b| b / 2);
-        DecodeBudget {
+        Ok(DecodeBudget {
             bytes,
             from_env: false,
-        }
+        })
     }
 
     /// How the budget reads in a message: its size and where it comes from.

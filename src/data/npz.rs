@@ -36,7 +36,7 @@ pub fn save(path: &Path, tensors: &[HostTensor]) -> Result<()> {
 /// together may not inflate past the [`DecodeBudget`], and every entry is read through a
 /// bound, so a header that lies about its size cannot make the inflate run away.
 pub fn decode(bytes: &[u8], what: &str) -> Result<Vec<HostTensor>> {
-    let budget = DecodeBudget::current();
+    let budget = DecodeBudget::current()?;
     let mut zip = zip::ZipArchive::new(Cursor::new(bytes))
         .with_context(|| format!("{what}: not an .npz (zip) archive"))?;
     let mut out = Vec::with_capacity(zip.len());
