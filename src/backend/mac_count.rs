@@ -3,6 +3,7 @@
 //! share).
 
 use super::tract::parse;
+use crate::onnx::external_shapes::external_weights_as_inputs;
 use crate::onnx::macs::{count_macs, MacsCount, MacsUnknown};
 use crate::onnx::rewrite::pass::Pass;
 use crate::onnx::shape::{fixed_batch, model_inputs, Batch, FixBatch, InputShapes, ShapeRequest};
@@ -13,7 +14,8 @@ use std::collections::HashMap;
 use tract_onnx::prelude::*;
 
 /// Every tensor whose shape tract can make concrete, by its ONNX name, at the model's fixed
-/// batch (or batch 1), with `request` applied first; also the batch used.
+/// batch (or batch 1), with `request` applied first; also the batch used. External weights
+/// over a few KiB are never read (their dims stand for them).
 pub(crate) fn tensor_shapes(
     model: &OnnxModel,
     request: &ShapeRequest,
@@ -30,6 +32,8 @@ pub(crate) fn tensor_shapes(
         }
     };
     check_inputs_fixed(&model)?;
+    // Shapes need the weights' dims, not their bytes: large external data stays on disk.
+    external_weights_as_inputs(model.graph_mut());
     let typed = parse(&model)
         .map_err(|e| MacsUnknown::Inference(short_reason(&e)))?
         .model

@@ -6,6 +6,7 @@ pub(crate) mod batch_axis;
 pub mod coco;
 pub mod dataset;
 pub mod decode;
+pub mod decode_budget;
 pub(crate) mod image_size;
 pub(crate) mod labels_file;
 pub mod loader;

@@ -121,16 +121,20 @@ pub fn decode(name: &str, bytes: &[u8], what: &str) -> Result<HostTensor> {
         .map(|s| s.parse::<usize>())
         .collect::<Result<Vec<_>, _>>()
         .map_err(|_| anyhow::anyhow!("{what}: bad shape {shape_text} in the .npy header"))?;
-    let count: usize = shape.iter().product();
     let body = &bytes[start + hlen..];
-    let need = count * elem.size();
-    if body.len() < need {
+    let need = shape
+        .iter()
+        .try_fold(elem.size(), |n, &d| n.checked_mul(d))
+        .with_context(|| {
+            format!("{what}: shape {shape:?} of {elem} is too large (its byte count overflows)")
+        })?;
+    if body.len() != need {
         bail!(
             "{what}: shape {shape:?} of {elem} needs {need} bytes, the file has {}",
             body.len()
         );
     }
-    HostTensor::new(name, shape, TensorData::from_le_bytes(elem, &body[..need]))
+    HostTensor::new(name, shape, TensorData::from_le_bytes(elem, body))
 }
 
 #[cfg(test)]

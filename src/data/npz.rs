@@ -1,6 +1,7 @@
 //! `.npz` archives (numpy's zip of `.npy` files, one per named array): read, and write
 //! atomically.
 
+use super::decode_budget::DecodeBudget;
 use super::npy;
 use crate::atomic_file::write_atomic;
 use crate::tensor::HostTensor;
@@ -29,24 +30,73 @@ pub fn save(path: &Path, tensors: &[HostTensor]) -> Result<()> {
 }
 
 /// Decodes `.npz` bytes; `what` names the source in errors. Arrays keep the archive's order.
+///
+/// Sizes come from the zip's central directory and are checked before anything is
+/// allocated: a stored entry may not claim more than the archive holds, compressed entries
+/// together may not inflate past the [`DecodeBudget`], and every entry is read through a
+/// bound, so a header that lies about its size cannot make the inflate run away.
 pub fn decode(bytes: &[u8], what: &str) -> Result<Vec<HostTensor>> {
+    let budget = DecodeBudget::current()?;
     let mut zip = zip::ZipArchive::new(Cursor::new(bytes))
         .with_context(|| format!("{what}: not an .npz (zip) archive"))?;
     let mut out = Vec::with_capacity(zip.len());
+    let mut inflated = 0u64;
     for i in 0..zip.len() {
-        let mut file = zip
+        let file = zip
             .by_index(i)
             .with_context(|| format!("{what}: cannot read entry {i}"))?;
         let entry = file.name().to_string();
         let Some(name) = entry.strip_suffix(".npy") else {
             bail!("{what}: entry '{entry}' is not an .npy array");
         };
-        let mut data = Vec::with_capacity(file.size() as usize);
-        file.read_to_end(&mut data)
-            .with_context(|| format!("{what}: cannot read entry '{entry}'"))?;
+        let size = file.size();
+        let thing = format!("entry '{entry}'");
+        if file.compression() == zip::CompressionMethod::Stored {
+            check_stored(
+                size,
+                file.compressed_size(),
+                bytes.len() as u64,
+                what,
+                &thing,
+            )?;
+        } else {
+            inflated = inflated.saturating_add(size);
+            budget.check(inflated, what, &format!("{thing} inflates to"))?;
+        }
+        let data = read_bounded(file, size, what, &thing)?;
         out.push(npy::decode(name, &data, &format!("{what}:{entry}"))?);
     }
     Ok(out)
+}
+
+/// Refuses a stored (uncompressed) entry whose sizes disagree or pass the archive's end.
+fn check_stored(size: u64, stored: u64, archive: u64, what: &str, thing: &str) -> Result<()> {
+    if size != stored {
+        bail!("{what}: {thing} is stored uncompressed, yet its header says {size} bytes and {stored} stored");
+    }
+    if size > archive {
+        bail!("{what}: {thing} claims {size} bytes, more than the whole archive ({archive} bytes)");
+    }
+    Ok(())
+}
+
+/// Reads an entry that declares `size` bytes, never more than `size + 1` of them, and refuses
+/// it unless exactly `size` came out.
+fn read_bounded(file: impl Read, size: u64, what: &str, thing: &str) -> Result<Vec<u8>> {
+    let mut data = Vec::with_capacity(usize::try_from(size)?);
+    file.take(size.saturating_add(1))
+        .read_to_end(&mut data)
+        .with_context(|| format!("{what}: cannot read {thing}"))?;
+    match (data.len() as u64).cmp(&size) {
+        std::cmp::Ordering::Greater => {
+            bail!("{what}: {thing} inflates past the {size} bytes its header declares")
+        }
+        std::cmp::Ordering::Less => bail!(
+            "{what}: {thing} ends after {} of the {size} bytes its header declares",
+            data.len()
+        ),
+        std::cmp::Ordering::Equal => Ok(data),
+    }
 }
 
 /// Reads a `.npz` file, or a single `.npy` file (its array named after the file stem).

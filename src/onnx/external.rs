@@ -26,9 +26,13 @@ pub(crate) fn is_external(tensor: &TensorProto) -> bool {
     tensor.data_location == Some(DataLocation::External as i32)
 }
 
-/// Number of elements of a tensor, from its dims.
+/// Number of elements of a tensor, from its dims (pinned at `u64::MAX` where the product
+/// overflows).
 pub(crate) fn element_count(tensor: &TensorProto) -> u64 {
-    tensor.dims.iter().map(|&d| d.max(0) as u64).product()
+    tensor
+        .dims
+        .iter()
+        .fold(1u64, |n, &d| n.saturating_mul(d.max(0) as u64))
 }
 
 /// Parses the `external_data` key/value list of an external tensor.
@@ -74,7 +78,11 @@ pub(crate) fn external_ref(tensor: &TensorProto) -> Result<ExternalRef> {
     })
 }
 
-/// Resolves an external location against the model folder, refusing paths that escape it.
+/// Resolves an external location against the model folder, refusing paths that escape it:
+/// written as absolute or with `..`, or reaching outside through a link (the data file's
+/// canonical path must lie under the folder's). Returns the canonical path of a file that
+/// exists (what is then opened), the joined path of one that does not (the caller says it is
+/// missing).
 fn resolve(base: &Path, tensor: &TensorProto, location: &str) -> Result<PathBuf> {
     let rel = Path::new(location);
     if rel.is_absolute() || rel.components().any(|c| matches!(c, Component::ParentDir)) {
@@ -83,35 +91,88 @@ fn resolve(base: &Path, tensor: &TensorProto, location: &str) -> Result<PathBuf>
             tensor.name
         );
     }
-    Ok(base.join(rel))
+    let path = base.join(rel);
+    let Ok(real) = path.canonicalize() else {
+        return Ok(path);
+    };
+    let folder = base
+        .canonicalize()
+        .with_context(|| format!("{}: cannot resolve the model's folder", base.display()))?;
+    if !real.starts_with(&folder) {
+        bail!(
+            "initializer '{}': external data '{}' leads outside the model's folder (to '{}', through a link); copy the data file beside the model",
+            tensor.name,
+            path.display(),
+            real.display()
+        );
+    }
+    Ok(real)
 }
 
-/// Checks that every external data file of `graph` exists in `base` (the model's folder) and
-/// is long enough; reads nothing.
+/// The end of `r`'s bytes in a data file of `size` bytes, refused when the offset and length
+/// overflow or pass the file's end.
+fn checked_end(tensor: &TensorProto, r: &ExternalRef, file: &Path, size: u64) -> Result<u64> {
+    let Some(end) = r.offset.checked_add(r.length) else {
+        bail!(
+            "initializer '{}': external data offset {} plus length {} overflows (file '{}')",
+            tensor.name,
+            r.offset,
+            r.length,
+            file.display()
+        );
+    };
+    if end > size {
+        bail!(
+            "initializer '{}': external data file '{}' is too short: needs {} bytes at offset {}, the file has {size}",
+            tensor.name,
+            file.display(),
+            r.length,
+            r.offset
+        );
+    }
+    Ok(end)
+}
+
+/// The size of the external data file at `file` for `tensor`, refused when it is missing or
+/// not a file.
+fn data_file_size(tensor: &TensorProto, file: &Path) -> Result<u64> {
+    match std::fs::metadata(file) {
+        Ok(m) if m.is_file() => Ok(m.len()),
+        Ok(_) => bail!(
+            "initializer '{}': external data '{}' is not a file",
+            tensor.name,
+            file.display()
+        ),
+        Err(_) => bail!(
+            "initializer '{}': external data file '{}' is missing (it must sit beside the model)",
+            tensor.name,
+            file.display()
+        ),
+    }
+}
+
+/// Checks that every external data file of `graph` exists in `base` (the model's folder),
+/// stays inside it and is long enough; reads nothing.
 pub(crate) fn check_external_data(graph: &GraphProto, base: &Path) -> Result<()> {
     for tensor in graph.initializer.iter().filter(|t| is_external(t)) {
         let r = external_ref(tensor)?;
         let file = resolve(base, tensor, &r.location)?;
-        let size = match std::fs::metadata(&file) {
-            Ok(m) if m.is_file() => m.len(),
-            Ok(_) => bail!("initializer '{}': external data '{}' is not a file", tensor.name, file.display()),
-            Err(_) => bail!(
-                "initializer '{}': external data file '{}' is missing (it must sit beside the model)",
-                tensor.name,
-                file.display()
-            ),
-        };
-        if r.offset + r.length > size {
-            bail!(
-                "initializer '{}': external data file '{}' is too short: needs {} bytes at offset {}, the file has {size}",
-                tensor.name,
-                file.display(),
-                r.length,
-                r.offset
-            );
-        }
+        checked_end(tensor, &r, &file, data_file_size(tensor, &file)?)?;
     }
     Ok(())
+}
+
+/// The data files the external initializers of `graph` name, relative to the model's folder,
+/// each once, in the order first named.
+pub(crate) fn data_file_locations(graph: &GraphProto) -> Result<Vec<String>> {
+    let mut out: Vec<String> = vec![];
+    for tensor in graph.initializer.iter().filter(|t| is_external(t)) {
+        let location = external_ref(tensor)?.location;
+        if !out.contains(&location) {
+            out.push(location);
+        }
+    }
+    Ok(out)
 }
 
 /// Reads the bytes of one external initializer, its location resolved against `base` (the
@@ -119,17 +180,34 @@ pub(crate) fn check_external_data(graph: &GraphProto, base: &Path) -> Result<()>
 pub(crate) fn read_external(base: &Path, tensor: &TensorProto) -> Result<Vec<u8>> {
     let r = external_ref(tensor)?;
     let path = resolve(base, tensor, &r.location)?;
+    checked_end(tensor, &r, &path, data_file_size(tensor, &path)?)?;
     let mut file =
         std::fs::File::open(&path).with_context(|| format!("{}: cannot open", path.display()))?;
-    file.seek(SeekFrom::Start(r.offset))?;
-    let mut buf = vec![0u8; r.length as usize];
-    file.read_exact(&mut buf).with_context(|| {
+    file.seek(SeekFrom::Start(r.offset)).with_context(|| {
         format!(
-            "{}: too short for initializer '{}'",
+            "{}: cannot seek for initializer '{}'",
             path.display(),
             tensor.name
         )
     })?;
+    let mut buf = Vec::with_capacity(usize::try_from(r.length)?);
+    (&mut file)
+        .take(r.length)
+        .read_to_end(&mut buf)
+        .with_context(|| {
+            format!(
+                "{}: cannot read initializer '{}'",
+                path.display(),
+                tensor.name
+            )
+        })?;
+    if buf.len() as u64 != r.length {
+        bail!(
+            "{}: too short for initializer '{}'",
+            path.display(),
+            tensor.name
+        );
+    }
     Ok(buf)
 }
 

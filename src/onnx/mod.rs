@@ -6,6 +6,7 @@ pub(crate) mod deferred_weights;
 pub mod dtype;
 pub mod encode;
 pub mod external;
+pub(crate) mod external_shapes;
 pub mod graph_builder;
 pub(crate) mod graph_check;
 pub(crate) mod initializer_data;

@@ -179,7 +179,7 @@ impl OnnxModel {
         };
         let held = deferred.lengths();
         check_initializer_data(model.graph(), |i| held.get(&i).copied())
-            .and_then(|()| check_external_data(model.graph(), model.base_dir()))
+            .and_then(|()| check_external_data(model.graph(), &model.base_dir()))
             .with_context(|| path.display().to_string())?;
         Ok(model)
     }
@@ -210,12 +210,10 @@ impl OnnxModel {
         self.proto.graph.get_or_insert_with(Default::default)
     }
 
-    /// The folder that external data locations are relative to.
-    pub fn base_dir(&self) -> &Path {
-        match self.path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p,
-            _ => Path::new("."),
-        }
+    /// The folder that external data locations are relative to: the model file's own
+    /// folder, a linked model's followed to the file it links to.
+    pub fn base_dir(&self) -> PathBuf {
+        model_folder(&self.path)
     }
 
     /// The default-domain opset version the model imports (0 if it declares none).
@@ -236,7 +234,7 @@ impl OnnxModel {
     /// Pulls every external initializer into the model as raw data: the model no longer
     /// depends on files beside it, so it can be saved anywhere or handed to a backend in memory.
     pub(crate) fn inline_external_data(&mut self) -> Result<()> {
-        let base = self.base_dir().to_path_buf();
+        let base = self.base_dir();
         let externals: Vec<(usize, Vec<u8>)> = self
             .graph()
             .initializer
@@ -262,6 +260,16 @@ impl OnnxModel {
     /// [`OnnxModel::inline_external_data`] first when saving into another folder.
     pub fn save(&self, path: &Path) -> Result<()> {
         write_atomic(path, &self.to_bytes())
+    }
+}
+
+/// The folder of the model file at `path` (its canonical path's, where it exists, so a link
+/// leads to the folder of the file it links to): where its external data lives.
+pub(crate) fn model_folder(path: &Path) -> PathBuf {
+    let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    match real.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
     }
 }
 

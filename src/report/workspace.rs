@@ -6,8 +6,16 @@ use crate::workspace::init::{Effective, InitReport, Source};
 /// The lines `init` prints.
 pub(crate) fn render_init(r: &InitReport) -> String {
     let how = if r.linked { "linked" } else { "copied" };
+    let data = match r.external_data.len() {
+        0 => String::new(),
+        _ if r.linked => format!(
+            " (its external data stays beside the file it links to: {})",
+            r.external_data.join(", ")
+        ),
+        _ => format!(" with its external data ({})", r.external_data.join(", ")),
+    };
     format!(
-        "made a trtkit workspace in {}: {how} the model to {}, created engines/ and calibration/, wrote {}\nthen, from there: trtkit build --fp16 …, trtkit validate --dataset DIR, trtkit compare\n",
+        "made a trtkit workspace in {}: {how} the model to {}{data}, created engines/ and calibration/, wrote {}\nthen, from there: trtkit build --fp16 …, trtkit validate --dataset DIR, trtkit compare\n",
         r.root, r.model, r.file
     )
 }

@@ -1,7 +1,8 @@
 //! The `init` job: makes a workspace from a model and the settings given — the model copied (or
-//! linked) into `onnx/`, `engines/` and `calibration/` created, `trtkit.toml` written — and
+//! linked) into `onnx/` with its external data files, `engines/` and `calibration/` created, `trtkit.toml` written — and
 //! the effective settings of a workspace with where each came from (`init --show`).
 
+use super::init_data::take_external_data;
 use super::{map_calib_path, Settings, Workspace, CALIBRATION_DIR, ENGINES_DIR, FILE, ONNX_DIR};
 use crate::atomic_file::write_atomic;
 use crate::onnx::model::decode_model;
@@ -35,6 +36,9 @@ pub struct InitReport {
     pub model: String,
     /// Whether it was linked rather than copied.
     pub(crate) linked: bool,
+    /// The external data files of the model, copied (or, linked, read) beside it.
+    #[serde(default)]
+    pub external_data: Vec<String>,
     /// The settings as written (paths relative to the workspace where they lie inside it).
     pub settings: Settings,
 }
@@ -53,7 +57,8 @@ fn for_workspace(path: &Path, root: &Path) -> PathBuf {
 pub fn init(config: &InitConfig) -> Result<InitReport> {
     let shown = config.model.display();
     let bytes = std::fs::read(&config.model).with_context(|| format!("{shown}: cannot read"))?;
-    decode_model(&bytes).with_context(|| format!("{shown}: init needs an ONNX model"))?;
+    let proto =
+        decode_model(&bytes).with_context(|| format!("{shown}: init needs an ONNX model"))?;
     let root = &config.dir;
     let file = root.join(FILE);
     if file.exists() && !config.force {
@@ -84,6 +89,12 @@ pub fn init(config: &InitConfig) -> Result<InitReport> {
             );
         }
     }
+    let graph = proto
+        .graph
+        .as_ref()
+        .context("a decoded model has a graph")?;
+    let into = (root.join(ONNX_DIR), config.link, config.force);
+    let external_data = take_external_data(&config.model, graph, into)?;
     if !same(&dest, &config.model) {
         if config.link {
             let target = std::fs::canonicalize(&config.model)
@@ -116,6 +127,7 @@ pub fn init(config: &InitConfig) -> Result<InitReport> {
         file: file.display().to_string(),
         model: dest.display().to_string(),
         linked: config.link,
+        external_data,
         settings,
     })
 }

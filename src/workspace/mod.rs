@@ -5,6 +5,7 @@
 //! `trtkit init` makes one.
 
 pub mod init;
+mod init_data;
 
 use crate::data::dataset::Annotations;
 use crate::data::preprocess::PreprocessRequest;
