@@ -68,10 +68,12 @@ fn peak_memory_does_not_grow_with_the_number_of_samples() {
     );
     assert_eq!(v["outputs"][0]["closeness"]["equal_pct"], 100.0);
     // Kept whole, 512 samples would hold 64 MiB of inputs and 64 MiB per side's outputs (and
-    // twice that again as float64 for the metrics): over 400 MiB more than 32 samples.
+    // twice that again as float64 for the metrics): over 400 MiB more than 32 samples. What may
+    // grow: the first side's outputs kept in memory before they go to a file (8 MiB), and the
+    // allocator's slack over 16 batches instead of one (about 30 MiB seen).
     let grew = large.saturating_sub(small);
     assert!(
-        grew < 32 << 20,
+        grew < 96 << 20,
         "peak RSS grew by {} MiB from 32 to 512 samples ({small} → {large} bytes)",
         grew >> 20
     );

@@ -14,6 +14,8 @@
 //! does), palettes are expanded and 16-bit samples are cut to their high byte.
 
 use super::png_rows::decode_png_rows;
+pub use super::row_sink::RowSink;
+pub(crate) use super::row_sink::MAX_SIDE;
 use anyhow::{anyhow, bail, Result};
 use mozjpeg::ColorSpace;
 use std::cell::Cell;
@@ -41,9 +43,6 @@ pub fn jpeg_decoder() -> JpegDecoder {
         },
     }
 }
-
-/// Largest width or height trtkit decodes (a guard against absurd headers).
-pub(crate) const MAX_SIDE: usize = 1 << 15;
 
 /// An 8-bit RGB image, rows top to bottom, pixels interleaved `RGBRGB…`.
 #[derive(Clone, Debug, PartialEq)]
@@ -74,15 +73,6 @@ pub(crate) fn sniff(bytes: &[u8]) -> Option<Format> {
     } else {
         None
     }
-}
-
-/// Receives an image's RGB rows, top to bottom, as they are decoded.
-pub trait RowSink {
-    /// Called once with the image size, before any row; returns how many rows from the top
-    /// are needed (decoding stops after them), or an error that ends the decode.
-    fn begin(&mut self, width: usize, height: usize) -> Result<usize>;
-    /// Called with row `y` (`width * 3` bytes), for each `y` below the count `begin` returned.
-    fn row(&mut self, y: usize, rgb: &[u8]);
 }
 
 /// Collects every row into an [`RgbImage`].

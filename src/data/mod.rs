@@ -19,6 +19,7 @@ pub mod preprocess;
 pub mod proto;
 pub(crate) mod random_window;
 pub mod resize;
+pub mod row_sink;
 pub mod sample;
 pub mod synthetic;
 pub mod walk;

@@ -3,7 +3,7 @@
 //! time, so an image costs one row of memory beyond what the sink keeps (an interlaced one, its
 //! whole frame, as its rows arrive out of order).
 
-use super::decode::{RowSink, MAX_SIDE};
+use super::row_sink::{RowSink, MAX_SIDE};
 use anyhow::{anyhow, bail, Context, Result};
 use std::io::Cursor;
 

@@ -387,7 +387,7 @@ impl Run<'_> {
             let side = RunResult::saved(&source.label, &source.side.path, vec![]);
             return Ok((Earlier::Saved(stepper), axes, side));
         }
-        let mut spool = WindowSpool::new()?;
+        let mut spool = WindowSpool::new();
         progress_start(progress, source, &stepper, self);
         let ran = self.windows.iter().try_for_each(|&(start, take)| {
             let inputs = self.feed.window(start, take)?;
