@@ -7,12 +7,16 @@ use super::pair::CompareReport;
 #[derive(Debug, thiserror::Error)]
 pub enum Verdict {
     /// An output of one side is all NaN: that run is broken.
-    #[error("output '{output}' of {side} is all NaN: that run is broken")]
+    #[error(
+        "{file}: output '{output}' of {side} is all NaN: that run is broken (a float16 overflow gives this; compare --layerwise names the first tensor that diverges)"
+    )]
     AllNan {
         /// The output.
         output: String,
         /// The side's label (`A`, `B`, …).
         side: String,
+        /// The side's file.
+        file: String,
     },
     /// An output disagrees in NaN or ±Inf values, so its cosine is NaN: below any threshold.
     #[error("{}", self.said(None))]
@@ -88,6 +92,7 @@ pub fn verdict(r: &CompareReport, fail_below: Option<f64>) -> Result<(), Verdict
                 return Err(Verdict::AllNan {
                     output: o.name.clone(),
                     side: side.label.clone(),
+                    file: side.source.clone(),
                 });
             }
         }
