@@ -265,7 +265,11 @@ fn bad_inputs_fail_with_one_line() {
     let nan = save(dir.path(), "nan.onnx", g.build());
     let n = nan.to_str().unwrap();
     let out = trtkit(&["compare", n, n, "--range", "-2", "-1", "--num-inputs", "3"]);
-    assert_clean_error(&out, 1, &["nan.onnx: output 'y' of A is all NaN", "--layerwise"]);
+    assert_clean_error(
+        &out,
+        1,
+        &["nan.onnx: output 'y' of A is all NaN", "--layerwise"],
+    );
     // CUDA where there is none, and a file that is neither a model nor outputs.
     if !std::path::Path::new("/dev/nvidia0").exists() {
         let out = trtkit(&["compare", ms, ms, "--a-device", "cuda", "--num-inputs", "2"]);
