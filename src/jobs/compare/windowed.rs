@@ -271,6 +271,8 @@ fn feed_for(
         .unwrap_or_default();
     let axes = batch_axes(&loaded[probe], source)?;
     let (feed, note) = make_feed(&config.inputs, specs, path, &graph_roles, &axes)?;
+    // One sample drawn now: inputs that cannot be made fail before any model is opened.
+    feed.window(0, 1)?;
     let by_user = config.batch_size.is_some();
     let samples = feed.samples()?;
     let batch = checked_batch(plan.batch, by_user, samples, plan.any_fixed(), specs, path)?;
