@@ -17,6 +17,7 @@ pub mod model;
 pub mod rewrite;
 pub mod shape;
 pub(crate) mod small_classifier;
+pub(crate) mod subgraphs;
 pub mod summary;
 pub mod tensor_info;
 #[cfg(any(test, feature = "test-support"))]

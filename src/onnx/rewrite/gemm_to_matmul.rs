@@ -6,6 +6,7 @@ use crate::onnx::attributes::attribute;
 use crate::onnx::dtype::data_type;
 use crate::onnx::pb::tensor_proto::DataType;
 use crate::onnx::pb::{GraphProto, NodeProto, TensorProto};
+use crate::onnx::subgraphs::outer_names;
 use anyhow::{bail, Result};
 use rayon::prelude::*;
 use std::borrow::Cow;
@@ -82,7 +83,12 @@ pub(super) fn gemm_to_matmul(g: &mut GraphProto) -> Result<()> {
         }
     }
     g.node = nodes;
-    let read: HashSet<String> = g.node.iter().flat_map(|n| n.input.clone()).collect();
+    // A weight a subgraph reads from here (an If branch's, a Loop body's) stays too.
+    let read: HashSet<String> = g
+        .node
+        .iter()
+        .flat_map(|n| n.input.iter().cloned().chain(outer_names(n)))
+        .collect();
     let inputs: HashSet<String> = g.input.iter().map(|v| v.name.clone()).collect();
     g.initializer
         .retain(|t| read.contains(&t.name) || inputs.contains(&t.name));

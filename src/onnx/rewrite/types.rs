@@ -60,15 +60,54 @@ fn output_types(node: &NodeProto, known: &HashMap<String, DataType>) -> Vec<Opti
         "RandomNormal" | "RandomUniform" | "EyeLike" | "RandomNormalLike" | "RandomUniformLike" => {
             all(int_attr(node, "dtype").and_then(data_type_attr).or(float))
         }
+        "If" | "Loop" | "Scan" => control_flow_types(node),
         _ => all(first_known()),
     }
+}
+
+/// The declared element type of a subgraph's output `index` (`None` where it declares none).
+fn declared_output(g: &GraphProto, index: usize) -> Option<DataType> {
+    let v = g.output.get(index)?;
+    let t = crate::onnx::tensor_info::tensor_type(v).and_then(|t| data_type(t.elem_type));
+    t.filter(|&t| t != DataType::Undefined)
+}
+
+/// An `If`'s outputs are its branches' (the first branch that declares one); a `Loop`'s are its
+/// body's outputs past the condition; a `Scan`'s are its body's.
+fn control_flow_types(node: &NodeProto) -> Vec<Option<DataType>> {
+    let graph = |name: &str| {
+        node.attribute
+            .iter()
+            .find(|a| a.name == name)
+            .and_then(|a| a.g.as_ref())
+    };
+    let skip = usize::from(node.op_type == "Loop");
+    let bodies: Vec<&GraphProto> = match node.op_type.as_str() {
+        "If" => ["then_branch", "else_branch"]
+            .iter()
+            .filter_map(|b| graph(b))
+            .collect(),
+        _ => graph("body").into_iter().collect(),
+    };
+    (0..node.output.len())
+        .map(|i| bodies.iter().find_map(|g| declared_output(g, i + skip)))
+        .collect()
 }
 
 /// The element type of every tensor the graph names, where it can be told.
 ///
 /// Tensors whose type is undefined or a code this ONNX version lacks are left out.
 pub(crate) fn infer_elem_types(graph: &GraphProto) -> HashMap<String, DataType> {
-    let mut known: HashMap<String, DataType> = HashMap::new();
+    infer_elem_types_within(graph, &HashMap::new())
+}
+
+/// [`infer_elem_types`] of a subgraph, which reads the values of the graphs around it
+/// (`outside`: their types) as well as its own; the result holds both.
+pub(crate) fn infer_elem_types_within(
+    graph: &GraphProto,
+    outside: &HashMap<String, DataType>,
+) -> HashMap<String, DataType> {
+    let mut known = outside.clone();
     for vi in graph.input.iter().chain(&graph.value_info) {
         let t = crate::onnx::tensor_info::tensor_type(vi).and_then(|t| data_type(t.elem_type));
         if let Some(t) = t.filter(|&t| t != DataType::Undefined) {
