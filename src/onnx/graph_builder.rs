@@ -44,6 +44,18 @@ pub(crate) fn attr_float(name: &str, value: f32) -> AttributeProto {
     }
 }
 
+/// `Cast(input) -> output` to the element type `to`, named after its output.
+pub fn cast_node(input: &str, output: &str, to: DataType) -> NodeProto {
+    NodeProto {
+        name: format!("{output}_Cast"),
+        op_type: "Cast".into(),
+        input: vec![input.to_string()],
+        output: vec![output.to_string()],
+        attribute: vec![attr_int("to", to as i64)],
+        ..Default::default()
+    }
+}
+
 /// A float32 tensor stored as raw little-endian data.
 pub fn tensor_f32(name: &str, dims: &[i64], data: &[f32]) -> TensorProto {
     assert_eq!(

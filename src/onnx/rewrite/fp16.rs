@@ -9,16 +9,20 @@ pub use super::fp16_keep::KeepNodeError;
 use super::fp16_keep::{
     float16_reads, kept_names, resolve_kept_nodes, unread_constant, wide_batchnorms,
 };
+use super::fp16_subgraphs::{cast_subgraph_outputs, convert_subgraphs, reads_by_subgraphs, Around};
 use super::fp16_values::{convert_tensors, to_f16_clamped, FileWeights};
+use super::fresh_names::FreshNames;
 use super::gemm_to_matmul::gemm_to_matmul;
 use super::initializer::{read_f32, set_f16};
 use super::pass::{Pass, PassReport};
 pub(crate) use super::report::Fp16Report;
-use super::types::infer_elem_types;
+use super::types::{infer_elem_types, infer_elem_types_within};
 use crate::onnx::deferred_weights::DeferredWeights;
 use crate::onnx::dtype::{data_type, data_type_attr};
+use crate::onnx::graph_builder::cast_node;
 use crate::onnx::pb::tensor_proto::DataType;
 use crate::onnx::pb::{GraphProto, NodeProto};
+use crate::onnx::subgraphs::holds_subgraph;
 use crate::onnx::tensor_info::tensor_type_mut;
 use crate::onnx::OnnxModel;
 use anyhow::{bail, Result};
@@ -102,17 +106,6 @@ fn needs_fp32_slot(op: &str, slot: usize) -> bool {
     )
 }
 
-fn cast_node(input: &str, output: &str, to: DataType) -> NodeProto {
-    NodeProto {
-        name: format!("{output}_Cast"),
-        op_type: "Cast".into(),
-        input: vec![input.to_string()],
-        output: vec![output.to_string()],
-        attribute: vec![crate::onnx::graph_builder::attr_int("to", to as i64)],
-        ..Default::default()
-    }
-}
-
 /// The FP16 pass: the model becomes float16 as its options say (see the module comment).
 ///
 /// Errors if the model already holds float16 tensors or has no float32 ones.
@@ -176,28 +169,61 @@ fn to_fp16_from(
     let keep_nodes = kept_names(&named);
     gemm_to_matmul(out.graph_mut())?;
     let wide = wide_batchnorms(out.graph());
+    // A node holding subgraphs (If, Loop, Scan) meets them in float32: each subgraph is
+    // converted inside, behind its own Casts.
     let chosen = |node: &NodeProto| {
         keep_ops.contains(node.op_type.as_str())
             || NO_FLOAT16.contains(&node.op_type.as_str())
             || (!node.name.is_empty() && keep_nodes.contains(node.name.as_str()))
             || node.output.first().is_some_and(|o| wide.contains(o))
+            || holds_subgraph(node)
     };
-    let reads16 = float16_reads(out.graph(), &chosen, needs_fp32_slot);
-    let keep = |node: &NodeProto| chosen(node) || unread_constant(node, &reads16);
-    let types = infer_elem_types(out.graph());
-    let is_float = |n: &str| types.get(n) == Some(&DataType::Float);
     let mut report = Fp16Report {
         kept_nodes: named,
         warnings,
         ..Default::default()
     };
-    let g = out.graph_mut();
-    let mut home = float_homes(g, &is_float, &keep, options.fp16_io);
-    convert_initializers(g, &keep, &mut home, file, &mut report)?;
-    convert_typed_attributes(g, &keep, &mut report)?;
-    let (cast_at_start, mut cast_after) = cast_for_readers(g, &keep, &home, &mut report);
-    let renames = cast_outputs(g, &home, options.fp16_io, &mut cast_after, &mut report);
-    if options.fp16_io {
+    let nothing = HashMap::new();
+    let main = Around {
+        main: true,
+        fp16_io: options.fp16_io,
+        file,
+        types: &nothing,
+        home: &nothing,
+    };
+    let mut names = FreshNames::of(out.graph());
+    convert_graph(out.graph_mut(), &chosen, main, &mut names, &mut report)?;
+    Ok((out, report))
+}
+
+/// Converts one graph: each float tensor gets its precision where it is made, a Cast goes
+/// wherever a reader needs the other one, then its subgraphs are converted in turn.
+pub(super) fn convert_graph(
+    g: &mut GraphProto,
+    chosen: &dyn Fn(&NodeProto) -> bool,
+    around: Around,
+    names: &mut FreshNames,
+    report: &mut Fp16Report,
+) -> Result<()> {
+    let types = infer_elem_types_within(g, around.types);
+    let is_float = |n: &str| types.get(n) == Some(&DataType::Float);
+    let outer = reads_by_subgraphs(g, chosen, needs_fp32_slot);
+    let mut reads16 = float16_reads(g, &chosen, needs_fp32_slot);
+    reads16.extend(outer.iter().filter(|r| r.1).map(|r| r.0.clone()));
+    let keep = |node: &NodeProto| chosen(node) || unread_constant(node, &reads16);
+    let mut home = around.home.clone();
+    home.extend(float_homes(g, &is_float, &keep, around.fp16_io));
+    convert_initializers(g, &keep, &outer, &mut home, around.file, report)?;
+    convert_typed_attributes(g, &keep, report)?;
+    let (mut cast_at_start, mut cast_after) = cast_for_readers(g, &keep, &home, names, report);
+    let renames = if around.main {
+        cast_outputs(g, &home, around.fp16_io, &mut cast_after, names, report)
+    } else {
+        let casts = (&mut cast_at_start, &mut cast_after);
+        cast_subgraph_outputs(g, &home, casts, names, report);
+        HashMap::new()
+    };
+    if around.fp16_io {
         for v in g.input.iter_mut() {
             if is_float(&v.name) {
                 if let Some(t) = tensor_type_mut(v) {
@@ -208,7 +234,7 @@ fn to_fp16_from(
     }
     place_casts(g, &renames, cast_after, cast_at_start);
     g.value_info.clear();
-    Ok((out, report))
+    convert_subgraphs(g, chosen, (&types, &home), names, report, convert_graph)
 }
 
 /// Refuses a model that already holds float16 tensors or has no float32 ones (`types`: the
@@ -270,10 +296,12 @@ fn float_homes(
     home
 }
 
-/// Initializers: float16 unless every reader needs float32; their precision goes into `home`.
+/// Initializers: float16 unless every reader needs float32 (`outer`: the reads by subgraphs,
+/// each with whether it wants float16); their precision goes into `home`.
 fn convert_initializers(
     g: &mut GraphProto,
     keep: &impl Fn(&NodeProto) -> bool,
+    outer: &[(String, bool)],
     home: &mut HashMap<String, DataType>,
     file: Option<FileWeights>,
     report: &mut Fp16Report,
@@ -288,6 +316,14 @@ fn convert_initializers(
             } else {
                 e.0 = true;
             }
+        }
+    }
+    for (name, wants16) in outer {
+        let e = init_needs.entry(name.clone()).or_default();
+        if *wants16 {
+            e.0 = true;
+        } else {
+            e.1 = true;
         }
     }
     let graph_inputs: HashSet<String> = g.input.iter().map(|v| v.name.clone()).collect();
@@ -386,6 +422,7 @@ fn cast_for_readers(
     g: &mut GraphProto,
     keep: &impl Fn(&NodeProto) -> bool,
     home: &HashMap<String, DataType>,
+    names: &mut FreshNames,
     report: &mut Fp16Report,
 ) -> (Vec<NodeProto>, HashMap<String, Vec<NodeProto>>) {
     let mut casts: HashMap<(String, DataType), String> = HashMap::new();
@@ -415,7 +452,7 @@ fn cast_for_readers(
                     } else {
                         "fp16"
                     };
-                    let out_name = format!("{name}_{suffix}");
+                    let out_name = names.fresh(format!("{name}_{suffix}"));
                     let c = cast_node(&name, &out_name, want);
                     if producers.contains(&name) {
                         cast_after.entry(name.clone()).or_default().push(c);
@@ -440,6 +477,7 @@ fn cast_outputs(
     home: &HashMap<String, DataType>,
     fp16_io: bool,
     cast_after: &mut HashMap<String, Vec<NodeProto>>,
+    names: &mut FreshNames,
     report: &mut Fp16Report,
 ) -> HashMap<String, String> {
     let want_out = if fp16_io {
@@ -456,15 +494,12 @@ fn cast_outputs(
             t.elem_type = want_out as i32;
         }
         if have != want_out {
-            let inner = format!(
-                "{}_{}",
-                v.name,
-                if have == DataType::Float16 {
-                    "fp16"
-                } else {
-                    "fp32"
-                }
-            );
+            let suffix = if have == DataType::Float16 {
+                "fp16"
+            } else {
+                "fp32"
+            };
+            let inner = names.fresh(format!("{}_{suffix}", v.name));
             renames.insert(v.name.clone(), inner.clone());
             cast_after
                 .entry(inner.clone())

@@ -119,3 +119,65 @@ fn weights_converted_straight_from_the_file_equal_the_usual_rewrite() {
     assert_eq!(map.data_type, DataType::Float16 as i32);
     assert_eq!(map.raw_data.len(), 3 * 32 * 32 * 2);
 }
+
+/// `y = Loop(3 times, v ← v · w)(x)`, the body reading the weight `w` from the main graph.
+fn scaling_loop() -> crate::onnx::pb::ModelProto {
+    use crate::onnx::graph_builder::{tensor_f32, GraphBuilder};
+    use crate::onnx::pb::attribute_proto::AttributeType;
+    use crate::onnx::pb::{AttributeProto, TensorProto};
+    use crate::tensor::Dim;
+    let four = [Dim::Fixed(4)];
+    let mut body = GraphBuilder::new("body");
+    body.input("i", DataType::Int64, &[])
+        .input("go", DataType::Bool, &[])
+        .input("v", DataType::Float, &four)
+        .output("go_on", DataType::Bool, &[])
+        .output("v_next", DataType::Float, &four)
+        .node("Identity", &["go"], &["go_on"], vec![])
+        .node("Mul", &["v", "w"], &["v_next"], vec![]);
+    let trips = TensorProto {
+        name: "trips".into(),
+        data_type: DataType::Int64 as i32,
+        int64_data: vec![3],
+        ..Default::default()
+    };
+    let mut g = GraphBuilder::new("looped");
+    g.input("x", DataType::Float, &four)
+        .output("y", DataType::Float, &four)
+        .initializer(tensor_f32("w", &[4], &[0.5, 1.0, 2.0, 4.0]))
+        .initializer(trips)
+        .node(
+            "Loop",
+            &["trips", "", "x"],
+            &["y"],
+            vec![AttributeProto {
+                name: "body".into(),
+                r#type: AttributeType::Graph as i32,
+                g: body.build().graph,
+                ..Default::default()
+            }],
+        );
+    g.build()
+}
+
+#[test]
+fn a_loop_body_computes_in_fp16_behind_float32_boundaries() {
+    let m = OnnxModel::from_proto(scaling_loop(), "loop.onnx");
+    let (f, r) = to_fp16(m, &Fp16Options::default()).unwrap();
+    let main = infer_elem_types(f.graph());
+    // The weight only the body reads is converted; the loop's own boundary stays float32.
+    assert_eq!(main["w"], DataType::Float16);
+    assert_eq!(main["y"], DataType::Float);
+    assert_eq!(r.converted_initializers, 1);
+    let body = f.graph().node[0].attribute[0].g.as_ref().unwrap();
+    let inside = super::super::types::infer_elem_types_within(body, &main);
+    let mul = body.node.iter().find(|n| n.op_type == "Mul").unwrap();
+    assert_eq!(inside[&mul.input[0]], DataType::Float16);
+    assert_eq!(inside[&mul.input[1]], DataType::Float16);
+    assert_eq!(inside[&mul.output[0]], DataType::Float16);
+    // What the body hands back is a float32 cast of it, matched by position.
+    let handed_back = &body.output[1].name;
+    assert_ne!(handed_back, &mul.output[0]);
+    assert_eq!(inside[handed_back], DataType::Float);
+    assert_eq!(inside[&body.input[2].name], DataType::Float);
+}
