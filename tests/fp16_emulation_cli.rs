@@ -180,18 +180,25 @@ fn emulated_fp16_of_a_model_that_does_not_overflow_stays_close() {
     assert_eq!(c.backend, "ort-cpu");
 }
 
-/// A float16 model with an `If`: the emulation does not rewrite subgraphs, so it refuses in one
-/// line that names the file, the node and the way out.
-#[test]
-fn a_float16_model_with_a_subgraph_is_refused_in_one_line() {
+/// [`planted`] computed inside both branches of an `If` on a boolean input: the branches read
+/// `x` and the weights from the main graph, and name their own values apart.
+fn planted_in_if(planted_weight: bool) -> ModelProto {
     use trtkit::onnx::pb::attribute_proto::AttributeType;
     use trtkit::onnx::pb::AttributeProto;
+    let plain = planted(planted_weight).graph.unwrap();
     let branch = |name: &str| {
-        let mut b = GraphBuilder::new(name);
-        b.output("y_branch", DataType::Float16, &[Dim::Fixed(1)])
-            .node("Identity", &["x"], &["y_branch"], vec![]);
-        let mut g = b.build().graph.unwrap();
+        let mut g = plain.clone();
         g.name = name.into();
+        g.input.clear();
+        let outer: Vec<String> = g.initializer.drain(..).map(|t| t.name).collect();
+        for node in g.node.iter_mut() {
+            for v in node.input.iter_mut().chain(node.output.iter_mut()) {
+                if v != "x" && !outer.contains(v) {
+                    *v = format!("{name}_{v}");
+                }
+            }
+        }
+        g.output[0].name = format!("{name}_out");
         AttributeProto {
             name: name.into(),
             r#type: AttributeType::Graph as i32,
@@ -199,27 +206,47 @@ fn a_float16_model_with_a_subgraph_is_refused_in_one_line() {
             ..Default::default()
         }
     };
-    let mut b = GraphBuilder::new("with_if");
-    b.input("x", DataType::Float16, &[Dim::Fixed(1)])
-        .input("cond", DataType::Bool, &[Dim::Fixed(1)])
-        .output("y", DataType::Float16, &[Dim::Fixed(1)])
-        .node(
-            "If",
-            &["cond"],
-            &["y"],
-            vec![branch("then_branch"), branch("else_branch")],
-        );
+    let mut model = planted(planted_weight);
+    let g = model.graph.as_mut().unwrap();
+    let mut flag = GraphBuilder::new("flag");
+    flag.input("use_then", DataType::Bool, &[]);
+    g.input.extend(flag.build().graph.unwrap().input);
+    g.node = vec![trtkit::onnx::pb::NodeProto {
+        name: "choose".into(),
+        op_type: "If".into(),
+        input: vec!["use_then".into()],
+        output: vec!["out".into()],
+        attribute: vec![branch("then_branch"), branch("else_branch")],
+        ..Default::default()
+    }];
+    model
+}
+
+/// The FP16 rewrite converts inside an `If`'s branches, and the emulation rounds there too: the
+/// overflow planted in the branches shows, and without it the FP16 model stays close.
+#[test]
+fn fp16_inside_an_if_is_converted_and_emulated() {
     let dir = tempfile::tempdir().unwrap();
-    let m = save(dir.path(), "if16.onnx", b.build());
-    let m = m.to_str().unwrap();
-    let out = trtkit(&["compare", m, m, "--backend", "tract", "--num-inputs", "2"]);
-    support::assert_clean_error(
-        &out,
-        1,
-        &[
-            "if16.onnx",
-            "'if_0' (If) holds a subgraph",
-            "--fp16-compute backend",
-        ],
-    );
+    for overflow in [true, false] {
+        let fp32 = save(dir.path(), "if32.onnx", planted_in_if(overflow));
+        let fp16 = dir.path().join("if16.onnx");
+        let (fp32, fp16) = (fp32.to_str().unwrap(), fp16.to_str().unwrap());
+        let out = trtkit(&["quantize", fp32, "--fp16", "-o", fp16]);
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // The four weights the branches read from the main graph became float16.
+        assert!(said.contains("4 initializers converted"), "{said}");
+        let c = compare(fp16, fp32, &["--backend", "ort"]);
+        assert_eq!(c.backend, "ort-cpu, fp16 emulated");
+        if overflow {
+            assert!(c.non_finite > 0 && c.failed, "cosine {}", c.cosine);
+        } else {
+            assert_eq!(c.non_finite, 0);
+            assert!(c.cosine > 0.999, "cosine {}", c.cosine);
+        }
+    }
 }

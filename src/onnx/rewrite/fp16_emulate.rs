@@ -18,16 +18,20 @@
 //! float32. Graph inputs and outputs keep their declared element types: a float16 input is cast to
 //! float32 after entry, a float16 output is the final `Cast(to=FLOAT16)` itself.
 //!
-//! Subgraphs (`If`, `Loop`, `Scan` bodies) are not rewritten: a model that computes in float16
-//! and holds one is refused, naming the node.
+//! Subgraphs (`If` branches, `Loop` and `Scan` bodies) are rewritten the same way, with one
+//! difference: their float16 inputs and outputs become float32 too (holding float16 values), as
+//! the node around them hands them values of the main graph's rewrite and rounds what they give
+//! back; the values they read from around them are read under the names that hold float32.
 
+use super::fresh_names::FreshNames;
 #[cfg(test)]
 use super::pass::{Pass, PassReport};
 pub(crate) use super::report::Fp16EmulationReport;
-use super::types::infer_elem_types;
+use super::types::{infer_elem_types, infer_elem_types_within};
 use crate::onnx::dtype::{data_type, data_type_attr};
 use crate::onnx::pb::tensor_proto::{DataLocation, DataType};
 use crate::onnx::pb::{GraphProto, NodeProto, TensorProto};
+use crate::onnx::subgraphs::subgraphs_mut;
 use crate::onnx::OnnxModel;
 use anyhow::{bail, Context, Result};
 use half::f16;
@@ -100,35 +104,6 @@ fn emulate_with_report(model: OnnxModel) -> Result<(OnnxModel, Fp16EmulationRepo
     Ok((model, report))
 }
 
-/// Tensor names not yet used in a graph.
-struct Names(HashSet<String>);
-
-impl Names {
-    fn of(g: &GraphProto) -> Names {
-        let mut used: HashSet<String> = HashSet::new();
-        used.extend(g.input.iter().map(|v| v.name.clone()));
-        used.extend(g.output.iter().map(|v| v.name.clone()));
-        used.extend(g.initializer.iter().map(|t| t.name.clone()));
-        for n in &g.node {
-            used.extend(n.input.iter().cloned());
-            used.extend(n.output.iter().cloned());
-        }
-        Names(used)
-    }
-
-    /// `base`, or `base` with a number after it, whichever is free; taken from now on.
-    fn fresh(&mut self, base: String) -> String {
-        let mut name = base.clone();
-        let mut k = 1;
-        while self.0.contains(&name) {
-            name = format!("{base}.{k}");
-            k += 1;
-        }
-        self.0.insert(name.clone());
-        name
-    }
-}
-
 fn cast(input: &str, output: &str, to: DataType) -> NodeProto {
     let suffix = if to == DataType::Float16 {
         "to_fp16"
@@ -143,23 +118,6 @@ fn cast(input: &str, output: &str, to: DataType) -> NodeProto {
         attribute: vec![crate::onnx::graph_builder::attr_int("to", to as i64)],
         ..Default::default()
     }
-}
-
-/// Refuses a graph with a subgraph, naming its node.
-fn refuse_subgraphs(g: &GraphProto) -> Result<()> {
-    for n in &g.node {
-        if n.attribute
-            .iter()
-            .any(|a| a.g.is_some() || !a.graphs.is_empty())
-        {
-            bail!(
-                "node '{}' ({}) holds a subgraph, which FP16 emulation does not rewrite",
-                n.name,
-                n.op_type
-            );
-        }
-    }
-    Ok(())
 }
 
 /// The float32 values of a float16 tensor (raw data or `int32_data`), as the same tensor in
@@ -216,27 +174,80 @@ fn widen_attributes(node: &mut NodeProto) -> Result<bool> {
 
 /// The rewrite itself (see the module comment).
 fn rewrite(g: &mut GraphProto) -> Result<Fp16EmulationReport> {
-    refuse_subgraphs(g)?;
-    let types = infer_elem_types(g);
+    let mut names = FreshNames::of(g);
+    let main = Outside {
+        types: &HashMap::new(),
+        wide: &HashMap::new(),
+        main: true,
+    };
+    rewrite_graph(g, &main, &mut names)
+}
+
+/// Rewrites the subgraphs `node` holds, adding what they did to `report`.
+fn rewrite_subgraphs(
+    node: &mut NodeProto,
+    around: &Outside,
+    names: &mut FreshNames,
+    report: &mut Fp16EmulationReport,
+) -> Result<()> {
+    for sub in subgraphs_mut(node) {
+        let inner = rewrite_graph(sub, around, names)?;
+        report.rounded += inner.rounded;
+        report.converted_initializers += inner.converted_initializers;
+        report.casts += inner.casts;
+    }
+    Ok(())
+}
+
+/// What a graph's rewrite needs from the graphs around it.
+struct Outside<'a> {
+    /// The element type of their values, as the model had them.
+    types: &'a HashMap<String, DataType>,
+    /// Their float16 values whose float32 copy has another name.
+    wide: &'a HashMap<String, String>,
+    /// The model's own graph (its float16 inputs and outputs stay float16).
+    main: bool,
+}
+
+/// [`rewrite`] of one graph, then of its subgraphs.
+fn rewrite_graph(
+    g: &mut GraphProto,
+    outside: &Outside,
+    names: &mut FreshNames,
+) -> Result<Fp16EmulationReport> {
+    let types = infer_elem_types_within(g, outside.types);
     let is16 = |n: &str| types.get(n) == Some(&DataType::Float16);
-    let mut names = Names::of(g);
+    let declared16 = |v: &crate::onnx::pb::ValueInfoProto| {
+        is16(&v.name) || declared_type(v) == Some(DataType::Float16)
+    };
     let mut report = Fp16EmulationReport::default();
     let inputs: HashSet<String> = g.input.iter().map(|v| v.name.clone()).collect();
-    let outputs16: HashSet<String> = g
-        .output
-        .iter()
-        .filter(|v| is16(&v.name) || declared_type(v) == Some(DataType::Float16))
-        .map(|v| v.name.clone())
-        .collect();
+    let outputs16: HashSet<String> = match outside.main {
+        true => g
+            .output
+            .iter()
+            .filter(|v| declared16(v))
+            .map(|v| v.name.clone())
+            .collect(),
+        false => HashSet::new(),
+    };
     let read: HashSet<String> = g.node.iter().flat_map(|n| n.input.clone()).collect();
     // A float16 tensor whose float32 value lives under another name than its own.
-    let mut wide: HashMap<String, String> = HashMap::new();
+    let mut wide: HashMap<String, String> = outside.wide.clone();
     let mut nodes: Vec<NodeProto> = Vec::new();
-    for v in g.input.iter().filter(|v| is16(&v.name)) {
-        let w = names.fresh(format!("{}.fp32", v.name));
-        nodes.push(cast(&v.name, &w, DataType::Float));
-        wide.insert(v.name.clone(), w);
-        report.casts += 1;
+    if outside.main {
+        for v in g.input.iter().filter(|v| is16(&v.name)) {
+            let w = names.fresh(format!("{}.fp32", v.name));
+            nodes.push(cast(&v.name, &w, DataType::Float));
+            wide.insert(v.name.clone(), w);
+            report.casts += 1;
+        }
+    } else {
+        let boundary = g.input.iter_mut().chain(g.output.iter_mut());
+        boundary
+            .filter(|v| declared16(v))
+            .filter_map(crate::onnx::tensor_info::tensor_type_mut)
+            .for_each(|t| t.elem_type = DataType::Float as i32);
     }
     for t in g.initializer.iter_mut() {
         if t.data_type != DataType::Float16 as i32 || inputs.contains(&t.name) {
@@ -259,6 +270,12 @@ fn rewrite(g: &mut GraphProto) -> Result<Fp16EmulationReport> {
                 *i = w.clone();
             }
         }
+        let around = Outside {
+            types: &types,
+            wide: &wide,
+            main: false,
+        };
+        rewrite_subgraphs(&mut node, &around, names, &mut report)?;
         let exact = widen_attributes(&mut node)?;
         let cast16 = node.op_type == "Cast"
             && crate::onnx::attributes::int_attr(&node, "to").and_then(data_type_attr)
@@ -306,13 +323,18 @@ fn rewrite(g: &mut GraphProto) -> Result<Fp16EmulationReport> {
         nodes.extend(after);
     }
     g.node = nodes;
-    for v in g.value_info.iter_mut() {
-        if is16(&v.name) && !outputs16.contains(&v.name) {
-            if let Some(t) = crate::onnx::tensor_info::tensor_type_mut(v) {
-                t.elem_type = DataType::Float as i32;
-            }
-        }
+    if !outside.main {
+        // A subgraph handing on a float16 value from around it hands on its float32 copy.
+        g.output
+            .iter_mut()
+            .filter_map(|v| Some((wide.get(&v.name)?, v)))
+            .for_each(|(w, v)| v.name = w.clone());
     }
+    g.value_info
+        .iter_mut()
+        .filter(|v| is16(&v.name) && !outputs16.contains(&v.name))
+        .filter_map(crate::onnx::tensor_info::tensor_type_mut)
+        .for_each(|t| t.elem_type = DataType::Float as i32);
     g.value_info.retain(|v| !outputs16.contains(&v.name));
     Ok(report)
 }
