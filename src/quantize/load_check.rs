@@ -10,9 +10,10 @@ use crate::backend::select::{
 };
 use crate::backend::Device;
 use crate::onnx::rewrite::pass::Pass;
-use crate::onnx::shape::{model_inputs, InputShapes, ShapeRequest};
+use crate::onnx::shape::{model_batch_axes, model_inputs, InputShapes, ShapeRequest};
 use crate::onnx::OnnxModel;
 use crate::tensor::Dim;
+use crate::tensor::{BatchAxisChoice, BatchAxisRequest};
 use anyhow::Result;
 
 /// The rewritten model failed to open on the backend that checks it, so it was not written.
@@ -81,12 +82,24 @@ pub(crate) fn check_loads(model: &OnnxModel, shapes: &ShapeRequest) -> Result<St
     let (kind, device) = runtime
         .kind_and_device()
         .expect("a CPU runtime runs ONNX models");
+    // Where a tensor's batch axis cannot be told, the check opens it as it is: which axis holds
+    // the samples does not change whether the model loads.
+    let as_they_are = model_batch_axes(model, &BatchAxisRequest::default())
+        .map(|axes| {
+            let undecided = axes.undecided().into_iter().map(|name| BatchAxisChoice {
+                name: name.to_string(),
+                axis: None,
+            });
+            BatchAxisRequest(undecided.collect())
+        })
+        .unwrap_or_default();
     let options = BackendOptions {
         kind,
         device,
         threads: Some(1),
         input_shapes: shapes.clone(),
         batch: Some(1),
+        batch_axes: as_they_are,
         kind_is_default: true,
         // The check is whether the backend opens the model as written, not its emulation.
         fp16_compute: Fp16Compute::Backend,
@@ -147,5 +160,24 @@ mod tests {
             crate::onnx::shape::parse_input_shapes(&["x:-1x3x16x24".into()]).unwrap(),
         );
         assert!(tract(given).is_ok());
+    }
+
+    /// A recurrent state `[layers, ?, hidden]` beside an input batched on an unnamed axis 0:
+    /// which axis holds its samples cannot be told, and need not be for the model to open.
+    #[test]
+    fn an_input_whose_batch_axis_cannot_be_told_does_not_stop_the_check() {
+        use crate::onnx::graph_builder::GraphBuilder;
+        use crate::onnx::pb::tensor_proto::DataType;
+        let mut g = GraphBuilder::new("state");
+        let (free, d) = (Dim::Unknown, Dim::Fixed);
+        g.input("x", DataType::Float, &[free.clone(), d(4)])
+            .input("state", DataType::Float, &[d(2), free.clone(), d(4)])
+            .output("y", DataType::Float, &[free.clone(), d(4)])
+            .output("next", DataType::Float, &[d(2), free, d(4)])
+            .node("Relu", &["x"], &["y"], vec![])
+            .node("Relu", &["state"], &["next"], vec![]);
+        let model = OnnxModel::from_proto(g.build(), "state.onnx");
+        let said = check_loads(&model, &ShapeRequest::default());
+        assert!(said.is_ok(), "{:#}", said.unwrap_err());
     }
 }

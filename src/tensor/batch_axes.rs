@@ -342,6 +342,16 @@ impl BatchAxes {
             .collect()
     }
 
+    /// The inputs and outputs whose batch axis cannot be told, in order.
+    pub fn undecided(&self) -> Vec<&str> {
+        self.inputs
+            .iter()
+            .chain(&self.outputs)
+            .filter(|(_, a)| matches!(a, Axis::Undecided(_)))
+            .map(|(n, _)| n.as_str())
+            .collect()
+    }
+
     /// Whether every listed input and output is batched on axis 0 (or has no batch axis).
     pub fn all_on_axis_0(&self) -> bool {
         self.inputs
