@@ -7,6 +7,7 @@ use super::ort_ir::lower_for_ort;
 use super::ort_libs::{locate_library, OrtLibrary, HOW_TO_GET};
 use super::{Backend, OutputVisitor, RunOutput};
 use crate::error_kind::{ErrorKind, TypedError};
+use crate::onnx::rewrite::fp16_emulate::has_float16_compute;
 use crate::onnx::rewrite::pass::Pass;
 use crate::onnx::shape::{model_batch_axes, Batch, FixBatch, InputShapes, ShapeRequest};
 use crate::onnx::tensor_info::is_placeholder;
@@ -222,7 +223,18 @@ impl OrtBackend {
     pub fn load(model: &OnnxModel, options: &OrtOptions) -> Result<Self> {
         let (model, batch_axes) = prepared_with_axes(model, options)?;
         let shown = model.path.display().to_string();
-        let session = session_builder(options)?
+        let mut builder = session_builder(options)?;
+        if has_float16_compute(&model) {
+            // NCHWc only rewrites float32 convolutions, and ONNX Runtime 1.31's pass crashes
+            // (SIGSEGV) on some float16 graphs with free axes (khmersm's FP16 rewrite).
+            builder = builder
+                .with_config_entry(
+                    "optimization.disable_specified_optimizers",
+                    "NchwcTransformer",
+                )
+                .map_err(|e| anyhow!("{e}"))?;
+        }
+        let session = builder
             .commit_from_memory(&model.to_bytes())
             .map_err(|e| anyhow!("{e}"))
             .with_context(|| {
