@@ -11,6 +11,7 @@ use super::sample_source::{ArrayBatches, CalibrationBatches, SyntheticBatches};
 use crate::backend::batch_runner::run_batched;
 use crate::backend::select::{open, BackendOptions};
 use crate::data::preprocess::{preprocess_fields, Preprocess, PreprocessRequest};
+use crate::error_kind::{kind_of, ErrorKind};
 use crate::keyed_artifact::Lookup;
 use crate::onnx::dtype::elem_type;
 use crate::onnx::input_roles::int_input_roles;
@@ -394,7 +395,13 @@ pub fn calibrate(args: &CalibrateConfig, progress: &dyn Progress) -> Result<Cali
     let collected = collect(&model, &plan, batches.as_mut(), &options, &|| {
         progress.advance(1)
     })
-    .with_context(|| shown.clone())?;
+    .map_err(|e| {
+        // A backend that refuses the model names it already.
+        match kind_of(&e) {
+            Some(ErrorKind::BackendRefusedModel) => e,
+            _ => e.context(shown.clone()),
+        }
+    })?;
     progress.finish();
     let t_search = Instant::now();
     let mut caches = Vec::with_capacity(pending.len());

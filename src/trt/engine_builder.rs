@@ -5,6 +5,7 @@
 use super::engine_file::{BuilderSettings, EngineTensor};
 use super::engine_io::dtype_name;
 use super::loader::{locate_usable, TrtLibraries, BOUND};
+use super::logged_error::{read_logged_error, LoggedError};
 use super::profile::ShapeProfile;
 use crate::onnx::pb::GraphProto;
 use crate::progress::Progress;
@@ -249,24 +250,26 @@ pub(crate) fn parse_error_message(graph: &GraphProto, desc: &str, errors: &[Stri
 }
 
 /// The message when the builder failed with `e`: the last three errors TensorRT logged
-/// (`errors`), or `e` when it logged none.
-fn build_failure(errors: &[String], e: &dyn std::fmt::Display) -> String {
-    let detail = errors
+/// (`errors`), each read apart where it is in TensorRT's form, with what trtkit knows of the
+/// last one on a model like `graph`; `e` when it logged none.
+fn build_failure(errors: &[String], e: &dyn std::fmt::Display, graph: &GraphProto) -> String {
+    let last = &errors[errors.len().saturating_sub(3)..];
+    let read: Vec<Option<LoggedError>> = last.iter().map(|e| read_logged_error(e)).collect();
+    let clauses: Vec<String> = last
         .iter()
-        .rev()
-        .take(3)
-        .rev()
-        .map(|e| e.replace('\n', " "))
-        .collect::<Vec<_>>()
-        .join("; ");
-    format!(
-        "TensorRT-RTX could not build the engine: {}",
-        if detail.is_empty() {
-            e.to_string()
-        } else {
-            detail
-        }
-    )
+        .zip(&read)
+        .map(|(text, read)| match read {
+            Some(r) => r.clause(),
+            None => text.replace('\n', " "),
+        })
+        .collect();
+    let hint = read.iter().flatten().last().and_then(|r| r.hint(graph));
+    let detail = match (clauses.is_empty(), hint) {
+        (true, _) => e.to_string(),
+        (false, Some(h)) => format!("{}; {h}", clauses.join("; ")),
+        (false, None) => clauses.join("; "),
+    };
+    format!("TensorRT-RTX could not build the engine: {detail}")
 }
 
 /// Parses `onnx` (whose graph is `graph`, for naming failing nodes) and builds a serialized
@@ -377,7 +380,7 @@ pub(crate) fn build_engine<'log>(
     let build_s = t_build.elapsed().as_secs_f64();
     let bytes = match built {
         Ok(mem) => mem,
-        Err(e) => bail!("{}", build_failure(&collector.take(), &e)),
+        Err(e) => bail!("{}", build_failure(&collector.take(), &e, graph)),
     };
     Ok(BuiltEngine {
         bytes,

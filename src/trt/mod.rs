@@ -29,6 +29,7 @@ mod ffi;
 pub mod flavour;
 pub mod inspect;
 pub mod loader;
+pub(crate) mod logged_error;
 pub(crate) mod model_file;
 pub(crate) mod preflight;
 pub mod profile;

@@ -18,6 +18,7 @@ use crate::tensor::{check_input_count, HostTensor, IoSpec};
 use crate::tensor::{BatchAxes, BatchAxisRequest, Dim};
 use anyhow::{bail, Context, Result};
 use convert::{run_plan, spec_of, to_host};
+use refusal::analysis_refusal;
 use std::time::{Duration, Instant};
 use threads::{on_workers, runs_per_sample, ThreadPlan};
 use tract_linalg::multithread::Executor;
@@ -25,6 +26,7 @@ use tract_onnx::prelude::*;
 use visit::{keep_only_needed_outputs, no_batch_axis, visit_f32, CpuPlan};
 
 mod convert;
+mod refusal;
 mod threads;
 mod visit;
 
@@ -126,10 +128,9 @@ impl TractBackend {
             None => parsed.model.into_optimized(),
             Some(_) => parsed.model.into_typed().and_then(|m| m.into_decluttered()),
         }
-        .map_err(|e| anyhow::anyhow!("{e:#}"))
-        .with_context(|| {
-            let message = format!("{shown}: tract cannot analyse the model");
-            TypedError::new(ErrorKind::BackendRefusedModel, message)
+        .map_err(|e| {
+            let message = format!("{shown}: {}", analysis_refusal(&format!("{e:#}")));
+            anyhow::Error::new(TypedError::new(ErrorKind::BackendRefusedModel, message))
         })?;
         let (inputs, outputs) = io_specs(&typed)?;
         let (plan, cpu_plan) = prepare(typed, cuda, &threads, options, &shown)?;
