@@ -4,4 +4,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/test-setup.sh
+# Each fuzz target of tests/fuzz.rs runs this many seconds (2 when the test is run alone).
+export TRTKIT_FUZZ_SECONDS="${TRTKIT_FUZZ_SECONDS:-20}"
 exec cargo nextest run --locked --no-fail-fast "$@"

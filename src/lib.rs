@@ -20,6 +20,8 @@ pub mod cli;
 pub mod cuda;
 pub mod data;
 pub mod error_kind;
+#[cfg(any(test, feature = "test-support"))]
+pub mod fuzz_targets;
 pub(crate) mod host_memory;
 pub mod jobs;
 pub mod keyed_artifact;

@@ -221,20 +221,28 @@ pub fn read_files(paths: &[PathBuf]) -> Result<Journal> {
         }
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("{}: cannot read the journal", path.display()))?;
+        journal.read_text(path, &text);
+    }
+    Ok(journal)
+}
+
+impl Journal {
+    /// Adds the records of the journal file `path` whose text is `text`; a line that is not a
+    /// record is skipped, said as `file:line: why`.
+    pub fn read_text(&mut self, path: &Path, text: &str) {
         for (i, line) in text.lines().enumerate() {
             if line.trim().is_empty() {
                 continue;
             }
             match serde_json::from_str::<CellRecord>(line) {
-                Ok(r) => journal.records.push(r),
-                Err(e) => journal
+                Ok(r) => self.records.push(r),
+                Err(e) => self
                     .skipped
                     .push(format!("{}:{}: {e}", path.display(), i + 1)),
             }
         }
-        journal.files.push(path.clone());
+        self.files.push(path.to_path_buf());
     }
-    Ok(journal)
 }
 
 #[cfg(test)]
