@@ -21,6 +21,10 @@ pub const TARGETS: &[Target] = &[
         run: onnx_model,
     },
     Target {
+        name: "onnx_fp16",
+        run: onnx_fp16,
+    },
+    Target {
         name: "npz",
         run: npz_archive,
     },
@@ -50,6 +54,18 @@ pub fn onnx_model(bytes: &[u8]) {
     if let Ok((model, _)) = OnnxModel::from_bytes_deferring(path, bytes) {
         let _ = crate::onnx::graph_check::check_graph_structure(model.graph());
         let _ = crate::onnx::summary::summarize(&model, true);
+    }
+}
+
+/// A model file rewritten to FP16, as `quantize --fp16` does once the model is read and
+/// checked.
+pub fn onnx_fp16(bytes: &[u8]) {
+    use crate::onnx::rewrite::pass::Pass;
+    let path = Path::new("/nonexistent-trtkit-fuzz/model.onnx");
+    if let Ok(model) = OnnxModel::from_bytes(path, bytes) {
+        if crate::onnx::graph_check::check_graph_structure(model.graph()).is_ok() {
+            let _ = crate::onnx::rewrite::fp16::Fp16::default().run(model);
+        }
     }
 }
 

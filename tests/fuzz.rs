@@ -47,6 +47,128 @@ const EDGES: &[u64] = &[
     u64::MAX - 7,
 ];
 
+/// Op types a model mutation may swap in: the ones the rewrites and the checks treat apart.
+const OPS: &[&str] = &[
+    "Conv",
+    "Gemm",
+    "MatMul",
+    "BatchNormalization",
+    "Resize",
+    "Cast",
+    "Constant",
+    "Reshape",
+    "Concat",
+    "If",
+    "Loop",
+    "Softmax",
+    "Add",
+    "Relu",
+    "Flatten",
+    "QuantizeLinear",
+    "DequantizeLinear",
+    "Range",
+    "ConstantOfShape",
+    "Gather",
+    "Slice",
+];
+
+/// A mutation of an ONNX model at the level of its graph (names, dims, types, ops, attributes),
+/// which byte flips rarely reach: the bytes still decode, the graph is what is wrong.
+fn mutate_model(input: &[u8], rng: &mut Rng) -> Option<Vec<u8>> {
+    use prost::Message;
+    use trtkit::onnx::pb::ModelProto;
+    let mut model = ModelProto::decode(input).ok()?;
+    let g = model.graph.as_mut()?;
+    let names: Vec<String> = g
+        .node
+        .iter()
+        .flat_map(|n| n.input.iter().chain(&n.output).cloned())
+        .chain(g.initializer.iter().map(|t| t.name.clone()))
+        .chain(["".to_string(), "nowhere".to_string()])
+        .collect();
+    let edge = |rng: &mut Rng| EDGES[rng.below(EDGES.len())] as i64;
+    for _ in 0..1 + rng.below(3) {
+        let nodes = g.node.len();
+        let inits = g.initializer.len();
+        match rng.below(9) {
+            0 if nodes > 0 => {
+                let n = &mut g.node[rng.below(nodes)];
+                let slot = rng.below(n.input.len() + 1);
+                let name = names[rng.below(names.len())].clone();
+                match slot < n.input.len() {
+                    true => n.input[slot] = name,
+                    false => n.input.push(name),
+                }
+            }
+            1 if nodes > 0 => {
+                let n = &mut g.node[rng.below(nodes)];
+                n.op_type = OPS[rng.below(OPS.len())].to_string();
+            }
+            2 if nodes > 0 => {
+                let n = &mut g.node[rng.below(nodes)];
+                let k = rng.below(n.attribute.len().max(1));
+                if let Some(a) = n.attribute.get_mut(k) {
+                    match rng.below(3) {
+                        0 => a.i = edge(rng),
+                        1 => a.ints = (0..rng.below(6)).map(|_| edge(rng)).collect(),
+                        _ => a.r#type = rng.below(16) as i32,
+                    }
+                }
+            }
+            3 if inits > 0 => {
+                let t = &mut g.initializer[rng.below(inits)];
+                let k = rng.below(t.dims.len() + 1);
+                match k < t.dims.len() {
+                    true => t.dims[k] = edge(rng),
+                    false => t.dims.push(edge(rng)),
+                }
+            }
+            4 if inits > 0 => {
+                let t = &mut g.initializer[rng.below(inits)];
+                t.data_type = rng.below(26) as i32;
+            }
+            5 if inits > 0 => {
+                let t = &mut g.initializer[rng.below(inits)];
+                let keep = rng.below(t.raw_data.len() + 1);
+                t.raw_data.truncate(keep);
+            }
+            6 if nodes > 1 => {
+                let (a, b) = (rng.below(nodes), rng.below(nodes));
+                g.node.swap(a, b);
+            }
+            7 if !g.input.is_empty() => {
+                let k = rng.below(g.input.len());
+                let v = &mut g.input[k];
+                if let Some(trtkit::onnx::pb::type_proto::Value::TensorType(t)) =
+                    v.r#type.as_mut().and_then(|t| t.value.as_mut())
+                {
+                    t.elem_type = rng.below(26) as i32;
+                    let dims = t.shape.as_mut().map(|s| &mut s.dim);
+                    let k = rng.below(dims.as_ref().map_or(1, |d| d.len().max(1)));
+                    if let Some(dim) = dims.and_then(|d| d.get_mut(k)) {
+                        use trtkit::onnx::pb::tensor_shape_proto::dimension::Value;
+                        dim.value = Some(Value::DimValue(edge(rng)));
+                    }
+                }
+            }
+            _ if nodes > 0 => {
+                let at = rng.below(nodes);
+                match rng.below(2) {
+                    0 => {
+                        g.node.remove(at);
+                    }
+                    _ => {
+                        let copy = g.node[at].clone();
+                        g.node.insert(rng.below(nodes), copy);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Some(model.encode_to_vec())
+}
+
 /// One mutation of `input`, drawing on `seeds` for splices.
 fn mutate(input: &[u8], seeds: &[Vec<u8>], rng: &mut Rng) -> Vec<u8> {
     let mut out = input.to_vec();
@@ -139,10 +261,21 @@ fn tensors() -> Vec<HostTensor> {
 fn made_seeds(target: &str) -> Vec<Vec<u8>> {
     use prost::Message;
     match target {
-        "onnx" => vec![
-            trtkit::onnx::test_models::classifier(None).encode_to_vec(),
-            trtkit::onnx::test_models::paddle_style_pyramid().encode_to_vec(),
-        ],
+        "onnx" | "onnx_fp16" => {
+            use trtkit::onnx::test_models as m;
+            [
+                m::classifier(None),
+                m::paddle_style_pyramid(),
+                m::token_classifier(),
+                m::dynamic_quantized_matmul(),
+                m::recogniser(4, 5, None),
+                m::segmenter(3, 8, Some(1)),
+                m::fp16_overflow(),
+            ]
+            .iter()
+            .map(|model| model.encode_to_vec())
+            .collect()
+        }
         "npz" => vec![trtkit::data::npz::encode(&tensors()).unwrap()],
         "npy" => tensors().iter().map(trtkit::data::npy::encode).collect(),
         "image" => vec![
@@ -199,7 +332,14 @@ fn fuzz(target: &Target, seeds: Vec<Vec<u8>>, budget: Duration, seed: u64) -> Re
     while executions < seeds.len() as u64 || started.elapsed() < budget {
         let input = match executions < seeds.len() as u64 {
             true => seeds[executions as usize].clone(),
-            false => mutate(&queue[rng.below(queue.len())], &seeds, &mut rng),
+            false => {
+                let parent = &queue[rng.below(queue.len())];
+                let structured = target.name.starts_with("onnx") && rng.below(2) == 0;
+                match structured.then(|| mutate_model(parent, &mut rng)).flatten() {
+                    Some(model) => model,
+                    None => mutate(parent, &seeds, &mut rng),
+                }
+            }
         };
         let run = target.run;
         if catch_unwind(AssertUnwindSafe(|| run(&input))).is_err() {
