@@ -173,6 +173,37 @@ fn inspect_refuses_an_engine_its_sidecar_does_not_describe() {
     );
 }
 
+/// A sidecar edited by hand (another precision, another batch range) is not believed:
+/// `inspect` shows no key or facts from it and says why, and a rebuild replaces the engine.
+#[test]
+fn an_edited_sidecar_is_not_believed() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (engine, _) = built_engine(d);
+    let e = engine.to_str().unwrap();
+    let side = PathBuf::from(format!("{e}.json"));
+    let text = std::fs::read_to_string(&side).unwrap();
+    let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["key"]["precision"], "fp32", "{text}");
+    v["key"]["precision"] = "int8".into();
+    std::fs::write(&side, serde_json::to_vec_pretty(&v).unwrap()).unwrap();
+    let out = trtkit_in(d, &["inspect", e, "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let shown: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(shown["sidecar"].is_null(), "{shown}");
+    let problem = shown["sidecar_problem"].as_str().unwrap();
+    assert!(problem.contains("edited after the build"), "{problem}");
+    // Put back as written, it is believed again.
+    std::fs::write(&side, &text).unwrap();
+    let out = trtkit_in(d, &["inspect", e, "--json"]);
+    let shown: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(shown["sidecar"]["key"]["precision"], "fp32", "{shown}");
+}
+
 #[test]
 fn foreign_and_other_flavour_files_are_refused_by_name() {
     let dir = tempfile::tempdir().unwrap();

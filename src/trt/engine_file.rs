@@ -172,15 +172,48 @@ pub(crate) fn read_sidecar(engine: &Path) -> Result<EngineSidecar> {
     keyed_artifact::read_key_file(engine)
 }
 
+/// A sidecar as written: its fields and a seal, the SHA-256 of those fields, so a hand edit
+/// (another precision, another batch range) is told from what the build wrote. A sidecar with no
+/// seal (written by an older trtkit) is read as it is.
+#[derive(Serialize, Deserialize)]
+struct SealedSidecar {
+    #[serde(flatten)]
+    sidecar: EngineSidecar,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    seal: Option<String>,
+}
+
+/// The seal of `sidecar`: the SHA-256 of its fields as compact JSON.
+fn seal_of(sidecar: &EngineSidecar) -> Result<String> {
+    Ok(crate::onnx::model::sha256_hex(&serde_json::to_vec(
+        sidecar,
+    )?))
+}
+
 impl KeyFile for EngineSidecar {
     const SUFFIX: &'static str = ".json";
 
     fn parse(bytes: &[u8]) -> Result<Self> {
-        serde_json::from_slice(bytes).context("not a trtkit engine sidecar")
+        let sealed: SealedSidecar =
+            serde_json::from_slice(bytes).context("not a trtkit engine sidecar")?;
+        if let Some(seal) = &sealed.seal {
+            if *seal != seal_of(&sealed.sidecar)? {
+                bail!(
+                    "edited after the build: what it says of the engine no longer matches what \
+                     the build wrote, so it is not used; rebuild the engine, or delete this file \
+                     to run the engine without it"
+                );
+            }
+        }
+        Ok(sealed.sidecar)
     }
 
     fn encode(&self, _engine: &Path) -> Result<Vec<u8>> {
-        Ok(serde_json::to_vec_pretty(self)?)
+        let sealed = SealedSidecar {
+            sidecar: self.clone(),
+            seal: Some(seal_of(self)?),
+        };
+        Ok(serde_json::to_vec_pretty(&sealed)?)
     }
 
     fn key_fields(&self) -> serde_json::Value {
