@@ -783,3 +783,19 @@ fn a_forced_fp16_build_keeps_the_quantize_graph_and_the_model_hash() {
         .is_some_and(|l| !l.is_empty()));
     assert_eq!(json_of(&build_in(d, &args))["reused"], true);
 }
+
+/// `--workspace 0` is refused before anything is built: TensorRT cannot compile with no
+/// workspace, and its own assertion says nothing of the flag.
+#[test]
+fn a_zero_workspace_is_a_usage_error_naming_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    save(dir.path(), "m.onnx", test_models::classifier(Some(1)));
+    let out = trtkit_in(dir.path(), &["build", "m.onnx", "--workspace", "0"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--workspace") && stderr.contains("at least 1 MiB"),
+        "{stderr}"
+    );
+    assert!(files(&dir.path().join("engines")).is_empty());
+}

@@ -91,8 +91,8 @@ pub struct BuildArgs {
     /// A target search's float nodes, kept in float.
     #[command(flatten)]
     pub(crate) search_result: SearchResultArgs,
-    /// Builder workspace memory limit in MiB (default: TensorRT's).
-    #[arg(long, value_name = "MiB")]
+    /// Builder workspace memory limit in MiB, at least 1 (default: TensorRT's).
+    #[arg(long, value_name = "MiB", value_parser = workspace_mib)]
     pub workspace: Option<u64>,
     /// Builder optimization level 0–5 (default: TensorRT's, 3).
     #[arg(long, value_name = "LEVEL", value_parser = clap::value_parser!(i32).range(0..=5))]
@@ -162,6 +162,19 @@ fn profile_flags(args: &BuildArgs, axes: Vec<AxisRange>) -> Result<(BatchRequest
         .check_ranges()
         .map_err(|e| usage(format!("--min-shapes/--opt-shapes/--max-shapes: {e:#}")))?;
     Ok((batch, explicit))
+}
+
+/// `--workspace`: a whole number of MiB, at least 1 (TensorRT cannot compile with none).
+fn workspace_mib(text: &str) -> Result<u64, String> {
+    match text.trim().parse::<u64>() {
+        Ok(0) => Err(
+            "the builder needs some workspace: give at least 1 MiB, or leave --workspace out to \
+             let TensorRT choose"
+                .into(),
+        ),
+        Ok(mib) => Ok(mib),
+        Err(_) => Err(format!("'{text}' is not a whole number of MiB")),
+    }
 }
 
 /// The build job these flags describe, in the workspace when the model is left out (or lies in

@@ -63,6 +63,13 @@ impl LoggedError {
                     .into(),
             );
         }
+        if self.detail.contains("workspace memory") {
+            return Some(
+                "the builder ran out of workspace memory: raise --workspace (MiB), or leave it \
+                 out to let TensorRT choose"
+                    .into(),
+            );
+        }
         if self.kind.to_lowercase().starts_with("internal") {
             let holder = graph.node.iter().find(|n| holds_subgraph(n));
             return Some(match holder {
@@ -115,6 +122,15 @@ mod tests {
             .hint(&GraphProto::default())
             .unwrap()
             .contains("DequantizeLinear"));
+        let workspace = read_logged_error(
+            "Error Code 2: Internal Error (Assertion mContext.maxScratchSize > 0 failed. Compiling \
+             this graph requires workspace memory greater than 0. In createMyelinGraph at x.cpp:1)",
+        )
+        .unwrap();
+        assert!(workspace
+            .hint(&GraphProto::default())
+            .unwrap()
+            .contains("--workspace"));
         assert_eq!(read_logged_error("Error Code x: nothing"), None);
         assert_eq!(read_logged_error("no code here"), None);
     }
