@@ -188,3 +188,31 @@ fn the_fp16_search_refuses_int8_flags_and_a_missing_target() {
     );
     assert!(!out.exists());
 }
+
+/// Each candidate of the search rewrites the model again; a weight clamped to ±65504 is still
+/// said once, not once per rewrite.
+#[test]
+fn a_clamped_weight_is_said_once_however_many_rewrites_the_search_makes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut proto = test_models::fp16_overflow();
+    let w = proto
+        .graph
+        .as_mut()
+        .unwrap()
+        .initializer
+        .first_mut()
+        .unwrap();
+    assert_eq!(w.data_type, 1, "{}", w.name);
+    let name = w.name.clone();
+    w.raw_data[0..4].copy_from_slice(&1e5f32.to_le_bytes());
+    let model = save(dir.path(), "big.onnx", proto);
+    let out = search(
+        &model,
+        &dir.path().join("big-fp16.onnx"),
+        &["--target-cosine", "0.999"],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let said = format!("initializer '{name}' has values beyond the float16 range");
+    assert_eq!(stderr.matches(&said).count(), 1, "{stderr}");
+}

@@ -12,6 +12,7 @@ pub mod doctor;
 pub(crate) mod hints;
 pub mod init;
 pub mod inspect;
+pub(crate) mod log_lines;
 pub(crate) mod outputs;
 pub mod quantize;
 pub mod report;
@@ -86,7 +87,7 @@ pub fn init_logging(verbose: u8, quiet: bool) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(log_lines::WarningsOnce)
         .with_target(false)
         .without_time()
         .try_init();
