@@ -451,3 +451,34 @@ fn fp16_of_the_token_model_keeps_its_outputs() {
     assert!(cosine >= 0.999, "{o}");
     assert_eq!(o["topk"]["top1_agreement_pct"], 100.0, "{o}");
 }
+
+/// Saved outputs say which inputs made them: compared with a run on other inputs (another
+/// `--seed`), they are refused in one line naming the file; on the same inputs they compare.
+#[test]
+fn saved_outputs_of_other_inputs_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = save(dir.path(), "m.onnx", classifier(None));
+    let m = m.to_str().unwrap();
+    let saved = dir.path().join("out.npz");
+    let s = saved.to_str().unwrap();
+    let run = |extra: &[&str]| {
+        let base = ["compare", s, m, "--num-samples", "3"];
+        trtkit(&[&base[..], extra].concat())
+    };
+    let made = trtkit(&["compare", m, m, "--num-samples", "3", "--save-outputs", s]);
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let stored = npz::load(&saved).unwrap();
+    assert!(stored.iter().any(|t| t.name == "trtkit.inputs"));
+    let out = run(&["--seed", "1"]);
+    assert_clean_error(&out, 1, &["out.npz", "other inputs", "seed 0", "seed 1"]);
+    let same = run(&[]);
+    assert!(
+        same.status.success(),
+        "{}",
+        String::from_utf8_lossy(&same.stderr)
+    );
+}

@@ -97,6 +97,11 @@ impl NpzSpool {
 
     /// Puts the archive together from the spools and writes it in place (atomically).
     pub fn finish(self) -> Result<()> {
+        self.finish_with(&[])
+    }
+
+    /// [`NpzSpool::finish`], with `extra` arrays after the spooled ones, whole.
+    pub fn finish_with(self, extra: &[HostTensor]) -> Result<()> {
         let NpzSpool { path, arrays } = self;
         write_atomic_seekable(&path, |file| {
             let mut zip = zip::ZipWriter::new(file);
@@ -109,6 +114,12 @@ impl NpzSpool {
                 zip.start_file(format!("{}.npy", array.name), options)?;
                 zip.write_all(&header)?;
                 array.copy_joined(&mut zip)?;
+            }
+            for t in extra {
+                let options =
+                    SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
+                zip.start_file(format!("{}.npy", t.name), options)?;
+                zip.write_all(&npy::encode(t))?;
             }
             zip.finish()?;
             Ok(())

@@ -6,6 +6,7 @@
 
 pub(crate) mod collect;
 pub mod inputs;
+pub(crate) mod inputs_stamp;
 pub mod pair;
 pub mod run;
 pub mod sources;
@@ -122,10 +123,16 @@ impl CompareSink {
             .zip(tested)
             .map(|(pair, a)| pair.finish(a, reference, &ran.inputs_note))
             .collect::<Result<Vec<_>>>()?;
-        let spools = [self.tested, self.reference].into_iter().flatten();
-        let inputs = self.inputs.filter(|_| ran.fed);
-        for spool in spools.chain(inputs) {
-            spool.finish()?;
+        // Saved outputs say which inputs made them, for a later comparison to check.
+        let stamp = match ran.fed {
+            true => vec![inputs_stamp::stamp(&ran.inputs_note)?],
+            false => vec![],
+        };
+        for spool in [self.tested, self.reference].into_iter().flatten() {
+            spool.finish_with(&stamp)?;
+        }
+        if let Some(inputs) = self.inputs.filter(|_| ran.fed) {
+            inputs.finish()?;
         }
         Ok(reports)
     }

@@ -84,7 +84,9 @@ impl RunResult {
 
     /// The run result an `.npz` saved by [`RunResult::save`] (or numpy) holds.
     pub fn load(label: impl Into<String>, path: &Path) -> Result<RunResult> {
-        Ok(RunResult::saved(label, path, npz::load(path)?))
+        let mut tensors = npz::load(path)?;
+        super::inputs_stamp::take_stamp(&mut tensors);
+        Ok(RunResult::saved(label, path, tensors))
     }
 
     /// Saves the outputs as an `.npz`, one array per output name (written atomically).

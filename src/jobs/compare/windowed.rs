@@ -6,6 +6,7 @@
 //! the same windows.
 
 use super::inputs::{checked_batch, make_feed, Feed};
+use super::inputs_stamp::{check_same_inputs, take_stamp};
 use super::run::{RunConfig, RunResult};
 use super::sources::{load, Loaded, SourceConfig};
 use super::window_spool::WindowSpool;
@@ -290,16 +291,26 @@ pub(crate) fn run_windowed(
     progress: &dyn Progress,
     sink: &mut dyn WindowSink,
 ) -> Result<Ran> {
-    let loaded = config
+    let mut loaded = config
         .sources
         .iter()
         .map(|s| load(s, &config.input_shapes))
         .collect::<Result<Vec<_>>>()?;
+    let stamps: Vec<Option<String>> = loaded
+        .iter_mut()
+        .map(|src| match src {
+            Loaded::Saved(tensors) => take_stamp(tensors),
+            _ => None,
+        })
+        .collect();
     let plan = plan(&loaded, config)?;
     let Some(probe) = plan.specs.iter().position(Option::is_some) else {
-        return saved_only(config, loaded, sink);
+        return saved_only(config, loaded, &stamps, sink);
     };
     let (feed, inputs_note, input_axes, batch) = feed_for(config, &loaded, &plan, probe)?;
+    for (stamp, source) in stamps.iter().zip(&config.sources) {
+        check_same_inputs(&source.side.path, stamp.as_deref(), &inputs_note)?;
+    }
     let run = Run {
         config,
         feed: &feed,
@@ -449,7 +460,19 @@ fn progress_start(progress: &dyn Progress, source: &SourceConfig, stepper: &Step
 }
 
 /// The run when every source is saved outputs: one window of them all, whole.
-fn saved_only(config: &RunConfig, loaded: Vec<Loaded>, sink: &mut dyn WindowSink) -> Result<Ran> {
+fn saved_only(
+    config: &RunConfig,
+    loaded: Vec<Loaded>,
+    stamps: &[Option<String>],
+    sink: &mut dyn WindowSink,
+) -> Result<Ran> {
+    // Two archives that say which inputs made them must say the same.
+    let said: Vec<(&Option<String>, &SourceConfig)> = stamps.iter().zip(&config.sources).collect();
+    if let Some((Some(first), _)) = said.iter().find(|(s, _)| s.is_some()) {
+        for (stamp, source) in &said {
+            check_same_inputs(&source.side.path, stamp.as_deref(), first)?;
+        }
+    }
     let mut outputs = vec![];
     let mut sides = vec![];
     for (src, source) in loaded.into_iter().zip(&config.sources) {
