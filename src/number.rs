@@ -1,6 +1,7 @@
 //! The one value parser of every float flag: a number that is finite (no NaN, no ±inf), and for
 //! some flags within a range, so a bad value is a usage error at parse time, before anything
-//! runs or is written. clap names the flag and the value in its error line.
+//! runs or is written. clap names the flag and the value in its error line. Shared by `cli` and
+//! `bench`'s settings (which are flags too); imports nothing else of the crate.
 
 use std::time::Duration;
 
@@ -74,16 +75,6 @@ pub fn percent(text: &str) -> Result<f64, String> {
     checked(text, Bound::Within(0.0, 100.0))
 }
 
-/// A fraction: finite, within [0, 1].
-pub fn fraction(text: &str) -> Result<f64, String> {
-    checked(text, Bound::Within(0.0, 1.0))
-}
-
-/// A fraction as an `f32`: finite, within [0, 1].
-pub fn fraction_f32(text: &str) -> Result<f32, String> {
-    fraction(text).map(|v| v as f32)
-}
-
 /// A number of seconds: finite, zero or more, and no more than a `Duration` can hold.
 pub fn seconds(text: &str) -> Result<f64, String> {
     checked(text, Bound::Seconds)
@@ -100,7 +91,6 @@ mod tests {
             assert!(finite_f32(bad).is_err(), "{bad}");
             assert!(non_negative(bad).is_err(), "{bad}");
             assert!(percent(bad).is_err(), "{bad}");
-            assert!(fraction(bad).is_err(), "{bad}");
             assert!(seconds(bad).is_err(), "{bad}");
         }
     }
@@ -113,8 +103,6 @@ mod tests {
         assert_eq!(non_negative("0"), Ok(0.0));
         assert_eq!(percent("99.9"), Ok(99.9));
         assert!(percent("100.1").is_err() && percent("-1").is_err());
-        assert!(fraction("1.5").is_err());
-        assert_eq!(fraction_f32("0.5"), Ok(0.5));
     }
 
     #[test]

@@ -7,9 +7,9 @@
 use super::devices::DeviceRequest;
 use super::key::hex16;
 use super::target::Target;
-use crate::cli::args::number::{self, seconds_value};
 use crate::data::dataset::Annotations;
 use crate::data::preprocess::PreprocessRequest;
+use crate::number::{self, seconds_value};
 use crate::onnx::shape::{parse_input_shapes, NamedDim, ShapeRequest};
 use crate::tensor::Precision;
 use anyhow::{bail, Result};

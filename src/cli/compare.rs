@@ -5,7 +5,6 @@
 use crate::backend::select::BackendOptions;
 use crate::cli::args::backend::{BackendArgs, EngineArgs, SideABackendArgs, SideBBackendArgs};
 use crate::cli::args::batch_axis::BatchAxisArgs;
-use crate::cli::args::number;
 use crate::cli::args::output::OutputArgs;
 use crate::cli::args::preprocess::PreprocessArgs;
 use crate::cli::args::shapes::ShapeArgs;
@@ -26,6 +25,7 @@ use crate::jobs::precision_compare::{compare_all, gate, CompareAllConfig};
 use crate::jobs::validate::{ValidateConfig, WarmupBatches};
 use crate::metrics::closeness::Tolerance;
 use crate::metrics::detection::outputs::DetectOptions;
+use crate::number;
 use crate::report::closeness::{render, render_many};
 use crate::report::layerwise::{plot_path_for, render as render_layerwise, render_all, write_plot};
 use crate::report::precisions::render_compare;

@@ -8,7 +8,6 @@ pub mod batch_axis;
 pub mod calibration;
 pub mod fp16;
 pub mod int8;
-pub mod number;
 pub mod ort_cuda;
 pub mod output;
 pub mod preprocess;

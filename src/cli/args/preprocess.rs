@@ -2,10 +2,10 @@
 //! `calibrate`, `build --int8`): defined once here, handed to the library as one
 //! [`PreprocessRequest`].
 
-use crate::cli::args::number;
 use crate::cli::usage;
 use crate::data::preprocess::{ChannelOrder, Layout, PreprocessRequest};
 use crate::data::resize::Interpolation;
+use crate::number;
 use clap::Args;
 
 /// How images become model input; unset flags follow the model's input.

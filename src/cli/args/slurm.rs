@@ -1,7 +1,7 @@
 //! `--slurm` and what the job array asks SLURM for (`bench`'s cluster flags).
 
 use crate::bench::slurm::SlurmOptions;
-use crate::cli::args::number;
+use crate::number;
 use clap::Args;
 
 /// Flags of `bench --slurm`.

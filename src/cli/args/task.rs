@@ -1,12 +1,12 @@
 //! The task flags: `--task` and `--blank` (compare), and how detections are decoded (`--conf`, `--iou`,
 //! `--boxes`, `--head`; compare and validate).
 
-use crate::cli::args::number;
 use crate::cli::usage;
 use crate::metrics::detection::boxes::BoxFormat;
 use crate::metrics::detection::decode::HeadLayout;
 use crate::metrics::detection::outputs::DetectOptions;
 use crate::metrics::task::{Task, TaskRequest};
+use crate::number;
 use anyhow::Result;
 use clap::Args;
 

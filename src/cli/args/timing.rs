@@ -1,9 +1,9 @@
 //! Warm-up and measured amounts. `--warmup N` means one thing everywhere: N warm-up runs of
 //! the model (iterations in `run`, batches in `validate`), left out of the figures.
 
-use crate::cli::args::number;
 use crate::cuda::harness::Amount;
 use crate::jobs::validate::WarmupBatches;
+use crate::number;
 use clap::Args;
 
 /// How long `run` warms up and measures, per batch size.
