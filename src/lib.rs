@@ -6,7 +6,8 @@
 //! `unsafe`), `jobs` (run, validate, compare, inspect: the jobs that open a model from a path),
 //! `metrics` (pure arithmetic), `bench`, `report` (rendering reports and progress), and `cli`
 //! (flags and configs). Leaves beside them: `progress`, `atomic_file`, `keyed_artifact`, `setting`,
-//! `units`, `host_memory`, `this_host`, `error_kind` (errors that carry the condition code acts on).
+//! `units`, `number` (the float flags' value parser), `host_memory`, `this_host`, `error_kind`
+//! (errors that carry the condition code acts on).
 //! `tests/module_layers.rs` keeps the imports between modules, and between the files of each
 //! module, free of cycles.
 
@@ -26,6 +27,7 @@ pub(crate) mod host_memory;
 pub mod jobs;
 pub mod keyed_artifact;
 pub mod metrics;
+pub mod number;
 pub mod onnx;
 pub(crate) mod output_path;
 pub mod progress;

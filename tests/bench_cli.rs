@@ -848,3 +848,98 @@ fn a_full_stdout_is_one_error_line() {
         );
     }
 }
+
+/// The output of `child` once it ends, or a failure naming `what` when it still runs after
+/// `secs` seconds (then it is killed).
+fn output_within(mut child: Child, secs: u64, what: &str) -> std::process::Output {
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > Duration::from_secs(secs) {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("{what} still runs after {secs} s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// A run killed when the test ends, passed or failed.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `bench` in `dir` with `args`, its stdout and stderr kept.
+fn spawn_piped(dir: &Path, args: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_trtkit"))
+        .current_dir(dir)
+        .arg("bench")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// While `bench --cell` measures a cell, a second run of that cell is refused in one line that
+/// names it, and so is a whole run of the folder; a run of another cell of the folder starts
+/// beside it (the tasks of a job array).
+#[test]
+fn a_cell_run_keeps_its_cell_to_itself_and_shares_its_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let (dynamic, _) = models(dir.path());
+    let mut matrix = small_matrix(dynamic.to_str().unwrap(), "1,2", "c");
+    matrix.extend(["--iterations", "100000000", "--cell-timeout", "300"]);
+    let cell = |label: &'static str| [&matrix[..], &["--cell", label]].concat();
+    let cells = "results/c/cells/";
+    let first = Killed(spawn_bench(
+        dir.path(),
+        false,
+        &cell("dyn/fp32/b1/tract-cpu"),
+    ));
+    wait_for("the cell's process", || cell_pids(cells).len() == 1);
+
+    let again = spawn_piped(dir.path(), &cell("dyn/fp32/b1/tract-cpu"));
+    let again = output_within(again, 60, "a second run of the cell");
+    assert_clean_error(
+        &again,
+        1,
+        &[
+            ".lock",
+            "another bench run is measuring cell dyn/fp32/b1/tract-cpu",
+        ],
+    );
+    let whole = output_within(spawn_piped(dir.path(), &matrix), 60, "a whole run");
+    assert_clean_error(&whole, 1, &["bench.lock", "another bench"]);
+
+    let mut other = Killed(spawn_bench(
+        dir.path(),
+        false,
+        &cell("dyn/fp32/b2/tract-cpu"),
+    ));
+    let start = Instant::now();
+    while cell_pids(cells).len() < 2 {
+        let ended = other.0.try_wait().unwrap();
+        assert!(ended.is_none(), "the run of another cell ended: {ended:?}");
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "waited too long for the other cell's process"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop((first, other));
+    let start = Instant::now();
+    while !cell_pids(cells).is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "a cell outlived its bench: {:?}",
+            cell_pids(cells)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

@@ -120,6 +120,8 @@ const CLI_MAY_NAME: &[&str] = &[
     "crate::report::*",
     "crate::setting",
     "crate::tensor",
+    // The value parser of float flags (bench's settings use it too).
+    "crate::number",
     "crate::progress::Progress",
     // Where outputs may be written, checked before any work.
     "crate::output_path",

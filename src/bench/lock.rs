@@ -8,6 +8,7 @@
 //! names the holder, and its handle is read-only, so a cell's process can hold it as its stdout
 //! without anything it prints landing in the file.
 
+use super::key::CellKey;
 use super::record::now_unix_s;
 use crate::this_host;
 use anyhow::{anyhow, Context, Result};
@@ -106,6 +107,85 @@ impl Drop for FolderLock {
     }
 }
 
+/// The locks of a run of one cell (`bench --cell`): the results folder's lock, shared (no whole
+/// run starts while it lives, and it starts while none runs; the runs of other cells, such as the
+/// tasks of a cluster array, go on beside it), and the cell's own lock, alone (two runs never
+/// measure one cell of one folder at once: the second is refused in one line).
+#[derive(Debug)]
+pub(crate) struct CellLock {
+    folder: File,
+    _cell: File,
+}
+
+impl CellLock {
+    /// Takes the locks of the cell labelled `label` whose lock file is `cell_path`, in `folder`
+    /// (which exists), or says in one line who holds them.
+    pub fn take(folder: &Path, cell_path: &Path, label: &str) -> Result<CellLock> {
+        let path = folder.join(LOCK_FILE);
+        let folder_file = open_lock_file(&path)?;
+        match folder_file.try_lock_shared() {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) => return Err(anyhow!(refusal(&path))),
+            Err(TryLockError::Error(e)) => {
+                return Err(e).with_context(|| format!("{}: cannot take the lock", path.display()))
+            }
+        }
+        let cell = open_lock_file(cell_path)?;
+        match cell.try_lock() {
+            Ok(()) => Ok(CellLock {
+                folder: folder_file,
+                _cell: cell,
+            }),
+            Err(TryLockError::WouldBlock) => Err(anyhow!(
+                "{}: another bench run is measuring cell {label} of this results folder; wait for it to end or stop it",
+                cell_path.display()
+            )),
+            Err(TryLockError::Error(e)) => {
+                Err(e).with_context(|| format!("{}: cannot take the lock", cell_path.display()))
+            }
+        }
+    }
+
+    /// The results folder's locked handle, to lend the cell's process.
+    pub(crate) fn handle(&self) -> &File {
+        &self.folder
+    }
+}
+
+/// The lock file of the cell keyed `key` in the results folder `folder`.
+pub(crate) fn cell_lock_path(folder: &Path, key: &CellKey) -> PathBuf {
+    folder.join(format!("cell-{}.lock", key.site_free_id()))
+}
+
+/// What a bench run holds while it runs: the whole folder, or one cell of it.
+#[derive(Debug)]
+pub(crate) enum Lock {
+    /// A whole run.
+    Folder(FolderLock),
+    /// A run of one cell.
+    Cell(CellLock),
+}
+
+impl Lock {
+    /// The locked handle of the results folder, to lend each cell's process.
+    pub(crate) fn handle(&self) -> &File {
+        match self {
+            Lock::Folder(l) => l.handle(),
+            Lock::Cell(l) => l.handle(),
+        }
+    }
+}
+
+/// Opens the lock file at `path` for reading, made if missing and never truncated.
+fn open_lock_file(path: &Path) -> Result<File> {
+    OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+        .with_context(|| format!("{}: cannot create the lock file", path.display()))?;
+    File::open(path).with_context(|| format!("{}: cannot open the lock file", path.display()))
+}
+
 /// Who holds the lock at `path`, as its file says.
 fn holder(path: &Path) -> Option<Holder> {
     let text = std::fs::read_to_string(path).ok()?;
@@ -138,7 +218,7 @@ fn refusal(path: &Path) -> String {
                 }
             )
         }
-        None => "a process that has not said who it is".into(),
+        None => "a bench --cell run, or a process that has not said who it is".into(),
     };
     format!(
         "{}: another bench is using this results folder ({who}); wait for it to end or stop it",

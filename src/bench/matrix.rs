@@ -4,7 +4,7 @@
 use super::devices::{machine_gpus, select};
 use super::journal::{append, cell_journal, main_journal, mend_tail, read_folder};
 use super::lanes::{run_in_lanes, DeviceUsage, Lanes};
-use super::lock::FolderLock;
+use super::lock::{cell_lock_path, CellLock, FolderLock, Lock};
 use super::plan::{CellSpec, Plan};
 use super::record::{CellRecord, Status};
 use super::slurm::SlurmJob;
@@ -288,8 +288,15 @@ pub fn bench(
         )
     })?;
     let lock = match only {
-        Some(_) => None,
-        None => Some(FolderLock::take(&plan.folder)?),
+        Some(which) => {
+            let key = &matrix.find(which)?.key;
+            Lock::Cell(CellLock::take(
+                &plan.folder,
+                &cell_lock_path(&plan.folder, key),
+                which,
+            )?)
+        }
+        None => Lock::Folder(FolderLock::take(&plan.folder)?),
     };
     if let Some(note) = mend_tail(&journal)? {
         tracing::warn!("{note}");
@@ -303,7 +310,7 @@ pub fn bench(
     let supervisor = Supervisor {
         exe,
         timeout_s: plan.cell_timeout_s,
-        lock: lock.as_ref().map(FolderLock::handle),
+        lock: Some(lock.handle()),
     };
     let (records, wall_s, devices) = match &lanes {
         Some(l) => run_in_lanes(&cells, l, &supervisor, &journal, progress, on_record)?,

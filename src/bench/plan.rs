@@ -6,7 +6,7 @@
 use super::devices::{DeviceRequest, GpuSlot};
 use super::dims::{checked_dims, dims_of_model};
 use super::key::CellKey;
-use super::settings::{non_negative, Derived};
+use super::settings::{seconds, Derived};
 pub(crate) use super::settings::{CellSettings, PlanFile, SettingFlags};
 use super::target::Target;
 use crate::onnx::shape::{dim_points, parse_input_shapes, DimSweep};
@@ -186,7 +186,7 @@ impl Plan {
             "targets",
             "--targets tract-cpu,ort-cpu",
         )?);
-        let cell_timeout_s = non_negative(p.cell_timeout.unwrap_or_default(), "cell-timeout")?;
+        let cell_timeout_s = seconds(p.cell_timeout.unwrap_or_default(), "cell-timeout")?;
         if cell_timeout_s == 0.0 {
             bail!("cell-timeout must be more than 0 s: every cell would be killed at its start");
         }

@@ -9,6 +9,7 @@ use super::key::hex16;
 use super::target::Target;
 use crate::data::dataset::Annotations;
 use crate::data::preprocess::PreprocessRequest;
+use crate::number::{self, seconds_value};
 use crate::onnx::shape::{parse_input_shapes, NamedDim, ShapeRequest};
 use crate::tensor::Precision;
 use anyhow::{bail, Result};
@@ -33,10 +34,18 @@ pub(crate) enum InKey {
 /// Default calibration data when the plan names none: seeded random inputs.
 pub(crate) const DEFAULT_CALIB_DATA: &str = "synthetic:0";
 
-/// A number of seconds (or a rate) that must be finite and not negative.
-pub(super) fn non_negative(v: f64, what: &str) -> Result<f64> {
+/// A number of seconds that must be finite, not negative, and no more than a `Duration` holds.
+pub(super) fn seconds(v: f64, what: &str) -> Result<f64> {
+    if !v.is_finite() || seconds_value(v).is_err() {
+        bail!("{what} must be a non-negative number of seconds a timer can hold, not {v:?}");
+    }
+    Ok(v)
+}
+
+/// A rate in hertz that must be finite and not negative.
+pub(super) fn hertz(v: f64, what: &str) -> Result<f64> {
     if !(v.is_finite() && v >= 0.0) {
-        bail!("{what} must be a non-negative number of seconds, not {v}");
+        bail!("{what} must be a non-negative number of hertz, not {v:?}");
     }
     Ok(v)
 }
@@ -229,7 +238,7 @@ bench_settings! {
         #[arg(long, value_name = "TARGET")]
         reference: Target = Target::TractCpu;
         /// Time limit of one cell in seconds, preparation included.
-        #[arg(long, value_name = "SECONDS")]
+        #[arg(long, value_name = "SECONDS", value_parser = number::seconds)]
         cell_timeout: f64 = 600.0;
         /// Spread the GPU cells over these GPUs, one cell per GPU at a time (indices as
         /// nvidia-smi lists them, comma-separated, or `all`).
@@ -286,14 +295,14 @@ bench_settings! {
         #[arg(long, value_name = "N")]
         iterations: u64 => iterations: Option<u64>, key Always;
         /// Seconds measured per cell; at least one iteration runs.
-        #[arg(long, value_name = "SECONDS")]
-        duration: f64 => duration_s: f64, default 2.0, check non_negative, key Always;
+        #[arg(long, value_name = "SECONDS", value_parser = number::seconds)]
+        duration: f64 => duration_s: f64, default 2.0, check seconds, key Always;
         /// CPU threads of CPU targets (default: every core).
         #[arg(long, value_name = "N")]
         threads: usize => threads: Option<usize>, key Always;
         /// NVML sampling rate on GPU targets, Hz; 0 turns it off.
-        #[arg(long, value_name = "HZ")]
-        nvml_hz: f64 => nvml_hz: f64, default 20.0, check non_negative, key Never;
+        #[arg(long, value_name = "HZ", value_parser = number::non_negative)]
+        nvml_hz: f64 => nvml_hz: f64, default 20.0, check hertz, key Never;
         /// The GPU.
         #[arg(long, value_name = "ID")]
         device_id: usize => device_id: usize, default 0, key Never;

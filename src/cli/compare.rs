@@ -21,10 +21,11 @@ use crate::jobs::compare::{
 };
 use crate::jobs::layerwise::{layerwise, LayerwiseConfig, DEFAULT_COSINE};
 use crate::jobs::layerwise_all::{layerwise_all, LayerwiseAllConfig};
-use crate::jobs::precision_compare::{compare_all, CompareAllConfig};
+use crate::jobs::precision_compare::{compare_all, gate, CompareAllConfig};
 use crate::jobs::validate::{ValidateConfig, WarmupBatches};
 use crate::metrics::closeness::Tolerance;
 use crate::metrics::detection::outputs::DetectOptions;
+use crate::number;
 use crate::report::closeness::{render, render_many};
 use crate::report::layerwise::{plot_path_for, render as render_layerwise, render_all, write_plot};
 use crate::report::precisions::render_compare;
@@ -105,13 +106,13 @@ pub struct CompareArgs {
     #[arg(long)]
     pub normal: bool,
     /// Uniform range LOW HIGH, or normal MEAN STD with --normal.
-    #[arg(long, num_args = 2, allow_negative_numbers = true, value_names = ["LOW", "HIGH"], default_values_t = [0.0, 1.0])]
+    #[arg(long, num_args = 2, allow_negative_numbers = true, value_names = ["LOW", "HIGH"], default_values_t = [0.0, 1.0], value_parser = number::finite)]
     pub range: Vec<f64>,
     /// Relative tolerance of isclose (times |B|).
-    #[arg(long, default_value_t = 1e-3)]
+    #[arg(long, default_value_t = 1e-3, value_parser = number::non_negative)]
     pub rtol: f64,
     /// Absolute tolerance of isclose.
-    #[arg(long, default_value_t = 1e-8)]
+    #[arg(long, default_value_t = 1e-8, value_parser = number::non_negative)]
     pub atol: f64,
     /// NaN on both sides counts as equal.
     #[arg(long)]
@@ -120,7 +121,7 @@ pub struct CompareArgs {
     #[arg(long, default_value_t = 10)]
     pub topk: usize,
     /// Fail (exit 1) when any output's equality % or top-1 agreement % is below PCT.
-    #[arg(long, value_name = "PCT")]
+    #[arg(long, value_name = "PCT", value_parser = number::percent)]
     pub(crate) fail_below: Option<f64>,
     /// Values of an integer input, over what the graph says (token ids inside the embedding
     /// table, masks of ones then padding, segment ids of zeros): NAME:LO,HI draws [LO, HI).
@@ -145,7 +146,7 @@ pub struct CompareArgs {
     #[arg(long, value_name = "REGEX", requires = "layerwise")]
     pub tensors: Option<String>,
     /// With --layerwise: a tensor whose cosine is below X diverges.
-    #[arg(long, value_name = "X", default_value_t = DEFAULT_COSINE)]
+    #[arg(long, value_name = "X", default_value_t = DEFAULT_COSINE, value_parser = number::finite)]
     pub(crate) layerwise_cosine: f64,
     /// With --layerwise: write each tensor's 1 − cosine against its depth as an SVG.
     #[arg(long, value_name = "FILE.svg", requires = "layerwise")]
@@ -460,9 +461,9 @@ pub fn run(args: CompareArgs) -> Result<()> {
             &bar,
         )
         .map_err(|e| blame_preprocess_file(e, Some(&ws), &given))?;
-        return args
-            .output
-            .print(&report, |markdown| render_compare(&report, markdown));
+        args.output
+            .print(&report, |markdown| render_compare(&report, markdown))?;
+        return gate(&report, args.fail_below);
     }
     let config = config(&args, None)?;
     if !args.more.is_empty() {

@@ -90,7 +90,36 @@ pub fn init_logging(verbose: u8, quiet: bool) {
         .with_writer(log_lines::WarningsOnce)
         .with_target(false)
         .without_time()
+        // A log line that cannot be written (stderr full or closed) is dropped: no panic.
+        .log_internal_errors(false)
         .try_init();
+}
+
+/// What a command line that did not parse comes to: help and version on stdout (exit 0, or 1
+/// when stdout cannot take them), a refused value as one line on stderr, other usage errors as
+/// clap says them; exit 2 for those.
+pub fn parse_failure(err: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    use std::io::IsTerminal;
+    match err.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            let text = match std::io::stdout().is_terminal() {
+                true => err.render().ansi().to_string(),
+                false => err.render().to_string(),
+            };
+            exit_code(stdout::print(&text))
+        }
+        ErrorKind::ValueValidation => {
+            let text = err.to_string();
+            let line = text.lines().next().unwrap_or_default();
+            let _ = writeln!(std::io::stderr(), "{line}");
+            ExitCode::from(2)
+        }
+        _ => {
+            let _ = err.print();
+            ExitCode::from(2)
+        }
+    }
 }
 
 /// Runs one parsed command line.

@@ -15,6 +15,7 @@ use crate::cli::args::search_result::SearchResultArgs;
 use crate::cli::args::shapes::ShapeArgs;
 use crate::cli::outputs::check_outputs;
 use crate::cli::usage;
+use crate::number;
 use crate::quantize::eval_config::{CheckSet, DEFAULT_CHECK_FRACTION};
 use crate::quantize::evaluate::{EvalConfig, WeightRounding};
 use crate::quantize::fp16_search::Fp16TargetConfig;
@@ -70,11 +71,12 @@ pub struct QuantizeArgs {
         long,
         requires = "eval_data",
         conflicts_with = "target_agreement",
-        value_name = "COSINE"
+        value_name = "COSINE",
+        value_parser = number::finite
     )]
     pub(crate) target_cosine: Option<f64>,
     /// As --target-cosine, for this top-1 agreement with the FP32 model, %.
-    #[arg(long, requires = "eval_data", value_name = "PCT")]
+    #[arg(long, requires = "eval_data", value_name = "PCT", value_parser = number::percent)]
     pub(crate) target_agreement: Option<f64>,
     /// Samples the INT8 or FP16 variants are measured on: images, .npy/.npz, or synthetic:SEED (as
     /// `calibrate --calib-data` takes them).
@@ -95,7 +97,7 @@ pub struct QuantizeArgs {
     pub(crate) check_data: Option<String>,
     /// The share of --eval-data kept apart for the check, in [0, 1): 0 keeps none (targets
     /// are then judged on the samples the search tuned on). Default 0.25.
-    #[arg(long, value_name = "F", requires = "eval_data")]
+    #[arg(long, value_name = "F", requires = "eval_data", value_parser = number::finite)]
     pub(crate) check_fraction: Option<f64>,
     /// The seed of the shuffle that picks the check samples.
     #[arg(long, value_name = "N", requires = "eval_data", default_value_t = 0)]

@@ -190,7 +190,7 @@ impl Preprocess {
         self
     }
 
-    /// Checks the settings themselves (not any image): sizes positive, std non-zero, crop
+    /// Checks the settings themselves (not any image): sizes positive, mean finite, std finite and non-zero, crop
     /// not larger than the resize.
     pub fn check(&self) -> Result<()> {
         let (ch, cw) = self.crop;
@@ -207,6 +207,9 @@ impl Preprocess {
         }
         if self.std.iter().any(|s| *s == 0.0 || !s.is_finite()) {
             bail!("std {:?} has a zero or non-finite value", self.std);
+        }
+        if self.mean.iter().any(|m| !m.is_finite()) {
+            bail!("mean {:?} has a non-finite value", self.mean);
         }
         Ok(())
     }

@@ -240,3 +240,51 @@ pub(crate) fn compare_all(
         skipped: skipped_lines(&artifacts),
     })
 }
+
+/// What fails the workspace comparison under `--fail-below PCT`, after its table is shown: a
+/// row whose equality or top-1 agreement is below the threshold, or that disagrees in NaN or
+/// ±Inf values, and a table where no row was measured (a gate that measured nothing fails).
+pub(crate) fn gate(report: &CompareAllReport, fail_below: Option<f64>) -> Result<()> {
+    let Some(threshold) = fail_below else {
+        return Ok(());
+    };
+    let flag = format!("--fail-below {threshold}");
+    let measured: Vec<&CompareRow> = report
+        .rows
+        .iter()
+        .filter(|r| r.equal_pct.is_some())
+        .collect();
+    if measured.is_empty() {
+        let why: Vec<String> = report
+            .rows
+            .iter()
+            .map(|r| {
+                let said = r.source.unavailable.as_deref().unwrap_or("did not run");
+                format!("{}: {said}", r.source.label)
+            })
+            .chain(report.skipped.iter().cloned())
+            .collect();
+        let why = match why.is_empty() {
+            true => "no engine or kept graph of the model was found".to_string(),
+            false => why.join("; "),
+        };
+        anyhow::bail!("{flag}: nothing was measured, so nothing passed ({why})");
+    }
+    for r in measured {
+        if r.max_abs_err.is_some_and(|e| !e.is_finite()) {
+            anyhow::bail!(
+                "{}: disagrees with the model in NaN or Inf values, below {flag}",
+                r.source.shown()
+            );
+        }
+        for (what, pct) in [
+            ("equality", r.equal_pct),
+            ("top-1 agreement", r.top1_agreement_pct),
+        ] {
+            if let Some(pct) = pct.filter(|p| p.is_nan() || *p < threshold) {
+                anyhow::bail!("{}: {what} {pct:.2}% is below {flag}", r.source.shown());
+            }
+        }
+    }
+    Ok(())
+}

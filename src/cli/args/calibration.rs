@@ -9,6 +9,7 @@ use crate::cli::args::backend::BackendArgs;
 use crate::cli::args::preprocess::PreprocessArgs;
 use crate::cli::args::samples::positive_samples;
 use crate::cli::usage;
+use crate::number;
 use crate::onnx::shape::ShapeRequest;
 use crate::workspace::{preprocess_in, Workspace, CALIBRATION_DIR};
 use anyhow::Result;
@@ -33,7 +34,7 @@ pub struct CalibrationArgs {
     #[arg(long = "num-samples", alias = "num-images", value_name = "K")]
     pub(crate) num_samples: Option<usize>,
     /// The percentile for --algo percentile.
-    #[arg(long, default_value_t = 99.99)]
+    #[arg(long, default_value_t = 99.99, value_parser = number::finite)]
     pub percentile: f64,
     /// Calibrate even if a cache with the same key exists.
     #[arg(long)]

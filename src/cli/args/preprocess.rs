@@ -5,6 +5,7 @@
 use crate::cli::usage;
 use crate::data::preprocess::{ChannelOrder, Layout, PreprocessRequest};
 use crate::data::resize::Interpolation;
+use crate::number;
 use clap::Args;
 
 /// How images become model input; unset flags follow the model's input.
@@ -27,11 +28,12 @@ pub struct PreprocessArgs {
         num_args = 1..=3,
         value_delimiter = ',',
         allow_negative_numbers = true,
-        value_name = "R,G,B"
+        value_name = "R,G,B",
+        value_parser = number::finite_f32
     )]
     pub mean: Option<Vec<f32>>,
     /// Per-channel std in RGB order, as `R,G,B` or `R G B`. Default: ImageNet's.
-    #[arg(long, num_args = 1..=3, value_delimiter = ',', value_name = "R,G,B")]
+    #[arg(long, num_args = 1..=3, value_delimiter = ',', value_name = "R,G,B", value_parser = number::finite_f32)]
     pub std: Option<Vec<f32>>,
     /// Input layout (default: from the model's input shape).
     #[arg(long, value_enum)]

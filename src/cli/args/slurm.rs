@@ -1,6 +1,7 @@
 //! `--slurm` and what the job array asks SLURM for (`bench`'s cluster flags).
 
 use crate::bench::slurm::SlurmOptions;
+use crate::number;
 use clap::Args;
 
 /// Flags of `bench --slurm`.
@@ -38,7 +39,8 @@ pub struct SlurmArgs {
         long,
         value_name = "SECONDS",
         default_value_t = 2.0,
-        requires = "slurm"
+        requires = "slurm",
+        value_parser = number::seconds
     )]
     pub poll: f64,
 }

@@ -6,6 +6,7 @@ use crate::metrics::detection::boxes::BoxFormat;
 use crate::metrics::detection::decode::HeadLayout;
 use crate::metrics::detection::outputs::DetectOptions;
 use crate::metrics::task::{Task, TaskRequest};
+use crate::number;
 use anyhow::Result;
 use clap::Args;
 
@@ -13,10 +14,10 @@ use clap::Args;
 #[derive(Clone, Debug, Args)]
 pub struct DetectArgs {
     /// Detections scoring below this are dropped (default 0.25 in compare, 0.001 in validate).
-    #[arg(long, value_name = "SCORE")]
+    #[arg(long, value_name = "SCORE", value_parser = number::finite_f32)]
     pub conf: Option<f32>,
     /// IoU above which NMS suppresses a same-class box (default 0.45 in compare, 0.6 in validate).
-    #[arg(long, value_name = "IOU")]
+    #[arg(long, value_name = "IOU", value_parser = number::finite_f32)]
     pub iou: Option<f32>,
     /// How box coordinates are laid out (default: cxcywh for raw heads, xyxy for NMS outputs).
     #[arg(long, value_parser = |s: &str| s.parse::<BoxFormat>())]
@@ -56,7 +57,7 @@ pub struct TaskArgs {
     /// A box scoring down to --conf minus this on one side still pairs with the other side's
     /// box, so a score that only crossed --conf counts as a shift, not a lost box (default
     /// 0.01; 0 counts strictly at --conf).
-    #[arg(long, value_name = "SCORE")]
+    #[arg(long, value_name = "SCORE", value_parser = number::finite_f32)]
     pub(crate) score_tolerance: Option<f32>,
     /// The blank class of a sequence's CTC reading (dropped after repeats are collapsed).
     #[arg(long, value_name = "CLASS", default_value_t = 0)]

@@ -3,6 +3,7 @@
 
 use crate::cuda::harness::Amount;
 use crate::jobs::validate::WarmupBatches;
+use crate::number;
 use clap::Args;
 
 /// How long `run` warms up and measures, per batch size.
@@ -12,13 +13,13 @@ pub struct TimingArgs {
     #[arg(long, default_value = "10", value_parser = warmup_iterations, alias = "warmup-iterations", conflicts_with = "warmup_seconds")]
     pub warmup: u64,
     /// Warm up for this many seconds instead of a number of iterations.
-    #[arg(long, value_name = "SECONDS")]
+    #[arg(long, value_name = "SECONDS", value_parser = number::seconds)]
     pub(crate) warmup_seconds: Option<f64>,
     /// Measured iterations per batch size.
     #[arg(long, default_value_t = 100, conflicts_with = "duration")]
     pub iterations: u64,
     /// Measure for this many seconds instead of a number of iterations.
-    #[arg(long, value_name = "SECONDS")]
+    #[arg(long, value_name = "SECONDS", value_parser = number::seconds)]
     pub duration: Option<f64>,
 }
 
