@@ -58,6 +58,9 @@ fn a_non_finite_float_flag_is_a_usage_error_naming_it() {
     assert_clean_error(&out, 2, &["--duration", "not a finite number"]);
     let out = trtkit(&["calibrate", m, "--percentile", "inf"]);
     assert_clean_error(&out, 2, &["--percentile", "not a finite number"]);
+    // Preprocessing means too (a NaN mean turned every pixel into NaN).
+    let out = trtkit(&["validate", m, "--dataset", "val", "--mean", "NaN,0.5,0.5"]);
+    assert_clean_error(&out, 2, &["--mean", "NaN", "not a finite number"]);
 }
 
 /// `--fail-below` takes a finite percentage in [0, 100]: NaN (which no figure is below) and 101
