@@ -11,6 +11,7 @@ use crate::onnx::rewrite::fp16_emulate::has_float16_compute;
 use crate::onnx::rewrite::pass::Pass;
 use crate::onnx::shape::{model_batch_axes, Batch, FixBatch, InputShapes, ShapeRequest};
 use crate::onnx::tensor_info::is_placeholder;
+use crate::onnx::tensor_info::tensor_type_mut;
 use crate::onnx::OnnxModel;
 use crate::tensor::{check_input_count, ElemType, HostTensor, IoSpec, TensorData};
 use crate::tensor::{BatchAxes, BatchAxisRequest, Dim};
@@ -219,28 +220,39 @@ pub(crate) struct OrtBackend {
 }
 
 impl OrtBackend {
-    /// Loads the library if needed and creates a session for `model`.
+    /// Loads the library if needed and creates a session for `model`. Where ONNX Runtime refuses
+    /// the model at the shapes asked for but opens it as declared (its shape inference can fail
+    /// on a branch that those shapes never take, as Silero VAD's 8 kHz `If` branch does), the
+    /// session keeps the declared axes and is fed at the shapes asked for, with a warning.
     pub fn load(model: &OnnxModel, options: &OrtOptions) -> Result<Self> {
+        let declared = model;
         let (model, batch_axes) = prepared_with_axes(model, options)?;
         let shown = model.path.display().to_string();
-        let mut builder = session_builder(options)?;
-        if has_float16_compute(&model) {
-            // NCHWc only rewrites float32 convolutions, and ONNX Runtime 1.31's pass crashes
-            // (SIGSEGV) on some float16 graphs with free axes (khmersm's FP16 rewrite).
-            builder = builder
-                .with_config_entry(
-                    "optimization.disable_specified_optimizers",
-                    "NchwcTransformer",
-                )
-                .map_err(|e| anyhow!("{e}"))?;
-        }
-        let session = builder
-            .commit_from_memory(&model.to_bytes())
-            .map_err(|e| anyhow!("{e}"))
-            .with_context(|| {
-                let message = format!("{shown}: ONNX Runtime cannot load the model");
-                TypedError::new(ErrorKind::BackendRefusedModel, message)
-            })?;
+        let refused = |e: anyhow::Error| {
+            e.context(TypedError::new(
+                ErrorKind::BackendRefusedModel,
+                format!("{shown}: ONNX Runtime cannot load the model"),
+            ))
+        };
+        let session = match open_session(&model, options) {
+            Ok(session) => session,
+            Err(e) if options.batch.is_some() || !options.input_shapes.is_empty() => {
+                let mut free = declared.clone();
+                lower_for_ort(&mut free)?;
+                free_every_axis(&mut free);
+                free.inline_external_data()?;
+                let Ok(session) = open_session(&free, options) else {
+                    return Err(refused(e));
+                };
+                tracing::warn!(
+                    "{shown}: ONNX Runtime refuses the model at the shapes asked for ({}); it \
+                     runs with every input axis left free, fed at those shapes",
+                    e.to_string().lines().next().unwrap_or_default()
+                );
+                session
+            }
+            Err(e) => return Err(refused(e)),
+        };
         let (inputs, outputs) = session_io(&session, &shown)?;
         Ok(OrtBackend {
             session,
@@ -249,6 +261,40 @@ impl OrtBackend {
             batch_axes,
         })
     }
+}
+
+/// Makes every axis of `model`'s inputs and outputs free (a name of its own) and drops its
+/// value_info, so ONNX Runtime infers no concrete shape when it opens it.
+fn free_every_axis(model: &mut OnnxModel) {
+    use crate::onnx::pb::tensor_shape_proto::dimension::Value;
+    let g = model.graph_mut();
+    g.value_info.clear();
+    for (i, v) in g.input.iter_mut().chain(g.output.iter_mut()).enumerate() {
+        let Some(shape) = tensor_type_mut(v).and_then(|t| t.shape.as_mut()) else {
+            continue;
+        };
+        for (k, d) in shape.dim.iter_mut().enumerate() {
+            d.value = Some(Value::DimParam(format!("trtkit_free_{i}_{k}")));
+        }
+    }
+}
+
+/// A CPU session of `model` with trtkit's settings; ONNX Runtime's error as it says it.
+fn open_session(model: &OnnxModel, options: &OrtOptions) -> Result<Session> {
+    let mut builder = session_builder(options)?;
+    if has_float16_compute(model) {
+        // NCHWc only rewrites float32 convolutions, and ONNX Runtime 1.31's pass crashes
+        // (SIGSEGV) on some float16 graphs with free axes (khmersm's FP16 rewrite).
+        builder = builder
+            .with_config_entry(
+                "optimization.disable_specified_optimizers",
+                "NchwcTransformer",
+            )
+            .map_err(|e| anyhow!("{e}"))?;
+    }
+    builder
+        .commit_from_memory(&model.to_bytes())
+        .map_err(|e| anyhow!("{e}"))
 }
 
 impl Backend for OrtBackend {
