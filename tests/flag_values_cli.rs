@@ -125,7 +125,11 @@ fn a_cell_timeout_no_timer_holds_is_refused_without_a_panic() {
     )
     .unwrap();
     let out = trtkit_at(dir.path(), &["bench", "p.toml"]);
-    assert_clean_error(&out, 2, &["cell-timeout", "1e20", "timer can hold"]);
+    assert_clean_error(
+        &out,
+        2,
+        &["p.toml", "cell-timeout", "1e20", "timer can hold"],
+    );
     assert!(!dir.path().join("results").exists());
 }
 

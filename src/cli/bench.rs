@@ -70,13 +70,17 @@ impl BenchArgs {
     }
 }
 
-/// The checked plan: the plan file (if any) under the flags.
+/// The checked plan: the plan file (if any) under the flags; an error names the file.
 pub fn plan(args: &BenchArgs) -> Result<Plan> {
     let base = match &args.plan {
         Some(p) => PlanFile::load(p).map_err(usage)?,
         None => PlanFile::default(),
     };
-    Plan::from_file(base.overridden_by(args.plan_fields()?)).map_err(usage)
+    // A value the plan file and the flags together make wrong is said with the file's name.
+    Plan::from_file(base.overridden_by(args.plan_fields()?)).map_err(|e| match &args.plan {
+        Some(p) => usage(format!("{} (with the flags over it): {e:#}", p.display())),
+        None => usage(e),
+    })
 }
 
 /// This command line without its scheduling flags: what runs one cell (with `--cell` after it).
