@@ -467,9 +467,8 @@ fn saved_only(
     sink: &mut dyn WindowSink,
 ) -> Result<Ran> {
     // Two archives that say which inputs made them must say the same.
-    let said: Vec<(&Option<String>, &SourceConfig)> = stamps.iter().zip(&config.sources).collect();
-    if let Some((Some(first), _)) = said.iter().find(|(s, _)| s.is_some()) {
-        for (stamp, source) in &said {
+    if let Some(first) = stamps.iter().flatten().next() {
+        for (stamp, source) in stamps.iter().zip(&config.sources) {
             check_same_inputs(&source.side.path, stamp.as_deref(), first)?;
         }
     }

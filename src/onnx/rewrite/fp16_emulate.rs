@@ -31,7 +31,7 @@ use super::types::{infer_elem_types, infer_elem_types_within};
 use crate::onnx::dtype::{data_type, data_type_attr};
 use crate::onnx::pb::tensor_proto::{DataLocation, DataType};
 use crate::onnx::pb::{GraphProto, NodeProto, TensorProto};
-use crate::onnx::subgraphs::subgraphs_mut;
+use crate::onnx::subgraphs::{subgraphs, subgraphs_mut};
 use crate::onnx::OnnxModel;
 use anyhow::{bail, Context, Result};
 use half::f16;
@@ -69,11 +69,7 @@ fn graph_has_float16(g: &GraphProto) -> bool {
             .iter()
             .chain(&g.value_info)
             .any(|v| declared_type(v) == Some(DataType::Float16))
-        || g.node.iter().any(|n| {
-            n.attribute
-                .iter()
-                .any(|a| a.g.iter().chain(&a.graphs).any(graph_has_float16))
-        })
+        || g.node.iter().flat_map(subgraphs).any(graph_has_float16)
 }
 
 fn declared_type(v: &crate::onnx::pb::ValueInfoProto) -> Option<DataType> {

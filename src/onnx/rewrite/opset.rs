@@ -12,6 +12,7 @@ use crate::onnx::attributes::int_attr;
 use crate::onnx::graph_builder::{tensor_f32, tensor_i64};
 use crate::onnx::pb::{GraphProto, NodeProto, TensorProto};
 use crate::onnx::rewrite::plan::node_label;
+use crate::onnx::subgraphs::holds_subgraph;
 use crate::onnx::tensor_info::TensorInfo;
 use crate::onnx::OnnxModel;
 use anyhow::{bail, Result};
@@ -47,11 +48,7 @@ pub(crate) fn raise_opset(model: &mut OnnxModel, to: i64) -> Result<Option<i64>>
                 node.op_type
             )
         };
-        if node
-            .attribute
-            .iter()
-            .any(|a| a.g.is_some() || !a.graphs.is_empty())
-        {
+        if holds_subgraph(node) {
             return Err(why("has a subgraph"));
         }
         match node.op_type.as_str() {
