@@ -64,11 +64,17 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--layers", type=int, default=6)
+    ap.add_argument("--hidden", type=int, default=768)
+    ap.add_argument("--heads", type=int, default=12)
+    ap.add_argument("--ffn", type=int, default=3072)
+    ap.add_argument("--vocab", type=int, default=30522)
+    ap.add_argument("--dynamo", action="store_true", help="use torch.onnx's dynamo exporter")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     torch.manual_seed(args.seed)
-    model = Classifier(layers=args.layers).eval()
-    ids = torch.randint(0, 30522, (1, 16))
+    model = Classifier(vocab=args.vocab, hidden=args.hidden, heads=args.heads, ffn=args.ffn,
+                       layers=args.layers).eval()
+    ids = torch.randint(0, args.vocab, (1, 16))
     mask = torch.ones(1, 16, dtype=torch.int64)
     kw = dict(
         input_names=["input_ids", "attention_mask"],
@@ -79,7 +85,7 @@ def main():
     )
     with torch.no_grad():
         try:
-            torch.onnx.export(model, (ids, mask), args.out, dynamo=False, **kw)
+            torch.onnx.export(model, (ids, mask), args.out, dynamo=args.dynamo, **kw)
         except TypeError:  # torch before 2.5 has no `dynamo` argument
             torch.onnx.export(model, (ids, mask), args.out, **kw)
     print(args.out)

@@ -9,6 +9,7 @@ pub mod ort;
 pub mod ort_cuda;
 pub(crate) mod ort_cuda_autotune;
 pub mod ort_cuda_tuning;
+pub mod ort_fusion;
 pub(crate) mod ort_ir;
 pub(crate) mod ort_libs;
 pub(crate) mod ort_placement;

@@ -3,12 +3,14 @@
 //! ONNX Runtime gets it, the I/O specs and the runs on host tensors. The library is loaded at
 //! run time, never downloaded at build time (`ort_libs` finds it).
 
+use super::ort_fusion::fuse_for_ort;
 use super::ort_ir::lower_for_ort;
 use super::ort_libs::{locate_library, OrtLibrary, HOW_TO_GET};
 use super::{Backend, OutputVisitor, RunOutput};
 use crate::error_kind::{ErrorKind, TypedError};
 use crate::onnx::rewrite::fp16_emulate::has_float16_compute;
 use crate::onnx::rewrite::pass::Pass;
+use crate::onnx::rewrite::transformer_fusion::TransformerFusion;
 use crate::onnx::shape::{model_batch_axes, Batch, FixBatch, InputShapes, ShapeRequest};
 use crate::onnx::tensor_info::is_placeholder;
 use crate::onnx::tensor_info::tensor_type_mut;
@@ -35,6 +37,8 @@ pub(crate) struct OrtOptions {
     pub batch_axes: BatchAxisRequest,
     /// Intra-op threads; `None` lets ONNX Runtime use all cores.
     pub threads: Option<usize>,
+    /// The transformer fusion to run before a session opens; `None` runs none.
+    pub transformer_fusion: Option<TransformerFusion>,
 }
 
 /// The process's ONNX Runtime: the library is located and loaded once; later calls return the
@@ -84,9 +88,14 @@ pub(crate) fn session_builder(options: &OrtOptions) -> Result<SessionBuilder> {
 }
 
 /// `model` as ONNX Runtime gets it: the IR version it reads (see [`lower_for_ort`]), the shape
-/// overrides and the fixed batch applied, external data inlined.
-pub(crate) fn prepared_model(model: &OnnxModel, options: &OrtOptions) -> Result<OnnxModel> {
-    Ok(prepared_with_axes(model, options)?.0)
+/// overrides and the fixed batch applied, external data inlined, its transformer blocks fused
+/// where the options say; with the fusion's note for the report.
+pub(crate) fn prepared_model(
+    model: &OnnxModel,
+    options: &OrtOptions,
+) -> Result<(OnnxModel, Option<String>)> {
+    let (model, _, note) = prepared_with_axes(model, options)?;
+    Ok((model, note))
 }
 
 /// [`prepared_model`] and where its inputs and outputs hold their samples (read before the
@@ -94,7 +103,7 @@ pub(crate) fn prepared_model(model: &OnnxModel, options: &OrtOptions) -> Result<
 pub(crate) fn prepared_with_axes(
     model: &OnnxModel,
     options: &OrtOptions,
-) -> Result<(OnnxModel, BatchAxes)> {
+) -> Result<(OnnxModel, BatchAxes, Option<String>)> {
     let mut model = model.clone();
     lower_for_ort(&mut model)?;
     if !options.input_shapes.is_empty() {
@@ -107,7 +116,13 @@ pub(crate) fn prepared_with_axes(
             .0;
     }
     model.inline_external_data()?;
-    Ok((model, axes))
+    match options.transformer_fusion {
+        Some(fusion) => {
+            let (model, note) = fuse_for_ort(model, fusion.float16)?;
+            Ok((model, axes, note))
+        }
+        None => Ok((model, axes, None)),
+    }
 }
 
 /// The session's inputs and outputs as I/O specs.
@@ -217,6 +232,8 @@ pub(crate) struct OrtBackend {
     inputs: Vec<IoSpec>,
     outputs: Vec<IoSpec>,
     batch_axes: BatchAxes,
+    /// What the transformer fusion did, for the report.
+    fusion_note: Option<String>,
 }
 
 impl OrtBackend {
@@ -226,7 +243,7 @@ impl OrtBackend {
     /// session keeps the declared axes and is fed at the shapes asked for, with a warning.
     pub fn load(model: &OnnxModel, options: &OrtOptions) -> Result<Self> {
         let declared = model;
-        let (model, batch_axes) = prepared_with_axes(model, options)?;
+        let (model, batch_axes, fusion_note) = prepared_with_axes(model, options)?;
         let shown = model.path.display().to_string();
         let refused = |e: anyhow::Error| {
             e.context(TypedError::new(
@@ -259,6 +276,7 @@ impl OrtBackend {
             inputs,
             outputs,
             batch_axes,
+            fusion_note,
         })
     }
 }
@@ -316,6 +334,14 @@ impl Backend for OrtBackend {
 
     fn batch_axes(&self) -> BatchAxes {
         self.batch_axes.clone()
+    }
+
+    fn finish(&mut self) -> Result<Vec<String>> {
+        Ok(self
+            .fusion_note
+            .iter()
+            .map(|n| format!("ort-cpu: {n}"))
+            .collect())
     }
 
     fn run_visit(&mut self, inputs: &[HostTensor], visit: &OutputVisitor) -> Result<Duration> {

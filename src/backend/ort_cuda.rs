@@ -77,6 +77,8 @@ pub(crate) struct OrtCudaBackend {
     inputs: Vec<IoSpec>,
     outputs: Vec<IoSpec>,
     quantized: bool,
+    /// What the transformer fusion did, for the notes.
+    fusion_note: Option<String>,
 }
 
 impl OrtCudaBackend {
@@ -89,15 +91,18 @@ impl OrtCudaBackend {
             format!("{shown}: ONNX Runtime's CUDA provider (ort-cuda) needs an NVIDIA GPU")
         })?;
         ensure_cuda_provider().with_context(|| format!("{shown}: ort-cuda"))?;
-        let prepared = Prepared::new(prepared_model(model, &options.model)?);
+        let (prepared, fusion_note) = prepared_model(model, &options.model)?;
+        let prepared = Prepared::new(prepared);
         let (candidate, why, measured) = choose(&gpu, &prepared, options);
-        match measured {
+        let mut backend = match measured {
             Some(mut backend) => {
                 backend.why = why;
-                Ok(backend)
+                backend
             }
-            None => Self::open_as(gpu, &prepared, options, candidate, why),
-        }
+            None => Self::open_as(gpu, &prepared, options, candidate, why)?,
+        };
+        backend.fusion_note = fusion_note;
+        Ok(backend)
     }
 
     /// Makes the first session of the prepared model on `gpu` as `candidate`.
@@ -130,6 +135,7 @@ impl OrtCudaBackend {
                 .node
                 .iter()
                 .any(|n| n.op_type == "DequantizeLinear"),
+            fusion_note: None,
         };
         let stream = backend.gpu.new_stream()?;
         backend.add_session(stream)?;
@@ -427,6 +433,7 @@ impl Backend for OrtCudaBackend {
             self.why,
             cudnn_said(&self.cuda),
         )];
+        notes.extend(self.fusion_note.iter().map(|n| format!("ort-cuda: {n}")));
         if self.quantized {
             match self.placement() {
                 Ok(p) => notes.extend(p.lines()),

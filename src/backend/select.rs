@@ -6,9 +6,11 @@ pub use super::fp16_emulated::Fp16Compute;
 use super::ort::{OrtBackend, OrtOptions};
 use super::ort_cuda::{OrtCudaBackend, OrtCudaOptions};
 use super::ort_cuda_tuning::OrtCudaTuning;
+pub use super::ort_fusion::TransformerFusionPolicy;
 use super::tract::{TractBackend, TractOptions};
 use super::{Backend, Device};
 use crate::onnx::rewrite::fp16_emulate::{emulate_fp16, has_float16_compute};
+use crate::onnx::rewrite::transformer_fusion::TransformerFusion;
 use crate::onnx::shape::ShapeRequest;
 use crate::onnx::OnnxModel;
 use crate::tensor::BatchAxisRequest;
@@ -194,6 +196,8 @@ pub struct BackendOptions {
     /// How a backend that widens float16 (ONNX Runtime's CPU build, tract) computes a float16
     /// model: emulated FP16 (the default) or as the backend does it.
     pub fp16_compute: Fp16Compute,
+    /// Whether ONNX Runtime backends fuse exported transformer blocks first.
+    pub transformer_fusion: TransformerFusionPolicy,
 }
 
 impl BackendOptions {
@@ -249,7 +253,12 @@ fn open_visiting(
             "{e:#}; --fp16-compute backend runs it as the backend computes float16 (in float32)"
         )
     })?;
-    let backend = open_kind(&emulated, kind, options, visit_only_from)?;
+    // The emulation's rounding Casts are the point of it: no fused node may step over them.
+    let unfused = BackendOptions {
+        transformer_fusion: TransformerFusionPolicy::Off,
+        ..options.clone()
+    };
+    let backend = open_kind(&emulated, kind, &unfused, visit_only_from)?;
     Ok(Box::new(fp16_emulated::Emulated(backend)))
 }
 
@@ -286,6 +295,10 @@ fn open_kind(
                 batch: options.batch,
                 batch_axes: options.batch_axes.clone(),
                 threads: options.threads,
+                transformer_fusion: (options.transformer_fusion == TransformerFusionPolicy::On)
+                    .then_some(TransformerFusion {
+                        float16: options.device == Device::Cuda,
+                    }),
             };
             match options.device {
                 Device::Cpu => Box::new(OrtBackend::load(model, &model_options)?),

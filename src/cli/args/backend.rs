@@ -5,6 +5,7 @@
 use super::ort_cuda::OrtCudaArgs;
 use crate::backend::select::{
     default_calibration_kind, default_kind, BackendKind, BackendOptions, Fp16Compute,
+    TransformerFusionPolicy,
 };
 use crate::backend::Device;
 use clap::Args;
@@ -33,6 +34,12 @@ pub struct BackendArgs {
     /// computes FP16 itself either way).
     #[arg(long, value_enum, value_name = "HOW", default_value = "emulate")]
     pub(crate) fp16_compute: Fp16Compute,
+    /// Whether ONNX Runtime (CPU and CUDA) runs exported transformer encoders with its fused
+    /// attention and LayerNorm operators: on (the default) rewrites the attention blocks and
+    /// residual LayerNorms it recognises before the session opens; off runs the graph as the
+    /// file has it. TensorRT engines are built from the file as it is either way.
+    #[arg(long, value_enum, value_name = "ON|OFF", default_value = "on")]
+    pub transformer_fusion: TransformerFusionPolicy,
 }
 
 impl BackendArgs {
@@ -64,6 +71,7 @@ impl BackendArgs {
             cuda_tuning: self.ort_cuda.tuning(),
             kind_is_default: self.backend.is_none(),
             fp16_compute: self.fp16_compute,
+            transformer_fusion: self.transformer_fusion,
         }
     }
 }
@@ -118,6 +126,7 @@ macro_rules! side_backend_args {
                     threads: self.threads.or(shared.threads),
                     ort_cuda: shared.ort_cuda.clone(),
                     fp16_compute: shared.fp16_compute,
+                    transformer_fusion: shared.transformer_fusion,
                 }
             }
         }

@@ -2,7 +2,7 @@
 //! takes gets its `ValueEnum` here, with the value names and help users see.
 
 use crate::backend::ort_cuda_tuning::{ConvAlgoSearch, CudnnWorkspace, FusionPolicy, LayoutPolicy};
-use crate::backend::select::{BackendKind, Fp16Compute};
+use crate::backend::select::{BackendKind, Fp16Compute, TransformerFusionPolicy};
 use crate::backend::Device;
 use crate::data::preprocess::{ChannelOrder, Layout};
 use crate::data::resize::Interpolation;
@@ -37,6 +37,11 @@ flag_values!(BackendKind {
 flag_values!(Fp16Compute {
     Fp16Compute::Emulate => "emulate", "Computed in float32, every float16 tensor rounded to float16 as FP16 hardware holds it";
     Fp16Compute::Backend => "backend", "As the backend does it: ONNX Runtime's CPU build and tract widen float16 to float32";
+});
+
+flag_values!(TransformerFusionPolicy {
+    TransformerFusionPolicy::On => "on", "Attention blocks and residual LayerNorms of exported encoders run as ONNX Runtime's fused operators";
+    TransformerFusionPolicy::Off => "off", "The graph as the file has it";
 });
 
 flag_values!(LayoutPolicy {

@@ -32,4 +32,5 @@ pub mod plan;
 pub(crate) mod probe;
 pub mod qdq;
 pub mod report;
+pub mod transformer_fusion;
 pub mod types;

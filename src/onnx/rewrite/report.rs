@@ -44,6 +44,8 @@ pub enum PassReport {
         /// `(tensor name, where it appears in a run of the new model)`, in the order asked.
         sources: Vec<(String, Source)>,
     },
+    /// Attention blocks and residual LayerNorms were fused into ONNX Runtime's operators.
+    TransformerFusion(TransformerFusionReport),
     /// Tensors were marked as graph outputs with their own element types (layerwise compare).
     MarkOutputs {
         /// The tensors that became outputs, in order.
@@ -68,6 +70,18 @@ pub struct Fp16Report {
     /// What the user should know: a pattern that kept nothing.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+}
+
+/// What the transformer fusion did.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TransformerFusionReport {
+    /// Self-attention blocks now one `com.microsoft.Attention` node each.
+    pub attention: usize,
+    /// Residual adds and LayerNorms now one `com.microsoft.SkipLayerNormalization` each.
+    pub skip_layer_norms: usize,
+    /// The attention softmaxes left unfused, each with why (`tensor: reason`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left_alone: Vec<String>,
 }
 
 /// What the FP16 emulation did.

@@ -3,6 +3,7 @@
 //! the crate's own tests and, through the `test-support` feature, for its integration tests
 //! and benchmarks; the binary does not carry them.
 
+mod encoder;
 mod paddle;
 mod paddle_axes;
 mod quantized;
@@ -12,6 +13,7 @@ mod tasks;
 pub use super::small_classifier::{
     classifier, classifier_sized, deterministic_weights, CLASSIFIER_CHW, CLASSIFIER_CLASSES,
 };
+pub use encoder::{encoder, EncoderSize, EncoderStyle, ENCODER_HEADS, ENCODER_HIDDEN};
 pub use paddle::paddle_style_pyramid;
 pub use paddle_axes::{paddle_style, PADDLE_CLASSES};
 pub use quantized::dynamic_quantized_matmul;
