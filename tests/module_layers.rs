@@ -176,6 +176,7 @@ const CLI_MAY_NAME: &[&str] = &[
     "crate::backend::select::BackendKind",
     "crate::backend::select::BackendOptions",
     "crate::backend::select::Fp16Compute",
+    "crate::backend::select::TransformerFusionPolicy",
     "crate::backend::ort_cuda_tuning::ConvAlgoSearch",
     "crate::backend::ort_cuda_tuning::CudnnWorkspace",
     "crate::backend::ort_cuda_tuning::FusionPolicy",
