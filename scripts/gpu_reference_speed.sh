@@ -19,6 +19,9 @@
 # defaults:  every model, fp32/fp16/fp16-io, batch 1/32/256, no tuning flag.
 # torch:     PyTorch eager (channels_last, cudnn.benchmark, .half() for fp16), same batches.
 # closeness: trtkit's defaults on ort-cuda against FP32 in NCHW on ONNX Runtime's CPU build.
+# fusion:    the DistilBERT-class model, fp32 and fp16, --transformer-fusion off and on with
+#            --cuda-graph, at batch 32 and seq $SEQS, and batch 256 seq 128; PyTorch eager at the
+#            same points; then the fused fp16 graph's closeness to the unfused FP32 graph.
 #
 # trtkit runs with --no-transfers: PyTorch's input stays on the GPU too. Each line gives the
 # samples/s and the set-up (open, prepare, first inference: where cuDNN's search runs) of one point.
@@ -100,6 +103,35 @@ torch)
   step "PyTorch eager (channels_last, cudnn.benchmark)"
   python3 scripts/torch_eager_bench.py $CNNS distilbert --precisions fp32,fp16 --batch-sizes "$BATCHES" \
     --iterations 50 2>&1 >"$OUT/torch.jsonl" | tee -a "$OUT/points.txt"
+  ;;
+fusion)
+  step "transformer fusion (DistilBERT-class, --cuda-graph) and PyTorch eager"
+  for p in fp16 fp32; do
+    python3 scripts/bench_transformer_fusion.py --trtkit "$T" --model "$(model_of distilbert $p)" \
+      --batch-sizes 32 --seqs "${SEQS:-64,128,256,512}" --rounds 1 --duration 2 \
+      -- --device cuda --cuda-graph --no-transfers | tee -a "$OUT/points.txt"
+    python3 scripts/bench_transformer_fusion.py --trtkit "$T" --model "$(model_of distilbert $p)" \
+      --batch-sizes 256 --seqs 128 --rounds 1 --duration 2 \
+      -- --device cuda --cuda-graph --no-transfers | tee -a "$OUT/points.txt"
+  done
+  for seq in $(echo "${SEQS:-64,128,256,512}" | tr , ' '); do
+    python3 scripts/torch_eager_bench.py distilbert --precisions fp32,fp16 --batch-sizes 32 --seq "$seq" \
+      --iterations 50 2>&1 >/dev/null | tee -a "$OUT/points.txt"
+  done
+  python3 scripts/torch_eager_bench.py distilbert --precisions fp32,fp16 --batch-sizes 256 --seq 128 \
+    --iterations 20 2>&1 >/dev/null | tee -a "$OUT/points.txt"
+  # tract never fuses: the reference is the FP32 graph as exported.
+  for p in fp32 fp16; do for seq in 64 512; do
+    "$T" compare "$(model_of distilbert $p)" "$M/distilbert.onnx" --a-backend ort --a-device cuda \
+      --b-backend tract --num-samples 64 --batch-size 32 --dim seq=$seq --json > "$W/c.json" 2> "$W/c.err" \
+      || { echo "distilbert $p seq $seq: FAILED ($(tail -1 "$W/c.err"))"; continue; }
+    python3 - "$W/c.json" "fused distilbert $p seq $seq vs FP32 unfused" <<'PY' | tee -a "$OUT/points.txt"
+import json, sys
+d = json.load(open(sys.argv[1]))
+c = d["outputs"][0]["closeness"]
+print(f"{sys.argv[2]:<44} cosine {c.get('cosine'):.7f}  max_abs {c.get('max_abs_err'):.3g}")
+PY
+  done; done
   ;;
 closeness)
   step "closeness of trtkit's defaults on ort-cuda to FP32 in NCHW on the CPU"
