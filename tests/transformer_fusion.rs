@@ -6,7 +6,10 @@
 //!
 //! Needs the `onnxruntime` Python package (CI installs it) or ORT_DYLIB_PATH.
 
+mod support;
+
 use std::collections::HashSet;
+use support::{save, stdout_of_success, trtkit};
 use trtkit::backend::select::{open, BackendKind, BackendOptions, TransformerFusionPolicy};
 use trtkit::onnx::pb::ModelProto;
 use trtkit::onnx::rewrite::pass::Pass;
@@ -353,4 +356,51 @@ fn the_fp16_rewrite_of_an_encoder_fuses_for_the_cuda_provider_only() {
         "{report:?}"
     );
     assert_eq!(report.left_alone.len(), 2, "{report:?}");
+}
+
+/// The notes of `trtkit run` on `model` with `args` added.
+fn run_notes(model: &std::path::Path, args: &[&str]) -> Vec<String> {
+    let model = model.to_str().unwrap();
+    let mut all = vec![
+        "run",
+        model,
+        "--backend",
+        "ort",
+        "--dim",
+        "seq=8",
+        "--batch-size",
+        "2",
+    ];
+    all.extend(["--warmup", "1", "--iterations", "2", "--json"]);
+    all.extend(args);
+    let out = stdout_of_success(&trtkit(&all));
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    report["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn run_says_what_it_fused_and_off_runs_the_file_as_it_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let style = EncoderStyle {
+        mask: true,
+        ..Default::default()
+    };
+    let model = save(dir.path(), "encoder.onnx", encoder(style));
+    let fusion_notes = |args: &[&str]| -> Vec<String> {
+        let notes = run_notes(&model, args);
+        notes
+            .into_iter()
+            .filter(|n| n.contains("transformer fusion"))
+            .collect()
+    };
+    let on = fusion_notes(&[]);
+    assert_eq!(on.len(), 1, "{on:?}");
+    assert!(on[0].contains("2 attention block(s) fused"), "{on:?}");
+    assert!(on[0].contains("4 residual LayerNorm(s)"), "{on:?}");
+    assert!(fusion_notes(&["--transformer-fusion", "off"]).is_empty());
 }
