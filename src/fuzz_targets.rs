@@ -25,6 +25,10 @@ pub const TARGETS: &[Target] = &[
         run: onnx_fp16,
     },
     Target {
+        name: "onnx_transformer_fusion",
+        run: onnx_transformer_fusion,
+    },
+    Target {
         name: "npz",
         run: npz_archive,
     },
@@ -65,6 +69,19 @@ pub fn onnx_fp16(bytes: &[u8]) {
     if let Ok(model) = OnnxModel::from_bytes(path, bytes) {
         if crate::onnx::graph_check::check_graph_structure(model.graph()).is_ok() {
             let _ = crate::onnx::rewrite::fp16::Fp16::default().run(model);
+        }
+    }
+}
+
+/// A model file with its transformer blocks fused, as ONNX Runtime backends open it (the float16
+/// blocks too, as the CUDA provider's do).
+pub fn onnx_transformer_fusion(bytes: &[u8]) {
+    use crate::onnx::rewrite::pass::Pass;
+    use crate::onnx::rewrite::transformer_fusion::TransformerFusion;
+    let path = Path::new("/nonexistent-trtkit-fuzz/model.onnx");
+    if let Ok(model) = OnnxModel::from_bytes(path, bytes) {
+        if crate::onnx::graph_check::check_graph_structure(model.graph()).is_ok() {
+            let _ = TransformerFusion { float16: true }.run(model);
         }
     }
 }

@@ -261,6 +261,18 @@ fn tensors() -> Vec<HostTensor> {
 fn made_seeds(target: &str) -> Vec<Vec<u8>> {
     use prost::Message;
     match target {
+        "onnx_transformer_fusion" => {
+            use trtkit::onnx::test_models::{encoder, EncoderStyle};
+            let style = |mask, packed_qkv, pre_norm| EncoderStyle {
+                mask,
+                packed_qkv,
+                pre_norm,
+                ..Default::default()
+            };
+            [style(true, false, false), style(false, true, true)]
+                .map(|s| encoder(s).encode_to_vec())
+                .to_vec()
+        }
         "onnx" | "onnx_fp16" => {
             use trtkit::onnx::test_models as m;
             [

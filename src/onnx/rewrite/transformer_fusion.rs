@@ -46,6 +46,10 @@ impl Pass for TransformerFusion {
 
     fn run(&self, mut model: OnnxModel) -> Result<(OnnxModel, PassReport)> {
         let mut report = TransformerFusionReport::default();
+        if !well_formed(model.graph()) {
+            // ONNX Runtime refuses such a graph itself, in its own words.
+            return Ok((model, PassReport::TransformerFusion(report)));
+        }
         let graph = model.graph_mut();
         // Read once, before any fused node (whose types the inference does not know) is in:
         // the fused nodes keep the names of the tensors they replace.
@@ -64,6 +68,37 @@ impl Pass for TransformerFusion {
         }
         Ok((model, PassReport::TransformerFusion(report)))
     }
+}
+
+/// The fewest inputs each op the search reads takes (every one makes at least one output).
+const ARITY: &[(&str, usize)] = &[
+    ("Softmax", 1),
+    ("Cast", 1),
+    ("MatMul", 2),
+    ("Transpose", 1),
+    ("Reshape", 2),
+    ("Split", 1),
+    ("Add", 2),
+    ("Mul", 2),
+    ("Div", 2),
+    ("Sub", 2),
+    ("Unsqueeze", 1),
+    ("LayerNormalization", 2),
+    ("Identity", 1),
+    ("Concat", 1),
+    ("Shape", 1),
+    ("Gather", 2),
+];
+
+/// Whether every node of an op the search reads has the inputs and output it indexes (a
+/// crafted graph may not; the search then leaves the graph alone rather than read past them).
+fn well_formed(graph: &GraphProto) -> bool {
+    graph.node.iter().all(|n| {
+        ARITY
+            .iter()
+            .find(|(op, _)| *op == n.op_type)
+            .is_none_or(|&(_, inputs)| n.input.len() >= inputs && !n.output.is_empty())
+    })
 }
 
 /// Whether a fused node may compute in `elem`.

@@ -362,7 +362,8 @@ fn split_columns(
             None => return None,
         },
     };
-    if sizes.iter().sum::<i64>() != width {
+    let fits = sizes.len() == split.output.len() && sizes.iter().all(|&s| (0..=width).contains(&s));
+    if !fits || sizes.iter().sum::<i64>() != width {
         return None;
     }
     let k = split.output.iter().position(|o| o == output)?;

@@ -138,7 +138,8 @@ impl<'g> GraphView<'g> {
             "Unsqueeze" => Some(1),
             "Shape" => {
                 let (start, end) = (int_attr(node, "start")?, int_attr(node, "end")?);
-                (start >= 0 && end > start).then(|| (end - start) as usize)
+                // A shape has a handful of axes; a longer slice is no Reshape target's piece.
+                (start >= 0 && end > start && end - start <= 8).then(|| (end - start) as usize)
             }
             _ => None,
         }

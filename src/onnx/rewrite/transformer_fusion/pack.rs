@@ -21,7 +21,10 @@ fn element_bytes(t: &TensorProto) -> Option<(usize, Cow<'_, [u8]>)> {
         DataType::Float16 => 2,
         _ => return None,
     };
-    let count = usize::try_from(t.dims.iter().product::<i64>()).ok()?;
+    let count = t
+        .dims
+        .iter()
+        .try_fold(1usize, |n, &d| n.checked_mul(usize::try_from(d).ok()?))?;
     let bytes = if t.raw_data.is_empty() {
         let values = floats(t)?;
         Cow::Owned(match size {
