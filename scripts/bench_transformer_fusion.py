@@ -22,13 +22,14 @@ import sys
 import tempfile
 
 
-def run(trtkit, model, batch, seq, fusion, extra, duration):
+def run(trtkit, model, batch, seq, fusion, extra, duration, seq_name="seq"):
     cmd = [trtkit, "run", model, "--backend", "ort", "--batch-size", str(batch),
-           "--dim", f"seq={seq}", "--transformer-fusion", fusion, "--warmup", "3",
+           "--dim", f"{seq_name}={seq}", "--transformer-fusion", fusion, "--warmup", "3",
            "--duration", str(duration), "--json", *extra]
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
-        sys.exit(f"{' '.join(cmd)} failed: {done.stderr.strip().splitlines()[-1:]}")
+        print(f"  FAILED: {' '.join(cmd[2:])}: {done.stderr.strip().splitlines()[-1:]}", flush=True)
+        return None, 0.0, []
     report = json.loads(done.stdout)
     point = report["results"][0]
     notes = [n for n in report["notes"] if "transformer fusion" in n]
@@ -54,6 +55,7 @@ def main():
     ap.add_argument("--model", action="append", required=True)
     ap.add_argument("--batch-sizes", default="1")
     ap.add_argument("--seqs", default="128")
+    ap.add_argument("--seq-name", default="seq", help="the models' sequence axis (default: seq)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--duration", type=float, default=3.0)
     ap.add_argument("--peer", action="store_true", help="also ONNX Runtime's Python optimizer's graph")
@@ -70,13 +72,19 @@ def main():
                 notes = []
                 for _ in range(args.rounds):
                     for name, (path, fusion) in variants.items():
-                        rate, setup, said = run(args.trtkit, path, batch, seq, fusion, extra, args.duration)
+                        rate, setup, said = run(args.trtkit, path, batch, seq, fusion, extra, args.duration,
+                                                   args.seq_name)
+                        if rate is None:
+                            continue
                         rates[name].append(rate)
                         setups[name].append(setup)
                         notes = notes or said
-                base = statistics.median(rates["unfused"])
+                base = statistics.median(rates["unfused"] or [float("nan")])
                 print(f"{os.path.basename(model)} batch {batch} seq {seq}")
                 for name in variants:
+                    if not rates[name]:
+                        print(f"  {name:<14} failed")
+                        continue
                     med = statistics.median(rates[name])
                     print(f"  {name:<14} {med:10.2f} samples/s  ({', '.join(f'{r:.2f}' for r in rates[name])})"
                           f"  set-up {statistics.median(setups[name]) / 1e3:5.2f} s  x{med / base:5.2f}")
