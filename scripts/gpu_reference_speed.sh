@@ -121,9 +121,9 @@ fusion)
   python3 scripts/torch_eager_bench.py distilbert --precisions fp32,fp16 --batch-sizes 256 --seq 128 \
     --iterations 20 2>&1 >/dev/null | tee -a "$OUT/points.txt"
   # tract never fuses: the reference is the FP32 graph as exported.
-  for p in fp32 fp16; do for seq in 64 512; do
+  for p in fp32 fp16; do for seq in ${CLOSE_SEQS:-128}; do
     "$T" compare "$(model_of distilbert $p)" "$M/distilbert.onnx" --a-backend ort --a-device cuda \
-      --b-backend tract --num-samples 64 --batch-size 32 --dim seq=$seq --json > "$W/c.json" 2> "$W/c.err" \
+      --b-backend tract --num-samples 32 --batch-size 32 --dim seq=$seq --json > "$W/c.json" 2> "$W/c.err" \
       || { echo "distilbert $p seq $seq: FAILED ($(tail -1 "$W/c.err"))"; continue; }
     python3 - "$W/c.json" "fused distilbert $p seq $seq vs FP32 unfused" <<'PY' | tee -a "$OUT/points.txt"
 import json, sys
