@@ -307,6 +307,32 @@ fn the_corpus_sentence_encoders_fuse_and_match() {
     }
 }
 
+/// `proto` with every LayerNorm reading its weights through an `Identity`, as TorchScript
+/// exports share equal weights; after the FP16 rewrite a float32 LayerNorm then reads them
+/// through a Cast of the float16 Identity.
+fn norm_weights_through_identity(mut proto: ModelProto) -> ModelProto {
+    let g = proto.graph.as_mut().unwrap();
+    let mut identities = Vec::new();
+    for n in g
+        .node
+        .iter_mut()
+        .filter(|n| n.op_type == "LayerNormalization")
+    {
+        for input in n.input.iter_mut().skip(1) {
+            let shared = format!("{input}.shared");
+            identities.push(trtkit::onnx::pb::NodeProto {
+                op_type: "Identity".into(),
+                input: vec![input.clone()],
+                output: vec![shared.clone()],
+                ..Default::default()
+            });
+            *input = shared;
+        }
+    }
+    g.node.splice(0..0, identities);
+    proto
+}
+
 #[test]
 fn the_fp16_rewrite_of_an_encoder_fuses_for_the_cuda_provider_only() {
     use trtkit::onnx::rewrite::fp16::Fp16;
@@ -314,7 +340,7 @@ fn the_fp16_rewrite_of_an_encoder_fuses_for_the_cuda_provider_only() {
         mask: true,
         ..Default::default()
     };
-    let model = OnnxModel::from_proto(encoder(style), "encoder.onnx");
+    let model = OnnxModel::from_proto(norm_weights_through_identity(encoder(style)), "e.onnx");
     let (half, _) = Fp16::default().run(model).unwrap();
     // The rewrite keeps Softmax and LayerNormalization in float32 behind Casts; the fused
     // operators step over those Casts and compute in float16 (accumulating in float32).

@@ -91,6 +91,15 @@ impl<'g> GraphView<'g> {
         None
     }
 
+    /// The float initializer behind a weight input `tensor`: [`Self::initializer`], or one a
+    /// `Cast` passes on (the FP16 rewrite feeds a float32 LayerNorm its float16 weights so).
+    pub fn weight(&self, tensor: &str) -> Option<&'g TensorProto> {
+        self.initializer(tensor).or_else(|| {
+            let (_, cast) = self.made_by(tensor, "Cast")?;
+            self.initializer(&cast.input[0])
+        })
+    }
+
     /// The constant tensor behind `tensor`: an initializer, or a `Constant` node's `value`.
     pub fn constant(&self, tensor: &str) -> Option<&'g TensorProto> {
         if let Some(t) = self.initializer(tensor) {

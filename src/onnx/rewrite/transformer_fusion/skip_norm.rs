@@ -16,9 +16,9 @@ pub(super) struct SkipNorm {
     pub input: String,
     /// The residual.
     pub skip: String,
-    /// The LayerNorm's scale and shift.
+    /// The initializer holding the LayerNorm's scale.
     pub gamma: String,
-    /// The LayerNorm's shift, where it has one.
+    /// The initializer holding the LayerNorm's shift, where it has one.
     pub beta: Option<String>,
     /// The sublayer's bias, where it is folded in.
     pub bias: Option<String>,
@@ -78,12 +78,16 @@ pub(super) fn find_skip_norm(
             (back.output[0].clone(), *reader)
         }
     };
-    let weight = |k: usize| node.input.get(k).filter(|n| view.initializer(n).is_some());
+    let weight = |k: usize| Some(view.weight(node.input.get(k)?)?.name.clone());
+    let has_beta = node.input.get(2).is_some_and(|b| !b.is_empty());
+    if has_beta && weight(2).is_none() {
+        return None;
+    }
     Some(SkipNorm {
         input,
         skip: add.input[1 - side].clone(),
-        gamma: weight(1)?.clone(),
-        beta: weight(2).cloned(),
+        gamma: weight(1)?,
+        beta: weight(2),
         bias,
         epsilon: float_attr(node, "epsilon").unwrap_or(1e-5),
         elem,
