@@ -108,10 +108,10 @@ fusion)
   step "transformer fusion (DistilBERT-class, --cuda-graph) and PyTorch eager"
   for p in fp16 fp32; do
     python3 scripts/bench_transformer_fusion.py --trtkit "$T" --model "$(model_of distilbert $p)" \
-      --batch-sizes 32 --seqs "${SEQS:-64,128,256,512}" --rounds 1 --duration 2 \
+      --batch-sizes 32 --seqs "${SEQS:-64,128,256,512}" --rounds ${ROUNDS:-1} --duration 2 \
       -- --device cuda --cuda-graph --no-transfers | tee -a "$OUT/points.txt"
     python3 scripts/bench_transformer_fusion.py --trtkit "$T" --model "$(model_of distilbert $p)" \
-      --batch-sizes 256 --seqs 128 --rounds 1 --duration 2 \
+      --batch-sizes 256 --seqs 128 --rounds ${ROUNDS:-1} --duration 2 \
       -- --device cuda --cuda-graph --no-transfers | tee -a "$OUT/points.txt"
   done
   for seq in $(echo "${SEQS:-64,128,256,512}" | tr , ' '); do
