@@ -119,8 +119,7 @@ fn fuse_attention(
 ) {
     let view = GraphView::of(graph);
     let mut names = FreshNames::of(graph);
-    let mut replaced: HashMap<usize, NodeProto> = HashMap::new();
-    let mut added: Vec<TensorProto> = Vec::new();
+    let mut edits = Edits::default();
     let mut mask_casts: HashMap<String, String> = HashMap::new();
     for (i, node) in graph.node.iter().enumerate() {
         if node.op_type != "Softmax" || !node.domain.is_empty() {
@@ -158,15 +157,16 @@ fn fuse_attention(
                 .clone()
         });
         let fused = attention_node(&block, [&w.name, &b.name], mask, &mut names);
-        added.extend([w, b]);
-        replaced.insert(block.output_node, fused);
+        edits.added.extend([w, b]);
+        edits.replaced.insert(block.output_node, fused);
         report.attention += 1;
     }
     drop(view);
-    let front = mask_casts
+    edits.front = mask_casts
         .iter()
-        .map(|(raw, cast)| cast_node(raw, cast, DataType::Int32));
-    apply(graph, replaced, added, front.collect());
+        .map(|(raw, cast)| cast_node(raw, cast, DataType::Int32))
+        .collect();
+    edits.apply(graph);
 }
 
 /// The `Attention` node computing `block` from the packed weight and bias `packed` and the
@@ -208,8 +208,7 @@ fn fuse_skip_norms(
 ) {
     let view = GraphView::of(graph);
     let mut names = FreshNames::of(graph);
-    let mut replaced: HashMap<usize, NodeProto> = HashMap::new();
-    let mut added: Vec<TensorProto> = Vec::new();
+    let mut edits = Edits::default();
     for (i, node) in graph.node.iter().enumerate() {
         if node.op_type != "LayerNormalization" || !node.domain.is_empty() {
             continue;
@@ -223,12 +222,13 @@ fn fuse_skip_norms(
         let Some((weights, copies)) = norm_weights(&view, &norm, &mut names) else {
             continue;
         };
-        added.extend(copies);
-        replaced.insert(norm.output_node, skip_norm_node(&norm, weights, &mut names));
+        edits.added.extend(copies);
+        let fused = skip_norm_node(&norm, weights, &mut names);
+        edits.replaced.insert(norm.output_node, fused);
         report.skip_layer_norms += 1;
     }
     drop(view);
-    apply(graph, replaced, added, vec![]);
+    edits.apply(graph);
 }
 
 /// The gamma and beta the fused node reads, in its type: the LayerNorm's own, or float16
@@ -281,19 +281,24 @@ fn skip_norm_node(norm: &SkipNorm, weights: [String; 2], names: &mut FreshNames)
     }
 }
 
-/// Puts the fused nodes in the places of the nodes they replace, the new initializers in, and
-/// `front` (nodes reading graph inputs only) first.
-fn apply(
-    graph: &mut GraphProto,
+/// What one fusion changes in a graph: fused nodes in the places of the nodes they replace (by
+/// index), new initializers, and nodes reading graph inputs only, to go first.
+#[derive(Default)]
+struct Edits {
     replaced: HashMap<usize, NodeProto>,
     added: Vec<TensorProto>,
     front: Vec<NodeProto>,
-) {
-    for (i, node) in replaced {
-        graph.node[i] = node;
+}
+
+impl Edits {
+    /// Makes the changes in `graph`.
+    fn apply(self, graph: &mut GraphProto) {
+        for (i, node) in self.replaced {
+            graph.node[i] = node;
+        }
+        graph.initializer.extend(self.added);
+        graph.node.splice(0..0, self.front);
     }
-    graph.initializer.extend(added);
-    graph.node.splice(0..0, front);
 }
 
 /// Removes the nodes nothing reads any more (the fused blocks' old nodes and the shape
