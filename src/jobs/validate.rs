@@ -3,18 +3,17 @@
 //! latency (all = preprocessed batch in → outputs out; model = inference only), measured after
 //! a warm-up.
 
+use crate::backend::cpu_split::CpuSplit;
 use crate::backend::select::BackendOptions;
 use crate::backend::Backend;
-use crate::cuda::device::Gpu;
 use crate::data::dataset::{Dataset, DatasetOptions, Sample};
 use crate::data::loader::{Failure, Loader, LoaderStats};
 use crate::data::preprocess::{Layout, Preprocess, PreprocessRequest};
-use crate::jobs::batch_memory::{check_gpu, TooLargeForMemory};
+use crate::jobs::batch_memory::TooLargeForMemory;
 use crate::jobs::open::open_backend;
+use crate::jobs::validate_cpu::{on_cpu_host, reported, shares_cores, with_threads};
 pub(crate) use crate::jobs::validate_feed::TimeSplit;
-use crate::jobs::validate_feed::{
-    feeds_gpu, prepare_feed, run_gpu, run_host, Feeding, ImageInput, Measured,
-};
+use crate::jobs::validate_feed::{run_batches, Feeding, ImageInput, Retune};
 pub(crate) use crate::jobs::validate_scoring::Prediction;
 use crate::jobs::validate_scoring::{
     task_truth, ClassScorer, DetectAccuracy, Scored, Scorer, TaskTruth,
@@ -26,7 +25,7 @@ use crate::metrics::segmentation::SegmentAccuracy;
 use crate::onnx::shape::{DimSpec, InputShape, ShapeRequest};
 use crate::progress::Progress;
 use crate::tensor::{Dim, ElemType, HostTensor, IoSpec, TensorData, UnfixedAxis};
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use half::slice::HalfFloatSliceExt;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -117,6 +116,9 @@ pub struct ValidateReport {
     /// The loader's own figures: its threads, and the images per second it decodes while busy.
     #[serde(default)]
     pub loader: LoaderStats,
+    /// How the loader and the model shared the cores (a CPU backend only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_split: Option<CpuSplit>,
     /// How the batches reached the model: `host tensors`, or `pinned ring → GPU, 2 streams`.
     #[serde(default)]
     pub data_path: String,
@@ -448,53 +450,15 @@ fn batch_for(asked: usize, images: usize) -> usize {
     batch
 }
 
-/// Runs the batches through the backend by the fastest path it has: page-locked buffers and the
-/// GPU feed where it can queue on a stream, host tensors elsewhere (and where the feed cannot
-/// take the model, with a warning saying why).
-fn run_batches(
-    config: &ValidateConfig,
-    backend: &mut dyn Backend,
-    input: &ImageInput,
-    feeding: Feeding,
-    scorer: &mut dyn Scorer,
-) -> Result<(Measured, String)> {
-    if feeds_gpu(backend) {
-        let gpu = Gpu::open(config.backend.device_id.unwrap_or(0))?;
-        // Two streams, each with its batch on the device.
-        check_gpu(
-            &gpu,
-            (backend.inputs(), backend.outputs()),
-            feeding.batch,
-            2,
-        )
-        .with_context(|| config.model.display().to_string())?;
-        match prepare_feed(&gpu, backend, input, feeding.batch) {
-            Ok(feed) => {
-                let measured = run_gpu(&gpu, feed, backend, input, feeding, scorer)?;
-                return Ok((measured, "pinned ring → GPU, 2 streams".into()));
-            }
-            Err(e) => {
-                let why = format!("{e:#}");
-                tracing::warn!(
-                    "{}: the GPU feed cannot take this model ({why}); running host tensors",
-                    config.model.display()
-                );
-                let measured = run_host(backend, input, feeding, scorer)?;
-                return Ok((measured, format!("host tensors (GPU feed refused: {why})")));
-            }
-        }
-    }
-    Ok((
-        run_host(backend, input, feeding, scorer)?,
-        "host tensors".into(),
-    ))
-}
-
 /// Runs the validation: `progress` advances by images, with the running accuracy as status.
+/// On a CPU host the model's threads are chosen after the first batches unless `--threads`
+/// gives them (see [`crate::backend::cpu_split`]).
 pub fn validate(config: &ValidateConfig, progress: &dyn Progress) -> Result<ValidateReport> {
     if config.batch_size == 0 {
         bail!("the batch size must be at least 1");
     }
+    let given = config.backend.threads;
+    let config = &on_cpu_host(config);
     let (dataset, truth) = read_dataset(config)?;
     let total = dataset.samples.len();
     let asked = batch_for(config.batch_size, total);
@@ -524,11 +488,32 @@ pub fn validate(config: &ValidateConfig, progress: &dyn Progress) -> Result<Vali
         warmup,
         progress,
         started: Instant::now(),
+        retune: None,
+    };
+    let first = config.backend.threads.unwrap_or(1);
+    let cpu = shares_cores(config, backend.gpu().is_some());
+    let reopen = |threads| Ok(open_planned(&with_threads(config, threads), asked)?.0);
+    let feeding = Feeding {
+        retune: (cpu && given.is_none()).then_some(Retune {
+            threads: first,
+            reopen: &reopen,
+        }),
+        ..feeding
     };
     let start = feeding.started;
-    let (m, data_path) = run_batches(config, backend.as_mut(), &input, feeding, scorer.as_mut())?;
+    let (mut m, data_path) = run_batches(
+        config.backend.device_id,
+        backend.as_mut(),
+        &input,
+        feeding,
+        scorer.as_mut(),
+    )?;
     let wall = start.elapsed();
     progress.finish();
+    let cpu_split = cpu.then(|| reported(given, first, m.chosen.as_ref(), m.batches));
+    if let Some(reopened) = m.chosen.take().and_then(|c| c.backend) {
+        backend = reopened;
+    }
     for note in backend.finish()? {
         tracing::info!("{}: {note}", config.model.display());
     }
@@ -576,6 +561,7 @@ pub fn validate(config: &ValidateConfig, progress: &dyn Progress) -> Result<Vali
         },
         time_split: m.split,
         loader: m.loader,
+        cpu_split,
         data_path,
         first_inference_ms: m.first_inference_ms,
         peak_rss_bytes: crate::host_memory::peak_rss_bytes(),
