@@ -97,6 +97,19 @@ pub fn model_threads_for(stretch: &Stretch, threads: usize) -> (usize, String) {
     (keep, why)
 }
 
+/// [`model_threads_for`] where `left` batches remain to run: fewer threads only where enough
+/// batches are left to repay opening the model again (twice the first stretch).
+pub fn choose(stretch: &Stretch, threads: usize, left: usize) -> (usize, String) {
+    let (keep, why) = model_threads_for(stretch, threads);
+    if keep < threads && left < 2 * (PILOT_BATCHES + 1) {
+        let why = format!(
+            "{why}; but with only {left} batches left the model kept its {threads} threads"
+        );
+        return (threads, why);
+    }
+    (keep, why)
+}
+
 /// Adds up the first stretch of a run batch by batch: batch 0 is left out, the next
 /// [`PILOT_BATCHES`] are measured.
 #[derive(Clone, Copy, Debug, Default)]
@@ -151,6 +164,15 @@ mod tests {
         assert!(why.starts_with("model-bound"), "{why}");
         assert_eq!(model_threads_for(&stretch(50.0, 50.0), 16).0, 16);
         assert_eq!(model_threads_for(&Stretch::default(), 4).0, 4);
+    }
+
+    #[test]
+    fn fewer_threads_only_where_enough_batches_are_left() {
+        let loader_bound = stretch(2.0, 37.0);
+        assert_eq!(choose(&loader_bound, 2, 2 * (PILOT_BATCHES + 1)).0, 1);
+        let (keep, why) = choose(&loader_bound, 2, 3);
+        assert_eq!(keep, 2);
+        assert!(why.contains("only 3 batches left"), "{why}");
     }
 
     #[test]

@@ -8,7 +8,9 @@ use super::histogram::{Counter, Histogram, DEFAULT_BINS};
 use super::range::Algorithm;
 use super::sample_source::CalibrationBatches;
 use crate::backend::batch_runner::run_visit_short;
+use crate::backend::cpu_split::{choose, cores, ChosenBy, CpuSplit, Pilot};
 use crate::backend::select::{open_capture, BackendOptions};
+use crate::backend::{Backend, Device};
 use crate::onnx::rewrite::capture::{Capture, Source};
 use crate::onnx::rewrite::pass::{Pass, PassReport};
 use crate::onnx::rewrite::plan::QuantPlan;
@@ -36,6 +38,56 @@ pub struct Collected {
     pub(crate) histogram_time: Duration,
     /// Wall time of the whole run over the batches.
     pub(crate) wall_time: Duration,
+    /// How the image loader and the model shared the cores (images on a CPU backend only).
+    pub cpu_split: Option<CpuSplit>,
+}
+
+/// The options a calibration's model opens with when `images` are decoded beside it on the
+/// CPU: spinning off, on the user's threads or every core; unchanged otherwise.
+pub(crate) fn beside_loader(options: &BackendOptions, images: bool) -> BackendOptions {
+    let mut options = options.clone();
+    if images && options.device == Device::Cpu {
+        options.spinning = Some(false);
+        options.threads = Some(options.threads.unwrap_or_else(cores));
+    }
+    options
+}
+
+/// The split of a calibration whose model opened on `options` (see [`beside_loader`]);
+/// `given` the user's `--threads`; `chosen` what the first stretch chose.
+fn split_of(
+    options: &BackendOptions,
+    given: Option<usize>,
+    chosen: Option<(usize, String)>,
+) -> Option<CpuSplit> {
+    let first = options.threads?;
+    let (model_threads, chosen_by, why) = match (given, chosen) {
+        (Some(n), _) => (
+            n,
+            ChosenBy::User,
+            format!("--threads {n} given; spinning off beside the loader"),
+        ),
+        (None, Some((n, why))) => (n, ChosenBy::Trtkit, why),
+        (None, None) => (
+            first,
+            ChosenBy::Trtkit,
+            format!("too few batches to measure: the model kept its {first} threads"),
+        ),
+    };
+    let split = CpuSplit {
+        model_threads,
+        loader_threads: rayon::current_num_threads(),
+        spinning: false,
+        chosen_by,
+        why,
+    };
+    tracing::info!(
+        "CPU split: model on {} threads, loader on {}, spinning off: {}",
+        split.model_threads,
+        split.loader_threads,
+        split.why
+    );
+    Some(split)
 }
 
 fn f32_data<'a>(t: &'a HostTensor, name: &str) -> Result<&'a [f32]> {
@@ -181,7 +233,11 @@ pub fn collect(
         bail!("the capture pass reported no tensor sources");
     };
     // The captured tensors come after the model's own outputs, and are only visited.
-    let mut backend = open_capture(&capture_model, options, model.graph().output.len())?;
+    let given = options.threads;
+    let options = &beside_loader(options, batches.decodes_images());
+    let retune = options.spinning == Some(false) && given.is_none();
+    let outputs = model.graph().output.len();
+    let mut backend = open_capture(&capture_model, options, outputs)?;
     // Which histogram each backend output feeds, and which histograms read a graph input
     // (found in each batch by name).
     let mut of_output: Vec<Vec<usize>> = vec![vec![]; backend.outputs().len()];
@@ -199,10 +255,23 @@ pub fn collect(
     let started = Instant::now();
     let mut model_time = Duration::ZERO;
     let mut count = 0usize;
+    let (mut pilot, mut chosen) = (Pilot::default(), None);
+    let total = batches.batch_count();
+    let mut waited = Instant::now();
     for (i, input) in std::iter::from_fn(|| batches.next()).enumerate() {
+        let wait = waited.elapsed();
         let inputs = input.with_context(|| format!("calibration batch {i}"))?;
-        model_time += run_visit_short(backend.as_mut(), &inputs, options.batch, &visit)
+        let ran = run_visit_short(backend.as_mut(), &inputs, options.batch, &visit)
             .with_context(|| format!("calibration batch {i}"))?;
+        model_time += ran;
+        if let Some(stretch) = pilot.batch(ran.as_secs_f64(), wait.as_secs_f64()) {
+            let threads = options.threads.unwrap_or(1);
+            let (keep, why) = choose(&stretch, threads, total.saturating_sub(i + 1));
+            if retune && keep < threads {
+                backend = reopened(&capture_model, options, keep, outputs, backend)?;
+            }
+            chosen = retune.then_some((keep, why));
+        }
         of_input.par_iter().try_for_each(|&h| {
             let input = inputs
                 .iter()
@@ -212,6 +281,7 @@ pub fn collect(
         })?;
         count += 1;
         on_batch();
+        waited = Instant::now();
     }
     if count == 0 {
         bail!("no calibration batches");
@@ -231,7 +301,25 @@ pub fn collect(
         model_time,
         histogram_time: busy,
         wall_time: started.elapsed(),
+        cpu_split: split_of(options, given, chosen),
     })
+}
+
+/// The capture model opened again on `threads` threads, `old` closed first (its memory is
+/// freed before the new one takes its own).
+fn reopened(
+    capture_model: &OnnxModel,
+    options: &BackendOptions,
+    threads: usize,
+    outputs: usize,
+    old: Box<dyn Backend>,
+) -> Result<Box<dyn Backend>> {
+    drop(old);
+    let options = BackendOptions {
+        threads: Some(threads),
+        ..options.clone()
+    };
+    open_capture(capture_model, &options, outputs)
 }
 
 /// The range found for one tensor.

@@ -4,7 +4,7 @@
 //! feed copies to the device on its own streams, the next batch's copy overlapping the current
 //! batch's inference.
 
-use crate::backend::cpu_split::{model_threads_for, Pilot, PILOT_BATCHES};
+use crate::backend::cpu_split::{choose, Pilot};
 use crate::backend::Backend;
 use crate::cuda::device::Gpu;
 use crate::cuda::feed::{BatchFeed, Finished, PinnedBatch};
@@ -128,42 +128,27 @@ pub(crate) struct Measured {
     pub(crate) chosen: Option<Chosen>,
 }
 
-/// The choice after a complete first stretch `stretch`: the threads, why, and the model opened
-/// again when they are fewer and enough batches are left (`remaining`) to repay the opening.
+/// The choice after a complete first stretch `stretch` with `remaining` batches left: the
+/// threads, why, and the model opened again when they are fewer.
 fn retuned(
     retune: &Retune,
     stretch: &crate::backend::cpu_split::Stretch,
     remaining: usize,
 ) -> Result<Chosen> {
-    let (threads, mut why) = model_threads_for(stretch, retune.threads);
-    if threads == retune.threads {
-        return Ok(Chosen {
-            threads,
-            why,
-            backend: None,
-        });
-    }
-    if remaining < 2 * (PILOT_BATCHES + 1) {
+    let (threads, mut why) = choose(stretch, retune.threads, remaining);
+    let mut backend = None;
+    if threads < retune.threads {
+        let started = Instant::now();
+        backend = Some((retune.reopen)(threads)?);
         why.push_str(&format!(
-            "; but with only {remaining} batches left the model kept its {} threads",
-            retune.threads
+            "; opened again on {threads} threads in {:.0} ms",
+            started.elapsed().as_secs_f64() * 1e3
         ));
-        return Ok(Chosen {
-            threads: retune.threads,
-            why,
-            backend: None,
-        });
     }
-    let started = Instant::now();
-    let backend = (retune.reopen)(threads)?;
-    why.push_str(&format!(
-        "; opened again on {threads} threads in {:.0} ms",
-        started.elapsed().as_secs_f64() * 1e3
-    ));
     Ok(Chosen {
         threads,
         why,
-        backend: Some(backend),
+        backend,
     })
 }
 
