@@ -77,3 +77,40 @@ fn threads_given_are_the_users_choice() {
         "{split}"
     );
 }
+
+#[test]
+fn calibrate_on_images_reports_the_split_and_synthetic_data_none() {
+    let d = tempfile::tempdir().unwrap();
+    let model = save(d.path(), "classifier.onnx", classifier(None));
+    let data = d.path().join("val");
+    dataset(&data);
+    let run = |src: &str, extra: &[&str]| {
+        let cache = d.path().join("cache");
+        let mut args = vec![
+            "calibrate",
+            model.to_str().unwrap(),
+            "--calib-data",
+            src,
+            "--batch-size",
+            "2",
+            "--cache-dir",
+            cache.to_str().unwrap(),
+            "--recalibrate",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        serde_json::from_str::<serde_json::Value>(&stdout_of_success(&trtkit(&args))).unwrap()
+    };
+    let r = run(data.to_str().unwrap(), &[]);
+    let split = &r["cpu_split"];
+    assert!(split["model_threads"].as_u64().unwrap() >= 1, "{split}");
+    assert_eq!(split["chosen_by"], "trtkit", "{split}");
+    let r = run(data.to_str().unwrap(), &["--threads", "1"]);
+    assert_eq!(r["cpu_split"]["model_threads"], 1);
+    assert_eq!(r["cpu_split"]["chosen_by"], "user");
+    let r = run("synthetic:3", &["--num-samples", "8"]);
+    assert!(
+        r.get("cpu_split").is_none(),
+        "no loader beside the model: {r}"
+    );
+}
