@@ -86,7 +86,8 @@ pub(crate) fn session_builder(options: &OrtOptions) -> Result<SessionBuilder> {
     if let Some(spin) = options.spinning {
         builder = builder
             .with_intra_op_spinning(spin)
-            .and_then(|b| b.with_inter_op_spinning(spin))
+            .map_err(|e| anyhow!("{e}"))?
+            .with_inter_op_spinning(spin)
             .map_err(|e| anyhow!("{e}"))?;
     }
     Ok(builder)
