@@ -8,6 +8,8 @@
 //! in the model (loader-bound), the model keeps only the threads it needs to stay ahead, twice
 //! over; otherwise (model-bound) it keeps every core. `--threads N` overrides the count.
 
+use super::select::BackendOptions;
+use super::Device;
 use serde::{Deserialize, Serialize};
 
 /// Batches measured for the choice, after the first (which pays the backend's lazy set-up
@@ -47,6 +49,53 @@ pub struct CpuSplit {
 /// The cores of this host as trtkit counts them (the default of `--threads`).
 pub fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// `options` as the model opens when a loader decodes beside it on the CPU (`beside`):
+/// spinning off, on the user's threads or every core. Unchanged otherwise.
+pub fn beside_loader(options: &BackendOptions, beside: bool) -> BackendOptions {
+    let mut options = options.clone();
+    if beside && options.device == Device::Cpu {
+        options.spinning = Some(false);
+        options.threads = Some(options.threads.unwrap_or_else(cores));
+    }
+    options
+}
+
+/// The split a run reports, said on an info line: `given` is the user's `--threads`, `first`
+/// the threads the model opened on, `chosen` the threads the first stretch chose and why
+/// (`None`: the user chose, or the run was too short to measure).
+pub fn reported(given: Option<usize>, first: usize, chosen: Option<(usize, String)>) -> CpuSplit {
+    let (model_threads, chosen_by, why) = match (given, chosen) {
+        (Some(n), _) => (
+            n,
+            ChosenBy::User,
+            format!("--threads {n} given; spinning off beside the loader"),
+        ),
+        (None, Some((n, why))) => (n, ChosenBy::Trtkit, why),
+        (None, None) => (
+            first,
+            ChosenBy::Trtkit,
+            format!(
+                "too few batches to measure (the first {} are): the model kept its {first} threads",
+                PILOT_BATCHES + 1
+            ),
+        ),
+    };
+    let split = CpuSplit {
+        model_threads,
+        loader_threads: rayon::current_num_threads(),
+        spinning: false,
+        chosen_by,
+        why,
+    };
+    tracing::info!(
+        "CPU split: model on {} threads, loader on {}, spinning off: {}",
+        split.model_threads,
+        split.loader_threads,
+        split.why
+    );
+    split
 }
 
 /// What the first stretch of a run measured: the consumer's seconds inside the model and its

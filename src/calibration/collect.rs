@@ -8,9 +8,9 @@ use super::histogram::{Counter, Histogram, DEFAULT_BINS};
 use super::range::Algorithm;
 use super::sample_source::CalibrationBatches;
 use crate::backend::batch_runner::run_visit_short;
-use crate::backend::cpu_split::{choose, cores, ChosenBy, CpuSplit, Pilot};
+use crate::backend::cpu_split::{beside_loader, choose, reported, CpuSplit, Pilot};
 use crate::backend::select::{open_capture, BackendOptions};
-use crate::backend::{Backend, Device};
+use crate::backend::Backend;
 use crate::onnx::rewrite::capture::{Capture, Source};
 use crate::onnx::rewrite::pass::{Pass, PassReport};
 use crate::onnx::rewrite::plan::QuantPlan;
@@ -40,54 +40,6 @@ pub struct Collected {
     pub(crate) wall_time: Duration,
     /// How the image loader and the model shared the cores (images on a CPU backend only).
     pub cpu_split: Option<CpuSplit>,
-}
-
-/// The options a calibration's model opens with when `images` are decoded beside it on the
-/// CPU: spinning off, on the user's threads or every core; unchanged otherwise.
-pub(crate) fn beside_loader(options: &BackendOptions, images: bool) -> BackendOptions {
-    let mut options = options.clone();
-    if images && options.device == Device::Cpu {
-        options.spinning = Some(false);
-        options.threads = Some(options.threads.unwrap_or_else(cores));
-    }
-    options
-}
-
-/// The split of a calibration whose model opened on `options` (see [`beside_loader`]);
-/// `given` the user's `--threads`; `chosen` what the first stretch chose.
-fn split_of(
-    options: &BackendOptions,
-    given: Option<usize>,
-    chosen: Option<(usize, String)>,
-) -> Option<CpuSplit> {
-    let first = options.threads?;
-    let (model_threads, chosen_by, why) = match (given, chosen) {
-        (Some(n), _) => (
-            n,
-            ChosenBy::User,
-            format!("--threads {n} given; spinning off beside the loader"),
-        ),
-        (None, Some((n, why))) => (n, ChosenBy::Trtkit, why),
-        (None, None) => (
-            first,
-            ChosenBy::Trtkit,
-            format!("too few batches to measure: the model kept its {first} threads"),
-        ),
-    };
-    let split = CpuSplit {
-        model_threads,
-        loader_threads: rayon::current_num_threads(),
-        spinning: false,
-        chosen_by,
-        why,
-    };
-    tracing::info!(
-        "CPU split: model on {} threads, loader on {}, spinning off: {}",
-        split.model_threads,
-        split.loader_threads,
-        split.why
-    );
-    Some(split)
 }
 
 fn f32_data<'a>(t: &'a HostTensor, name: &str) -> Result<&'a [f32]> {
@@ -301,7 +253,8 @@ pub fn collect(
         model_time,
         histogram_time: busy,
         wall_time: started.elapsed(),
-        cpu_split: split_of(options, given, chosen),
+        cpu_split: (options.spinning == Some(false))
+            .then(|| reported(given, options.threads.unwrap_or(1), chosen)),
     })
 }
 

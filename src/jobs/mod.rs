@@ -18,6 +18,5 @@ pub mod precision_compare;
 pub mod precision_table;
 pub mod run;
 pub mod validate;
-pub(crate) mod validate_cpu;
 pub mod validate_feed;
 pub(crate) mod validate_scoring;

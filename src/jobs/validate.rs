@@ -3,15 +3,15 @@
 //! latency (all = preprocessed batch in → outputs out; model = inference only), measured after
 //! a warm-up.
 
-use crate::backend::cpu_split::CpuSplit;
+use crate::backend::cpu_split::{beside_loader, reported, CpuSplit};
 use crate::backend::select::BackendOptions;
 use crate::backend::Backend;
+use crate::backend::Device;
 use crate::data::dataset::{Dataset, DatasetOptions, Sample};
 use crate::data::loader::{Failure, Loader, LoaderStats};
 use crate::data::preprocess::{Layout, Preprocess, PreprocessRequest};
 use crate::jobs::batch_memory::TooLargeForMemory;
 use crate::jobs::open::open_backend;
-use crate::jobs::validate_cpu::{on_cpu_host, reported, shares_cores, with_threads};
 pub(crate) use crate::jobs::validate_feed::TimeSplit;
 use crate::jobs::validate_feed::{run_batches, Feeding, ImageInput, Retune};
 pub(crate) use crate::jobs::validate_scoring::Prediction;
@@ -458,7 +458,10 @@ pub fn validate(config: &ValidateConfig, progress: &dyn Progress) -> Result<Vali
         bail!("the batch size must be at least 1");
     }
     let given = config.backend.threads;
-    let config = &on_cpu_host(config);
+    let config = &ValidateConfig {
+        backend: beside_loader(&config.backend, true),
+        ..config.clone()
+    };
     let (dataset, truth) = read_dataset(config)?;
     let total = dataset.samples.len();
     let asked = batch_for(config.batch_size, total);
@@ -491,8 +494,13 @@ pub fn validate(config: &ValidateConfig, progress: &dyn Progress) -> Result<Vali
         retune: None,
     };
     let first = config.backend.threads.unwrap_or(1);
-    let cpu = shares_cores(config, backend.gpu().is_some());
-    let reopen = |threads| Ok(open_planned(&with_threads(config, threads), asked)?.0);
+    // An engine runs on its GPU whatever --device says.
+    let cpu = config.backend.device == Device::Cpu && backend.gpu().is_none();
+    let reopen = |threads| {
+        let mut config = config.clone();
+        config.backend.threads = Some(threads);
+        Ok(open_planned(&config, asked)?.0)
+    };
     let feeding = Feeding {
         retune: (cpu && given.is_none()).then_some(Retune {
             threads: first,
@@ -510,7 +518,8 @@ pub fn validate(config: &ValidateConfig, progress: &dyn Progress) -> Result<Vali
     )?;
     let wall = start.elapsed();
     progress.finish();
-    let cpu_split = cpu.then(|| reported(given, first, m.chosen.as_ref(), m.batches));
+    let chosen = m.chosen.as_ref().map(|c| (c.threads, c.why.clone()));
+    let cpu_split = cpu.then(|| reported(given, first, chosen));
     if let Some(reopened) = m.chosen.take().and_then(|c| c.backend) {
         backend = reopened;
     }
