@@ -482,17 +482,6 @@ pub fn validate(config: &ValidateConfig, progress: &dyn Progress) -> Result<Vali
         spec: plan.spec.clone(),
         per_image: plan.per_image(),
     };
-    let feeding = Feeding {
-        model: &config.model,
-        samples: dataset.samples,
-        pre: pre.clone(),
-        batch,
-        prefetch: config.prefetch,
-        warmup,
-        progress,
-        started: Instant::now(),
-        retune: None,
-    };
     let first = config.backend.threads.unwrap_or(1);
     // An engine runs on its GPU whatever --device says.
     let cpu = config.backend.device == Device::Cpu && backend.gpu().is_none();
@@ -502,11 +491,18 @@ pub fn validate(config: &ValidateConfig, progress: &dyn Progress) -> Result<Vali
         Ok(open_planned(&config, asked)?.0)
     };
     let feeding = Feeding {
+        model: &config.model,
+        samples: dataset.samples,
+        pre: pre.clone(),
+        batch,
+        prefetch: config.prefetch,
+        warmup,
+        progress,
+        started: Instant::now(),
         retune: (cpu && given.is_none()).then_some(Retune {
             threads: first,
             reopen: &reopen,
         }),
-        ..feeding
     };
     let start = feeding.started;
     let (mut m, data_path) = run_batches(
