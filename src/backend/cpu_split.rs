@@ -2,11 +2,13 @@
 //! once (`validate`, `calibrate`): the model's threads and whether ONNX Runtime's pools spin.
 //!
 //! ONNX Runtime's intra-op pool spins between runs by default, so a model on every core takes
-//! the cores the JPEG decoder needs even while it has nothing to do. Whenever a loader runs
-//! beside the model, spinning is off. The thread count comes from a short first stretch of the
-//! run, measured on every core: where the consumer waited for the loader longer than it spent
-//! in the model (loader-bound), the model keeps only the threads it needs to stay ahead, twice
-//! over; otherwise (model-bound) it keeps every core. `--threads N` overrides the count.
+//! the cores the JPEG decoder needs even while it has nothing to do. The model opens as it
+//! always did (every core, ONNX Runtime's spinning) and a short first stretch of the run is
+//! measured: where the consumer waited for the loader longer than it spent in the model
+//! (loader-bound), the model is opened again with spinning off and only the threads it needs to
+//! stay ahead, twice over; otherwise (model-bound) nothing changes: spinning off cost a
+//! model-bound ResNet-50 a fifth of its rate on 2 cores. `--threads N` overrides the count and
+//! nothing is chosen.
 
 use super::select::BackendOptions;
 use super::Device;
@@ -51,30 +53,44 @@ pub fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-/// `options` as the model opens when a loader decodes beside it on the CPU (`beside`):
-/// spinning off, on the user's threads or every core. Unchanged otherwise.
+/// `options` as the model opens when a loader decodes beside it on the CPU (`beside`): on the
+/// user's threads or every core (named, so that the report can say how many). Unchanged
+/// otherwise.
 pub fn beside_loader(options: &BackendOptions, beside: bool) -> BackendOptions {
     let mut options = options.clone();
     if beside && options.device == Device::Cpu {
-        options.spinning = Some(false);
         options.threads = Some(options.threads.unwrap_or_else(cores));
     }
     options
 }
 
+/// What the first stretch chose: the model's threads, whether ONNX Runtime's pools spin, and why.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Choice {
+    /// The model's threads.
+    pub threads: usize,
+    /// Whether ONNX Runtime's pools spin between runs.
+    pub spinning: bool,
+    /// Why, in words.
+    pub why: String,
+}
+
 /// The split a run reports, said on an info line: `given` is the user's `--threads`, `first`
-/// the threads the model opened on, `chosen` the threads the first stretch chose and why
-/// (`None`: the user chose, or the run was too short to measure).
-pub fn reported(given: Option<usize>, first: usize, chosen: Option<(usize, String)>) -> CpuSplit {
-    let (model_threads, chosen_by, why) = match (given, chosen) {
+/// the threads the model opened on, `chosen` what the first stretch chose (`None`: the user
+/// chose, or the run was too short to measure); `ort`: the backend is ONNX Runtime (tract's
+/// pools never spin).
+pub fn reported(given: Option<usize>, first: usize, chosen: Option<Choice>, ort: bool) -> CpuSplit {
+    let (model_threads, spinning, chosen_by, why) = match (given, chosen) {
         (Some(n), _) => (
             n,
+            true,
             ChosenBy::User,
-            format!("--threads {n} given; spinning off beside the loader"),
+            format!("--threads {n} given: nothing chosen"),
         ),
-        (None, Some((n, why))) => (n, ChosenBy::Trtkit, why),
+        (None, Some(c)) => (c.threads, c.spinning, ChosenBy::Trtkit, c.why),
         (None, None) => (
             first,
+            true,
             ChosenBy::Trtkit,
             format!(
                 "too few batches to measure (the first {} are): the model kept its {first} threads",
@@ -85,14 +101,15 @@ pub fn reported(given: Option<usize>, first: usize, chosen: Option<(usize, Strin
     let split = CpuSplit {
         model_threads,
         loader_threads: rayon::current_num_threads(),
-        spinning: false,
+        spinning: ort && spinning,
         chosen_by,
         why,
     };
     tracing::info!(
-        "CPU split: model on {} threads, loader on {}, spinning off: {}",
+        "CPU split: model on {} threads, loader on {}, spinning {}: {}",
         split.model_threads,
         split.loader_threads,
+        if split.spinning { "on" } else { "off" },
         split.why
     );
     split
@@ -110,19 +127,21 @@ pub struct Stretch {
     pub wait_s: f64,
 }
 
-/// The model's threads for the rest of a run whose first stretch measured `stretch` with the
-/// model on `threads` threads, and why. Model-bound (the consumer spent at least as long in the
-/// model as waiting for images): every thread stays. Loader-bound: the model, busy a share `u`
-/// of the time on `threads` threads, needs about `u × threads` of them to keep pace; it keeps
-/// twice that, rounded up, at least one.
-pub fn model_threads_for(stretch: &Stretch, threads: usize) -> (usize, String) {
+/// The model's threads and spinning for the rest of a run whose first stretch measured
+/// `stretch` with the model on `threads` threads. Model-bound (the consumer spent at least as
+/// long in the model as waiting for images): nothing changes. Loader-bound: spinning off, and
+/// the model, busy a share `u` of the time on `threads` threads, needs about `u × threads` of
+/// them to keep pace; it keeps twice that, rounded up, at least one.
+pub fn model_threads_for(stretch: &Stretch, threads: usize) -> Choice {
     let threads = threads.max(1);
     let total = stretch.model_s + stretch.wait_s;
+    let keep = |spinning, why| Choice {
+        threads,
+        spinning,
+        why,
+    };
     if stretch.batches == 0 || total <= 0.0 {
-        return (
-            threads,
-            "nothing measured: the model keeps every core".into(),
-        );
+        return keep(true, "nothing measured: the model keeps every core".into());
     }
     let busy = stretch.model_s / total;
     let measured = format!(
@@ -132,31 +151,46 @@ pub fn model_threads_for(stretch: &Stretch, threads: usize) -> (usize, String) {
         1e3 * stretch.wait_s / stretch.batches as f64
     );
     if stretch.model_s >= stretch.wait_s {
-        return (
-            threads,
+        return keep(
+            true,
             format!("model-bound ({measured}): the model keeps its {threads} threads"),
         );
     }
-    let keep = ((busy * threads as f64 * HEADROOM).ceil() as usize).clamp(1, threads);
-    let why = if keep < threads {
-        format!("loader-bound ({measured}): {keep} of {threads} threads keep the model ahead of the loader, the rest decode")
+    let fewer = ((busy * threads as f64 * HEADROOM).ceil() as usize).clamp(1, threads);
+    let why = if fewer < threads {
+        format!("loader-bound ({measured}): {fewer} of {threads} threads keep the model ahead of the loader, the rest decode; spinning off")
     } else {
-        format!("loader-bound, but not by enough to spare a thread ({measured})")
+        format!("loader-bound ({measured}), but not by enough to spare a thread; spinning off")
     };
-    (keep, why)
+    Choice {
+        threads: fewer,
+        spinning: false,
+        why,
+    }
 }
 
-/// [`model_threads_for`] where `left` batches remain to run: fewer threads only where enough
-/// batches are left to repay opening the model again (twice the first stretch).
-pub fn choose(stretch: &Stretch, threads: usize, left: usize) -> (usize, String) {
-    let (keep, why) = model_threads_for(stretch, threads);
-    if keep < threads && left < 2 * (PILOT_BATCHES + 1) {
+/// [`model_threads_for`] where `left` batches remain to run: a change only where enough batches
+/// are left to repay opening the model again (twice the first stretch).
+pub fn choose(stretch: &Stretch, threads: usize, left: usize) -> Choice {
+    let choice = model_threads_for(stretch, threads);
+    if !choice.spinning && left < 2 * (PILOT_BATCHES + 1) {
         let why = format!(
-            "{why}; but with only {left} batches left the model kept its {threads} threads"
+            "{}; but with only {left} batches left the model kept its {threads} threads, spinning",
+            choice.why
         );
-        return (threads, why);
+        return Choice {
+            threads,
+            spinning: true,
+            why,
+        };
     }
-    (keep, why)
+    choice
+}
+
+/// Whether `choice` differs from a model opened on `threads` threads with ONNX Runtime's
+/// default spinning: the model must then be opened again.
+pub fn changes(choice: &Choice, threads: usize) -> bool {
+    choice.threads != threads || !choice.spinning
 }
 
 /// Adds up the first stretch of a run batch by batch: batch 0 is left out, the next
@@ -197,31 +231,35 @@ mod tests {
     #[test]
     fn a_loader_bound_run_leaves_the_loader_all_but_what_the_model_needs() {
         // The trivial model: 2 ms in the model, 37 ms waiting for the JPEGs of a batch.
-        let (keep, why) = model_threads_for(&stretch(2.0, 37.0), 2);
-        assert_eq!(keep, 1, "{why}");
-        assert!(why.starts_with("loader-bound"), "{why}");
+        let c = model_threads_for(&stretch(2.0, 37.0), 2);
+        assert_eq!((c.threads, c.spinning), (1, false), "{}", c.why);
+        assert!(c.why.starts_with("loader-bound"), "{}", c.why);
+        assert!(changes(&c, 2));
         // On 16 cores, a model busy 20% of the time keeps 2 × 0.2 × 16 = 6.4 → 7 threads.
-        assert_eq!(model_threads_for(&stretch(20.0, 80.0), 16).0, 7);
+        assert_eq!(model_threads_for(&stretch(20.0, 80.0), 16).threads, 7);
         // Busy 40% on 2 cores: 1.6 threads, twice over, is more than there are: keep both.
-        assert_eq!(model_threads_for(&stretch(40.0, 60.0), 2).0, 2);
+        let c = model_threads_for(&stretch(40.0, 60.0), 2);
+        assert_eq!((c.threads, c.spinning), (2, false));
     }
 
     #[test]
     fn a_model_bound_run_keeps_every_thread() {
-        let (keep, why) = model_threads_for(&stretch(640.0, 1.0), 2);
-        assert_eq!(keep, 2);
-        assert!(why.starts_with("model-bound"), "{why}");
-        assert_eq!(model_threads_for(&stretch(50.0, 50.0), 16).0, 16);
-        assert_eq!(model_threads_for(&Stretch::default(), 4).0, 4);
+        let c = model_threads_for(&stretch(640.0, 1.0), 2);
+        assert_eq!((c.threads, c.spinning), (2, true));
+        assert!(c.why.starts_with("model-bound"), "{}", c.why);
+        assert!(!changes(&c, 2), "a model-bound run is not opened again");
+        assert_eq!(model_threads_for(&stretch(50.0, 50.0), 16).threads, 16);
+        assert!(model_threads_for(&stretch(50.0, 50.0), 16).spinning);
+        assert_eq!(model_threads_for(&Stretch::default(), 4).threads, 4);
     }
 
     #[test]
-    fn fewer_threads_only_where_enough_batches_are_left() {
+    fn a_change_only_where_enough_batches_are_left() {
         let loader_bound = stretch(2.0, 37.0);
-        assert_eq!(choose(&loader_bound, 2, 2 * (PILOT_BATCHES + 1)).0, 1);
-        let (keep, why) = choose(&loader_bound, 2, 3);
-        assert_eq!(keep, 2);
-        assert!(why.contains("only 3 batches left"), "{why}");
+        assert_eq!(choose(&loader_bound, 2, 2 * (PILOT_BATCHES + 1)).threads, 1);
+        let c = choose(&loader_bound, 2, 3);
+        assert_eq!((c.threads, c.spinning), (2, true));
+        assert!(c.why.contains("only 3 batches left"), "{}", c.why);
     }
 
     #[test]

@@ -8,9 +8,9 @@ use super::histogram::{Counter, Histogram, DEFAULT_BINS};
 use super::range::Algorithm;
 use super::sample_source::CalibrationBatches;
 use crate::backend::batch_runner::run_visit_short;
-use crate::backend::cpu_split::{beside_loader, choose, reported, CpuSplit, Pilot};
-use crate::backend::select::{open_capture, BackendOptions};
-use crate::backend::Backend;
+use crate::backend::cpu_split::{beside_loader, changes, choose, reported, CpuSplit, Pilot};
+use crate::backend::select::{open_capture, BackendKind, BackendOptions};
+use crate::backend::Device;
 use crate::onnx::rewrite::capture::{Capture, Source};
 use crate::onnx::rewrite::pass::{Pass, PassReport};
 use crate::onnx::rewrite::plan::QuantPlan;
@@ -186,8 +186,9 @@ pub fn collect(
     };
     // The captured tensors come after the model's own outputs, and are only visited.
     let given = options.threads;
-    let options = &beside_loader(options, batches.decodes_images());
-    let retune = options.spinning == Some(false) && given.is_none();
+    let beside = batches.decodes_images() && options.device == Device::Cpu;
+    let options = &mut beside_loader(options, beside);
+    let retune = beside && given.is_none();
     let outputs = model.graph().output.len();
     let mut backend = open_capture(&capture_model, options, outputs)?;
     // Which histogram each backend output feeds, and which histograms read a graph input
@@ -218,11 +219,14 @@ pub fn collect(
         model_time += ran;
         if let Some(stretch) = pilot.batch(ran.as_secs_f64(), wait.as_secs_f64()) {
             let threads = options.threads.unwrap_or(1);
-            let (keep, why) = choose(&stretch, threads, total.saturating_sub(i + 1));
-            if retune && keep < threads {
-                backend = reopened(&capture_model, options, keep, outputs, backend)?;
+            let choice = choose(&stretch, threads, total.saturating_sub(i + 1));
+            if retune && changes(&choice, threads) {
+                options.threads = Some(choice.threads);
+                options.spinning = Some(choice.spinning);
+                drop(backend);
+                backend = open_capture(&capture_model, options, outputs)?;
             }
-            chosen = retune.then_some((keep, why));
+            chosen = retune.then_some(choice);
         }
         of_input.par_iter().try_for_each(|&h| {
             let input = inputs
@@ -253,26 +257,11 @@ pub fn collect(
         model_time,
         histogram_time: busy,
         wall_time: started.elapsed(),
-        cpu_split: (options.spinning == Some(false))
-            .then(|| reported(given, options.threads.unwrap_or(1), chosen)),
+        cpu_split: beside.then(|| {
+            let ort = options.kind == BackendKind::Ort;
+            reported(given, options.threads.unwrap_or(1), chosen, ort)
+        }),
     })
-}
-
-/// The capture model opened again on `threads` threads, `old` closed first (its memory is
-/// freed before the new one takes its own).
-fn reopened(
-    capture_model: &OnnxModel,
-    options: &BackendOptions,
-    threads: usize,
-    outputs: usize,
-    old: Box<dyn Backend>,
-) -> Result<Box<dyn Backend>> {
-    drop(old);
-    let options = BackendOptions {
-        threads: Some(threads),
-        ..options.clone()
-    };
-    open_capture(capture_model, &options, outputs)
 }
 
 /// The range found for one tensor.

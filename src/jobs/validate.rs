@@ -4,7 +4,7 @@
 //! a warm-up.
 
 use crate::backend::cpu_split::{beside_loader, reported, CpuSplit};
-use crate::backend::select::BackendOptions;
+use crate::backend::select::{BackendKind, BackendOptions};
 use crate::backend::Backend;
 use crate::backend::Device;
 use crate::data::dataset::{Dataset, DatasetOptions, Sample};
@@ -13,7 +13,7 @@ use crate::data::preprocess::{Layout, Preprocess, PreprocessRequest};
 use crate::jobs::batch_memory::TooLargeForMemory;
 use crate::jobs::open::open_backend;
 pub(crate) use crate::jobs::validate_feed::TimeSplit;
-use crate::jobs::validate_feed::{run_batches, Feeding, ImageInput, Retune};
+use crate::jobs::validate_feed::{run_batches, Chosen, Feeding, ImageInput, Retune};
 pub(crate) use crate::jobs::validate_scoring::Prediction;
 use crate::jobs::validate_scoring::{
     task_truth, ClassScorer, DetectAccuracy, Scored, Scorer, TaskTruth,
@@ -450,6 +450,14 @@ fn batch_for(asked: usize, images: usize) -> usize {
     batch
 }
 
+/// The CPU split a run on the CPU reports: `given` the user's `--threads`, `chosen` what the
+/// first stretch chose.
+fn split_of(config: &ValidateConfig, given: Option<usize>, chosen: Option<&Chosen>) -> CpuSplit {
+    let ort = config.backend.kind == BackendKind::Ort;
+    let first = config.backend.threads.unwrap_or(1);
+    reported(given, first, chosen.map(|c| c.choice.clone()), ort)
+}
+
 /// Runs the validation: `progress` advances by images, with the running accuracy as status.
 /// On a CPU host the model's threads are chosen after the first batches unless `--threads`
 /// gives them (see [`crate::backend::cpu_split`]).
@@ -458,8 +466,9 @@ pub fn validate(config: &ValidateConfig, progress: &dyn Progress) -> Result<Vali
         bail!("the batch size must be at least 1");
     }
     let given = config.backend.threads;
+    let backend = beside_loader(&config.backend, true);
     let config = &ValidateConfig {
-        backend: beside_loader(&config.backend, true),
+        backend,
         ..config.clone()
     };
     let (dataset, truth) = read_dataset(config)?;
@@ -485,9 +494,9 @@ pub fn validate(config: &ValidateConfig, progress: &dyn Progress) -> Result<Vali
     let first = config.backend.threads.unwrap_or(1);
     // An engine runs on its GPU whatever --device says.
     let cpu = config.backend.device == Device::Cpu && backend.gpu().is_none();
-    let reopen = |threads| {
+    let reopen = |threads, spinning| {
         let mut config = config.clone();
-        config.backend.threads = Some(threads);
+        (config.backend.threads, config.backend.spinning) = (Some(threads), Some(spinning));
         Ok(open_planned(&config, asked)?.0)
     };
     let feeding = Feeding {
@@ -514,8 +523,7 @@ pub fn validate(config: &ValidateConfig, progress: &dyn Progress) -> Result<Vali
     )?;
     let wall = start.elapsed();
     progress.finish();
-    let chosen = m.chosen.as_ref().map(|c| (c.threads, c.why.clone()));
-    let cpu_split = cpu.then(|| reported(given, first, chosen));
+    let cpu_split = cpu.then(|| split_of(config, given, m.chosen.as_ref()));
     if let Some(reopened) = m.chosen.take().and_then(|c| c.backend) {
         backend = reopened;
     }

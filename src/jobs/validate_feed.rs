@@ -4,7 +4,7 @@
 //! feed copies to the device on its own streams, the next batch's copy overlapping the current
 //! batch's inference.
 
-use crate::backend::cpu_split::{choose, Pilot};
+use crate::backend::cpu_split::{changes, choose, Choice, Pilot, Stretch};
 use crate::backend::Backend;
 use crate::cuda::device::Gpu;
 use crate::cuda::feed::{BatchFeed, Finished, PinnedBatch};
@@ -85,23 +85,20 @@ pub(crate) struct Feeding<'a> {
     pub retune: Option<Retune<'a>>,
 }
 
-/// How a host run on the CPU chooses the model's threads after its first stretch (see
-/// [`crate::backend::cpu_split`]).
+/// How a host run on the CPU chooses the model's threads and spinning after its first stretch
+/// (see [`crate::backend::cpu_split`]).
 pub(crate) struct Retune<'a> {
-    /// The model's threads during the first stretch.
+    /// The model's threads during the first stretch (with ONNX Runtime's default spinning).
     pub threads: usize,
-    /// Opens the model again on this many threads.
-    pub reopen: &'a dyn Fn(usize) -> Result<Box<dyn Backend>>,
+    /// Opens the model again on this many threads, spinning or not.
+    pub reopen: &'a dyn Fn(usize, bool) -> Result<Box<dyn Backend>>,
 }
 
-/// What a retuned run chose: the model's threads and why, and the backend opened on them
-/// (`None`: the first one kept).
+/// What a retuned run chose, and the backend opened on it (`None`: the first one kept).
 pub(crate) struct Chosen {
-    /// The model's threads.
-    pub threads: usize,
-    /// Why, in words.
-    pub why: String,
-    /// The model opened again on `threads` threads; it ran the rest of the batches.
+    /// The model's threads and spinning, and why.
+    pub choice: Choice,
+    /// The model opened again as `choice` says; it ran the rest of the batches.
     pub backend: Option<Box<dyn Backend>>,
 }
 
@@ -128,28 +125,20 @@ pub(crate) struct Measured {
     pub(crate) chosen: Option<Chosen>,
 }
 
-/// The choice after a complete first stretch `stretch` with `remaining` batches left: the
-/// threads, why, and the model opened again when they are fewer.
-fn retuned(
-    retune: &Retune,
-    stretch: &crate::backend::cpu_split::Stretch,
-    remaining: usize,
-) -> Result<Chosen> {
-    let (threads, mut why) = choose(stretch, retune.threads, remaining);
+/// The choice after a complete first stretch `stretch` with `remaining` batches left, and the
+/// model opened again where it changes anything.
+fn retuned(retune: &Retune, stretch: &Stretch, remaining: usize) -> Result<Chosen> {
+    let mut choice = choose(stretch, retune.threads, remaining);
     let mut backend = None;
-    if threads < retune.threads {
+    if changes(&choice, retune.threads) {
         let started = Instant::now();
-        backend = Some((retune.reopen)(threads)?);
-        why.push_str(&format!(
-            "; opened again on {threads} threads in {:.0} ms",
+        backend = Some((retune.reopen)(choice.threads, choice.spinning)?);
+        choice.why.push_str(&format!(
+            "; opened again in {:.0} ms",
             started.elapsed().as_secs_f64() * 1e3
         ));
     }
-    Ok(Chosen {
-        threads,
-        why,
-        backend,
-    })
+    Ok(Chosen { choice, backend })
 }
 
 /// Per-batch bookkeeping shared by both loops.

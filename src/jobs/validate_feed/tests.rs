@@ -205,7 +205,7 @@ fn a_retuned_host_run_reopens_a_loader_bound_model_on_fewer_threads() {
         let mut backend = Recorder::new(ElemType::F32, true);
         backend.elapsed = elapsed;
         let opened = std::cell::RefCell::new(vec![]);
-        let reopen = |threads| {
+        let reopen = |threads, _spinning| {
             opened.borrow_mut().push(threads);
             Ok(Box::new(Recorder::new(ElemType::F32, true)) as Box<dyn Backend>)
         };
@@ -220,11 +220,12 @@ fn a_retuned_host_run_reopens_a_loader_bound_model_on_fewer_threads() {
         assert_eq!(*opened.borrow(), reopened, "{elapsed:?} a batch");
         let chosen = m.chosen.expect("the first stretch was measured");
         if reopened.is_empty() {
-            assert_eq!(chosen.threads, 4, "{}", chosen.why);
+            assert_eq!(chosen.choice.threads, 4, "{}", chosen.choice.why);
             assert!(chosen.backend.is_none());
             assert_eq!(backend.rows.len(), 25, "the first backend ran every batch");
         } else {
-            assert_eq!(chosen.threads, 1, "{}", chosen.why);
+            assert_eq!(chosen.choice.threads, 1, "{}", chosen.choice.why);
+            assert!(!chosen.choice.spinning);
             assert!(chosen.backend.is_some());
             assert_eq!(
                 backend.rows.len(),
