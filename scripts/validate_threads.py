@@ -12,10 +12,20 @@ loader's own rate, then the N/1 ratios of the medians.
 
 Arguments after `--` go to `trtkit validate` as they are. Needs the `onnx` package only for
 --make-trivial.
+
+With --run LABEL=COMMAND (repeatable) it instead compares whole commands, alternating, each
+with rayon's default pool: two builds of trtkit, or one pinned to a core with taskset. The
+first --run is the base of the ratios, and each run's CPU split (`cpu_split` in the JSON, where
+the build has it) is printed:
+
+    python3 scripts/validate_threads.py --model /tmp/trivial.onnx --dataset /tmp/images --rounds 3 \
+        --run "new=target/release/trtkit" --run "old=/tmp/trtkit-old" \
+        --run "new-1core=taskset -c 0 target/release/trtkit" -- --backend ort --batch-size 64
 """
 import argparse
 import json
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -44,8 +54,16 @@ def make_trivial(path, size):
 
 
 def one_run(trtkit, model, dataset, threads, extra):
-    env = dict(os.environ, RAYON_NUM_THREADS=str(threads))
-    cmd = [trtkit, "validate", model, "--dataset", dataset, "--json", *extra]
+    """One validate run: `trtkit` a path (rayon's pool set to `threads`) or, with `threads`
+    None, a command line (rayon's default pool)."""
+    env = dict(os.environ)
+    if threads is None:
+        prefix = shlex.split(trtkit)
+        env.pop("RAYON_NUM_THREADS", None)
+    else:
+        prefix = [trtkit]
+        env["RAYON_NUM_THREADS"] = str(threads)
+    cmd = [*prefix, "validate", model, "--dataset", dataset, "--json", *extra]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if out.returncode != 0:
         sys.exit(f"{' '.join(cmd)} failed: {out.stderr.strip()}")
@@ -57,7 +75,34 @@ def one_run(trtkit, model, dataset, threads, extra):
         "steady_images_per_s": r.get("steady_images_per_s"),
         "loader_images_per_s": (r.get("loader") or {}).get("images_per_s"),
         "time_split": r.get("time_split"),
+        "cpu_split": r.get("cpu_split"),
     }
+
+
+def compare_runs(args, model):
+    """--run mode: each labelled command once per round, alternating; medians and ratios to the
+    first."""
+    runs = [r.split("=", 1) for r in args.run]
+    got = {label: [] for label, _ in runs}
+    for i in range(args.rounds):
+        for label, command in runs:
+            r = one_run(command, model, args.dataset, None, args.extra)
+            r["round"], r["label"] = i, label
+            print(json.dumps(r), flush=True)
+            got[label].append(r)
+    keys = ["images_per_s", "steady_images_per_s", "loader_images_per_s"]
+    med = {
+        label: {k: statistics.median(r[k] or 0.0 for r in rs) for k in keys}
+        for label, rs in got.items()
+    }
+    print(f"\nmedians of {args.rounds} round(s)", file=sys.stderr)
+    print(f"{'run':>12} {'img/s (wall)':>13} {'steady img/s':>13} {'loader img/s':>13}", file=sys.stderr)
+    for label, m in med.items():
+        print(f"{label:>12} {m[keys[0]]:>13.1f} {m[keys[1]]:>13.1f} {m[keys[2]]:>13.1f}", file=sys.stderr)
+    base = runs[0][0]
+    for label, _ in runs[1:]:
+        ratios = ", ".join(f"{k} {med[base][k] / med[label][k]:.2f}x" for k in keys if med[label][k])
+        print(f"{base} / {label}: {ratios}", file=sys.stderr)
 
 
 def main():
@@ -69,6 +114,8 @@ def main():
     ap.add_argument("--dataset", required=True)
     ap.add_argument("--threads", default="1,2", help="comma list; the first is the base (default 1,2)")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--run", action="append", metavar="LABEL=COMMAND",
+                    help="compare whole commands instead of thread counts (repeatable; the first is the base)")
     ap.add_argument("extra", nargs="*", help="after --: more validate flags")
     args = ap.parse_args()
     if args.make_trivial:
@@ -76,6 +123,8 @@ def main():
     model = args.model or args.make_trivial
     if not model:
         ap.error("give --model or --make-trivial")
+    if args.run:
+        return compare_runs(args, model)
     counts = [int(t) for t in args.threads.split(",")]
     runs = {t: [] for t in counts}
     for i in range(args.rounds):

@@ -3,6 +3,7 @@
 //! not care which one it is.
 
 pub(crate) mod batch_runner;
+pub mod cpu_split;
 pub(crate) mod fp16_emulated;
 pub mod mac_count;
 pub mod ort;

@@ -39,6 +39,9 @@ pub(crate) struct OrtOptions {
     pub threads: Option<usize>,
     /// The transformer fusion to run before a session opens; `None` runs none.
     pub transformer_fusion: Option<TransformerFusion>,
+    /// Whether the intra- and inter-op pools spin between runs; `None` keeps ONNX Runtime's
+    /// default (they do).
+    pub spinning: Option<bool>,
 }
 
 /// The process's ONNX Runtime: the library is located and loaded once; later calls return the
@@ -75,16 +78,23 @@ pub fn available() -> Result<&'static OrtLibrary> {
 }
 
 /// A session builder with trtkit's settings for `options` (all graph optimizations, the
-/// thread count).
+/// thread count, spinning).
 pub(crate) fn session_builder(options: &OrtOptions) -> Result<SessionBuilder> {
-    let builder = Session::builder(environment()?)
+    let mut builder = Session::builder(environment()?)
         .map_err(|e| anyhow!("{e}"))?
         .with_optimization_level(GraphOptimizationLevel::All)
         .map_err(|e| anyhow!("{e}"))?;
-    match options.threads {
-        Some(n) => builder.with_intra_threads(n).map_err(|e| anyhow!("{e}")),
-        None => Ok(builder),
+    if let Some(n) = options.threads {
+        builder = builder.with_intra_threads(n).map_err(|e| anyhow!("{e}"))?;
     }
+    if let Some(spin) = options.spinning {
+        builder = builder
+            .with_intra_op_spinning(spin)
+            .map_err(|e| anyhow!("{e}"))?
+            .with_inter_op_spinning(spin)
+            .map_err(|e| anyhow!("{e}"))?;
+    }
+    Ok(builder)
 }
 
 /// `model` as ONNX Runtime gets it: the IR version it reads (see [`lower_for_ort`]), the shape

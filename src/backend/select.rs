@@ -178,6 +178,11 @@ pub struct BackendOptions {
     pub device: Device,
     /// CPU threads; `None` uses every core.
     pub threads: Option<usize>,
+    /// Whether ONNX Runtime's CPU thread pools spin between runs (its
+    /// `session.intra_op.allow_spinning` and `session.inter_op.allow_spinning`); `None` keeps
+    /// ONNX Runtime's default (they spin). Off where an image loader shares the cores (see
+    /// [`super::cpu_split`]).
+    pub spinning: Option<bool>,
     /// `--input-shape` overrides.
     pub input_shapes: ShapeRequest,
     /// Fix the batch axis to this size.
@@ -299,6 +304,7 @@ fn open_kind(
                     .then_some(TransformerFusion {
                         float16: options.device == Device::Cuda,
                     }),
+                spinning: options.spinning,
             };
             match options.device {
                 Device::Cpu => Box::new(OrtBackend::load(model, &model_options)?),

@@ -8,7 +8,9 @@ use super::histogram::{Counter, Histogram, DEFAULT_BINS};
 use super::range::Algorithm;
 use super::sample_source::CalibrationBatches;
 use crate::backend::batch_runner::run_visit_short;
-use crate::backend::select::{open_capture, BackendOptions};
+use crate::backend::cpu_split::{beside_loader, changes, choose, reported, CpuSplit, Pilot};
+use crate::backend::select::{open_capture, BackendKind, BackendOptions};
+use crate::backend::Device;
 use crate::onnx::rewrite::capture::{Capture, Source};
 use crate::onnx::rewrite::pass::{Pass, PassReport};
 use crate::onnx::rewrite::plan::QuantPlan;
@@ -36,6 +38,8 @@ pub struct Collected {
     pub(crate) histogram_time: Duration,
     /// Wall time of the whole run over the batches.
     pub(crate) wall_time: Duration,
+    /// How the image loader and the model shared the cores (images on a CPU backend only).
+    pub cpu_split: Option<CpuSplit>,
 }
 
 fn f32_data<'a>(t: &'a HostTensor, name: &str) -> Result<&'a [f32]> {
@@ -181,7 +185,12 @@ pub fn collect(
         bail!("the capture pass reported no tensor sources");
     };
     // The captured tensors come after the model's own outputs, and are only visited.
-    let mut backend = open_capture(&capture_model, options, model.graph().output.len())?;
+    let given = options.threads;
+    let beside = batches.decodes_images() && options.device == Device::Cpu;
+    let options = &mut beside_loader(options, beside);
+    let retune = beside && given.is_none();
+    let outputs = model.graph().output.len();
+    let mut backend = open_capture(&capture_model, options, outputs)?;
     // Which histogram each backend output feeds, and which histograms read a graph input
     // (found in each batch by name).
     let mut of_output: Vec<Vec<usize>> = vec![vec![]; backend.outputs().len()];
@@ -199,10 +208,26 @@ pub fn collect(
     let started = Instant::now();
     let mut model_time = Duration::ZERO;
     let mut count = 0usize;
+    let (mut pilot, mut chosen) = (Pilot::default(), None);
+    let total = batches.batch_count();
+    let mut waited = Instant::now();
     for (i, input) in std::iter::from_fn(|| batches.next()).enumerate() {
+        let wait = waited.elapsed();
         let inputs = input.with_context(|| format!("calibration batch {i}"))?;
-        model_time += run_visit_short(backend.as_mut(), &inputs, options.batch, &visit)
+        let ran = run_visit_short(backend.as_mut(), &inputs, options.batch, &visit)
             .with_context(|| format!("calibration batch {i}"))?;
+        model_time += ran;
+        if let Some(stretch) = pilot.batch(ran.as_secs_f64(), wait.as_secs_f64()) {
+            let threads = options.threads.unwrap_or(1);
+            let choice = choose(&stretch, threads, total.saturating_sub(i + 1));
+            if retune && changes(&choice, threads) {
+                options.threads = Some(choice.threads);
+                options.spinning = Some(choice.spinning);
+                drop(backend);
+                backend = open_capture(&capture_model, options, outputs)?;
+            }
+            chosen = retune.then_some(choice);
+        }
         of_input.par_iter().try_for_each(|&h| {
             let input = inputs
                 .iter()
@@ -212,6 +237,7 @@ pub fn collect(
         })?;
         count += 1;
         on_batch();
+        waited = Instant::now();
     }
     if count == 0 {
         bail!("no calibration batches");
@@ -231,6 +257,10 @@ pub fn collect(
         model_time,
         histogram_time: busy,
         wall_time: started.elapsed(),
+        cpu_split: beside.then(|| {
+            let ort = options.kind == BackendKind::Ort;
+            reported(given, options.threads.unwrap_or(1), chosen, ort)
+        }),
     })
 }
 

@@ -139,4 +139,7 @@ impl CalibrationBatches for ImageBatches {
     fn summary(&self) -> &SourceSummary {
         &self.facts
     }
+    fn decodes_images(&self) -> bool {
+        true
+    }
 }

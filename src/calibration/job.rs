@@ -71,6 +71,9 @@ pub struct CalibrateReport {
     pub backend: Option<String>,
     /// Timings in seconds (absent when every cache was reused).
     pub timing: Option<Timing>,
+    /// How the image loader and the model shared the cores (images on a CPU backend only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_split: Option<crate::backend::cpu_split::CpuSplit>,
     /// Samples the source has beyond those used (left out by the sample limit).
     #[serde(default)]
     pub samples_left_out: usize,
@@ -381,6 +384,7 @@ pub fn calibrate(args: &CalibrateConfig, progress: &dyn Progress) -> Result<Cali
                 .collect(),
             backend: None,
             timing: None,
+            cpu_split: None,
         });
     }
     let total = Instant::now();
@@ -428,6 +432,15 @@ pub fn calibrate(args: &CalibrateConfig, progress: &dyn Progress) -> Result<Cali
     let search_s = t_search.elapsed().as_secs_f64();
     let total_s = total.elapsed().as_secs_f64();
     let plain = if args.measure_plain {
+        // The plain model shares the cores as the calibration's did.
+        let options = match &collected.cpu_split {
+            Some(split) => BackendOptions {
+                threads: Some(split.model_threads),
+                spinning: Some(split.spinning),
+                ..options
+            },
+            None => options,
+        };
         Some(time_plain(&model, args, &feed, &options)?)
     } else {
         None
@@ -439,6 +452,7 @@ pub fn calibrate(args: &CalibrateConfig, progress: &dyn Progress) -> Result<Cali
         warnings,
         caches,
         backend: Some(collected.backend.clone()),
+        cpu_split: collected.cpu_split.clone(),
         timing: Some(Timing {
             batches: collected.batches,
             model_s: collected.model_time.as_secs_f64(),

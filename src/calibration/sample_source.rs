@@ -33,6 +33,11 @@ pub trait CalibrationBatches: Iterator<Item = Result<Vec<HostTensor>>> + Send {
     fn preprocessing(&self) -> String {
         self.summary().preprocessing.clone()
     }
+    /// Whether the batches are decoded from images on rayon's pool while the model runs (the
+    /// loader then shares the CPU's cores with a CPU backend).
+    fn decodes_images(&self) -> bool {
+        false
+    }
 }
 
 /// What a calibration source knows of itself: its batches and what identifies its samples.

@@ -3,18 +3,17 @@
 //! latency (all = preprocessed batch in → outputs out; model = inference only), measured after
 //! a warm-up.
 
-use crate::backend::select::BackendOptions;
+use crate::backend::cpu_split::{beside_loader, reported, CpuSplit};
+use crate::backend::select::{BackendKind, BackendOptions};
 use crate::backend::Backend;
-use crate::cuda::device::Gpu;
+use crate::backend::Device;
 use crate::data::dataset::{Dataset, DatasetOptions, Sample};
 use crate::data::loader::{Failure, Loader, LoaderStats};
 use crate::data::preprocess::{Layout, Preprocess, PreprocessRequest};
-use crate::jobs::batch_memory::{check_gpu, TooLargeForMemory};
+use crate::jobs::batch_memory::TooLargeForMemory;
 use crate::jobs::open::open_backend;
 pub(crate) use crate::jobs::validate_feed::TimeSplit;
-use crate::jobs::validate_feed::{
-    feeds_gpu, prepare_feed, run_gpu, run_host, Feeding, ImageInput, Measured,
-};
+use crate::jobs::validate_feed::{run_batches, Chosen, Feeding, ImageInput, Retune};
 pub(crate) use crate::jobs::validate_scoring::Prediction;
 use crate::jobs::validate_scoring::{
     task_truth, ClassScorer, DetectAccuracy, Scored, Scorer, TaskTruth,
@@ -26,7 +25,7 @@ use crate::metrics::segmentation::SegmentAccuracy;
 use crate::onnx::shape::{DimSpec, InputShape, ShapeRequest};
 use crate::progress::Progress;
 use crate::tensor::{Dim, ElemType, HostTensor, IoSpec, TensorData, UnfixedAxis};
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use half::slice::HalfFloatSliceExt;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -117,6 +116,9 @@ pub struct ValidateReport {
     /// The loader's own figures: its threads, and the images per second it decodes while busy.
     #[serde(default)]
     pub loader: LoaderStats,
+    /// How the loader and the model shared the cores (a CPU backend only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_split: Option<CpuSplit>,
     /// How the batches reached the model: `host tensors`, or `pinned ring → GPU, 2 streams`.
     #[serde(default)]
     pub data_path: String,
@@ -448,53 +450,27 @@ fn batch_for(asked: usize, images: usize) -> usize {
     batch
 }
 
-/// Runs the batches through the backend by the fastest path it has: page-locked buffers and the
-/// GPU feed where it can queue on a stream, host tensors elsewhere (and where the feed cannot
-/// take the model, with a warning saying why).
-fn run_batches(
-    config: &ValidateConfig,
-    backend: &mut dyn Backend,
-    input: &ImageInput,
-    feeding: Feeding,
-    scorer: &mut dyn Scorer,
-) -> Result<(Measured, String)> {
-    if feeds_gpu(backend) {
-        let gpu = Gpu::open(config.backend.device_id.unwrap_or(0))?;
-        // Two streams, each with its batch on the device.
-        check_gpu(
-            &gpu,
-            (backend.inputs(), backend.outputs()),
-            feeding.batch,
-            2,
-        )
-        .with_context(|| config.model.display().to_string())?;
-        match prepare_feed(&gpu, backend, input, feeding.batch) {
-            Ok(feed) => {
-                let measured = run_gpu(&gpu, feed, backend, input, feeding, scorer)?;
-                return Ok((measured, "pinned ring → GPU, 2 streams".into()));
-            }
-            Err(e) => {
-                let why = format!("{e:#}");
-                tracing::warn!(
-                    "{}: the GPU feed cannot take this model ({why}); running host tensors",
-                    config.model.display()
-                );
-                let measured = run_host(backend, input, feeding, scorer)?;
-                return Ok((measured, format!("host tensors (GPU feed refused: {why})")));
-            }
-        }
-    }
-    Ok((
-        run_host(backend, input, feeding, scorer)?,
-        "host tensors".into(),
-    ))
+/// The CPU split a run on the CPU reports: `given` the user's `--threads`, `chosen` what the
+/// first stretch chose.
+fn split_of(config: &ValidateConfig, given: Option<usize>, chosen: Option<&Chosen>) -> CpuSplit {
+    let ort = config.backend.kind == BackendKind::Ort;
+    let first = config.backend.threads.unwrap_or(1);
+    reported(given, first, chosen.map(|c| c.choice.clone()), ort)
 }
 
 /// Runs the validation: `progress` advances by images, with the running accuracy as status.
+/// On a CPU host the model's threads are chosen after the first batches unless `--threads`
+/// gives them (see [`crate::backend::cpu_split`]).
 pub fn validate(config: &ValidateConfig, progress: &dyn Progress) -> Result<ValidateReport> {
     if config.batch_size == 0 {
         bail!("the batch size must be at least 1");
     }
+    let given = config.backend.threads;
+    let backend = beside_loader(&config.backend, true);
+    let config = &ValidateConfig {
+        backend,
+        ..config.clone()
+    };
     let (dataset, truth) = read_dataset(config)?;
     let total = dataset.samples.len();
     let asked = batch_for(config.batch_size, total);
@@ -515,6 +491,14 @@ pub fn validate(config: &ValidateConfig, progress: &dyn Progress) -> Result<Vali
         spec: plan.spec.clone(),
         per_image: plan.per_image(),
     };
+    let first = config.backend.threads.unwrap_or(1);
+    // An engine runs on its GPU whatever --device says.
+    let cpu = config.backend.device == Device::Cpu && backend.gpu().is_none();
+    let reopen = |threads, spinning| {
+        let mut config = config.clone();
+        (config.backend.threads, config.backend.spinning) = (Some(threads), Some(spinning));
+        Ok(open_planned(&config, asked)?.0)
+    };
     let feeding = Feeding {
         model: &config.model,
         samples: dataset.samples,
@@ -524,11 +508,25 @@ pub fn validate(config: &ValidateConfig, progress: &dyn Progress) -> Result<Vali
         warmup,
         progress,
         started: Instant::now(),
+        retune: (cpu && given.is_none()).then_some(Retune {
+            threads: first,
+            reopen: &reopen,
+        }),
     };
     let start = feeding.started;
-    let (m, data_path) = run_batches(config, backend.as_mut(), &input, feeding, scorer.as_mut())?;
+    let (mut m, data_path) = run_batches(
+        config.backend.device_id,
+        backend.as_mut(),
+        &input,
+        feeding,
+        scorer.as_mut(),
+    )?;
     let wall = start.elapsed();
     progress.finish();
+    let cpu_split = cpu.then(|| split_of(config, given, m.chosen.as_ref()));
+    if let Some(reopened) = m.chosen.take().and_then(|c| c.backend) {
+        backend = reopened;
+    }
     for note in backend.finish()? {
         tracing::info!("{}: {note}", config.model.display());
     }
@@ -576,6 +574,7 @@ pub fn validate(config: &ValidateConfig, progress: &dyn Progress) -> Result<Vali
         },
         time_split: m.split,
         loader: m.loader,
+        cpu_split,
         data_path,
         first_inference_ms: m.first_inference_ms,
         peak_rss_bytes: crate::host_memory::peak_rss_bytes(),

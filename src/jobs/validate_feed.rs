@@ -4,6 +4,7 @@
 //! feed copies to the device on its own streams, the next batch's copy overlapping the current
 //! batch's inference.
 
+use crate::backend::cpu_split::{changes, choose, Choice, Pilot, Stretch};
 use crate::backend::Backend;
 use crate::cuda::device::Gpu;
 use crate::cuda::feed::{BatchFeed, Finished, PinnedBatch};
@@ -11,6 +12,7 @@ use crate::data::batch_axis::truncate;
 use crate::data::dataset::Sample;
 use crate::data::loader::{ring_len, Failure, HostBatch, Loaded, Loader, LoaderStats};
 use crate::data::preprocess::Preprocess;
+use crate::jobs::batch_memory::check_gpu;
 use crate::jobs::validate_scoring::Scorer;
 use crate::progress::Progress;
 use crate::tensor::{ElemType, HostTensor, IoSpec};
@@ -79,6 +81,25 @@ pub(crate) struct Feeding<'a> {
     pub progress: &'a dyn Progress,
     /// When the run started: the time to the first batch is its set-up.
     pub started: Instant,
+    /// Choose the model's threads after the first stretch (host runs on the CPU only).
+    pub retune: Option<Retune<'a>>,
+}
+
+/// How a host run on the CPU chooses the model's threads and spinning after its first stretch
+/// (see [`crate::backend::cpu_split`]).
+pub(crate) struct Retune<'a> {
+    /// The model's threads during the first stretch (with ONNX Runtime's default spinning).
+    pub threads: usize,
+    /// Opens the model again on this many threads, spinning or not.
+    pub reopen: &'a dyn Fn(usize, bool) -> Result<Box<dyn Backend>>,
+}
+
+/// What a retuned run chose, and the backend opened on it (`None`: the first one kept).
+pub(crate) struct Chosen {
+    /// The model's threads and spinning, and why.
+    pub choice: Choice,
+    /// The model opened again as `choice` says; it ran the rest of the batches.
+    pub backend: Option<Box<dyn Backend>>,
 }
 
 /// What a loop measured.
@@ -100,6 +121,24 @@ pub(crate) struct Measured {
     pub loader: LoaderStats,
     /// The GPU's first inference per slot, before any batch (GPU backends).
     pub(crate) first_inference_ms: Option<f64>,
+    /// The model's threads chosen after the first stretch (a retuned host run that got that far).
+    pub(crate) chosen: Option<Chosen>,
+}
+
+/// The choice after a complete first stretch `stretch` with `remaining` batches left, and the
+/// model opened again where it changes anything.
+fn retuned(retune: &Retune, stretch: &Stretch, remaining: usize) -> Result<Chosen> {
+    let mut choice = choose(stretch, retune.threads, remaining);
+    let mut backend = None;
+    if changes(&choice, retune.threads) {
+        let started = Instant::now();
+        backend = Some((retune.reopen)(choice.threads, choice.spinning)?);
+        choice.why.push_str(&format!(
+            "; opened again in {:.0} ms",
+            started.elapsed().as_secs_f64() * 1e3
+        ));
+    }
+    Ok(Chosen { choice, backend })
 }
 
 /// Per-batch bookkeeping shared by both loops.
@@ -190,6 +229,7 @@ pub(crate) fn run_host(
     scorer: &mut dyn Scorer,
 ) -> Result<Measured> {
     let full = feeding.batch * input.values();
+    let batches = loader_batches(feeding.batch, feeding.samples.len());
     let mut loader = Loader::host(
         feeding.samples,
         feeding.pre,
@@ -199,13 +239,23 @@ pub(crate) fn run_host(
     )?;
     let mut tally = Tally::new(feeding.warmup, feeding.progress);
     tally.m.split.setup_s = feeding.started.elapsed().as_secs_f64();
+    let mut pilot = Pilot::default();
+    let mut reopened: Option<Box<dyn Backend>> = None;
     let mut waited = 0.0;
-    while let Some(mut loaded) = next_batch(&mut loader, &mut waited) {
+    loop {
+        let before = waited;
+        let Some(mut loaded) = next_batch(&mut loader, &mut waited) else {
+            break;
+        };
         tally.skipped(&loaded.failures);
         let rows = loaded.samples.len();
         if rows == 0 {
             continue;
         }
+        let backend: &mut dyn Backend = match reopened.as_mut() {
+            Some(b) => b.as_mut(),
+            None => &mut *backend,
+        };
         let start = Instant::now();
         let run_rows = if rows < feeding.batch && !backend.runs_short_batch(rows) {
             feeding.batch
@@ -229,9 +279,65 @@ pub(crate) fn run_host(
         tally.m.split.model_s += out.elapsed.as_secs_f64();
         let latency = (all, ms(out.elapsed));
         tally.scored(scorer, &loaded.samples, &outputs, latency, feeding.model)?;
+        let measured = pilot.batch(out.elapsed.as_secs_f64(), waited - before);
+        if let (Some(stretch), Some(retune)) = (measured, &feeding.retune) {
+            let mut chosen = retuned(retune, &stretch, batches.saturating_sub(tally.m.batches))?;
+            reopened = chosen.backend.take();
+            tally.m.chosen = Some(chosen);
+        }
+    }
+    if let Some(chosen) = tally.m.chosen.as_mut() {
+        chosen.backend = reopened;
     }
     tally.m.split.wait_images_s = waited;
     Ok(tally.finish(loader.stats()))
+}
+
+/// Batches of `batch` over `samples` images.
+fn loader_batches(batch: usize, samples: usize) -> usize {
+    samples.div_ceil(batch.max(1))
+}
+
+/// Runs the batches through the backend by the fastest path it has: page-locked buffers and the
+/// GPU feed where it can queue on a stream, host tensors elsewhere (and where the feed cannot
+/// take the model, with a warning saying why).
+pub(crate) fn run_batches(
+    device_id: Option<usize>,
+    backend: &mut dyn Backend,
+    input: &ImageInput,
+    feeding: Feeding,
+    scorer: &mut dyn Scorer,
+) -> Result<(Measured, String)> {
+    if feeds_gpu(backend) {
+        let gpu = Gpu::open(device_id.unwrap_or(0))?;
+        // Two streams, each with its batch on the device.
+        check_gpu(
+            &gpu,
+            (backend.inputs(), backend.outputs()),
+            feeding.batch,
+            2,
+        )
+        .with_context(|| feeding.model.display().to_string())?;
+        match prepare_feed(&gpu, backend, input, feeding.batch) {
+            Ok(feed) => {
+                let measured = run_gpu(&gpu, feed, backend, input, feeding, scorer)?;
+                return Ok((measured, "pinned ring → GPU, 2 streams".into()));
+            }
+            Err(e) => {
+                let why = format!("{e:#}");
+                tracing::warn!(
+                    "{}: the GPU feed cannot take this model ({why}); running host tensors",
+                    feeding.model.display()
+                );
+                let measured = run_host(backend, input, feeding, scorer)?;
+                return Ok((measured, format!("host tensors (GPU feed refused: {why})")));
+            }
+        }
+    }
+    Ok((
+        run_host(backend, input, feeding, scorer)?,
+        "host tensors".into(),
+    ))
 }
 
 /// Prepares the batch feed of a GPU backend for batches of `batch` (its streams, buffers and a

@@ -22,7 +22,9 @@ pub struct BackendArgs {
     /// Where the backend runs: cpu, or cuda (an NVIDIA GPU).
     #[arg(long, value_enum, default_value = "cpu")]
     pub device: Device,
-    /// CPU threads for CPU backends (default: every core).
+    /// CPU threads for the model on a CPU backend (default: every core; where an image loader
+    /// runs beside the model, as `validate` and `calibrate` do, trtkit measures the first
+    /// batches and gives a loader-bound model fewer).
     #[arg(long)]
     pub threads: Option<usize>,
     /// ONNX Runtime's CUDA provider: layout and cuDNN settings.
@@ -63,6 +65,7 @@ impl BackendArgs {
             kind: self.backend.unwrap_or_else(|| default(self.device)),
             device: self.device,
             threads: self.threads,
+            spinning: None,
             input_shapes: Default::default(),
             batch,
             batch_axes: Default::default(),

@@ -13,6 +13,8 @@ struct Recorder {
     addresses: Vec<usize>,
     rows: Vec<usize>,
     short: bool,
+    /// What each run reports as its time in the model.
+    elapsed: Duration,
 }
 
 impl Recorder {
@@ -37,6 +39,7 @@ impl Recorder {
             addresses: vec![],
             rows: vec![],
             short,
+            elapsed: Duration::from_micros(10),
         }
     }
 }
@@ -65,7 +68,7 @@ impl Backend for Recorder {
             .collect();
         Ok(RunOutput {
             outputs: vec![HostTensor::new("y", vec![n, 4], TensorData::F32(scores))?],
-            elapsed: Duration::from_micros(10),
+            elapsed: self.elapsed,
         })
     }
     fn runs_short_batch(&self, _n: usize) -> bool {
@@ -103,6 +106,7 @@ fn feeding(samples: Vec<Sample>, batch: usize, progress: &dyn Progress) -> Feedi
         warmup: 1,
         progress,
         started: Instant::now(),
+        retune: None,
     }
 }
 
@@ -187,4 +191,47 @@ fn skipped_images_are_listed_and_the_rest_scored() {
     assert!(m.failures[0].path.ends_with("5.png"));
     assert_eq!(backend.rows, [4, 3]);
     assert!(m.split.model_s > 0.0 && m.loader.images == 8);
+}
+
+/// A host run on the CPU measures batches 1 to 3 and then chooses the model's threads: a model
+/// that reports no time in it is loader-bound and is opened again on one thread for the rest;
+/// one that takes a second a batch keeps its four.
+#[test]
+fn a_retuned_host_run_reopens_a_loader_bound_model_on_fewer_threads() {
+    use crate::backend::cpu_split::PILOT_BATCHES;
+    let d = tempfile::tempdir().unwrap();
+    let samples = pngs(d.path(), 100);
+    for (elapsed, reopened) in [(Duration::ZERO, vec![1]), (Duration::from_secs(1), vec![])] {
+        let mut backend = Recorder::new(ElemType::F32, true);
+        backend.elapsed = elapsed;
+        let opened = std::cell::RefCell::new(vec![]);
+        let reopen = |threads, _spinning| {
+            opened.borrow_mut().push(threads);
+            Ok(Box::new(Recorder::new(ElemType::F32, true)) as Box<dyn Backend>)
+        };
+        let mut feed = feeding(samples.clone(), 4, &NoProgress);
+        feed.retune = Some(Retune {
+            threads: 4,
+            reopen: &reopen,
+        });
+        let mut scorer = ClassScorer::new(4, false);
+        let m = run_host(&mut backend, &input(ElemType::F32), feed, &mut scorer).unwrap();
+        assert_eq!(m.batches, 25);
+        assert_eq!(*opened.borrow(), reopened, "{elapsed:?} a batch");
+        let chosen = m.chosen.expect("the first stretch was measured");
+        if reopened.is_empty() {
+            assert_eq!(chosen.choice.threads, 4, "{}", chosen.choice.why);
+            assert!(chosen.backend.is_none());
+            assert_eq!(backend.rows.len(), 25, "the first backend ran every batch");
+        } else {
+            assert_eq!(chosen.choice.threads, 1, "{}", chosen.choice.why);
+            assert!(!chosen.choice.spinning);
+            assert!(chosen.backend.is_some());
+            assert_eq!(
+                backend.rows.len(),
+                PILOT_BATCHES + 1,
+                "then the reopened one ran"
+            );
+        }
+    }
 }
