@@ -20,6 +20,7 @@ pub(crate) mod small_classifier;
 pub(crate) mod subgraphs;
 pub mod summary;
 pub mod tensor_info;
+pub(crate) mod tensor_values;
 #[cfg(any(test, feature = "test-support"))]
 pub mod test_models;
 

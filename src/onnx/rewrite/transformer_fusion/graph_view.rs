@@ -2,11 +2,10 @@
 //! the values of the small constants (scales, shapes, axes) a pattern needs to read.
 
 use crate::onnx::attributes::{attribute, int_attr};
-use crate::onnx::dtype::data_type;
-use crate::onnx::pb::tensor_proto::DataType;
 use crate::onnx::pb::{GraphProto, NodeProto, TensorProto};
 use crate::onnx::subgraphs::outer_names;
-use half::f16;
+use crate::onnx::tensor_values::tensor_values;
+use crate::tensor::TensorData;
 use std::collections::{HashMap, HashSet};
 
 /// The producers and readers of every tensor of one graph.
@@ -157,52 +156,19 @@ impl<'g> GraphView<'g> {
 
 /// The float values of a float tensor (float32, float16 or float64), raw or typed.
 pub(super) fn floats(t: &TensorProto) -> Option<Vec<f32>> {
-    let raw = &t.raw_data;
-    match data_type(t.data_type)? {
-        DataType::Float if !raw.is_empty() => Some(
-            raw.chunks_exact(4)
-                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-                .collect(),
-        ),
-        DataType::Float => Some(t.float_data.clone()),
-        DataType::Float16 if !raw.is_empty() => Some(
-            raw.chunks_exact(2)
-                .map(|b| f16::from_le_bytes([b[0], b[1]]).to_f32())
-                .collect(),
-        ),
-        // float16 values sit in the low 16 bits of `int32_data`.
-        DataType::Float16 => Some(
-            t.int32_data
-                .iter()
-                .map(|&v| f16::from_bits(v as u16).to_f32())
-                .collect(),
-        ),
-        DataType::Double if !raw.is_empty() => Some(
-            raw.chunks_exact(8)
-                .map(|b| f64::from_le_bytes(b.try_into().unwrap_or_default()) as f32)
-                .collect(),
-        ),
-        DataType::Double => Some(t.double_data.iter().map(|&v| v as f32).collect()),
+    match tensor_values(t, &t.name).ok()? {
+        v @ (TensorData::F32(_) | TensorData::F16(_) | TensorData::F64(_)) => {
+            Some(v.as_f32().into_owned())
+        }
         _ => None,
     }
 }
 
 /// The values of an integer tensor (int64 or int32), raw or typed.
 pub(super) fn ints(t: &TensorProto) -> Option<Vec<i64>> {
-    let raw = &t.raw_data;
-    match data_type(t.data_type)? {
-        DataType::Int64 if !raw.is_empty() => Some(
-            raw.chunks_exact(8)
-                .map(|b| i64::from_le_bytes(b.try_into().unwrap_or_default()))
-                .collect(),
-        ),
-        DataType::Int64 => Some(t.int64_data.clone()),
-        DataType::Int32 if !raw.is_empty() => Some(
-            raw.chunks_exact(4)
-                .map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]) as i64)
-                .collect(),
-        ),
-        DataType::Int32 => Some(t.int32_data.iter().map(|&v| v as i64).collect()),
+    match tensor_values(t, &t.name).ok()? {
+        TensorData::I64(v) => Some(v),
+        TensorData::I32(v) => Some(v.into_iter().map(i64::from).collect()),
         _ => None,
     }
 }

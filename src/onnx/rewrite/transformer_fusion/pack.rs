@@ -7,6 +7,7 @@ use super::graph_view::floats;
 use crate::onnx::dtype::data_type;
 use crate::onnx::pb::tensor_proto::{DataLocation, DataType};
 use crate::onnx::pb::TensorProto;
+use crate::onnx::tensor_values::tensor_values;
 use half::f16;
 use std::borrow::Cow;
 
@@ -26,14 +27,7 @@ fn element_bytes(t: &TensorProto) -> Option<(usize, Cow<'_, [u8]>)> {
         .iter()
         .try_fold(1usize, |n, &d| n.checked_mul(usize::try_from(d).ok()?))?;
     let bytes = if t.raw_data.is_empty() {
-        let values = floats(t)?;
-        Cow::Owned(match size {
-            4 => values.iter().flat_map(|v| v.to_le_bytes()).collect(),
-            _ => values
-                .iter()
-                .flat_map(|v| f16::from_f32(*v).to_le_bytes())
-                .collect(),
-        })
+        Cow::Owned(tensor_values(t, &t.name).ok()?.to_le_bytes())
     } else {
         Cow::Borrowed(t.raw_data.as_slice())
     };
