@@ -5,7 +5,9 @@
 //! One session per harness slot, each made with the slot's stream as its compute stream and its
 //! inputs and outputs bound to the harness's device buffers ([`StreamSession`]); session 0 also
 //! runs host tensors for `compare`, `validate` and calibration. Each session holds its own copy
-//! of the weights and its own memory arena, so `--streams N` holds the weights N times.
+//! of the weights and its own memory arena, so `--streams N` holds the weights N times. The
+//! batch feed's slots take turns, so one session serves them all: one copy of the weights, one
+//! first inference (cuDNN's algorithm search included).
 
 use super::ort::{available, OrtOptions};
 use super::ort::{prepared_model, run_host, run_host_visit, session_builder, session_io};
@@ -74,6 +76,8 @@ pub(crate) struct OrtCudaBackend {
     /// Why the layout and fusion are what they are, for the notes.
     why: String,
     sessions: Vec<StreamSession>,
+    /// The session each prepared slot runs on.
+    slot_sessions: Vec<usize>,
     inputs: Vec<IoSpec>,
     outputs: Vec<IoSpec>,
     quantized: bool,
@@ -127,6 +131,7 @@ impl OrtCudaBackend {
             },
             why,
             sessions: vec![],
+            slot_sessions: vec![],
             inputs: vec![],
             outputs: vec![],
             quantized: prepared
@@ -337,6 +342,20 @@ fn cudnn_said(cuda: &CudaProviderSettings) -> String {
     format!("{search}, {workspace}")
 }
 
+/// How many sessions ran and what they served, for the notes.
+fn sessions_said(sessions: usize, slot_sessions: &[usize]) -> String {
+    if sessions == 1 && slot_sessions.len() > 1 {
+        format!(
+            "one session serving {} slots in turn (one copy of the weights)",
+            slot_sessions.len()
+        )
+    } else if sessions == 1 {
+        "one session".into()
+    } else {
+        format!("{sessions} sessions (one per stream, each with its own copy of the weights)")
+    }
+}
+
 /// Pairs each binding (a `TensorBinding` when enqueuing) with the element type of its spec.
 fn typed<B: Clone>(bindings: &[B], specs: &[IoSpec]) -> Result<Vec<(B, ElemType)>> {
     if bindings.len() != specs.len() {
@@ -353,8 +372,22 @@ fn typed<B: Clone>(bindings: &[B], specs: &[IoSpec]) -> Result<Vec<(B, ElemType)
         .collect())
 }
 
-impl GpuEnqueue for OrtCudaBackend {
-    fn prepare(&mut self, gpu: &Gpu, batch: usize, slots: usize) -> Result<Vec<Stream>> {
+/// Which session each of `slots` slots runs on: a session each when the slots run side by side
+/// (`--streams`), the first one for all when they take turns (the batch feed).
+fn sessions_of_slots(slots: usize, in_turn: bool) -> Vec<usize> {
+    (0..slots).map(|k| if in_turn { 0 } else { k }).collect()
+}
+
+impl OrtCudaBackend {
+    /// Checks `gpu` and `batch`, opens the sessions the slots need and returns each slot's
+    /// stream.
+    fn prepare_slots(
+        &mut self,
+        gpu: &Gpu,
+        batch: usize,
+        slots: usize,
+        in_turn: bool,
+    ) -> Result<Vec<Stream>> {
         if gpu.id() != self.gpu.id() {
             bail!(
                 "{}: the model was opened on GPU {}, not GPU {}",
@@ -367,18 +400,35 @@ impl GpuEnqueue for OrtCudaBackend {
             spec.concrete_shape(batch)
                 .with_context(|| format!("{}: at batch {batch}", self.shown))?;
         }
-        while self.sessions.len() < slots {
+        self.slot_sessions = sessions_of_slots(slots, in_turn);
+        let needed = self.slot_sessions.iter().max().map_or(0, |k| k + 1);
+        while self.sessions.len() < needed {
             let stream = self.gpu.new_stream()?;
             self.add_session(stream)?;
         }
-        Ok(self.sessions[..slots]
+        Ok(self
+            .slot_sessions
             .iter()
-            .map(|s| s.stream().clone())
+            .map(|&k| self.sessions[k].stream().clone())
             .collect())
+    }
+}
+
+impl GpuEnqueue for OrtCudaBackend {
+    fn prepare(&mut self, gpu: &Gpu, batch: usize, slots: usize) -> Result<Vec<Stream>> {
+        self.prepare_slots(gpu, batch, slots, false)
+    }
+
+    fn prepare_in_turn(&mut self, gpu: &Gpu, batch: usize, slots: usize) -> Result<Vec<Stream>> {
+        self.prepare_slots(gpu, batch, slots, true)
     }
 
     fn enqueue(&mut self, slot: usize, stream: &Stream, io: &IoBindings) -> Result<()> {
-        let Some(session) = self.sessions.get_mut(slot) else {
+        let Some(session) = self
+            .slot_sessions
+            .get(slot)
+            .and_then(|&k| self.sessions.get_mut(k))
+        else {
             bail!("slot {slot} was not prepared");
         };
         if session.stream().raw() != stream.raw() {
@@ -422,10 +472,10 @@ impl Backend for OrtCudaBackend {
     /// which computed in INT8.
     fn finish(&mut self) -> Result<Vec<String>> {
         let mut notes = vec![format!(
-            "ort-cuda: ONNX Runtime {}'s CUDA provider on GPU {}, {} session(s) (one per stream, each with its own copy of the weights), convolutions {} ({}), cuDNN: {}, TF32 allowed",
+            "ort-cuda: ONNX Runtime {}'s CUDA provider on GPU {}, {}, convolutions {} ({}), cuDNN: {}, TF32 allowed",
             onnxruntime_version(),
             self.cuda.device_id,
-            self.sessions.len(),
+            sessions_said(self.sessions.len(), &self.slot_sessions),
             Candidate {
                 nhwc: self.cuda.prefer_nhwc,
                 fused: self.cuda.fuse_conv_bias,
@@ -456,6 +506,17 @@ mod tests {
             |batch| OnnxModel::from_proto(crate::onnx::test_models::classifier(batch), "c.onnx");
         assert!(every_input_shape_fixed(&model(Some(8))));
         assert!(!every_input_shape_fixed(&model(None)));
+    }
+
+    #[test]
+    fn slots_taking_turns_share_the_first_session_and_side_by_side_slots_do_not() {
+        assert_eq!(sessions_of_slots(2, true), vec![0, 0]);
+        assert_eq!(sessions_of_slots(3, false), vec![0, 1, 2]);
+        assert_eq!(
+            sessions_said(1, &sessions_of_slots(2, true)),
+            "one session serving 2 slots in turn (one copy of the weights)"
+        );
+        assert!(sessions_said(2, &sessions_of_slots(2, false)).starts_with("2 sessions"));
     }
 
     #[test]

@@ -183,6 +183,14 @@ impl Stream {
             .map_err(|e| driver_err("cuStreamSynchronize failed", e))
     }
 
+    /// Makes work queued on this stream from now on wait until `event` completes (the host
+    /// does not wait): how one stream's copy orders another stream's inference.
+    pub(crate) fn wait_for(&self, event: &Event) -> Result<()> {
+        self.inner
+            .wait(&event.inner)
+            .map_err(|e| driver_err("cuStreamWaitEvent failed", e))
+    }
+
     /// Starts capturing the work queued on this stream into a graph (nothing runs until the
     /// graph is launched). Relaxed mode: a library may allocate device memory while its work is
     /// captured (ONNX Runtime's arena grows on the captured run); the allocation is not part of

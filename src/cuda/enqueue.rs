@@ -64,6 +64,17 @@ pub trait GpuEnqueue {
     /// what the model allows.
     fn prepare(&mut self, gpu: &Gpu, batch: usize, slots: usize) -> Result<Vec<Stream>>;
 
+    /// Prepares `slots` slots that one host thread uses in turn (the batch feed), and returns
+    /// the stream each slot's inference runs on. Unlike [`GpuEnqueue::prepare`], slots may
+    /// share one stream and one execution slot: a backend whose every slot would hold its own
+    /// copy of the model (ONNX Runtime: a session each, with its own weights, memory arena and
+    /// first inference) serves them all from one. The caller orders its copies around the
+    /// inferences with events, so a shared stream still overlaps one batch's copies with
+    /// another's inference. By default, the slots of [`GpuEnqueue::prepare`].
+    fn prepare_in_turn(&mut self, gpu: &Gpu, batch: usize, slots: usize) -> Result<Vec<Stream>> {
+        self.prepare(gpu, batch, slots)
+    }
+
     /// Queues one inference of slot `slot` on `stream` (the one [`GpuEnqueue::prepare`] gave
     /// for that slot) over `io`. Must not wait for the GPU
     /// and must be capturable into a CUDA graph (no synchronizing calls, no allocation).

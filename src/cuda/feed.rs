@@ -2,14 +2,18 @@
 //! streams. The loader decodes each batch straight into page-locked memory ([`PinnedBatch`]);
 //! the feed copies its rows into the input's device buffer on the slot's stream, queues the
 //! inference over bound device buffers ([`GpuEnqueue`]), and copies the outputs back, all timed
-//! with events as the `run` harness times them. Two slots, each with its own stream, buffers and
-//! execution slot, alternate: while one batch computes, the next one's copy is already queued
-//! on the other stream, so the copy of batch k+1 overlaps the inference of batch k, and the host
-//! only waits when it needs a slot back.
+//! with events as the `run` harness times them. Two slots, each with its own copy stream and
+//! buffers, alternate: while one batch computes, the next one's copy is already queued on the
+//! other slot's copy stream, so the copy of batch k+1 overlaps the inference of batch k, and the
+//! host only waits when it needs a slot back. The inferences run on the streams the backend
+//! gives ([`GpuEnqueue::prepare_in_turn`]): one per slot, or one for both where the backend
+//! serves both slots from one execution slot (one ONNX Runtime session, so one copy of the
+//! weights and one first inference); events order each copy in before its inference and each
+//! copy out after it.
 
 use super::device::{Event, Gpu, Stream};
 use super::enqueue::{GpuEnqueue, IoBindings};
-use super::harness::{bound_buffer, wait_for_times};
+use super::harness::bound_buffer;
 use super::memory::{copy_d2h_async, copy_h2d_prefix_async, DeviceBuffer, PinnedBuffer};
 use crate::data::loader::{BatchMemory, Loaded, ValuesMut};
 use crate::metrics::latency::EventTimes;
@@ -57,19 +61,32 @@ pub(crate) struct Finished {
     pub batch: Loaded<PinnedBatch>,
     /// The outputs of the batch's rows, in the backend's output order.
     pub outputs: Vec<HostTensor>,
-    /// Event times: t0 before the copy in, t1 before the inference, t2 after it, t3 after the
-    /// copies out (milliseconds from t0).
+    /// Event times: t0 before the copy in, t1 when the inference starts (the copy in done and
+    /// the inference stream free), t2 after it, t3 after the copies out (milliseconds from t0).
     pub times: EventTimes,
+    /// Milliseconds of the copy in alone.
+    pub h2d_ms: f64,
 }
 
-/// One slot: its stream, device buffers, page-locked outputs, events and the batch in flight.
+/// The events of one batch, in the order they complete: before the copy in (on the copy
+/// stream), after it, when the inference starts and ends (on the inference stream), after the
+/// copies out (on the copy stream again, which waited for the inference).
+const BEFORE_COPY: usize = 0;
+const COPIED_IN: usize = 1;
+const INFERENCE_STARTS: usize = 2;
+const INFERENCE_ENDS: usize = 3;
+const COPIED_OUT: usize = 4;
+
+/// One slot: its copy stream, the stream its inferences run on, device buffers, page-locked
+/// outputs, events and the batch in flight.
 struct Slot {
-    stream: Stream,
+    copies: Stream,
+    compute: Stream,
     input: Arc<DeviceBuffer>,
     outputs_dev: Vec<Arc<DeviceBuffer>>,
     outputs_host: Vec<PinnedBuffer>,
     io: IoBindings,
-    events: [Event; 4],
+    events: [Event; 5],
     in_flight: Option<Loaded<PinnedBatch>>,
 }
 
@@ -83,20 +100,23 @@ pub(crate) struct BatchFeed {
     /// Milliseconds of the first inference of each slot, queued and waited for on its own
     /// (where a library sets up lazily, it happens here), before any batch is fed.
     pub(crate) first_inference_ms: f64,
+    /// Whether both slots' inferences run on one stream (one execution slot of the backend).
+    pub(crate) one_inference_stream: bool,
 }
 
 impl Slot {
     fn new(
         gpu: &Gpu,
-        stream: Stream,
+        compute: Stream,
         input: &IoSpec,
         outputs: &[IoSpec],
         batch: usize,
     ) -> Result<Slot> {
         let (input_binding, input_dev) = bound_buffer(input, "input", batch, gpu)?;
-        input_dev.fill_async(0, &stream)?;
+        input_dev.fill_async(0, &compute)?;
         let mut slot = Slot {
-            stream,
+            copies: gpu.new_stream()?,
+            compute,
             input: input_dev,
             outputs_dev: vec![],
             outputs_host: vec![],
@@ -105,6 +125,7 @@ impl Slot {
                 outputs: vec![],
             },
             events: [
+                gpu.new_event()?,
                 gpu.new_event()?,
                 gpu.new_event()?,
                 gpu.new_event()?,
@@ -123,9 +144,9 @@ impl Slot {
 }
 
 impl BatchFeed {
-    /// Prepares `backend` on `gpu` for batches of `batch` with two slots, allocates their
-    /// buffers and runs one inference on each (waited for, not timed with the batches). The
-    /// backend must have one input, `input`, of float32 or float16.
+    /// Prepares `backend` on `gpu` for batches of `batch` with two slots used in turn,
+    /// allocates their buffers and runs one inference on each (waited for, not timed with the
+    /// batches). The backend must have one input, `input`, of float32 or float16.
     pub fn new(
         gpu: &Gpu,
         backend: &mut dyn GpuEnqueue,
@@ -135,7 +156,7 @@ impl BatchFeed {
     ) -> Result<BatchFeed> {
         gpu.bind()?;
         let streams = backend
-            .prepare(gpu, batch, SLOTS)
+            .prepare_in_turn(gpu, batch, SLOTS)
             .with_context(|| format!("batch {batch}"))?;
         if streams.len() != SLOTS {
             bail!(
@@ -143,6 +164,7 @@ impl BatchFeed {
                 streams.len()
             );
         }
+        let one_inference_stream = streams.iter().all(|s| s.raw() == streams[0].raw());
         let mut slots = streams
             .into_iter()
             .map(|stream| Slot::new(gpu, stream, input, outputs, batch))
@@ -150,9 +172,9 @@ impl BatchFeed {
         let start = Instant::now();
         for (k, slot) in slots.iter_mut().enumerate() {
             backend
-                .enqueue(k, &slot.stream, &slot.io)
+                .enqueue(k, &slot.compute, &slot.io)
                 .context("the first inference")?;
-            slot.stream.synchronize()?;
+            slot.compute.synchronize()?;
         }
         Ok(BatchFeed {
             slots,
@@ -161,7 +183,17 @@ impl BatchFeed {
             input_elem: input.elem_type,
             outputs: outputs.to_vec(),
             first_inference_ms: start.elapsed().as_secs_f64() * 1e3,
+            one_inference_stream,
         })
+    }
+
+    /// How batches reach the model, for the report.
+    pub(crate) fn path_said(&self) -> String {
+        if self.one_inference_stream {
+            format!("pinned ring → GPU, {SLOTS} copy streams around one inference stream")
+        } else {
+            format!("pinned ring → GPU, {SLOTS} streams")
+        }
     }
 
     /// Queues `batch` on the next slot: its rows' copy in, the inference and the copies out.
@@ -186,20 +218,24 @@ impl BatchFeed {
                 self.input_elem
             );
         }
-        slot.events[0].record(&slot.stream)?;
+        let ev = &slot.events;
+        ev[BEFORE_COPY].record(&slot.copies)?;
         copy_h2d_prefix_async(
             &batch.memory().buffer,
             rows * per_row,
             &slot.input,
-            &slot.stream,
+            &slot.copies,
         )?;
-        slot.events[1].record(&slot.stream)?;
-        backend.enqueue(index, &slot.stream, &slot.io)?;
-        slot.events[2].record(&slot.stream)?;
+        ev[COPIED_IN].record(&slot.copies)?;
+        slot.compute.wait_for(&ev[COPIED_IN])?;
+        ev[INFERENCE_STARTS].record(&slot.compute)?;
+        backend.enqueue(index, &slot.compute, &slot.io)?;
+        ev[INFERENCE_ENDS].record(&slot.compute)?;
+        slot.copies.wait_for(&ev[INFERENCE_ENDS])?;
         for (d, h) in slot.outputs_dev.iter().zip(slot.outputs_host.iter_mut()) {
-            copy_d2h_async(d, h, &slot.stream)?;
+            copy_d2h_async(d, h, &slot.copies)?;
         }
-        slot.events[3].record(&slot.stream)?;
+        ev[COPIED_OUT].record(&slot.copies)?;
         slot.in_flight = Some(batch);
         self.next = (index + 1) % SLOTS;
         Ok(finished)
@@ -223,7 +259,18 @@ impl BatchFeed {
         let Some(batch) = slot.in_flight.take() else {
             return Ok(None);
         };
-        let times = wait_for_times(&slot.events)?;
+        let ev = &slot.events;
+        // The last copy out waited for the inference, which waited for the copy in: once it
+        // is done, every event of the batch is.
+        ev[COPIED_OUT].synchronize()?;
+        let since_start = |k: usize| ev[k].elapsed_since_completed(&ev[BEFORE_COPY]);
+        let times = EventTimes {
+            t0: 0.0,
+            t1: since_start(INFERENCE_STARTS)?,
+            t2: since_start(INFERENCE_ENDS)?,
+            t3: since_start(COPIED_OUT)?,
+        };
+        let h2d_ms = since_start(COPIED_IN)?;
         let rows = batch.samples.len();
         let outputs = self
             .outputs
@@ -244,6 +291,7 @@ impl BatchFeed {
             batch,
             outputs,
             times,
+            h2d_ms,
         }))
     }
 }
@@ -252,7 +300,8 @@ impl Drop for BatchFeed {
     fn drop(&mut self) {
         // Buffers a batch still in flight reads or writes must outlive its copies.
         for slot in &self.slots {
-            let _ = slot.stream.synchronize();
+            let _ = slot.copies.synchronize();
+            let _ = slot.compute.synchronize();
         }
     }
 }

@@ -143,7 +143,7 @@ pub(crate) fn input_bytes(inputs: &[IoSpec], batch: usize) -> Result<Vec<Vec<u8>
 
 /// Waits for the last of an iteration's four events (before the copies in, before and after the
 /// inference, after the copies out; all on one stream) and reads the times from the first.
-pub(crate) fn wait_for_times(ev: &[super::device::Event; 4]) -> Result<EventTimes> {
+fn wait_for_times(ev: &[super::device::Event; 4]) -> Result<EventTimes> {
     // Events on one stream complete in order: once t3 is done, t0..t2 are too.
     ev[3].synchronize()?;
     Ok(EventTimes {

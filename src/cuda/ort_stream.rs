@@ -64,11 +64,17 @@ struct Bound {
     _held: Vec<TensorBinding>,
 }
 
+/// Bindings a session keeps at once: the batch feed alternates two sets of buffers on one
+/// session, each bound once.
+const BINDINGS_KEPT: usize = 4;
+
 /// An ONNX Runtime session on the CUDA provider whose kernels run on `stream`.
 pub(crate) struct StreamSession {
-    // Field order is drop order: the binding and its values go first, then the session, and
+    // Field order is drop order: the bindings and their values go first, then the session, and
     // the stream the session computes on last.
-    bound: Option<Bound>,
+    bound: Vec<Bound>,
+    /// The binding the next run uses (an index into `bound`).
+    active: usize,
     run_options: RunOptions,
     session: Session,
     stream: Stream,
@@ -146,7 +152,8 @@ impl StreamSession {
         let mut run_options = RunOptions::new().map_err(ort_err)?;
         run_options.disable_device_sync().map_err(ort_err)?;
         Ok(StreamSession {
-            bound: None,
+            bound: vec![],
+            active: 0,
             run_options,
             session,
             stream,
@@ -164,8 +171,8 @@ impl StreamSession {
         &self.stream
     }
 
-    /// Binds the inputs and outputs to `inputs`/`outputs` (of the given element types) unless
-    /// they are bound to exactly those buffers already.
+    /// Binds the inputs and outputs to `inputs`/`outputs` (of the given element types) for the
+    /// next run; a binding to exactly those buffers made earlier is used again.
     pub(crate) fn bind(
         &mut self,
         inputs: &[(TensorBinding, ElemType)],
@@ -176,10 +183,13 @@ impl StreamSession {
             .chain(outputs)
             .map(|(b, _)| (b.buffer().device_ptr(), b.shape.clone()))
             .collect();
-        if self.bound.as_ref().is_some_and(|b| b.key == key) {
+        if let Some(k) = self.bound.iter().position(|b| b.key == key) {
+            self.active = k;
             return Ok(());
         }
-        self.bound = None;
+        if self.bound.len() >= BINDINGS_KEPT {
+            self.bound.clear();
+        }
         let info = MemoryInfo::new(
             AllocationDevice::CUDA,
             self.device_id as i32,
@@ -226,7 +236,8 @@ impl StreamSession {
                 values.push(value);
             }
         }
-        self.bound = Some(Bound {
+        self.active = self.bound.len();
+        self.bound.push(Bound {
             binding,
             values,
             key,
@@ -242,7 +253,7 @@ impl StreamSession {
     /// Queues one inference over the bound buffers on the session's stream and returns
     /// without waiting for it.
     pub fn enqueue(&mut self) -> Result<()> {
-        let Some(bound) = &self.bound else {
+        let Some(bound) = self.bound.get(self.active) else {
             bail!("the ONNX Runtime session was run before its buffers were bound");
         };
         debug_assert_eq!(bound.values.len(), bound.key.len());

@@ -119,7 +119,8 @@ pub struct ValidateReport {
     /// How the loader and the model shared the cores (a CPU backend only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_split: Option<CpuSplit>,
-    /// How the batches reached the model: `host tensors`, or `pinned ring → GPU, 2 streams`.
+    /// How the batches reached the model: `host tensors`, `pinned ring → GPU, 2 streams`, or
+    /// `pinned ring → GPU, 2 copy streams around one inference stream`.
     #[serde(default)]
     pub data_path: String,
     /// The GPU's first inference per stream, before any batch (where a library sets up lazily,

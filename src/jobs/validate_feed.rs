@@ -318,12 +318,16 @@ pub(crate) fn run_batches(
             2,
         )
         .with_context(|| feeding.model.display().to_string())?;
+        // The loader starts first: its first batches decode while the GPU sets up.
+        let loader = spawn_pinned_loader(&gpu, input, &feeding)?;
         match prepare_feed(&gpu, backend, input, feeding.batch) {
             Ok(feed) => {
-                let measured = run_gpu(&gpu, feed, backend, input, feeding, scorer)?;
-                return Ok((measured, "pinned ring → GPU, 2 streams".into()));
+                let path = feed.path_said();
+                let measured = run_gpu(feed, loader, backend, feeding, scorer)?;
+                return Ok((measured, path));
             }
             Err(e) => {
+                drop(loader);
                 let why = format!("{e:#}");
                 tracing::warn!(
                     "{}: the GPU feed cannot take this model ({why}); running host tensors",
@@ -341,7 +345,7 @@ pub(crate) fn run_batches(
 }
 
 /// Prepares the batch feed of a GPU backend for batches of `batch` (its streams, buffers and a
-/// first inference per stream). It fails where the model's outputs are not one row per image
+/// first inference per slot). It fails where the model's outputs are not one row per image
 /// at a size known before the run (a detector's own NMS, say): the caller then runs host tensors.
 pub(crate) fn prepare_feed(
     gpu: &Gpu,
@@ -356,21 +360,33 @@ pub(crate) fn prepare_feed(
     BatchFeed::new(gpu, enqueue, &input.spec, &outputs, batch)
 }
 
-/// Runs the samples through a GPU backend and its prepared `feed`: the loader decodes into
-/// page-locked buffers, and the feed copies each to the device, runs it and copies its outputs
-/// back on two streams.
-pub(crate) fn run_gpu(
+/// The loader of `feeding`'s samples, decoding into a ring of page-locked buffers on `gpu`.
+fn spawn_pinned_loader(
     gpu: &Gpu,
-    mut feed: BatchFeed,
-    backend: &mut dyn Backend,
     input: &ImageInput,
-    feeding: Feeding,
-    scorer: &mut dyn Scorer,
-) -> Result<Measured> {
+    feeding: &Feeding,
+) -> Result<Loader<PinnedBatch>> {
     let ring = (0..ring_len(feeding.batch, feeding.prefetch, feeding.samples.len()))
         .map(|_| PinnedBatch::new(gpu, input.spec.elem_type, feeding.batch * input.values()))
         .collect::<Result<Vec<_>>>()?;
-    let mut loader = Loader::spawn(feeding.samples, feeding.pre, feeding.batch, ring)?;
+    Loader::spawn(
+        feeding.samples.clone(),
+        feeding.pre.clone(),
+        feeding.batch,
+        ring,
+    )
+}
+
+/// Runs the samples through a GPU backend and its prepared `feed`, from `loader` (decoding
+/// into page-locked buffers): the feed copies each batch to the device, runs it and copies its
+/// outputs back, two batches in flight.
+pub(crate) fn run_gpu(
+    mut feed: BatchFeed,
+    mut loader: Loader<PinnedBatch>,
+    backend: &mut dyn Backend,
+    feeding: Feeding,
+    scorer: &mut dyn Scorer,
+) -> Result<Measured> {
     let mut tally = Tally::new(feeding.warmup, feeding.progress);
     tally.m.first_inference_ms = Some(feed.first_inference_ms);
     tally.m.split.setup_s = feeding.started.elapsed().as_secs_f64();
@@ -378,7 +394,7 @@ pub(crate) fn run_gpu(
     let model = feeding.model;
     let mut score = |tally: &mut Tally, done: Finished| -> Result<()> {
         let t = done.times;
-        tally.m.split.h2d_s += (t.t1 - t.t0) / 1e3;
+        tally.m.split.h2d_s += done.h2d_ms / 1e3;
         tally.m.split.model_s += (t.t2 - t.t1) / 1e3;
         tally.m.split.d2h_s += (t.t3 - t.t2) / 1e3;
         let latency = (t.t3 - t.t0, t.t2 - t.t1);
