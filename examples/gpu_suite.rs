@@ -414,8 +414,9 @@ impl Suite {
 }
 
 impl Suite {
-    /// `validate` through the GPU feed (pinned ring, trtkit's copies, two streams) against
-    /// `validate` on tract-cpu: the same images, the same top-1 per image.
+    /// `validate` through the GPU feed (pinned ring, trtkit's copies on two streams around one
+    /// session's inference stream) against `validate` on tract-cpu: the same images, the same
+    /// top-1 per image.
     fn validate_feed(&mut self, model: &std::path::Path, dataset: &std::path::Path) -> Result<()> {
         use trtkit::backend::select::{BackendKind, BackendOptions};
         use trtkit::jobs::validate::{validate, ValidateConfig, WarmupBatches};
@@ -449,6 +450,11 @@ impl Suite {
         println!(
             "INFO validate ort-cuda ({}): {} images, {:.0} images/s, split {:?}",
             gpu.data_path, gpu.images, gpu.images_per_s, gpu.time_split
+        );
+        self.check(
+            "validate ort-cuda: the GPU feed's two slots share one session (one inference stream)",
+            gpu.data_path.contains("one inference stream"),
+            format!("GPU path: {}", gpu.data_path),
         );
         let same = gpu
             .predictions

@@ -257,8 +257,8 @@ fn choose(
     );
     let dir = cache_dir();
     if let Some(record) = dir.as_deref().and_then(|d| lookup(d, &key)) {
-        let why = format!("{}, kept from earlier", record.said());
-        return (record.choice, why, None);
+        let (choice, how) = pick(&record, options.tuning.planned_batches);
+        return (choice, format!("{how}, kept from earlier"), None);
     }
     tracing::info!(
         "{}: measuring {} ways to run it on ort-cuda at batch {batch}, once",
@@ -283,10 +283,18 @@ fn choose(
         Some(Err(e)) => format!("not kept: {e:#}"),
         None => "not kept: no cache folder (set TRTKIT_CACHE_DIR)".into(),
     };
-    let backend = fastest
-        .filter(|(_, c, _)| *c == record.choice)
-        .map(|(.., b)| b);
-    (record.choice, format!("{}, {kept}", record.said()), backend)
+    let (choice, how) = pick(&record, options.tuning.planned_batches);
+    let backend = fastest.filter(|(_, c, _)| *c == choice).map(|(.., b)| b);
+    (choice, format!("{how}, {kept}"), backend)
+}
+
+/// The candidate of `record` a command takes, and the measurement in words: the fastest per
+/// batch, or with `planned` batches to run, the one that finishes them soonest.
+fn pick(record: &TuningRecord, planned: Option<usize>) -> (Candidate, String) {
+    match planned.and_then(|n| record.soonest(n)) {
+        Some((choice, why)) => (choice, format!("{why}; {}", record.said())),
+        None => (record.choice, record.said()),
+    }
 }
 
 /// Whether every input of `prepared` has a declared shape whose axes are all fixed (the batch

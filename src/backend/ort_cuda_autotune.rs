@@ -62,6 +62,10 @@ impl TuningKey {
     }
 }
 
+/// How much later than the soonest a candidate may finish a fixed amount of work and still
+/// be taken for being faster per batch ([`TuningRecord::soonest`]).
+const SOONEST_MARGIN: f64 = 0.1;
+
 /// One candidate's measurement.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub(crate) struct Trial {
@@ -132,6 +136,45 @@ impl TuningRecord {
             choice,
             trials,
         })
+    }
+
+    /// The candidate that runs `batches` batches soonest, its measured set-up (opening and
+    /// first inference) included, and why in words; `None` when no trial ran. A fused
+    /// candidate's cuDNN compiles its kernels on the first inference, seconds that a short,
+    /// fixed amount of work (a `validate` loader-bound at a few thousand images/s) may never earn
+    /// back from its faster batches. The set-up figures are rough (the first candidate measured
+    /// also pays the process's first use of cuDNN), so of the candidates within
+    /// [`SOONEST_MARGIN`] of the soonest, the fastest per batch is taken.
+    pub fn soonest(&self, batches: usize) -> Option<(Candidate, String)> {
+        let total_s = |t: &Trial| Some(t.setup_s + batches as f64 * t.ms_per_batch? / 1e3);
+        let soonest_s = self
+            .trials
+            .iter()
+            .filter_map(total_s)
+            .min_by(|a, b| a.total_cmp(b))?;
+        let (best, best_s) = self
+            .trials
+            .iter()
+            .filter_map(|t| Some((t, total_s(t)?, t.ms_per_batch?)))
+            .filter(|(_, s, _)| *s <= soonest_s * (1.0 + SOONEST_MARGIN))
+            .min_by(|a, b| a.2.total_cmp(&b.2))
+            .map(|(t, s, _)| (t, s))?;
+        let others: Vec<String> = self
+            .trials
+            .iter()
+            .filter(|t| t.candidate != best.candidate)
+            .filter_map(|t| Some(format!("{} {:.1} s", t.candidate, total_s(t)?)))
+            .collect();
+        let why = format!(
+            "{batches} batches of {} take {best_s:.1} s with the set-up{} (of those within a tenth of the soonest, the fastest per batch)",
+            self.key.batch,
+            if others.is_empty() {
+                String::new()
+            } else {
+                format!(", against {}", others.join(", "))
+            }
+        );
+        Some((best.candidate, why))
     }
 
     /// The measurement in a few words: `NHWC, fused 14.6 ms, NHWC 21.7 ms, NCHW failed`.
@@ -228,6 +271,33 @@ mod tests {
             (ConvAlgoSearch::Exhaustive, CudnnWorkspace::Max),
             &[NHWC_FUSED, NHWC, NCHW],
         )
+    }
+
+    #[test]
+    fn a_fixed_amount_of_work_takes_the_candidate_that_finishes_it_soonest() {
+        // As measured for ResNet-50 FP16 at batch 256 on an H200: fused is faster per batch
+        // but compiles its kernels on the first inference.
+        let times = |c: Candidate| match (c.nhwc, c.fused) {
+            (true, true) => Ok((14.55, 9.88)),
+            (true, false) => Ok((21.51, 1.72)),
+            _ => Ok((26.30, 1.36)),
+        };
+        let record = TuningRecord::measure(key(b"m", 256), times).unwrap();
+        assert_eq!(record.choice, NHWC_FUSED);
+        // 64 batches: NHWC 1.72 + 1.38 s, NCHW 1.36 + 1.68 s (sooner, but within a tenth,
+        // and slower per batch), NHWC fused 9.88 + 0.93 s.
+        let (choice, why) = record.soonest(64).unwrap();
+        assert_eq!(choice, NHWC, "{why}");
+        assert_eq!(
+            why,
+            "64 batches of 256 take 3.1 s with the set-up, against NHWC, fused 10.8 s, NCHW 3.0 s (of those within a tenth of the soonest, the fastest per batch)"
+        );
+        // A few batches: NCHW's quicker set-up wins by more than a tenth.
+        assert_eq!(record.soonest(4).unwrap().0, NCHW);
+        // 300 batches: 8.2 s against 14.2 s; 1,100: 25.4 s against 25.9 s, within a tenth,
+        // so the faster batches win.
+        assert_eq!(record.soonest(300).unwrap().0, NHWC);
+        assert_eq!(record.soonest(1100).unwrap().0, NHWC_FUSED);
     }
 
     #[test]

@@ -55,6 +55,11 @@ pub struct OrtCudaTuning {
     pub workspace: CudnnWorkspace,
     /// The fusion policy.
     pub(crate) fusion: FusionPolicy,
+    /// The batches the command will run, where it knows them before it starts (`validate`):
+    /// of the measured candidates it then takes the one that finishes them soonest, set-up
+    /// included ([`super::ort_cuda_autotune::TuningRecord::soonest`]); otherwise the fastest
+    /// per batch.
+    pub(crate) planned_batches: Option<usize>,
 }
 
 /// One way to run a model: its convolutions' layout and whether they are fused.

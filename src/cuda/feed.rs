@@ -170,12 +170,24 @@ impl BatchFeed {
             .map(|stream| Slot::new(gpu, stream, input, outputs, batch))
             .collect::<Result<Vec<_>>>()?;
         let start = Instant::now();
+        let mut each_ms = Vec::with_capacity(SLOTS);
         for (k, slot) in slots.iter_mut().enumerate() {
+            let first = Instant::now();
             backend
                 .enqueue(k, &slot.compute, &slot.io)
                 .context("the first inference")?;
             slot.compute.synchronize()?;
+            each_ms.push(format!("{:.0} ms", first.elapsed().as_secs_f64() * 1e3));
         }
+        tracing::info!(
+            "GPU feed: first inference of each slot {} ({})",
+            each_ms.join(", "),
+            if one_inference_stream {
+                "one session, one inference stream"
+            } else {
+                "a stream each"
+            }
+        );
         Ok(BatchFeed {
             slots,
             next: 0,

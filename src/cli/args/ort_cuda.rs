@@ -57,6 +57,7 @@ impl OrtCudaArgs {
             conv_search: self.cudnn_search,
             workspace: self.cudnn_workspace,
             fusion: self.cudnn_fuse,
+            planned_batches: None,
         }
     }
 }
@@ -105,6 +106,7 @@ mod tests {
                 conv_search: ConvAlgoSearch::Heuristic,
                 workspace: CudnnWorkspace::Limited,
                 fusion: FusionPolicy::On,
+                planned_batches: None,
             }
         );
         assert_eq!(parse(&["--nhwc"]).unwrap().layout, LayoutPolicy::Nhwc);
