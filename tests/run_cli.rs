@@ -344,3 +344,35 @@ fn a_batch_too_large_for_memory_is_a_usage_error() {
     let out = trtkit(&["compare", m, m, "--input-shape", fixed]);
     assert_clean_error(&out, 2, &["c.onnx", "--input-shape", "host memory"]);
 }
+
+/// `--op-profile` reads ONNX Runtime's own profile of the runs after the first and says the
+/// time per op type in a note; tract has no such profiler, and saying so beats a silent nothing.
+#[test]
+fn op_profile_says_the_time_per_op_type_of_the_runs_after_the_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = save(dir.path(), "c.onnx", test_models::classifier(None));
+    let model = model.to_str().unwrap();
+    let common = ["run", model, "--warmup", "1", "--iterations", "4"];
+    let out = trtkit(&[&common[..], &["--backend", "ort", "--op-profile", "--json"]].concat());
+    let v: serde_json::Value = serde_json::from_str(&stdout_of_success(&out)).unwrap();
+    let notes: Vec<&str> = v["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|n| n.as_str())
+        .collect();
+    let profile = notes
+        .iter()
+        .find(|n| n.contains("op profile"))
+        .unwrap_or_else(|| panic!("no op profile note in {notes:?}"));
+    // One first run left out, one warm-up and four measured counted.
+    assert!(profile.contains("op profile over 5 runs"), "{profile}");
+    assert!(
+        profile.contains("Conv ") && profile.contains("%"),
+        "{profile}"
+    );
+    let plain = trtkit(&[&common[..], &["--backend", "ort", "--json"]].concat());
+    assert!(!stdout_of_success(&plain).contains("op profile"));
+    let tract = trtkit(&[&common[..], &["--backend", "tract", "--op-profile"]].concat());
+    support::assert_clean_error(&tract, 2, &["--op-profile", "ONNX Runtime"]);
+}

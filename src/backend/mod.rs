@@ -14,6 +14,7 @@ pub mod ort_fusion;
 pub(crate) mod ort_ir;
 pub(crate) mod ort_libs;
 pub(crate) mod ort_placement;
+pub(crate) mod ort_profile;
 pub mod select;
 pub mod tract;
 pub mod tract_kernels;

@@ -6,6 +6,7 @@
 use super::ort_fusion::fuse_for_ort;
 use super::ort_ir::lower_for_ort;
 use super::ort_libs::{locate_library, OrtLibrary, HOW_TO_GET};
+use super::ort_profile::{OpTimes, ProfileFolder};
 use super::{Backend, OutputVisitor, RunOutput};
 use crate::error_kind::{ErrorKind, TypedError};
 use crate::onnx::rewrite::fp16_emulate::has_float16_compute;
@@ -42,6 +43,8 @@ pub(crate) struct OrtOptions {
     /// Whether the intra- and inter-op pools spin between runs; `None` keeps ONNX Runtime's
     /// default (they do).
     pub spinning: Option<bool>,
+    /// Where each session writes ONNX Runtime's profile; `None` profiles nothing.
+    pub op_profile: Option<ProfileFolder>,
 }
 
 /// The process's ONNX Runtime: the library is located and loaded once; later calls return the
@@ -94,7 +97,10 @@ pub(crate) fn session_builder(options: &OrtOptions) -> Result<SessionBuilder> {
             .with_inter_op_spinning(spin)
             .map_err(|e| anyhow!("{e}"))?;
     }
-    Ok(builder)
+    match &options.op_profile {
+        Some(folder) => folder.profile(builder),
+        None => Ok(builder),
+    }
 }
 
 /// `model` as ONNX Runtime gets it: the IR version it reads (see [`lower_for_ort`]), the shape
@@ -244,6 +250,9 @@ pub(crate) struct OrtBackend {
     batch_axes: BatchAxes,
     /// What the transformer fusion did, for the report.
     fusion_note: Option<String>,
+    /// Where the session writes its profile, when it profiles its runs (held for as long as
+    /// the session may write there).
+    profile: Option<ProfileFolder>,
 }
 
 impl OrtBackend {
@@ -287,6 +296,7 @@ impl OrtBackend {
             outputs,
             batch_axes,
             fusion_note,
+            profile: options.op_profile.clone(),
         })
     }
 }
@@ -347,11 +357,19 @@ impl Backend for OrtBackend {
     }
 
     fn finish(&mut self) -> Result<Vec<String>> {
-        Ok(self
+        let mut notes: Vec<String> = self
             .fusion_note
             .iter()
             .map(|n| format!("ort-cpu: {n}"))
-            .collect())
+            .collect();
+        if self.profile.is_some() {
+            let times = OpTimes::of_session(&mut self.session)?;
+            notes.push(format!(
+                "ort-cpu: {}",
+                times.said("each node's time on the host")
+            ));
+        }
+        Ok(notes)
     }
 
     fn run_visit(&mut self, inputs: &[HostTensor], visit: &OutputVisitor) -> Result<Duration> {

@@ -19,6 +19,7 @@ use super::ort_libs::{
     cuda_provider_missing, cuda_search_dirs, find_cuda_dependencies, preload_cuda_dependencies,
 };
 use super::ort_placement::Placement;
+use super::ort_profile::OpTimes;
 use super::{Backend, OutputVisitor, RunOutput};
 use crate::cuda::device::{Gpu, Stream};
 use crate::cuda::enqueue::{GpuEnqueue, IoBindings};
@@ -335,6 +336,15 @@ fn time_candidate(
     Ok((ms, setup_s, backend))
 }
 
+/// What ONNX Runtime's profiler times on the CUDA provider, as the op profile says it.
+fn cuda_times_said() -> &'static str {
+    if std::env::var("CUDA_LAUNCH_BLOCKING").is_ok_and(|v| v.trim() == "1") {
+        "each node's kernels run to completion: CUDA_LAUNCH_BLOCKING=1"
+    } else {
+        "each node's kernel launches on the host, not the kernels: CUDA_LAUNCH_BLOCKING=1 times them"
+    }
+}
+
 /// The cuDNN settings as the run's notes say them.
 fn cudnn_said(cuda: &CudaProviderSettings) -> String {
     let search = match cuda.conv_algo_search {
@@ -492,6 +502,13 @@ impl Backend for OrtCudaBackend {
             cudnn_said(&self.cuda),
         )];
         notes.extend(self.fusion_note.iter().map(|n| format!("ort-cuda: {n}")));
+        if self.options.op_profile.is_some() {
+            let mut times = OpTimes::default();
+            for session in &mut self.sessions {
+                times.add(OpTimes::of_session(session.session_mut())?);
+            }
+            notes.push(format!("ort-cuda: {}", times.said(cuda_times_said())));
+        }
         if self.quantized {
             match self.placement() {
                 Ok(p) => notes.extend(p.lines()),

@@ -203,6 +203,9 @@ pub struct BackendOptions {
     pub fp16_compute: Fp16Compute,
     /// Whether ONNX Runtime backends fuse exported transformer blocks first.
     pub transformer_fusion: TransformerFusionPolicy,
+    /// Whether ONNX Runtime backends profile their runs and say the time per op type
+    /// (`run --op-profile`).
+    pub op_profile: bool,
 }
 
 impl BackendOptions {
@@ -305,6 +308,10 @@ fn open_kind(
                         float16: options.device == Device::Cuda,
                     }),
                 spinning: options.spinning,
+                op_profile: options
+                    .op_profile
+                    .then(super::ort_profile::ProfileFolder::new)
+                    .transpose()?,
             };
             match options.device {
                 Device::Cpu => Box::new(OrtBackend::load(model, &model_options)?),

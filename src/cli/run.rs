@@ -1,7 +1,7 @@
 //! `trtkit run MODEL|ENGINE --batch-size 1,16,32,64`: flags into a [`RunConfig`]; the report is
 //! rendered by [`crate::report::latency`].
 
-use crate::backend::select::BackendOptions;
+use crate::backend::select::{BackendKind, BackendOptions};
 use crate::cli::args::backend::{BackendArgs, EngineArgs};
 use crate::cli::args::batch_axis::BatchAxisArgs;
 use crate::cli::args::output::OutputArgs;
@@ -56,6 +56,12 @@ pub struct RunArgs {
     /// Write every measured iteration's spans to FILE (.csv, otherwise JSON).
     #[arg(long, value_name = "FILE")]
     pub(crate) export_times: Option<PathBuf>,
+    /// ONNX Runtime backends: profile every run with ONNX Runtime's own profiler and say, in a
+    /// note, the time per operator type (the first run of each session left out). On the CUDA
+    /// provider the profiler times kernel launches; run with CUDA_LAUNCH_BLOCKING=1 to time
+    /// the kernels (and not the speed).
+    #[arg(long)]
+    pub(crate) op_profile: bool,
 }
 
 /// The measurement these flags describe; every flag check of `run` is here.
@@ -66,6 +72,11 @@ pub fn config(args: &RunArgs) -> Result<RunConfig> {
     args.timing.check().map_err(usage)?;
     if args.streams == Some(0) {
         return Err(usage("--streams must be at least 1"));
+    }
+    if args.op_profile && args.backend.backend == Some(BackendKind::Tract) {
+        return Err(usage(
+            "--op-profile reads ONNX Runtime's own profiler; tract has none: run with --backend ort",
+        ));
     }
     let gpu_settings = [
         (Setting::DeviceId, args.engine.device_id.is_some()),
@@ -83,6 +94,7 @@ pub fn config(args: &RunArgs) -> Result<RunConfig> {
         backend: BackendOptions {
             input_shapes,
             batch_axes: args.batch_axes.request()?,
+            op_profile: args.op_profile,
             ..args.engine.apply(args.backend.options(None))
         },
         dim_sweep,

@@ -459,6 +459,28 @@ fn split_of(config: &ValidateConfig, given: Option<usize>, chosen: Option<&Chose
     reported(given, first, chosen.map(|c| c.choice.clone()), ort)
 }
 
+/// The error of a run in which none of the `total` images could be read.
+fn none_read(dataset: &Path, total: usize, failures: &[Failure]) -> anyhow::Error {
+    let first = failures.first();
+    anyhow::anyhow!(
+        "{}: none of the {total} images could be read ({} skipped); first: {}: {}",
+        dataset.display(),
+        failures.len(),
+        first
+            .map(|f| f.path.display().to_string())
+            .unwrap_or_default(),
+        first.map(|f| f.reason.as_str()).unwrap_or("")
+    )
+}
+
+/// `config` for a run of `batches` batches, a fixed amount of work: on ONNX Runtime's CUDA
+/// provider the measured layout that finishes it soonest, set-up included, is taken.
+fn with_planned_batches(config: &ValidateConfig, batches: usize) -> ValidateConfig {
+    let mut planned = config.clone();
+    planned.backend.cuda_tuning.planned_batches = Some(batches);
+    planned
+}
+
 /// Runs the validation: `progress` advances by images, with the running accuracy as status.
 /// On a CPU host the model's threads are chosen after the first batches unless `--threads`
 /// gives them (see [`crate::backend::cpu_split`]).
@@ -475,11 +497,7 @@ pub fn validate(config: &ValidateConfig, progress: &dyn Progress) -> Result<Vali
     let (dataset, truth) = read_dataset(config)?;
     let total = dataset.samples.len();
     let asked = batch_for(config.batch_size, total);
-    // A fixed amount of work: on ONNX Runtime's CUDA provider, the measured layout that
-    // finishes it soonest, set-up included.
-    let mut planned = config.clone();
-    planned.backend.cuda_tuning.planned_batches = Some(total.div_ceil(asked));
-    let config = &planned;
+    let config = &with_planned_batches(config, total.div_ceil(asked));
     let (mut backend, plan) = open_planned(config, asked)?;
     let batch = backend.fixed_batch().unwrap_or(asked);
     let pre = resolve_preprocess(config, &plan)?;
@@ -539,16 +557,7 @@ pub fn validate(config: &ValidateConfig, progress: &dyn Progress) -> Result<Vali
     failures.extend(m.failures.iter().cloned());
     let images = scorer.images();
     if images == 0 {
-        let first = failures.first();
-        bail!(
-            "{}: none of the {total} images could be read ({} skipped); first: {}: {}",
-            config.dataset.display(),
-            failures.len(),
-            first
-                .map(|f| f.path.display().to_string())
-                .unwrap_or_default(),
-            first.map(|f| f.reason.as_str()).unwrap_or("")
-        );
+        return Err(none_read(&config.dataset, total, &failures));
     }
     let (mut counts, mut predictions, mut segment, mut detect) = Default::default();
     match scorer.finish()? {

@@ -75,6 +75,7 @@ impl BackendArgs {
             kind_is_default: self.backend.is_none(),
             fp16_compute: self.fp16_compute,
             transformer_fusion: self.transformer_fusion,
+            op_profile: false,
         }
     }
 }
