@@ -183,9 +183,9 @@ impl BatchFeed {
             "GPU feed: first inference of each slot {} ({})",
             each_ms.join(", "),
             if one_inference_stream {
-                "one session, one inference stream"
+                "both on one inference stream"
             } else {
-                "a stream each"
+                "an inference stream each"
             }
         );
         Ok(BatchFeed {
