@@ -22,6 +22,12 @@
 # fusion:    the DistilBERT-class model, fp32 and fp16, --transformer-fusion off and on with
 #            --cuda-graph, at batch 32 and seq $SEQS, and batch 256 seq 128; PyTorch eager at the
 #            same points; then the fused fp16 graph's closeness to the unfused FP32 graph.
+# setup_split: set-up per part (open, prepare, first inference) of `run` for both CNNs in fp16 at
+#            batch 256: first use (the layouts measured), kept, and each single layout; then
+#            `validate` of ResNet-50 fp16 on $IMAGES (an image folder; skipped when unset), first
+#            use and kept, with each slot's first inference.
+# op_profile: the DistilBERT-class model's time per operator type (`run --op-profile` with
+#            CUDA_LAUNCH_BLOCKING=1), fp16 and fp32, seq 128 and 512, fusion off and on.
 #
 # trtkit runs with --no-transfers: PyTorch's input stays on the GPU too. Each line gives the
 # samples/s and the set-up (open, prepare, first inference: where cuDNN's search runs) of one point.
@@ -132,6 +138,37 @@ c = d["outputs"][0]["closeness"]
 print(f"{sys.argv[2]:<44} cosine {c.get('cosine'):.7f}  max_abs {c.get('max_abs_err'):.3g}")
 PY
   done; done
+  ;;
+setup_split)
+  step "set-up per part (run: first use, kept, single layouts; validate)"
+  # A cache of its own, so that "first use" is one.
+  export TRTKIT_CACHE_DIR="$W/setup-split-cache"; rm -rf "$TRTKIT_CACHE_DIR"
+  for n in $CNNS; do
+    for v in "first use" "kept" "nhwc unfused:--layout-policy nhwc --cudnn-fuse off" "nchw unfused:--layout-policy nchw --cudnn-fuse off"; do
+      # shellcheck disable=SC2046
+      BATCHES=256 measure "$n fp16 ${v%%:*}" "$(model_of "$n" fp16)" $( [ "${v#*:}" != "$v" ] && echo "${v#*:}" )
+    done
+  done
+  if [ -n "${IMAGES:-}" ]; then for round in "first use" kept kept; do
+    "$T" validate "$(model_of resnet50 fp16)" --dataset "$IMAGES" --backend ort --device cuda --batch-size 256 \
+      --warmup 3 --json -v > "$W/v.json" 2> "$W/v.err" || { echo "validate: FAILED ($(tail -1 "$W/v.err"))"; continue; }
+    grep -o "GPU feed: .*" "$W/v.err" | tee -a "$OUT/points.txt"
+    python3 - "$W/v.json" "validate resnet50 fp16 $round" <<'PY' | tee -a "$OUT/points.txt"
+import json, sys
+r = json.load(open(sys.argv[1])); s = r["time_split"]
+print(f"{sys.argv[2]:<34} wall {r['wall_s']:.2f} s, set-up {s['setup_s']:.2f} s (first inference "
+      f"{r.get('first_inference_ms', 0) / 1e3:.2f} s), waiting for images {s['wait_images_s']:.2f} s, "
+      f"model {s['model_s']:.2f} s, steady {r['steady_images_per_s']:.0f}/s; {r['data_path']}")
+PY
+  done; fi
+  ;;
+op_profile)
+  step "time per operator type (DistilBERT-class, CUDA_LAUNCH_BLOCKING=1)"
+  for seq in 128 512; do for p in fp16 fp32; do for f in off on; do
+    CUDA_LAUNCH_BLOCKING=1 "$T" run "$(model_of distilbert $p)" --backend ort --device cuda --dim seq=$seq \
+      --batch-size 32 --warmup 5 --iterations 20 --no-transfers --op-profile --transformer-fusion $f 2>&1 \
+      | grep -o "op profile.*" | sed "s/^/distilbert $p seq $seq fusion $f: /" | tee -a "$OUT/points.txt"
+  done; done; done
   ;;
 closeness)
   step "closeness of trtkit's defaults on ort-cuda to FP32 in NCHW on the CPU"
