@@ -375,4 +375,12 @@ fn op_profile_says_the_time_per_op_type_of_the_runs_after_the_first() {
     assert!(!stdout_of_success(&plain).contains("op profile"));
     let tract = trtkit(&[&common[..], &["--backend", "tract", "--op-profile"]].concat());
     support::assert_clean_error(&tract, 2, &["--op-profile", "ONNX Runtime"]);
+    // Without ONNX Runtime the default backend is tract: the run says nothing was profiled.
+    let fallback = Command::new(env!("CARGO_BIN_EXE_trtkit"))
+        .args([&common[..], &["--op-profile", "--json"]].concat())
+        .env("ORT_DYLIB_PATH", dir.path().join("libonnxruntime.so"))
+        .output()
+        .unwrap();
+    let text = stdout_of_success(&fallback);
+    assert!(text.contains("op profile: nothing profiled"), "{text}");
 }

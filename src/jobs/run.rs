@@ -227,6 +227,11 @@ pub(crate) fn measure_latency(config: &RunConfig, progress: &dyn Progress) -> Re
         notes.extend(e.finish()?);
     }
     notes.push(setup_note(is_engine && results.len() > 1));
+    if config.backend.op_profile && !notes.iter().any(|n| n.contains("op profile")) {
+        notes.push(
+            "op profile: nothing profiled: --op-profile reads ONNX Runtime's profiler, and this run was not on ONNX Runtime".into(),
+        );
+    }
     Ok(RunReport {
         model: shown,
         gpu: gpu.map(|g| format!("{} (GPU {})", g.name(), g.id())),
