@@ -473,14 +473,6 @@ fn none_read(dataset: &Path, total: usize, failures: &[Failure]) -> anyhow::Erro
     )
 }
 
-/// `config` for a run of `batches` batches, a fixed amount of work: on ONNX Runtime's CUDA
-/// provider the measured layout that finishes it soonest, set-up included, is taken.
-fn with_planned_batches(config: &ValidateConfig, batches: usize) -> ValidateConfig {
-    let mut planned = config.clone();
-    planned.backend.cuda_tuning.planned_batches = Some(batches);
-    planned
-}
-
 /// Runs the validation: `progress` advances by images, with the running accuracy as status.
 /// On a CPU host the model's threads are chosen after the first batches unless `--threads`
 /// gives them (see [`crate::backend::cpu_split`]).
@@ -489,15 +481,17 @@ pub fn validate(config: &ValidateConfig, progress: &dyn Progress) -> Result<Vali
         bail!("the batch size must be at least 1");
     }
     let given = config.backend.threads;
-    let backend = beside_loader(&config.backend, true);
+    let (dataset, truth) = read_dataset(config)?;
+    let total = dataset.samples.len();
+    let asked = batch_for(config.batch_size, total);
+    let mut backend = beside_loader(&config.backend, true);
+    // A fixed amount of work: on ONNX Runtime's CUDA provider, the measured layout that
+    // finishes it soonest, set-up included.
+    backend.cuda_tuning.planned_batches = Some(total.div_ceil(asked));
     let config = &ValidateConfig {
         backend,
         ..config.clone()
     };
-    let (dataset, truth) = read_dataset(config)?;
-    let total = dataset.samples.len();
-    let asked = batch_for(config.batch_size, total);
-    let config = &with_planned_batches(config, total.div_ceil(asked));
     let (mut backend, plan) = open_planned(config, asked)?;
     let batch = backend.fixed_batch().unwrap_or(asked);
     let pre = resolve_preprocess(config, &plan)?;
