@@ -399,9 +399,9 @@ const PEER_BUILD_FLOOR: usize = 98;
 
 #[test]
 fn peer_models_build_or_say_why() {
+    use trtkit::jobs::build::{build, BuildConfig, BuildObservers};
     use trtkit::quantize::plan::PrecisionPlan;
     use trtkit::tensor::Precision;
-    use trtkit::trt::build::{build, BuildConfig, BuildObservers};
     use trtkit::trt::engine_file::BuilderSettings;
     let root = support::onnx_test_data();
     assert!(

@@ -75,7 +75,7 @@ fn reports_of_the_model_jobs_round_trip() {
 fn reports_of_the_model_file_jobs_round_trip() {
     use trtkit::calibration::job::CalibrateReport;
     use trtkit::jobs::inspect::InspectReport;
-    use trtkit::quantize::job::QuantizeReport;
+    use trtkit::jobs::quantize::QuantizeReport;
     use trtkit::trt::support::DoctorReport;
     let dir = tempfile::tempdir().unwrap();
     let model = save(dir.path(), "c.onnx", test_models::classifier(None));
@@ -142,7 +142,7 @@ fn reports_of_the_model_file_jobs_round_trip() {
 
 #[test]
 fn the_build_report_round_trips() {
-    use trtkit::trt::build::BuildReport;
+    use trtkit::jobs::build::BuildReport;
     let dir = tempfile::tempdir().unwrap();
     let model = save(dir.path(), "c.onnx", test_models::classifier(None));
     let engines = dir.path().join("engines");

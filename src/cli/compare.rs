@@ -19,8 +19,8 @@ use crate::jobs::compare::{
     compare, compare_many, is_model, side_labels, verdict, CompareConfig, CompareManyReport,
     InputSource, Saves, SideConfig, DEFAULT_BATCH,
 };
+use crate::jobs::layerwise::all::{layerwise_all, LayerwiseAllConfig};
 use crate::jobs::layerwise::{layerwise, LayerwiseConfig, DEFAULT_COSINE};
-use crate::jobs::layerwise_all::{layerwise_all, LayerwiseAllConfig};
 use crate::jobs::precision_compare::{compare_all, gate, CompareAllConfig};
 use crate::jobs::validate::{ValidateConfig, WarmupBatches};
 use crate::metrics::closeness::Tolerance;

@@ -4,10 +4,10 @@
 use crate::cli::usage;
 use crate::jobs::batch_memory::TooLargeForMemory;
 use crate::jobs::compare::{NotComparable, UndeclaredShape, Verdict};
+use crate::jobs::quantize::RewriteDoesNotLoad;
 use crate::jobs::run::NeedsGpuBackend;
 use crate::jobs::validate::BadPreprocess;
 use crate::onnx::shape::NamedAxisError;
-use crate::quantize::job::RewriteDoesNotLoad;
 use crate::setting::{FixWith, Setting};
 use crate::tensor::{Dim, UnfixedAxis};
 

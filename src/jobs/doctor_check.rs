@@ -165,7 +165,7 @@ pub fn build_classifier_engine(
     tensorrt_dir: Option<PathBuf>,
     note: &dyn Fn(&str),
 ) -> Result<PathBuf> {
-    use crate::trt::build::{build, BuildConfig, BuildObservers};
+    use crate::jobs::build::{build, BuildConfig, BuildObservers};
     use crate::trt::profile::BatchRequest;
     let config = BuildConfig {
         model: model.to_path_buf(),

@@ -1,22 +1,28 @@
-//! The jobs that run a model opened from a path and measure it: `run` (latency), `validate`
-//! (accuracy), `compare` (closeness), `compare --layerwise` (divergence tensor by tensor), every precision of one model side by side, the GPU
-//! check behind `doctor --check`, and `inspect` (an ONNX model or an engine file, told apart as
-//! every other job tells them); with the one function that opens a file by its kind. They sit above `backend/`,
-//! `trt/` and `data/` at once, which is why they have a folder of their own rather than a place
-//! in one of those. Each job takes a plain config and returns a report that serializes both
-//! ways; none of it knows about flags or terminals.
+//! The jobs, one module or folder each, named after the subcommand they serve: `build` (ONNX →
+//! keyed engine), `quantize` (the precision rewrites on their own, and the one entry for every
+//! quantize request), `run` (latency), `validate` (accuracy), `compare` (closeness), `layerwise`
+//! (`compare --layerwise`: divergence tensor by tensor), every precision of one model side by side
+//! (`precision_compare`, `precision_table`), `init` (a workspace made), the GPU check behind `doctor --check`, and `inspect`
+//! (an ONNX model or an engine file); with the one function that opens a file by its kind. Each
+//! takes a plain config and returns a report that serializes both ways; none of it knows about
+//! flags or terminals. They sit above `backend/`, `trt/`, `quantize/`, `calibration/` and `data/`
+//! at once, which hold the machinery the jobs call.
+//!
+//! Two jobs live elsewhere, each for a reason a cycle would otherwise make: `calibrate`
+//! (`calibration::job`), because an INT8 precision plan calibrates on demand and `quantize/`
+//! sits below the jobs; and `report` (`report::job`), because `report/` renders every job's report
+//! and the page is made of those renderers.
 
 pub mod batch_memory;
+pub mod build;
 pub mod compare;
 pub mod doctor_check;
+pub mod init;
 pub mod inspect;
 pub mod layerwise;
-pub mod layerwise_all;
-mod layerwise_match;
 pub mod open;
 pub mod precision_compare;
 pub mod precision_table;
+pub mod quantize;
 pub mod run;
 pub mod validate;
-pub mod validate_feed;
-pub(crate) mod validate_scoring;

@@ -1,7 +1,6 @@
 //! Quantization, in one place: the precision recipe a strongly typed TensorRT build needs (FP16
 //! autocast, or INT8 Q/DQ from a calibration cache, with its exclusions and fallback), applied
-//! alike by `build` and the `quantize` job, reached by callers through one entry that runs any
-//! quantize request. Beside it, the INT8 evaluator that scores a rewrite against the FP32 model on
+//! alike by the `build` and `quantize` jobs (in `jobs/`). Beside it, the INT8 evaluator that scores a rewrite against the FP32 model on
 //! real samples (a check part kept apart from the tuning part, every variant scored against the
 //! float model's outputs) and what is searched with it: which nodes stay in float for a target
 //! closeness (a precision-blind search, which also finds the nodes an FP16 model keeps in
@@ -17,12 +16,10 @@ pub mod eval_samples;
 pub mod evaluate;
 pub(crate) mod fp16_eval;
 pub mod fp16_search;
-pub mod job;
 pub(crate) mod kept_result;
 pub(crate) mod load_check;
 pub mod plan;
 pub mod reference;
-pub mod request;
 pub mod scale_search;
 pub mod search;
 pub mod sensitivity_scan;

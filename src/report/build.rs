@@ -1,9 +1,9 @@
 //! The report of `build` (and of saved build reports): which engine was built or reused and why,
 //! its profile, precision and network, and the time per phase.
 
+use crate::jobs::build::{BuildReport, Int8Summary};
 use crate::report::calibration::cache_lines;
 use crate::report::format::bytes;
-use crate::trt::build::{BuildReport, Int8Summary};
 use crate::trt::profile::format_shape;
 
 /// The terminal rendering of a build report: the calibration lines (INT8), built or reused and

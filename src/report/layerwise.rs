@@ -1,8 +1,8 @@
 //! The report of `compare --layerwise`: the two sides, one row per intermediate tensor in graph
 //! order, the first divergence, and (by `--plot`) each tensor's error against its depth as SVG.
 
+use crate::jobs::layerwise::all::LayerwiseAllReport;
 use crate::jobs::layerwise::LayerwiseReport;
-use crate::jobs::layerwise_all::LayerwiseAllReport;
 use crate::metrics::layerwise::TensorDivergence;
 use crate::report::format::num;
 use crate::report::plot_scale::Scale;

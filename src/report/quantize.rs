@@ -2,9 +2,9 @@
 //! `--equalize`) wrote, what the FP16 target search kept in float32 and why, and which renderer
 //! draws each kind of outcome.
 
+use crate::jobs::quantize::request::QuantizeOutcome;
+use crate::jobs::quantize::QuantizeReport;
 use crate::quantize::fp16_search::{Fp16TargetReport, KeepReason};
-use crate::quantize::job::QuantizeReport;
-use crate::quantize::request::QuantizeOutcome;
 use crate::quantize::target_search::Goal;
 use crate::report::int8::{
     render_measured, render_sensitivity, render_target, samples_line, scores_lines, search_line,

@@ -1,7 +1,7 @@
 //! What `init` says: the workspace it made, and (`--show`) the settings that apply with where
 //! each came from.
 
-use crate::workspace::init::{Effective, InitReport, Source};
+use crate::jobs::init::{Effective, InitReport, Source};
 
 /// The lines `init` prints.
 pub(crate) fn render_init(r: &InitReport) -> String {

@@ -58,12 +58,12 @@ pub fn load(libs: &TrtLibraries) -> Result<()> {
 /// takes tens of milliseconds to map), while the model is read. Waited for before TensorRT is
 /// called, and on drop: a process that exits (an error about the model) while another thread
 /// is inside `dlopen` of TensorRT can crash in the libraries' static initialisers.
-pub(super) struct Loading(Option<std::thread::JoinHandle<Result<TrtLibraries>>>);
+pub(crate) struct Loading(Option<std::thread::JoinHandle<Result<TrtLibraries>>>);
 
 impl Loading {
     /// Starts finding (in `dir`, else where [`locate_usable`] looks) and loading the libraries
     /// on a new thread.
-    pub(super) fn start(dir: Option<&Path>) -> Self {
+    pub(crate) fn start(dir: Option<&Path>) -> Self {
         let dir = dir.map(Path::to_path_buf);
         Loading(Some(std::thread::spawn(move || {
             let start = Instant::now();
@@ -78,7 +78,7 @@ impl Loading {
     }
 
     /// Waits for the libraries: the ones loaded, or why they could not be.
-    pub(super) fn wait(mut self) -> Result<TrtLibraries> {
+    pub(crate) fn wait(mut self) -> Result<TrtLibraries> {
         self.join()
             .unwrap_or_else(|| unreachable!("waited for once"))
     }

@@ -2,10 +2,9 @@
 //! everywhere and TensorRT commands fail with a clear message where it is missing.
 //!
 //! It finds the libraries and says which TensorRT a GPU's compute capability needs and which
-//! one this binary loads, turns shape flags into an optimization profile, and runs the `build`
-//! job: the ONNX file mapped and hashed, the precision rewrite of [`crate::quantize`], TensorRT's
-//! parser and builder (through the `trtx` crate), and engines named, keyed, checked and written
-//! with their sidecars in a safe order. It lists the engines a folder holds for one model,
+//! one this binary loads, turns shape flags into an optimization profile, maps and hashes ONNX
+//! files, drives TensorRT's parser and builder (through the `trtx` crate) for the `build` job of
+//! `jobs::build`, and names and keys engine files. It lists the engines a folder holds for one model,
 //! describes an engine file, says what this machine offers (driver, GPUs, libraries, which
 //! engines run where), and runs engines: a file checked before TensorRT sees it, its tensors
 //! mapped to trtkit's I/O specs, batches checked against its profile, TensorRT-RTX's compiled
@@ -14,10 +13,6 @@
 //! an engine) sit behind safe functions in two small modules, the only ones allowed `unsafe`.
 
 pub mod backend;
-pub mod build;
-mod build_landing;
-mod build_lock;
-pub(crate) mod build_report;
 pub(crate) mod built_engines;
 pub(crate) mod engine_builder;
 pub mod engine_file;

@@ -2,10 +2,7 @@
 //! parent (as cargo finds `Cargo.toml`), or one whose `onnx/` holds exactly one model. It names
 //! the model and keeps the settings users would otherwise retype (input shape, dataset,
 //! calibration data, preprocessing); a flag on the command line always wins over the file.
-//! `trtkit init` makes one.
-
-pub mod init;
-mod init_data;
+//! `trtkit init` makes one (the job is `jobs::init`).
 
 use crate::data::dataset::Annotations;
 use crate::data::preprocess::PreprocessRequest;

@@ -1,11 +1,10 @@
 //! The `quantize` job: a model's precision rewrite (its [`PrecisionPlan`], the one `build` also
 //! applies) or its cross-layer equalisation, checked on the default CPU backend (where such a
-//! model runs, [`super::load_check`]) and written as ONNX.
+//! model runs, [`crate::quantize::load_check`]) and written as ONNX; [`request`] is the one entry
+//! that runs any quantize request (a rewrite, a measurement, a search or a sensitivity scan).
 
-use super::already_quantized::refuse_quantized;
-use super::load_check::check_loads;
-pub(crate) use super::load_check::RewriteDoesNotLoad;
-use super::plan::{Fallback, PrecisionPlan};
+pub mod request;
+
 use crate::onnx::model::file_sha256;
 use crate::onnx::rewrite::equalize::{Equalize, EqualizeReport};
 use crate::onnx::rewrite::fp16::Fp16Report;
@@ -13,6 +12,10 @@ use crate::onnx::rewrite::pass::{Pass, PassReport};
 use crate::onnx::shape::{InputShapes, ShapeRequest};
 use crate::onnx::OnnxModel;
 use crate::progress::NoProgress;
+use crate::quantize::already_quantized::refuse_quantized;
+use crate::quantize::load_check::check_loads;
+pub(crate) use crate::quantize::load_check::RewriteDoesNotLoad;
+use crate::quantize::plan::{Fallback, PrecisionPlan};
 use crate::tensor::Precision;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};

@@ -1,12 +1,15 @@
 //! `compare --layerwise`: where two ONNX graphs of one model part ways. Every float tensor of
 //! the reference B (or those `--tensors` names) and its match in A
-//! ([`super::layerwise_match::matched_name`]) become graph outputs of their own type; both run
+//! ([`matching::matched_name`]) become graph outputs of their own type; both run
 //! on the same inputs, batch by batch, and each tensor's statistics are summed as its values
 //! come and then dropped. When the marked tensors of one batch would not fit in the memory
 //! allowed, they run in groups, each group a separately marked pair of models.
+//! [`all`] runs it for every precision of one model.
+
+pub mod all;
+mod matching;
 
 use super::compare::{declared_inputs, make_inputs, CompareConfig, SideConfig, DEFAULT_BATCH};
-use super::layerwise_match::{groups, match_tensors};
 use super::open::{open_file, open_model, FileKind, Opened};
 use crate::backend::Backend;
 use crate::data::batch_axis::{slice_padded, truncate};
@@ -21,6 +24,7 @@ use crate::onnx::OnnxModel;
 use crate::progress::Progress;
 use crate::tensor::{conform_floats, conversion_note, FloatConversion, HostTensor};
 use anyhow::{bail, Context, Result};
+use matching::{groups, match_tensors};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::num::NonZeroUsize;

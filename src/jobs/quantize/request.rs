@@ -3,13 +3,13 @@
 //! target, or a chosen INT8 model measured), or the FP16 target search. Callers build a [`QuantizeRequest`] and get a
 //! [`QuantizeOutcome`]; the searches behind it are named only inside `quantize/`.
 
-use super::evaluate::{measure_int8, EvalConfig, MeasuredReport};
-use super::fp16_search::{search_fp16_target, Fp16TargetConfig, Fp16TargetReport};
-use super::job::{quantize, QuantizeConfig, QuantizeReport};
-use super::sensitivity_scan::{sensitivity, SensitivityReport};
-use super::target_search::{search_target, TargetConfig, TargetReport};
+use super::{quantize, QuantizeConfig, QuantizeReport};
 use crate::onnx::rewrite::plan::Exclusion;
 use crate::progress::Progress;
+use crate::quantize::evaluate::{measure_int8, EvalConfig, MeasuredReport};
+use crate::quantize::fp16_search::{search_fp16_target, Fp16TargetConfig, Fp16TargetReport};
+use crate::quantize::sensitivity_scan::{sensitivity, SensitivityReport};
+use crate::quantize::target_search::{search_target, TargetConfig, TargetReport};
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;

@@ -2,11 +2,15 @@
 //! linked) into `onnx/` with its external data files, `engines/` and `calibration/` created, `trtkit.toml` written — and
 //! the effective settings of a workspace with where each came from (`init --show`).
 
-use super::init_data::take_external_data;
-use super::{map_calib_path, Settings, Workspace, CALIBRATION_DIR, ENGINES_DIR, FILE, ONNX_DIR};
+mod external_data;
+
 use crate::atomic_file::write_atomic;
 use crate::onnx::model::decode_model;
+use crate::workspace::{
+    map_calib_path, Settings, Workspace, CALIBRATION_DIR, ENGINES_DIR, FILE, ONNX_DIR,
+};
 use anyhow::{bail, Context, Result};
+use external_data::take_external_data;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -279,7 +283,7 @@ mod tests {
         for sub in [ENGINES_DIR, CALIBRATION_DIR] {
             assert!(root.join(sub).is_dir());
         }
-        let ws = super::super::find(&root).unwrap();
+        let ws = crate::workspace::find(&root).unwrap();
         assert_eq!(ws.settings.dataset.as_deref(), Some(Path::new("val")));
         assert_eq!(ws.settings.calib_data.as_deref(), Some("synthetic:3"));
         assert_eq!(ws.settings.preprocess.mean, Some([0.5, 0.5, 0.5]));

@@ -4,16 +4,16 @@
 //! A build killed in between leaves a graph that no sidecar vouches for, never a wrong pair; a
 //! build that fails leaves the folder as it was.
 
-use super::build_lock::hold_before_landing;
-use super::engine_builder::{build_engine, BuildLog, BuiltEngine};
-use super::engine_file::{
-    kept_graph_path, sidecar_path, store, BuilderSettings, EngineFacts, EngineKey, EngineSidecar,
-};
+use super::lock::hold_before_landing;
 use crate::atomic_file::{remove_if_present, stage_unsynced, StagedFile};
 use crate::onnx::model::sha256_hex;
 use crate::onnx::OnnxModel;
 use crate::progress::Progress;
 use crate::tensor::Precision;
+use crate::trt::engine_builder::{build_engine, BuildLog, BuiltEngine};
+use crate::trt::engine_file::{
+    kept_graph_path, sidecar_path, store, BuilderSettings, EngineFacts, EngineKey, EngineSidecar,
+};
 use anyhow::{bail, Result};
 use std::path::Path;
 use std::path::PathBuf;

@@ -5,9 +5,9 @@
 //! The lock file goes when the build ends; one left by a killed build is simply locked again.
 //! [`reuse_engine`] is that finding: reuse on a matching key, or the reasons to build again.
 
-use super::build_report::BuildReport;
-use super::engine_file::{lookup, EngineKey};
+use super::report::BuildReport;
 use crate::keyed_artifact::Lookup;
+use crate::trt::engine_file::{lookup, EngineKey};
 use anyhow::{Context, Result};
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::Write;

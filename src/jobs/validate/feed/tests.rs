@@ -1,6 +1,6 @@
 use super::*;
 use crate::backend::RunOutput;
-use crate::jobs::validate_scoring::{ClassScorer, Scored};
+use crate::jobs::validate::scoring::{ClassScorer, Scored};
 use crate::progress::NoProgress;
 use crate::tensor::{Dim, TensorData};
 use std::collections::BTreeSet;

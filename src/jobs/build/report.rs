@@ -1,11 +1,11 @@
 //! What a build reports: the engine and its key, whether it was reused or why it was built
 //! again, the TensorRT used, the precision rewrites' summaries and where the time went.
 
-use super::engine_file::{EngineFacts, EngineKey};
-use super::loader::{Flavour, TrtLibraries, BOUND};
 use crate::calibration::job::CalibrateReport;
 use crate::onnx::rewrite::fp16::Fp16Report;
 use crate::quantize::plan::Fallback;
+use crate::trt::engine_file::{EngineFacts, EngineKey};
+use crate::trt::loader::{Flavour, TrtLibraries, BOUND};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -100,7 +100,7 @@ pub(super) fn new_report(
     int8: Option<Int8Summary>,
     timing: BuildTiming,
 ) -> BuildReport {
-    let sidecar = super::engine_file::sidecar_path(path);
+    let sidecar = crate::trt::engine_file::sidecar_path(path);
     BuildReport {
         model: shown.to_string(),
         engine: path.display().to_string(),

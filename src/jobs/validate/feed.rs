@@ -4,6 +4,7 @@
 //! feed copies to the device on its own streams, the next batch's copy overlapping the current
 //! batch's inference.
 
+use super::scoring::Scorer;
 use crate::backend::cpu_split::{changes, choose, Choice, Pilot, Stretch};
 use crate::backend::Backend;
 use crate::cuda::device::Gpu;
@@ -13,7 +14,6 @@ use crate::data::dataset::Sample;
 use crate::data::loader::{ring_len, Failure, HostBatch, Loaded, Loader, LoaderStats};
 use crate::data::preprocess::Preprocess;
 use crate::jobs::batch_memory::check_gpu;
-use crate::jobs::validate_scoring::Scorer;
 use crate::progress::Progress;
 use crate::tensor::{ElemType, HostTensor, IoSpec};
 use anyhow::{Context, Result};

@@ -1,8 +1,8 @@
 //! `compare --layerwise` in a workspace: the graph each FP16 or INT8 build kept beside its
 //! engine, layer by layer against the FP32 model it was built from.
 
-use super::compare::SideConfig;
-use super::layerwise::{layerwise, LayerwiseConfig, LayerwiseReport};
+use super::{layerwise, LayerwiseConfig, LayerwiseReport};
+use crate::jobs::compare::SideConfig;
 use crate::progress::Progress;
 use crate::tensor::Precision;
 use crate::trt::built_engines::list;

@@ -1,7 +1,11 @@
 //! The `validate` job: accuracy of a model on labelled images (top-1/top-5 on an ImageNet-style
 //! folder, mIoU against masks, COCO mAP against annotated boxes), with images/s and per-batch
 //! latency (all = preprocessed batch in → outputs out; model = inference only), measured after
-//! a warm-up.
+//! a warm-up. [`feed`] moves the batches (host or GPU ring), [`scoring`] turns outputs into
+//! the task's metrics.
+
+pub mod feed;
+pub(crate) mod scoring;
 
 use crate::backend::cpu_split::{beside_loader, reported, CpuSplit};
 use crate::backend::select::{BackendKind, BackendOptions};
@@ -12,12 +16,6 @@ use crate::data::loader::{Failure, Loader, LoaderStats};
 use crate::data::preprocess::{Layout, Preprocess, PreprocessRequest};
 use crate::jobs::batch_memory::TooLargeForMemory;
 use crate::jobs::open::open_backend;
-pub(crate) use crate::jobs::validate_feed::TimeSplit;
-use crate::jobs::validate_feed::{run_batches, Chosen, Feeding, ImageInput, Retune};
-pub(crate) use crate::jobs::validate_scoring::Prediction;
-use crate::jobs::validate_scoring::{
-    task_truth, ClassScorer, DetectAccuracy, Scored, Scorer, TaskTruth,
-};
 use crate::metrics::accuracy::TopKAccuracy;
 use crate::metrics::detection::outputs::DetectOptions;
 use crate::metrics::latency::BatchLatency;
@@ -26,7 +24,11 @@ use crate::onnx::shape::{DimSpec, InputShape, ShapeRequest};
 use crate::progress::Progress;
 use crate::tensor::{Dim, ElemType, HostTensor, IoSpec, TensorData, UnfixedAxis};
 use anyhow::{bail, Result};
+pub(crate) use feed::TimeSplit;
+use feed::{run_batches, Chosen, Feeding, ImageInput, Retune};
 use half::slice::HalfFloatSliceExt;
+pub(crate) use scoring::Prediction;
+use scoring::{task_truth, ClassScorer, DetectAccuracy, Scored, Scorer, TaskTruth};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Instant;

@@ -6,17 +6,10 @@
 //! Q/DQ, since TensorRT 11 and TensorRT-RTX have no precision flags); parse and build with
 //! TensorRT-RTX; write the engine and its sidecar atomically.
 
-use super::build_landing::{
-    build_with_kept_graph, check_writable, explain_pinned_batch, land, Landing,
-};
-use super::build_lock::{reuse_engine, BuildLock};
-use super::build_report::{new_report, tensorrt_used};
-pub use super::build_report::{BuildReport, BuildTiming, Int8Summary, TensorRtUsed};
-use super::engine_builder::{BuildLog, Loading};
-use super::engine_file::{engine_path, BuilderSettings, EngineKey};
-use super::loader::{TrtLibraries, BOUND};
-use super::model_file::ModelFile;
-use super::profile::{resolve_profile, AxisRange, BatchRequest, ExplicitShapes, ShapeProfile};
+mod landing;
+mod lock;
+pub(crate) mod report;
+
 use crate::onnx::deferred_weights::DeferredWeights;
 use crate::onnx::external::is_external;
 use crate::onnx::rewrite::pass::{run_passes, Pass, PassReport};
@@ -29,7 +22,16 @@ use crate::progress::Progress;
 use crate::quantize::already_quantized::refuse_quantized;
 use crate::quantize::plan::{Fallback, Int8Scales, PrecisionPlan};
 use crate::tensor::{Dim, Precision};
+use crate::trt::engine_builder::{BuildLog, Loading};
+use crate::trt::engine_file::{engine_path, BuilderSettings, EngineKey};
+use crate::trt::loader::{TrtLibraries, BOUND};
+use crate::trt::model_file::ModelFile;
+use crate::trt::profile::{resolve_profile, AxisRange, BatchRequest, ExplicitShapes, ShapeProfile};
 use anyhow::{Context, Result};
+use landing::{build_with_kept_graph, check_writable, explain_pinned_batch, land, Landing};
+use lock::{reuse_engine, BuildLock};
+use report::{new_report, tensorrt_used};
+pub use report::{BuildReport, BuildTiming, Int8Summary, TensorRtUsed};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
