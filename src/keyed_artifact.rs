@@ -9,7 +9,7 @@
 use crate::atomic_file::{
     remove_if_present, stage_unsynced, write_atomic, write_atomic_unsynced, StagedFile,
 };
-use crate::onnx::model::sha256_hex;
+use crate::digest::sha256_hex;
 use anyhow::Result;
 use serde_json::Value;
 use std::path::{Path, PathBuf};

@@ -6,7 +6,7 @@
 //! `unsafe`), `jobs` (run, validate, compare, inspect: the jobs that open a model from a path),
 //! `metrics` (pure arithmetic), `bench`, `report` (rendering reports and progress), and `cli`
 //! (flags and configs). Leaves beside them: `progress`, `atomic_file`, `keyed_artifact`, `setting`,
-//! `units`, `number` (the float flags' value parser), `host_memory`, `this_host`, `error_kind`
+//! `units`, `digest` (SHA-256, the one hash), `number` (the float flags' value parser), `host_memory`, `this_host`, `error_kind`
 //! (errors that carry the condition code acts on).
 //! `tests/module_layers.rs` keeps the imports between modules, and between the files of each
 //! module, free of cycles.
@@ -20,6 +20,7 @@ pub mod calibration;
 pub mod cli;
 pub mod cuda;
 pub mod data;
+pub mod digest;
 pub mod error_kind;
 #[cfg(any(test, feature = "test-support"))]
 pub mod fuzz_targets;

@@ -770,7 +770,7 @@ fn a_forced_fp16_build_keeps_the_quantize_graph_and_the_model_hash() {
     assert_eq!(kept, std::fs::read(d.join("q.onnx")).unwrap());
     let side: Value =
         serde_json::from_slice(&std::fs::read(d.join("e/m.engine.json")).unwrap()).unwrap();
-    let file_sha = trtkit::onnx::model::file_sha256(&model).unwrap();
+    let file_sha = trtkit::digest::file_sha256(&model).unwrap();
     assert_eq!(side["key"]["model_sha256"], file_sha.as_str());
     assert_eq!(forced["key"]["model_sha256"], file_sha.as_str());
     // TensorRT's version is waited for late too, and is in the key all the same.

@@ -146,7 +146,7 @@ fn record(
     failure: Option<CellFailure>,
 ) -> CellRecord {
     let key = CellKey {
-        model_sha256: trtkit::bench::key::hex16(model.as_bytes()).repeat(4),
+        model_sha256: trtkit::digest::sha256_hex16(model.as_bytes()).repeat(4),
         precision,
         batch,
         dims: Default::default(),

@@ -5,10 +5,9 @@
 use super::tract::parse;
 use crate::onnx::external_shapes::external_weights_as_inputs;
 use crate::onnx::macs::{count_macs, MacsCount, MacsUnknown};
-use crate::onnx::rewrite::pass::Pass;
-use crate::onnx::shape::{fixed_batch, model_inputs, Batch, FixBatch, InputShapes, ShapeRequest};
+use crate::onnx::shape::{fixed_batch, model_inputs, shaped, ShapeRequest};
 use crate::onnx::OnnxModel;
-use crate::tensor::{Dim, UnfixedAxis};
+use crate::tensor::{BatchAxisRequest, Dim, UnfixedAxis};
 use anyhow::Result;
 use std::collections::HashMap;
 use tract_onnx::prelude::*;
@@ -20,17 +19,20 @@ pub(crate) fn tensor_shapes(
     model: &OnnxModel,
     request: &ShapeRequest,
 ) -> Result<(HashMap<String, Vec<usize>>, usize)> {
-    let mut model = model.clone();
-    if !request.is_empty() {
-        model = InputShapes(request.clone()).run(model)?.0;
-    }
-    let batch = match fixed_batch(&model) {
-        Some(n) if n > 0 => n,
-        _ => {
-            model = FixBatch::new(Batch::Static(1)).run(model)?.0;
-            1
-        }
-    };
+    // The model's own fixed batch, or batch 1 fixed.
+    let mut batch = 1;
+    let (mut model, _) = shaped(
+        model.clone(),
+        request,
+        &BatchAxisRequest::default(),
+        |m, _| match fixed_batch(m) {
+            Some(n) if n > 0 => {
+                batch = n;
+                None
+            }
+            _ => Some(1),
+        },
+    )?;
     check_inputs_fixed(&model)?;
     // Shapes need the weights' dims, not their bytes: large external data stays on disk.
     external_weights_as_inputs(model.graph_mut());

@@ -10,9 +10,8 @@ use super::ort_profile::{OpTimes, ProfileFolder};
 use super::{Backend, OutputVisitor, RunOutput};
 use crate::error_kind::{ErrorKind, TypedError};
 use crate::onnx::rewrite::fp16_emulate::has_float16_compute;
-use crate::onnx::rewrite::pass::Pass;
 use crate::onnx::rewrite::transformer_fusion::TransformerFusion;
-use crate::onnx::shape::{model_batch_axes, Batch, FixBatch, InputShapes, ShapeRequest};
+use crate::onnx::shape::{shaped, ShapeRequest};
 use crate::onnx::tensor_info::is_placeholder;
 use crate::onnx::tensor_info::tensor_type_mut;
 use crate::onnx::OnnxModel;
@@ -122,15 +121,9 @@ pub(crate) fn prepared_with_axes(
 ) -> Result<(OnnxModel, BatchAxes, Option<String>)> {
     let mut model = model.clone();
     lower_for_ort(&mut model)?;
-    if !options.input_shapes.is_empty() {
-        model = InputShapes(options.input_shapes.clone()).run(model)?.0;
-    }
-    let axes = model_batch_axes(&model, &options.batch_axes)?;
-    if let Some(n) = options.batch {
-        model = FixBatch::with_axes(Batch::Static(n as i64), &options.batch_axes)
-            .run(model)?
-            .0;
-    }
+    let (mut model, axes) = shaped(model, &options.input_shapes, &options.batch_axes, |_, _| {
+        options.batch
+    })?;
     model.inline_external_data()?;
     match options.transformer_fusion {
         Some(fusion) => {

@@ -6,7 +6,7 @@
 
 use super::ort_cuda_tuning::{Candidate, ConvAlgoSearch, CudnnWorkspace};
 use crate::atomic_file::write_atomic;
-use crate::onnx::model::sha256_hex;
+use crate::digest::sha256_hex;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};

@@ -2,9 +2,9 @@
 //! measured, so a re-run skips it.
 
 use super::target::Target;
+use crate::digest::sha256_hex16;
 use crate::tensor::Precision;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 
 /// The identity of one cell of the matrix.
@@ -35,7 +35,7 @@ impl CellKey {
     /// A short, stable name for the key: 16 hex digits of the SHA-256 of its JSON.
     pub fn id(&self) -> String {
         let json = serde_json::to_vec(self).expect("a key serializes");
-        hex16(&json)
+        sha256_hex16(&json)
     }
 
     /// The id of the key whatever GPU model measures it: how the machine that plans a cluster
@@ -90,15 +90,6 @@ pub(crate) fn cell_label(model: &str, key: &CellKey) -> String {
         "{model}/{}/b{}{dims}/{}",
         key.precision, key.batch, key.target
     )
-}
-
-/// The first 16 hex digits of the SHA-256 of `bytes`.
-pub fn hex16(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .take(8)
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use super::record::{CellRecord, Status};
 use super::slurm::SlurmJob;
 use super::supervise::{run_child, Supervisor};
 use crate::cuda::info::driver_info;
-use crate::onnx::model::file_sha256;
+use crate::digest::file_sha256;
 use crate::progress::Progress;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};

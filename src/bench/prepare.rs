@@ -5,13 +5,13 @@
 //! figures are measured). Everything is written atomically under a keyed name, so the second cell that needs
 //! it, in this process or another, finds it.
 
-use super::key::hex16;
 use super::plan::CellSpec;
 use super::target::Target;
 use crate::atomic_file::FileLock;
 use crate::backend::select::BackendOptions;
 use crate::calibration::job::{calibrate, CalibrateConfig};
 use crate::calibration::range::Algorithm;
+use crate::digest::sha256_hex16;
 use crate::jobs::build::{build, BuildConfig, BuildObservers};
 use crate::jobs::quantize::{quantize, QuantizeConfig, Rewrite};
 use crate::onnx::shape::fixed_batch;
@@ -128,7 +128,7 @@ pub fn prepare(spec: &CellSpec) -> Result<Prepared> {
                     "calibrated"
                 }
             ));
-            let tag = format!("int8-{}", &hex16(&std::fs::read(&cache)?)[..8]);
+            let tag = format!("int8-{}", &sha256_hex16(&std::fs::read(&cache)?)[..8]);
             let how = Rewrite::Precision(Box::new(PrecisionPlan {
                 scales: Some(Int8Source::Cache(cache)),
                 ..PrecisionPlan::of(Precision::Int8)

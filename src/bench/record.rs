@@ -351,7 +351,7 @@ pub mod fixtures {
     /// A key for `model` (its hash is derived from the name).
     pub fn key(model: &str, precision: Precision, batch: usize, target: Target) -> CellKey {
         CellKey {
-            model_sha256: super::super::key::hex16(model.as_bytes()).repeat(4),
+            model_sha256: crate::digest::sha256_hex16(model.as_bytes()).repeat(4),
             precision,
             batch,
             dims: Default::default(),

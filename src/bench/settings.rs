@@ -5,10 +5,10 @@
 //! of those settings in each cell's key ([`CellSettings::digest`]). A new setting is one entry.
 
 use super::devices::DeviceRequest;
-use super::key::hex16;
 use super::target::Target;
 use crate::data::dataset::Annotations;
 use crate::data::preprocess::PreprocessRequest;
+use crate::digest::sha256_hex16;
 use crate::number::{self, seconds_value};
 use crate::onnx::shape::{parse_input_shapes, NamedDim, ShapeRequest};
 use crate::tensor::Precision;
@@ -387,11 +387,7 @@ fn is_set(v: &serde_json::Value) -> bool {
 impl CellSettings {
     /// The ground truth beside the dataset's images.
     pub fn annotations(&self) -> Annotations {
-        match (&self.masks, &self.coco) {
-            (Some(dir), _) => Annotations::Masks(dir.clone()),
-            (_, Some(file)) => Annotations::Coco(file.clone()),
-            _ => Annotations::Classes,
-        }
+        Annotations::given(self.masks.clone(), self.coco.clone()).unwrap_or_default()
     }
 
     /// The digest of the settings that change the numbers of a cell on `target`, for its key:
@@ -409,7 +405,7 @@ impl CellSettings {
                 relevant.insert(name.to_string(), value);
             }
         }
-        hex16(serde_json::Value::Object(relevant).to_string().as_bytes())
+        sha256_hex16(serde_json::Value::Object(relevant).to_string().as_bytes())
     }
 
     /// The fixed input shapes and these named-axis sizes, as the backends take them.

@@ -8,9 +8,9 @@ use crate::data::dataset::Sample;
 use crate::data::loader::{HostBatch, Loader};
 use crate::data::preprocess::PreprocessRequest;
 use crate::data::walk::walk;
+use crate::digest::Sha256Stream;
 use crate::tensor::{ElemType, HostTensor};
 use anyhow::{bail, Context, Result};
-use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
 /// Batches to keep decoded ahead of the model.
@@ -67,7 +67,7 @@ impl ImageBatches {
         let available = files.len();
         let used = usable(&shown, available, limit, batch)?;
         files.truncate(used);
-        let mut hasher = Sha256::new();
+        let mut hasher = Sha256Stream::new();
         for f in &files {
             hasher.update(
                 f.strip_prefix(dir)
@@ -90,14 +90,8 @@ impl ImageBatches {
             input: input.into(),
             sample_shape: sample_shape.to_vec(),
             done: 0,
-            facts: SourceSummary::new(
-                batch,
-                used,
-                available,
-                format!("{:x}", hasher.finalize()),
-                preprocessing,
-            )
-            .with_files(one_each),
+            facts: SourceSummary::new(batch, used, available, hasher.finish_hex(), preprocessing)
+                .with_files(one_each),
         })
     }
 }

@@ -12,9 +12,9 @@ use super::sample_source::{source_files, usable, CalibrationBatches, SourceSumma
 use crate::data::batch_axis::{concat_on, slice_padded_on};
 use crate::data::npz;
 use crate::data::synthetic::{apply_int_inputs, InputDistribution, RandomInputs};
+use crate::digest::Sha256Stream;
 use crate::tensor::{BatchAxes, HostTensor, IntInput, IoSpec};
 use anyhow::{bail, Context, Result};
-use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -108,7 +108,7 @@ impl MultiInputBatches {
             |p| p.extension().is_some_and(|e| e == "npz"),
             "no .npz files in the folder (a model with several or integer inputs calibrates from .npz files holding an array per input)",
         )?;
-        let mut hasher = Sha256::new();
+        let mut hasher = Sha256Stream::new();
         let mut parts: Vec<Vec<HostTensor>> = vec![vec![]; specs.len()];
         for f in &files {
             let bytes =
@@ -162,7 +162,7 @@ impl MultiInputBatches {
                 batch,
                 used,
                 available,
-                format!("{:x}", hasher.finalize()),
+                hasher.finish_hex(),
                 "none (numpy arrays fed as stored, one per input)".into(),
             ),
         })

@@ -6,10 +6,10 @@
 //! (`image_source`) implements the same trait.
 
 use crate::data::npz;
+use crate::digest::Sha256Stream;
 use crate::setting::{fix_with, Setting};
 use crate::tensor::{HostTensor, TensorData};
 use anyhow::{bail, Context, Result};
-use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
 /// A finite sequence of input batches for calibration (each one tensor per model input, in the
@@ -232,7 +232,7 @@ impl ArrayBatches {
         let files = source_files(path, is_array_file, "no .npy or .npz files in the folder")?;
         let mut available = 0usize;
         let mut rows = Vec::with_capacity(files.len());
-        let mut hasher = Sha256::new();
+        let mut hasher = Sha256Stream::new();
         for f in &files {
             let bytes = read_file(f)?;
             let (shape, _) = array_for(f, &bytes, input)?;
@@ -261,7 +261,7 @@ impl ArrayBatches {
             batch,
             used,
             available,
-            format!("{:x}", hasher.finalize()),
+            hasher.finish_hex(),
             "none (numpy arrays fed as stored)".into(),
         )
         .with_files(rows);

@@ -108,12 +108,9 @@ pub fn config(args: &ValidateArgs, ws: Option<&Workspace>) -> Result<ValidateCon
         dataset_options: DatasetOptions {
             labels: args.labels.clone(),
             class_map: args.class_map.clone(),
-            annotations: match (&args.masks, &args.coco, ws) {
-                (Some(dir), _, _) => Annotations::Masks(dir.clone()),
-                (_, Some(file), _) => Annotations::Coco(file.clone()),
-                (None, None, Some(ws)) => ws.annotations(),
-                _ => Annotations::Classes,
-            },
+            annotations: Annotations::given(args.masks.clone(), args.coco.clone())
+                .or_else(|| ws.map(Workspace::annotations))
+                .unwrap_or_default(),
         },
         shuffle_seed: args.shuffle_seed,
         limit: positive_samples(args.num_samples)?,

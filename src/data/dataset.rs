@@ -55,6 +55,18 @@ pub enum Annotations {
     Coco(PathBuf),
 }
 
+impl Annotations {
+    /// The ground truth a masks folder or a COCO file names (masks win when both are given), or
+    /// `None` when neither is: the one rule every place that reads the two settings follows.
+    pub fn given(masks: Option<PathBuf>, coco: Option<PathBuf>) -> Option<Annotations> {
+        match (masks, coco) {
+            (Some(dir), _) => Some(Annotations::Masks(dir)),
+            (_, Some(file)) => Some(Annotations::Coco(file)),
+            _ => None,
+        }
+    }
+}
+
 /// The class folders of an ImageFolder root: its non-hidden sub-folders (links to folders
 /// count), sorted by name.
 fn class_folders(root: &Path) -> Result<Vec<PathBuf>> {

@@ -18,18 +18,6 @@ pub struct OnnxModel {
     pub path: PathBuf,
 }
 
-/// The SHA-256 of some bytes, hex.
-pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
-    use sha2::{Digest, Sha256};
-    format!("{:x}", Sha256::digest(bytes))
-}
-
-/// The SHA-256 of a file, hex: the identity of a model (or engine) in every key trtkit writes.
-pub fn file_sha256(path: &Path) -> Result<String> {
-    let bytes = std::fs::read(path).with_context(|| format!("{}: cannot read", path.display()))?;
-    Ok(sha256_hex(&bytes))
-}
-
 /// What a file turned out to be when it is not an ONNX model, judged by its first bytes.
 pub(crate) fn sniff_foreign_format(bytes: &[u8]) -> Option<&'static str> {
     const SIGNATURES: &[(&[u8], &str)] = &[

@@ -9,9 +9,9 @@
 
 use crate::backend::mac_count::model_macs;
 use crate::calibration::cache::{check_cache_model, CalibrationTable};
+use crate::digest::file_sha256;
 use crate::metrics::bootstrap::IntervalScores;
 use crate::onnx::macs::MacsCount;
-use crate::onnx::model::file_sha256;
 use crate::onnx::rewrite::bias::correct_biases;
 use crate::onnx::rewrite::constant_weights::lift_constant_weights;
 use crate::onnx::rewrite::plan::{node_label, node_op, QuantPlan};

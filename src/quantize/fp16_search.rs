@@ -6,8 +6,8 @@
 //! The result is kept under a key (model, samples, goal, keep lists, backend) with its SHA-256
 //! beside it, so the same question is answered again without measuring.
 
+use crate::digest::file_sha256;
 use crate::metrics::bootstrap::IntervalScores as Score;
-use crate::onnx::model::file_sha256;
 use crate::onnx::rewrite::fp16::{Fp16, Fp16Options};
 use crate::onnx::rewrite::pass::Pass;
 use crate::onnx::OnnxModel;

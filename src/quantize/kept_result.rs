@@ -3,8 +3,8 @@
 //! are the ones the search wrote (a result changed since, or cut short, is searched again, and
 //! the report says why).
 
+use crate::digest::sha256_hex16;
 use crate::keyed_artifact::{self, Durability, KeyFile, Lookup};
-use crate::onnx::model::sha256_hex;
 use anyhow::{Context, Result};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -22,7 +22,7 @@ pub(crate) fn kept_path(dir: &Path, model: &Path, kind: &str, key: &str) -> Path
 
 /// The first 16 hex digits of the SHA-256 of `key`'s JSON: a result's key in its file name.
 pub(crate) fn short_key(key: &serde_json::Value) -> String {
-    sha256_hex(key.to_string().as_bytes())[..16].to_string()
+    sha256_hex16(key.to_string().as_bytes())
 }
 
 /// Writes `report` as the kept result `kept`, its folder made first.

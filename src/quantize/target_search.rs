@@ -6,7 +6,7 @@
 //! again without measuring, from a result that is the one the search wrote.
 
 use crate::calibration::cache::CalibrationTable;
-use crate::onnx::model::file_sha256;
+use crate::digest::file_sha256;
 use crate::onnx::rewrite::constant_weights::lift_constant_weights;
 use crate::onnx::rewrite::plan::{plan_int8, Exclusion};
 use crate::onnx::rewrite::qdq::WeightQuant;

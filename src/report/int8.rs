@@ -237,28 +237,46 @@ pub(crate) fn render_sensitivity(r: &SensitivityReport) -> String {
     out + &t.render()
 }
 
-/// The target line's verdict: met or not, and on which samples.
-fn verdict(r: &TargetReport) -> String {
-    match (r.met, r.check.as_ref()) {
+/// A target search's verdict, INT8's or FP16's: met or not, and on which samples; `in_float`
+/// names what the search left in float when even that missed (every quantized node, every
+/// candidate node).
+pub(crate) fn target_verdict(
+    met: bool,
+    met_on_tuning: bool,
+    check: Option<&Score>,
+    in_float: &str,
+) -> String {
+    match (met, check) {
         (true, Some(c)) => format!(
             "met on the {} check samples the search never tuned on",
             c.samples
         ),
         (true, None) => "met on the samples the search tuned on (no check set)".into(),
-        (false, Some(_)) if r.met_on_tuning => {
+        (false, Some(_)) if met_on_tuning => {
             "NOT met on the check samples (met on the tuning samples)".into()
         }
-        (false, _) => "NOT met, even with every quantized node in float".into(),
+        (false, _) => format!("NOT met, even with {in_float}"),
+    }
+}
+
+/// A target search's goal, as its line says it.
+pub(crate) fn goal_text(goal: &Goal) -> String {
+    match goal {
+        Goal::Cosine(c) => format!("cosine ≥ {c}"),
+        Goal::Agreement(p) => format!("top-1 agreement ≥ {p}%"),
     }
 }
 
 /// What the target search did, for the terminal.
 pub(crate) fn render_target(r: &TargetReport) -> String {
-    let goal = match r.goal {
-        Goal::Cosine(c) => format!("cosine ≥ {c}"),
-        Goal::Agreement(p) => format!("top-1 agreement ≥ {p}%"),
-    };
-    let mut out = format!("{} ({goal}): {}\n", r.output, verdict(r));
+    let goal = goal_text(&r.goal);
+    let verdict = target_verdict(
+        r.met,
+        r.met_on_tuning,
+        r.check.as_ref(),
+        "every quantized node in float",
+    );
+    let mut out = format!("{} ({goal}): {verdict}\n", r.output);
     out += &scores_lines(
         "INT8",
         (&r.full_int8, r.full_int8_check.as_ref()),

@@ -6,7 +6,7 @@ use crate::jobs::layerwise::LayerwiseReport;
 use crate::metrics::layerwise::TensorDivergence;
 use crate::report::format::num;
 use crate::report::plot_scale::Scale;
-use crate::report::plots::{svg, Area, Drawn};
+use crate::report::plots::{draw_axes, svg, Area, Drawn};
 use crate::report::table::Table;
 use plotters::prelude::*;
 
@@ -156,16 +156,11 @@ pub fn plot(r: &LayerwiseReport) -> Option<String> {
             .x_label_area_size(42)
             .y_label_area_size(72)
             .build_cartesian_2d(x.clone(), y.clone())?;
-        let (xl, yl) = (|p: &f64| x.label(*p), |p: &f64| y.label(*p));
-        c.configure_mesh()
-            .x_desc("depth (nodes from the inputs)")
-            .y_desc(format!("1 − cosine{}", y.suffix()))
-            .x_label_formatter(&xl)
-            .y_label_formatter(&yl)
-            .label_style(("sans-serif", 12))
-            .axis_desc_style(("sans-serif", 13))
-            .bold_line_style(BLACK.mix(0.08))
-            .draw()?;
+        draw_axes(
+            &mut c,
+            (&x, "depth (nodes from the inputs)"),
+            (&y, &format!("1 − cosine{}", y.suffix())),
+        )?;
         let (x0, x1) = (
             x.map(0.0).unwrap_or(0.0),
             x.map(depths.iter().copied().fold(0.0, f64::max)),

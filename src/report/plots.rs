@@ -16,7 +16,7 @@ use plotters::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 
 type Coord = Cartesian2d<Scale, Scale>;
-type Chart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Coord>;
+pub(super) type Chart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Coord>;
 pub(super) type Area<'b> = DrawingArea<SVGBackend<'b>, Shift>;
 pub(super) type Drawn = std::result::Result<(), Box<dyn std::error::Error>>;
 
@@ -78,6 +78,22 @@ pub(super) fn svg(size: (u32, u32), draw: impl FnOnce(&Area) -> Drawn) -> Option
     Some(out)
 }
 
+/// The axes (each a scale and its description) and a faint grid of a report chart, in the one
+/// style every plot of the report shares.
+pub(super) fn draw_axes(c: &mut Chart<'_, '_>, x: (&Scale, &str), y: (&Scale, &str)) -> Drawn {
+    let (xl, yl) = (|p: &f64| x.0.label(*p), |p: &f64| y.0.label(*p));
+    c.configure_mesh()
+        .x_desc(x.1)
+        .y_desc(y.1)
+        .x_label_formatter(&xl)
+        .y_label_formatter(&yl)
+        .label_style(("sans-serif", 12))
+        .axis_desc_style(("sans-serif", 13))
+        .bold_line_style(BLACK.mix(0.08))
+        .draw()?;
+    Ok(())
+}
+
 /// A chart with its axes and grid on `area`, then `body` drawn in it.
 fn chart<'b>(
     area: &Area<'b>,
@@ -101,16 +117,11 @@ fn chart<'b>(
         .x_label_area_size(42)
         .y_label_area_size(64)
         .build_cartesian_2d(x.0.clone(), y.0.clone())?;
-    let (xl, yl) = (|p: &f64| x.0.label(*p), |p: &f64| y.0.label(*p));
-    c.configure_mesh()
-        .x_desc(format!("{}{}", x.1, x.0.suffix()))
-        .y_desc(format!("{}{}", y.1, y.0.suffix()))
-        .x_label_formatter(&xl)
-        .y_label_formatter(&yl)
-        .label_style(("sans-serif", 12))
-        .axis_desc_style(("sans-serif", 13))
-        .bold_line_style(BLACK.mix(0.08))
-        .draw()?;
+    draw_axes(
+        &mut c,
+        (x.0, &format!("{}{}", x.1, x.0.suffix())),
+        (y.0, &format!("{}{}", y.1, y.0.suffix())),
+    )?;
     body(&mut c)?;
     // Right of the plotting area, where it hides no data: a marker and the name per series.
     let left = area.dim_in_pixel().0 as i32 - LEGEND_WIDTH as i32;

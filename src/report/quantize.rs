@@ -7,7 +7,8 @@ use crate::jobs::quantize::QuantizeReport;
 use crate::quantize::fp16_search::{Fp16TargetReport, KeepReason};
 use crate::quantize::target_search::Goal;
 use crate::report::int8::{
-    render_measured, render_sensitivity, render_target, samples_line, scores_lines, search_line,
+    goal_text, render_measured, render_sensitivity, render_target, samples_line, scores_lines,
+    search_line, target_verdict,
 };
 
 /// What any `quantize` request printed: the rewrite's line or the triage's tables.
@@ -94,21 +95,13 @@ fn render_written(report: &QuantizeReport) -> String {
 
 /// What the FP16 target search wrote, what it kept in float32 and why, for the terminal.
 pub(crate) fn render_fp16_target(r: &Fp16TargetReport) -> String {
-    let goal = match r.goal {
-        Goal::Cosine(c) => format!("cosine ≥ {c}"),
-        Goal::Agreement(p) => format!("top-1 agreement ≥ {p}%"),
-    };
-    let verdict = match (r.met, r.check.as_ref()) {
-        (true, Some(c)) => format!(
-            "met on the {} check samples the search never tuned on",
-            c.samples
-        ),
-        (true, None) => "met on the samples the search tuned on (no check set)".into(),
-        (false, Some(_)) if r.met_on_tuning => {
-            "NOT met on the check samples (met on the tuning samples)".into()
-        }
-        (false, _) => "NOT met, even with every candidate node in float32".into(),
-    };
+    let goal = goal_text(&r.goal);
+    let verdict = target_verdict(
+        r.met,
+        r.met_on_tuning,
+        r.check.as_ref(),
+        "every candidate node in float32",
+    );
     let measure = match r.goal {
         Goal::Cosine(_) => "cosine",
         Goal::Agreement(_) => "top-1 agreement %",

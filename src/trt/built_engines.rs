@@ -4,8 +4,8 @@
 //! beside its engine, when its bytes are the ones the sidecar vouches for.
 
 use super::engine_file::{is_engine_name, kept_graph_path, sidecar_path, EngineSidecar};
+use crate::digest::{file_sha256, sha256_hex};
 use crate::keyed_artifact;
-use crate::onnx::model::{file_sha256, sha256_hex};
 use crate::tensor::Precision;
 use std::path::{Path, PathBuf};
 

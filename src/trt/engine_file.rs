@@ -185,9 +185,7 @@ struct SealedSidecar {
 
 /// The seal of `sidecar`: the SHA-256 of its fields as compact JSON.
 fn seal_of(sidecar: &EngineSidecar) -> Result<String> {
-    Ok(crate::onnx::model::sha256_hex(&serde_json::to_vec(
-        sidecar,
-    )?))
+    Ok(crate::digest::sha256_hex(&serde_json::to_vec(sidecar)?))
 }
 
 impl KeyFile for EngineSidecar {
@@ -260,7 +258,7 @@ pub(crate) fn store(
 mod tests {
     use super::super::profile::InputProfile;
     use super::*;
-    use crate::onnx::model::sha256_hex;
+    use crate::digest::sha256_hex;
 
     fn key() -> EngineKey {
         EngineKey {

@@ -8,7 +8,7 @@ use super::engine_file::{file_flavour, read_sidecar, sidecar_path, EngineSidecar
 use super::loader::{can_run_on, locate_usable, Flavour, BOUND};
 use super::preflight::check_integrity;
 use crate::cuda::info::driver_info;
-use crate::onnx::model::sha256_hex;
+use crate::digest::sha256_hex;
 use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::path::Path;

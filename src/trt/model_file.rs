@@ -7,7 +7,8 @@
 //! build at the model's own shapes): they are never copied.
 
 use super::sys::map_read_only;
-use crate::onnx::model::{read_model_file, sha256_hex};
+use crate::digest::sha256_hex;
+use crate::onnx::model::read_model_file;
 use anyhow::{Context, Result};
 use memmap2::Mmap;
 use std::ops::Deref;

@@ -222,7 +222,7 @@ impl ShapeProfile {
     /// `p` and the first 8 hex digits of the SHA-256 of the whole profile.
     pub(crate) fn hash_tag(&self) -> String {
         let text = serde_json::to_string(self).unwrap_or_default();
-        format!("p{}", &crate::onnx::model::sha256_hex(text.as_bytes())[..8])
+        format!("p{}", &crate::digest::sha256_hex(text.as_bytes())[..8])
     }
 
     /// One line per input: `input  1×3×224×224 … 64×3×224×224 (opt 32×3×224×224)`.

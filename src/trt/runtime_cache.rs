@@ -6,7 +6,7 @@
 //! before they are handed to TensorRT-RTX), and a file is written to a temporary name and renamed.
 
 use crate::atomic_file::write_atomic;
-use crate::onnx::model::sha256_hex;
+use crate::digest::sha256_hex;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};

@@ -108,11 +108,12 @@ impl Workspace {
     /// The ground truth beside the dataset's images from the settings, resolved: masks, COCO
     /// boxes, or (neither set) a class per image.
     pub fn annotations(&self) -> Annotations {
-        match (&self.settings.masks, &self.settings.coco) {
-            (Some(dir), _) => Annotations::Masks(self.resolve(dir)),
-            (_, Some(file)) => Annotations::Coco(self.resolve(file)),
-            _ => Annotations::Classes,
-        }
+        let resolved = |p: &Option<PathBuf>| p.as_deref().map(|p| self.resolve(p));
+        Annotations::given(
+            resolved(&self.settings.masks),
+            resolved(&self.settings.coco),
+        )
+        .unwrap_or_default()
     }
 
     /// The calibration data from the settings, resolved (a `synthetic:` source as it is).

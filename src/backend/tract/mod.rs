@@ -8,10 +8,7 @@
 use super::{Backend, Device, OutputVisitor, RunOutput};
 use crate::data::batch_axis::{concat, slice_padded_on, truncate};
 use crate::error_kind::{ErrorKind, TypedError};
-use crate::onnx::rewrite::pass::Pass;
-use crate::onnx::shape::{
-    model_batch_axes, model_inputs, Batch, FixBatch, InputShapes, ShapeRequest,
-};
+use crate::onnx::shape::{model_inputs, shaped, ShapeRequest};
 use crate::onnx::OnnxModel;
 use crate::setting::{fix_with, Setting};
 use crate::tensor::{check_input_count, HostTensor, IoSpec};
@@ -100,26 +97,26 @@ pub(crate) fn cuda_runtime() -> Result<&'static dyn Runtime> {
 impl TractBackend {
     /// Prepares `model` (shape overrides, batch, parse, optimize) for running on the CPU.
     pub fn load(model: &OnnxModel, options: &TractOptions) -> Result<Self> {
-        let mut model = model.clone();
-        if !options.input_shapes.is_empty() {
-            model = InputShapes(options.input_shapes.clone()).run(model)?.0;
-        }
-        let batch_axes = model_batch_axes(&model, &options.batch_axes)?;
-        let threads = thread_plan(&model, options, &batch_axes);
+        let mut planned = None;
+        let (model, batch_axes) = shaped(
+            model.clone(),
+            &options.input_shapes,
+            &options.batch_axes,
+            |model, axes| {
+                let threads = thread_plan(model, options, axes);
+                planned = Some(threads);
+                // Each chunk runs the prepared batch; one chunk runs the whole.
+                let chunked = threads.chunks > 1;
+                options
+                    .batch
+                    .map(|n| if chunked { threads.chunk_batch } else { n })
+            },
+        )?;
+        let threads = planned.context("the thread plan is made while the model is shaped")?;
         let cuda = match options.device {
             Device::Cuda => Some(cuda_runtime()?),
             Device::Cpu => None,
         };
-        if let Some(n) = options.batch {
-            let prepared = if threads.chunks > 1 {
-                threads.chunk_batch
-            } else {
-                n
-            };
-            model = FixBatch::with_axes(Batch::Static(prepared as i64), &options.batch_axes)
-                .run(model)?
-                .0;
-        }
         let shown = model.path.display().to_string();
         let parsed = parse(&model)?;
         // The CPU plan is optimized for tract's CPU kernels (weights packed for them); the CUDA

@@ -2,6 +2,8 @@
 //! their nodes run, and the same values as the whole batch at once.
 
 use super::*;
+use crate::onnx::rewrite::pass::Pass;
+use crate::onnx::shape::{Batch, FixBatch};
 use crate::onnx::test_models;
 use crate::tensor::TensorData;
 

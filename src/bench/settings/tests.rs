@@ -125,7 +125,7 @@ fn an_unset_setting_stays_out_of_the_key() {
         }
     }
     assert_eq!(json.as_object().unwrap().len(), 19);
-    let expected = hex16(serde_json::Value::Object(without).to_string().as_bytes());
+    let expected = sha256_hex16(serde_json::Value::Object(without).to_string().as_bytes());
     assert_eq!(base.digest(Target::OrtCpu), expected);
 }
 

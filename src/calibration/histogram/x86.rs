@@ -224,7 +224,7 @@ pub(super) fn count_avx512(
     values: &[f32],
     range: f32,
     to: Target,
-    mut pack: bool,
+    pack: bool,
 ) -> Counted {
     let (scale, last) = scale_last(range, to.bins);
     if !scale.is_finite() {
@@ -247,42 +247,75 @@ pub(super) fn count_avx512(
                 zeros: f._mm512_setzero_si512(),
                 non_finite: 0,
             };
-            let Target { lanes, bins, index } = to;
-            let index = &mut index.0;
-            let (mut done, mut bin0, mut zeros) = (0, 0, 0);
-            for group in values.chunks(GROUP) {
-                let before = acc;
-                let kept = if pack {
-                    group512::<true>(simd, &c, group, &mut acc, index)
-                } else {
-                    group512::<false>(simd, &c, group, &mut acc, index)
-                };
-                let Some(kept) = kept else {
-                    acc = before;
-                    break;
-                };
-                scatter(&index[..kept], lanes, bins);
-                let n = group.len();
-                bin0 += (n - kept) as u64;
-                done += n;
-                let zeros_now = lane_sum::<W512, _>(acc.zeros);
-                let zeros_here = (zeros_now - zeros) as usize;
-                pack = worth_packing(if pack { n - kept } else { zeros_here }, n);
-                zeros = zeros_now;
-            }
+            let groups = count_groups(
+                values,
+                to,
+                pack,
+                &mut acc,
+                |a| lane_sum::<W512, _>(a.zeros),
+                |pack, group, acc, index| {
+                    if pack {
+                        group512::<true>(simd, &c, group, acc, index)
+                    } else {
+                        group512::<false>(simd, &c, group, acc, index)
+                    }
+                },
+            );
             let scan = Scan {
                 max_abs: f._mm512_reduce_max_ps(acc.max),
                 non_finite: acc.non_finite,
                 zeros: lane_sum::<W512, _>(acc.zeros),
             };
             Counted {
-                done,
+                done: groups.done,
                 scan,
-                bin0,
-                pack,
+                bin0: groups.bin0,
+                pack: groups.pack,
             }
         },
     )
+}
+
+/// Where the group loop stopped: values counted, values packing sent to bin 0, and whether the
+/// next group should pack.
+struct Groups {
+    done: usize,
+    bin0: u64,
+    pack: bool,
+}
+
+/// The group loop both widths run: each group of `values` counted by `count_group` (packing or
+/// not, as the last group's share of zeros advises) and its kept indices scattered into the
+/// bins. A group holding a value past the range stops it, with `acc` as it was before that
+/// group (the caller grows the range and goes on from `done`).
+#[inline(always)]
+fn count_groups<A: Copy>(
+    values: &[f32],
+    to: Target,
+    mut pack: bool,
+    acc: &mut A,
+    zeros_of: impl Fn(&A) -> u64,
+    mut count_group: impl FnMut(bool, &[f32], &mut A, &mut [u32; GROUP]) -> Option<usize>,
+) -> Groups {
+    let Target { lanes, bins, index } = to;
+    let index = &mut index.0;
+    let (mut done, mut bin0, mut zeros) = (0, 0, 0);
+    for group in values.chunks(GROUP) {
+        let before = *acc;
+        let Some(kept) = count_group(pack, group, acc, index) else {
+            *acc = before;
+            break;
+        };
+        scatter(&index[..kept], lanes, bins);
+        let n = group.len();
+        bin0 += (n - kept) as u64;
+        done += n;
+        let zeros_now = zeros_of(acc);
+        let zeros_here = (zeros_now - zeros) as usize;
+        pack = worth_packing(if pack { n - kept } else { zeros_here }, n);
+        zeros = zeros_now;
+    }
+    Groups { done, bin0, pack }
 }
 
 /// The AVX2 pass's constants, broadcast.
@@ -421,13 +454,7 @@ fn group256<const PACK: bool>(
 }
 
 /// [`super::count_fused`] with AVX2: 8 values a step.
-pub(super) fn count_avx2(
-    simd: V3,
-    values: &[f32],
-    range: f32,
-    to: Target,
-    mut pack: bool,
-) -> Counted {
+pub(super) fn count_avx2(simd: V3, values: &[f32], range: f32, to: Target, pack: bool) -> Counted {
     let (scale, last) = scale_last(range, to.bins);
     if !scale.is_finite() {
         return count_portable(values, range, to, pack);
@@ -450,29 +477,20 @@ pub(super) fn count_avx2(
                 zeros: x._mm256_setzero_si256(),
                 non_finite: 0,
             };
-            let Target { lanes, bins, index } = to;
-            let index = &mut index.0;
-            let (mut done, mut bin0, mut zeros) = (0, 0, 0);
-            for group in values.chunks(GROUP) {
-                let before = acc;
-                let kept = if pack {
-                    group256::<true>(simd, &c, group, &mut acc, index)
-                } else {
-                    group256::<false>(simd, &c, group, &mut acc, index)
-                };
-                let Some(kept) = kept else {
-                    acc = before;
-                    break;
-                };
-                scatter(&index[..kept], lanes, bins);
-                let n = group.len();
-                bin0 += (n - kept) as u64;
-                done += n;
-                let zeros_now = lane_sum::<W256, _>(acc.zeros);
-                let zeros_here = (zeros_now - zeros) as usize;
-                pack = worth_packing(if pack { n - kept } else { zeros_here }, n);
-                zeros = zeros_now;
-            }
+            let groups = count_groups(
+                values,
+                to,
+                pack,
+                &mut acc,
+                |a| lane_sum::<W256, _>(a.zeros),
+                |pack, group, acc, index| {
+                    if pack {
+                        group256::<true>(simd, &c, group, acc, index)
+                    } else {
+                        group256::<false>(simd, &c, group, acc, index)
+                    }
+                },
+            );
             let maxima: [f32; W256] = bytemuck::cast(acc.max);
             let scan = Scan {
                 max_abs: maxima.iter().copied().fold(0.0, f32::max),
@@ -480,10 +498,10 @@ pub(super) fn count_avx2(
                 zeros: lane_sum::<W256, _>(acc.zeros),
             };
             Counted {
-                done,
+                done: groups.done,
                 scan,
-                bin0,
-                pack,
+                bin0: groups.bin0,
+                pack: groups.pack,
             }
         },
     )

@@ -6,7 +6,7 @@
 
 use super::lock::hold_before_landing;
 use crate::atomic_file::{remove_if_present, stage_unsynced, StagedFile};
-use crate::onnx::model::sha256_hex;
+use crate::digest::sha256_hex;
 use crate::onnx::OnnxModel;
 use crate::progress::Progress;
 use crate::tensor::Precision;

@@ -5,7 +5,7 @@
 
 pub mod request;
 
-use crate::onnx::model::file_sha256;
+use crate::digest::file_sha256;
 use crate::onnx::rewrite::equalize::{Equalize, EqualizeReport};
 use crate::onnx::rewrite::fp16::Fp16Report;
 use crate::onnx::rewrite::pass::{Pass, PassReport};

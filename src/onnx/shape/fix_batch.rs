@@ -2,7 +2,7 @@
 //! dynamic `batch` axis in inputs and outputs; and [`model_batch_axes`], where each input and
 //! output of a model holds its samples.
 
-use super::input_shapes::apply_input_shapes;
+use super::input_shapes::{apply_input_shapes, InputShapes};
 use super::queries::{model_inputs, model_outputs};
 use super::request::{DimSpec, InputShape, ShapeRequest, BATCH_SYMBOL};
 use crate::onnx::model::OnnxModel;
@@ -71,6 +71,29 @@ pub fn model_batch_axes(model: &OnnxModel, request: &BatchAxisRequest) -> Result
     let (inputs, outputs) = (model_inputs(model), model_outputs(model));
     BatchAxes::infer(&declared(&inputs), &declared(&outputs), request)
         .with_context(|| model.path.display().to_string())
+}
+
+/// `model` made ready to run, in the one order every backend and the shape inference follow: the
+/// input shapes `request` gives applied; where its inputs and outputs hold their samples read
+/// (`axes` naming any the model does not declare), before a fixed batch could hide it; then its
+/// batch fixed at what `batch_for` says of that model and those axes (left as it is for `None`).
+/// Returns the model and its batch axes.
+pub fn shaped(
+    mut model: OnnxModel,
+    request: &ShapeRequest,
+    axes: &BatchAxisRequest,
+    batch_for: impl FnOnce(&OnnxModel, &BatchAxes) -> Option<usize>,
+) -> Result<(OnnxModel, BatchAxes)> {
+    if !request.is_empty() {
+        model = InputShapes(request.clone()).run(model)?.0;
+    }
+    let found = model_batch_axes(&model, axes)?;
+    if let Some(n) = batch_for(&model, &found) {
+        model = FixBatch::with_axes(Batch::Static(n as i64), axes)
+            .run(model)?
+            .0;
+    }
+    Ok((model, found))
 }
 
 /// Names and declared dims, as the batch-axis inference reads them.

@@ -20,7 +20,7 @@ mod request;
 
 pub use axis_ref::NamedAxisError;
 pub(crate) use axis_ref::{index_form, resolve_axis, AxisTarget};
-pub use fix_batch::{model_batch_axes, Batch, FixBatch};
+pub use fix_batch::{model_batch_axes, shaped, Batch, FixBatch};
 pub use grammar::{parse_dim_ranges, parse_input_shapes, parse_named_shapes, parse_shape_tokens};
 pub(crate) use input_shapes::InputShapes;
 pub use queries::{check_named_axes, fixed_batch, input_symbols, model_inputs, model_outputs};
