@@ -16,16 +16,16 @@
 
 use anyhow::{Context, Result};
 use std::process::ExitCode;
+use trtkit::backend::engine::{TrtBackend, TrtOptions};
 use trtkit::cuda::device::Gpu;
 use trtkit::cuda::harness::{self, Amount, HarnessOptions, HarnessReport};
 use trtkit::cuda::kernels::{KernelWorkload, Kernels, Work};
 use trtkit::cuda::memory::DeviceBuffer;
 use trtkit::jobs::compare::{compare, Saves, SideConfig};
-use trtkit::jobs::doctor_check::{against_tract_cpu, build_classifier_engine};
+use trtkit::jobs::doctor::check::{against_tract_cpu, build_classifier_engine};
 use trtkit::metrics::closeness::Tolerance;
 use trtkit::metrics::latency::{IterationSpans, Stats};
 use trtkit::progress::NoProgress;
-use trtkit::trt::backend::{TrtBackend, TrtOptions};
 
 /// The anchor for pinned copies: PyTorch's pinned-tensor copies at 64 MiB on an H100 host, in
 /// GiB/s (`scripts/bench_pinned_copy.py`).
@@ -349,7 +349,7 @@ impl Suite {
             batch: Some(batch),
             ..Default::default()
         };
-        let mut backend = trtkit::jobs::open::open_backend(model, &options)?;
+        let mut backend = trtkit::backend::open(model, &options)?;
         let (inputs, outputs) = (backend.inputs().to_vec(), backend.outputs().to_vec());
         let enqueue = backend
             .gpu()

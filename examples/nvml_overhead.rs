@@ -12,11 +12,11 @@
 use anyhow::{bail, Context, Result};
 use std::path::PathBuf;
 use std::time::Instant;
+use trtkit::backend::open;
 use trtkit::backend::select::{BackendKind, BackendOptions};
 use trtkit::backend::Device;
 use trtkit::bench::monitor::Monitor;
 use trtkit::data::synthetic::timing_inputs;
-use trtkit::jobs::open::open_backend;
 
 struct Args {
     model: PathBuf,
@@ -60,7 +60,7 @@ fn main() -> Result<()> {
         batch: Some(a.batch),
         ..Default::default()
     };
-    let mut backend = open_backend(&a.model, &options)?;
+    let mut backend = open(&a.model, &options)?;
     let inputs = timing_inputs(backend.inputs(), a.batch)?;
     let warm = Instant::now();
     while warm.elapsed().as_secs_f64() < a.seconds {

@@ -128,7 +128,7 @@ const CLI_MAY_NAME: &[&str] = &[
     // The jobs.
     "crate::jobs::build",
     "crate::jobs::compare",
-    "crate::jobs::doctor_check",
+    "crate::jobs::doctor::check",
     "crate::jobs::inspect",
     "crate::jobs::layerwise",
     "crate::jobs::layerwise::all",
@@ -138,7 +138,7 @@ const CLI_MAY_NAME: &[&str] = &[
     "crate::jobs::precision_table",
     "crate::jobs::run",
     "crate::jobs::validate",
-    "crate::jobs::batch_memory::TooLargeForMemory",
+    "crate::backend::batch_memory::TooLargeForMemory",
     "crate::onnx::macs::MacsUnknown",
     "crate::quantize::plan",
     "crate::quantize::evaluate::EvalConfig",
@@ -152,12 +152,12 @@ const CLI_MAY_NAME: &[&str] = &[
     "crate::quantize::fp16_search::Fp16TargetConfig",
     "crate::calibration::job",
     "crate::calibration::range",
-    "crate::trt::support",
+    "crate::jobs::doctor",
     "crate::bench::matrix",
     "crate::bench::journal::main_journal",
     "crate::bench::plan",
     "crate::bench::record::CellRecord",
-    "crate::bench::target::Target",
+    "crate::backend::select::Runtime",
     "crate::bench::supervise::run_in_child",
     "crate::bench::slurm_follow",
     "crate::bench::slurm::SlurmOptions",
@@ -444,6 +444,8 @@ fn the_allowlist_reader_expands_groups_and_refuses_openers() {
     for refused in [
         "crate::jobs::open::open_backend",
         "crate::backend::select::open",
+        "crate::backend::open",
+        "crate::backend::open::open_file",
         "crate::backend::tract::TractBackend",
         "crate::data::npz::save",
         "crate::data::loader::Loader",
@@ -543,7 +545,7 @@ const JOBS: &[&str] = &[
     "compare",
     "layerwise",
     "inspect",
-    "doctor_check",
+    "doctor",
     "precision_compare",
     "precision_table",
 ];
@@ -631,4 +633,67 @@ fn the_job_reader_sees_a_config_in_report_out_function() {
         "pub fn f(x: &Settings) -> Result<BuildReport> "
     ));
     assert!(!job_shaped("pub fn f(x: &BuildConfig) -> BuildReport "));
+}
+
+/// `text` without its `#[cfg(test)]` items: each from that line to the first line after it that
+/// closes an item at the left margin (`}`).
+fn without_test_items(text: &str) -> String {
+    let mut kept = vec![];
+    let mut in_test = false;
+    for line in text.lines() {
+        if line.trim() == "#[cfg(test)]" {
+            in_test = true;
+        } else if in_test && line == "}" {
+            in_test = false;
+        } else if !in_test {
+            kept.push(line);
+        }
+    }
+    kept.join("\n")
+}
+
+/// The calls that make a backend; outside tests only `backend::open` makes them.
+const BACKEND_CONSTRUCTORS: &[&str] = &[
+    "TractBackend::load(",
+    "OrtBackend::load(",
+    "OrtCudaBackend::load(",
+    "TrtBackend::open(",
+];
+
+#[test]
+fn backend_open_is_the_only_opener() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let opener = src.join("backend/open.rs");
+    let mut files = vec![];
+    rust_files(&src, &mut files);
+    let mut seen = 0;
+    // A unit-test file (`tests.rs`) or item (`#[cfg(test)]`) opens the backend it tests.
+    for file in files.into_iter().filter(|f| !f.ends_with("tests.rs")) {
+        let text = without_test_items(&code_lines(&file));
+        let made: Vec<&str> = BACKEND_CONSTRUCTORS
+            .iter()
+            .copied()
+            .filter(|c| text.contains(c))
+            .collect();
+        if file == opener {
+            seen = made.len();
+        } else {
+            assert!(
+                made.is_empty(),
+                "{} opens a backend itself ({made:?}): open it through backend::open",
+                file.display()
+            );
+        }
+    }
+    assert_eq!(
+        seen,
+        BACKEND_CONSTRUCTORS.len(),
+        "backend/open.rs opens every backend"
+    );
+}
+
+#[test]
+fn test_items_are_left_out_of_the_opener_check() {
+    let text = "fn a() {}\n#[cfg(test)]\nfn t() {\n    TractBackend::load(m)\n}\nfn b() {}";
+    assert_eq!(without_test_items(text), "fn a() {}\nfn b() {}");
 }

@@ -9,7 +9,8 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use trtkit::backend::select::{open, BackendKind, BackendOptions};
+use trtkit::backend::open;
+use trtkit::backend::select::{BackendKind, BackendOptions};
 use trtkit::data::proto;
 use trtkit::metrics::closeness::Tolerance;
 use trtkit::metrics::compare::compare_outputs;

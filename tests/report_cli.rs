@@ -7,9 +7,9 @@ mod support;
 
 use std::path::Path;
 use support::{assert_clean_error, trtkit};
+use trtkit::backend::select::Runtime as Target;
 use trtkit::bench::key::CellKey;
 use trtkit::bench::record::*;
-use trtkit::bench::target::Target;
 use trtkit::metrics::setup::SetupTimes;
 use trtkit::tensor::Precision;
 

@@ -74,9 +74,9 @@ fn reports_of_the_model_jobs_round_trip() {
 #[test]
 fn reports_of_the_model_file_jobs_round_trip() {
     use trtkit::calibration::job::CalibrateReport;
+    use trtkit::jobs::doctor::DoctorReport;
     use trtkit::jobs::inspect::InspectReport;
     use trtkit::jobs::quantize::QuantizeReport;
-    use trtkit::trt::support::DoctorReport;
     let dir = tempfile::tempdir().unwrap();
     let model = save(dir.path(), "c.onnx", test_models::classifier(None));
     let m = model.to_str().unwrap();
@@ -97,7 +97,7 @@ fn reports_of_the_model_file_jobs_round_trip() {
     );
     let doctor: DoctorReport = round_trips(&["doctor", "--json"]);
     assert!(!doctor.backends.is_empty());
-    let checked: trtkit::jobs::doctor_check::DoctorCheck =
+    let checked: trtkit::jobs::doctor::check::DoctorCheck =
         round_trips(&["doctor", "--check", "--json"]);
     assert_eq!(checked.doctor.backends, doctor.backends);
 

@@ -10,7 +10,8 @@ mod support;
 
 use std::collections::HashSet;
 use support::{save, stdout_of_success, trtkit};
-use trtkit::backend::select::{open, BackendKind, BackendOptions, TransformerFusionPolicy};
+use trtkit::backend::open;
+use trtkit::backend::select::{BackendKind, BackendOptions, TransformerFusionPolicy};
 use trtkit::onnx::pb::ModelProto;
 use trtkit::onnx::rewrite::pass::Pass;
 use trtkit::onnx::rewrite::report::{PassReport, TransformerFusionReport};

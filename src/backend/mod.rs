@@ -1,11 +1,15 @@
-//! Execution backends: one trait, several implementations (tract on the CPU or CUDA and ONNX
-//! Runtime on the CPU or CUDA here; TensorRT engines in `trt::backend`, where its `unsafe` lives). Commands hold a `Box<dyn Backend>` and do
-//! not care which one it is.
+//! Execution backends: one trait, several implementations (tract on the CPU or CUDA, ONNX Runtime
+//! on the CPU or CUDA, and TensorRT engines in `engine`, over the calls `trt/` wraps). Commands
+//! hold a `Box<dyn Backend>` and do not care which one it is; [`open()`] is the one way to get
+//! one, from an ONNX file, an engine or a model in memory.
 
+pub mod batch_memory;
 pub(crate) mod batch_runner;
 pub mod cpu_split;
+pub mod engine;
 pub(crate) mod fp16_emulated;
 pub mod mac_count;
+pub mod open;
 pub mod ort;
 pub mod ort_cuda;
 pub(crate) mod ort_cuda_autotune;
@@ -18,6 +22,8 @@ pub(crate) mod ort_profile;
 pub mod select;
 pub mod tract;
 pub mod tract_kernels;
+
+pub use open::{open, FileKind, ModelSource};
 
 use crate::tensor::{BatchAxes, Dim, HostTensor, IoSpec, TensorData};
 use anyhow::Result;

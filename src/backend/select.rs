@@ -1,20 +1,14 @@
 //! Opening a backend by name: what the `--backend`/`--device`/`--threads` flags turn into, and
 //! [`Runtime`], the one name of what runs a model that bench targets and table rows share.
 
-use super::fp16_emulated;
 pub use super::fp16_emulated::Fp16Compute;
-use super::ort::{OrtBackend, OrtOptions};
-use super::ort_cuda::{OrtCudaBackend, OrtCudaOptions};
 use super::ort_cuda_tuning::OrtCudaTuning;
 pub use super::ort_fusion::TransformerFusionPolicy;
-use super::tract::{TractBackend, TractOptions};
-use super::{Backend, Device};
-use crate::onnx::rewrite::fp16_emulate::{emulate_fp16, has_float16_compute};
-use crate::onnx::rewrite::transformer_fusion::TransformerFusion;
+use super::Device;
 use crate::onnx::shape::ShapeRequest;
-use crate::onnx::OnnxModel;
+
 use crate::tensor::BatchAxisRequest;
-use anyhow::{anyhow, Result};
+use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
 /// Which reference backend runs an ONNX model.
@@ -228,129 +222,9 @@ impl BackendOptions {
     }
 }
 
-/// Opens `model` on the backend `options` names.
-pub fn open(model: &OnnxModel, options: &BackendOptions) -> Result<Box<dyn Backend>> {
-    open_visiting(model, options, None)
-}
-
-/// Opens a model whose outputs from index `from` on are only visited through
-/// [`Backend::run_visit`] (the calibration run's captured activations): on tract's CPU each is
-/// freed after its last reader instead of being kept to the end of every run (see
-/// [`TractOptions::visit_only_from`]); other backends keep them as outputs.
-pub(crate) fn open_capture(
-    model: &OnnxModel,
-    options: &BackendOptions,
-    from: usize,
-) -> Result<Box<dyn Backend>> {
-    open_visiting(model, options, Some(from))
-}
-
-/// Opens `model` on the backend `options` names; a float16 model on a backend that would widen
-/// it runs through the FP16 emulation (see [`super::fp16_emulated`]).
-fn open_visiting(
-    model: &OnnxModel,
-    options: &BackendOptions,
-    visit_only_from: Option<usize>,
-) -> Result<Box<dyn Backend>> {
-    let kind = kind_for(model, options);
-    if !emulates_fp16(model, kind, options) {
-        return open_kind(model, kind, options, visit_only_from);
-    }
-    let emulated = emulate_fp16(model.clone()).map_err(|e| {
-        anyhow!(
-            "{e:#}; --fp16-compute backend runs it as the backend computes float16 (in float32)"
-        )
-    })?;
-    // The emulation's rounding Casts are the point of it: no fused node may step over them.
-    let unfused = BackendOptions {
-        transformer_fusion: TransformerFusionPolicy::Off,
-        ..options.clone()
-    };
-    let backend = open_kind(&emulated, kind, &unfused, visit_only_from)?;
-    Ok(Box::new(fp16_emulated::Emulated(backend)))
-}
-
-/// Whether `model` opens through the FP16 emulation on the backend of `kind`: it computes in
-/// float16, `options` asks for the emulation, and the backend would widen float16 (everything
-/// but ONNX Runtime's CUDA provider).
-fn emulates_fp16(model: &OnnxModel, kind: BackendKind, options: &BackendOptions) -> bool {
-    options.fp16_compute == Fp16Compute::Emulate
-        && !(kind == BackendKind::Ort && options.device == Device::Cuda)
-        && has_float16_compute(model)
-}
-
-fn open_kind(
-    model: &OnnxModel,
-    kind: BackendKind,
-    options: &BackendOptions,
-    visit_only_from: Option<usize>,
-) -> Result<Box<dyn Backend>> {
-    Ok(match kind {
-        BackendKind::Tract => Box::new(TractBackend::load(
-            model,
-            &TractOptions {
-                input_shapes: options.input_shapes.clone(),
-                batch: options.batch,
-                batch_axes: options.batch_axes.clone(),
-                device: options.device,
-                threads: options.threads,
-                visit_only_from,
-            },
-        )?),
-        BackendKind::Ort => {
-            let model_options = OrtOptions {
-                input_shapes: options.input_shapes.clone(),
-                batch: options.batch,
-                batch_axes: options.batch_axes.clone(),
-                threads: options.threads,
-                transformer_fusion: (options.transformer_fusion == TransformerFusionPolicy::On)
-                    .then_some(TransformerFusion {
-                        float16: options.device == Device::Cuda,
-                    }),
-                spinning: options.spinning,
-                op_profile: options
-                    .op_profile
-                    .then(super::ort_profile::ProfileFolder::new)
-                    .transpose()?,
-            };
-            match options.device {
-                Device::Cpu => Box::new(OrtBackend::load(model, &model_options)?),
-                Device::Cuda => Box::new(OrtCudaBackend::load(
-                    model,
-                    &OrtCudaOptions {
-                        model: model_options,
-                        device_id: options.device_id.unwrap_or(0),
-                        tuning: options.cuda_tuning,
-                    },
-                )?),
-            }
-        }
-    })
-}
-
-/// The backend that opens `model`: the one `options` names, except that tract stands in, with a
-/// warning, for a default ONNX Runtime that cannot read the model.
-fn kind_for(model: &OnnxModel, options: &BackendOptions) -> BackendKind {
-    if options.kind != BackendKind::Ort || !options.kind_is_default {
-        return options.kind;
-    }
-    match super::ort_ir::refusal(model) {
-        Some(why) => {
-            tracing::warn!(
-                "{}: tract runs the model: ONNX Runtime cannot ({why})",
-                model.path.display()
-            );
-            BackendKind::Tract
-        }
-        None => BackendKind::Ort,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::onnx::rewrite::fp16::Fp16;
-    use crate::onnx::rewrite::pass::Pass;
 
     #[test]
     fn runtimes_are_named_once_and_map_to_backend_and_device() {
@@ -381,38 +255,18 @@ mod tests {
         }
         let err = "tract-gpu".parse::<Runtime>().unwrap_err();
         assert!(err.to_string().contains("tract-gpu"));
-    }
-
-    #[test]
-    fn float16_models_are_emulated_where_the_backend_would_widen_them() {
-        let fp32 = OnnxModel::from_proto(crate::onnx::test_models::classifier(None), "c.onnx");
-        let fp16 = Fp16::default().run(fp32.clone()).unwrap().0;
-        let options = |kind, device, fp16_compute| BackendOptions {
-            kind,
-            device,
-            fp16_compute,
-            ..Default::default()
-        };
-        let emulate = Fp16Compute::Emulate;
-        for (kind, device, want) in [
-            (BackendKind::Ort, Device::Cpu, true),
-            (BackendKind::Tract, Device::Cpu, true),
-            (BackendKind::Tract, Device::Cuda, true),
-            (BackendKind::Ort, Device::Cuda, false),
-        ] {
-            let o = options(kind, device, emulate);
-            assert_eq!(emulates_fp16(&fp16, kind, &o), want, "{kind:?} {device:?}");
-            assert!(!emulates_fp16(&fp32, kind, &o), "{kind:?} {device:?}");
-            let o = options(kind, device, Fp16Compute::Backend);
-            assert!(!emulates_fp16(&fp16, kind, &o), "{kind:?} {device:?}");
-        }
-        let cpu = options(BackendKind::Tract, Device::Cpu, emulate);
-        let backend = open(&fp16, &cpu).unwrap();
-        assert!(
-            backend.name().ends_with(", fp16 emulated"),
-            "{}",
-            backend.name()
+        // Runtimes sort in their declaration order, whatever order a table lists them in.
+        let mut sorted = Runtime::ALL;
+        sorted.sort();
+        assert_eq!(
+            sorted,
+            [
+                Runtime::Trt,
+                Runtime::TractCpu,
+                Runtime::TractCuda,
+                Runtime::OrtCpu,
+                Runtime::OrtCuda
+            ]
         );
-        assert!(!open(&fp32, &cpu).unwrap().name().contains("emulated"));
     }
 }

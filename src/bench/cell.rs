@@ -6,13 +6,13 @@ use super::monitor::{memory_used_mib, summarize, Monitor, NvmlGpu};
 use super::plan::CellSpec;
 use super::prepare::{prepare, Prepared};
 use super::record::{Artifact, CellAccuracy, CellCloseness, CellMetrics, GpuMemory, Latency};
-use super::target::Target;
 use crate::backend::select::BackendOptions;
+use crate::backend::select::Runtime;
+use crate::backend::FileKind;
 use crate::cuda::harness::{Amount, HarnessOptions};
 use crate::data::dataset::DatasetOptions;
 use crate::data::synthetic::{InputDistribution, RandomInputs};
 use crate::jobs::compare::{compare, CompareConfig, InputSource, Saves, SideConfig};
-use crate::jobs::open::FileKind;
 use crate::jobs::run::{measure_latency, BatchResult, RunConfig};
 use crate::jobs::validate::{validate, ValidateConfig, WarmupBatches};
 use crate::metrics::closeness::Tolerance;
@@ -47,7 +47,7 @@ impl Progress for PhaseMarks<'_> {
 }
 
 /// The backend options of the cell's target (the input shapes are the job's to set).
-fn backend_of(spec: &CellSpec, target: Target) -> BackendOptions {
+fn backend_of(spec: &CellSpec, target: Runtime) -> BackendOptions {
     let s = &spec.settings;
     BackendOptions {
         threads: s.threads,
@@ -168,7 +168,7 @@ fn score(spec: &CellSpec, prepared: &Prepared, dataset: &Path) -> Result<CellAcc
 }
 
 /// Closeness of the prepared file to the FP32 model on `reference`.
-fn closeness(spec: &CellSpec, prepared: &Prepared, reference: Target) -> Result<CellCloseness> {
+fn closeness(spec: &CellSpec, prepared: &Prepared, reference: Runtime) -> Result<CellCloseness> {
     let batch = spec.key.batch;
     let samples = spec.settings.compare_samples.unwrap_or(batch.max(8));
     let report = compare(

@@ -248,8 +248,8 @@ impl Journal {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::select::Runtime;
     use crate::bench::record::FailureKind;
-    use crate::bench::target::Target;
     use crate::tensor::Precision;
 
     /// Lines far longer than a pipe buffer, appended by several writers at once with their own
@@ -267,7 +267,7 @@ mod tests {
                             &format!("m{writer}"),
                             Precision::Fp32,
                             n + 1,
-                            Target::TractCpu,
+                            Runtime::TractCpu,
                             FailureKind::Error,
                         );
                         r.failure.as_mut().unwrap().stderr_tail = "x".repeat(70_000);
@@ -289,7 +289,7 @@ mod tests {
         use crate::bench::record::fixtures::ok;
         let dir = tempfile::tempdir().unwrap();
         let journal = main_journal(dir.path());
-        let record = |batch| ok("m", Precision::Fp32, batch, Target::TractCpu, 1.0);
+        let record = |batch| ok("m", Precision::Fp32, batch, Runtime::TractCpu, 1.0);
         append(&journal, &record(1)).unwrap();
         append(&journal, &record(2)).unwrap();
         let text = std::fs::read(&journal).unwrap();
@@ -317,13 +317,13 @@ mod tests {
         use crate::bench::record::fixtures::{failed, ok};
         let j = Journal {
             records: vec![
-                ok("a", Precision::Fp32, 1, Target::TractCpu, 1.0),
-                failed("b", Precision::Fp32, 1, Target::TractCpu, FailureKind::Oom),
+                ok("a", Precision::Fp32, 1, Runtime::TractCpu, 1.0),
+                failed("b", Precision::Fp32, 1, Runtime::TractCpu, FailureKind::Oom),
                 failed(
                     "c",
                     Precision::Fp32,
                     1,
-                    Target::TractCpu,
+                    Runtime::TractCpu,
                     FailureKind::Interrupted,
                 ),
             ],
@@ -349,7 +349,7 @@ mod tests {
     #[test]
     fn a_cells_journal_is_named_whatever_gpu_measures_it() {
         use crate::bench::record::fixtures::key;
-        let planned = key("m", Precision::Fp16, 8, Target::OrtCuda);
+        let planned = key("m", Precision::Fp16, 8, Runtime::OrtCuda);
         let measured = crate::bench::key::CellKey {
             gpu: "NVIDIA H100 80GB HBM3".into(),
             ..planned.clone()
@@ -357,7 +357,7 @@ mod tests {
         assert_ne!(planned.id(), measured.id());
         let dir = Path::new("/r");
         assert_eq!(cell_journal(dir, &planned), cell_journal(dir, &measured));
-        let other = key("m", Precision::Fp16, 16, Target::OrtCuda);
+        let other = key("m", Precision::Fp16, 16, Runtime::OrtCuda);
         assert_ne!(cell_journal(dir, &planned), cell_journal(dir, &other));
     }
 }

@@ -1,7 +1,7 @@
 //! What makes two cells the same cell: a journal line with the same key is a cell already
 //! measured, so a re-run skips it.
 
-use super::target::Target;
+use crate::backend::select::Runtime;
 use crate::digest::sha256_hex16;
 use crate::tensor::Precision;
 use serde::{Deserialize, Serialize};
@@ -21,7 +21,7 @@ pub struct CellKey {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub dims: BTreeMap<String, i64>,
     /// The runtime.
-    pub target: Target,
+    pub target: Runtime,
     /// The trtkit version that measured it.
     pub trtkit_version: String,
     /// The GPU of the machine (`none` without one).
@@ -102,7 +102,7 @@ mod tests {
             precision: Precision::Fp16,
             batch: 4,
             dims: BTreeMap::new(),
-            target: Target::TractCpu,
+            target: Runtime::TractCpu,
             trtkit_version: "0.1.0".into(),
             gpu: "none".into(),
             settings: "0123".into(),
@@ -121,7 +121,7 @@ mod tests {
                 ..key()
             },
             CellKey {
-                target: Target::OrtCpu,
+                target: Runtime::OrtCpu,
                 ..key()
             },
             CellKey {

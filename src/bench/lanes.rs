@@ -218,9 +218,9 @@ fn usage(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::select::Runtime;
     use crate::bench::plan::{Plan, PlanFile};
     use crate::bench::record::{fixtures, FailureKind};
-    use crate::bench::target::Target;
     use crate::progress::NoProgress;
     use crate::tensor::Precision;
     use std::sync::atomic::AtomicUsize;
@@ -237,10 +237,10 @@ mod tests {
             precisions: Some(vec![Precision::Fp32]),
             batch_sizes: Some(vec![1, 2, 4, 8]),
             targets: Some(vec![
-                Target::OrtCuda,
-                Target::Trt,
-                Target::TractCpu,
-                Target::OrtCpu,
+                Runtime::OrtCuda,
+                Runtime::Trt,
+                Runtime::TractCpu,
+                Runtime::OrtCpu,
             ]),
             results: Some(dir.to_path_buf()),
             ..Default::default()

@@ -23,5 +23,4 @@ pub mod settings;
 pub mod slurm;
 pub mod slurm_follow;
 pub mod supervise;
-pub mod target;
 pub(crate) mod watchdog;

@@ -8,7 +8,7 @@ use super::dims::{checked_dims, dims_of_model};
 use super::key::CellKey;
 use super::settings::{seconds, Derived};
 pub(crate) use super::settings::{CellSettings, PlanFile, SettingFlags};
-use super::target::Target;
+use crate::backend::select::Runtime;
 use crate::onnx::shape::{dim_points, parse_input_shapes, DimSweep};
 use crate::tensor::Precision;
 use anyhow::{bail, Context, Result};
@@ -64,7 +64,7 @@ pub struct Plan {
     /// that its inputs carry, each with its sizes, ascending.
     pub(crate) model_dims: Vec<DimSweep>,
     /// Targets.
-    pub targets: Vec<Target>,
+    pub targets: Vec<Runtime>,
     /// Measurement settings shared by every cell.
     pub settings: CellSettings,
     /// Time limit of one cell, seconds.

@@ -6,9 +6,9 @@
 //! it, in this process or another, finds it.
 
 use super::plan::CellSpec;
-use super::target::Target;
 use crate::atomic_file::FileLock;
 use crate::backend::select::BackendOptions;
+use crate::backend::select::Runtime;
 use crate::calibration::job::{calibrate, CalibrateConfig};
 use crate::calibration::range::Algorithm;
 use crate::digest::sha256_hex16;
@@ -97,13 +97,13 @@ pub fn prepare(spec: &CellSpec) -> Result<Prepared> {
     let mut notes = vec![];
     let precision = spec.key.precision;
     let _shared = match (spec.key.target, precision) {
-        (Target::Trt, _) | (_, Precision::Fp16 | Precision::Int8) => {
+        (Runtime::Trt, _) | (_, Precision::Fp16 | Precision::Int8) => {
             Some(lock_shared_files(spec, &mut notes)?)
         }
         _ => None,
     };
     let path = match (spec.key.target, precision) {
-        (Target::Trt, _) => build_engine(spec, &mut notes)?,
+        (Runtime::Trt, _) => build_engine(spec, &mut notes)?,
         (_, Precision::Fp32) => spec.model.clone(),
         (_, Precision::Fp16) => rewrite(
             spec,

@@ -2,7 +2,7 @@
 //! whole contract between `bench` (which appends lines) and `report` (which reads them).
 
 use super::key::CellKey;
-use super::target::Target;
+use crate::backend::select::Runtime;
 use crate::metrics::latency::Stats;
 use crate::tensor::Precision;
 use serde::{Deserialize, Serialize};
@@ -68,7 +68,7 @@ impl CellRecord {
     }
 
     /// The target of the cell.
-    pub fn target(&self) -> Target {
+    pub fn target(&self) -> Runtime {
         self.key.target
     }
 
@@ -349,7 +349,7 @@ pub mod fixtures {
     use super::*;
 
     /// A key for `model` (its hash is derived from the name).
-    pub fn key(model: &str, precision: Precision, batch: usize, target: Target) -> CellKey {
+    pub fn key(model: &str, precision: Precision, batch: usize, target: Runtime) -> CellKey {
         CellKey {
             model_sha256: crate::digest::sha256_hex16(model.as_bytes()).repeat(4),
             precision,
@@ -368,7 +368,7 @@ pub mod fixtures {
         model: &str,
         precision: Precision,
         batch: usize,
-        target: Target,
+        target: Runtime,
         ms: f64,
     ) -> CellRecord {
         let key = key(model, precision, batch, target);
@@ -471,7 +471,7 @@ pub mod fixtures {
         model: &str,
         precision: Precision,
         batch: usize,
-        target: Target,
+        target: Runtime,
         kind: FailureKind,
     ) -> CellRecord {
         let key = key(model, precision, batch, target);
@@ -508,7 +508,7 @@ mod tests {
     /// it reads back the same.
     #[test]
     fn records_without_a_set_up_still_read() {
-        let record = ok("net", Precision::Fp32, 4, Target::OrtCuda, 2.0);
+        let record = ok("net", Precision::Fp32, 4, Runtime::OrtCuda, 2.0);
         let line = serde_json::to_string(&record).unwrap();
         assert!(line.contains(r#""setup":{"open_ms":400.0,"prepare_ms":100.0,"first_iteration_ms":6.0,"total_ms":506.0}"#), "{line}");
         let back: CellRecord = serde_json::from_str(&line).unwrap();

@@ -5,7 +5,7 @@
 //! of those settings in each cell's key ([`CellSettings::digest`]). A new setting is one entry.
 
 use super::devices::DeviceRequest;
-use super::target::Target;
+use crate::backend::select::Runtime;
 use crate::data::dataset::Annotations;
 use crate::data::preprocess::PreprocessRequest;
 use crate::digest::sha256_hex16;
@@ -230,13 +230,13 @@ bench_settings! {
         batch_sizes: Vec<usize>;
         /// Targets, comma-separated: trt, ort-cuda, tract-cuda, tract-cpu, ort-cpu.
         #[arg(long, value_delimiter = ',')]
-        targets: Vec<Target>;
+        targets: Vec<Runtime>;
         /// Compare each cell's outputs with the FP32 model (equality %, top-1 agreement).
         #[arg(long, num_args = 0, default_missing_value = "true")]
         compare: bool;
         /// Where the FP32 reference of --compare runs.
         #[arg(long, value_name = "TARGET")]
-        reference: Target = Target::TractCpu;
+        reference: Runtime = Runtime::TractCpu;
         /// Time limit of one cell in seconds, preparation included.
         #[arg(long, value_name = "SECONDS", value_parser = number::seconds)]
         cell_timeout: f64 = 600.0;
@@ -312,7 +312,7 @@ bench_settings! {
     }
     derived {
         /// Compare with FP32 on this target (`None`: no comparison).
-        compare_on: Option<Target>, key Always;
+        compare_on: Option<Runtime>, key Always;
         /// Smallest and largest batch of the plan: the range every engine is built for, so
         /// adding a batch size beyond it re-measures the engines (built anew for the wider
         /// range) but not the cells of the other backends.
@@ -392,13 +392,13 @@ impl CellSettings {
 
     /// The digest of the settings that change the numbers of a cell on `target`, for its key:
     /// each setting as [`CellSettings::key_entries`] says it is in the key.
-    pub(crate) fn digest(&self, target: Target) -> String {
+    pub(crate) fn digest(&self, target: Runtime) -> String {
         let mut relevant = serde_json::Map::new();
         for (name, value, in_key) in self.key_entries() {
             let wanted = match in_key {
                 InKey::Always => true,
                 InKey::WhenSet => is_set(&value),
-                InKey::TrtOnly => target == Target::Trt,
+                InKey::TrtOnly => target == Runtime::Trt,
                 InKey::Never => false,
             };
             if wanted {

@@ -182,7 +182,7 @@ pub(crate) fn run_one(args: CellArgs) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::target::Target;
+    use crate::backend::select::Runtime;
 
     #[test]
     fn words_are_quoted_only_when_a_shell_needs_it() {
@@ -227,8 +227,8 @@ mod tests {
             (Some(0), Some([0.5; 3]), Some([0.5; 3]))
         );
         assert_ne!(
-            from_file.settings.digest(Target::Trt),
-            flagged.settings.digest(Target::Trt),
+            from_file.settings.digest(Runtime::Trt),
+            flagged.settings.digest(Runtime::Trt),
             "another preprocessing is another cell"
         );
         let argv = ["bench", plan_file.to_str().unwrap(), "--std", "1,2"];
@@ -298,8 +298,8 @@ mod tests {
         assert_eq!(labels(&flagged).len(), 4);
         assert_eq!(flagged.settings.dim_max["seq"], 512);
         assert_ne!(
-            from_file.settings.digest(Target::Trt),
-            flagged.settings.digest(Target::Trt)
+            from_file.settings.digest(Runtime::Trt),
+            flagged.settings.digest(Runtime::Trt)
         );
         for (flag, needle) in [
             ("batch=1,2", "sweep it with --batch-sizes"),

@@ -1,11 +1,11 @@
-//! `trtkit doctor`: what this machine offers for trtkit ([`crate::trt::support`]), rendered by
+//! `trtkit doctor`: what this machine offers for trtkit ([`crate::jobs::doctor`]), rendered by
 //! [`crate::report::doctor`]; with `--check`, a small network through every GPU backend on every
-//! GPU ([`crate::jobs::doctor_check`]).
+//! GPU ([`crate::jobs::doctor::check`]).
 
 use crate::cli::args::output::JsonArgs;
-use crate::jobs::doctor_check::{check_gpus, DoctorCheck};
+use crate::jobs::doctor::check::{check_gpus, DoctorCheck};
+use crate::jobs::doctor::{collect, gpu0_needs};
 use crate::report::doctor::{render, render_check};
-use crate::trt::support::{collect, gpu0_needs};
 use clap::Args;
 use std::path::PathBuf;
 

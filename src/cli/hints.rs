@@ -1,8 +1,8 @@
 //! The flag hints the command line adds to typed library errors: the library says what is
 //! wrong in its own terms, the command line says which flag fixes it.
 
+use crate::backend::batch_memory::TooLargeForMemory;
 use crate::cli::usage;
-use crate::jobs::batch_memory::TooLargeForMemory;
 use crate::jobs::compare::{NotComparable, UndeclaredShape, Verdict};
 use crate::jobs::quantize::RewriteDoesNotLoad;
 use crate::jobs::run::NeedsGpuBackend;

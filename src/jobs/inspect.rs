@@ -3,7 +3,7 @@
 //! name).
 
 use crate::backend::mac_count::model_macs;
-use crate::jobs::open::FileKind;
+use crate::backend::FileKind;
 use crate::onnx::rewrite::pass::Pass;
 use crate::onnx::shape::{InputShapes, ShapeRequest};
 use crate::onnx::summary::{summarize, ModelSummary};

@@ -13,14 +13,12 @@
 //! sits below the jobs; and `report` (`report::job`), because `report/` renders every job's report
 //! and the page is made of those renderers.
 
-pub mod batch_memory;
 pub mod build;
 pub mod compare;
-pub mod doctor_check;
+pub mod doctor;
 pub mod init;
 pub mod inspect;
 pub mod layerwise;
-pub mod open;
 pub mod precision_compare;
 pub mod precision_table;
 pub mod quantize;

@@ -6,13 +6,13 @@
 //! on the wall clock around `Backend::run`: latency-all only, and the report says so. Both feed
 //! the same inputs ([`timing_inputs`](crate::data::synthetic::timing_inputs)) and share the statistics of `metrics::latency`.
 
+use crate::backend::batch_memory::{check_gpu, check_host, model_sample_bytes};
 use crate::backend::select::BackendOptions;
+use crate::backend::{open, FileKind};
 use crate::backend::{Backend, Device};
 use crate::cuda::device::Gpu;
 use crate::cuda::harness::{self, Amount, HarnessOptions, HarnessReport, MemoryReport};
 use crate::data::synthetic::{apply_int_inputs, timing_inputs_on, TIMING_SEED};
-use crate::jobs::batch_memory::{check_gpu, check_host, model_sample_bytes};
-use crate::jobs::open::{open_backend, FileKind};
 use crate::metrics::latency::{throughput, IterationSpans, SpanStats};
 use crate::metrics::setup::SetupTimes;
 use crate::onnx::input_roles::int_input_roles;
@@ -159,7 +159,7 @@ pub(crate) fn measure_latency(config: &RunConfig, progress: &dyn Progress) -> Re
         let backend: &mut Box<dyn Backend> = if is_engine {
             match &mut engine {
                 Some(e) => e,
-                None => engine.insert(open_backend(&config.model, &config.backend)?),
+                None => engine.insert(open(&config.model, &config.backend)?),
             }
         } else {
             let backend_options = BackendOptions {
@@ -167,8 +167,8 @@ pub(crate) fn measure_latency(config: &RunConfig, progress: &dyn Progress) -> Re
                 input_shapes: config.backend.input_shapes.with_dims(point),
                 ..config.backend.clone()
             };
-            opened = open_backend(&config.model, &backend_options)
-                .with_context(|| format!("{shown}: {at}"))?;
+            opened =
+                open(&config.model, &backend_options).with_context(|| format!("{shown}: {at}"))?;
             &mut opened
         };
         let mut open_ms = if reused { 0.0 } else { ms_since(open_start) };

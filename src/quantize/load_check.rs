@@ -4,10 +4,9 @@
 //! whose other axes are left free opens on ONNX Runtime as it is; tract may need them fixed, and
 //! a refusal then names them.
 
+use crate::backend::open;
 use crate::backend::ort_ir;
-use crate::backend::select::{
-    default_kind, open, BackendKind, BackendOptions, Fp16Compute, Runtime,
-};
+use crate::backend::select::{default_kind, BackendKind, BackendOptions, Fp16Compute, Runtime};
 use crate::backend::Device;
 use crate::onnx::rewrite::pass::Pass;
 use crate::onnx::shape::{model_batch_axes, model_inputs, InputShapes, ShapeRequest};

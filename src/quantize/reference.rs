@@ -5,7 +5,8 @@
 //! INT8 evaluator and the FP16 one both measure through it.
 
 use crate::backend::batch_runner::run_batched;
-use crate::backend::select::{open, BackendOptions};
+use crate::backend::open;
+use crate::backend::select::BackendOptions;
 use crate::backend::Backend;
 use crate::data::batch_axis::slice_padded;
 use crate::metrics::bootstrap::{interval_scores, sample_sums, IntervalScores};

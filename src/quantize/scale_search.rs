@@ -6,7 +6,8 @@
 //! wins. A reader the probe cannot isolate (a residual Add) counts the error of the
 //! activation itself.
 
-use crate::backend::select::{open, BackendOptions};
+use crate::backend::open;
+use crate::backend::select::BackendOptions;
 use crate::data::batch_axis::concat;
 use crate::onnx::rewrite::plan::{ActivationSite, QuantPlan};
 use crate::onnx::rewrite::probe::scale_probe;

@@ -4,10 +4,10 @@
 //! for the terminal, markdown, CSV (one row per cell) and JSON. [`super::html`] renders the same
 //! tables as a page.
 
+use crate::backend::select::Runtime;
 use crate::bench::journal::Journal;
 use crate::bench::key::Point;
 use crate::bench::record::{CellRecord, Status};
-use crate::bench::target::Target;
 use crate::report::bench_metrics::{Metric, METRICS};
 use crate::report::format::{csv_field, num};
 use crate::report::table::{Align, Table};
@@ -53,12 +53,12 @@ fn position(r: &CellRecord) -> (&str, usize, Precision, Point) {
     (&r.model, target_rank(r.target()), r.precision(), r.point())
 }
 
-/// A target's place in [`Target::ALL`], the order tables and plots list them.
-pub(crate) fn target_rank(t: Target) -> usize {
-    Target::ALL
+/// A target's place in [`Runtime::ALL`], the order tables and plots list them.
+pub(crate) fn target_rank(t: Runtime) -> usize {
+    Runtime::ALL
         .iter()
         .position(|x| *x == t)
-        .unwrap_or(Target::ALL.len())
+        .unwrap_or(Runtime::ALL.len())
 }
 
 /// One table position.
@@ -96,7 +96,7 @@ impl Cell {
 #[derive(Clone, Debug, Serialize)]
 pub struct Row {
     /// The target.
-    pub target: Target,
+    pub target: Runtime,
     /// The precision.
     pub precision: Precision,
     /// One cell per column of the model.
@@ -193,7 +193,7 @@ fn model_tables(model: &str, records: &[&CellRecord]) -> ModelTables {
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();
-    let mut grid: BTreeMap<(usize, Target, Precision), BTreeMap<Point, &CellRecord>> =
+    let mut grid: BTreeMap<(usize, Runtime, Precision), BTreeMap<Point, &CellRecord>> =
         BTreeMap::new();
     for r in records {
         grid.entry((target_rank(r.target()), r.target(), r.precision()))
@@ -391,26 +391,26 @@ mod tests {
                 "net",
                 Precision::Fp16,
                 b,
-                Target::TractCpu,
+                Runtime::TractCpu,
                 2.0 * b as f64,
             ));
             records.push(ok(
                 "net",
                 Precision::Fp32,
                 b,
-                Target::TractCuda,
+                Runtime::TractCuda,
                 2.0 * b as f64,
             ));
-            records.push(ok("net", Precision::Fp32, b, Target::Trt, 1.0 * b as f64));
+            records.push(ok("net", Precision::Fp32, b, Runtime::Trt, 1.0 * b as f64));
         }
         records.push(failed(
             "net",
             Precision::Fp16,
             8,
-            Target::Trt,
+            Runtime::Trt,
             FailureKind::Oom,
         ));
-        records.push(ok("a,\"b", Precision::Int8, 4, Target::OrtCpu, 3.0));
+        records.push(ok("a,\"b", Precision::Int8, 4, Runtime::OrtCpu, 3.0));
         Journal {
             records,
             skipped: vec![],
@@ -448,7 +448,7 @@ mod tests {
         let other = &t.models[0];
         assert!(other.tables.iter().all(|t| t.title != "mean power (W)"));
         assert!(net.tables.iter().any(|t| t.title == "mean power (W)"));
-        let only_failed = failed("f", Precision::Fp32, 2, Target::Trt, FailureKind::Timeout);
+        let only_failed = failed("f", Precision::Fp32, 2, Runtime::Trt, FailureKind::Timeout);
         let f = BenchTables::new(std::slice::from_ref(&only_failed));
         assert_eq!(f.models[0].tables.len(), 1);
         assert_eq!(f.models[0].tables[0].rows[0].cells[0].text(), "timeout");
@@ -487,15 +487,15 @@ mod tests {
     /// before the set-up was kept shows none, and a failed cell keeps its wall time in the CSV.
     #[test]
     fn set_up_and_cell_wall_time_are_columns() {
-        let mut old = ok("net", Precision::Fp32, 8, Target::Trt, 8.0);
+        let mut old = ok("net", Precision::Fp32, 8, Runtime::Trt, 8.0);
         old.metrics.as_mut().unwrap().setup = None;
-        let mut fast = ok("net", Precision::Fp32, 1, Target::Trt, 1.0);
+        let mut fast = ok("net", Precision::Fp32, 1, Runtime::Trt, 1.0);
         fast.wall_s = 8.1;
         let j = Journal {
             records: vec![
                 fast,
                 old,
-                failed("net", Precision::Fp16, 1, Target::Trt, FailureKind::Oom),
+                failed("net", Precision::Fp16, 1, Runtime::Trt, FailureKind::Oom),
             ],
             skipped: vec![],
             files: vec!["j.jsonl".into()],
@@ -531,7 +531,7 @@ mod tests {
     #[test]
     fn a_swept_axis_is_a_column_per_size() {
         let at = |seq: i64, ms: f64| {
-            let mut r = ok("bert", Precision::Fp16, 1, Target::OrtCpu, ms);
+            let mut r = ok("bert", Precision::Fp16, 1, Runtime::OrtCpu, ms);
             r.key.dims.insert("seq".into(), seq);
             r.id = r.key.id();
             r
@@ -540,7 +540,7 @@ mod tests {
             at(512, 8.0),
             at(64, 1.0),
             at(128, 2.0),
-            ok("net", Precision::Fp32, 2, Target::OrtCpu, 1.0),
+            ok("net", Precision::Fp32, 2, Runtime::OrtCpu, 1.0),
         ];
         let j = Journal {
             records,

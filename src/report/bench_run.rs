@@ -113,10 +113,10 @@ mod tests {
 
     #[test]
     fn a_cell_line_says_its_set_up_against_its_wall_time() {
+        use crate::backend::select::Runtime;
         use crate::bench::record::fixtures::ok;
-        use crate::bench::target::Target;
         use crate::tensor::Precision;
-        let mut r = ok("net", Precision::Fp16, 8, Target::OrtCuda, 2.0);
+        let mut r = ok("net", Precision::Fp16, 8, Runtime::OrtCuda, 2.0);
         r.wall_s = 8.1;
         let line = cell_line("net/fp16/b8/ort-cuda", &r);
         assert!(

@@ -3,10 +3,10 @@
 use crate::backend::ort_libs::OrtProbe;
 use crate::backend::tract_kernels::KernelModel;
 use crate::data::decode::JpegDecoder;
-use crate::jobs::doctor_check::{CheckReport, CheckStatus};
+use crate::jobs::doctor::check::{CheckReport, CheckStatus};
+use crate::jobs::doctor::{DoctorReport, FlavourFit};
 use crate::report::format::bytes;
 use crate::trt::flavour::Needed;
-use crate::trt::support::{DoctorReport, FlavourFit};
 
 /// The terminal rendering of a doctor report: one line per fact, with what to do where
 /// something is missing.
@@ -233,8 +233,8 @@ mod tests {
 
     #[test]
     fn the_flavour_lines_name_what_each_gpu_needs_and_the_fix() {
+        use crate::jobs::doctor::flavour_fit;
         use crate::trt::loader::Flavour;
-        use crate::trt::support::flavour_fit;
         let gpus = [gpu(0, "9.0"), gpu(1, "8.9"), gpu(2, "6.1")];
         let text = flavour_lines(&flavour_fit(Flavour::TensorRtRtx, &gpus));
         let lines: Vec<&str> = text.lines().collect();

@@ -135,10 +135,10 @@ fn td(c: &Cell) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::select::Runtime;
     use crate::bench::journal::Journal;
     use crate::bench::record::fixtures::{failed, ok};
     use crate::bench::record::FailureKind;
-    use crate::bench::target::Target;
     use crate::tensor::Precision;
 
     #[test]
@@ -147,13 +147,13 @@ mod tests {
             "<b>x",
             Precision::Fp16,
             4,
-            Target::Trt,
+            Runtime::Trt,
             FailureKind::UnsupportedGpu,
         );
         if let Some(f) = bad.failure.as_mut() {
             f.reason = "cc 9.0 \"<script>\"".into();
         }
-        let records = vec![ok("<b>x", Precision::Fp32, 4, Target::Trt, 2.0), bad];
+        let records = vec![ok("<b>x", Precision::Fp32, 4, Runtime::Trt, 2.0), bad];
         let j = Journal {
             records,
             skipped: vec!["j:3: <eof>".into()],

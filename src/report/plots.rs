@@ -4,9 +4,9 @@
 //! utilisation and memory over time for one cell. Each returns `None` when there is nothing to
 //! draw; none panics on degenerate data (one point, equal values, zeros, NaN).
 
+use crate::backend::select::Runtime;
 use crate::bench::key::Point;
 use crate::bench::record::{CellMetrics, CellRecord, MonitorSample, Status};
-use crate::bench::target::Target;
 use crate::report::bench::target_rank;
 use crate::report::plot_scale::Scale;
 use crate::tensor::Precision;
@@ -44,7 +44,7 @@ struct Series<'a> {
 }
 
 fn series<'a>(cells: &[&'a CellRecord]) -> Vec<Series<'a>> {
-    let mut groups: BTreeMap<(usize, Target, Precision), BTreeMap<Point, &CellMetrics>> =
+    let mut groups: BTreeMap<(usize, Runtime, Precision), BTreeMap<Point, &CellMetrics>> =
         BTreeMap::new();
     for r in cells.iter().filter(|r| r.status == Status::Ok) {
         if let Some(m) = &r.metrics {
@@ -482,8 +482,8 @@ mod tests {
             .iter()
             .flat_map(|&b| {
                 [
-                    ok("m", Precision::Fp32, b, Target::Trt, b as f64),
-                    ok("m", Precision::Int8, b, Target::TractCpu, 90.0 * b as f64),
+                    ok("m", Precision::Fp32, b, Runtime::Trt, b as f64),
+                    ok("m", Precision::Int8, b, Runtime::TractCpu, 90.0 * b as f64),
                 ]
             })
             .collect();
@@ -499,7 +499,7 @@ mod tests {
             "labels that would overlap are left out"
         );
         let cell = pick_cell(&recs, None).unwrap().unwrap();
-        assert_eq!(cell.target(), Target::Trt);
+        assert_eq!(cell.target(), Runtime::Trt);
         assert!(monitor(cell).unwrap().contains("SM util %"));
         assert_eq!(
             pick_cell(&recs, Some(&cell.id[..10])).unwrap().unwrap().id,
@@ -513,8 +513,8 @@ mod tests {
 
     #[test]
     fn degenerate_data_draws_or_says_none_without_panicking() {
-        let mut single = ok("m", Precision::Fp16, 1, Target::Trt, 0.0);
-        let mut nan = ok("m", Precision::Fp32, 2, Target::TractCuda, f64::NAN);
+        let mut single = ok("m", Precision::Fp16, 1, Runtime::Trt, 0.0);
+        let mut nan = ok("m", Precision::Fp32, 2, Runtime::TractCuda, f64::NAN);
         if let Some(m) = nan.metrics.as_mut() {
             m.monitor
                 .iter_mut()
@@ -525,7 +525,7 @@ mod tests {
             m.monitor.truncate(1);
             m.samples_per_s = 0.0;
         }
-        let fail = failed("m", Precision::Int8, 8, Target::Trt, FailureKind::Oom);
+        let fail = failed("m", Precision::Int8, 8, Runtime::Trt, FailureKind::Oom);
         for cells in [
             vec![],
             vec![&fail],

@@ -103,7 +103,7 @@ impl Drop for Loading {
 
 /// Collects TensorRT's errors (for the error message) and forwards the rest to `tracing`.
 #[derive(Clone, Default)]
-pub(super) struct LogCollector {
+pub(crate) struct LogCollector {
     errors: Arc<Mutex<Vec<String>>>,
 }
 
@@ -141,7 +141,7 @@ impl BuildLog {
 
 impl LogCollector {
     /// The errors collected so far, leaving none.
-    pub(super) fn take(&self) -> Vec<String> {
+    pub(crate) fn take(&self) -> Vec<String> {
         self.errors
             .lock()
             .map(|mut e| std::mem::take(&mut *e))

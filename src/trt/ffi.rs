@@ -13,7 +13,7 @@ use trtx::{CudaEngine, ExecutionContext, Runtime};
 
 /// The TensorRT objects of one opened engine. Fields drop in order: contexts before the
 /// engine, the engine before the runtime, as TensorRT requires.
-pub(super) struct EngineObjects {
+pub(crate) struct EngineObjects {
     /// One execution context per stream slot.
     pub(crate) contexts: Vec<ExecutionContext<'static>>,
     /// The buffers each context was last bound to, kept alive until it is bound again.
@@ -35,7 +35,7 @@ pub(super) struct EngineObjects {
 unsafe impl Send for EngineObjects {}
 
 /// Why an inference could not be queued.
-pub(super) enum EnqueueError {
+pub(crate) enum EnqueueError {
     /// The buffers do not fit the context's tensors, or TensorRT refused an address.
     Binding(anyhow::Error),
     /// TensorRT refused to queue the inference.

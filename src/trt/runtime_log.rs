@@ -8,7 +8,7 @@ use trtx::Logger;
 
 /// One process-wide logger for every runtime: TensorRT keeps a pointer to it, so it must
 /// outlive every engine, which `'static` guarantees. Its errors are collected for messages.
-pub(super) fn logger() -> Result<&'static (Logger, LogCollector)> {
+pub(crate) fn logger() -> Result<&'static (Logger, LogCollector)> {
     static LOGGER: OnceLock<(Logger, LogCollector)> = OnceLock::new();
     if let Some(l) = LOGGER.get() {
         return Ok(l);
@@ -20,12 +20,12 @@ pub(super) fn logger() -> Result<&'static (Logger, LogCollector)> {
 
 /// TensorRT's errors logged since the last call, leaving none (refusals that trtkit expects,
 /// such as probing a profile, are taken and dropped).
-pub(super) fn take_log() -> Vec<String> {
+pub(crate) fn take_log() -> Vec<String> {
     logger().map(|l| l.1.take()).unwrap_or_default()
 }
 
 /// TensorRT's own errors since the last call, on one line, or `fallback` when it said none.
-pub(super) fn logged_errors_or(fallback: impl std::fmt::Display) -> String {
+pub(crate) fn logged_errors_or(fallback: impl std::fmt::Display) -> String {
     let errors = take_log();
     if errors.is_empty() {
         fallback.to_string()

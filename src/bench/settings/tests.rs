@@ -2,6 +2,7 @@
 //! as declared, every flag a plan-file key saying its default.
 
 use super::*;
+use crate::backend::select::Runtime as Target;
 
 /// The settings of a plan that names none but its matrix.
 pub(super) fn plain() -> CellSettings {

@@ -2,12 +2,12 @@
 //! window, arrays from an `.npz`/`.npy`, the preprocessed images of a folder, or tensors given in
 //! memory (a preprocessed dataset, the inputs of an earlier run); and the batch they run at.
 
+use crate::backend::batch_memory::{check_host, specs_sample_bytes};
 use crate::backend::batch_runner::{axis_of, samples_on_axes};
 use crate::data::batch_axis::slice_padded_on;
 use crate::data::npz;
 use crate::data::random_window::RandomWindows;
 use crate::data::synthetic::{InputDistribution, RandomInputs};
-use crate::jobs::batch_memory::{check_host, specs_sample_bytes};
 use crate::jobs::validate::{folder_tensor, ValidateConfig};
 use crate::setting::Setting;
 use crate::tensor::{feeds, BatchAxes, HostTensor, IntInput, IoSpec};

@@ -2,9 +2,9 @@
 //! TensorRT engine, or an `.npz` of saved outputs) with a label and, for a model, the graph
 //! passes applied after loading it and before opening it on its backend.
 
+use crate::backend::open::{open_file, FileKind, Opened};
 use crate::backend::select::BackendOptions;
 use crate::backend::Backend;
-use crate::jobs::open::{open_file, FileKind, Opened};
 use crate::onnx::rewrite::pass::{run_passes, Pass};
 use crate::onnx::shape::{fixed_batch, model_inputs, InputShapes, ShapeRequest};
 use crate::onnx::OnnxModel;

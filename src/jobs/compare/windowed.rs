@@ -11,9 +11,9 @@ use super::run::{RunConfig, RunResult};
 use super::sources::{load, Loaded, SourceConfig};
 use super::window_spool::WindowSpool;
 use crate::backend::batch_runner::{axis_of, run_batched_from};
+use crate::backend::open as open_backend;
 use crate::backend::Backend;
 use crate::data::batch_axis::{samples_on, slice_padded_on};
-use crate::jobs::open::open_model;
 use crate::onnx::input_roles::int_input_roles;
 use crate::onnx::shape::model_batch_axes;
 use crate::progress::{NoProgress, Progress};
@@ -134,7 +134,7 @@ fn open(loaded: Loaded, dynamic: bool, batch: usize, model_axes: &BatchAxes) -> 
             if dynamic {
                 options.batch = Some(batch);
             }
-            open_model(&model, &options)?
+            open_backend(&model, &options)?
         }
         Loaded::Engine(engine) => engine,
         Loaded::Saved(outputs) => {

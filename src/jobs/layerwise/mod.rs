@@ -10,7 +10,7 @@ pub mod all;
 mod matching;
 
 use super::compare::{declared_inputs, make_inputs, CompareConfig, SideConfig, DEFAULT_BATCH};
-use super::open::{open_file, open_model, FileKind, Opened};
+use crate::backend::open::{open, open_file, FileKind, Opened};
 use crate::backend::Backend;
 use crate::data::batch_axis::{slice_padded, truncate};
 use crate::host_memory::{available_bytes, peak_rss_bytes};
@@ -202,7 +202,7 @@ impl Side<'_> {
         if fixed_batch(self.model).is_none() {
             options.batch = Some(batch);
         }
-        open_model(&marked, &options).with_context(|| self.model.path.display().to_string())
+        open(&marked, &options).with_context(|| self.model.path.display().to_string())
     }
 }
 

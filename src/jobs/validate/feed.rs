@@ -5,6 +5,7 @@
 //! batch's inference.
 
 use super::scoring::Scorer;
+use crate::backend::batch_memory::check_gpu;
 use crate::backend::cpu_split::{changes, choose, Choice, Pilot, Stretch};
 use crate::backend::Backend;
 use crate::cuda::device::Gpu;
@@ -13,7 +14,6 @@ use crate::data::batch_axis::truncate;
 use crate::data::dataset::Sample;
 use crate::data::loader::{ring_len, Failure, HostBatch, Loaded, Loader, LoaderStats};
 use crate::data::preprocess::Preprocess;
-use crate::jobs::batch_memory::check_gpu;
 use crate::progress::Progress;
 use crate::tensor::{ElemType, HostTensor, IoSpec};
 use anyhow::{Context, Result};

@@ -7,15 +7,15 @@
 pub mod feed;
 pub(crate) mod scoring;
 
+use crate::backend::batch_memory::TooLargeForMemory;
 use crate::backend::cpu_split::{beside_loader, reported, CpuSplit};
+use crate::backend::open;
 use crate::backend::select::{BackendKind, BackendOptions};
 use crate::backend::Backend;
 use crate::backend::Device;
 use crate::data::dataset::{Dataset, DatasetOptions, Sample};
 use crate::data::loader::{Failure, Loader, LoaderStats};
 use crate::data::preprocess::{Layout, Preprocess, PreprocessRequest};
-use crate::jobs::batch_memory::TooLargeForMemory;
-use crate::jobs::open::open_backend;
 use crate::metrics::accuracy::TopKAccuracy;
 use crate::metrics::detection::outputs::DetectOptions;
 use crate::metrics::latency::BatchLatency;
@@ -323,7 +323,7 @@ fn open_planned(config: &ValidateConfig, batch: usize) -> Result<(Box<dyn Backen
             e
         }
     };
-    let backend = open_backend(&config.model, &options).map_err(named)?;
+    let backend = open(&config.model, &options).map_err(named)?;
     match plan_input(backend.as_ref(), &config.model, batch) {
         Err(e) if e.is::<UnfixedAxis>() => {
             let fixed = image_sized(backend.inputs(), config.preprocess.crop, &config.model)?;
@@ -332,7 +332,7 @@ fn open_planned(config: &ValidateConfig, batch: usize) -> Result<(Box<dyn Backen
                 input_shapes: ShapeRequest::shapes(vec![fixed]),
                 ..options
             };
-            let backend = open_backend(&config.model, &options)?;
+            let backend = open(&config.model, &options)?;
             let plan = plan_input(backend.as_ref(), &config.model, batch)?;
             Ok((backend, plan))
         }

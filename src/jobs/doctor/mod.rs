@@ -1,5 +1,8 @@
 //! What this machine offers trtkit: the CUDA driver and GPUs, the TensorRT libraries, and which
-//! TensorRT flavour's engines run on which GPU (the report of `trtkit doctor`).
+//! TensorRT flavour's engines run on which GPU (the report of `trtkit doctor`); [`check`] is
+//! `doctor --check`, a small network through every GPU backend found.
+
+pub mod check;
 
 use crate::backend::ort_libs::{self, OrtProbe};
 use crate::backend::tract_kernels::{self, KernelModel};

@@ -8,25 +8,27 @@
 //! Everything before TensorRT is asked anything lives in `preflight` and `engine_io`, which
 //! run (and are tested) on any machine; this file is the thin part that needs a GPU.
 
-use super::engine_builder::load;
-use super::engine_io::{
-    batch_outside_profile, buffer_sizes, elem_type, in_profile, input_shape_at, io_spec,
-    probe_batch_range,
-};
-#[cfg(not(feature = "tensorrt"))]
-use super::engine_runtime_cache::{runtime_cache_key, RuntimeCacheState};
-use super::ffi::{EngineObjects, EnqueueError};
-use super::loader::{locate_usable, Flavour, BOUND};
-use super::preflight::{check_built_version, deserialize_error, gpu_refusal, no_gpu, read_engine};
-use super::profile::{InputProfile, ShapeProfile};
-use super::runtime_log::{logged_errors_or, logger, take_log};
-use crate::backend::{Backend, RunOutput};
+use super::{Backend, RunOutput};
 use crate::cuda::device::{Gpu, Stream};
 use crate::cuda::enqueue::{GpuEnqueue, IoBindings, TensorBinding};
 use crate::cuda::info::{driver_info, GpuInfo};
 use crate::cuda::memory::{copy_from_host, copy_to_host, DeviceBuffer};
 use crate::error_kind::{ErrorKind, TypedError};
 use crate::tensor::{check_input_count, HostTensor, IoSpec};
+use crate::trt::engine_builder::load;
+use crate::trt::engine_io::{
+    batch_outside_profile, buffer_sizes, elem_type, in_profile, input_shape_at, io_spec,
+    probe_batch_range,
+};
+#[cfg(not(feature = "tensorrt"))]
+use crate::trt::engine_runtime_cache::{runtime_cache_key, RuntimeCacheState};
+use crate::trt::loader::{locate_usable, Flavour, BOUND};
+use crate::trt::preflight::{
+    check_built_version, deserialize_error, gpu_refusal, no_gpu, read_engine,
+};
+use crate::trt::profile::{InputProfile, ShapeProfile};
+use crate::trt::runtime_log::{logged_errors_or, logger, take_log};
+use crate::trt::{EngineObjects, EnqueueError};
 use anyhow::{anyhow, bail, Context, Result};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -268,7 +270,7 @@ fn engine_io(
         let Some(elem) = elem_type(t) else {
             bail!(
                 "{shown}: tensor '{name}' is {}, which trtkit cannot move to or from the host",
-                super::engine_io::dtype_name(t)
+                crate::trt::engine_io::dtype_name(t)
             );
         };
         let shape = engine.tensor_shape(&name).map_err(err)?;

@@ -3,6 +3,7 @@
 //! and is compared with tract on the CPU; each backend passes, fails, or is skipped with the
 //! one-line reason it cannot run there.
 
+use crate::backend::open;
 use crate::backend::select::{BackendKind, BackendOptions};
 use crate::backend::Device;
 use crate::cuda::device::Gpu;
@@ -10,7 +11,6 @@ use crate::cuda::harness::{self, Amount, HarnessOptions};
 use crate::cuda::info::{driver_info, GpuInfo};
 use crate::data::synthetic::{InputDistribution, RandomInputs};
 use crate::jobs::compare::{compare, CompareConfig, InputSource, Saves, SideConfig};
-use crate::jobs::open::open_backend;
 use crate::metrics::closeness::Tolerance;
 use crate::metrics::latency::SpanStats;
 use crate::onnx::{small_classifier, OnnxModel};
@@ -82,7 +82,7 @@ pub struct CheckReport {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct DoctorCheck {
     /// What `doctor` alone reports.
-    pub doctor: crate::trt::support::DoctorReport,
+    pub doctor: crate::jobs::doctor::DoctorReport,
     /// The check of every GPU backend.
     pub check: CheckReport,
 }
@@ -304,7 +304,7 @@ impl GpuContext<'_> {
     /// compares it with tract on the CPU.
     fn run_and_compare(&self, path: &Path, options: BackendOptions) -> Result<BackendCheck> {
         let mut latency_model_ms = None;
-        let mut backend = open_backend(
+        let mut backend = open(
             path,
             &BackendOptions {
                 batch: Some(BATCH),
