@@ -10,10 +10,12 @@
 //! (errors that carry the condition code acts on).
 //! `tests/module_layers.rs` keeps the imports between modules, and between the files of each
 //! module, free of cycles.
+//! The public modules are those the binary, tests, benchmarks and examples use; the rest are
+//! `pub(crate)`, and `tests/public_surface.rs` keeps that list.
 
 #![deny(unsafe_code)]
 
-pub mod atomic_file;
+pub(crate) mod atomic_file;
 pub mod backend;
 pub mod bench;
 pub mod calibration;
@@ -21,22 +23,22 @@ pub mod cli;
 pub mod cuda;
 pub mod data;
 pub mod digest;
-pub mod error_kind;
+pub(crate) mod error_kind;
 #[cfg(any(test, feature = "test-support"))]
 pub mod fuzz_targets;
 pub(crate) mod host_memory;
 pub mod jobs;
 pub mod keyed_artifact;
 pub mod metrics;
-pub mod number;
+pub(crate) mod number;
 pub mod onnx;
 pub(crate) mod output_path;
 pub mod progress;
 pub mod quantize;
 pub mod report;
-pub mod setting;
+pub(crate) mod setting;
 pub mod tensor;
 pub(crate) mod this_host;
 pub mod trt;
 pub(crate) mod units;
-pub mod workspace;
+pub(crate) mod workspace;

@@ -137,7 +137,7 @@ fn reports_of_the_model_file_jobs_round_trip() {
         int8.to_str().unwrap(),
         "--json",
     ]);
-    assert!(q.quantized_activations.unwrap() > 0);
+    assert!(q.int8.quantized_activations.unwrap() > 0);
 }
 
 #[test]

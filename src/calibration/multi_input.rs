@@ -8,7 +8,9 @@
 //! inputs a standard normal. Each input is stacked and cut on its own batch axis; an input with
 //! no batch axis is the same in every batch (the first file's array, or drawn once).
 
-use super::sample_source::{source_files, usable, CalibrationBatches, SourceSummary};
+use super::sample_source::{
+    arrays_summary, fingerprint_file, source_files, usable, CalibrationBatches, SourceSummary,
+};
 use crate::data::batch_axis::{concat_on, slice_padded_on};
 use crate::data::npz;
 use crate::data::synthetic::{apply_int_inputs, InputDistribution, RandomInputs};
@@ -113,8 +115,7 @@ impl MultiInputBatches {
         for f in &files {
             let bytes =
                 std::fs::read(f).with_context(|| format!("{}: cannot read", f.display()))?;
-            hasher.update(f.file_name().unwrap_or_default().as_encoded_bytes());
-            hasher.update(&bytes);
+            fingerprint_file(&mut hasher, f, &bytes);
             let mut arrays = npz::load_bytes(f, &bytes)?;
             let mut samples = None;
             for (spec, part) in specs.iter().zip(parts.iter_mut()) {
@@ -149,22 +150,18 @@ impl MultiInputBatches {
             .zip(specs)
             .find_map(|(t, spec)| Some(t.shape[axis_of(axes, spec).ok()??]))
             .unwrap_or(0);
-        let used = usable(&shown, available, limit, batch)?;
-        if let Some(k) = limit {
-            hasher.update(format!("first {k}").as_bytes());
-        }
         Ok(MultiInputBatches {
             specs: specs.to_vec(),
             axes: axes.clone(),
             source: Source::Arrays(joined),
             done: 0,
-            facts: SourceSummary::new(
-                batch,
-                used,
+            facts: arrays_summary(
+                &shown,
+                hasher,
                 available,
-                hasher.finish_hex(),
-                "none (numpy arrays fed as stored, one per input)".into(),
-            ),
+                (limit, batch),
+                "none (numpy arrays fed as stored, one per input)",
+            )?,
         })
     }
 }

@@ -106,6 +106,35 @@ impl SourceSummary {
 
 /// How many samples to use: all, or the first `limit`; every one counts (the last batch is
 /// short when the batch size does not divide them). Errors when there are none.
+/// Feeds one array file to the fingerprint of its folder: its name, then its bytes.
+pub(crate) fn fingerprint_file(hash: &mut Sha256Stream, file: &Path, bytes: &[u8]) {
+    hash.update(file.file_name().unwrap_or_default().as_encoded_bytes());
+    hash.update(bytes);
+}
+
+/// The summary of a source of array files whose `available` samples `hash` was fed
+/// ([`fingerprint_file`]): the first `limit` of them used (the limit is part of the fingerprint)
+/// in batches of `batch`, fed as `preprocessing` says.
+pub(crate) fn arrays_summary(
+    shown: &str,
+    mut hash: Sha256Stream,
+    available: usize,
+    (limit, batch): (Option<usize>, usize),
+    preprocessing: &str,
+) -> Result<SourceSummary> {
+    let used = usable(shown, available, limit, batch)?;
+    if let Some(k) = limit {
+        hash.update(format!("first {k}").as_bytes());
+    }
+    Ok(SourceSummary::new(
+        batch,
+        used,
+        available,
+        hash.finish_hex(),
+        preprocessing.into(),
+    ))
+}
+
 pub(crate) fn usable(
     source: &str,
     available: usize,
@@ -250,20 +279,15 @@ impl ArrayBatches {
             };
             available += n;
             rows.push((f.clone(), n));
-            hasher.update(f.file_name().unwrap_or_default().as_encoded_bytes());
-            hasher.update(&bytes);
+            fingerprint_file(&mut hasher, f, &bytes);
         }
-        let used = usable(&shown, available, limit, batch)?;
-        if let Some(k) = limit {
-            hasher.update(format!("first {k}").as_bytes());
-        }
-        let facts = SourceSummary::new(
-            batch,
-            used,
+        let facts = arrays_summary(
+            &shown,
+            hasher,
             available,
-            hasher.finish_hex(),
-            "none (numpy arrays fed as stored)".into(),
-        )
+            (limit, batch),
+            "none (numpy arrays fed as stored)",
+        )?
         .with_files(rows);
         Ok(ArrayBatches {
             files,

@@ -104,6 +104,23 @@ pub struct Int8Applied {
     pub int8_share: Option<f64>,
 }
 
+/// The INT8 part of the `quantize` and `build` reports (flattened into each, so their JSON keeps
+/// its keys where they were): what the Q/DQ rewrite did, each part absent where it was not done
+/// (an engine reused, a rewrite that is not INT8).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Int8Rewrite {
+    /// Activation tensors given a Q/DQ pair.
+    pub quantized_activations: Option<usize>,
+    /// Weights quantized per channel.
+    pub quantized_weights: Option<usize>,
+    /// The nodes the INT8 plan would quantize that were left in float.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub float_nodes: Option<Vec<String>>,
+    /// What the nodes left in float compute in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<Fallback>,
+}
+
 /// A model after its plan was applied.
 pub struct Applied {
     /// The rewritten model (the input itself, all its weights in it, for FP32).

@@ -58,7 +58,7 @@ pub fn render(r: &BuildReport) -> String {
         (_, Some(i)) => format!(
             "int8: scales from {}{}{}",
             i.cache,
-            match (i.quantized_activations, i.quantized_weights) {
+            match (i.rewrite.quantized_activations, i.rewrite.quantized_weights) {
                 (Some(a), Some(w)) => format!(", {a} activations and {w} weights quantized"),
                 _ => String::new(),
             },
@@ -92,14 +92,14 @@ pub fn render(r: &BuildReport) -> String {
 /// The nodes an INT8 build left out of INT8 and what its float part computes in, as a clause
 /// (empty when every node the plan quantizes is INT8 and the float part is float32).
 fn int8_float_part(i: &Int8Summary) -> String {
-    let computing = i.fallback.map(|f| format!(" (computing in {f})"));
-    match (&i.float_nodes, computing) {
+    let computing = i.rewrite.fallback.map(|f| format!(" (computing in {f})"));
+    match (&i.rewrite.float_nodes, computing) {
         (Some(nodes), computing) if !nodes.is_empty() => format!(
             "; left out of INT8{}: {}",
             computing.unwrap_or_default(),
             nodes.join(", ")
         ),
-        (_, Some(_)) => format!("; float part in {}", i.fallback.unwrap_or_default()),
+        (_, Some(_)) => format!("; float part in {}", i.rewrite.fallback.unwrap_or_default()),
         _ => String::new(),
     }
 }

@@ -72,18 +72,18 @@ fn render_written(report: &QuantizeReport) -> String {
             let mut line = format!(
                 "wrote {} (int8): {} activations and {} weights quantized",
                 report.output,
-                report.quantized_activations.unwrap_or(0),
-                report.quantized_weights.unwrap_or(0)
+                report.int8.quantized_activations.unwrap_or(0),
+                report.int8.quantized_weights.unwrap_or(0)
             );
             if let Some(share) = report.int8_share {
                 line += &format!("; {:.1}% of the MACs in INT8", 100.0 * share);
             }
-            match report.float_nodes.as_deref() {
+            match report.int8.float_nodes.as_deref() {
                 Some([]) | None => {}
                 Some(nodes) => {
                     line += &format!(
                         "; in {}: {}",
-                        report.fallback.unwrap_or_default(),
+                        report.int8.fallback.unwrap_or_default(),
                         nodes.join(", ")
                     )
                 }

@@ -20,7 +20,7 @@ use crate::onnx::shape::{
 use crate::onnx::OnnxModel;
 use crate::progress::Progress;
 use crate::quantize::already_quantized::refuse_quantized;
-use crate::quantize::plan::{Fallback, Int8Scales, PrecisionPlan};
+use crate::quantize::plan::{Fallback, Int8Rewrite, Int8Scales, PrecisionPlan};
 use crate::tensor::{Dim, Precision};
 use crate::trt::engine_builder::{BuildLog, Loading};
 use crate::trt::engine_file::{engine_path, BuilderSettings, EngineKey};
@@ -97,10 +97,10 @@ fn int8_summary(scales: &Int8Scales, plan: &PrecisionPlan) -> Int8Summary {
     Int8Summary {
         cache: scales.cache.clone(),
         calibration: scales.calibration.clone(),
-        quantized_activations: None,
-        quantized_weights: None,
-        float_nodes: None,
-        fallback: Some(plan.fallback).filter(|f| *f != Fallback::Fp32),
+        rewrite: Int8Rewrite {
+            fallback: Some(plan.fallback).filter(|f| *f != Fallback::Fp32),
+            ..Int8Rewrite::default()
+        },
     }
 }
 
@@ -443,9 +443,9 @@ fn rewrite_precision(
                 .plan
                 .apply(model, scales, Some((deferred, file)), false)?;
             if let (Some(s), Some(int8)) = (report.int8.as_mut(), applied.int8) {
-                s.quantized_activations = Some(int8.activations);
-                s.quantized_weights = Some(int8.weights);
-                s.float_nodes = Some(int8.float_nodes).filter(|f| !f.is_empty());
+                s.rewrite.quantized_activations = Some(int8.activations);
+                s.rewrite.quantized_weights = Some(int8.weights);
+                s.rewrite.float_nodes = Some(int8.float_nodes).filter(|f| !f.is_empty());
             }
             (applied.model, true)
         }

@@ -3,7 +3,7 @@
 
 use crate::calibration::job::CalibrateReport;
 use crate::onnx::rewrite::fp16::Fp16Report;
-use crate::quantize::plan::Fallback;
+use crate::quantize::plan::Int8Rewrite;
 use crate::trt::engine_file::{EngineFacts, EngineKey};
 use crate::trt::loader::{Flavour, TrtLibraries, BOUND};
 use serde::{Deserialize, Serialize};
@@ -27,17 +27,10 @@ pub struct Int8Summary {
     pub cache: String,
     /// The calibration run (absent for a cache given by hand).
     pub calibration: Option<CalibrateReport>,
-    /// Activation tensors given a Q/DQ pair (absent when the engine was reused).
-    pub quantized_activations: Option<usize>,
-    /// Weights quantized per channel (absent when the engine was reused).
-    pub quantized_weights: Option<usize>,
-    /// The nodes the INT8 plan would quantize that were left in float (absent when none were,
-    /// or the engine was reused).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub float_nodes: Option<Vec<String>>,
-    /// What the nodes left in float compute in, where it is not float32.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fallback: Option<Fallback>,
+    /// What the rewrite did (its counts and float nodes absent when the engine was reused, its
+    /// float nodes when none were left out; its fallback where it is not float32).
+    #[serde(flatten)]
+    pub rewrite: Int8Rewrite,
 }
 
 /// Where the time went, in seconds.

@@ -15,7 +15,7 @@ use crate::progress::NoProgress;
 use crate::quantize::already_quantized::refuse_quantized;
 use crate::quantize::load_check::check_loads;
 pub(crate) use crate::quantize::load_check::RewriteDoesNotLoad;
-use crate::quantize::plan::{Fallback, PrecisionPlan};
+use crate::quantize::plan::{Int8Rewrite, PrecisionPlan};
 use crate::tensor::Precision;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
@@ -58,16 +58,9 @@ pub struct QuantizeReport {
     pub output: String,
     /// `int8` or `fp16`.
     pub precision: String,
-    /// INT8: activation tensors with a Q/DQ pair.
-    pub quantized_activations: Option<usize>,
-    /// INT8: weights quantized per channel.
-    pub quantized_weights: Option<usize>,
-    /// INT8: the nodes left in float that the plan would quantize.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub float_nodes: Option<Vec<String>>,
-    /// INT8: what the float part computes in.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fallback: Option<Fallback>,
+    /// INT8: what the rewrite did.
+    #[serde(flatten)]
+    pub int8: Int8Rewrite,
     /// INT8: share of the Conv/ConvTranspose/Gemm/MatMul MACs that run with INT8 inputs, in
     /// [0, 1] (absent when the shapes cannot be inferred).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -101,10 +94,7 @@ pub fn quantize(config: &QuantizeConfig) -> Result<QuantizeReport> {
         model: shown.clone(),
         output: config.output.display().to_string(),
         precision: String::new(),
-        quantized_activations: None,
-        quantized_weights: None,
-        float_nodes: None,
-        fallback: None,
+        int8: Int8Rewrite::default(),
         int8_share: None,
         fp16: None,
         keep_fp32: None,
@@ -162,10 +152,12 @@ fn apply_plan(
         report.keep_fp32 = Some(plan.fp16.keep_fp32.clone());
     }
     if let Some(int8) = applied.int8 {
-        report.quantized_activations = Some(int8.activations);
-        report.quantized_weights = Some(int8.weights);
-        report.float_nodes = Some(int8.float_nodes);
-        report.fallback = Some(int8.fallback);
+        report.int8 = Int8Rewrite {
+            quantized_activations: Some(int8.activations),
+            quantized_weights: Some(int8.weights),
+            float_nodes: Some(int8.float_nodes),
+            fallback: Some(int8.fallback),
+        };
         report.int8_share = int8.int8_share;
     }
     Ok(applied.model)
