@@ -13,7 +13,8 @@ use super::select::{BackendKind, BackendOptions, Fp16Compute, TransformerFusionP
 use super::tract::{TractBackend, TractOptions};
 use super::{Backend, Device};
 use crate::data::npz;
-use crate::onnx::rewrite::fp16_emulate::{emulate_fp16, has_float16_compute};
+use crate::onnx::rewrite::fp16_emulate::{has_float16_compute, Fp16Emulation};
+use crate::onnx::rewrite::pass::Pass;
 use crate::onnx::rewrite::transformer_fusion::TransformerFusion;
 use crate::onnx::OnnxModel;
 use crate::setting::Setting;
@@ -167,7 +168,7 @@ fn open_visiting(
     if !emulates_fp16(model, kind, options) {
         return open_kind(model, kind, options, visit_only_from);
     }
-    let emulated = emulate_fp16(model.clone()).map_err(|e| {
+    let (emulated, _) = Fp16Emulation.run(model.clone()).map_err(|e| {
         anyhow!(
             "{e:#}; --fp16-compute backend runs it as the backend computes float16 (in float32)"
         )

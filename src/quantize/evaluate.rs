@@ -13,7 +13,8 @@ use crate::digest::file_sha256;
 use crate::metrics::bootstrap::IntervalScores;
 use crate::onnx::macs::MacsCount;
 use crate::onnx::rewrite::bias::correct_biases;
-use crate::onnx::rewrite::constant_weights::lift_constant_weights;
+use crate::onnx::rewrite::constant_weights::LiftConstantWeights;
+use crate::onnx::rewrite::pass::Pass;
 use crate::onnx::rewrite::plan::{node_label, node_op, QuantPlan};
 use crate::onnx::rewrite::qdq::WeightQuant;
 use crate::onnx::OnnxModel;
@@ -71,11 +72,11 @@ impl Evaluator {
 
     /// [`Evaluator::new`] for `model`, already loaded from `config.model`.
     pub(crate) fn from_model(
-        mut model: OnnxModel,
+        model: OnnxModel,
         config: &EvalConfig,
         progress: &dyn Progress,
     ) -> Result<Evaluator> {
-        lift_constant_weights(&mut model);
+        let (model, _) = LiftConstantWeights.run(model)?;
         let table = CalibrationTable::load(&config.cache)?;
         check_cache_model(&config.cache, &config.model, &file_sha256(&config.model)?)?;
         // The INT8 pass refuses a model with nothing to quantize.

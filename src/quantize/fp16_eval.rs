@@ -23,7 +23,7 @@ use crate::metrics::bootstrap::IntervalScores as Score;
 use crate::onnx::macs::MacsCount;
 use crate::onnx::pb::tensor_proto::DataType;
 use crate::onnx::rewrite::fp16::{Fp16, Fp16Options};
-use crate::onnx::rewrite::fp16_emulate::emulate_fp16;
+use crate::onnx::rewrite::fp16_emulate::Fp16Emulation;
 use crate::onnx::rewrite::pass::{Pass, PassReport};
 use crate::onnx::rewrite::plan::{node_label, node_op};
 use crate::onnx::rewrite::types::infer_elem_types;
@@ -161,7 +161,7 @@ impl Fp16Evaluator {
     fn measured(&self, float: &BTreeSet<usize>) -> Result<OnnxModel> {
         let variant = self.variant(float)?;
         if self.emulated {
-            emulate_fp16(variant)
+            Ok(Fp16Emulation.run(variant)?.0)
         } else {
             Ok(variant)
         }

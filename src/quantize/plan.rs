@@ -10,7 +10,7 @@ use crate::calibration::cache::{check_cache_model, CalibrationTable};
 use crate::calibration::job::{calibrate, CalibrateConfig, CalibrateReport};
 use crate::digest::sha256_hex;
 use crate::onnx::deferred_weights::DeferredWeights;
-use crate::onnx::rewrite::constant_weights::lift_constant_weights;
+use crate::onnx::rewrite::constant_weights::LiftConstantWeights;
 use crate::onnx::rewrite::fp16::{to_fp16_deferred, Fp16, Fp16Options, Fp16Report};
 use crate::onnx::rewrite::pass::{Pass, PassReport};
 use crate::onnx::rewrite::plan::{node_label, plan_int8, Exclusion, QuantPlan};
@@ -346,7 +346,7 @@ impl PrecisionPlan {
                 if let Some((mut deferred, file)) = weights {
                     deferred.restore(model.graph_mut(), file);
                 }
-                lift_constant_weights(&mut model);
+                let (model, _) = LiftConstantWeights.run(model)?;
                 let (model, report) = self.int8(&model, scales, int8_share)?;
                 Ok(Applied {
                     model,

@@ -6,9 +6,11 @@
 //! the same. Node indices after it shift down by the moved nodes, so every INT8 path moves them
 //! first, and a `#INDEX` label names the node in the model with its weights moved.
 
+use super::pass::{Pass, PassReport};
 use crate::onnx::attributes::attribute;
 use crate::onnx::pb::GraphProto;
 use crate::onnx::OnnxModel;
+use anyhow::Result;
 use std::collections::HashSet;
 
 /// The smallest IR version whose initializers need not also be graph inputs.
@@ -48,9 +50,25 @@ pub(crate) fn weight_constants(graph: &GraphProto) -> Vec<usize> {
         .collect()
 }
 
+/// The pass that moves the Constant weights of a model ([`weight_constants`]) into initializers,
+/// where the INT8 rewrite and its evaluation find them.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct LiftConstantWeights;
+
+impl Pass for LiftConstantWeights {
+    fn name(&self) -> &'static str {
+        "lift-constant-weights"
+    }
+
+    fn run(&self, mut model: OnnxModel) -> Result<(OnnxModel, PassReport)> {
+        let lifted = lift_constant_weights(&mut model);
+        Ok((model, PassReport::LiftConstantWeights { lifted }))
+    }
+}
+
 /// Moves the Constant weights of `model` ([`weight_constants`]) into initializers; returns how
 /// many were moved.
-pub(crate) fn lift_constant_weights(model: &mut OnnxModel) -> usize {
+fn lift_constant_weights(model: &mut OnnxModel) -> usize {
     if model.proto.ir_version < MIN_IR_VERSION {
         return 0;
     }

@@ -24,7 +24,6 @@
 //! back; the values they read from around them are read under the names that hold float32.
 
 use super::fresh_names::FreshNames;
-#[cfg(test)]
 use super::pass::{Pass, PassReport};
 pub(crate) use super::report::Fp16EmulationReport;
 use super::types::{infer_elem_types, infer_elem_types_within};
@@ -39,11 +38,10 @@ use std::collections::{HashMap, HashSet};
 
 /// The FP16 emulation pass (see the module comment): a model with float16 compute becomes a
 /// float32 model that rounds every float16 tensor to float16; a model without is left as it is.
-#[cfg(test)]
+/// A model without float16 compute is left as it is, so running it twice is harmless.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Fp16Emulation;
 
-#[cfg(test)]
 impl Pass for Fp16Emulation {
     fn name(&self) -> &'static str {
         "fp16-emulation"
@@ -53,6 +51,12 @@ impl Pass for Fp16Emulation {
         let (model, report) = emulate_with_report(model)?;
         Ok((model, PassReport::Fp16Emulation(report)))
     }
+}
+
+/// The emulated model, the pass's report left out: what the tests compare.
+#[cfg(test)]
+pub(crate) fn emulate_fp16(model: OnnxModel) -> Result<OnnxModel> {
+    Ok(Fp16Emulation.run(model)?.0)
 }
 
 /// Whether `model` computes anything in float16: a float16 input, initializer or node output,
@@ -74,12 +78,6 @@ fn graph_has_float16(g: &GraphProto) -> bool {
 
 fn declared_type(v: &crate::onnx::pb::ValueInfoProto) -> Option<DataType> {
     crate::onnx::tensor_info::tensor_type(v).and_then(|t| data_type(t.elem_type))
-}
-
-/// The emulated model of `model` (see the module comment); `model` itself, unchanged, when it has
-/// no float16 compute, so applying this twice is harmless.
-pub(crate) fn emulate_fp16(model: OnnxModel) -> Result<OnnxModel> {
-    Ok(emulate_with_report(model)?.0)
 }
 
 fn emulate_with_report(model: OnnxModel) -> Result<(OnnxModel, Fp16EmulationReport)> {

@@ -7,6 +7,8 @@
 //! [`FixBatch`](crate::onnx::shape::FixBatch) (input declarations),
 //! [`Fp16`](super::fp16::Fp16) (float16 autocast),
 //! [`Fp16Emulation`](super::fp16_emulate::Fp16Emulation) (FP16 numerics computed in float32),
+//! [`LiftConstantWeights`](super::constant_weights::LiftConstantWeights) (Constant weights made
+//! initializers),
 //! [`Qdq`](super::qdq::Qdq) (INT8 Q/DQ insertion), [`Equalize`](super::equalize::Equalize)
 //! (cross-layer equalisation) and [`Capture`](super::capture::Capture) (activations as extra
 //! outputs).

@@ -46,6 +46,11 @@ pub enum PassReport {
     },
     /// Attention blocks and residual LayerNorms were fused into ONNX Runtime's operators.
     TransformerFusion(TransformerFusionReport),
+    /// Weights held in Constant nodes were moved into initializers.
+    LiftConstantWeights {
+        /// How many were moved.
+        lifted: usize,
+    },
     /// Tensors were marked as graph outputs with their own element types (layerwise compare).
     MarkOutputs {
         /// The tensors that became outputs, in order.
