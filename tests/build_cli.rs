@@ -401,7 +401,6 @@ const PEER_BUILD_FLOOR: usize = 98;
 fn peer_models_build_or_say_why() {
     use trtkit::jobs::build::{build, BuildConfig, BuildObservers};
     use trtkit::quantize::plan::PrecisionPlan;
-    use trtkit::tensor::Precision;
     use trtkit::trt::engine_file::BuilderSettings;
     let root = support::onnx_test_data();
     assert!(
@@ -421,7 +420,7 @@ fn peer_models_build_or_say_why() {
             input_shapes: Default::default(),
             batch: Default::default(),
             explicit_shapes: Default::default(),
-            plan: PrecisionPlan::of(Precision::Fp32),
+            plan: PrecisionPlan::Fp32,
             builder: BuilderSettings::default(),
             output: None,
             engine_dir: out.path().to_path_buf(),

@@ -17,7 +17,7 @@ use crate::jobs::quantize::{quantize, QuantizeConfig, Rewrite};
 use crate::onnx::shape::fixed_batch;
 use crate::onnx::OnnxModel;
 use crate::progress::NoProgress;
-use crate::quantize::plan::{Int8Source, PrecisionPlan};
+use crate::quantize::plan::{Fp16Plan, Int8Plan, Int8Source, PrecisionPlan};
 use crate::tensor::Precision;
 use crate::trt::engine_file::BuilderSettings;
 use crate::trt::profile::{BatchRequest, ExplicitShapes};
@@ -107,7 +107,7 @@ pub fn prepare(spec: &CellSpec) -> Result<Prepared> {
         (_, Precision::Fp32) => spec.model.clone(),
         (_, Precision::Fp16) => rewrite(
             spec,
-            Rewrite::Precision(Box::new(PrecisionPlan::of(Precision::Fp16))),
+            Rewrite::Precision(Box::new(PrecisionPlan::Fp16(Fp16Plan::default()))),
             "fp16",
             &mut notes,
         )?,
@@ -129,10 +129,9 @@ pub fn prepare(spec: &CellSpec) -> Result<Prepared> {
                 }
             ));
             let tag = format!("int8-{}", &sha256_hex16(&std::fs::read(&cache)?)[..8]);
-            let how = Rewrite::Precision(Box::new(PrecisionPlan {
-                scales: Some(Int8Source::Cache(cache)),
-                ..PrecisionPlan::of(Precision::Int8)
-            }));
+            let how = Rewrite::Precision(Box::new(PrecisionPlan::Int8(Int8Plan::new(
+                Int8Source::Cache(cache),
+            ))));
             rewrite(spec, how, &tag, &mut notes)?
         }
     };
@@ -180,11 +179,12 @@ fn build_engine(spec: &CellSpec, notes: &mut Vec<String>) -> Result<PathBuf> {
             max: Some(max as i64),
         },
         explicit_shapes: ExplicitShapes::default(),
-        plan: PrecisionPlan {
-            scales: (precision == Precision::Int8)
-                .then(|| calibration(spec).map(|c| Int8Source::Calibrate(Box::new(c))))
-                .transpose()?,
-            ..PrecisionPlan::of(precision)
+        plan: match precision {
+            Precision::Fp32 => PrecisionPlan::Fp32,
+            Precision::Fp16 => PrecisionPlan::Fp16(Fp16Plan::default()),
+            Precision::Int8 => PrecisionPlan::Int8(Int8Plan::new(Int8Source::Calibrate(Box::new(
+                calibration(spec)?,
+            )))),
         },
         builder: BuilderSettings::default(),
         output: None,

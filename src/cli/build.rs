@@ -14,10 +14,9 @@ use crate::cli::workspace::{for_model, required};
 use crate::jobs::build::{build, calibration_shapes, BuildConfig, BuildObservers};
 use crate::onnx::shape::{parse_named_shapes, DimValues, NamedDim, ShapeRequest};
 use crate::progress::Progress;
-use crate::quantize::plan::{Int8Source, PrecisionPlan};
+use crate::quantize::plan::{Fp16Plan, Int8Plan, Int8Source, PrecisionPlan};
 use crate::report::build::render;
 use crate::report::progress::Bar;
-use crate::tensor::Precision;
 use crate::trt::engine_file::BuilderSettings;
 use crate::trt::loader::DIR_ENV;
 use crate::trt::profile::{AxisRange, BatchRange, BatchRequest, ExplicitShapes};
@@ -201,11 +200,6 @@ pub fn config(args: &BuildArgs) -> Result<BuildConfig> {
         .calib_data
         .clone()
         .or_else(|| ws.as_ref().and_then(|w| w.calib_data()));
-    let precision = match (args.fp16, args.int8) {
-        (true, _) => Precision::Fp16,
-        (_, true) => Precision::Int8,
-        _ => Precision::Fp32,
-    };
     let int8 = match (&calib_data, &args.calibration_cache) {
         _ if !args.int8 => None,
         (_, Some(cache)) if args.calib_data.is_none() => Some(Int8Source::Cache(cache.clone())),
@@ -241,15 +235,7 @@ pub fn config(args: &BuildArgs) -> Result<BuildConfig> {
         input_shapes,
         batch,
         explicit_shapes,
-        plan: PrecisionPlan {
-            precision,
-            fp16: args.fp16_options.options(),
-            scales: int8,
-            exclude: args.int8_recipe.exclusion(),
-            fallback: args.int8_recipe.fallback,
-            weight_clip: args.int8_recipe.weight_clip,
-            search_result: args.search_result.float_nodes_from.clone(),
-        },
+        plan: precision_plan(args, int8),
         builder: BuilderSettings {
             workspace_mib: args.workspace,
             optimization_level: args.builder_optimization_level,
@@ -259,6 +245,26 @@ pub fn config(args: &BuildArgs) -> Result<BuildConfig> {
         rebuild: args.rebuild,
         tensorrt_dir: args.tensorrt_dir.clone(),
     })
+}
+
+/// The precision recipe the flags ask for; `int8`: the INT8 scales' source (given with
+/// `--int8`).
+fn precision_plan(args: &BuildArgs, int8: Option<Int8Source>) -> PrecisionPlan {
+    let search_result = args.search_result.float_nodes_from.clone();
+    match int8 {
+        Some(scales) => PrecisionPlan::Int8(Int8Plan {
+            exclude: args.int8_recipe.exclusion(),
+            fallback: args.int8_recipe.fallback,
+            weight_clip: args.int8_recipe.weight_clip,
+            search_result,
+            ..Int8Plan::new(scales)
+        }),
+        None if args.fp16 => PrecisionPlan::Fp16(Fp16Plan {
+            options: args.fp16_options.options(),
+            search_result,
+        }),
+        None => PrecisionPlan::Fp32,
+    }
 }
 
 /// Runs `build`.

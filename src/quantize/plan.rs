@@ -17,7 +17,6 @@ use crate::onnx::rewrite::plan::{node_label, plan_int8, Exclusion, QuantPlan};
 use crate::onnx::rewrite::qdq::{Qdq, WeightClip, WeightQuant};
 use crate::onnx::OnnxModel;
 use crate::progress::Progress;
-use crate::setting::{fix_with, Setting};
 use crate::tensor::Precision;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
@@ -54,25 +53,92 @@ pub enum Int8Source {
     Cache(PathBuf),
 }
 
-/// One precision recipe: what `quantize` writes and `build` builds from the same options.
+/// One precision recipe: what `quantize` writes and `build` builds from the same options, each
+/// precision holding only what it needs (INT8 scales can only be given to an INT8 plan).
 #[derive(Clone, Debug)]
-pub struct PrecisionPlan {
-    /// The precision the rewritten model computes in (FP32: no rewrite).
-    pub precision: Precision,
-    /// FP16: the ops and nodes kept in float32, and whether the graph's I/O is float16 too.
-    pub fp16: Fp16Options,
-    /// INT8: where the scales come from (required for INT8, refused otherwise).
-    pub scales: Option<Int8Source>,
-    /// INT8: the nodes left in float.
-    pub exclude: Exclusion,
-    /// INT8: what the nodes left in float compute in.
-    pub fallback: Fallback,
-    /// INT8: how each weight channel's range is chosen.
-    pub(crate) weight_clip: WeightClip,
+pub enum PrecisionPlan {
+    /// No rewrite: the model as it is.
+    Fp32,
+    /// The FP16 autocast.
+    Fp16(Fp16Plan),
+    /// INT8 Q/DQ.
+    Int8(Int8Plan),
+}
+
+/// The FP16 recipe.
+#[derive(Clone, Debug, Default)]
+pub struct Fp16Plan {
+    /// The ops and nodes kept in float32, and whether the graph's I/O is float16 too.
+    pub options: Fp16Options,
     /// A target search's result (its JSON report, or the result it kept): the nodes it left in
-    /// float stay in float here too, kept in float32 (FP16) or left out of INT8 (INT8). Read by
-    /// [`Self::with_search_result`].
+    /// float are kept in float32 here too. Read by [`PrecisionPlan::with_search_result`].
     pub(crate) search_result: Option<PathBuf>,
+}
+
+/// The INT8 recipe.
+#[derive(Clone, Debug)]
+pub struct Int8Plan {
+    /// Where the scales come from.
+    pub scales: Int8Source,
+    /// The nodes left in float.
+    pub exclude: Exclusion,
+    /// What the nodes left in float compute in.
+    pub fallback: Fallback,
+    /// How each weight channel's range is chosen.
+    pub(crate) weight_clip: WeightClip,
+    /// A target search's result: the nodes it left in float are left out of INT8 here too.
+    pub(crate) search_result: Option<PathBuf>,
+}
+
+impl Int8Plan {
+    /// The INT8 recipe with its scales from `scales` and every other option at its default.
+    pub fn new(scales: Int8Source) -> Int8Plan {
+        Int8Plan {
+            scales,
+            exclude: Exclusion::default(),
+            fallback: Fallback::default(),
+            weight_clip: WeightClip::default(),
+            search_result: None,
+        }
+    }
+
+    /// The INT8 rewrite of `model` (its weights all in memory, Constant weights lifted).
+    fn rewrite(
+        &self,
+        model: &OnnxModel,
+        scales: &Int8Scales,
+        int8_share: bool,
+    ) -> Result<(OnnxModel, Int8Applied)> {
+        // The full plan must have something to quantize, whatever is excluded.
+        let full = int8_pass(model, &scales.scales)?.plan;
+        let (plan, float) =
+            plan_without(model, &self.exclude).with_context(|| model.path.display().to_string())?;
+        let quantized = plan.quantized_nodes();
+        let report = Int8Applied {
+            activations: plan.activations.len(),
+            weights: plan.weights.len(),
+            float_nodes: full
+                .quantized_nodes()
+                .intersection(&float)
+                .map(|&i| node_label(model.graph(), i))
+                .collect(),
+            fallback: self.fallback,
+            int8_share: int8_share
+                .then(|| model_macs(model, &Default::default()).ok())
+                .flatten()
+                .filter(|m| m.total > 0)
+                .map(|m| m.share(quantized.iter().copied())),
+        };
+        let rewritten = int8_model(
+            model,
+            plan,
+            &scales.scales,
+            self.fallback,
+            &WeightQuant::nearest(self.weight_clip),
+        )
+        .with_context(|| format!("{} with {}", model.path.display(), scales.cache))?;
+        Ok((rewritten, report))
+    }
 }
 
 /// The INT8 scales a plan resolved, and where they came from.
@@ -136,16 +202,37 @@ pub struct Applied {
 pub(crate) type FileWeights<'a> = (DeferredWeights, &'a [u8]);
 
 impl PrecisionPlan {
-    /// The plan of `precision` with every option at its default (and no INT8 scales).
-    pub fn of(precision: Precision) -> PrecisionPlan {
-        PrecisionPlan {
-            precision,
-            fp16: Fp16Options::default(),
-            scales: None,
-            exclude: Exclusion::default(),
-            fallback: Fallback::default(),
-            weight_clip: WeightClip::default(),
-            search_result: None,
+    /// The precision the rewritten model computes in.
+    pub fn precision(&self) -> Precision {
+        match self {
+            PrecisionPlan::Fp32 => Precision::Fp32,
+            PrecisionPlan::Fp16(_) => Precision::Fp16,
+            PrecisionPlan::Int8(_) => Precision::Int8,
+        }
+    }
+
+    /// The FP16 recipe, for an FP16 plan.
+    pub(crate) fn fp16(&self) -> Option<&Fp16Plan> {
+        match self {
+            PrecisionPlan::Fp16(p) => Some(p),
+            _ => None,
+        }
+    }
+
+    /// The INT8 recipe, for an INT8 plan.
+    pub(crate) fn int8(&self) -> Option<&Int8Plan> {
+        match self {
+            PrecisionPlan::Int8(p) => Some(p),
+            _ => None,
+        }
+    }
+
+    /// The target search result the plan takes its float nodes from, if any.
+    pub(crate) fn search_result(&self) -> Option<&Path> {
+        match self {
+            PrecisionPlan::Fp32 => None,
+            PrecisionPlan::Fp16(p) => p.search_result.as_deref(),
+            PrecisionPlan::Int8(p) => p.search_result.as_deref(),
         }
     }
 
@@ -153,7 +240,7 @@ impl PrecisionPlan {
     /// (what [`Self::tag`] and [`Self::apply`] then see); the plan itself when it has none. The
     /// result must be of a search at the plan's precision.
     pub(crate) fn with_search_result(&self) -> Result<PrecisionPlan> {
-        let Some(path) = &self.search_result else {
+        let Some(path) = self.search_result() else {
             return Ok(self.clone());
         };
         let shown = path.display();
@@ -165,11 +252,11 @@ impl PrecisionPlan {
             (_, Some(_)) => Precision::Fp16,
             _ => bail!("{shown}: not the result of a target search (quantize --target-cosine or --target-agreement)"),
         };
-        if searched != self.precision {
+        if searched != self.precision() {
             bail!(
                 "{shown}: the result of an {} target search, for an {} model",
                 searched.to_string().to_uppercase(),
-                self.precision.to_string().to_uppercase()
+                self.precision().to_string().to_uppercase()
             );
         }
         let nodes = result
@@ -181,10 +268,16 @@ impl PrecisionPlan {
             .collect::<Option<Vec<String>>>()
             .with_context(|| format!("{shown}: float_nodes are not names"))?;
         let mut plan = self.clone();
-        plan.search_result = None;
-        let kept = match searched {
-            Precision::Int8 => &mut plan.exclude.nodes,
-            _ => &mut plan.fp16.keep_nodes,
+        let kept = match &mut plan {
+            PrecisionPlan::Int8(p) => {
+                p.search_result = None;
+                &mut p.exclude.nodes
+            }
+            PrecisionPlan::Fp16(p) => {
+                p.search_result = None;
+                &mut p.options.keep_nodes
+            }
+            PrecisionPlan::Fp32 => return Ok(plan),
         };
         for node in nodes {
             if !kept.contains(&node) {
@@ -194,26 +287,14 @@ impl PrecisionPlan {
         Ok(plan)
     }
 
-    /// Refuses options that say nothing at this precision: INT8 scales (calibration data or a
-    /// cache) for a plan that is not INT8.
-    pub fn check(&self) -> Result<()> {
-        if self.precision != Precision::Int8 && self.scales.is_some() {
-            return Err(fix_with(
-                Setting::Int8,
-                "calibration data or a calibration cache was given for a build that is not INT8",
-            ));
-        }
-        Ok(())
-    }
-
     /// What tells this rewrite from another of the same precision, for an engine's key; `None`
     /// for FP32 and for INT8 with every option at its default (engines built before those
-    /// options existed keep their keys).
+    /// options existed keep their keys). Written as 0.1.0 wrote it, so keys stay byte-identical.
     pub(crate) fn tag(&self) -> Option<String> {
-        match self.precision {
-            Precision::Fp32 => None,
-            Precision::Fp16 => {
-                let f = &self.fp16;
+        match self {
+            PrecisionPlan::Fp32 => None,
+            PrecisionPlan::Fp16(p) => {
+                let f = &p.options;
                 let mut tag = format!("keep_fp32={} fp16_io={}", f.keep_fp32.join(","), f.fp16_io);
                 if !f.keep_nodes.is_empty() || !f.keep_regex.is_empty() {
                     tag += &format!(
@@ -224,19 +305,19 @@ impl PrecisionPlan {
                 }
                 Some(tag)
             }
-            Precision::Int8 => {
-                let e = &self.exclude;
+            PrecisionPlan::Int8(p) => {
+                let e = &p.exclude;
                 let default = e.is_empty()
-                    && self.fallback == Fallback::default()
-                    && self.weight_clip == WeightClip::default();
+                    && p.fallback == Fallback::default()
+                    && p.weight_clip == WeightClip::default();
                 (!default).then(|| {
                     format!(
                         "exclude={} exclude_op={} exclude_regex={} fallback={} weight_clip={}",
                         e.nodes.join(","),
                         e.ops.join(","),
                         e.patterns.join("\u{1f}"),
-                        self.fallback,
-                        serde_json::to_string(&self.weight_clip).unwrap_or_default()
+                        p.fallback,
+                        serde_json::to_string(&p.weight_clip).unwrap_or_default()
                     )
                 })
             }
@@ -252,15 +333,11 @@ impl PrecisionPlan {
         model_sha256: &str,
         progress: &dyn Progress,
     ) -> Result<Option<Int8Scales>> {
-        if self.precision != Precision::Int8 {
+        let Some(int8) = self.int8() else {
             return Ok(None);
-        }
-        match &self.scales {
-            None => Err(fix_with(
-                Setting::CalibData,
-                "INT8 needs calibration data or a calibration cache",
-            )),
-            Some(Int8Source::Cache(path)) => {
+        };
+        match &int8.scales {
+            Int8Source::Cache(path) => {
                 let table = CalibrationTable::load(path)?;
                 check_cache_model(path, model, model_sha256)?;
                 let bytes = std::fs::read(path)
@@ -272,7 +349,7 @@ impl PrecisionPlan {
                     calibration: None,
                 }))
             }
-            Some(Int8Source::Calibrate(cal)) => {
+            Int8Source::Calibrate(cal) => {
                 let cal = CalibrateConfig {
                     model: model.to_path_buf(),
                     ..(**cal).clone()
@@ -313,11 +390,11 @@ impl PrecisionPlan {
         int8_share: bool,
     ) -> Result<Applied> {
         let mut model = model;
-        if self.precision != Precision::Fp32 {
-            refuse_quantized(&model, &self.precision.to_string().to_uppercase())?;
+        if self.precision() != Precision::Fp32 {
+            refuse_quantized(&model, &self.precision().to_string().to_uppercase())?;
         }
-        match self.precision {
-            Precision::Fp32 => {
+        match self {
+            PrecisionPlan::Fp32 => {
                 if let Some((mut deferred, file)) = weights {
                     deferred.restore(model.graph_mut(), file);
                 }
@@ -327,10 +404,10 @@ impl PrecisionPlan {
                     int8: None,
                 })
             }
-            Precision::Fp16 => {
+            PrecisionPlan::Fp16(p) => {
                 let (model, report) = match weights {
-                    Some((deferred, file)) => to_fp16_deferred(model, &self.fp16, deferred, file)?,
-                    None => match Fp16(self.fp16.clone()).run(model)? {
+                    Some((deferred, file)) => to_fp16_deferred(model, &p.options, deferred, file)?,
+                    None => match Fp16(p.options.clone()).run(model)? {
                         (m, PassReport::Fp16(r)) => (m, r),
                         _ => bail!("the FP16 pass made no FP16 report"),
                     },
@@ -341,13 +418,13 @@ impl PrecisionPlan {
                     int8: None,
                 })
             }
-            Precision::Int8 => {
+            PrecisionPlan::Int8(p) => {
                 let scales = scales.context("INT8 needs its scales resolved first")?;
                 if let Some((mut deferred, file)) = weights {
                     deferred.restore(model.graph_mut(), file);
                 }
                 let (model, _) = LiftConstantWeights.run(model)?;
-                let (model, report) = self.int8(&model, scales, int8_share)?;
+                let (model, report) = p.rewrite(&model, scales, int8_share)?;
                 Ok(Applied {
                     model,
                     fp16: None,
@@ -355,44 +432,6 @@ impl PrecisionPlan {
                 })
             }
         }
-    }
-
-    /// The INT8 rewrite of `model` (its weights all in memory, Constant weights lifted).
-    fn int8(
-        &self,
-        model: &OnnxModel,
-        scales: &Int8Scales,
-        int8_share: bool,
-    ) -> Result<(OnnxModel, Int8Applied)> {
-        // The full plan must have something to quantize, whatever is excluded.
-        let full = int8_pass(model, &scales.scales)?.plan;
-        let (plan, float) =
-            plan_without(model, &self.exclude).with_context(|| model.path.display().to_string())?;
-        let quantized = plan.quantized_nodes();
-        let report = Int8Applied {
-            activations: plan.activations.len(),
-            weights: plan.weights.len(),
-            float_nodes: full
-                .quantized_nodes()
-                .intersection(&float)
-                .map(|&i| node_label(model.graph(), i))
-                .collect(),
-            fallback: self.fallback,
-            int8_share: int8_share
-                .then(|| model_macs(model, &Default::default()).ok())
-                .flatten()
-                .filter(|m| m.total > 0)
-                .map(|m| m.share(quantized.iter().copied())),
-        };
-        let rewritten = int8_model(
-            model,
-            plan,
-            &scales.scales,
-            self.fallback,
-            &WeightQuant::nearest(self.weight_clip),
-        )
-        .with_context(|| format!("{} with {}", model.path.display(), scales.cache))?;
-        Ok((rewritten, report))
     }
 }
 
@@ -482,31 +521,33 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let fp16 = dir.path().join("fp16.json");
         std::fs::write(&fp16, r#"{"full_fp16": {}, "float_nodes": ["a", "b"]}"#).unwrap();
-        let mut plan = PrecisionPlan::of(Precision::Fp16);
-        plan.fp16.keep_nodes = vec!["a".into()];
-        plan.search_result = Some(fp16.clone());
+        let plan = PrecisionPlan::Fp16(Fp16Plan {
+            options: Fp16Options {
+                keep_nodes: vec!["a".into()],
+                ..Fp16Options::default()
+            },
+            search_result: Some(fp16.clone()),
+        });
         let resolved = plan.with_search_result().unwrap();
-        assert_eq!(resolved.fp16.keep_nodes, ["a", "b"]);
-        assert!(resolved.exclude.is_empty());
-        assert!(resolved.search_result.is_none());
+        assert_eq!(resolved.fp16().unwrap().options.keep_nodes, ["a", "b"]);
+        assert!(resolved.search_result().is_none());
         assert!(resolved.tag().unwrap().contains("keep_nodes=a,b"));
 
         let int8 = dir.path().join("int8.json");
         std::fs::write(&int8, r#"{"full_int8": {}, "float_nodes": ["conv_2"]}"#).unwrap();
-        let plan = PrecisionPlan {
-            search_result: Some(int8),
-            ..PrecisionPlan::of(Precision::Int8)
+        let int8_plan = |search_result| {
+            PrecisionPlan::Int8(Int8Plan {
+                search_result,
+                ..Int8Plan::new(Int8Source::Cache("c.cache".into()))
+            })
         };
-        let resolved = plan.with_search_result().unwrap();
-        assert_eq!(resolved.exclude.nodes, ["conv_2"]);
-        assert!(resolved.fp16.keep_nodes.is_empty());
+        let resolved = int8_plan(Some(int8)).with_search_result().unwrap();
+        assert_eq!(resolved.int8().unwrap().exclude.nodes, ["conv_2"]);
+        assert!(resolved.fp16().is_none());
         assert!(resolved.tag().unwrap().contains("exclude=conv_2"));
-        assert!(PrecisionPlan::of(Precision::Int8).tag().is_none());
+        assert!(int8_plan(None).tag().is_none());
 
-        let wrong = PrecisionPlan {
-            search_result: Some(fp16),
-            ..PrecisionPlan::of(Precision::Int8)
-        };
+        let wrong = int8_plan(Some(fp16));
         let err = format!("{:#}", wrong.with_search_result().unwrap_err());
         assert!(
             err.contains("an FP16 target search, for an INT8 model"),

@@ -98,7 +98,10 @@ fn int8_summary(scales: &Int8Scales, plan: &PrecisionPlan) -> Int8Summary {
         cache: scales.cache.clone(),
         calibration: scales.calibration.clone(),
         rewrite: Int8Rewrite {
-            fallback: Some(plan.fallback).filter(|f| *f != Fallback::Fp32),
+            fallback: plan
+                .int8()
+                .map(|p| p.fallback)
+                .filter(|f| *f != Fallback::Fp32),
             ..Int8Rewrite::default()
         },
     }
@@ -134,7 +137,7 @@ fn shape_passes(config: &BuildConfig, released_batch: bool) -> Vec<Box<dyn Pass>
 
 /// Runs the build (or reuses the engine whose key matches).
 pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildReport> {
-    if config.plan.search_result.is_none() {
+    if config.plan.search_result().is_none() {
         return build_with_plan(config, observers);
     }
     let config = BuildConfig {
@@ -148,8 +151,7 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
 fn build_with_plan(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildReport> {
     let start = Instant::now();
     let shown = config.model.display().to_string();
-    config.plan.check()?;
-    let precision = config.plan.precision;
+    let precision = config.plan.precision();
     // TensorRT's libraries are found and loaded while the model is read (their errors come
     // first). Forced into a named file, the model's hash and TensorRT's version are needed
     // only for the sidecar: both come late, while the model is rewritten and TensorRT builds.
@@ -288,7 +290,7 @@ fn read_model(
     let file = ModelFile::open(&config.model, hash_now)?;
     let (model, deferred) = OnnxModel::from_bytes_deferring(&config.model, file.bytes())?;
     // An FP16 or INT8 rewrite needs float weights; refused before any calibration.
-    let precision = config.plan.precision;
+    let precision = config.plan.precision();
     if precision != Precision::Fp32 {
         refuse_quantized(&model, &precision.to_string().to_uppercase())?;
     }
@@ -317,7 +319,7 @@ fn engine_key(
 ) -> EngineKey {
     EngineKey {
         model_sha256,
-        precision: config.plan.precision,
+        precision: config.plan.precision(),
         rewrite: config.plan.tag(),
         calibration: scales.map(|s| s.key_hash.clone()),
         profile,
@@ -421,7 +423,7 @@ fn rewrite_precision(
     let shown = config.model.display().to_string();
     let (mut deferred, file) = weights;
     let t_passes = Instant::now();
-    let (model, changed) = match config.plan.precision {
+    let (model, changed) = match config.plan.precision() {
         Precision::Fp32 => {
             let mut model = model;
             if changed || model.graph().initializer.iter().any(is_external) {

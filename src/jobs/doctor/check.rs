@@ -176,7 +176,7 @@ pub fn build_classifier_engine(
             max: Some(max_batch as i64),
         },
         explicit_shapes: Default::default(),
-        plan: crate::quantize::plan::PrecisionPlan::of(crate::tensor::Precision::Fp32),
+        plan: crate::quantize::plan::PrecisionPlan::Fp32,
         builder: Default::default(),
         output: None,
         engine_dir: dir.join("engines"),

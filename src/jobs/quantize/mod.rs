@@ -15,6 +15,8 @@ use crate::progress::NoProgress;
 use crate::quantize::already_quantized::refuse_quantized;
 use crate::quantize::load_check::check_loads;
 pub(crate) use crate::quantize::load_check::RewriteDoesNotLoad;
+#[cfg(test)]
+use crate::quantize::plan::Fp16Plan;
 use crate::quantize::plan::{Int8Rewrite, PrecisionPlan};
 use crate::tensor::Precision;
 use anyhow::{bail, Context, Result};
@@ -129,27 +131,26 @@ fn apply_plan(
     report: &mut QuantizeReport,
 ) -> Result<OnnxModel> {
     let shown = config.model.display().to_string();
-    if plan.precision == Precision::Fp32 {
+    if plan.precision() == Precision::Fp32 {
         bail!("{shown}: an FP32 plan rewrites nothing; give FP16 or INT8");
     }
-    plan.check()?;
-    refuse_quantized(&model, &plan.precision.to_string().to_uppercase())?;
+    refuse_quantized(&model, &plan.precision().to_string().to_uppercase())?;
     let plan = &plan.with_search_result()?;
-    let model_sha256 = match plan.precision {
+    let model_sha256 = match plan.precision() {
         Precision::Int8 => file_sha256(&config.model)?,
         _ => String::new(),
     };
     let scales = plan.resolve_scales(&config.model, &model_sha256, &NoProgress)?;
     let applied = plan.apply(model, scales.as_ref(), None, true);
-    let applied = match plan.precision {
+    let applied = match plan.precision() {
         // The INT8 rewrite names the model (and its cache) in its own errors.
         Precision::Int8 => applied?,
         _ => applied.with_context(|| shown.clone())?,
     };
-    report.precision = plan.precision.to_string();
-    if let Some(fp16) = applied.fp16 {
+    report.precision = plan.precision().to_string();
+    if let (Some(fp16), Some(p)) = (applied.fp16, plan.fp16()) {
         report.fp16 = Some(fp16);
-        report.keep_fp32 = Some(plan.fp16.keep_fp32.clone());
+        report.keep_fp32 = Some(p.options.keep_fp32.clone());
     }
     if let Some(int8) = applied.int8 {
         report.int8 = Int8Rewrite {
@@ -180,15 +181,15 @@ mod tests {
             .unwrap();
         let config = QuantizeConfig {
             model,
-            rewrite: Rewrite::Precision(Box::new(PrecisionPlan {
-                fp16: Fp16Options {
+            rewrite: Rewrite::Precision(Box::new(PrecisionPlan::Fp16(Fp16Plan {
+                options: Fp16Options {
                     keep_fp32: DEFAULT_KEEP_FP32.iter().map(|s| s.to_string()).collect(),
                     fp16_io: false,
                     keep_nodes: vec![],
                     keep_regex: vec![],
                 },
-                ..PrecisionPlan::of(Precision::Fp16)
-            })),
+                search_result: None,
+            }))),
             output: dir.path().join("c-fp16.onnx"),
             check: true,
             check_shapes: ShapeRequest::default(),
