@@ -20,17 +20,13 @@ pub(crate) fn tensor_shapes(
     request: &ShapeRequest,
 ) -> Result<(HashMap<String, Vec<usize>>, usize)> {
     // The model's own fixed batch, or batch 1 fixed.
-    let mut batch = 1;
-    let (mut model, _) = shaped(
+    let (mut model, _, batch) = shaped(
         model.clone(),
         request,
         &BatchAxisRequest::default(),
         |m, _| match fixed_batch(m) {
-            Some(n) if n > 0 => {
-                batch = n;
-                None
-            }
-            _ => Some(1),
+            Some(n) if n > 0 => (None, n),
+            _ => (Some(1), 1),
         },
     )?;
     check_inputs_fixed(&model)?;

@@ -121,9 +121,10 @@ pub(crate) fn prepared_with_axes(
 ) -> Result<(OnnxModel, BatchAxes, Option<String>)> {
     let mut model = model.clone();
     lower_for_ort(&mut model)?;
-    let (mut model, axes) = shaped(model, &options.input_shapes, &options.batch_axes, |_, _| {
-        options.batch
-    })?;
+    let (mut model, axes, ()) =
+        shaped(model, &options.input_shapes, &options.batch_axes, |_, _| {
+            (options.batch, ())
+        })?;
     model.inline_external_data()?;
     match options.transformer_fusion {
         Some(fusion) => {

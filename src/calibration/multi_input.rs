@@ -159,7 +159,8 @@ impl MultiInputBatches {
                 &shown,
                 hasher,
                 available,
-                (limit, batch),
+                limit,
+                batch,
                 "none (numpy arrays fed as stored, one per input)",
             )?,
         })

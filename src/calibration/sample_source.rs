@@ -119,7 +119,8 @@ pub(crate) fn arrays_summary(
     shown: &str,
     mut hash: Sha256Stream,
     available: usize,
-    (limit, batch): (Option<usize>, usize),
+    limit: Option<usize>,
+    batch: usize,
     preprocessing: &str,
 ) -> Result<SourceSummary> {
     let used = usable(shown, available, limit, batch)?;
@@ -285,7 +286,8 @@ impl ArrayBatches {
             &shown,
             hasher,
             available,
-            (limit, batch),
+            limit,
+            batch,
             "none (numpy arrays fed as stored)",
         )?
         .with_files(rows);

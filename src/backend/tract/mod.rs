@@ -97,22 +97,20 @@ pub(crate) fn cuda_runtime() -> Result<&'static dyn Runtime> {
 impl TractBackend {
     /// Prepares `model` (shape overrides, batch, parse, optimize) for running on the CPU.
     pub fn load(model: &OnnxModel, options: &TractOptions) -> Result<Self> {
-        let mut planned = None;
-        let (model, batch_axes) = shaped(
+        let (model, batch_axes, threads) = shaped(
             model.clone(),
             &options.input_shapes,
             &options.batch_axes,
             |model, axes| {
                 let threads = thread_plan(model, options, axes);
-                planned = Some(threads);
                 // Each chunk runs the prepared batch; one chunk runs the whole.
                 let chunked = threads.chunks > 1;
-                options
+                let batch = options
                     .batch
-                    .map(|n| if chunked { threads.chunk_batch } else { n })
+                    .map(|n| if chunked { threads.chunk_batch } else { n });
+                (batch, threads)
             },
         )?;
-        let threads = planned.context("the thread plan is made while the model is shaped")?;
         let cuda = match options.device {
             Device::Cuda => Some(cuda_runtime()?),
             Device::Cpu => None,

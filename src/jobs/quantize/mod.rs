@@ -15,8 +15,6 @@ use crate::progress::NoProgress;
 use crate::quantize::already_quantized::refuse_quantized;
 use crate::quantize::load_check::check_loads;
 pub(crate) use crate::quantize::load_check::RewriteDoesNotLoad;
-#[cfg(test)]
-use crate::quantize::plan::Fp16Plan;
 use crate::quantize::plan::{Int8Rewrite, PrecisionPlan};
 use crate::tensor::Precision;
 use anyhow::{bail, Context, Result};
@@ -170,6 +168,7 @@ mod tests {
     use crate::onnx::rewrite::fp16::{Fp16Options, DEFAULT_KEEP_FP32};
     use crate::onnx::test_models;
     use crate::quantize::plan::int8_pass;
+    use crate::quantize::plan::Fp16Plan;
     use std::collections::BTreeMap;
 
     #[test]

@@ -76,24 +76,25 @@ pub fn model_batch_axes(model: &OnnxModel, request: &BatchAxisRequest) -> Result
 /// `model` made ready to run, in the one order every backend and the shape inference follow: the
 /// input shapes `request` gives applied; where its inputs and outputs hold their samples read
 /// (`axes` naming any the model does not declare), before a fixed batch could hide it; then its
-/// batch fixed at what `batch_for` says of that model and those axes (left as it is for `None`).
-/// Returns the model and its batch axes.
-pub fn shaped(
+/// batch fixed at what `plan` says of that model and those axes (left as it is for `None`).
+/// Returns the model, its batch axes and what `plan` decided beside the batch.
+pub fn shaped<T>(
     mut model: OnnxModel,
     request: &ShapeRequest,
     axes: &BatchAxisRequest,
-    batch_for: impl FnOnce(&OnnxModel, &BatchAxes) -> Option<usize>,
-) -> Result<(OnnxModel, BatchAxes)> {
+    plan: impl FnOnce(&OnnxModel, &BatchAxes) -> (Option<usize>, T),
+) -> Result<(OnnxModel, BatchAxes, T)> {
     if !request.is_empty() {
         model = InputShapes(request.clone()).run(model)?.0;
     }
     let found = model_batch_axes(&model, axes)?;
-    if let Some(n) = batch_for(&model, &found) {
+    let (batch, planned) = plan(&model, &found);
+    if let Some(n) = batch {
         model = FixBatch::with_axes(Batch::Static(n as i64), axes)
             .run(model)?
             .0;
     }
-    Ok((model, found))
+    Ok((model, found, planned))
 }
 
 /// Names and declared dims, as the batch-axis inference reads them.
