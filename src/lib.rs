@@ -23,7 +23,7 @@ pub mod cli;
 pub mod cuda;
 pub mod data;
 pub mod digest;
-pub(crate) mod error_kind;
+pub(crate) mod error;
 #[cfg(any(test, feature = "test-support"))]
 pub mod fuzz_targets;
 pub(crate) mod host_memory;
@@ -36,7 +36,6 @@ pub(crate) mod output_path;
 pub mod progress;
 pub mod quantize;
 pub mod report;
-pub(crate) mod setting;
 pub mod tensor;
 pub(crate) mod this_host;
 pub mod trt;

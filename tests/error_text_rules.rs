@@ -1,6 +1,7 @@
 //! No library code decides by the words of an error: a condition other code acts on is an
-//! `error_kind::ErrorKind`, found with `kind_of`, so rewording a message cannot change what
-//! trtkit does. Read from the sources: a `.contains(` applied to an error's text outside the
+//! `error::ErrorKind`, found with `kind_of`, so rewording a message cannot change what
+//! trtkit does. And the command line reads what fixes an error from its `error::Hint`, never by
+//! downcasting to one error type after another. Read from the sources: a `.contains(` applied to an error's text outside the
 //! unit tests fails here. Where words are all there is (another program's: TensorRT's log, a
 //! crashed child's stderr), the line says why with a comment starting with [`MARKER`], on it or
 //! on the line before.
@@ -102,6 +103,22 @@ fn library_lines(text: &str) -> (Vec<(usize, &str)>, Vec<String>) {
 
 /// Every line of library code in `src/` that searches an error's text without the marker.
 fn offending_lines(src: &Path) -> Vec<String> {
+    lines_where(src, |line, previous| {
+        searches_error_text(line) && !line.contains(MARKER) && !previous.contains(MARKER)
+    })
+}
+
+/// Whether `line` asks an error whether it is of some type.
+fn downcasts(line: &str) -> bool {
+    let code = line.split("//").next().unwrap_or("");
+    [".downcast_ref", ".downcast::<", ".is::<"]
+        .iter()
+        .any(|call| code.contains(call))
+}
+
+/// Every line of library code in `src/` (outside the unit tests) for which `offends(line, the
+/// line before)` holds.
+fn lines_where(src: &Path, offends: impl Fn(&str, &str) -> bool) -> Vec<String> {
     let mut files = vec![];
     rust_files(src, &mut files);
     files.sort();
@@ -125,7 +142,7 @@ fn offending_lines(src: &Path) -> Vec<String> {
         let (lines, _) = library_lines(text);
         let mut previous = "";
         for (n, line) in lines {
-            if searches_error_text(line) && !line.contains(MARKER) && !previous.contains(MARKER) {
+            if offends(line, previous) {
                 found.push(format!("{}:{n}: {}", path.display(), line.trim()));
             }
             previous = line;
@@ -140,9 +157,33 @@ fn no_library_code_decides_by_an_errors_words() {
     let found = offending_lines(&src);
     assert!(
         found.is_empty(),
-        "give the condition an error_kind::ErrorKind and ask kind_of instead:\n{}",
+        "give the condition an error::ErrorKind and ask kind_of instead:\n{}",
         found.join("\n")
     );
+}
+
+#[test]
+fn the_command_line_reads_hints_and_downcasts_no_error_type() {
+    let cli = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/cli");
+    let found = lines_where(&cli, |line, _| downcasts(line));
+    assert!(
+        found.is_empty(),
+        "give the error an error::Hint and read it with hinted/hint_of instead:\n{}",
+        found.join("\n")
+    );
+    for bad in [
+        "if let Some(e) = cause.downcast_ref::<TooLargeForMemory>() {",
+        "        if e.is::<NoWorkspace>() {",
+        "match e.downcast::<Verdict>() {",
+    ] {
+        assert!(downcasts(bad), "{bad}");
+    }
+    for fine in [
+        "let Some(hinted) = hinted(&err) else {",
+        "// e.is::<X>() in a comment",
+    ] {
+        assert!(!downcasts(fine), "{fine}");
+    }
 }
 
 #[test]

@@ -4,17 +4,19 @@
 //! said in one line, rather than an allocation that aborts the process.
 
 use crate::cuda::device::Gpu;
+use crate::error::{ErrorKind, Hint, Setting, TypedError};
 use crate::onnx::dtype::dtype_bits;
 use crate::onnx::tensor_info::TensorInfo;
 use crate::onnx::OnnxModel;
-use crate::setting::Setting;
 use crate::tensor::{Dim, IoSpec};
 use crate::units::bytes;
 use std::collections::HashSet;
+use std::fmt;
 
-/// A batch (or a set of samples) too large for the memory left.
-#[derive(Debug, thiserror::Error)]
-#[error("{} at least {} of {place} memory for inputs and outputs ({} a sample), and {} is available", counted(*.samples), bytes(*.needed), bytes(*.per_sample), bytes(*.available))]
+/// A batch (or a set of samples) too large for the memory left. As an `anyhow` error it is a
+/// [`TypedError`] of kind [`ErrorKind::TooLargeForMemory`] whose hint is to lower its setting
+/// (none where one sample alone does not fit: that is the model's size, not a flag to lower).
+#[derive(Debug)]
 pub struct TooLargeForMemory {
     /// The setting that asked for them (the batch size, or the number of samples).
     pub setting: Setting,
@@ -28,6 +30,30 @@ pub struct TooLargeForMemory {
     pub available: u64,
     /// `host` or `GPU`.
     pub place: &'static str,
+}
+
+impl fmt::Display for TooLargeForMemory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} at least {} of {} memory for inputs and outputs ({} a sample), and {} is available",
+            counted(self.samples),
+            bytes(self.needed),
+            self.place,
+            bytes(self.per_sample),
+            bytes(self.available)
+        )
+    }
+}
+
+impl From<TooLargeForMemory> for anyhow::Error {
+    fn from(e: TooLargeForMemory) -> anyhow::Error {
+        let error = TypedError::new(ErrorKind::TooLargeForMemory, e.to_string());
+        match e.samples {
+            1 => error.into(),
+            _ => error.with_hint(Hint::Lower(e.setting)).into(),
+        }
+    }
 }
 
 /// `N samples need`, or `one sample needs`.
@@ -80,13 +106,9 @@ pub(crate) fn model_sample_bytes(model: &OnnxModel) -> u64 {
 
 /// Checks that `samples` samples of `per_sample` bytes fit in the host memory left (where the
 /// system says how much that is).
-pub(crate) fn check_host(
-    setting: Setting,
-    samples: usize,
-    per_sample: u64,
-) -> Result<(), TooLargeForMemory> {
+pub(crate) fn check_host(setting: Setting, samples: usize, per_sample: u64) -> anyhow::Result<()> {
     match crate::host_memory::available_bytes() {
-        Some(available) => check(setting, samples, per_sample, available, "host"),
+        Some(available) => Ok(check(setting, samples, per_sample, available, "host")?),
         None => Ok(()),
     }
 }

@@ -13,7 +13,7 @@ use crate::cuda::device::{Gpu, Stream};
 use crate::cuda::enqueue::{GpuEnqueue, IoBindings, TensorBinding};
 use crate::cuda::info::{driver_info, GpuInfo};
 use crate::cuda::memory::{copy_from_host, copy_to_host, DeviceBuffer};
-use crate::error_kind::{ErrorKind, TypedError};
+use crate::error::{ErrorKind, TypedError};
 use crate::tensor::{check_input_count, HostTensor, IoSpec};
 use crate::trt::engine_builder::load;
 use crate::trt::engine_io::{

@@ -13,11 +13,11 @@ use super::select::{BackendKind, BackendOptions, Fp16Compute, TransformerFusionP
 use super::tract::{TractBackend, TractOptions};
 use super::{Backend, Device};
 use crate::data::npz;
+use crate::error::Setting;
 use crate::onnx::rewrite::fp16_emulate::{has_float16_compute, Fp16Emulation};
 use crate::onnx::rewrite::pass::Pass;
 use crate::onnx::rewrite::transformer_fusion::TransformerFusion;
 use crate::onnx::OnnxModel;
-use crate::setting::Setting;
 use crate::tensor::HostTensor;
 use crate::trt::engine_file::{file_flavour, is_engine_name};
 use anyhow::{anyhow, Result};

@@ -8,7 +8,7 @@ use super::ort_ir::lower_for_ort;
 use super::ort_libs::{locate_library, OrtLibrary, HOW_TO_GET};
 use super::ort_profile::{OpTimes, ProfileFolder};
 use super::{Backend, OutputVisitor, RunOutput};
-use crate::error_kind::{ErrorKind, TypedError};
+use crate::error::{ErrorKind, TypedError};
 use crate::onnx::rewrite::fp16_emulate::has_float16_compute;
 use crate::onnx::rewrite::transformer_fusion::TransformerFusion;
 use crate::onnx::shape::{shaped, ShapeRequest};

@@ -416,6 +416,7 @@ impl OrtCudaBackend {
         }
         for spec in self.inputs.iter().chain(&self.outputs) {
             spec.concrete_shape(batch)
+                .map_err(anyhow::Error::from)
                 .with_context(|| format!("{}: at batch {batch}", self.shown))?;
         }
         self.slot_sessions = sessions_of_slots(slots, in_turn);

@@ -2,7 +2,8 @@
 //! model's inputs (an axis that is a model's batch axis is refused).
 
 use crate::onnx::shape::{
-    check_named_axes, index_form, input_symbols, model_inputs, DimSweep, NamedAxisError,
+    check_named_axes, index_form, input_symbols, model_inputs, resolve_axis, DimSweep,
+    NamedAxisError,
 };
 use crate::onnx::OnnxModel;
 use anyhow::{bail, Result};
@@ -29,13 +30,13 @@ pub(crate) fn dims_of_model(
     };
     let mut out = vec![];
     for (symbol, sizes) in dims.iter().filter(|(s, _)| has_axis(s)) {
+        if let Err(NamedAxisError::Batch { .. }) = resolve_axis(&inputs, symbol) {
+            bail!(
+                "{}: axis '{symbol}' is the batch axis; sweep it with --batch-sizes",
+                model.display()
+            );
+        }
         if let Err(e) = check_named_axes(&loaded, [symbol.as_str()]) {
-            if let Some(NamedAxisError::Batch { .. }) = e.downcast_ref() {
-                bail!(
-                    "{}: axis '{symbol}' is the batch axis; sweep it with --batch-sizes",
-                    model.display()
-                );
-            }
             return Err(e.context(model.display().to_string()));
         }
         out.push((symbol.clone(), sizes.clone()));

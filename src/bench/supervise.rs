@@ -8,7 +8,7 @@ use super::cell::run_cell;
 use super::plan::CellSpec;
 use super::record::{now_unix_s, CellFailure, CellMetrics, CellRecord, FailureKind, Status};
 use crate::atomic_file::write_atomic;
-use crate::error_kind::{kind_of, ErrorKind};
+use crate::error::{kind_of, ErrorKind};
 use anyhow::{Context, Result};
 use std::fs::File;
 use std::io::{Read, Write};
@@ -226,6 +226,10 @@ fn read_kind(result: &Path) -> Option<FailureKind> {
         ErrorKind::NoGpu | ErrorKind::TensorRtMissing => FailureKind::Missing,
         ErrorKind::BatchOutsideProfile => FailureKind::Batch,
         ErrorKind::BackendRefusedModel => FailureKind::Parser,
+        // Said by their message, as any error of no kind.
+        ErrorKind::TooLargeForMemory | ErrorKind::UnfixedAxis | ErrorKind::NoWorkspace => {
+            return None
+        }
     })
 }
 

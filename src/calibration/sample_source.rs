@@ -7,7 +7,7 @@
 
 use crate::data::npz;
 use crate::digest::Sha256Stream;
-use crate::setting::{fix_with, Setting};
+use crate::error::{fix_with, Setting};
 use crate::tensor::{HostTensor, TensorData};
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};

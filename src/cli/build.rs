@@ -2,7 +2,7 @@
 //! [`BuildConfig`]; the report is rendered by [`crate::report::build`].
 
 use crate::cli::args::calibration::{AlgoArg, CalibrationArgs};
-use crate::cli::args::fp16::{keep_errors_as_usage, Fp16Args};
+use crate::cli::args::fp16::Fp16Args;
 use crate::cli::args::int8::Int8RecipeArgs;
 use crate::cli::args::output::JsonArgs;
 use crate::cli::args::search_result::SearchResultArgs;
@@ -235,7 +235,7 @@ pub fn config(args: &BuildArgs) -> Result<BuildConfig> {
         input_shapes,
         batch,
         explicit_shapes,
-        plan: precision_plan(args, int8),
+        plan: precision_plan(args, int8)?,
         builder: BuilderSettings {
             workspace_mib: args.workspace,
             optimization_level: args.builder_optimization_level,
@@ -249,13 +249,13 @@ pub fn config(args: &BuildArgs) -> Result<BuildConfig> {
 
 /// The precision recipe the flags ask for; `int8`: the INT8 scales' source (given with
 /// `--int8`).
-fn precision_plan(args: &BuildArgs, int8: Option<Int8Source>) -> PrecisionPlan {
+fn precision_plan(args: &BuildArgs, int8: Option<Int8Source>) -> Result<PrecisionPlan> {
     let search_result = args.search_result.float_nodes_from.clone();
-    match int8 {
+    Ok(match int8 {
         Some(scales) => PrecisionPlan::Int8(Int8Plan {
             exclude: args.int8_recipe.exclusion(),
             fallback: args.int8_recipe.fallback,
-            weight_clip: args.int8_recipe.weight_clip,
+            weight_clip: args.int8_recipe.weight_clip.into(),
             search_result,
             ..Int8Plan::new(scales)
         }),
@@ -264,7 +264,7 @@ fn precision_plan(args: &BuildArgs, int8: Option<Int8Source>) -> PrecisionPlan {
             search_result,
         }),
         None => PrecisionPlan::Fp32,
-    }
+    })
 }
 
 /// Runs `build`.
@@ -295,7 +295,7 @@ pub fn run(args: BuildArgs) -> Result<()> {
         },
     );
     bar.finish();
-    let report = report.map_err(keep_errors_as_usage)?;
+    let report = report?;
     printed.check()?;
     args.format.print(&report, || render(&report))
 }

@@ -17,7 +17,7 @@ use crate::data::preprocess::PreprocessRequest;
 use crate::data::synthetic::{InputDistribution, RandomInputs};
 use crate::jobs::compare::{
     compare, compare_many, is_model, side_labels, verdict, CompareConfig, CompareManyReport,
-    InputSource, Saves, SideConfig, DEFAULT_BATCH,
+    InputSource, Saves, SideConfig, Verdict, DEFAULT_BATCH,
 };
 use crate::jobs::layerwise::all::{layerwise_all, LayerwiseAllConfig};
 use crate::jobs::layerwise::{layerwise, LayerwiseConfig, DEFAULT_COSINE};
@@ -407,7 +407,7 @@ fn many_verdict(report: &CompareManyReport, fail_below: Option<f64>) -> Result<(
     for c in &report.comparisons {
         if let Err(v) = verdict(c, fail_below) {
             let pair: Vec<&str> = c.sides.iter().map(|s| s.label.as_str()).collect();
-            return Err(anyhow::Error::from(v).context(pair.join(" vs ")));
+            return Err(failed(v).context(pair.join(" vs ")));
         }
     }
     Ok(())
@@ -477,5 +477,10 @@ pub fn run(args: CompareArgs) -> Result<()> {
     let report = compare(&config, &saves, &bar)?;
     args.output
         .print(&report, |markdown| render(&report, markdown))?;
-    Ok(verdict(&report, args.fail_below)?)
+    verdict(&report, args.fail_below).map_err(failed)
+}
+
+/// A failed verdict as the run's error, its threshold named by the flag that set it.
+fn failed(verdict: Verdict) -> anyhow::Error {
+    anyhow::anyhow!("{}", verdict.said(Some("--fail-below")))
 }

@@ -1,15 +1,9 @@
-//! The flag hints the command line adds to typed library errors: the library says what is
-//! wrong in its own terms, the command line says which flag fixes it.
+//! The flag hints the command line adds to the library's errors: the library says what is wrong
+//! in its own terms and, as the error's [`Hint`], what the user can change; the command line
+//! says which flag does it. One lookup ([`hinted`]) reads the hint, whatever the error is.
 
-use crate::backend::batch_memory::TooLargeForMemory;
 use crate::cli::usage;
-use crate::jobs::compare::{NotComparable, UndeclaredShape, Verdict};
-use crate::jobs::quantize::RewriteDoesNotLoad;
-use crate::jobs::run::NeedsGpuBackend;
-use crate::jobs::validate::BadPreprocess;
-use crate::onnx::shape::NamedAxisError;
-use crate::setting::{FixWith, Setting};
-use crate::tensor::{Dim, UnfixedAxis};
+use crate::error::{hinted, FreeAxis, Hint, Setting};
 
 /// The flags that change a setting, as a hint appended to the library's message.
 pub(crate) fn setting_hint(setting: Setting) -> &'static str {
@@ -24,6 +18,8 @@ pub(crate) fn setting_hint(setting: Setting) -> &'static str {
         Setting::ClassMap => "--class-map FILE",
         Setting::Crop => "--crop",
         Setting::Layout => "--layout",
+        Setting::Preprocess => "--resize, --crop, --mean, --std, --layout",
+        Setting::KeepFp32Nodes => "--keep-fp32-nodes, --keep-fp32-regex",
         Setting::CalibData => "--calib-data SRC: a folder of images or .npy/.npz, one such file, or synthetic:SEED; or --calibration-cache FILE",
         Setting::Int8 => "--calib-data and --calibration-cache need --int8",
         Setting::BatchRange => "--min-batch/--opt-batch/--max-batch",
@@ -38,93 +34,63 @@ pub(crate) fn setting_hint(setting: Setting) -> &'static str {
 /// The flags that fix an axis left free, spelled as they are accepted: `--dim NAME=SIZE` where
 /// the model names the axis, `--dim INPUT:AXIS=SIZE` always, and the whole `--input-shape`
 /// (`-1` for the batch, `SIZE` for each free axis).
-pub(crate) fn unfixed_axis_fix(e: &UnfixedAxis) -> String {
-    let shape: Vec<String> = e
-        .dims
+pub(crate) fn free_axis_fix(free: &FreeAxis) -> String {
+    let shape: Vec<String> = free
+        .shape
         .iter()
         .enumerate()
         .map(|(axis, d)| match d {
-            Dim::Fixed(n) => n.to_string(),
-            _ if axis == 0 => "-1".to_string(),
-            _ => "SIZE".to_string(),
+            Some(n) => n.to_string(),
+            None if axis == 0 => "-1".to_string(),
+            None => "SIZE".to_string(),
         })
         .collect();
-    let by_index = format!("--dim {}:{}=SIZE", e.tensor, e.axis);
-    let dim = match &e.dim {
-        Dim::Symbol(s) => format!("--dim {s}=SIZE, {by_index}"),
-        _ => by_index,
+    let by_index = format!("--dim {}:{}=SIZE", free.tensor, free.axis);
+    let dim = match &free.symbol {
+        Some(s) => format!("--dim {s}=SIZE, {by_index}"),
+        None => by_index,
     };
-    format!("{dim} or --input-shape {}:{}", e.tensor, shape.join("x"))
+    format!("{dim} or --input-shape {}:{}", free.tensor, shape.join("x"))
 }
 
 /// `err` with the hint that names the flag to use, and as a usage error (exit 2) where the
 /// mistake is in the command line; other errors come back unchanged.
 pub(crate) fn with_hint(err: anyhow::Error) -> anyhow::Error {
     let line = format!("{err:#}");
-    // A context, found by the error's own downcast (the chain's entries are its wrappers).
-    if let Some(e) = err.downcast_ref::<RewriteDoesNotLoad>() {
-        if e.free_axes.is_empty() {
-            return anyhow::anyhow!("{line} (--no-check writes it unchecked)");
+    let Some(hinted) = hinted(&err) else {
+        return err;
+    };
+    let Some(hint) = hinted.hint() else {
+        return err;
+    };
+    match hint {
+        Hint::Change(setting) => anyhow::anyhow!("{line} ({})", setting_hint(*setting)),
+        Hint::Lower(setting) => usage(format!("{line} (lower {})", setting_hint(*setting))),
+        // The setting is the subject of the library's message.
+        Hint::NeedsGpuBackend(setting) => {
+            usage(format!("{} {}", setting_hint(*setting), hinted.message()))
         }
-        return anyhow::anyhow!(
+        Hint::Wrong(_) | Hint::Usage => usage(line),
+        Hint::SizeAxis(free) => anyhow::anyhow!("{line}; give it with {}", free_axis_fix(free)),
+        Hint::GiveShape => anyhow::anyhow!("{line}; give it with --input-shape"),
+        Hint::SkipCheck { free_axes: false } => {
+            anyhow::anyhow!("{line} (--no-check writes it unchecked)")
+        }
+        Hint::SkipCheck { free_axes: true } => anyhow::anyhow!(
             "{line} (give those axes sizes for the check with --input-shape or --dim NAME=SIZE, or --no-check writes it unchecked)"
-        );
+        ),
     }
-    for cause in err.chain() {
-        if let Some(e) = cause.downcast_ref::<TooLargeForMemory>() {
-            // One sample that does not fit is the model's size, not a flag to lower.
-            if e.samples == 1 {
-                return anyhow::anyhow!("{line}");
-            }
-            return usage(format!("{line} (lower {})", setting_hint(e.setting)));
-        }
-        if let Some(fix) = cause.downcast_ref::<FixWith>() {
-            return anyhow::anyhow!("{line} ({})", setting_hint(fix.setting));
-        }
-        if let Some(NamedAxisError::Batch { .. }) = cause.downcast_ref::<NamedAxisError>() {
-            return anyhow::anyhow!("{line} (use --batch-size)");
-        }
-        if let Some(e) = cause.downcast_ref::<UnfixedAxis>() {
-            return anyhow::anyhow!("{line}; give it with {}", unfixed_axis_fix(e));
-        }
-        if cause.is::<UndeclaredShape>() {
-            return anyhow::anyhow!("{line}; give it with --input-shape");
-        }
-        if let Some(e) = cause.downcast_ref::<NeedsGpuBackend>() {
-            let flag = setting_hint(e.setting);
-            return usage(format!(
-                "{flag} needs a backend that enqueues on trtkit's CUDA streams; {} does not (it is timed on the wall clock)",
-                e.backend
-            ));
-        }
-        if let Some(Verdict::Below { .. } | Verdict::NonFinite { .. }) =
-            cause.downcast_ref::<Verdict>()
-        {
-            // The same chain, the verdict saying which flag set its threshold.
-            let said: Vec<String> = err
-                .chain()
-                .map(|c| match c.downcast_ref::<Verdict>() {
-                    Some(v) => v.said(Some("--fail-below")),
-                    None => c.to_string(),
-                })
-                .collect();
-            return anyhow::anyhow!("{}", said.join(": "));
-        }
-        if cause.is::<NotComparable>() || cause.is::<BadPreprocess>() {
-            return usage(line);
-        }
-    }
-    err
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::UsageError;
-    use crate::tensor::Dim;
+    use crate::cli::is_usage;
+    use crate::error::TypedError;
+    use crate::tensor::{Dim, UnfixedAxis};
 
     #[test]
-    fn typed_errors_get_their_flag() {
+    fn hinted_errors_get_their_flag() {
         let width = Dim::Symbol("width".into());
         let e: anyhow::Error = UnfixedAxis {
             tensor: "x".into(),
@@ -149,42 +115,48 @@ mod tests {
         .into();
         assert!(format!("{:#}", with_hint(unnamed))
             .ends_with("give it with --dim x:1=SIZE or --input-shape x:1xSIZE"),);
-        let e: anyhow::Error = NeedsGpuBackend {
-            setting: Setting::Streams,
-            backend: "tract-cpu".into(),
-        }
+        let e: anyhow::Error = TypedError::hinted(
+            Hint::NeedsGpuBackend(Setting::Streams),
+            "needs a GPU backend",
+        )
         .into();
-        let hinted = with_hint(e);
-        assert!(hinted.is::<UsageError>());
-        assert!(hinted.to_string().starts_with("--streams needs"));
-        let fix = crate::setting::fix_with(Setting::Labels, "d: no class sub-folders");
+        let hinted = with_hint(e.context("run"));
+        assert!(is_usage(&hinted));
+        assert_eq!(hinted.to_string(), "--streams needs a GPU backend");
+        let fix = crate::error::fix_with(Setting::Labels, "d: no class sub-folders");
+        let hinted = with_hint(fix);
         assert_eq!(
-            with_hint(fix).to_string(),
+            hinted.to_string(),
             "d: no class sub-folders (--labels FILE)"
         );
-        let below: anyhow::Error = Verdict::Below {
-            output: "logits".into(),
-            what: "equality",
-            pct: 98.5,
-            threshold: 99.0,
-        }
-        .into();
+        assert!(!is_usage(&hinted));
+        let lower: anyhow::Error =
+            TypedError::hinted(Hint::Lower(Setting::BatchSize), "4096 samples need 90 GiB").into();
+        let hinted = with_hint(lower);
+        assert!(is_usage(&hinted));
         assert_eq!(
-            format!("{:#}", with_hint(below.context("A vs B"))),
-            "A vs B: output 'logits': equality 98.50% is below --fail-below 99"
+            hinted.to_string(),
+            "4096 samples need 90 GiB (lower --batch-size)"
         );
-        let refused =
-            anyhow::anyhow!("tract cannot analyse the model").context(RewriteDoesNotLoad {
-                backend: "tract-cpu".into(),
-                free_axes: vec!["x[2] (height)".into()],
-            });
+        let refused: anyhow::Error = TypedError::hinted(
+            Hint::SkipCheck { free_axes: true },
+            "the rewritten model does not load",
+        )
+        .caused_by(anyhow::anyhow!("tract cannot analyse the model"))
+        .into();
         let hinted = format!("{:#}", with_hint(refused));
         assert!(
-            hinted.starts_with("the rewritten model does not load in tract-cpu at batch 1 with free axes x[2] (height); nothing written: tract cannot analyse")
-                && hinted.ends_with("--input-shape or --dim NAME=SIZE, or --no-check writes it unchecked)"),
+            hinted.starts_with("the rewritten model does not load: tract cannot analyse")
+                && hinted.ends_with(
+                    "--input-shape or --dim NAME=SIZE, or --no-check writes it unchecked)"
+                ),
             "{hinted}"
         );
+        let wrong: anyhow::Error =
+            TypedError::hinted(Hint::Wrong(Setting::Preprocess), "crop 300 > 224").into();
+        assert!(is_usage(&with_hint(wrong)));
         let plain = with_hint(anyhow::anyhow!("disk full"));
         assert_eq!(plain.to_string(), "disk full");
+        assert!(!is_usage(&plain));
     }
 }

@@ -3,7 +3,7 @@
 
 use crate::cli::args::output::JsonArgs;
 use crate::cli::args::shapes::ShapeArgs;
-use crate::cli::hints::unfixed_axis_fix;
+use crate::cli::hints::free_axis_fix;
 use crate::jobs::inspect::{inspect, InspectConfig, InspectReport};
 use crate::onnx::macs::MacsUnknown;
 use crate::report::inspect::render_report;
@@ -53,7 +53,9 @@ pub fn run(args: InspectArgs) -> anyhow::Result<()> {
 /// The flags that let the MACs be counted: the size of the free axis, or the input's shape.
 fn macs_fix(why: &MacsUnknown) -> Option<String> {
     match why {
-        MacsUnknown::Unfixed(axis) => Some(format!("give it with {}", unfixed_axis_fix(axis))),
+        MacsUnknown::Unfixed(axis) => {
+            Some(format!("give it with {}", free_axis_fix(&axis.free_axis())))
+        }
         MacsUnknown::Undeclared(input) => {
             Some(format!("give its shape with --input-shape {input}:DIMS"))
         }

@@ -25,7 +25,7 @@ pub mod workspace;
 use clap::{Parser, Subcommand};
 use std::io::Write;
 use std::process::ExitCode;
-pub use usage_error::{usage, UsageError};
+pub use usage_error::{is_usage, usage};
 
 /// trtkit: ONNX to validated TensorRT engines, and proof of how fast and accurate they are.
 #[derive(Debug, Parser)]
@@ -149,7 +149,7 @@ pub fn exit_code(outcome: anyhow::Result<()>) -> ExitCode {
             let line = format!("{err:#}").replace('\n', " ");
             // Nothing more can be said where stderr itself cannot be written.
             let _ = writeln!(std::io::stderr(), "error: {line}");
-            if err.chain().any(|e| e.is::<UsageError>()) {
+            if is_usage(&err) {
                 ExitCode::from(2)
             } else {
                 ExitCode::FAILURE

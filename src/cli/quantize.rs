@@ -7,7 +7,7 @@
 
 use crate::backend::select::BackendOptions;
 use crate::cli::args::backend::BackendArgs;
-use crate::cli::args::fp16::{keep_errors_as_usage, Fp16Args};
+use crate::cli::args::fp16::Fp16Args;
 use crate::cli::args::int8::Int8RecipeArgs;
 use crate::cli::args::output::JsonArgs;
 use crate::cli::args::preprocess::PreprocessArgs;
@@ -257,7 +257,7 @@ fn eval_config(args: &QuantizeArgs, eval_data: &str, cache: PathBuf) -> Result<E
         },
         fallback: args.int8_recipe.fallback,
         bias_correction: args.bias_correction,
-        weight_clip: args.int8_recipe.weight_clip,
+        weight_clip: args.int8_recipe.weight_clip.into(),
         scale_search: args.scale_search,
         weight_rounding: args.weight_rounding,
         check: check_set(args)?,
@@ -325,7 +325,7 @@ pub fn config(args: &QuantizeArgs) -> Result<QuantizeConfig> {
         (true, _, Some(cache)) => Rewrite::Precision(Box::new(PrecisionPlan::Int8(Int8Plan {
             exclude: args.int8_recipe.exclusion(),
             fallback: args.int8_recipe.fallback,
-            weight_clip: args.int8_recipe.weight_clip,
+            weight_clip: args.int8_recipe.weight_clip.into(),
             search_result: args.search_result.float_nodes_from.clone(),
             ..Int8Plan::new(Int8Source::Cache(cache.clone()))
         }))),
@@ -362,6 +362,6 @@ pub fn run(args: QuantizeArgs) -> Result<()> {
         ],
     )?;
     let bar = Bar::new("variants", args.format.json);
-    let outcome = run_request(&job(&args)?, &bar).map_err(keep_errors_as_usage)?;
+    let outcome = run_request(&job(&args)?, &bar)?;
     args.format.print(&outcome, || render_outcome(&outcome))
 }

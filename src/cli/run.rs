@@ -10,10 +10,10 @@ use crate::cli::args::timing::TimingArgs;
 use crate::cli::outputs::check_outputs;
 use crate::cli::usage;
 use crate::cuda::harness::HarnessOptions;
+use crate::error::Setting;
 use crate::jobs::run::{measure_latency, RunConfig};
 use crate::report::latency::{export_times, render};
 use crate::report::progress::Bar;
-use crate::setting::Setting;
 use anyhow::Result;
 use clap::Args;
 use std::path::PathBuf;
@@ -127,7 +127,7 @@ pub fn run(args: RunArgs) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::UsageError;
+    use crate::cli::is_usage;
     use crate::cuda::harness::Amount;
     use clap::Parser;
 
@@ -185,7 +185,7 @@ mod tests {
             &["m.onnx", "--streams", "0"],
         ] {
             let err = config(&parse(bad).unwrap()).unwrap_err();
-            assert!(err.is::<UsageError>(), "{bad:?}");
+            assert!(is_usage(&err), "{bad:?}");
         }
         assert!(config(&parse(&["m.onnx"]).unwrap()).is_ok());
     }

@@ -2,23 +2,16 @@
 //! model is left out (its absence is a usage error that says what was looked for), and applied
 //! to a model named on the command line only when that model lies inside it.
 
-use crate::cli::usage;
 use crate::data::preprocess::PreprocessRequest;
-use crate::jobs::validate::BadPreprocess;
-use crate::workspace::{self, NoWorkspace, Workspace};
+use crate::error::{hint_of, Hint, Setting};
+use crate::workspace::{self, Workspace};
 use anyhow::Result;
 use std::path::Path;
 
 /// The workspace of the current folder, which must exist.
 pub(crate) fn required() -> Result<Workspace> {
     let here = std::env::current_dir()?;
-    workspace::find(&here).map_err(|e| {
-        if e.is::<NoWorkspace>() {
-            usage(e.to_string())
-        } else {
-            e
-        }
-    })
+    workspace::find(&here)
 }
 
 /// The workspace for a command given `model` (or none): [`required`] without a model; with one,
@@ -41,7 +34,7 @@ pub(crate) fn blame_preprocess_file(
         return err;
     };
     let keys = ws.preprocess_keys_from_file(given);
-    if keys.is_empty() || !err.chain().any(|c| c.is::<BadPreprocess>()) {
+    if keys.is_empty() || hint_of(&err) != Some(&Hint::Wrong(Setting::Preprocess)) {
         return err;
     }
     anyhow::anyhow!(

@@ -7,7 +7,7 @@
 use super::identity::{nvml_uuid, NvmlGpu};
 use super::info::describe;
 use super::sys::{driver_present, elapsed_ms, init_and_count, open_context};
-use crate::setting::{fix_with, Setting};
+use crate::error::{fix_with, Setting};
 use anyhow::{bail, Context, Result};
 use cudarc::driver::{result, safe, sys};
 use serde::{Deserialize, Serialize};

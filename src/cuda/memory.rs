@@ -3,7 +3,7 @@
 //! reaches GPU memory through a buffer it cannot outlive or overrun.
 
 use super::device::{driver_err, Gpu, Stream};
-use crate::error_kind::{ErrorKind, TypedError};
+use crate::error::{ErrorKind, TypedError};
 use crate::units::bytes;
 use anyhow::{bail, Result};
 use cudarc::driver::{result, safe, sys};

@@ -6,7 +6,7 @@
 
 use super::labels_file::Listing;
 use super::walk::{is_hidden, walk, Failure, Walk};
-use crate::setting::{fix_with, Setting};
+use crate::error::{fix_with, Setting};
 use anyhow::{bail, Context, Result};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

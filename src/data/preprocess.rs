@@ -4,7 +4,7 @@
 
 use super::decode::{decode_rows, RgbImage, RowSink};
 use super::resize::{resize_crop, Interpolation, Resampler, Window};
-use crate::setting::{fix_with, Setting};
+use crate::error::{fix_with, Setting};
 use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 

@@ -8,7 +8,7 @@
 use crate::backend::ort_cuda::ort_cuda_usable;
 use crate::backend::select::{BackendOptions, Runtime};
 use crate::backend::Device;
-use crate::error_kind::{kind_of, ErrorKind};
+use crate::error::{kind_of, ErrorKind};
 use crate::jobs::validate::{validate, ValidateConfig, ValidateReport};
 use crate::metrics::latency::BatchLatency;
 use crate::onnx::shape::fixed_batch;
@@ -169,7 +169,8 @@ pub(crate) fn short_reason(err: &anyhow::Error) -> String {
         Some(ErrorKind::BatchOutsideProfile) => "batch outside its profile",
         Some(ErrorKind::OutOfMemory) => "out of GPU memory",
         Some(ErrorKind::BackendRefusedModel) => "the backend refused the model",
-        None => return format!("{err:#}").chars().take(60).collect(),
+        Some(ErrorKind::TooLargeForMemory | ErrorKind::UnfixedAxis | ErrorKind::NoWorkspace)
+        | None => return format!("{err:#}").chars().take(60).collect(),
     };
     known.to_string()
 }
@@ -373,7 +374,7 @@ pub(crate) fn validate_all(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error_kind::TypedError;
+    use crate::error::TypedError;
 
     #[test]
     fn reasons_are_said_in_a_few_words() {

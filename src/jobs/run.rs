@@ -13,13 +13,13 @@ use crate::backend::{Backend, Device};
 use crate::cuda::device::Gpu;
 use crate::cuda::harness::{self, Amount, HarnessOptions, HarnessReport, MemoryReport};
 use crate::data::synthetic::{apply_int_inputs, timing_inputs_on, TIMING_SEED};
+use crate::error::{fix_with, Hint, Setting, TypedError};
 use crate::metrics::latency::{throughput, IterationSpans, SpanStats};
 use crate::metrics::setup::SetupTimes;
 use crate::onnx::input_roles::int_input_roles;
 use crate::onnx::shape::{dim_points, DimSweep};
 use crate::onnx::OnnxModel;
 use crate::progress::Progress;
-use crate::setting::{fix_with, Setting};
 use crate::tensor::IntInput;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
@@ -45,14 +45,13 @@ pub struct RunConfig {
     pub(crate) gpu_settings: Vec<Setting>,
 }
 
-/// A GPU-only setting asked of a backend that runs host tensors.
-#[derive(Clone, Debug, thiserror::Error)]
-#[error("{setting:?} needs a backend that enqueues on trtkit's CUDA streams; {backend} does not (it is timed on the wall clock)")]
-pub(crate) struct NeedsGpuBackend {
-    /// The setting.
-    pub setting: Setting,
-    /// The backend that cannot honour it.
-    pub backend: String,
+/// A GPU-only `setting` asked of `backend`, which runs host tensors: an error whose message
+/// follows the setting's name, which its hint carries.
+fn needs_gpu_backend(setting: Setting, backend: &str) -> TypedError {
+    TypedError::hinted(
+        Hint::NeedsGpuBackend(setting),
+        format!("needs a backend that enqueues on trtkit's CUDA streams; {backend} does not (it is timed on the wall clock)"),
+    )
 }
 
 /// Results for one batch size.
@@ -196,11 +195,7 @@ pub(crate) fn measure_latency(config: &RunConfig, progress: &dyn Progress) -> Re
             }
             None => {
                 if let Some(&setting) = config.gpu_settings.first() {
-                    return Err(NeedsGpuBackend {
-                        setting,
-                        backend: name,
-                    }
-                    .into());
+                    return Err(needs_gpu_backend(setting, &name).into());
                 }
                 let note = if config.backend.device == Device::Cuda {
                     format!("{name}: wall clock around each inference (host tensors in → host tensors out, copies to and from the GPU included); tract's CUDA runtime runs on its own streams, so no event-timed spans: latency-all only")
@@ -451,6 +446,10 @@ mod tests {
             ..config
         };
         let err = measure_latency(&refused, &NoProgress).unwrap_err();
-        assert!(err.is::<NeedsGpuBackend>(), "{err:#}");
+        assert_eq!(
+            crate::error::hint_of(&err),
+            Some(&Hint::NeedsGpuBackend(Setting::CudaGraph)),
+            "{err:#}"
+        );
     }
 }

@@ -8,22 +8,13 @@ use crate::backend::open;
 use crate::backend::ort_ir;
 use crate::backend::select::{default_kind, BackendKind, BackendOptions, Fp16Compute, Runtime};
 use crate::backend::Device;
+use crate::error::{Hint, TypedError};
 use crate::onnx::rewrite::pass::Pass;
 use crate::onnx::shape::{model_batch_axes, model_inputs, InputShapes, ShapeRequest};
 use crate::onnx::OnnxModel;
 use crate::tensor::Dim;
 use crate::tensor::{BatchAxisChoice, BatchAxisRequest};
 use anyhow::Result;
-
-/// The rewritten model failed to open on the backend that checks it, so it was not written.
-#[derive(Debug, thiserror::Error)]
-#[error("the rewritten model does not load in {backend}{at}; nothing written", at = free_note(.free_axes))]
-pub(crate) struct RewriteDoesNotLoad {
-    /// The runtime that refused it (`ort-cpu`, `tract-cpu`).
-    pub backend: String,
-    /// The input axes besides the batch that were left free (`x[2]`), when it refused.
-    pub free_axes: Vec<String>,
-}
 
 /// `" with free axes x[2], x[3]"`, or nothing when none was free.
 fn free_note(free: &[String]) -> String {
@@ -75,7 +66,8 @@ pub(crate) fn free_axes(model: &OnnxModel, shapes: &ShapeRequest) -> Vec<String>
 }
 
 /// Opens `model` on the default CPU backend at batch 1 and `shapes`; the runtime's name when it
-/// opens, a [`RewriteDoesNotLoad`] (with the backend's own error below it) when it does not.
+/// opens; when it does not, an error saying so (with the backend's own error as its cause) whose
+/// hint is to give the free axes sizes or to skip the check.
 pub(crate) fn check_loads(model: &OnnxModel, shapes: &ShapeRequest) -> Result<String> {
     let runtime = check_runtime(model);
     let (kind, device) = runtime
@@ -106,10 +98,18 @@ pub(crate) fn check_loads(model: &OnnxModel, shapes: &ShapeRequest) -> Result<St
     };
     match open(model, &options) {
         Ok(_) => Ok(runtime.name().to_string()),
-        Err(e) => Err(e.context(RewriteDoesNotLoad {
-            backend: runtime.name().to_string(),
-            free_axes: free_axes(model, shapes),
-        })),
+        Err(e) => {
+            let free = free_axes(model, shapes);
+            let message = format!(
+                "the rewritten model does not load in {}{}; nothing written",
+                runtime.name(),
+                free_note(&free)
+            );
+            let hint = Hint::SkipCheck {
+                free_axes: !free.is_empty(),
+            };
+            Err(TypedError::hinted(hint, message).caused_by(e).into())
+        }
     }
 }
 

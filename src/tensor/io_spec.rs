@@ -1,7 +1,9 @@
 //! The inputs and outputs a backend declares: name, element type and dims.
 
 use super::{Dim, ElemType, HostTensor};
+use crate::error::{ErrorKind, FreeAxis, Hint, TypedError};
 use serde::{Deserialize, Serialize};
+use std::fmt;
 
 /// One input or output of a backend: name, element type and dims (symbolic batch allowed).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -14,9 +16,10 @@ pub struct IoSpec {
     pub dims: Vec<Dim>,
 }
 
-/// A tensor axis other than the batch that is not fixed, so no concrete shape can be made.
-#[derive(Clone, Debug, PartialEq, thiserror::Error)]
-#[error("tensor '{tensor}': axis {axis} is '{dim}', which is not fixed")]
+/// A tensor axis other than the batch that is not fixed, so no concrete shape can be made. As an
+/// `anyhow` error it is a [`TypedError`] of kind [`ErrorKind::UnfixedAxis`] whose hint names
+/// the axis to size.
+#[derive(Clone, Debug, PartialEq)]
 pub(crate) struct UnfixedAxis {
     /// The tensor.
     pub tensor: String,
@@ -26,6 +29,46 @@ pub(crate) struct UnfixedAxis {
     pub dim: Dim,
     /// Every axis of the tensor, as declared.
     pub dims: Vec<Dim>,
+}
+
+impl fmt::Display for UnfixedAxis {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "tensor '{}': axis {} is '{}', which is not fixed",
+            self.tensor, self.axis, self.dim
+        )
+    }
+}
+
+impl UnfixedAxis {
+    /// The axis as a hint names it.
+    pub(crate) fn free_axis(&self) -> FreeAxis {
+        FreeAxis {
+            tensor: self.tensor.clone(),
+            axis: self.axis,
+            symbol: match &self.dim {
+                Dim::Symbol(s) => Some(s.clone()),
+                _ => None,
+            },
+            shape: self
+                .dims
+                .iter()
+                .map(|d| match d {
+                    Dim::Fixed(n) => Some(*n as usize),
+                    _ => None,
+                })
+                .collect(),
+        }
+    }
+}
+
+impl From<UnfixedAxis> for anyhow::Error {
+    fn from(e: UnfixedAxis) -> anyhow::Error {
+        TypedError::new(ErrorKind::UnfixedAxis, e.to_string())
+            .with_hint(Hint::SizeAxis(e.free_axis()))
+            .into()
+    }
 }
 
 impl IoSpec {

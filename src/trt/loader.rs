@@ -10,7 +10,7 @@
 
 pub(crate) use super::flavour::Flavour;
 use super::sys::{open_library, read_version_symbol};
-use crate::setting::{fix_with, Setting};
+use crate::error::{fix_with, Setting};
 use anyhow::{Context, Result};
 use libloading::Library;
 use serde::{Deserialize, Serialize};

@@ -7,7 +7,7 @@ use super::engine_file::{engine_flavour, read_sidecar, sidecar_path, EngineSidec
 use super::loader::{can_run_on, Flavour, BOUND};
 use crate::cuda::info::GpuInfo;
 use crate::digest::sha256_hex;
-use crate::error_kind::{ErrorKind, TypedError};
+use crate::error::{ErrorKind, TypedError};
 use crate::onnx::model::sniff_foreign_format;
 use anyhow::{bail, Context, Result};
 use std::path::Path;

@@ -2,9 +2,9 @@
 //! (`--input-shape` with `-1`, `--min-batch/--opt-batch/--max-batch`) or trtexec's
 //! (`--min-shapes/--opt-shapes/--max-shapes name:1x3x224x224`), checked against the model.
 
+use crate::error::{fix_with, Setting};
 use crate::onnx::shape::{resolve_axis, AxisTarget, NamedShape};
 use crate::onnx::tensor_info::TensorInfo;
-use crate::setting::{fix_with, Setting};
 use crate::tensor::Dim;
 use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};

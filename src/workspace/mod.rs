@@ -6,6 +6,7 @@
 
 use crate::data::dataset::Annotations;
 use crate::data::preprocess::PreprocessRequest;
+use crate::error::{kind_of, ErrorKind, Hint, TypedError};
 use crate::onnx::shape::parse_shape_tokens;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
@@ -66,7 +67,7 @@ pub struct Workspace {
 
 /// Why no workspace could be used.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum NoWorkspace {
+enum NoWorkspace {
     /// Nothing that makes a workspace in the folder or its parents.
     #[error("no trtkit workspace in {0} or its parents (looked for {FILE}, and for an {ONNX_DIR}/ folder holding one .onnx model); make one with `trtkit init MODEL.onnx`, or name the model on the command line")]
     NotFound(String),
@@ -78,6 +79,16 @@ pub(crate) enum NoWorkspace {
         /// The models in it.
         models: Vec<String>,
     },
+}
+
+impl NoWorkspace {
+    /// As an error of kind [`ErrorKind::NoWorkspace`], a mistake in how trtkit was called (run it
+    /// in a workspace, or name the model).
+    fn into_error(self) -> anyhow::Error {
+        TypedError::new(ErrorKind::NoWorkspace, self.to_string())
+            .with_hint(Hint::Usage)
+            .into()
+    }
 }
 
 impl Workspace {
@@ -251,7 +262,7 @@ pub fn find(start: &Path) -> Result<Workspace> {
             });
         }
     }
-    Err(NoWorkspace::NotFound(start.display().to_string()).into())
+    Err(NoWorkspace::NotFound(start.display().to_string()).into_error())
 }
 
 /// The one model in `dir/onnx/`; several are an error naming them.
@@ -268,7 +279,7 @@ fn only_model(dir: &Path) -> Result<Option<PathBuf>> {
                 .filter_map(|m| m.file_name().map(|n| n.to_string_lossy().into_owned()))
                 .collect(),
         }
-        .into()),
+        .into_error()),
     }
 }
 
@@ -278,7 +289,7 @@ pub fn current() -> Result<Option<Workspace>> {
     let here = std::env::current_dir().context("the current folder")?;
     match find(&here) {
         Ok(ws) => Ok(Some(ws)),
-        Err(e) if e.is::<NoWorkspace>() => Ok(None),
+        Err(e) if kind_of(&e) == Some(ErrorKind::NoWorkspace) => Ok(None),
         Err(e) => Err(e),
     }
 }
@@ -337,7 +348,7 @@ mod tests {
     fn a_bad_file_and_no_workspace_are_said() {
         let dir = tempfile::tempdir().unwrap();
         let err = find(dir.path()).unwrap_err();
-        assert!(err.is::<NoWorkspace>());
+        assert_eq!(kind_of(&err), Some(ErrorKind::NoWorkspace));
         assert!(err.to_string().contains("trtkit init MODEL.onnx"), "{err}");
         std::fs::write(dir.path().join(FILE), "modle = \"x.onnx\"\n").unwrap();
         let err = find(dir.path()).unwrap_err().to_string();

@@ -7,10 +7,10 @@
 
 use super::{Backend, Device, OutputVisitor, RunOutput};
 use crate::data::batch_axis::{concat, slice_padded_on, truncate};
-use crate::error_kind::{ErrorKind, TypedError};
+use crate::error::{fix_with, Setting};
+use crate::error::{ErrorKind, TypedError};
 use crate::onnx::shape::{model_inputs, shaped, ShapeRequest};
 use crate::onnx::OnnxModel;
-use crate::setting::{fix_with, Setting};
 use crate::tensor::{check_input_count, HostTensor, IoSpec};
 use crate::tensor::{BatchAxes, BatchAxisRequest, Dim};
 use anyhow::{bail, Context, Result};

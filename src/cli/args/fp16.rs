@@ -3,7 +3,7 @@
 //! (`--keep-fp32-nodes`, `--keep-fp32-regex`).
 
 use crate::cli::usage;
-use crate::onnx::rewrite::fp16::{Fp16Options, KeepNodeError, DEFAULT_KEEP_FP32};
+use crate::onnx::rewrite::fp16::{Fp16Options, DEFAULT_KEEP_FP32};
 use clap::Args;
 
 /// The FP16 rewrite's options.
@@ -79,16 +79,6 @@ impl KeepNodeArgs {
     /// The patterns given.
     pub(crate) fn patterns(&self) -> Vec<String> {
         self.keep_fp32_regex.clone()
-    }
-}
-
-/// `e` as a usage error (exit code 2) when it says a node to keep does not exist or a pattern
-/// does not parse; any other error as it is.
-pub(crate) fn keep_errors_as_usage(e: anyhow::Error) -> anyhow::Error {
-    if e.chain().any(|c| c.is::<KeepNodeError>()) {
-        usage(e)
-    } else {
-        e
     }
 }
 

@@ -2,7 +2,7 @@
 //! images, links and labels files that name nested images.
 
 use super::*;
-use crate::setting::FixWith;
+use crate::error::{hint_of, Hint};
 use std::os::unix::fs::symlink;
 
 fn touch(p: &Path) {
@@ -39,8 +39,7 @@ fn an_empty_class_folder_is_an_error_unless_a_class_map_is_given() {
     touch(&root.join("b/notes.txt"));
     touch(&root.join("c/y.jpg"));
     let err = Dataset::open(&root, &DatasetOptions::default()).unwrap_err();
-    let fix = err.downcast_ref::<FixWith>().expect("a class-map hint");
-    assert_eq!(fix.setting, Setting::ClassMap);
+    assert_eq!(hint_of(&err), Some(&Hint::Change(Setting::ClassMap)));
     let text = format!("{err:#}");
     assert!(
         text.starts_with(&format!(

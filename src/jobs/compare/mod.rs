@@ -18,9 +18,7 @@ pub use collect::run_sources;
 pub use inputs::{make_inputs, InputSource, DEFAULT_BATCH};
 pub use pair::{compare_results, CompareManyReport, CompareReport, Measures};
 pub use run::{RunConfig, RunResult, Runs, SideReport};
-pub use sources::{
-    declared_inputs, is_model, NotComparable, SideConfig, SourceConfig, UndeclaredShape,
-};
+pub use sources::{declared_inputs, is_model, SideConfig, SourceConfig};
 pub use verdict::{verdict, Verdict};
 
 use crate::data::npz_spool::NpzSpool;

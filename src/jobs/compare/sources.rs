@@ -5,6 +5,7 @@
 use crate::backend::open::{open_file, FileKind, Opened};
 use crate::backend::select::BackendOptions;
 use crate::backend::Backend;
+use crate::error::{Hint, TypedError};
 use crate::onnx::rewrite::pass::{run_passes, Pass};
 use crate::onnx::shape::{fixed_batch, model_inputs, InputShapes, ShapeRequest};
 use crate::onnx::OnnxModel;
@@ -57,23 +58,6 @@ impl fmt::Debug for SourceConfig {
     }
 }
 
-/// A file that is neither an ONNX model nor saved outputs.
-#[derive(Debug, thiserror::Error)]
-#[error(
-    "{0}: expected an .onnx model, a TensorRT engine (.engine/.plan) or an .npz of saved outputs"
-)]
-pub struct NotComparable(pub String);
-
-/// An input whose shape the model does not declare, so no inputs can be made for it.
-#[derive(Debug, thiserror::Error)]
-#[error("{model}: input '{input}' declares no shape")]
-pub struct UndeclaredShape {
-    /// The model file.
-    pub model: String,
-    /// The input.
-    pub input: String,
-}
-
 /// Whether `path` is a model or an engine (as opposed to saved outputs).
 pub fn is_model(path: &Path) -> bool {
     FileKind::runs(path)
@@ -120,7 +104,14 @@ impl Loaded {
 pub fn load(source: &SourceConfig, shapes: &ShapeRequest) -> Result<Loaded> {
     let path = &source.side.path;
     let Some(kind) = FileKind::from_path(path) else {
-        return Err(NotComparable(path.display().to_string()).into());
+        return Err(TypedError::hinted(
+            Hint::Usage,
+            format!(
+                "{}: expected an .onnx model, a TensorRT engine (.engine/.plan) or an .npz of saved outputs",
+                path.display()
+            ),
+        )
+        .into());
     };
     if kind == FileKind::Engine && !shapes.shapes.is_empty() {
         bail!(
@@ -168,9 +159,15 @@ pub fn declared_inputs(model: &OnnxModel) -> Result<Vec<IoSpec>> {
                     i.dtype
                 )
             })?;
-            let dims = i.dims.ok_or_else(|| UndeclaredShape {
-                model: model.path.display().to_string(),
-                input: i.name.clone(),
+            let dims = i.dims.ok_or_else(|| {
+                TypedError::hinted(
+                    Hint::GiveShape,
+                    format!(
+                        "{}: input '{}' declares no shape",
+                        model.path.display(),
+                        i.name
+                    ),
+                )
             })?;
             Ok(IoSpec {
                 name: i.name,

@@ -14,7 +14,6 @@ use crate::onnx::OnnxModel;
 use crate::progress::NoProgress;
 use crate::quantize::already_quantized::refuse_quantized;
 use crate::quantize::load_check::check_loads;
-pub(crate) use crate::quantize::load_check::RewriteDoesNotLoad;
 use crate::quantize::plan::{Int8Rewrite, PrecisionPlan};
 use crate::tensor::Precision;
 use anyhow::{bail, Context, Result};

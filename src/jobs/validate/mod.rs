@@ -7,7 +7,6 @@
 pub mod feed;
 pub(crate) mod scoring;
 
-use crate::backend::batch_memory::TooLargeForMemory;
 use crate::backend::cpu_split::{beside_loader, reported, CpuSplit};
 use crate::backend::open;
 use crate::backend::select::{BackendKind, BackendOptions};
@@ -16,13 +15,14 @@ use crate::backend::Device;
 use crate::data::dataset::{Dataset, DatasetOptions, Sample};
 use crate::data::loader::{Failure, Loader, LoaderStats};
 use crate::data::preprocess::{Layout, Preprocess, PreprocessRequest};
+use crate::error::{kind_of, ErrorKind, Hint, Setting, TypedError};
 use crate::metrics::accuracy::TopKAccuracy;
 use crate::metrics::detection::outputs::DetectOptions;
 use crate::metrics::latency::BatchLatency;
 use crate::metrics::segmentation::SegmentAccuracy;
 use crate::onnx::shape::{DimSpec, InputShape, ShapeRequest};
 use crate::progress::Progress;
-use crate::tensor::{Dim, ElemType, HostTensor, IoSpec, TensorData, UnfixedAxis};
+use crate::tensor::{Dim, ElemType, HostTensor, IoSpec, TensorData};
 use anyhow::{bail, Result};
 pub(crate) use feed::TimeSplit;
 use feed::{run_batches, Chosen, Feeding, ImageInput, Retune};
@@ -142,12 +142,6 @@ pub struct ValidateReport {
     #[serde(skip)]
     pub predictions: Vec<Prediction>,
 }
-
-/// The preprocessing request could not be resolved against the model's input (a setting the
-/// user gave is wrong, not the model).
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub(crate) struct BadPreprocess(pub String);
 
 /// What the model expects of its image input.
 struct InputPlan {
@@ -317,7 +311,7 @@ fn open_planned(config: &ValidateConfig, batch: usize) -> Result<(Box<dyn Backen
         ..config.backend.clone()
     };
     let named = |e: anyhow::Error| {
-        if e.is::<TooLargeForMemory>() {
+        if kind_of(&e) == Some(ErrorKind::TooLargeForMemory) {
             e.context(config.model.display().to_string())
         } else {
             e
@@ -325,7 +319,7 @@ fn open_planned(config: &ValidateConfig, batch: usize) -> Result<(Box<dyn Backen
     };
     let backend = open(&config.model, &options).map_err(named)?;
     match plan_input(backend.as_ref(), &config.model, batch) {
-        Err(e) if e.is::<UnfixedAxis>() => {
+        Err(e) if kind_of(&e) == Some(ErrorKind::UnfixedAxis) => {
             let fixed = image_sized(backend.inputs(), config.preprocess.crop, &config.model)?;
             drop(backend);
             let options = BackendOptions {
@@ -383,7 +377,7 @@ fn resolve_preprocess(config: &ValidateConfig, plan: &InputPlan) -> Result<Prepr
     config
         .preprocess
         .resolve(&plan.spec.name, plan.layout, plan.height, plan.width)
-        .map_err(|e| BadPreprocess(format!("{e:#}")).into())
+        .map_err(|e| TypedError::hinted(Hint::Wrong(Setting::Preprocess), format!("{e:#}")).into())
 }
 
 /// The model's classes per image; a dataset whose largest label is beyond them is refused.

@@ -4,15 +4,29 @@
 
 use super::initializer::read_f32;
 use super::plan::node_label;
+use crate::error::{Hint, Setting, TypedError};
 use crate::onnx::pb::tensor_proto::DataType;
 use crate::onnx::pb::{GraphProto, NodeProto};
 use std::collections::{HashMap, HashSet};
+use std::fmt;
 
 /// A node to keep in float32 that the model does not have, or a pattern that does not parse: a
-/// mistake in what the user asked for, not a failure of the rewrite.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
+/// mistake in what the user asked for, not a failure of the rewrite. As an `anyhow` error it is
+/// a [`TypedError`] whose hint says the kept nodes are wrong.
+#[derive(Debug)]
 pub struct KeepNodeError(pub String);
+
+impl fmt::Display for KeepNodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<KeepNodeError> for anyhow::Error {
+    fn from(e: KeepNodeError) -> anyhow::Error {
+        TypedError::hinted(Hint::Wrong(Setting::KeepFp32Nodes), e.0).into()
+    }
+}
 
 /// The names of the nodes kept in float32 by name (a node's name, or `#INDEX` for any node's
 /// place in the graph) or by a regular expression over whole names, and a warning for each

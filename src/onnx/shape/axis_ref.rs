@@ -2,15 +2,17 @@
 //! model's own name for it (`seq`, `p2o.DynamicDimension.1`), or by input and index (`x:3`),
 //! which also reaches an axis the model leaves unnamed.
 
+use crate::error::{Hint, Setting, TypedError};
 use crate::onnx::tensor_info::TensorInfo;
 use crate::tensor::Dim;
+use std::fmt;
 
 /// A size given to a named axis that the model's inputs do not have, or that is their batch
-/// axis.
-#[derive(Debug, thiserror::Error)]
+/// axis. As an `anyhow` error it is a [`TypedError`]; one naming the batch axis has the batch
+/// size as its hint.
+#[derive(Debug)]
 pub enum NamedAxisError {
     /// No input has the axis.
-    #[error("no input has an axis named '{symbol}' ({known})")]
     Unknown {
         /// The name asked for.
         symbol: String,
@@ -18,19 +20,43 @@ pub enum NamedAxisError {
         known: String,
     },
     /// The axis is axis 0, whose size is the batch size.
-    #[error("axis '{symbol}' is the batch axis; its size is the batch size")]
     Batch {
         /// The name asked for.
         symbol: String,
     },
     /// An `INPUT:AXIS` reference to no free axis: no such input or axis, or a fixed one.
-    #[error("axis '{key}': {why}")]
     NotFree {
         /// The reference as given.
         key: String,
         /// What the model has instead.
         why: String,
     },
+}
+
+impl fmt::Display for NamedAxisError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NamedAxisError::Unknown { symbol, known } => {
+                write!(f, "no input has an axis named '{symbol}' ({known})")
+            }
+            NamedAxisError::Batch { symbol } => write!(
+                f,
+                "axis '{symbol}' is the batch axis; its size is the batch size"
+            ),
+            NamedAxisError::NotFree { key, why } => write!(f, "axis '{key}': {why}"),
+        }
+    }
+}
+
+impl From<NamedAxisError> for anyhow::Error {
+    fn from(e: NamedAxisError) -> anyhow::Error {
+        match e {
+            NamedAxisError::Batch { .. } => {
+                TypedError::hinted(Hint::Change(Setting::BatchSize), e.to_string()).into()
+            }
+            _ => anyhow::anyhow!("{e}"),
+        }
+    }
 }
 
 /// The axis (or axes) a `--dim` key stands for in one model.

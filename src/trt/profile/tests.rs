@@ -164,8 +164,10 @@ fn a_dynamic_axis_beyond_the_batch_needs_a_range() {
     );
     let err =
         resolve_profile(&[seq], &BatchRequest::default(), &ExplicitShapes::default()).unwrap_err();
-    let fix = err.downcast_ref::<crate::setting::FixWith>().unwrap();
-    assert_eq!(fix.setting, Setting::ShapeRanges);
+    assert_eq!(
+        crate::error::hint_of(&err),
+        Some(&crate::error::Hint::Change(Setting::ShapeRanges))
+    );
     assert!(err.to_string().contains("'seq'"), "{err}");
 }
 

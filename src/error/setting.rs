@@ -1,6 +1,7 @@
 //! The settings a library error can point the user at. The library says what is wrong and which
 //! setting fixes it, in its own terms; the command line turns the setting into its flag (and a
-//! workspace can turn it into its `trtkit.toml` key). Imports nothing else of the crate.
+//! workspace can turn it into its `trtkit.toml` key), reading it from the error's
+//! [`Hint`](super::Hint).
 
 /// A user-facing setting, by what it controls.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -26,6 +27,10 @@ pub enum Setting {
     Crop,
     /// NCHW or NHWC.
     Layout,
+    /// How images become model input as a whole (resize, crop, mean and std, layout).
+    Preprocess,
+    /// The nodes the FP16 rewrite keeps in float32 by name or pattern.
+    KeepFp32Nodes,
     /// INT8 calibration data.
     CalibData,
     /// INT8 precision.
@@ -42,23 +47,4 @@ pub enum Setting {
     CudaGraph,
     /// Several concurrent streams (GPU backends only).
     Streams,
-}
-
-/// An error that a different value of `setting` would fix.
-#[derive(Debug, thiserror::Error)]
-#[error("{message}")]
-pub(crate) struct FixWith {
-    /// What is wrong, without naming any flag.
-    pub message: String,
-    /// The setting that fixes it.
-    pub setting: Setting,
-}
-
-/// An `anyhow` error saying `message`, fixable with `setting`.
-pub(crate) fn fix_with(setting: Setting, message: impl Into<String>) -> anyhow::Error {
-    FixWith {
-        message: message.into(),
-        setting,
-    }
-    .into()
 }
