@@ -255,7 +255,7 @@ fn precision_plan(args: &BuildArgs, int8: Option<Int8Source>) -> Result<Precisio
         Some(scales) => PrecisionPlan::Int8(Int8Plan {
             exclude: args.int8_recipe.exclusion(),
             fallback: args.int8_recipe.fallback,
-            weight_clip: args.int8_recipe.weight_clip.into(),
+            weight_clip: args.int8_recipe.clipping()?,
             search_result,
             ..Int8Plan::new(scales)
         }),

@@ -257,7 +257,7 @@ fn eval_config(args: &QuantizeArgs, eval_data: &str, cache: PathBuf) -> Result<E
         },
         fallback: args.int8_recipe.fallback,
         bias_correction: args.bias_correction,
-        weight_clip: args.int8_recipe.weight_clip.into(),
+        weight_clip: args.int8_recipe.clipping()?,
         scale_search: args.scale_search,
         weight_rounding: args.weight_rounding,
         check: check_set(args)?,
@@ -325,7 +325,7 @@ pub fn config(args: &QuantizeArgs) -> Result<QuantizeConfig> {
         (true, _, Some(cache)) => Rewrite::Precision(Box::new(PrecisionPlan::Int8(Int8Plan {
             exclude: args.int8_recipe.exclusion(),
             fallback: args.int8_recipe.fallback,
-            weight_clip: args.int8_recipe.weight_clip.into(),
+            weight_clip: args.int8_recipe.clipping()?,
             search_result: args.search_result.float_nodes_from.clone(),
             ..Int8Plan::new(Int8Source::Cache(cache.clone()))
         }))),

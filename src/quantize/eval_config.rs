@@ -4,7 +4,7 @@
 
 use crate::backend::select::BackendOptions;
 use crate::data::preprocess::PreprocessRequest;
-use crate::onnx::rewrite::qdq::WeightClip;
+use crate::onnx::rewrite::qdq::WeightClipping;
 use crate::quantize::plan::Fallback;
 use crate::quantize::scale_search::ScaleSearch;
 use serde::{Deserialize, Serialize};
@@ -31,7 +31,7 @@ pub struct EvalConfig {
     /// What the nodes left in float compute in.
     pub fallback: Fallback,
     /// How the weights' per-channel ranges are chosen.
-    pub(crate) weight_clip: WeightClip,
+    pub(crate) weight_clip: WeightClipping,
     /// Correct the biases of the INT8 convolutions for their weights' rounding (the input
     /// channel means measured on these samples).
     pub bias_correction: bool,

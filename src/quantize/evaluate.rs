@@ -92,7 +92,7 @@ impl Evaluator {
             macs,
             reference,
             means: HashMap::new(),
-            weights: WeightQuant::nearest(config.weight_clip),
+            weights: WeightQuant::nearest(config.weight_clip.clone()),
             config: config.clone(),
         };
         if config.bias_correction {
@@ -163,7 +163,7 @@ impl Evaluator {
             captured,
             samples,
             &self.config.backend,
-            self.config.weight_clip,
+            &self.config.weight_clip,
             |name| {
                 progress.status(format!("searching the scale of {name}"));
                 progress.advance(1);
@@ -220,8 +220,12 @@ impl Evaluator {
         let names = rounding_inputs(&self.model, &self.plan);
         let captured = self.capture_all(names, ROUNDING_SAMPLES)?;
         progress.status("rounding the weights".into());
-        let (chosen, report) =
-            round_adaptively(&self.model, &self.plan, self.config.weight_clip, &captured)?;
+        let (chosen, report) = round_adaptively(
+            &self.model,
+            &self.plan,
+            self.config.weight_clip.clone(),
+            &captured,
+        )?;
         progress.finish();
         self.weights.chosen = Arc::new(chosen);
         self.rounding = Some(report);

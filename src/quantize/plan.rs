@@ -14,7 +14,7 @@ use crate::onnx::rewrite::constant_weights::LiftConstantWeights;
 use crate::onnx::rewrite::fp16::{to_fp16_deferred, Fp16, Fp16Options, Fp16Report};
 use crate::onnx::rewrite::pass::{Pass, PassReport};
 use crate::onnx::rewrite::plan::{node_label, plan_int8, Exclusion, QuantPlan};
-use crate::onnx::rewrite::qdq::{Qdq, WeightClip, WeightQuant};
+use crate::onnx::rewrite::qdq::{Qdq, WeightClipping, WeightQuant};
 use crate::onnx::OnnxModel;
 use crate::progress::Progress;
 use crate::tensor::Precision;
@@ -85,7 +85,7 @@ pub struct Int8Plan {
     /// What the nodes left in float compute in.
     pub fallback: Fallback,
     /// How each weight channel's range is chosen.
-    pub(crate) weight_clip: WeightClip,
+    pub(crate) weight_clip: WeightClipping,
     /// A target search's result: the nodes it left in float are left out of INT8 here too.
     pub(crate) search_result: Option<PathBuf>,
 }
@@ -97,8 +97,27 @@ impl Int8Plan {
             scales,
             exclude: Exclusion::default(),
             fallback: Fallback::default(),
-            weight_clip: WeightClip::default(),
+            weight_clip: WeightClipping::default(),
             search_result: None,
+        }
+    }
+
+    /// Warns of each per-op weight clip rule that no quantized weight of `plan` takes (an op
+    /// type misspelt, or one left in float).
+    fn warn_unused_clip_rules(&self, model: &OnnxModel, plan: &QuantPlan) {
+        let graph = model.graph();
+        let clipped: BTreeSet<&str> = plan
+            .weights
+            .iter()
+            .map(|w| graph.node[w.consumer.0].op_type.as_str())
+            .collect();
+        for op in self.weight_clip.by_op.keys() {
+            if !clipped.contains(op.as_str()) {
+                tracing::warn!(
+                    "{}: the weight clip rule of op type '{op}' changes nothing: no INT8 weight is read by a node of that type",
+                    model.path.display()
+                );
+            }
         }
     }
 
@@ -114,6 +133,7 @@ impl Int8Plan {
         let (plan, float) =
             plan_without(model, &self.exclude).with_context(|| model.path.display().to_string())?;
         let quantized = plan.quantized_nodes();
+        self.warn_unused_clip_rules(model, &plan);
         let report = Int8Applied {
             activations: plan.activations.len(),
             weights: plan.weights.len(),
@@ -134,7 +154,7 @@ impl Int8Plan {
             plan,
             &scales.scales,
             self.fallback,
-            &WeightQuant::nearest(self.weight_clip),
+            &WeightQuant::nearest(self.weight_clip.clone()),
         )
         .with_context(|| format!("{} with {}", model.path.display(), scales.cache))?;
         Ok((rewritten, report))
@@ -309,7 +329,7 @@ impl PrecisionPlan {
                 let e = &p.exclude;
                 let default = e.is_empty()
                     && p.fallback == Fallback::default()
-                    && p.weight_clip == WeightClip::default();
+                    && p.weight_clip == WeightClipping::default();
                 (!default).then(|| {
                     format!(
                         "exclude={} exclude_op={} exclude_regex={} fallback={} weight_clip={}",

@@ -11,7 +11,7 @@ use crate::backend::select::BackendOptions;
 use crate::data::batch_axis::concat;
 use crate::onnx::rewrite::plan::{ActivationSite, QuantPlan};
 use crate::onnx::rewrite::probe::scale_probe;
-use crate::onnx::rewrite::qdq::{scale_of, WeightClip};
+use crate::onnx::rewrite::qdq::{scale_of, WeightClipping};
 use crate::onnx::OnnxModel;
 use crate::tensor::{HostTensor, TensorData};
 use anyhow::{bail, Result};
@@ -154,7 +154,7 @@ struct Searcher<'a> {
     model: &'a OnnxModel,
     plan: &'a QuantPlan,
     backend: &'a BackendOptions,
-    clip: WeightClip,
+    clip: &'a WeightClipping,
 }
 
 impl Searcher<'_> {
@@ -189,7 +189,7 @@ impl Searcher<'_> {
                 consumer,
                 dims,
                 &scales,
-                self.clip,
+                self.clip.clone(),
             )?;
             match probe {
                 Some(probe) => {
@@ -249,7 +249,7 @@ pub(crate) fn search_scales(
     mut captured: BTreeMap<String, Vec<HostTensor>>,
     samples: usize,
     backend: &BackendOptions,
-    clip: WeightClip,
+    clip: &WeightClipping,
     mut on_tensor: impl FnMut(&str),
 ) -> Result<(BTreeMap<String, f32>, ScaleSearchReport)> {
     let searcher = Searcher {

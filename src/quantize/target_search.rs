@@ -234,7 +234,7 @@ fn plain_int8(
         plan_int8(model.graph()).without(float),
         &table.scales,
         config.eval.fallback,
-        &WeightQuant::nearest(config.eval.weight_clip),
+        &WeightQuant::nearest(config.eval.weight_clip.clone()),
     )
 }
 

@@ -3,9 +3,10 @@
 
 use crate::cli::usage;
 use crate::onnx::rewrite::plan::Exclusion;
-use crate::onnx::rewrite::qdq::WeightClip;
+use crate::onnx::rewrite::qdq::{WeightClip, WeightClipping};
 use crate::quantize::plan::Fallback;
 use clap::Args;
+use std::collections::BTreeMap;
 
 /// How an INT8 model is made beyond its scales.
 #[derive(Clone, Debug, Default, Args)]
@@ -29,6 +30,24 @@ pub(crate) struct Int8RecipeArgs {
     /// mse (the fraction of it with the least squared rounding error).
     #[arg(long, requires = "int8", value_enum, default_value = "max")]
     pub(crate) weight_clip: WeightClip,
+    /// With --int8: the weights read by nodes of op type OP take this rule instead of
+    /// --weight-clip (`Gemm=max`: a classifier head at its full range beside MSE-clipped
+    /// convolutions); comma-separated or repeated.
+    #[arg(long, value_delimiter = ',', requires = "int8", value_name = "OP=max|mse", value_parser = op_clip)]
+    pub(crate) weight_clip_op: Vec<(String, WeightClip)>,
+}
+
+/// One `OP=RULE` of `--weight-clip-op`.
+fn op_clip(text: &str) -> Result<(String, WeightClip), String> {
+    let (op, rule) = text
+        .split_once('=')
+        .ok_or_else(|| format!("'{text}' is not OP=max or OP=mse"))?;
+    let op = op.trim();
+    if op.is_empty() || !op.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return Err(format!("'{op}' is not an op type (such as Gemm or Conv)"));
+    }
+    let rule = <WeightClip as clap::ValueEnum>::from_str(rule.trim(), false)?;
+    Ok((op.to_string(), rule))
 }
 
 impl Int8RecipeArgs {
@@ -37,13 +56,29 @@ impl Int8RecipeArgs {
     pub fn check(&self, int8: bool) -> anyhow::Result<()> {
         let given = !self.exclusion().is_empty()
             || self.fallback != Fallback::default()
-            || self.weight_clip != WeightClip::default();
+            || self.weight_clip != WeightClip::default()
+            || !self.weight_clip_op.is_empty();
         if given && !int8 {
             return Err(usage(
-                "--exclude, --exclude-op, --exclude-regex, --fallback and --weight-clip say how an INT8 model is made; give --int8",
+                "--exclude, --exclude-op, --exclude-regex, --fallback, --weight-clip and --weight-clip-op say how an INT8 model is made; give --int8",
             ));
         }
         Ok(())
+    }
+
+    /// How the weights' ranges are chosen: `--weight-clip` for all, `--weight-clip-op` per op
+    /// type; an op type given twice is a usage error.
+    pub(crate) fn clipping(&self) -> anyhow::Result<WeightClipping> {
+        let mut by_op = BTreeMap::new();
+        for (op, rule) in &self.weight_clip_op {
+            if by_op.insert(op.clone(), *rule).is_some() {
+                return Err(usage(format!("--weight-clip-op names {op} twice")));
+            }
+        }
+        Ok(WeightClipping {
+            all: self.weight_clip,
+            by_op,
+        })
     }
 
     /// The nodes the flags leave in float.

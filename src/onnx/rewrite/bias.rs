@@ -48,7 +48,7 @@ pub(crate) fn correct_biases(
                 mu.len()
             );
         }
-        let (q, scales) = weights.quantize(&site.tensor, &values, &dims, 0);
+        let (q, scales) = weights.quantize(&site.tensor, &node.op_type, &values, &dims, 0);
         let per_group = cout / group;
         let shift: Vec<f64> = (0..cout)
             .map(|o| {

@@ -5,7 +5,7 @@
 
 use super::pass::Pass;
 use super::plan::{ActivationSite, QuantPlan, WeightSite};
-use super::qdq::{Qdq, WeightClip, WeightQuant};
+use super::qdq::{Qdq, WeightClipping, WeightQuant};
 use crate::onnx::pb::tensor_proto::DataType;
 use crate::onnx::pb::{GraphProto, ModelProto, NodeProto};
 use crate::onnx::tensor_info::{unshaped_value_info, value_info};
@@ -29,7 +29,7 @@ pub(crate) fn scale_probe(
     consumer: (usize, usize),
     dims: &[usize],
     scales: &[f32],
-    clip: WeightClip,
+    clip: impl Into<WeightClipping>,
 ) -> Result<Option<OnnxModel>> {
     let g = model.graph();
     let (ni, slot) = consumer;
@@ -111,7 +111,7 @@ pub(crate) fn scale_probe(
     let (probe, _) = Qdq {
         plan: probe_plan,
         scales: probe_scales,
-        weights: WeightQuant::nearest(clip),
+        weights: WeightQuant::nearest(clip.into()),
     }
     .run(OnnxModel::from_proto(proto, &model.path))?;
     Ok(Some(probe))
@@ -123,6 +123,7 @@ mod tests {
     use crate::backend::tract::{TractBackend, TractOptions};
     use crate::backend::Backend;
     use crate::onnx::rewrite::plan::plan_int8;
+    use crate::onnx::rewrite::qdq::WeightClip;
     use crate::onnx::test_models;
     use crate::tensor::{HostTensor, TensorData};
 

@@ -46,6 +46,52 @@ pub enum WeightClip {
     Mse,
 }
 
+/// How every weight's channel ranges are chosen: one rule, and the op types whose weights take
+/// their own (`--weight-clip mse --weight-clip-op Gemm=max`: MSE-clipped convolutions, a
+/// classifier head at its full range). Written in keys as 0.1.0 wrote a lone rule (`"max"`) when
+/// no op type has its own, so keys made before per-op rules existed still match.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WeightClipping {
+    /// The rule of every weight whose consumer's op type is not in `by_op`.
+    pub all: WeightClip,
+    /// Op types (`Gemm`, `Conv`) whose weights take their own rule.
+    pub by_op: BTreeMap<String, WeightClip>,
+}
+
+impl WeightClipping {
+    /// One rule for every weight.
+    pub fn uniform(all: WeightClip) -> WeightClipping {
+        WeightClipping {
+            all,
+            by_op: BTreeMap::new(),
+        }
+    }
+
+    /// The rule of a weight read by a node of type `op`.
+    pub fn of_op(&self, op: &str) -> WeightClip {
+        self.by_op.get(op).copied().unwrap_or(self.all)
+    }
+}
+
+impl From<WeightClip> for WeightClipping {
+    fn from(all: WeightClip) -> WeightClipping {
+        WeightClipping::uniform(all)
+    }
+}
+
+impl serde::Serialize for WeightClipping {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        if self.by_op.is_empty() {
+            return self.all.serialize(s);
+        }
+        let mut map = s.serialize_map(Some(2))?;
+        map.serialize_entry("all", &self.all)?;
+        map.serialize_entry("by_op", &self.by_op)?;
+        map.end()
+    }
+}
+
 /// A weight's INT8 form: its int8 values (in the weight's own layout) and one scale per
 /// output channel.
 #[derive(Clone, Debug, PartialEq)]
@@ -62,26 +108,27 @@ pub(crate) struct Int8Weight {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct WeightQuant {
     /// How each channel's range is chosen.
-    pub clip: WeightClip,
+    pub clip: WeightClipping,
     /// Int8 values chosen for some weights, shared by the many variants of one search.
     pub chosen: Arc<BTreeMap<String, Int8Weight>>,
 }
 
 impl WeightQuant {
     /// Rounds to nearest within ranges chosen by `clip`.
-    pub fn nearest(clip: WeightClip) -> WeightQuant {
+    pub fn nearest(clip: WeightClipping) -> WeightQuant {
         WeightQuant {
             clip,
             chosen: Arc::default(),
         }
     }
 
-    /// The int8 values and per-channel scales of weight `name` (values `w`, dims `dims`,
-    /// channels along `axis`): the chosen ones when there are (and they fit), else
-    /// [`quantize_weights`] with `clip`.
+    /// The int8 values and per-channel scales of weight `name` read by a node of type `op`
+    /// (values `w`, dims `dims`, channels along `axis`): the chosen ones when there are (and
+    /// they fit), else [`quantize_weights`] with `op`'s rule.
     pub fn quantize(
         &self,
         name: &str,
+        op: &str,
         w: &[f32],
         dims: &[i64],
         axis: usize,
@@ -90,7 +137,7 @@ impl WeightQuant {
             Some(c) if c.values.len() == w.len() && c.scales.len() == dims[axis] as usize => {
                 (c.values.clone(), c.scales.clone())
             }
-            _ => quantize_weights(w, dims, axis, self.clip),
+            _ => quantize_weights(w, dims, axis, self.clip.of_op(op)),
         }
     }
 }
@@ -380,7 +427,8 @@ fn dequantize_weights(
                 w.axis
             );
         }
-        let (q, wscales) = weights.quantize(&w.tensor, &values, &dims, axis);
+        let op = g.node[w.consumer.0].op_type.clone();
+        let (q, wscales) = weights.quantize(&w.tensor, &op, &values, &dims, axis);
         let t = &w.tensor;
         let (qn, s, zp, dq) = (
             format!("{t}_int8"),
@@ -527,5 +575,30 @@ mod tests {
         }
         let (_, s) = quantize_per_channel(&w, &dims, 1);
         assert_eq!(s, vec![10.0 / 127.0, 5.0 / 127.0, 2.5 / 127.0]);
+    }
+
+    #[test]
+    fn an_op_type_rule_overrides_the_general_one_and_a_lone_rule_keys_as_before() {
+        let uniform = WeightClipping::uniform(WeightClip::Max);
+        assert_eq!(serde_json::to_string(&uniform).unwrap(), r#""max""#);
+        let mixed = WeightClipping {
+            all: WeightClip::Mse,
+            by_op: [("Gemm".to_string(), WeightClip::Max)].into(),
+        };
+        assert_eq!(mixed.of_op("Gemm"), WeightClip::Max);
+        assert_eq!(mixed.of_op("Conv"), WeightClip::Mse);
+        assert_eq!(
+            serde_json::to_string(&mixed).unwrap(),
+            r#"{"all":"mse","by_op":{"Gemm":"max"}}"#
+        );
+        // Many weights spread over [-1, 1] and one a little beyond: MSE clips that one for
+        // finer steps over the rest, max keeps it.
+        let mut w: Vec<f32> = (0..4096).map(|i| i as f32 / 2048.0 - 1.0).collect();
+        w[0] = -1.05;
+        let quant = WeightQuant::nearest(mixed);
+        let (_, gemm) = quant.quantize("w", "Gemm", &w, &[1, 4096], 0);
+        let (_, conv) = quant.quantize("w", "Conv", &w, &[1, 4096], 0);
+        assert_eq!(gemm, vec![scale_of(1.05)]);
+        assert!(conv[0] < gemm[0], "{conv:?} vs {gemm:?}");
     }
 }

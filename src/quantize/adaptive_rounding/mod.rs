@@ -29,7 +29,7 @@ use crate::onnx::attributes::{int_attr, ints_attr, string_attr};
 use crate::onnx::pb::NodeProto;
 use crate::onnx::rewrite::initializer::read_f32;
 use crate::onnx::rewrite::plan::{node_label, QuantPlan, WeightSite};
-use crate::onnx::rewrite::qdq::{quantize_weights, Int8Weight, WeightClip};
+use crate::onnx::rewrite::qdq::{quantize_weights, Int8Weight, WeightClip, WeightClipping};
 use crate::onnx::OnnxModel;
 use crate::tensor::{HostTensor, TensorData};
 use anyhow::{bail, Context, Result};
@@ -124,14 +124,15 @@ pub(crate) fn rounding_inputs(model: &OnnxModel, plan: &QuantPlan) -> Vec<String
 /// Chooses the int8 values of the weights of every layer of `plan` it handles (see the module
 /// doc) for the least output error on `inputs` (each handled layer's input 0, by name, as
 /// captured float32 batches; see [`rounding_inputs`]), within the per-channel ranges `clip`
-/// gives. Returns the chosen values by weight name (what
+/// gives each layer's op type. Returns the chosen values by weight name (what
 /// [`WeightQuant::chosen`](crate::onnx::rewrite::qdq::WeightQuant) takes) and the report.
 pub(crate) fn round_adaptively(
     model: &OnnxModel,
     plan: &QuantPlan,
-    clip: WeightClip,
+    clip: impl Into<WeightClipping>,
     inputs: &BTreeMap<String, Vec<HostTensor>>,
 ) -> Result<(BTreeMap<String, Int8Weight>, RoundingReport)> {
+    let clip = clip.into();
     let (layers, kept_nearest) = layers(model, plan)?;
     let mut chosen = BTreeMap::new();
     let mut report = RoundingReport {
@@ -139,20 +140,21 @@ pub(crate) fn round_adaptively(
         ..Default::default()
     };
     for layer in &layers {
-        let (weight, rounding) = match round_layer(model, layer, clip, inputs)
-            .with_context(|| format!("adaptive rounding of layer '{}'", layer.label))?
-        {
-            Rounded::Chosen(weight, rounding) => (weight, rounding),
-            Rounded::Kept(reason) => {
-                report.kept_nearest.push(KeptNearest {
-                    node: layer.label.clone(),
-                    op: layer.node.op_type.clone(),
-                    weight: layer.site.tensor.clone(),
-                    reason,
-                });
-                continue;
-            }
-        };
+        let (weight, rounding) =
+            match round_layer(model, layer, clip.of_op(&layer.node.op_type), inputs)
+                .with_context(|| format!("adaptive rounding of layer '{}'", layer.label))?
+            {
+                Rounded::Chosen(weight, rounding) => (weight, rounding),
+                Rounded::Kept(reason) => {
+                    report.kept_nearest.push(KeptNearest {
+                        node: layer.label.clone(),
+                        op: layer.node.op_type.clone(),
+                        weight: layer.site.tensor.clone(),
+                        reason,
+                    });
+                    continue;
+                }
+            };
         report.weights += rounding.weights;
         report.changed += rounding.changed;
         report.mean_nearest_error += rounding.nearest_error;
