@@ -14,7 +14,7 @@ use crate::cli::workspace::{for_model, required};
 use crate::jobs::build::{build, calibration_shapes, BuildConfig, BuildObservers};
 use crate::onnx::shape::{parse_named_shapes, DimValues, NamedDim, ShapeRequest};
 use crate::progress::Progress;
-use crate::quantize::plan::{Fp16Plan, Int8Plan, Int8Source, PrecisionPlan};
+use crate::quantize::plan::{Fp16Plan, Int8Source, PrecisionPlan};
 use crate::report::build::render;
 use crate::report::progress::Bar;
 use crate::trt::engine_file::BuilderSettings;
@@ -252,13 +252,7 @@ pub fn config(args: &BuildArgs) -> Result<BuildConfig> {
 fn precision_plan(args: &BuildArgs, int8: Option<Int8Source>) -> Result<PrecisionPlan> {
     let search_result = args.search_result.float_nodes_from.clone();
     Ok(match int8 {
-        Some(scales) => PrecisionPlan::Int8(Int8Plan {
-            exclude: args.int8_recipe.exclusion(),
-            fallback: args.int8_recipe.fallback,
-            weight_clip: args.int8_recipe.clipping()?,
-            search_result,
-            ..Int8Plan::new(scales)
-        }),
+        Some(scales) => PrecisionPlan::Int8(args.int8_recipe.plan(scales, search_result)?),
         None if args.fp16 => PrecisionPlan::Fp16(Fp16Plan {
             options: args.fp16_options.options(),
             search_result,

@@ -21,7 +21,7 @@ use crate::number;
 use crate::quantize::eval_config::{CheckSet, DEFAULT_CHECK_FRACTION};
 use crate::quantize::evaluate::{EvalConfig, WeightRounding};
 use crate::quantize::fp16_search::Fp16TargetConfig;
-use crate::quantize::plan::{Fp16Plan, Int8Plan, Int8Source, PrecisionPlan};
+use crate::quantize::plan::{Fp16Plan, Int8Source, PrecisionPlan};
 use crate::quantize::scale_search::ScaleSearch;
 use crate::quantize::target_search::{Goal, Strategy, TargetConfig};
 use crate::report::progress::Bar;
@@ -322,13 +322,12 @@ pub fn config(args: &QuantizeArgs) -> Result<QuantizeConfig> {
         });
     }
     let rewrite = match (args.int8, args.fp16, &args.calibration_cache) {
-        (true, _, Some(cache)) => Rewrite::Precision(Box::new(PrecisionPlan::Int8(Int8Plan {
-            exclude: args.int8_recipe.exclusion(),
-            fallback: args.int8_recipe.fallback,
-            weight_clip: args.int8_recipe.clipping()?,
-            search_result: args.search_result.float_nodes_from.clone(),
-            ..Int8Plan::new(Int8Source::Cache(cache.clone()))
-        }))),
+        (true, _, Some(cache)) => {
+            Rewrite::Precision(Box::new(PrecisionPlan::Int8(args.int8_recipe.plan(
+                Int8Source::Cache(cache.clone()),
+                args.search_result.float_nodes_from.clone(),
+            )?)))
+        }
         (true, _, None) => return Err(usage("--int8 needs --calibration-cache FILE")),
         (false, true, _) => Rewrite::Precision(Box::new(PrecisionPlan::Fp16(Fp16Plan {
             options: args.fp16_options.options(),

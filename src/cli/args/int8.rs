@@ -4,9 +4,10 @@
 use crate::cli::usage;
 use crate::onnx::rewrite::plan::Exclusion;
 use crate::onnx::rewrite::qdq::{WeightClip, WeightClipping};
-use crate::quantize::plan::Fallback;
+use crate::quantize::plan::{Fallback, Int8Plan, Int8Source};
 use clap::Args;
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 /// How an INT8 model is made beyond its scales.
 #[derive(Clone, Debug, Default, Args)]
@@ -78,6 +79,23 @@ impl Int8RecipeArgs {
         Ok(WeightClipping {
             all: self.weight_clip,
             by_op,
+        })
+    }
+
+    /// The INT8 plan these flags describe, its scales from `scales`, leaving in float what the
+    /// target search result `search_result` (if any) left there: every INT8 option reaches
+    /// `build` and `quantize` through here.
+    pub(crate) fn plan(
+        &self,
+        scales: Int8Source,
+        search_result: Option<PathBuf>,
+    ) -> anyhow::Result<Int8Plan> {
+        Ok(Int8Plan {
+            exclude: self.exclusion(),
+            fallback: self.fallback,
+            weight_clip: self.clipping()?,
+            search_result,
+            ..Int8Plan::new(scales)
         })
     }
 
