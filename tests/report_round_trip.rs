@@ -73,7 +73,7 @@ fn reports_of_the_model_jobs_round_trip() {
 
 #[test]
 fn reports_of_the_model_file_jobs_round_trip() {
-    use trtkit::calibration::job::CalibrateReport;
+    use trtkit::jobs::calibrate::CalibrateReport;
     use trtkit::jobs::doctor::DoctorReport;
     use trtkit::jobs::inspect::InspectReport;
     use trtkit::jobs::quantize::QuantizeReport;

@@ -5,7 +5,7 @@ pub mod cache;
 pub mod collect;
 pub mod histogram;
 pub(crate) mod image_source;
-pub mod job;
 pub(crate) mod multi_input;
 pub mod range;
+pub mod request;
 pub mod sample_source;

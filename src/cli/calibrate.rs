@@ -1,11 +1,11 @@
 //! `trtkit calibrate MODEL --calib-data SRC --batch-size N`: INT8 ranges into a keyed cache;
 //! flags into a [`CalibrateConfig`], the report rendered by [`crate::report::calibration`].
 
-use crate::calibration::job::{calibrate, CalibrateConfig};
 use crate::cli::args::calibration::{AlgoArg, CalibrationArgs};
 use crate::cli::args::output::JsonArgs;
 use crate::cli::args::shapes::ShapeArgs;
 use crate::cli::workspace::for_model;
+use crate::jobs::calibrate::{calibrate, CalibrateConfig};
 use crate::report::calibration::render;
 use crate::report::progress::Bar;
 use anyhow::Result;

@@ -1,5 +1,6 @@
 //! The jobs, one module or folder each, named after the subcommand they serve: `build` (ONNX →
-//! keyed engine), `quantize` (the precision rewrites on their own, and the one entry for every
+//! keyed engine), `calibrate` (keyed INT8 calibration caches, also run on demand by the INT8
+//! builds), `quantize` (the precision rewrites on their own, and the one entry for every
 //! quantize request), `run` (latency), `validate` (accuracy), `compare` (closeness), `layerwise`
 //! (`compare --layerwise`: divergence tensor by tensor), every precision of one model side by side
 //! (`precision_compare`, `precision_table`), `init` (a workspace made), the GPU check behind `doctor --check`, and `inspect`
@@ -8,12 +9,13 @@
 //! flags or terminals. They sit above `backend/`, `trt/`, `quantize/`, `calibration/` and `data/`
 //! at once, which hold the machinery the jobs call.
 //!
-//! Two jobs live elsewhere, each for a reason a cycle would otherwise make: `calibrate`
-//! (`calibration::job`), because an INT8 precision plan calibrates on demand and `quantize/`
-//! sits below the jobs; and `report` (`report::job`), because `report/` renders every job's report
-//! and the page is made of those renderers.
+//! One job lives elsewhere, for the cycle it would otherwise make: `report` (`report::job`),
+//! because `report/` renders every job's report and the page is made of those renderers.
+//! `calibrate`'s config and report types stay in `calibration::request` (re-exported here), because
+//! an INT8 precision plan in `quantize/`, below the jobs, carries a calibration request.
 
 pub mod build;
+pub mod calibrate;
 pub mod compare;
 pub mod doctor;
 pub mod init;

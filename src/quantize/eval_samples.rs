@@ -8,7 +8,7 @@
 //! nodes) sees only the tuning part; whether a target is met is decided on the check part.
 
 use crate::backend::batch_runner::join;
-use crate::calibration::job::{open_samples, CalibrateConfig};
+use crate::calibration::request::{open_samples, CalibrateConfig};
 use crate::calibration::sample_source::CalibrationBatches;
 use crate::data::batch_axis::{select_rows, slice_padded};
 use crate::onnx::rewrite::pass::Pass;

@@ -6,9 +6,7 @@
 
 use super::already_quantized::refuse_quantized;
 use crate::backend::mac_count::model_macs;
-use crate::calibration::cache::{check_cache_model, CalibrationTable};
-use crate::calibration::job::{calibrate, CalibrateConfig, CalibrateReport};
-use crate::digest::sha256_hex;
+use crate::calibration::request::{CalibrateConfig, CalibrateReport};
 use crate::onnx::deferred_weights::DeferredWeights;
 use crate::onnx::rewrite::constant_weights::LiftConstantWeights;
 use crate::onnx::rewrite::fp16::{to_fp16_deferred, Fp16, Fp16Options, Fp16Report};
@@ -16,7 +14,6 @@ use crate::onnx::rewrite::pass::{Pass, PassReport};
 use crate::onnx::rewrite::plan::{node_label, plan_int8, Exclusion, QuantPlan};
 use crate::onnx::rewrite::qdq::{Qdq, WeightClipping, WeightQuant};
 use crate::onnx::OnnxModel;
-use crate::progress::Progress;
 use crate::tensor::Precision;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
@@ -344,61 +341,7 @@ impl PrecisionPlan {
         }
     }
 
-    /// The INT8 scales of `model` (its file's SHA-256 `model_sha256`): calibrated (or the keyed
-    /// cache reused), or read from the cache given, which must have been made for this model.
-    /// `None` for a plan that is not INT8.
-    pub(crate) fn resolve_scales(
-        &self,
-        model: &Path,
-        model_sha256: &str,
-        progress: &dyn Progress,
-    ) -> Result<Option<Int8Scales>> {
-        let Some(int8) = self.int8() else {
-            return Ok(None);
-        };
-        match &int8.scales {
-            Int8Source::Cache(path) => {
-                let table = CalibrationTable::load(path)?;
-                check_cache_model(path, model, model_sha256)?;
-                let bytes = std::fs::read(path)
-                    .with_context(|| format!("{}: cannot read", path.display()))?;
-                Ok(Some(Int8Scales {
-                    scales: table.scales,
-                    cache: path.display().to_string(),
-                    key_hash: sha256_hex(&bytes),
-                    calibration: None,
-                }))
-            }
-            Int8Source::Calibrate(cal) => {
-                let cal = CalibrateConfig {
-                    model: model.to_path_buf(),
-                    ..(**cal).clone()
-                };
-                if cal.algorithms.len() != 1 {
-                    bail!(
-                        "an INT8 build takes one range algorithm, {} were given",
-                        cal.algorithms.len()
-                    );
-                }
-                let report = calibrate(&cal, progress)?;
-                // The scales and the key are in the report, whether the cache was reused or
-                // written.
-                let cache = &report.caches[0];
-                Ok(Some(Int8Scales {
-                    scales: cache
-                        .tensors
-                        .iter()
-                        .map(|t| (t.tensor.clone(), t.scale))
-                        .collect(),
-                    cache: cache.cache.clone(),
-                    key_hash: sha256_hex(serde_json::to_string(&cache.key)?.as_bytes()),
-                    calibration: Some(report),
-                }))
-            }
-        }
-    }
-
-    /// Applies the plan to `model`. `scales`: the INT8 ones ([`Self::resolve_scales`]);
+    /// Applies the plan to `model`. `scales`: the INT8 ones (`jobs::calibrate::int8_scales`);
     /// `weights`: where the model's large weights are still in its file's bytes (the FP16
     /// rewrite converts them straight from there), `None` when the model holds them all;
     /// `int8_share`: also count the share of MACs that run in INT8 (infers every shape).

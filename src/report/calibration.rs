@@ -3,7 +3,7 @@
 
 use crate::calibration::cache::PREPROCESSING;
 use crate::calibration::collect::TensorRange;
-use crate::calibration::job::CalibrateReport;
+use crate::calibration::request::CalibrateReport;
 use crate::report::table::{Align, Table};
 
 /// The terminal rendering: [`cache_lines`], the timing lines, and with `verbose` one range table

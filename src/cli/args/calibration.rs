@@ -3,12 +3,12 @@
 //! source, the batch size and the algorithm list differ per command and stay there.
 
 use crate::backend::select::BackendOptions;
-use crate::calibration::job::CalibrateConfig;
 use crate::calibration::range::Algorithm;
 use crate::cli::args::backend::BackendArgs;
 use crate::cli::args::preprocess::PreprocessArgs;
 use crate::cli::args::samples::positive_samples;
 use crate::cli::usage;
+use crate::jobs::calibrate::CalibrateConfig;
 use crate::number;
 use crate::onnx::shape::ShapeRequest;
 use crate::workspace::{preprocess_in, Workspace, CALIBRATION_DIR};

@@ -10,6 +10,7 @@ mod landing;
 mod lock;
 pub(crate) mod report;
 
+use crate::jobs::calibrate::int8_scales;
 use crate::onnx::deferred_weights::DeferredWeights;
 use crate::onnx::external::is_external;
 use crate::onnx::rewrite::pass::{run_passes, Pass, PassReport};
@@ -181,9 +182,12 @@ fn build_with_plan(config: &BuildConfig, observers: &BuildObservers) -> Result<B
     let load_s = start.elapsed().as_secs_f64();
 
     let t_cal = Instant::now();
-    let scales = config
-        .plan
-        .resolve_scales(&config.model, &model_sha256, observers.calibration)?;
+    let scales = int8_scales(
+        &config.plan,
+        &config.model,
+        &model_sha256,
+        observers.calibration,
+    )?;
     let calibrate_s = t_cal.elapsed().as_secs_f64();
 
     let key = engine_key(

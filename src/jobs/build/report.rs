@@ -1,7 +1,7 @@
 //! What a build reports: the engine and its key, whether it was reused or why it was built
 //! again, the TensorRT used, the precision rewrites' summaries and where the time went.
 
-use crate::calibration::job::CalibrateReport;
+use crate::calibration::request::CalibrateReport;
 use crate::onnx::rewrite::fp16::Fp16Report;
 use crate::quantize::plan::Int8Rewrite;
 use crate::trt::engine_file::{EngineFacts, EngineKey};

@@ -6,6 +6,7 @@
 pub mod request;
 
 use crate::digest::file_sha256;
+use crate::jobs::calibrate::int8_scales;
 use crate::onnx::rewrite::equalize::{Equalize, EqualizeReport};
 use crate::onnx::rewrite::fp16::Fp16Report;
 use crate::onnx::rewrite::pass::{Pass, PassReport};
@@ -137,7 +138,7 @@ fn apply_plan(
         Precision::Int8 => file_sha256(&config.model)?,
         _ => String::new(),
     };
-    let scales = plan.resolve_scales(&config.model, &model_sha256, &NoProgress)?;
+    let scales = int8_scales(plan, &config.model, &model_sha256, &NoProgress)?;
     let applied = plan.apply(model, scales.as_ref(), None, true);
     let applied = match plan.precision() {
         // The INT8 rewrite names the model (and its cache) in its own errors.
