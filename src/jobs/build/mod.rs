@@ -148,15 +148,24 @@ pub fn build(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildRe
     build_with_plan(&config, observers)
 }
 
-/// [`build`], with the nodes of the plan's search result among its own.
-fn build_with_plan(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildReport> {
-    let start = Instant::now();
-    let shown = config.model.display().to_string();
-    let precision = config.plan.precision();
-    // TensorRT's libraries are found and loaded while the model is read (their errors come
-    // first). Forced into a named file, the model's hash and TensorRT's version are needed
-    // only for the sidecar: both come late, while the model is rewritten and TensorRT builds.
-    let late = config.rebuild && config.output.is_some() && precision != Precision::Int8;
+/// The model read and shaped, and TensorRT's libraries: loaded, or still loading where they are
+/// needed only `late`.
+struct Started {
+    file: ModelFile,
+    deferred: DeferredWeights,
+    shaped: ShapedModel,
+    libs: Option<TrtLibraries>,
+    loading: Option<Loading>,
+    /// Forced into a named file, the model's hash and TensorRT's version are needed only for
+    /// the sidecar: both come late, while the model is rewritten and TensorRT builds.
+    late: bool,
+}
+
+/// Reads the model while TensorRT's libraries are found and loaded (their errors come first),
+/// waiting for them unless they are needed only late.
+fn start_build(config: &BuildConfig, observers: &BuildObservers) -> Result<Started> {
+    let late =
+        config.rebuild && config.output.is_some() && config.plan.precision() != Precision::Int8;
     let loading = Loading::start(config.tensorrt_dir.as_deref());
     let read = read_model(config, observers, !late);
     let (libs, loading) = if late {
@@ -164,7 +173,30 @@ fn build_with_plan(config: &BuildConfig, observers: &BuildObservers) -> Result<B
     } else {
         (Some(loading.wait()?), None)
     };
-    let (mut file, deferred, shaped) = read?;
+    let (file, deferred, shaped) = read?;
+    Ok(Started {
+        file,
+        deferred,
+        shaped,
+        libs,
+        loading,
+        late,
+    })
+}
+
+/// [`build`], with the nodes of the plan's search result among its own.
+fn build_with_plan(config: &BuildConfig, observers: &BuildObservers) -> Result<BuildReport> {
+    let start = Instant::now();
+    let shown = config.model.display().to_string();
+    let precision = config.plan.precision();
+    let Started {
+        mut file,
+        deferred,
+        shaped,
+        libs,
+        loading,
+        late,
+    } = start_build(config, observers)?;
     let ShapedModel {
         model,
         released_batch,
