@@ -9,7 +9,7 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use support::{assert_clean_error, save, trtkit};
 use trtkit::onnx::test_models;
-use trtkit::quantize::fp16_search::Fp16TargetReport;
+use trtkit::quantize::search_report::SearchReport;
 
 /// `trtkit quantize MODEL --fp16 -o OUT --eval-data … ARGS… --json`.
 fn search(model: &Path, out: &Path, args: &[&str]) -> std::process::Output {
@@ -71,7 +71,7 @@ fn the_overflowing_matmul_is_kept_in_float32_and_the_target_met_on_the_check() {
     assert!(kept["max_abs"].as_f64().unwrap() > 65504.0, "{kept:#}");
     assert_eq!(found["reused"], false);
     // The JSON reads back into the report and writes out the same.
-    let back: Fp16TargetReport = serde_json::from_value(found.clone()).unwrap();
+    let back: SearchReport = serde_json::from_value(found.clone()).unwrap();
     assert_eq!(serde_json::to_value(&back).unwrap(), found);
     // The written model computes matmul_0 in float32 and the head in float16.
     let written = trtkit::onnx::OnnxModel::load(&out).unwrap();

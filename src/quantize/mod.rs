@@ -22,5 +22,7 @@ pub mod plan;
 pub mod reference;
 pub mod scale_search;
 pub mod search;
+pub(crate) mod search_float_nodes;
+pub mod search_report;
 pub mod sensitivity_scan;
 pub mod target_search;

@@ -14,6 +14,7 @@ use crate::onnx::rewrite::pass::{Pass, PassReport};
 use crate::onnx::rewrite::plan::{node_label, plan_int8, Exclusion, QuantPlan};
 use crate::onnx::rewrite::qdq::{Qdq, WeightClipping, WeightQuant};
 use crate::onnx::OnnxModel;
+use crate::quantize::search_float_nodes::FloatNodesOfSearch;
 use crate::tensor::Precision;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
@@ -264,11 +265,10 @@ impl PrecisionPlan {
         let bytes = std::fs::read(path).with_context(|| format!("{shown}: cannot read"))?;
         let result: serde_json::Value =
             serde_json::from_slice(&bytes).with_context(|| format!("{shown}: not JSON"))?;
-        let searched = match (result.get("full_int8"), result.get("full_fp16")) {
-            (Some(_), _) => Precision::Int8,
-            (_, Some(_)) => Precision::Fp16,
-            _ => bail!("{shown}: not the result of a target search (quantize --target-cosine or --target-agreement)"),
-        };
+        let result: FloatNodesOfSearch = serde_json::from_value(result).map_err(|e| {
+            anyhow::anyhow!("{shown}: not the result of a target search (quantize --target-cosine or --target-agreement): {e}")
+        })?;
+        let searched = result.precision();
         if searched != self.precision() {
             bail!(
                 "{shown}: the result of an {} target search, for an {} model",
@@ -276,14 +276,7 @@ impl PrecisionPlan {
                 self.precision().to_string().to_uppercase()
             );
         }
-        let nodes = result
-            .get("float_nodes")
-            .and_then(|n| n.as_array())
-            .with_context(|| format!("{shown}: no float_nodes"))?
-            .iter()
-            .map(|n| n.as_str().map(String::from))
-            .collect::<Option<Vec<String>>>()
-            .with_context(|| format!("{shown}: float_nodes are not names"))?;
+        let nodes = result.float_nodes;
         let mut plan = self.clone();
         let kept = match &mut plan {
             PrecisionPlan::Int8(p) => {

@@ -13,16 +13,16 @@ use crate::onnx::rewrite::plan::{plan_int8, Exclusion};
 use crate::onnx::rewrite::qdq::WeightQuant;
 use crate::onnx::OnnxModel;
 use crate::progress::Progress;
-use crate::quantize::adaptive_rounding::RoundingReport;
 use crate::quantize::eval_samples::samples_fingerprint;
 use crate::quantize::evaluate::{EvalConfig, Evaluator, SampleUse, Score, WeightRounding};
 use crate::quantize::kept_result::{keep, kept_path, read_kept, short_key};
 use crate::quantize::plan::int8_model;
-use crate::quantize::scale_search::{ScaleSearch, ScaleSearchReport};
+use crate::quantize::scale_search::ScaleSearch;
 use crate::quantize::search::{find, Variants};
 pub use crate::quantize::search::{Goal, Strategy, GREEDY_CANDIDATES};
+use crate::quantize::search_report::{Int8Search, SearchPrecision, SearchReport};
+use crate::tensor::Precision;
 use anyhow::{Context, Result};
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -42,68 +42,6 @@ pub struct TargetConfig {
     pub research: bool,
     /// How the float part is searched for.
     pub strategy: Strategy,
-}
-
-/// What the search found (also the kept result).
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct TargetReport {
-    /// The model.
-    pub model: String,
-    /// The INT8 model written.
-    pub output: String,
-    /// The goal.
-    pub goal: Goal,
-    /// Whether the written model meets it on the check samples (on the tuning samples when
-    /// there is no check set).
-    pub met: bool,
-    /// Whether it meets it on the tuning samples the search chose on.
-    #[serde(default)]
-    pub met_on_tuning: bool,
-    /// What the user should know about how "met" was decided (a check that missed, and what the
-    /// search did about it; no check set).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub notes: Vec<String>,
-    /// Nodes left in float, in graph order.
-    pub float_nodes: Vec<String>,
-    /// The written model's score on the tuning samples.
-    pub score: Score,
-    /// Its score on the check samples (absent without a check set).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub check: Option<Score>,
-    /// Every quantizable node in INT8, on the tuning samples.
-    pub full_int8: Score,
-    /// The same on the check samples.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) full_int8_check: Option<Score>,
-    /// When the tuning samples met the goal and the check did not: the check score of the
-    /// model the search had chosen then, before the check made it go on (from then on the check
-    /// chose where to stop, so the final check score is no longer untouched by the search).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) check_when_tuning_met: Option<Score>,
-    /// Share of the counted MACs that run in INT8, in [0, 1].
-    pub int8_share: Option<f64>,
-    /// The samples scored.
-    pub samples: SampleUse,
-    /// How the weights were rounded.
-    #[serde(default)]
-    pub weight_rounding: WeightRounding,
-    /// Variants measured.
-    pub variants: usize,
-    /// How the float part was searched for.
-    #[serde(default)]
-    pub strategy: Strategy,
-    /// The kept result this came from (or was written to).
-    pub result: String,
-    /// Whether the result was reused rather than searched.
-    pub reused: bool,
-    /// Wall time, seconds.
-    pub wall_s: f64,
-    /// What the activation scale search changed (when asked for).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scale_search: Option<ScaleSearchReport>,
-    /// What adaptive rounding changed (when asked for).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rounding: Option<RoundingReport>,
 }
 
 /// The key of a search: everything its answer depends on (the reference backend too: its
@@ -147,7 +85,7 @@ impl TargetConfig {
 }
 
 /// Searches (or reuses a kept answer), writes the INT8 model and reports.
-pub fn search_target(config: &TargetConfig, progress: &dyn Progress) -> Result<TargetReport> {
+pub fn search_target(config: &TargetConfig, progress: &dyn Progress) -> Result<SearchReport> {
     let start = Instant::now();
     let (model, _) = LiftConstantWeights.run(OnnxModel::load(&config.eval.model)?)?;
     let fingerprint = samples_fingerprint(&model, &config.eval)?;
@@ -160,10 +98,18 @@ pub fn search_target(config: &TargetConfig, progress: &dyn Progress) -> Result<T
     );
     let mut not_reused = None;
     if !config.research {
-        let found = read_kept::<TargetReport>(&kept).unwrap_or_else(|why| {
-            not_reused = Some(format!("the kept search was not reused: {why}"));
-            None
-        });
+        let found = read_kept::<SearchReport>(&kept)
+            .and_then(|found| match found {
+                Some(f) if f.precision() != Precision::Int8 => Err(format!(
+                    "it is the result of an {} search",
+                    f.precision().to_string().to_uppercase()
+                )),
+                found => Ok(found),
+            })
+            .unwrap_or_else(|why| {
+                not_reused = Some(format!("the kept search was not reused: {why}"));
+                None
+            });
         if let Some(mut found) = found {
             // Labels are names or `#INDEX`, which is what an exclusion resolves.
             let float = Exclusion {
@@ -193,7 +139,7 @@ pub fn search_target(config: &TargetConfig, progress: &dyn Progress) -> Result<T
     save(config, eval.variant(&found.float)?)?;
     let mut notes: Vec<String> = not_reused.into_iter().collect();
     notes.extend(found.notes.iter().cloned());
-    let report = TargetReport {
+    let report = SearchReport {
         model: config.eval.model.display().to_string(),
         output: config.output.display().to_string(),
         goal,
@@ -203,19 +149,21 @@ pub fn search_target(config: &TargetConfig, progress: &dyn Progress) -> Result<T
         float_nodes: found.float.iter().map(|&i| eval.label(i)).collect(),
         score: found.score,
         check: found.check,
-        full_int8: found.full,
-        full_int8_check: found.full_check,
         check_when_tuning_met: found.check_when_tuning_met,
-        int8_share: eval.int8_share(&found.float),
         samples: eval.sample_use(),
-        weight_rounding: config.eval.weight_rounding,
         variants: found.variants,
         strategy: config.strategy,
         result: kept.display().to_string(),
         reused: false,
         wall_s: start.elapsed().as_secs_f64(),
-        scale_search: eval.scale_search.clone(),
-        rounding: eval.rounding.clone(),
+        precision: SearchPrecision::Int8(Int8Search {
+            full_int8: found.full,
+            full_int8_check: found.full_check,
+            int8_share: eval.int8_share(&found.float),
+            weight_rounding: config.eval.weight_rounding,
+            scale_search: eval.scale_search.clone(),
+            rounding: eval.rounding.clone(),
+        }),
     };
     keep(&kept, &report)?;
     Ok(report)

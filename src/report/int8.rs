@@ -6,7 +6,7 @@ use crate::quantize::check_split::{CheckOrigin, SplitKind};
 use crate::quantize::evaluate::{MeasuredReport, SampleUse, Score, WeightRounding};
 use crate::quantize::scale_search::ScaleSearchReport;
 use crate::quantize::sensitivity_scan::SensitivityReport;
-use crate::quantize::target_search::{Goal, Strategy, TargetReport};
+use crate::quantize::target_search::{Goal, Strategy};
 use crate::report::table::{Align, Table};
 
 fn agreement(s: &Score) -> String {
@@ -121,7 +121,7 @@ fn origin_note(o: &CheckOrigin) -> String {
 }
 
 /// The line saying what the activation scale search changed (empty when it did not run).
-fn scale_search_line(r: Option<&ScaleSearchReport>) -> String {
+pub(crate) fn scale_search_line(r: Option<&ScaleSearchReport>) -> String {
     let Some(r) = r else {
         return String::new();
     };
@@ -153,7 +153,7 @@ fn scale_search_line(r: Option<&ScaleSearchReport>) -> String {
 }
 
 /// The line saying what adaptive rounding changed (empty when it did not run).
-fn rounding_line(r: Option<&RoundingReport>) -> String {
+pub(crate) fn rounding_line(r: Option<&RoundingReport>) -> String {
     let Some(r) = r else {
         return String::new();
     };
@@ -265,41 +265,6 @@ pub(crate) fn goal_text(goal: &Goal) -> String {
         Goal::Cosine(c) => format!("cosine ≥ {c}"),
         Goal::Agreement(p) => format!("top-1 agreement ≥ {p}%"),
     }
-}
-
-/// What the target search did, for the terminal.
-pub(crate) fn render_target(r: &TargetReport) -> String {
-    let goal = goal_text(&r.goal);
-    let verdict = target_verdict(
-        r.met,
-        r.met_on_tuning,
-        r.check.as_ref(),
-        "every quantized node in float",
-    );
-    let mut out = format!("{} ({goal}): {verdict}\n", r.output);
-    out += &scores_lines(
-        "INT8",
-        (&r.full_int8, r.full_int8_check.as_ref()),
-        (&r.score, r.check.as_ref()),
-        &r.notes,
-    );
-    out += &format!(
-        "  left in float ({}): {}\n",
-        r.float_nodes.len(),
-        if r.float_nodes.is_empty() {
-            "none".to_string()
-        } else {
-            r.float_nodes.join(", ")
-        }
-    );
-    if let Some(share) = r.int8_share {
-        out += &format!("  INT8 share of the MACs: {:.1}%\n", 100.0 * share);
-    }
-    out += &scale_search_line(r.scale_search.as_ref());
-    out += &rounding_line(r.rounding.as_ref());
-    out += &samples_line(&r.samples);
-    out += &search_line(r.reused, &r.result, r.variants, r.strategy, r.wall_s);
-    out
 }
 
 /// What `quantize --int8 --eval-data` wrote, for the terminal.

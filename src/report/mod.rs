@@ -26,6 +26,7 @@ pub mod plots;
 pub mod precisions;
 pub mod progress;
 pub mod quantize;
+pub(crate) mod search;
 pub mod table;
 pub mod task;
 pub mod workspace;

@@ -1,23 +1,18 @@
 //! The report of `quantize`: the line that says what a rewrite (`--int8`, `--fp16`,
-//! `--equalize`) wrote, what the FP16 target search kept in float32 and why, and which renderer
+//! `--equalize`) wrote, and which renderer
 //! draws each kind of outcome.
 
 use crate::jobs::quantize::request::QuantizeOutcome;
 use crate::jobs::quantize::QuantizeReport;
-use crate::quantize::fp16_search::{Fp16TargetReport, KeepReason};
-use crate::quantize::target_search::Goal;
-use crate::report::int8::{
-    goal_text, render_measured, render_sensitivity, render_target, samples_line, scores_lines,
-    search_line, target_verdict,
-};
+use crate::report::int8::{render_measured, render_sensitivity};
+use crate::report::search::render_search;
 
 /// What any `quantize` request printed: the rewrite's line or the triage's tables.
 pub(crate) fn render_outcome(outcome: &QuantizeOutcome) -> String {
     match outcome {
         QuantizeOutcome::Rewrite(r) => render(r),
         QuantizeOutcome::Sensitivity(r) => render_sensitivity(r),
-        QuantizeOutcome::Target(r) => render_target(r),
-        QuantizeOutcome::Fp16Target(r) => render_fp16_target(r),
+        QuantizeOutcome::Search(r) => render_search(r),
         QuantizeOutcome::Measured(r) => render_measured(r),
     }
 }
@@ -91,50 +86,4 @@ fn render_written(report: &QuantizeReport) -> String {
             line + "\n"
         }
     }
-}
-
-/// What the FP16 target search wrote, what it kept in float32 and why, for the terminal.
-pub(crate) fn render_fp16_target(r: &Fp16TargetReport) -> String {
-    let goal = goal_text(&r.goal);
-    let verdict = target_verdict(
-        r.met,
-        r.met_on_tuning,
-        r.check.as_ref(),
-        "every candidate node in float32",
-    );
-    let measure = match r.goal {
-        Goal::Cosine(_) => "cosine",
-        Goal::Agreement(_) => "top-1 agreement %",
-    };
-    let mut out = format!("{} (fp16, {goal}): {verdict}\n", r.output);
-    out += &scores_lines(
-        "FP16",
-        (&r.full_fp16, r.full_fp16_check.as_ref()),
-        (&r.score, r.check.as_ref()),
-        &r.notes,
-    );
-    out += &format!("  kept in float32 by the search ({}):", r.kept.len());
-    out += if r.kept.is_empty() { " none\n" } else { "\n" };
-    for k in &r.kept {
-        let why = match &k.why {
-            KeepReason::Overflow { max_abs } => {
-                format!("overflow: its FP32 output reaches {max_abs:.4e}, beyond ±65504")
-            }
-            KeepReason::MeasuredError { alone, recovers } => format!(
-                "measured error: alone in float32, {measure} {}{}",
-                alone.map_or("not measured".into(), |a| format!("{a:.7}")),
-                recovers.map_or(String::new(), |g| format!(" ({g:+.2e} over all FP16)"))
-            ),
-        };
-        out += &format!("    {} ({}): {why}\n", k.name, k.op);
-    }
-    if let Some(share) = r.fp16_share {
-        out += &format!("  FP16 share of the MACs: {:.1}%\n", 100.0 * share);
-    }
-    if r.emulated {
-        out += "  variants scored with float16 arithmetic emulated (the CPU backend computes float16 in float32)\n";
-    }
-    out += &samples_line(&r.samples);
-    out += &search_line(r.reused, &r.result, r.variants, r.strategy, r.wall_s);
-    out
 }

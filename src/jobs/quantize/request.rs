@@ -7,9 +7,10 @@ use super::{quantize, QuantizeConfig, QuantizeReport};
 use crate::onnx::rewrite::plan::Exclusion;
 use crate::progress::Progress;
 use crate::quantize::evaluate::{measure_int8, EvalConfig, MeasuredReport};
-use crate::quantize::fp16_search::{search_fp16_target, Fp16TargetConfig, Fp16TargetReport};
+use crate::quantize::fp16_search::{search_fp16_target, Fp16TargetConfig};
+use crate::quantize::search_report::SearchReport;
 use crate::quantize::sensitivity_scan::{sensitivity, SensitivityReport};
-use crate::quantize::target_search::{search_target, TargetConfig, TargetReport};
+use crate::quantize::target_search::{search_target, TargetConfig};
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -49,10 +50,8 @@ pub(crate) enum QuantizeOutcome {
     Rewrite(QuantizeReport),
     /// The sensitivity table.
     Sensitivity(SensitivityReport),
-    /// The target search's result.
-    Target(Box<TargetReport>),
-    /// The FP16 target search's result.
-    Fp16Target(Box<Fp16TargetReport>),
+    /// A target search's result, INT8 or FP16.
+    Search(Box<SearchReport>),
     /// The measured INT8 model.
     Measured(Box<MeasuredReport>),
 }
@@ -68,10 +67,10 @@ pub(crate) fn run_request(
             QuantizeOutcome::Sensitivity(sensitivity(eval, exclude, progress)?)
         }
         QuantizeRequest::Target(config) => {
-            QuantizeOutcome::Target(Box::new(search_target(config, progress)?))
+            QuantizeOutcome::Search(Box::new(search_target(config, progress)?))
         }
         QuantizeRequest::Fp16Target(config) => {
-            QuantizeOutcome::Fp16Target(Box::new(search_fp16_target(config, progress)?))
+            QuantizeOutcome::Search(Box::new(search_fp16_target(config, progress)?))
         }
         QuantizeRequest::Measured {
             eval,
