@@ -16,7 +16,7 @@ use crate::quantize::eval_samples::samples_fingerprint;
 use crate::quantize::fp16_eval::Fp16Evaluator;
 use crate::quantize::kept_result::{keep, kept_path, read_kept, short_key};
 use crate::quantize::search::{find, Found, Goal, Strategy, Variants};
-use crate::quantize::search_report::{Fp16Search, SearchPrecision, SearchReport};
+use crate::quantize::search_report::{Fp16Search, Ran, SearchPrecision, SearchReport};
 use crate::tensor::Precision;
 use anyhow::{Context, Result};
 
@@ -121,25 +121,22 @@ pub(crate) fn search_fp16_target(
     let goal = config.goal;
     let found = find(&eval, goal, config.strategy, progress)?;
     save(config, eval.variant(&found.float)?)?;
-    notes.extend(found.notes.iter().cloned());
-    let report = SearchReport {
-        model: config.eval.model.display().to_string(),
-        output: config.output.display().to_string(),
+    let ran = Ran {
+        model: &config.eval.model,
+        output: &config.output,
         goal,
-        met: found.met(&goal),
-        met_on_tuning: goal.met_by(&found.score),
-        notes,
-        float_nodes: found.float.iter().map(|&i| eval.label(i)).collect(),
-        score: found.score,
-        check: found.check,
-        check_when_tuning_met: found.check_when_tuning_met,
-        samples: eval.sample_use(),
-        variants: found.variants,
         strategy: config.strategy,
-        result: kept.display().to_string(),
-        reused: false,
-        wall_s: start.elapsed().as_secs_f64(),
-        precision: SearchPrecision::Fp16(Fp16Search {
+        result: &kept,
+        notes,
+        started: start,
+    };
+    let float_nodes = found.float.iter().map(|&i| eval.label(i)).collect();
+    let report = SearchReport::ran(
+        ran,
+        &found,
+        float_nodes,
+        eval.sample_use(),
+        SearchPrecision::Fp16(Fp16Search {
             kept: kept_nodes(&eval, &found, &goal),
             full_fp16: found.full,
             full_fp16_check: found.full_check,
@@ -148,7 +145,7 @@ pub(crate) fn search_fp16_target(
             keep_nodes: config.options.keep_nodes.clone(),
             emulated: eval.emulated,
         }),
-    };
+    );
     keep(&kept, &report)?;
     Ok(report)
 }

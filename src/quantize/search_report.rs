@@ -9,9 +9,11 @@ use crate::quantize::adaptive_rounding::RoundingReport;
 use crate::quantize::evaluate::WeightRounding;
 use crate::quantize::reference::SampleUse;
 use crate::quantize::scale_search::ScaleSearchReport;
-use crate::quantize::search::{Goal, Strategy};
+use crate::quantize::search::{Found, Goal, Strategy};
 use crate::tensor::Precision;
 use serde::{Deserialize, Serialize};
+use std::path::Path;
+use std::time::Instant;
 
 /// What a target search found (also the kept result).
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -115,7 +117,57 @@ pub struct Fp16Search {
     pub emulated: bool,
 }
 
+/// How a search that ran now went, beside what it found: what every report of it says.
+pub(crate) struct Ran<'a> {
+    /// The model searched.
+    pub model: &'a Path,
+    /// The model written.
+    pub output: &'a Path,
+    /// The goal.
+    pub goal: Goal,
+    /// How the float part was searched for.
+    pub strategy: Strategy,
+    /// Where the result is kept.
+    pub result: &'a Path,
+    /// What the user should know before the search's own notes.
+    pub notes: Vec<String>,
+    /// When the search started.
+    pub started: Instant,
+}
+
 impl SearchReport {
+    /// The report of a search that `ran` now and found `found` (its float nodes named
+    /// `float_nodes`, scored on `samples`), with its precision's own part.
+    pub(crate) fn ran(
+        ran: Ran<'_>,
+        found: &Found,
+        float_nodes: Vec<String>,
+        samples: SampleUse,
+        precision: SearchPrecision,
+    ) -> SearchReport {
+        let mut notes = ran.notes;
+        notes.extend(found.notes.iter().cloned());
+        SearchReport {
+            model: ran.model.display().to_string(),
+            output: ran.output.display().to_string(),
+            goal: ran.goal,
+            met: found.met(&ran.goal),
+            met_on_tuning: ran.goal.met_by(&found.score),
+            notes,
+            float_nodes,
+            score: found.score,
+            check: found.check,
+            check_when_tuning_met: found.check_when_tuning_met,
+            samples,
+            variants: found.variants,
+            strategy: ran.strategy,
+            result: ran.result.display().to_string(),
+            reused: false,
+            wall_s: ran.started.elapsed().as_secs_f64(),
+            precision,
+        }
+    }
+
     /// The precision the search was for.
     pub fn precision(&self) -> Precision {
         match self.precision {
@@ -211,6 +263,13 @@ mod tests {
         }
     }
 
+    /// `names`, sorted.
+    fn sorted(names: &[&str]) -> Vec<String> {
+        let mut names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        names.sort();
+        names
+    }
+
     /// The keys of `report`'s JSON, sorted.
     fn keys(report: &SearchReport) -> Vec<String> {
         let value = serde_json::to_value(report).unwrap();
@@ -230,7 +289,7 @@ mod tests {
             rounding: None,
         }));
         // The keys the INT8 target report of 0.1.0 wrote, with no check set or tuning.
-        let mut old_int8 = [
+        let old_int8 = sorted(&[
             "model",
             "output",
             "goal",
@@ -247,10 +306,7 @@ mod tests {
             "result",
             "reused",
             "wall_s",
-        ]
-        .map(String::from)
-        .to_vec();
-        old_int8.sort();
+        ]);
         assert_eq!(keys(&int8), old_int8);
         let back: SearchReport =
             serde_json::from_value(serde_json::to_value(&int8).unwrap()).unwrap();
@@ -270,7 +326,7 @@ mod tests {
             keep_nodes: vec![],
             emulated: true,
         }));
-        let mut old_fp16 = [
+        let old_fp16 = sorted(&[
             "model",
             "output",
             "goal",
@@ -289,10 +345,7 @@ mod tests {
             "result",
             "reused",
             "wall_s",
-        ]
-        .map(String::from)
-        .to_vec();
-        old_fp16.sort();
+        ]);
         assert_eq!(keys(&fp16), old_fp16);
         let back: SearchReport =
             serde_json::from_value(serde_json::to_value(&fp16).unwrap()).unwrap();

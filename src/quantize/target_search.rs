@@ -20,7 +20,7 @@ use crate::quantize::plan::int8_model;
 use crate::quantize::scale_search::ScaleSearch;
 use crate::quantize::search::{find, Variants};
 pub use crate::quantize::search::{Goal, Strategy, GREEDY_CANDIDATES};
-use crate::quantize::search_report::{Int8Search, SearchPrecision, SearchReport};
+use crate::quantize::search_report::{Int8Search, Ran, SearchPrecision, SearchReport};
 use crate::tensor::Precision;
 use anyhow::{Context, Result};
 use std::collections::BTreeSet;
@@ -137,26 +137,22 @@ pub fn search_target(config: &TargetConfig, progress: &dyn Progress) -> Result<S
     let goal = config.goal;
     let found = find(&eval, goal, config.strategy, progress)?;
     save(config, eval.variant(&found.float)?)?;
-    let mut notes: Vec<String> = not_reused.into_iter().collect();
-    notes.extend(found.notes.iter().cloned());
-    let report = SearchReport {
-        model: config.eval.model.display().to_string(),
-        output: config.output.display().to_string(),
+    let ran = Ran {
+        model: &config.eval.model,
+        output: &config.output,
         goal,
-        met: found.met(&goal),
-        met_on_tuning: goal.met_by(&found.score),
-        notes,
-        float_nodes: found.float.iter().map(|&i| eval.label(i)).collect(),
-        score: found.score,
-        check: found.check,
-        check_when_tuning_met: found.check_when_tuning_met,
-        samples: eval.sample_use(),
-        variants: found.variants,
         strategy: config.strategy,
-        result: kept.display().to_string(),
-        reused: false,
-        wall_s: start.elapsed().as_secs_f64(),
-        precision: SearchPrecision::Int8(Int8Search {
+        result: &kept,
+        notes: not_reused.into_iter().collect(),
+        started: start,
+    };
+    let float_nodes = found.float.iter().map(|&i| eval.label(i)).collect();
+    let report = SearchReport::ran(
+        ran,
+        &found,
+        float_nodes,
+        eval.sample_use(),
+        SearchPrecision::Int8(Int8Search {
             full_int8: found.full,
             full_int8_check: found.full_check,
             int8_share: eval.int8_share(&found.float),
@@ -164,7 +160,7 @@ pub fn search_target(config: &TargetConfig, progress: &dyn Progress) -> Result<S
             scale_search: eval.scale_search.clone(),
             rounding: eval.rounding.clone(),
         }),
-    };
+    );
     keep(&kept, &report)?;
     Ok(report)
 }
