@@ -15,7 +15,7 @@ use super::{Backend, Device};
 use crate::data::npz;
 use crate::error::Setting;
 use crate::onnx::rewrite::fp16_emulate::{has_float16_compute, Fp16Emulation};
-use crate::onnx::rewrite::pass::Pass;
+use crate::onnx::rewrite::pass::run_pass;
 use crate::onnx::rewrite::transformer_fusion::TransformerFusion;
 use crate::onnx::OnnxModel;
 use crate::tensor::HostTensor;
@@ -168,7 +168,7 @@ fn open_visiting(
     if !emulates_fp16(model, kind, options) {
         return open_kind(model, kind, options, visit_only_from);
     }
-    let (emulated, _) = Fp16Emulation.run(model.clone()).map_err(|e| {
+    let emulated = run_pass(model.clone(), &Fp16Emulation).map_err(|e| {
         anyhow!(
             "{e:#}; --fp16-compute backend runs it as the backend computes float16 (in float32)"
         )

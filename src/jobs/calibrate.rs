@@ -15,7 +15,7 @@ use crate::data::preprocess::{preprocess_fields, Preprocess, PreprocessRequest};
 use crate::digest::{file_sha256, sha256_hex};
 use crate::error::{kind_of, ErrorKind};
 use crate::keyed_artifact::Lookup;
-use crate::onnx::rewrite::pass::Pass;
+use crate::onnx::rewrite::pass::run_pass;
 use crate::onnx::rewrite::plan::plan_int8;
 use crate::onnx::shape::{model_inputs, InputShapes};
 use crate::onnx::OnnxModel;
@@ -153,10 +153,8 @@ pub fn calibrate(args: &CalibrateConfig, progress: &dyn Progress) -> Result<Cali
     let mut model = OnnxModel::load(&args.model)?;
     let shown = args.model.display().to_string();
     if !args.backend.input_shapes.is_empty() {
-        model = InputShapes(args.backend.input_shapes.clone())
-            .run(model)
-            .with_context(|| shown.clone())?
-            .0;
+        model = run_pass(model, &InputShapes(args.backend.input_shapes.clone()))
+            .with_context(|| shown.clone())?;
     }
     refuse_fp16_inputs(&model)?;
     let plan = plan_int8(model.graph());

@@ -14,7 +14,7 @@ use crate::metrics::bootstrap::IntervalScores;
 use crate::onnx::macs::MacsCount;
 use crate::onnx::rewrite::bias::correct_biases;
 use crate::onnx::rewrite::constant_weights::LiftConstantWeights;
-use crate::onnx::rewrite::pass::Pass;
+use crate::onnx::rewrite::pass::run_pass;
 use crate::onnx::rewrite::plan::{node_label, node_op, QuantPlan};
 use crate::onnx::rewrite::qdq::WeightQuant;
 use crate::onnx::OnnxModel;
@@ -76,7 +76,7 @@ impl Evaluator {
         config: &EvalConfig,
         progress: &dyn Progress,
     ) -> Result<Evaluator> {
-        let (model, _) = LiftConstantWeights.run(model)?;
+        let model = run_pass(model, &LiftConstantWeights)?;
         let table = CalibrationTable::load(&config.cache)?;
         check_cache_model(&config.cache, &config.model, &file_sha256(&config.model)?)?;
         // The INT8 pass refuses a model with nothing to quantize.

@@ -24,7 +24,7 @@ use crate::onnx::macs::MacsCount;
 use crate::onnx::pb::tensor_proto::DataType;
 use crate::onnx::rewrite::fp16::{Fp16, Fp16Options};
 use crate::onnx::rewrite::fp16_emulate::Fp16Emulation;
-use crate::onnx::rewrite::pass::{Pass, PassReport};
+use crate::onnx::rewrite::pass::{run_pass, Pass, PassReport};
 use crate::onnx::rewrite::plan::{node_label, node_op};
 use crate::onnx::rewrite::types::infer_elem_types;
 use crate::onnx::OnnxModel;
@@ -154,14 +154,14 @@ impl Fp16Evaluator {
         options
             .keep_nodes
             .extend(float.iter().map(|&i| self.label(i)));
-        Ok(Fp16(options).run(self.model.clone())?.0)
+        run_pass(self.model.clone(), &Fp16(options))
     }
 
     /// The variant as it is scored: with its float16 arithmetic emulated on a CPU backend.
     fn measured(&self, float: &BTreeSet<usize>) -> Result<OnnxModel> {
         let variant = self.variant(float)?;
         if self.emulated {
-            Ok(Fp16Emulation.run(variant)?.0)
+            run_pass(variant, &Fp16Emulation)
         } else {
             Ok(variant)
         }

@@ -8,7 +8,7 @@
 
 use crate::digest::file_sha256;
 use crate::onnx::rewrite::fp16::{Fp16, Fp16Options};
-use crate::onnx::rewrite::pass::Pass;
+use crate::onnx::rewrite::pass::run_pass;
 use crate::onnx::OnnxModel;
 use crate::progress::Progress;
 use crate::quantize::eval_config::EvalConfig;
@@ -107,7 +107,10 @@ pub(crate) fn search_fp16_target(
                 let mut options = config.options.clone();
                 options.keep_nodes.extend(found.float_nodes.iter().cloned());
                 let shown = config.eval.model.display().to_string();
-                save(config, Fp16(options).run(model).with_context(|| shown)?.0)?;
+                save(
+                    config,
+                    run_pass(model, &Fp16(options)).with_context(|| shown)?,
+                )?;
                 found.output = config.output.display().to_string();
                 found.reused = true;
                 found.wall_s = start.elapsed().as_secs_f64();

@@ -10,7 +10,7 @@ use crate::calibration::request::{CalibrateConfig, CalibrateReport};
 use crate::onnx::deferred_weights::DeferredWeights;
 use crate::onnx::rewrite::constant_weights::LiftConstantWeights;
 use crate::onnx::rewrite::fp16::{to_fp16_deferred, Fp16, Fp16Options, Fp16Report};
-use crate::onnx::rewrite::pass::{Pass, PassReport};
+use crate::onnx::rewrite::pass::{run_pass, Pass, PassReport};
 use crate::onnx::rewrite::plan::{node_label, plan_int8, Exclusion, QuantPlan};
 use crate::onnx::rewrite::qdq::{Qdq, WeightClipping, WeightQuant};
 use crate::onnx::OnnxModel;
@@ -379,7 +379,7 @@ impl PrecisionPlan {
                 if let Some((mut deferred, file)) = weights {
                     deferred.restore(model.graph_mut(), file);
                 }
-                let (model, _) = LiftConstantWeights.run(model)?;
+                let model = run_pass(model, &LiftConstantWeights)?;
                 let (model, report) = p.rewrite(&model, scales, int8_share)?;
                 Ok(Applied {
                     model,
@@ -416,12 +416,12 @@ pub(crate) fn int8_model(
             .map(|i| graph.node[i].name.clone())
             .collect();
     }
-    let (model, _) = Qdq {
+    let qdq = Qdq {
         plan,
         scales: scales.clone(),
         weights: weights.clone(),
-    }
-    .run(model)?;
+    };
+    let model = run_pass(model, &qdq)?;
     Ok(match fallback {
         Fallback::Fp32 => model,
         Fallback::Fp16 => {
@@ -432,7 +432,7 @@ pub(crate) fn int8_model(
             options
                 .keep_fp32
                 .extend(["QuantizeLinear", "DequantizeLinear"].map(String::from));
-            Fp16(options).run(model)?.0
+            run_pass(model, &Fp16(options))?
         }
     })
 }

@@ -8,7 +8,7 @@
 use crate::calibration::cache::CalibrationTable;
 use crate::digest::file_sha256;
 use crate::onnx::rewrite::constant_weights::LiftConstantWeights;
-use crate::onnx::rewrite::pass::Pass;
+use crate::onnx::rewrite::pass::run_pass;
 use crate::onnx::rewrite::plan::{plan_int8, Exclusion};
 use crate::onnx::rewrite::qdq::WeightQuant;
 use crate::onnx::OnnxModel;
@@ -87,7 +87,7 @@ impl TargetConfig {
 /// Searches (or reuses a kept answer), writes the INT8 model and reports.
 pub fn search_target(config: &TargetConfig, progress: &dyn Progress) -> Result<SearchReport> {
     let start = Instant::now();
-    let (model, _) = LiftConstantWeights.run(OnnxModel::load(&config.eval.model)?)?;
+    let model = run_pass(OnnxModel::load(&config.eval.model)?, &LiftConstantWeights)?;
     let fingerprint = samples_fingerprint(&model, &config.eval)?;
     let key = result_key(config, &fingerprint)?;
     let kept = kept_path(

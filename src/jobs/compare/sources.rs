@@ -6,7 +6,7 @@ use crate::backend::open::{open_file, FileKind, Opened};
 use crate::backend::select::BackendOptions;
 use crate::backend::Backend;
 use crate::error::{Hint, TypedError};
-use crate::onnx::rewrite::pass::{run_passes, Pass};
+use crate::onnx::rewrite::pass::{run_pass, run_passes, Pass};
 use crate::onnx::shape::{fixed_batch, model_inputs, InputShapes, ShapeRequest};
 use crate::onnx::OnnxModel;
 use crate::tensor::{HostTensor, IoSpec};
@@ -131,7 +131,7 @@ pub fn load(source: &SourceConfig, shapes: &ShapeRequest) -> Result<Loaded> {
         Opened::Model(model) => {
             let mut model = *model;
             if !shapes.is_empty() {
-                model = InputShapes(shapes.clone()).run(model)?.0;
+                model = run_pass(model, &InputShapes(shapes.clone()))?;
             }
             if !source.passes.is_empty() {
                 let passes: Vec<&dyn Pass> = source.passes.iter().map(|p| p.as_ref()).collect();

@@ -18,7 +18,7 @@ use crate::metrics::closeness::Tolerance;
 use crate::metrics::layerwise::{first_divergence, TensorDivergence, TensorStats};
 use crate::onnx::input_roles::int_input_roles;
 use crate::onnx::rewrite::mark::{float_tensors, MarkOutputs, ProducedTensor};
-use crate::onnx::rewrite::pass::Pass;
+use crate::onnx::rewrite::pass::run_pass;
 use crate::onnx::shape::{fixed_batch, InputShapes};
 use crate::onnx::OnnxModel;
 use crate::progress::Progress;
@@ -122,7 +122,7 @@ fn onnx_side(side: &SideConfig, shapes: &crate::onnx::shape::ShapeRequest) -> Re
     };
     let mut model = *model;
     if !shapes.is_empty() {
-        model = InputShapes(shapes.clone()).run(model)?.0;
+        model = run_pass(model, &InputShapes(shapes.clone()))?;
     }
     Ok(model)
 }
@@ -192,12 +192,11 @@ struct Side<'a> {
 
 impl Side<'_> {
     fn open(&self, batch: usize) -> Result<Box<dyn Backend>> {
-        let marked = MarkOutputs {
+        let mark = MarkOutputs {
             names: self.names.clone(),
-        }
-        .run(self.model.clone())
-        .with_context(|| self.model.path.display().to_string())?
-        .0;
+        };
+        let marked = run_pass(self.model.clone(), &mark)
+            .with_context(|| self.model.path.display().to_string())?;
         let mut options = self.config.backend.clone();
         if fixed_batch(self.model).is_none() {
             options.batch = Some(batch);

@@ -6,8 +6,8 @@ use super::input_shapes::{apply_input_shapes, InputShapes};
 use super::queries::{model_inputs, model_outputs};
 use super::request::{DimSpec, InputShape, ShapeRequest, BATCH_SYMBOL};
 use crate::onnx::model::OnnxModel;
-use crate::onnx::rewrite::pass::Pass;
 use crate::onnx::rewrite::pass::PassReport;
+use crate::onnx::rewrite::pass::{run_pass, Pass};
 use crate::onnx::tensor_info::{set_dims, TensorInfo};
 use crate::tensor::{format_dims, BatchAxes, BatchAxisRequest, Declared, Dim};
 use anyhow::{bail, Context, Result};
@@ -85,14 +85,12 @@ pub fn shaped<T>(
     plan: impl FnOnce(&OnnxModel, &BatchAxes) -> (Option<usize>, T),
 ) -> Result<(OnnxModel, BatchAxes, T)> {
     if !request.is_empty() {
-        model = InputShapes(request.clone()).run(model)?.0;
+        model = run_pass(model, &InputShapes(request.clone()))?;
     }
     let found = model_batch_axes(&model, axes)?;
     let (batch, planned) = plan(&model, &found);
     if let Some(n) = batch {
-        model = FixBatch::with_axes(Batch::Static(n as i64), axes)
-            .run(model)?
-            .0;
+        model = run_pass(model, &FixBatch::with_axes(Batch::Static(n as i64), axes))?;
     }
     Ok((model, found, planned))
 }
