@@ -15,7 +15,7 @@ use crate::tensor::{check_input_count, HostTensor, IoSpec};
 use crate::tensor::{BatchAxes, BatchAxisRequest, Dim};
 use anyhow::{bail, Context, Result};
 use convert::{run_plan, spec_of, to_host};
-use refusal::analysis_refusal;
+use refusal::analysis_error;
 use std::time::{Duration, Instant};
 use threads::{on_workers, runs_per_sample, ThreadPlan};
 use tract_linalg::multithread::Executor;
@@ -123,10 +123,7 @@ impl TractBackend {
             None => parsed.model.into_optimized(),
             Some(_) => parsed.model.into_typed().and_then(|m| m.into_decluttered()),
         }
-        .map_err(|e| {
-            let message = format!("{shown}: {}", analysis_refusal(&format!("{e:#}")));
-            anyhow::Error::new(TypedError::new(ErrorKind::BackendRefusedModel, message))
-        })?;
+        .map_err(|e| analysis_error(&model, &batch_axes, &format!("{e:#}")))?;
         let (inputs, outputs) = io_specs(&typed)?;
         let (plan, cpu_plan) = prepare(typed, cuda, &threads, options, &shown)?;
         tracing::info!(

@@ -307,3 +307,38 @@ fn runs_the_classifier_at_batch_3() {
     let out = b.run(&[x]).unwrap();
     assert_eq!(out.outputs[0].shape, vec![3, 10]);
 }
+
+/// An input axis with neither a size nor a name (a Paddle export's `?` height and width): tract
+/// cannot analyse the model, and the error names the axis to size, as ONNX Runtime's does;
+/// sized, the model opens.
+#[test]
+fn an_unnamed_free_input_axis_is_an_axis_to_size() {
+    let proto = test_models::paddle_style(Dim::Symbol("N".into()), Dim::Unknown, Dim::Unknown);
+    let model = OnnxModel::from_proto(proto, "p.onnx");
+    let options = |shapes: &[&str]| TractOptions {
+        batch: Some(1),
+        input_shapes: ShapeRequest::shapes(
+            crate::onnx::shape::parse_input_shapes(
+                &shapes.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+            )
+            .unwrap(),
+        ),
+        ..Default::default()
+    };
+    let err = TractBackend::load(&model, &options(&[])).err().unwrap();
+    assert_eq!(crate::error::kind_of(&err), Some(ErrorKind::UnfixedAxis));
+    assert_eq!(
+        err.to_string(),
+        "tensor 'x': axis 2 is '?', which is not fixed"
+    );
+    let hint = crate::error::hint_of(&err).cloned();
+    let Some(crate::error::Hint::SizeAxis(free)) = hint else {
+        panic!("no axis to size: {hint:?}");
+    };
+    assert_eq!(
+        free.shape,
+        [None, Some(3), None, None],
+        "the batch shown free"
+    );
+    assert!(TractBackend::load(&model, &options(&["x:-1x3x16x16"])).is_ok());
+}
