@@ -127,6 +127,11 @@ fn a_rule_no_weight_takes_warns_and_bad_rules_are_usage_errors() {
     assert_clean_error(&twice, 2, &["--weight-clip-op names Gemm twice"]);
     let bad_rule = trtkit(&[&head[..], &["--weight-clip-op", "Gemm=p99", "-o", o]].concat());
     assert_eq!(bad_rule.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&bad_rule.stderr);
+    assert!(
+        said.contains("'p99' is not a weight clip rule (max or mse)"),
+        "{said}"
+    );
     let no_op = trtkit(&[&head[..], &["--weight-clip-op", "=max", "-o", o]].concat());
     assert_eq!(no_op.status.code(), Some(2));
     let without_int8 = trtkit(&[

@@ -47,7 +47,9 @@ fn op_clip(text: &str) -> Result<(String, WeightClip), String> {
     if op.is_empty() || !op.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
         return Err(format!("'{op}' is not an op type (such as Gemm or Conv)"));
     }
-    let rule = <WeightClip as clap::ValueEnum>::from_str(rule.trim(), false)?;
+    let rule = rule.trim();
+    let rule = <WeightClip as clap::ValueEnum>::from_str(rule, false)
+        .map_err(|_| format!("'{rule}' is not a weight clip rule (max or mse)"))?;
     Ok((op.to_string(), rule))
 }
 
