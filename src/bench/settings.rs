@@ -1,11 +1,11 @@
-//! The settings of a bench run, each declared once in the table below: its
-//! plan-file key, its flag, its default, and whether (and how) it takes part in the cell key.
-//! The types are written out plainly: the plan file as written ([`PlanFile`]), the flags that
-//! set the same keys ([`FlagValues`], behind [`SettingFlags`]), what every cell measures with
-//! ([`CellSettings`]). The table fills them: the defaults, how a plan file and flags are
-//! layered, each cell setting's check, and the digest of those settings in each cell's key
-//! ([`CellSettings::digest`]). A new setting is a field in each struct it lives in and one
-//! entry in the table; a field without an entry does not compile.
+//! The settings of a bench run, each declared once in the table below: its plan-file key, its
+//! flag, its default, and whether (and how) it takes part in the cell key. The types are written
+//! out plainly: the plan file as written ([`PlanFile`]), the flags that set the same keys
+//! ([`FlagValues`], behind [`SettingFlags`]), what every cell measures with ([`CellSettings`]).
+//! The table fills them: the defaults, how a plan file and flags are layered, each cell
+//! setting's check, and the digest of those settings in each cell's key
+//! ([`CellSettings::digest`]). A new setting is a field in each struct it lives in and one entry
+//! in the table; a field without an entry does not compile.
 
 use super::devices::DeviceRequest;
 use crate::backend::select::Runtime;
