@@ -8,7 +8,7 @@ use sha2::{Digest, Sha256};
 use std::path::Path;
 
 /// The SHA-256 of `bytes`: 64 lowercase hex digits.
-pub fn sha256_hex(bytes: &[u8]) -> String {
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     format!("{:x}", Sha256::digest(bytes))
 }
 
@@ -43,7 +43,7 @@ impl Sha256Stream {
     }
 
     /// The hash of everything fed, hex.
-    pub fn finish_hex(self) -> String {
+    pub(crate) fn finish_hex(self) -> String {
         format!("{:x}", self.0.finalize())
     }
 }

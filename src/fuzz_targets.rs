@@ -52,7 +52,7 @@ pub const TARGETS: &[Target] = &[
 
 /// A model file: decoded with its large weights deferred, checked (initializer sizes, external
 /// data, graph structure) and summarised as `inspect` does.
-pub fn onnx_model(bytes: &[u8]) {
+pub(crate) fn onnx_model(bytes: &[u8]) {
     // A folder that does not exist: external data is refused, never read from elsewhere.
     let path = Path::new("/nonexistent-trtkit-fuzz/model.onnx");
     if let Ok((model, _)) = OnnxModel::from_bytes_deferring(path, bytes) {
@@ -87,12 +87,12 @@ pub fn onnx_transformer_fusion(bytes: &[u8]) {
 }
 
 /// An `.npz` given to `compare --inputs` or `calibrate --calib-data`.
-pub fn npz_archive(bytes: &[u8]) {
+pub(crate) fn npz_archive(bytes: &[u8]) {
     let _ = crate::data::npz::decode(bytes, "fuzz.npz");
 }
 
 /// An `.npy` given the same way.
-pub fn npy_array(bytes: &[u8]) {
+pub(crate) fn npy_array(bytes: &[u8]) {
     let _ = crate::data::npy::decode("x", bytes, "fuzz.npy");
 }
 

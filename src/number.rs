@@ -56,7 +56,7 @@ pub fn finite(text: &str) -> Result<f64, String> {
 }
 
 /// A finite `f32` (a value beyond `f32`'s range is refused, not turned into ±inf).
-pub fn finite_f32(text: &str) -> Result<f32, String> {
+pub(crate) fn finite_f32(text: &str) -> Result<f32, String> {
     let v = checked(text, Bound::Any)?;
     let narrow = v as f32;
     if !narrow.is_finite() {
@@ -66,12 +66,12 @@ pub fn finite_f32(text: &str) -> Result<f32, String> {
 }
 
 /// A finite `f64`, zero or more.
-pub fn non_negative(text: &str) -> Result<f64, String> {
+pub(crate) fn non_negative(text: &str) -> Result<f64, String> {
     checked(text, Bound::NonNegative)
 }
 
 /// A percentage: finite, within [0, 100].
-pub fn percent(text: &str) -> Result<f64, String> {
+pub(crate) fn percent(text: &str) -> Result<f64, String> {
     checked(text, Bound::Within(0.0, 100.0))
 }
 

@@ -183,7 +183,7 @@ pub fn join(parts: Vec<Vec<HostTensor>>) -> Result<Vec<HostTensor>> {
 
 /// Joins per-batch tensors (one list per batch, the same tensors in each) along their batch
 /// axes (`axes`), tensor by tensor.
-pub fn join_on(parts: Vec<Vec<HostTensor>>, axes: &BatchAxes) -> Result<Vec<HostTensor>> {
+pub(crate) fn join_on(parts: Vec<Vec<HostTensor>>, axes: &BatchAxes) -> Result<Vec<HostTensor>> {
     if parts.len() == 1 {
         return Ok(parts.into_iter().next().unwrap_or_default());
     }

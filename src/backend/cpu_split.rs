@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 /// Batches measured for the choice, after the first (which pays the backend's lazy set-up
 /// and the loader's start).
-pub const PILOT_BATCHES: usize = 3;
+pub(crate) const PILOT_BATCHES: usize = 3;
 
 /// How much faster than the loader the model must stay with the threads it keeps.
 const HEADROOM: f64 = 2.0;
@@ -56,7 +56,7 @@ pub fn cores() -> usize {
 /// `options` as the model opens when a loader decodes beside it on the CPU (`beside`): on the
 /// user's threads or every core (named, so that the report can say how many). Unchanged
 /// otherwise.
-pub fn beside_loader(options: &BackendOptions, beside: bool) -> BackendOptions {
+pub(crate) fn beside_loader(options: &BackendOptions, beside: bool) -> BackendOptions {
     let mut options = options.clone();
     if beside && options.device == Device::Cpu {
         options.threads = Some(options.threads.unwrap_or_else(cores));
@@ -132,7 +132,7 @@ pub struct Stretch {
 /// long in the model as waiting for images): nothing changes. Loader-bound: spinning off, and
 /// the model, busy a share `u` of the time on `threads` threads, needs about `u × threads` of
 /// them to keep pace; it keeps twice that, rounded up, at least one.
-pub fn model_threads_for(stretch: &Stretch, threads: usize) -> Choice {
+pub(crate) fn model_threads_for(stretch: &Stretch, threads: usize) -> Choice {
     let threads = threads.max(1);
     let total = stretch.model_s + stretch.wait_s;
     let keep = |spinning, why| Choice {

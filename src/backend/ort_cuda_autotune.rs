@@ -145,7 +145,7 @@ impl TuningRecord {
     /// back from its faster batches. The set-up figures are rough (the first candidate measured
     /// also pays the process's first use of cuDNN), so of the candidates within
     /// [`SOONEST_MARGIN`] of the soonest, the fastest per batch is taken.
-    pub fn soonest(&self, batches: usize) -> Option<(Candidate, String)> {
+    pub(crate) fn soonest(&self, batches: usize) -> Option<(Candidate, String)> {
         let total_s = |t: &Trial| Some(t.setup_s + batches as f64 * t.ms_per_batch? / 1e3);
         let soonest_s = self
             .trials

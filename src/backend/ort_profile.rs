@@ -55,7 +55,7 @@ impl OpTimes {
     /// Reads an ONNX Runtime profile (a JSON array of trace events): `Session` events named
     /// `model_run` are the runs, `Node` events named `…_kernel_time` with `args.op_name` the
     /// nodes. Nodes that began before the end of the first run are left out with it.
-    pub fn from_profile(text: &str) -> Result<OpTimes> {
+    pub(crate) fn from_profile(text: &str) -> Result<OpTimes> {
         let events: Vec<serde_json::Value> =
             serde_json::from_str(text).context("an ONNX Runtime profile is a JSON array")?;
         let span = |e: &serde_json::Value| Some((e["ts"].as_f64()?, e["dur"].as_f64()?));
@@ -88,7 +88,7 @@ impl OpTimes {
     }
 
     /// Ends `session`'s profiling and reads what it wrote.
-    pub fn of_session(session: &mut Session) -> Result<OpTimes> {
+    pub(crate) fn of_session(session: &mut Session) -> Result<OpTimes> {
         let file = session.end_profiling().map_err(|e| anyhow!("{e}"))?;
         let text = std::fs::read_to_string(Path::new(&file))
             .with_context(|| format!("{file}: cannot read ONNX Runtime's profile"))?;

@@ -229,7 +229,7 @@ pub fn read_files(paths: &[PathBuf]) -> Result<Journal> {
 impl Journal {
     /// Adds the records of the journal file `path` whose text is `text`; a line that is not a
     /// record is skipped, said as `file:line: why`.
-    pub fn read_text(&mut self, path: &Path, text: &str) {
+    pub(crate) fn read_text(&mut self, path: &Path, text: &str) {
         for (i, line) in text.lines().enumerate() {
             if line.trim().is_empty() {
                 continue;

@@ -270,7 +270,7 @@ impl Iterator for MultiInputBatches {
 impl MultiInputBatches {
     /// Generated batches with the inputs batched on `axes` (an input with no batch axis is
     /// drawn once, the same in every batch).
-    pub fn with_axes(mut self, axes: BatchAxes) -> Self {
+    pub(crate) fn with_axes(mut self, axes: BatchAxes) -> Self {
         self.axes = axes;
         self
     }

@@ -25,7 +25,8 @@ pub mod workspace;
 use clap::{Parser, Subcommand};
 use std::io::Write;
 use std::process::ExitCode;
-pub use usage_error::{is_usage, usage};
+pub(crate) use usage_error::is_usage;
+pub use usage_error::usage;
 
 /// trtkit: ONNX to validated TensorRT engines, and proof of how fast and accurate they are.
 #[derive(Debug, Parser)]

@@ -11,7 +11,7 @@ pub fn usage(what: impl std::fmt::Display) -> anyhow::Error {
 }
 
 /// Whether any part of `err` says it is a mistake in how trtkit was called (exit code 2).
-pub fn is_usage(err: &anyhow::Error) -> bool {
+pub(crate) fn is_usage(err: &anyhow::Error) -> bool {
     hints(err).any(Hint::is_usage)
 }
 

@@ -148,7 +148,7 @@ pub(crate) fn select_rows_on(
 }
 
 /// The first `keep` samples of `t` along `axis` (drops padding).
-pub fn truncate_on(t: HostTensor, axis: Option<usize>, keep: usize) -> Result<HostTensor> {
+pub(crate) fn truncate_on(t: HostTensor, axis: Option<usize>, keep: usize) -> Result<HostTensor> {
     match axis {
         Some(k) if t.shape.get(k) != Some(&keep) => slice_padded_on(&t, axis, 0, keep),
         _ => Ok(t),
@@ -157,7 +157,7 @@ pub fn truncate_on(t: HostTensor, axis: Option<usize>, keep: usize) -> Result<Ho
 
 /// Joins tensors with the same name, dtype and other dims along their batch axis `axis`. Tensors
 /// with no batch axis (`None`) are the same for every batch: the first is kept.
-pub fn concat_on(parts: Vec<HostTensor>, axis: Option<usize>) -> Result<HostTensor> {
+pub(crate) fn concat_on(parts: Vec<HostTensor>, axis: Option<usize>) -> Result<HostTensor> {
     let mut iter = parts.into_iter();
     let Some(first) = iter.next() else {
         bail!("nothing to join");

@@ -7,7 +7,7 @@ use crate::units;
 use anyhow::{bail, Result};
 
 /// The variable that sets the budget in bytes (`K`, `M`, `G` suffixes: binary units).
-pub const BUDGET_ENV: &str = "TRTKIT_DECODE_BUDGET";
+pub(crate) const BUDGET_ENV: &str = "TRTKIT_DECODE_BUDGET";
 
 /// Used when the machine's available memory cannot be read.
 const FALLBACK: u64 = 4 << 30;

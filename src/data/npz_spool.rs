@@ -101,7 +101,7 @@ impl NpzSpool {
     }
 
     /// [`NpzSpool::finish`], with `extra` arrays after the spooled ones, whole.
-    pub fn finish_with(self, extra: &[HostTensor]) -> Result<()> {
+    pub(crate) fn finish_with(self, extra: &[HostTensor]) -> Result<()> {
         let NpzSpool { path, arrays } = self;
         write_atomic_seekable(&path, |file| {
             let mut zip = zip::ZipWriter::new(file);

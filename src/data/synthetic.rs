@@ -40,7 +40,7 @@ pub fn timing_inputs(specs: &[IoSpec], batch: usize) -> Result<Vec<HostTensor>> 
 
 /// [`timing_inputs`] for a backend whose inputs are batched on `axes` (an input with no batch
 /// axis is drawn at its own dims).
-pub fn timing_inputs_on(
+pub(crate) fn timing_inputs_on(
     specs: &[IoSpec],
     batch: usize,
     axes: &BatchAxes,

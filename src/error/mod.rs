@@ -86,7 +86,7 @@ pub enum Hint {
 impl Hint {
     /// Whether the error is a mistake in how trtkit was called (exit code 2) rather than a
     /// failure.
-    pub fn is_usage(&self) -> bool {
+    pub(crate) fn is_usage(&self) -> bool {
         matches!(
             self,
             Hint::Lower(_) | Hint::NeedsGpuBackend(_) | Hint::Wrong(_) | Hint::Usage
@@ -126,7 +126,7 @@ impl TypedError {
     }
 
     /// The same error, with `hint` saying how to fix it.
-    pub fn with_hint(self, hint: Hint) -> TypedError {
+    pub(crate) fn with_hint(self, hint: Hint) -> TypedError {
         TypedError {
             hint: Some(hint),
             ..self
@@ -134,7 +134,7 @@ impl TypedError {
     }
 
     /// The same error, caused by `source` (shown after the message by `{:#}`).
-    pub fn caused_by(
+    pub(crate) fn caused_by(
         self,
         source: impl Into<Box<dyn StdError + Send + Sync + 'static>>,
     ) -> TypedError {
@@ -199,7 +199,7 @@ pub fn hinted(err: &anyhow::Error) -> Option<&TypedError> {
 }
 
 /// Every hint in `err`, outermost first.
-pub fn hints(err: &anyhow::Error) -> impl Iterator<Item = &Hint> {
+pub(crate) fn hints(err: &anyhow::Error) -> impl Iterator<Item = &Hint> {
     typed_errors(err).filter_map(TypedError::hint)
 }
 
@@ -209,7 +209,7 @@ pub fn hint_of(err: &anyhow::Error) -> Option<&Hint> {
 }
 
 /// An `anyhow` error saying `message`, which a different value of `setting` fixes.
-pub fn fix_with(setting: Setting, message: impl Into<String>) -> anyhow::Error {
+pub(crate) fn fix_with(setting: Setting, message: impl Into<String>) -> anyhow::Error {
     TypedError::hinted(Hint::Change(setting), message).into()
 }
 

@@ -8,7 +8,7 @@ use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 
 /// The class CTC reserves for "no symbol" unless told otherwise.
-pub const DEFAULT_BLANK: usize = 0;
+pub(crate) const DEFAULT_BLANK: usize = 0;
 
 /// How two runs' sequences agree, B's taken as the reference.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -113,7 +113,7 @@ impl TaskAccumulator {
 
     /// Whether a task was asked for or guessed from the batches added so far (before the first
     /// batch: whether one was asked for).
-    pub fn has_task(&self) -> bool {
+    pub(crate) fn has_task(&self) -> bool {
         match &self.choice {
             Some(choice) => choice.task.is_some(),
             None => self.request.task.is_some(),

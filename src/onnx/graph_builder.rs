@@ -45,7 +45,7 @@ pub(crate) fn attr_float(name: &str, value: f32) -> AttributeProto {
 }
 
 /// `Cast(input) -> output` to the element type `to`, named after its output.
-pub fn cast_node(input: &str, output: &str, to: DataType) -> NodeProto {
+pub(crate) fn cast_node(input: &str, output: &str, to: DataType) -> NodeProto {
     NodeProto {
         name: format!("{output}_Cast"),
         op_type: "Cast".into(),

@@ -9,9 +9,9 @@ use crate::onnx::pb::ModelProto;
 use crate::tensor::Dim;
 
 /// Number of classes of the test classifier.
-pub const CLASSIFIER_CLASSES: i64 = 10;
+pub(crate) const CLASSIFIER_CLASSES: i64 = 10;
 /// Channels, height and width of the test classifier's input.
-pub const CLASSIFIER_CHW: [i64; 3] = [3, 16, 16];
+pub(crate) const CLASSIFIER_CHW: [i64; 3] = [3, 16, 16];
 
 /// Deterministic pseudo-random weights in [-scale, scale) from a seed (a 64-bit LCG).
 pub fn deterministic_weights(seed: u64, n: usize, scale: f32) -> Vec<f32> {

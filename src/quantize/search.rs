@@ -182,7 +182,7 @@ pub enum Strategy {
 }
 
 /// How many of the ranking's next nodes each greedy step measures.
-pub const GREEDY_CANDIDATES: usize = 4;
+pub(crate) const GREEDY_CANDIDATES: usize = 4;
 
 /// One search's evaluator, goal and count of variants measured.
 struct Search<'a> {

@@ -19,7 +19,7 @@ use crate::quantize::kept_result::{keep, kept_path, read_kept, short_key};
 use crate::quantize::plan::int8_model;
 use crate::quantize::scale_search::ScaleSearch;
 use crate::quantize::search::{find, Variants};
-pub use crate::quantize::search::{Goal, Strategy, GREEDY_CANDIDATES};
+pub use crate::quantize::search::{Goal, Strategy};
 use crate::quantize::search_report::{Int8Search, Ran, SearchPrecision, SearchReport};
 use crate::tensor::Precision;
 use anyhow::{Context, Result};

@@ -251,7 +251,7 @@ impl BatchAxes {
     /// 0 is the batch; a model fixed everywhere is batched on axis 0. A tensor whose axis cannot
     /// be told is an error once something needs its axis ([`BatchAxes::axis`]); a name or axis
     /// in `request` that does not fit the model is an error at once.
-    pub fn infer(
+    pub(crate) fn infer(
         inputs: &[Declared],
         outputs: &[Declared],
         request: &BatchAxisRequest,
@@ -334,7 +334,7 @@ impl BatchAxes {
     }
 
     /// The inputs that have no batch axis, in order.
-    pub fn unbatched_inputs(&self) -> Vec<&str> {
+    pub(crate) fn unbatched_inputs(&self) -> Vec<&str> {
         self.inputs
             .iter()
             .filter(|(_, a)| *a == Axis::NoBatch)
@@ -343,7 +343,7 @@ impl BatchAxes {
     }
 
     /// The inputs and outputs whose batch axis cannot be told, in order.
-    pub fn undecided(&self) -> Vec<&str> {
+    pub(crate) fn undecided(&self) -> Vec<&str> {
         self.inputs
             .iter()
             .chain(&self.outputs)
@@ -353,7 +353,7 @@ impl BatchAxes {
     }
 
     /// Whether every listed input and output is batched on axis 0 (or has no batch axis).
-    pub fn all_on_axis_0(&self) -> bool {
+    pub(crate) fn all_on_axis_0(&self) -> bool {
         self.inputs
             .iter()
             .chain(&self.outputs)

@@ -51,7 +51,7 @@ impl TensorData {
 /// type converted to that type, and the conversions made; borrowed as given when none is
 /// needed. Tensors of other types, and tensors no spec names, are left as they are (the
 /// backend says what is wrong with them).
-pub fn conform_floats<'t>(
+pub(crate) fn conform_floats<'t>(
     tensors: &'t [HostTensor],
     specs: &[IoSpec],
 ) -> (Cow<'t, [HostTensor]>, Vec<FloatConversion>) {
@@ -88,7 +88,7 @@ pub fn conform_floats<'t>(
 
 /// What the reports say of `conversions` made for `side`: `inputs converted float32 → float16
 /// for A` (each pair of types once); `None` when there were none.
-pub fn conversion_note(conversions: &[FloatConversion], side: &str) -> Option<String> {
+pub(crate) fn conversion_note(conversions: &[FloatConversion], side: &str) -> Option<String> {
     let mut pairs: Vec<(ElemType, ElemType)> = vec![];
     for c in conversions {
         if !pairs.contains(&(c.from, c.to)) {

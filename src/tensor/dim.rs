@@ -52,7 +52,7 @@ impl<'de> Deserialize<'de> for Dim {
 }
 
 /// Formats dims the way trtkit prints shapes: `batch×3×224×224`, `scalar` for rank 0.
-pub fn format_dims(dims: &[Dim]) -> String {
+pub(crate) fn format_dims(dims: &[Dim]) -> String {
     if dims.is_empty() {
         return "scalar".into();
     }

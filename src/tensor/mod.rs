@@ -11,8 +11,10 @@ mod precision;
 mod values;
 
 pub use batch_axes::{BatchAxes, BatchAxisChoice, BatchAxisError, BatchAxisRequest, Declared};
-pub use conform::{conform_floats, conversion_note, feeds, FloatConversion};
-pub use dim::{format_dims, Dim};
+pub(crate) use conform::{conform_floats, conversion_note};
+pub use conform::{feeds, FloatConversion};
+pub(crate) use dim::format_dims;
+pub use dim::Dim;
 pub use host::{ElemType, HostTensor, TensorData};
 pub(crate) use io_spec::{check_input_count, IoSpec, UnfixedAxis};
 pub use precision::Precision;

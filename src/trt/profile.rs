@@ -10,7 +10,7 @@ use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 
 /// Batch range used for a dynamic batch axis when no flag says otherwise.
-pub const DEFAULT_BATCH: BatchRange = BatchRange {
+pub(crate) const DEFAULT_BATCH: BatchRange = BatchRange {
     min: 1,
     opt: 32,
     max: 64,

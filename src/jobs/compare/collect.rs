@@ -36,7 +36,7 @@ impl WindowSink for Collect {
 /// Runs every source of `config` on the same inputs ([`run_windowed`]) and keeps everything:
 /// the inputs and every source's outputs, whole. For callers that need the tensors themselves;
 /// a comparison counts its metrics window by window instead.
-pub fn run_sources(config: &RunConfig, progress: &dyn Progress) -> Result<Runs> {
+pub(crate) fn run_sources(config: &RunConfig, progress: &dyn Progress) -> Result<Runs> {
     let mut kept = Collect::default();
     let ran = run_windowed(config, progress, &mut kept)?;
     let Collect {

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// The most samples per inference when neither the caller nor the model sets the batch.
-pub const DEFAULT_BATCH: usize = 32;
+pub(crate) const DEFAULT_BATCH: usize = 32;
 
 /// Where the inputs come from.
 #[derive(Clone, Debug)]
@@ -213,7 +213,7 @@ pub(crate) fn make_feed(
 
 /// The inputs `source` gives for a model taking `probe`, whole ([`make_feed`]), and how the
 /// report describes them; random samples must fit in the host memory left.
-pub fn make_inputs(
+pub(crate) fn make_inputs(
     source: &InputSource,
     probe: &[IoSpec],
     path: &Path,

@@ -14,11 +14,14 @@ pub mod verdict;
 pub(crate) mod window_spool;
 pub(crate) mod windowed;
 
-pub use collect::run_sources;
-pub use inputs::{make_inputs, InputSource, DEFAULT_BATCH};
-pub use pair::{compare_results, CompareManyReport, CompareReport, Measures};
+pub(crate) use collect::run_sources;
+pub use inputs::InputSource;
+pub(crate) use inputs::{make_inputs, DEFAULT_BATCH};
+pub(crate) use pair::compare_results;
+pub use pair::{CompareManyReport, CompareReport, Measures};
 pub use run::{RunConfig, RunResult, Runs, SideReport};
-pub use sources::{declared_inputs, is_model, SideConfig, SourceConfig};
+pub(crate) use sources::is_model;
+pub use sources::{declared_inputs, SideConfig, SourceConfig};
 pub use verdict::{verdict, Verdict};
 
 use crate::data::npz_spool::NpzSpool;

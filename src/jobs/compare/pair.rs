@@ -140,7 +140,7 @@ impl PairAccumulator {
 
 /// Compares `a` (under test) with the reference `b`, both whole; `inputs` says where the inputs
 /// came from ([`PairAccumulator`] over one window).
-pub fn compare_results(
+pub(crate) fn compare_results(
     a: &RunResult,
     b: &RunResult,
     inputs: &str,

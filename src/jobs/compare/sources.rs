@@ -59,7 +59,7 @@ impl fmt::Debug for SourceConfig {
 }
 
 /// Whether `path` is a model or an engine (as opposed to saved outputs).
-pub fn is_model(path: &Path) -> bool {
+pub(crate) fn is_model(path: &Path) -> bool {
     FileKind::runs(path)
 }
 

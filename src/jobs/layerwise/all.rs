@@ -46,7 +46,7 @@ pub struct LayerwiseAllReport {
 
 /// Compares the graph every FP16 or INT8 build of `config.model` kept with the model, layer by
 /// layer; an error when no build kept one.
-pub fn layerwise_all(
+pub(crate) fn layerwise_all(
     config: &LayerwiseAllConfig,
     progress: &dyn Progress,
 ) -> Result<LayerwiseAllReport> {

@@ -60,7 +60,7 @@ pub struct WeightClipping {
 
 impl WeightClipping {
     /// One rule for every weight.
-    pub fn uniform(all: WeightClip) -> WeightClipping {
+    pub(crate) fn uniform(all: WeightClip) -> WeightClipping {
         WeightClipping {
             all,
             by_op: BTreeMap::new(),

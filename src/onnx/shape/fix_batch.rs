@@ -33,7 +33,7 @@ impl FixBatch {
     }
 
     /// The pass at `batch`, with the batch axes `axes` given by hand.
-    pub fn with_axes(batch: Batch, axes: &BatchAxisRequest) -> FixBatch {
+    pub(crate) fn with_axes(batch: Batch, axes: &BatchAxisRequest) -> FixBatch {
         FixBatch {
             batch,
             axes: axes.clone(),
@@ -67,7 +67,7 @@ pub enum Batch {
 
 /// Where each input and output of `model` holds its samples: found from the axes its inputs
 /// declare (see [`BatchAxes::infer`]), `request` over them. Errors name the model.
-pub fn model_batch_axes(model: &OnnxModel, request: &BatchAxisRequest) -> Result<BatchAxes> {
+pub(crate) fn model_batch_axes(model: &OnnxModel, request: &BatchAxisRequest) -> Result<BatchAxes> {
     let (inputs, outputs) = (model_inputs(model), model_outputs(model));
     BatchAxes::infer(&declared(&inputs), &declared(&outputs), request)
         .with_context(|| model.path.display().to_string())

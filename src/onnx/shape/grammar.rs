@@ -27,7 +27,7 @@ pub fn parse_input_shapes(tokens: &[String]) -> Result<Vec<InputShape>> {
 
 /// [`parse_input_shapes`] with errors that name no flag, for shapes written elsewhere (a
 /// workspace's `input_shape`).
-pub fn parse_shape_tokens(tokens: &[String]) -> Result<Vec<InputShape>> {
+pub(crate) fn parse_shape_tokens(tokens: &[String]) -> Result<Vec<InputShape>> {
     let parse = || -> Result<Vec<InputShape>> {
         if tokens.is_empty() {
             return Ok(vec![]);

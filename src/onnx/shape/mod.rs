@@ -20,13 +20,16 @@ mod request;
 
 pub use axis_ref::NamedAxisError;
 pub(crate) use axis_ref::{index_form, resolve_axis, AxisTarget};
-pub use fix_batch::{model_batch_axes, shaped, Batch, FixBatch};
-pub use grammar::{parse_dim_ranges, parse_input_shapes, parse_named_shapes, parse_shape_tokens};
+pub(crate) use fix_batch::model_batch_axes;
+pub use fix_batch::{shaped, Batch, FixBatch};
+pub(crate) use grammar::parse_shape_tokens;
+pub use grammar::{parse_dim_ranges, parse_input_shapes, parse_named_shapes};
 pub(crate) use input_shapes::InputShapes;
-pub use queries::{check_named_axes, fixed_batch, input_symbols, model_inputs, model_outputs};
+pub use queries::model_inputs;
+pub(crate) use queries::{check_named_axes, fixed_batch, input_symbols, model_outputs};
+pub(crate) use request::dim_points;
 pub use request::{
-    dim_points, DimRange, DimSpec, DimSweep, DimValues, InputShape, NamedDim, NamedShape,
-    ShapeRequest, BATCH_SYMBOL,
+    DimRange, DimSpec, DimSweep, DimValues, InputShape, NamedDim, NamedShape, ShapeRequest,
 };
 
 /// The test model and the shape reading the pass tests of this folder share.

@@ -9,7 +9,7 @@ use crate::tensor::Dim;
 use anyhow::Result;
 
 /// The symbols of the model's input axes, each once, in order of appearance.
-pub fn input_symbols(model: &OnnxModel) -> Vec<String> {
+pub(crate) fn input_symbols(model: &OnnxModel) -> Vec<String> {
     let mut out: Vec<String> = vec![];
     for info in model_inputs(model) {
         for d in info.dims.iter().flatten() {
@@ -25,7 +25,7 @@ pub fn input_symbols(model: &OnnxModel) -> Vec<String> {
 
 /// Checks that each axis named by symbol or by `INPUT:AXIS` is a free non-batch axis of some
 /// input; the error lists the axes the model has.
-pub fn check_named_axes<'a>(
+pub(crate) fn check_named_axes<'a>(
     model: &OnnxModel,
     symbols: impl IntoIterator<Item = &'a str>,
 ) -> Result<()> {
@@ -50,7 +50,7 @@ pub fn model_inputs(model: &OnnxModel) -> Vec<TensorInfo> {
 }
 
 /// The batch every input of `model` is fixed to, if any.
-pub fn fixed_batch(model: &OnnxModel) -> Option<usize> {
+pub(crate) fn fixed_batch(model: &OnnxModel) -> Option<usize> {
     let inputs = model_inputs(model);
     let mut sizes = inputs.iter().map(|i| match i.dims.as_ref()?.first()? {
         Dim::Fixed(n) => Some(*n as usize),
@@ -61,7 +61,7 @@ pub fn fixed_batch(model: &OnnxModel) -> Option<usize> {
 }
 
 /// The outputs of a model.
-pub fn model_outputs(model: &OnnxModel) -> Vec<TensorInfo> {
+pub(crate) fn model_outputs(model: &OnnxModel) -> Vec<TensorInfo> {
     model
         .graph()
         .output

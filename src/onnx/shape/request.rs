@@ -5,7 +5,7 @@
 use std::fmt;
 
 /// The name given to a dynamic batch axis when trtkit has to invent one.
-pub const BATCH_SYMBOL: &str = "batch";
+pub(crate) const BATCH_SYMBOL: &str = "batch";
 
 /// One requested dimension.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -93,7 +93,7 @@ pub type DimSweep = Vec<(String, Vec<i64>)>;
 
 /// Every combination of one size per axis, in order (the first axis varies slowest); one empty
 /// combination when there are no axes.
-pub fn dim_points(dims: &[(String, Vec<i64>)]) -> Vec<Vec<NamedDim>> {
+pub(crate) fn dim_points(dims: &[(String, Vec<i64>)]) -> Vec<Vec<NamedDim>> {
     let mut points = vec![vec![]];
     for (symbol, sizes) in dims {
         points = points

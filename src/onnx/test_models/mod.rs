@@ -10,9 +10,7 @@ mod quantized;
 mod sequence;
 mod tasks;
 
-pub use super::small_classifier::{
-    classifier, classifier_sized, deterministic_weights, CLASSIFIER_CHW, CLASSIFIER_CLASSES,
-};
+pub use super::small_classifier::{classifier, classifier_sized, deterministic_weights};
 pub use encoder::{encoder, EncoderSize, EncoderStyle, ENCODER_HEADS, ENCODER_HIDDEN};
 pub use paddle::paddle_style_pyramid;
 pub use paddle_axes::{paddle_style, PADDLE_CLASSES};

@@ -49,13 +49,13 @@ impl<'g> GraphView<'g> {
     }
 
     /// The node that makes `tensor`, with its index.
-    pub fn producer(&self, tensor: &str) -> Option<(usize, &'g NodeProto)> {
+    pub(crate) fn producer(&self, tensor: &str) -> Option<(usize, &'g NodeProto)> {
         let &i = self.producer.get(tensor)?;
         Some((i, &self.graph.node[i]))
     }
 
     /// The node that makes `tensor`, if it is an `op` node.
-    pub fn made_by(&self, tensor: &str, op: &str) -> Option<(usize, &'g NodeProto)> {
+    pub(crate) fn made_by(&self, tensor: &str, op: &str) -> Option<(usize, &'g NodeProto)> {
         self.producer(tensor).filter(|(_, n)| n.op_type == op)
     }
 
@@ -66,7 +66,7 @@ impl<'g> GraphView<'g> {
 
     /// Whether `tensor` is read only by the nodes in `within` (and is no graph output, and no
     /// subgraph reads it).
-    pub fn read_only_within(&self, tensor: &str, within: &HashSet<usize>) -> bool {
+    pub(crate) fn read_only_within(&self, tensor: &str, within: &HashSet<usize>) -> bool {
         !self.pinned.contains(tensor) && self.readers(tensor).iter().all(|r| within.contains(r))
     }
 
@@ -123,7 +123,7 @@ impl<'g> GraphView<'g> {
 
     /// The values of a 1-D shape tensor where they are known: a constant, or a `Concat` of
     /// constants and computed pieces (each computed piece of one element is `None`).
-    pub fn shape_values(&self, tensor: &str) -> Option<Vec<Option<i64>>> {
+    pub(crate) fn shape_values(&self, tensor: &str) -> Option<Vec<Option<i64>>> {
         if let Some(v) = self.ints(tensor) {
             return Some(v.into_iter().map(Some).collect());
         }
