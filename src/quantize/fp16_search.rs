@@ -14,12 +14,11 @@ use crate::progress::Progress;
 use crate::quantize::eval_config::EvalConfig;
 use crate::quantize::eval_samples::samples_fingerprint;
 use crate::quantize::fp16_eval::Fp16Evaluator;
-use crate::quantize::kept_result::{keep, kept_path, read_kept, short_key};
+use crate::quantize::kept_result::{keep, kept_path, short_key};
 use crate::quantize::search::{find, Found, Goal, Strategy, Variants};
 use crate::quantize::search_report::{Fp16Search, Ran, SearchPrecision, SearchReport};
 use crate::tensor::Precision;
 use anyhow::{Context, Result};
-
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -98,11 +97,7 @@ pub(crate) fn search_fp16_target(
     );
     let mut notes = vec![];
     if !config.research {
-        match read_kept::<SearchReport>(&kept) {
-            Ok(Some(found)) if found.precision() != Precision::Fp16 => notes.push(format!(
-                "the kept search was not reused: it is the result of an {} search",
-                found.precision().to_string().to_uppercase()
-            )),
+        match SearchReport::read_kept(&kept, Precision::Fp16) {
             Ok(Some(mut found)) => {
                 let mut options = config.options.clone();
                 options.keep_nodes.extend(found.float_nodes.iter().cloned());

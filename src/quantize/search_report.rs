@@ -7,6 +7,7 @@
 use crate::metrics::bootstrap::IntervalScores as Score;
 use crate::quantize::adaptive_rounding::RoundingReport;
 use crate::quantize::evaluate::WeightRounding;
+use crate::quantize::kept_result::read_kept;
 use crate::quantize::reference::SampleUse;
 use crate::quantize::scale_search::ScaleSearchReport;
 use crate::quantize::search::{Found, Goal, Strategy};
@@ -168,6 +169,22 @@ impl SearchReport {
         }
     }
 
+    /// The search result kept at `kept`, for a search of `precision`: `Err` with why it cannot be
+    /// reused (stale, unreadable, or the result of a search of another precision), `Ok(None)`
+    /// when there is none.
+    pub(crate) fn read_kept(
+        kept: &Path,
+        precision: Precision,
+    ) -> Result<Option<SearchReport>, String> {
+        match read_kept::<SearchReport>(kept)? {
+            Some(found) if found.precision() != precision => Err(format!(
+                "it is the result of an {} search",
+                found.precision().to_string().to_uppercase()
+            )),
+            found => Ok(found),
+        }
+    }
+
     /// The precision the search was for.
     pub fn precision(&self) -> Precision {
         match self.precision {
@@ -276,6 +293,31 @@ mod tests {
         let mut keys: Vec<String> = value.as_object().unwrap().keys().cloned().collect();
         keys.sort();
         keys
+    }
+
+    #[test]
+    fn a_kept_result_of_the_other_precision_is_not_reused_and_says_why() {
+        let dir = tempfile::tempdir().unwrap();
+        let kept = dir.path().join("r.json");
+        assert!(SearchReport::read_kept(&kept, Precision::Int8)
+            .unwrap()
+            .is_none());
+        let fp16 = report(SearchPrecision::Fp16(Fp16Search {
+            kept: vec![],
+            full_fp16: Score::default(),
+            full_fp16_check: None,
+            fp16_share: None,
+            keep_fp32: vec![],
+            keep_nodes: vec![],
+            emulated: false,
+        }));
+        crate::quantize::kept_result::keep(&kept, &fp16).unwrap();
+        let same = SearchReport::read_kept(&kept, Precision::Fp16).unwrap();
+        assert_eq!(same.unwrap().precision(), Precision::Fp16);
+        assert_eq!(
+            SearchReport::read_kept(&kept, Precision::Int8).unwrap_err(),
+            "it is the result of an FP16 search"
+        );
     }
 
     #[test]

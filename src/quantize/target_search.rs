@@ -15,7 +15,7 @@ use crate::onnx::OnnxModel;
 use crate::progress::Progress;
 use crate::quantize::eval_samples::samples_fingerprint;
 use crate::quantize::evaluate::{EvalConfig, Evaluator, SampleUse, Score, WeightRounding};
-use crate::quantize::kept_result::{keep, kept_path, read_kept, short_key};
+use crate::quantize::kept_result::{keep, kept_path, short_key};
 use crate::quantize::plan::int8_model;
 use crate::quantize::scale_search::ScaleSearch;
 use crate::quantize::search::{find, Variants};
@@ -98,18 +98,10 @@ pub fn search_target(config: &TargetConfig, progress: &dyn Progress) -> Result<S
     );
     let mut not_reused = None;
     if !config.research {
-        let found = read_kept::<SearchReport>(&kept)
-            .and_then(|found| match found {
-                Some(f) if f.precision() != Precision::Int8 => Err(format!(
-                    "it is the result of an {} search",
-                    f.precision().to_string().to_uppercase()
-                )),
-                found => Ok(found),
-            })
-            .unwrap_or_else(|why| {
-                not_reused = Some(format!("the kept search was not reused: {why}"));
-                None
-            });
+        let found = SearchReport::read_kept(&kept, Precision::Int8).unwrap_or_else(|why| {
+            not_reused = Some(format!("the kept search was not reused: {why}"));
+            None
+        });
         if let Some(mut found) = found {
             // Labels are names or `#INDEX`, which is what an exclusion resolves.
             let float = Exclusion {
